@@ -1,0 +1,103 @@
+# Makefile: builds what this machine can build and says what it left out.
+#   make            train_gpt, test_gpt, tokenize, test binaries, bench_comm
+#   make test       all tests (single process and multi-rank under mpirun); last line "N passed, N failed"
+#   make bench      the training-step benchmark (GPT-2 124M, B=4, T=64), figure last
+#   make asan       test binaries with AddressSanitizer + UBSan
+CC ?= cc
+CFLAGS_COMMON = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -std=gnu11 -g
+# The trainer may use -O3 -march=native; tests are built without -Ofast/-ffast-math so NaN stays visible.
+OPT ?= -O3 -march=native
+TEST_OPT ?= -O2 -march=native
+LDLIBS = -lm
+
+# --- OpenMP -------------------------------------------------------------------------------------------------
+OMP_OK := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo yes)
+ifeq ($(OMP_OK),yes)
+  CFLAGS_COMMON += -fopenmp
+  FOUND += openmp
+else
+  LEFT_OUT += "openmp (single-threaded kernels)"
+endif
+
+# --- BLAS: prefer the OpenMP build of OpenBLAS so BLAS and our kernels share one thread pool ----------------
+OPENBLAS_OMP_DIR = /usr/lib/x86_64-linux-gnu/openblas-openmp
+ifneq ($(wildcard $(OPENBLAS_OMP_DIR)/libopenblas.so),)
+  BLAS_CFLAGS = -DUSE_BLAS -I/usr/include/x86_64-linux-gnu/openblas-openmp
+  BLAS_LIBS = -L$(OPENBLAS_OMP_DIR) -Wl,-rpath,$(OPENBLAS_OMP_DIR) -lopenblas
+  FOUND += openblas-openmp
+else ifneq ($(shell echo 'int main(void){return 0;}' | $(CC) -x c - -lopenblas -o /dev/null 2>/dev/null && echo yes),)
+  BLAS_CFLAGS = -DUSE_BLAS
+  BLAS_LIBS = -lopenblas
+  FOUND += openblas
+else
+  LEFT_OUT += "BLAS (matmuls fall back to the slow built-in loops)"
+endif
+
+# --- MPI ------------------------------------------------------------------------------------------------------
+MPICC := $(shell command -v mpicc 2>/dev/null)
+ifneq ($(MPICC),)
+  MPI_CFLAGS = -DUSE_MPI $(shell mpicc --showme:compile 2>/dev/null)
+  MPI_LIBS = $(shell mpicc --showme:link 2>/dev/null)
+  FOUND += mpi
+else
+  LEFT_OUT += "MPI (single-process builds only; multi-rank tests skipped)"
+endif
+
+# --- PCRE2 (Unicode classes for the tokenizer's pre-tokenization) -------------------------------------------
+PCRE2_OK := $(shell echo 'int main(void){return 0;}' | $(CC) -x c - -lpcre2-8 -o /dev/null 2>/dev/null && echo yes)
+ifeq ($(PCRE2_OK),yes)
+  TOK_LIBS = -lpcre2-8
+  FOUND += pcre2
+else
+  LEFT_OUT += "pcre2 (tokenize and test_tokenizer not built: apt-get install libpcre2-dev)"
+endif
+
+BINS = train_gpt test_gpt
+ifeq ($(PCRE2_OK),yes)
+  BINS += tokenize tests/test_tokenizer
+endif
+BINS += tests/test_dataloader
+ifneq ($(MPICC),)
+  BINS += bench_comm
+endif
+
+.PHONY: all test bench clean asan report
+all: report $(BINS)
+
+report:
+	@echo "make: found: $(FOUND)"
+	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
+
+HEADERS = utils.h kernels_cpu.h zero.h dataloader.h tokenizer.h
+
+train_gpt: train_gpt.c $(HEADERS)
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(LDLIBS)
+
+# test_gpt includes train_gpt.c (with TRAIN_GPT_NO_MAIN) so the tests exercise the real code.
+test_gpt: test_gpt.c train_gpt.c $(HEADERS)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(LDLIBS)
+
+tokenize: tokenize.c tokenizer.h utils.h
+	$(CC) $(CFLAGS_COMMON) $(OPT) $< -o $@ $(TOK_LIBS) $(LDLIBS)
+
+tests/test_tokenizer: tests/test_tokenizer.c tokenizer.h utils.h
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(TOK_LIBS) $(LDLIBS)
+
+tests/test_dataloader: tests/test_dataloader.c dataloader.h utils.h
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(LDLIBS)
+
+bench_comm: bench_comm.c zero.h utils.h
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(MPI_CFLAGS) $< -o $@ $(MPI_LIBS) $(LDLIBS)
+
+test: all
+	bash scripts/run_tests.sh
+
+bench: train_gpt
+	./train_gpt --bench --model d12 --batch-size 4 --seq-len 64
+
+asan: OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
+asan: TEST_OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
+asan: clean all
+
+clean:
+	rm -f train_gpt test_gpt tokenize bench_comm tests/test_tokenizer tests/test_dataloader

@@ -1,0 +1,188 @@
+/*
+utils.h: checked wrappers for calls that can fail, and small helpers shared by every program of the project
+(train_gpt, test_gpt, tokenize, bench_comm). Only static functions and macros, so any translation unit may
+include it.
+
+Every wrapper records the file and line of the caller and prints the failing statement's context before
+exiting non-zero; input validation elsewhere is real code with a real message, never assert.
+*/
+#ifndef UTILS_H
+#define UTILS_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// ----------------------------------------------------------------------------
+// fatal errors
+
+// Prints "error: <message>" to stderr and exits with status 1. The message should name the file or flag.
+static void __attribute__((noreturn, format(printf, 1, 2))) fatal(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+    exit(1);
+}
+
+// ----------------------------------------------------------------------------
+// checked libc calls
+
+static FILE* fopen_check(const char* path, const char* mode, const char* file, int line) {
+    FILE* fp = fopen(path, mode);
+    if (fp == NULL) {
+        fatal("cannot open '%s' (mode %s): %s [at %s:%d]", path, mode, strerror(errno), file, line);
+    }
+    return fp;
+}
+#define fopenCheck(path, mode) fopen_check(path, mode, __FILE__, __LINE__)
+
+// Reads exactly nmemb items or exits naming the stream's purpose (what) and the shortfall.
+static void fread_check(void* ptr, size_t size, size_t nmemb, FILE* fp, const char* what, const char* file, int line) {
+    size_t got = fread(ptr, size, nmemb, fp);
+    if (got != nmemb) {
+        if (feof(fp)) {
+            fatal("'%s' is truncated: expected %zu items of %zu bytes, got %zu [at %s:%d]", what, nmemb, size, got, file, line);
+        }
+        fatal("read error on '%s': %s [at %s:%d]", what, strerror(errno), file, line);
+    }
+}
+#define freadCheck(ptr, size, nmemb, fp, what) fread_check(ptr, size, nmemb, fp, what, __FILE__, __LINE__)
+
+static void fwrite_check(const void* ptr, size_t size, size_t nmemb, FILE* fp, const char* what, const char* file, int line) {
+    if (fwrite(ptr, size, nmemb, fp) != nmemb) {
+        fatal("write error on '%s': %s [at %s:%d]", what, strerror(errno), file, line);
+    }
+}
+#define fwriteCheck(ptr, size, nmemb, fp, what) fwrite_check(ptr, size, nmemb, fp, what, __FILE__, __LINE__)
+
+static void fclose_check(FILE* fp, const char* what, const char* file, int line) {
+    if (fclose(fp) != 0) {
+        fatal("closing '%s' failed: %s [at %s:%d]", what, strerror(errno), file, line);
+    }
+}
+#define fcloseCheck(fp, what) fclose_check(fp, what, __FILE__, __LINE__)
+
+static void fseek_check(FILE* fp, long off, int whence, const char* what, const char* file, int line) {
+    if (fseek(fp, off, whence) != 0) {
+        fatal("seek failed on '%s': %s [at %s:%d]", what, strerror(errno), file, line);
+    }
+}
+#define fseekCheck(fp, off, whence, what) fseek_check(fp, off, whence, what, __FILE__, __LINE__)
+
+static void* malloc_check(size_t size, const char* file, int line) {
+    void* p = malloc(size == 0 ? 1 : size);
+    if (p == NULL) {
+        fatal("out of memory allocating %zu bytes [at %s:%d]", size, file, line);
+    }
+    return p;
+}
+#define mallocCheck(size) malloc_check(size, __FILE__, __LINE__)
+
+static void* calloc_check(size_t n, size_t size, const char* file, int line) {
+    void* p = calloc(n == 0 ? 1 : n, size == 0 ? 1 : size);
+    if (p == NULL) {
+        fatal("out of memory allocating %zu x %zu bytes [at %s:%d]", n, size, file, line);
+    }
+    return p;
+}
+#define callocCheck(n, size) calloc_check(n, size, __FILE__, __LINE__)
+
+// 64-byte aligned allocation (cache line; AVX-512 loads), for the big buffer families.
+static void* aligned_malloc_check(size_t size, const char* file, int line) {
+    void* p = NULL;
+    size_t rounded = (size + 63) / 64 * 64;
+    if (posix_memalign(&p, 64, rounded == 0 ? 64 : rounded) != 0) {
+        fatal("out of memory allocating %zu bytes [at %s:%d]", size, file, line);
+    }
+    return p;
+}
+#define alignedMallocCheck(size) aligned_malloc_check(size, __FILE__, __LINE__)
+
+// ----------------------------------------------------------------------------
+// overflow-checked size arithmetic
+
+static size_t mul_size_check(size_t a, size_t b, const char* file, int line) {
+    if (a != 0 && b > SIZE_MAX / a) {
+        fatal("size overflow: %zu * %zu [at %s:%d]", a, b, file, line);
+    }
+    return a * b;
+}
+#define mulSize(a, b) mul_size_check((size_t)(a), (size_t)(b), __FILE__, __LINE__)
+
+// ----------------------------------------------------------------------------
+// atomic file writes: write to "<path>.tmp.<pid>", fsync, rename into place. A failed or interrupted write never
+// destroys the previous file at <path>.
+
+typedef struct {
+    FILE* fp;
+    char path[4096];
+    char tmp_path[4200];
+} AtomicFile;
+
+static void atomic_open(AtomicFile* af, const char* path) {
+    size_t n = strlen(path);
+    if (n + 1 > sizeof(af->path)) { fatal("path too long: '%s'", path); }
+    memcpy(af->path, path, n + 1);
+    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp.%d", path, (int)getpid());
+    af->fp = fopen(af->tmp_path, "wb");
+    if (af->fp == NULL) { fatal("cannot create '%s': %s", af->tmp_path, strerror(errno)); }
+}
+
+// Flushes, syncs and renames the temporary file over the final path. On any failure the temporary is removed.
+static void atomic_commit(AtomicFile* af) {
+    int ok = fflush(af->fp) == 0 && fsync(fileno(af->fp)) == 0;
+    int closed = fclose(af->fp) == 0;
+    if (!ok || !closed) {
+        int e = errno;
+        remove(af->tmp_path);
+        fatal("writing '%s' failed: %s (previous file left untouched)", af->path, strerror(e));
+    }
+    if (rename(af->tmp_path, af->path) != 0) {
+        int e = errno;
+        remove(af->tmp_path);
+        fatal("renaming '%s' to '%s' failed: %s", af->tmp_path, af->path, strerror(e));
+    }
+}
+
+// Abandons a write in progress: the temporary file is removed and the final path is untouched.
+static void atomic_abort(AtomicFile* af) {
+    if (af->fp) { fclose(af->fp); af->fp = NULL; }
+    remove(af->tmp_path);
+}
+
+// ----------------------------------------------------------------------------
+// checksums and hashing
+
+// FNV-1a, 64 bit: cheap, stable across platforms; used for checkpoint checksums and configuration hashes.
+static uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {
+    const unsigned char* p = (const unsigned char*)data;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ULL; }
+    return h;
+}
+#define FNV1A64_INIT 14695981039346656037ULL
+
+// ----------------------------------------------------------------------------
+// misc
+
+static int file_exists(const char* path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+// Size of a file in bytes, or -1 if it cannot be stat'ed.
+static long long file_size(const char* path) {
+    struct stat st;
+    if (stat(path, &st) != 0) { return -1; }
+    return (long long)st.st_size;
+}
+
+#endif // UTILS_H
