@@ -58,7 +58,7 @@ ifeq ($(PCRE2_OK),yes)
 endif
 BINS += tests/test_dataloader
 ifneq ($(MPICC),)
-  BINS += bench_comm
+  BINS += bench_comm tests/test_comm
 endif
 
 .PHONY: all test bench clean asan report
@@ -68,7 +68,7 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h kernels_cpu.h zero.h dataloader.h tokenizer.h
+HEADERS = utils.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h
 
 train_gpt: train_gpt.c $(HEADERS)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(LDLIBS)
@@ -86,8 +86,11 @@ tests/test_tokenizer: tests/test_tokenizer.c tokenizer.h utils.h
 tests/test_dataloader: tests/test_dataloader.c dataloader.h utils.h
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(LDLIBS)
 
-bench_comm: bench_comm.c zero.h utils.h
+bench_comm: bench_comm.c comm.h utils.h
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(MPI_CFLAGS) $< -o $@ $(MPI_LIBS) $(LDLIBS)
+
+tests/test_comm: tests/test_comm.c comm.h utils.h
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
 test: all
 	bash scripts/run_tests.sh
@@ -100,4 +103,4 @@ asan: TEST_OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
 asan: clean all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm tests/test_tokenizer tests/test_dataloader
+	rm -f train_gpt test_gpt tokenize bench_comm tests/test_tokenizer tests/test_dataloader tests/test_comm
