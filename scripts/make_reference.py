@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""
+Generate the reference files that the C tests compare against.
+
+Regenerate with (Debian's PyTorch lives under /usr/bin/python3):
+    /usr/bin/python3 scripts/make_reference.py --out tests/ref
+
+A tiny GPT-2 (same architecture as llm.c's train_gpt2.py) is written by hand
+in float32 torch. Default config: maxT=16, V=101 (padded Vp=128), L=2, NH=4,
+C=32; batch B=2, T=8 (T < maxT on purpose); seed 1337.
+
+Init: weights ~ N(0, 0.02), attprojw/fcprojw scaled by 1/sqrt(2L); then, so
+that every gradient is non-trivial, LayerNorm weights = 1 + 0.1*randn and
+LayerNorm/linear biases = 0.02*randn. Tokens: B*T+1 random ids in [0,V);
+x = first B*T as (B,T), y = x shifted by one.
+
+Files (all little-endian):
+  ref_model.bin   llm.c model file v3 (fp32). 256 int32 header:
+                  [0]=20240326 [1]=3 [2]=maxT [3]=V [4]=L [5]=NH [6]=C [7]=Vp,
+                  rest 0; then float32 params in llm.c order:
+                  wte (Vp,C) (rows V..Vp-1 zero), wpe (maxT,C), ln1w (L,C),
+                  ln1b (L,C), qkvw (L,3C,C), qkvb (L,3C), attprojw (L,C,C),
+                  attprojb (L,C), ln2w (L,C), ln2b (L,C), fcw (L,4C,C),
+                  fcb (L,4C), fcprojw (L,C,4C), fcprojb (L,C), lnfw (C), lnfb (C).
+  ref_state.bin   llm.c debug state. 256 int32 header:
+                  [0]=20240327 [1]=2 [2]=B [3]=T, rest 0; then x int32 (B*T),
+                  y int32 (B*T), logits float32 (B,T,V) (unpadded V), loss
+                  float32, then grads of all params (same order/shapes as the
+                  model file; wte grad has Vp rows, padded rows zero).
+                  This is one forward/backward at the initial parameters.
+  ref_trajectory.txt  10 AdamW steps on the same (x,y): lr 1e-3, betas
+                  (0.9,0.95), eps 1e-8, weight decay 0.1 on wte, wpe, qkvw,
+                  attprojw, fcw, fcprojw only; clip_grad_norm_(params, 1.0)
+                  before each update. One line per step: "step loss grad_norm"
+                  (loss before the update, grad_norm before clipping), '%.9g'.
+"""
+import argparse
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+PARAM_NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+               "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
+DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
+
+
+def init_params(a):
+    maxT, V, Vp, L, NH, C = a.maxT, a.V, a.Vp, a.L, a.NH, a.C
+    n = lambda *s: torch.randn(*s)
+    std, pstd = 0.02, 0.02 / math.sqrt(2 * L)
+    p = {}
+    p["wte"] = n(Vp, C) * std
+    p["wte"][V:] = 0.0  # padded vocab rows: always zero
+    p["wpe"] = n(maxT, C) * std
+    p["ln1w"] = 1 + 0.1 * n(L, C)
+    p["ln1b"] = 0.02 * n(L, C)
+    p["qkvw"] = n(L, 3 * C, C) * std
+    p["qkvb"] = 0.02 * n(L, 3 * C)
+    p["attprojw"] = n(L, C, C) * pstd
+    p["attprojb"] = 0.02 * n(L, C)
+    p["ln2w"] = 1 + 0.1 * n(L, C)
+    p["ln2b"] = 0.02 * n(L, C)
+    p["fcw"] = n(L, 4 * C, C) * std
+    p["fcb"] = 0.02 * n(L, 4 * C)
+    p["fcprojw"] = n(L, C, 4 * C) * pstd
+    p["fcprojb"] = 0.02 * n(L, C)
+    p["lnfw"] = 1 + 0.1 * n(C)
+    p["lnfb"] = 0.02 * n(C)
+    return {k: v.float().contiguous().requires_grad_(True) for k, v in p.items()}
+
+
+def forward(p, x, y, a):
+    B, T = x.shape
+    C, NH, V = a.C, a.NH, a.V
+    hs = C // NH
+    ln = lambda t, w, b: F.layer_norm(t, (C,), w, b, eps=1e-5)
+    h = p["wte"][x] + p["wpe"][:T]                        # (B,T,C)
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l in range(a.L):
+        # attention
+        qkv = ln(h, p["ln1w"][l], p["ln1b"][l]) @ p["qkvw"][l].T + p["qkvb"][l]
+        q, k, v = qkv.split(C, dim=2)
+        q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        o = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        h = h + o @ p["attprojw"][l].T + p["attprojb"][l]
+        # MLP
+        m = ln(h, p["ln2w"][l], p["ln2b"][l]) @ p["fcw"][l].T + p["fcb"][l]
+        m = F.gelu(m, approximate="tanh")
+        h = h + m @ p["fcprojw"][l].T + p["fcprojb"][l]
+    h = ln(h, p["lnfw"], p["lnfb"])
+    logits = h @ p["wte"][:V].T                           # tied LM head, unpadded V
+    loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
+    return logits, loss
+
+
+def header(vals):
+    hdr = np.zeros(256, dtype="<i4")
+    hdr[:len(vals)] = vals
+    return hdr.tobytes()
+
+
+def f32(t):
+    return t.detach().cpu().numpy().astype("<f4").tobytes()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="tests/ref")
+    ap.add_argument("--maxT", type=int, default=16)
+    ap.add_argument("--V", type=int, default=101)
+    ap.add_argument("--Vp", type=int, default=128)
+    ap.add_argument("--L", type=int, default=2)
+    ap.add_argument("--NH", type=int, default=4)
+    ap.add_argument("--C", type=int, default=32)
+    ap.add_argument("--B", type=int, default=2)
+    ap.add_argument("--T", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--steps", type=int, default=10)
+    a = ap.parse_args()
+    assert a.C % a.NH == 0 and a.T <= a.maxT and a.V <= a.Vp
+
+    torch.manual_seed(a.seed)
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    os.makedirs(a.out, exist_ok=True)
+
+    p = init_params(a)
+    tok = torch.randint(0, a.V, (a.B * a.T + 1,))
+    x = tok[:-1].view(a.B, a.T)
+    y = tok[1:].view(a.B, a.T)
+    params = [p[k] for k in PARAM_NAMES]
+
+    # 1. model file
+    model_path = os.path.join(a.out, "ref_model.bin")
+    with open(model_path, "wb") as f:
+        f.write(header([20240326, 3, a.maxT, a.V, a.L, a.NH, a.C, a.Vp]))
+        for t in params:
+            f.write(f32(t))
+
+    # 2. debug state: one forward/backward at the initial parameters
+    logits, loss = forward(p, x, y, a)
+    loss.backward()
+    state_path = os.path.join(a.out, "ref_state.bin")
+    with open(state_path, "wb") as f:
+        f.write(header([20240327, 2, a.B, a.T]))
+        f.write(x.numpy().astype("<i4").tobytes())
+        f.write(y.numpy().astype("<i4").tobytes())
+        f.write(f32(logits))
+        f.write(np.array([loss.item()], dtype="<f4").tobytes())
+        for t in params:
+            f.write(f32(t.grad))
+    for k in PARAM_NAMES:
+        assert p[k].grad.abs().max() > 0, f"zero gradient for {k}"
+    for t in params:
+        t.grad = None
+
+    # 3. training trajectory
+    opt = torch.optim.AdamW(
+        [{"params": [p[k] for k in PARAM_NAMES if k in DECAYED], "weight_decay": 0.1},
+         {"params": [p[k] for k in PARAM_NAMES if k not in DECAYED], "weight_decay": 0.0}],
+        lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+    lines = []
+    for step in range(a.steps):
+        opt.zero_grad(set_to_none=True)
+        _, loss = forward(p, x, y, a)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        lines.append("%d %.9g %.9g" % (step, loss.item(), norm.item()))
+    assert (p["wte"][a.V:] == 0).all()
+    traj_path = os.path.join(a.out, "ref_trajectory.txt")
+    with open(traj_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+    # summary + sanity checks
+    nparams = sum(t.numel() for t in params)
+    BT = a.B * a.T
+    exp_model = 256 * 4 + 4 * nparams
+    exp_state = 256 * 4 + 4 * (2 * BT + BT * a.V + 1 + nparams)
+    for path, exp in ((model_path, exp_model), (state_path, exp_state)):
+        size = os.path.getsize(path)
+        print(f"{path}: {size} bytes (expected {exp})")
+        assert size == exp
+    print(f"{traj_path}: {os.path.getsize(traj_path)} bytes")
+    # round-trip the model file
+    with open(model_path, "rb") as f:
+        hdr = np.frombuffer(f.read(1024), dtype="<i4")
+        flat = np.frombuffer(f.read(), dtype="<f4")
+    assert list(hdr[:8]) == [20240326, 3, a.maxT, a.V, a.L, a.NH, a.C, a.Vp]
+    init = init_params_again(a)
+    assert np.array_equal(flat, np.concatenate([init[k].numpy().ravel() for k in PARAM_NAMES]))
+    print(f"model round-trip OK ({nparams} params)")
+    print(f"config: maxT={a.maxT} V={a.V} Vp={a.Vp} L={a.L} NH={a.NH} C={a.C} B={a.B} T={a.T} seed={a.seed}")
+    print("trajectory (step loss grad_norm):")
+    print("\n".join(lines))
+
+
+def init_params_again(a):
+    """Re-create the initial parameters from the seed (for the round-trip check)."""
+    torch.manual_seed(a.seed)
+    return {k: v.detach() for k, v in init_params(a).items()}
+
+
+if __name__ == "__main__":
+    main()
