@@ -170,6 +170,20 @@ static uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {
 }
 #define FNV1A64_INIT 14695981039346656037ULL
 
+// Checksum of a large buffer, 8 bytes at a time (FNV-style multiply-xor on words, then the tail bytewise):
+// about 8x faster than byte-wise FNV, which matters for multi-GB checkpoints.
+static uint64_t checksum64(const void* data, size_t n, uint64_t h) {
+    const unsigned char* p = (const unsigned char*)data;
+    size_t words = n / 8;
+    for (size_t i = 0; i < words; i++) {
+        uint64_t w;
+        memcpy(&w, p + 8 * i, 8);
+        h = (h ^ w) * 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    return fnv1a64(p + 8 * words, n - 8 * words, h);
+}
+
 // ----------------------------------------------------------------------------
 // misc
 
