@@ -1,0 +1,530 @@
+/*
+dataloader.h: token shards, the distributed sampler and its resumable state, for the GPT-2 trainer.
+Only static functions: any translation unit may include it (train_gpt.c as C, and as CUDA C++ via nvcc -x cu).
+Tested by tests/test_dataloader.c (make tests/test_dataloader && ./tests/test_dataloader).
+
+Shard format (llm.c): a header of 256 int32, [0] = 20240520 (magic), [1] = version, [2] = token count n;
+then n tokens, uint16 for version 1, uint32 for version 2 (vocabularies above 65536). The file size must be
+exactly 1024 + n * bytes_per_token. Shards are the files matching a glob pattern, in sorted order, mapped
+read-only with mmap. Every shard is validated once at init, including a scan that every token id < vocab_size.
+
+Two orders, chosen by `shuffle`:
+
+shuffle = 0, llm.c's sequential order. Shards in glob order. A "group" is world consecutive chunks of B*T tokens
+starting at the group position p (0 at the start of a shard); rank r's batch is the B*T+1 tokens from
+p + r*B*T (inputs = the first B*T, targets = the same window shifted by one). After a batch p += B*T*world.
+When the group at p would not fit (p + B*T*world + 1 > n) the loader moves to the next shard with p = 0,
+wrapping from the last shard to shard 0, which starts a new epoch. The check uses the group position, not the
+rank's, so all ranks change shard together. The check is made just before reading, so a state saved with one
+world size and resumed with another applies the new world's rule.
+
+shuffle = 1, the distributed sampler. A sample is a window of T+1 tokens starting at i*T in a shard,
+i in [0, (n-1)/T). Epoch e's sample stream is the shards in a permuted order (Fisher-Yates driven by
+splitmix64 of (seed, e)), each shard's samples in a permuted order (a keyed Feistel bijection with cycle
+walking, keyed by (seed, e, shard): no allocation, any shard size). Epochs are concatenated into one global
+stream. Micro-step g consumes stream samples [g*B*world, (g+1)*B*world); rank r takes the B samples from
+g*B*world + r*B, one per row. A group may straddle an epoch boundary. The only position is the global sample
+cursor, which does not depend on rank, world or B, so a run resumed with another world size (or B) continues
+the same stream: within an epoch no sample is dropped or repeated.
+
+Shard size rules (checked at init, the error names the file):
+  shuffle = 0: every shard holds at least one group: n >= B*T*world + 1.
+  shuffle = 1: every shard holds at least one sample: n >= T + 1; and the whole data set holds at least
+               B*world samples per epoch (so the ranks of one micro-step never share a sample).
+
+Resumable state: DATALOADER_STATE_WORDS uint64 words, logical (no rank, no world, no B):
+  [0] DATALOADER_STATE_MAGIC ("DLST", layout version 1)
+  [1] shuffle (0 or 1)
+  [2] seed
+  [3] T (checked on restore only when shuffle = 1, where it defines the samples)
+  [4] epoch (shuffle = 1: cursor / samples per epoch, checked for consistency)
+  [5] shuffle = 0: shard index;             shuffle = 1: global sample cursor
+  [6] shuffle = 0: group position in shard; shuffle = 1: 0
+  [7] data fingerprint: FNV-1a of the shard count and every shard's token count (a different data set is
+      refused; renaming or moving the files is not)
+*/
+#ifndef DATALOADER_H
+#define DATALOADER_H
+
+#include <fcntl.h>
+#include <glob.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "utils.h"
+
+#define DATALOADER_SHARD_MAGIC 20240520
+#define DATALOADER_HEADER_INTS 256
+#define DATALOADER_HEADER_BYTES (DATALOADER_HEADER_INTS * 4)
+#define DATALOADER_STATE_WORDS 8
+#define DATALOADER_STATE_MAGIC ((((uint64_t)0x444C5354) << 32) | 1u) // "DLST", layout version 1
+
+// ----------------------------------------------------------------------------
+// types
+
+typedef struct {
+    char* path;               // owned copy of the file name
+    void* map;                // the whole file, mapped read-only
+    size_t map_bytes;         // size of the mapping (the file size)
+    const void* tokens;       // map + 1024: (ntok) uint16 or uint32
+    int bytes_per_token;      // 2 (version 1) or 4 (version 2)
+    uint64_t ntok;            // tokens in the shard
+    uint64_t nsamples;        // shuffle = 1: windows of T+1 tokens at i*T, (ntok - 1) / T
+} DataShard;
+
+typedef struct {
+    // configuration
+    int B, T;                 // batch size and sequence length of one rank's micro-batch
+    int rank, world;          // this process and the number of processes that share the stream
+    int shuffle;              // 0: llm.c sequential order; 1: the distributed sampler
+    uint64_t seed;            // shuffle = 1: the permutation seed
+    int vocab_size;           // every token id is below it (validated at init)
+    // the data
+    int nshards;
+    DataShard* shards;        // (nshards) in glob order
+    uint64_t total_tokens;    // sum of ntok over shards
+    uint64_t samples_per_epoch; // shuffle = 1: sum of nsamples over shards
+    uint64_t fingerprint;     // FNV-1a of nshards and every ntok
+    // position (the logical state)
+    uint64_t epoch;           // shuffle = 0: epochs completed; shuffle = 1: derived from cursor
+    int shard_index;          // shuffle = 0: current shard
+    uint64_t position;        // shuffle = 0: group start position in the current shard (tokens)
+    uint64_t cursor;          // shuffle = 1: global sample cursor (samples consumed by all ranks)
+    // shuffle = 1: the shard order of one epoch, cached
+    uint64_t cached_epoch;    // the epoch perm/offsets describe, or UINT64_MAX
+    int* shard_perm;          // (nshards) stream position k -> shard index
+    uint64_t* shard_offset;   // (nshards + 1) first sample of stream position k within the epoch
+    // output of dataloader_next_batch
+    int32_t* inputs;          // (B*T)
+    int32_t* targets;         // (B*T)
+} DataLoader;
+
+// ----------------------------------------------------------------------------
+// errors
+
+// Writes a one-line message into err (if not NULL) and returns -1.
+static int __attribute__((format(printf, 3, 4))) dataloader__fail(char* err, size_t errlen, const char* fmt, ...) {
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+// ----------------------------------------------------------------------------
+// hashing and the permutations
+
+// splitmix64's finalizer: a bijective 64-bit mixer with full avalanche.
+static uint64_t dataloader__mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+// The key of epoch e under seed: everything random in that epoch derives from it.
+static uint64_t dataloader__epoch_key(uint64_t seed, uint64_t epoch) {
+    return dataloader__mix64(dataloader__mix64(seed) ^ dataloader__mix64(epoch ^ 0x5EED5EED5EED5EEDULL));
+}
+
+#define DATALOADER_FEISTEL_ROUNDS 6
+
+// A keyed bijection of [0, n): a balanced Feistel network on the smallest even number of bits covering n,
+// cycle-walked until the value lands below n (expected fewer than 4 walks, since 4^half < 4n).
+static uint64_t dataloader__permute(uint64_t x, uint64_t n, uint64_t key) {
+    if (n <= 1) { return 0; }
+    int bits = 0;
+    while (bits < 64 && (((uint64_t)1) << bits) < n) { bits++; }
+    int half = (bits + 1) / 2;
+    uint64_t mask = (((uint64_t)1) << half) - 1;
+    do {
+        uint64_t left = x >> half, right = x & mask;
+        for (int round = 0; round < DATALOADER_FEISTEL_ROUNDS; round++) {
+            uint64_t f = dataloader__mix64(right ^ dataloader__mix64(key + (uint64_t)round)) & mask;
+            uint64_t next_right = left ^ f;
+            left = right;
+            right = next_right;
+        }
+        x = (left << half) | right;
+    } while (x >= n);
+    return x;
+}
+
+// Makes dl->shard_perm and dl->shard_offset describe epoch e (shuffle = 1): Fisher-Yates on the shard order
+// with a splitmix64 stream from the epoch key, then prefix sums of the samples in that order.
+static void dataloader__prepare_epoch(DataLoader* dl, uint64_t epoch) {
+    if (dl->cached_epoch == epoch) { return; }
+    uint64_t state = dataloader__epoch_key(dl->seed, epoch);
+    for (int i = 0; i < dl->nshards; i++) { dl->shard_perm[i] = i; }
+    for (int i = dl->nshards - 1; i > 0; i--) {
+        state += 0x9E3779B97F4A7C15ULL;
+        uint64_t j = dataloader__mix64(state) % (uint64_t)(i + 1); // bias below 2^-32 for any shard count
+        int tmp = dl->shard_perm[i];
+        dl->shard_perm[i] = dl->shard_perm[j];
+        dl->shard_perm[j] = tmp;
+    }
+    dl->shard_offset[0] = 0;
+    for (int k = 0; k < dl->nshards; k++) {
+        dl->shard_offset[k + 1] = dl->shard_offset[k] + dl->shards[dl->shard_perm[k]].nsamples;
+    }
+    dl->cached_epoch = epoch;
+}
+
+// Maps global stream sample s (shuffle = 1) to its shard and the token position where its window starts.
+static void dataloader__locate_sample(DataLoader* dl, uint64_t s, int* shard, uint64_t* start) {
+    uint64_t epoch = s / dl->samples_per_epoch;
+    uint64_t j = s % dl->samples_per_epoch;
+    dataloader__prepare_epoch(dl, epoch);
+    int lo = 0, hi = dl->nshards - 1; // find k with offset[k] <= j < offset[k+1]
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (dl->shard_offset[mid] <= j) { lo = mid; } else { hi = mid - 1; }
+    }
+    int sh = dl->shard_perm[lo];
+    uint64_t local = j - dl->shard_offset[lo];
+    uint64_t key = dataloader__mix64(dataloader__epoch_key(dl->seed, epoch) ^ dataloader__mix64((uint64_t)sh));
+    uint64_t i = dataloader__permute(local, dl->shards[sh].nsamples, key);
+    *shard = sh;
+    *start = i * (uint64_t)dl->T;
+}
+
+// ----------------------------------------------------------------------------
+// shards
+
+// Reads token at position i of a shard.
+static inline uint32_t dataloader__token(const DataShard* sh, uint64_t i) {
+    if (sh->bytes_per_token == 2) { return ((const uint16_t*)sh->tokens)[i]; }
+    return ((const uint32_t*)sh->tokens)[i];
+}
+
+// Fills n input tokens from position start and the n targets from start + 1 (reads n + 1 tokens).
+static void dataloader__copy_window(const DataShard* sh, uint64_t start, size_t n, int32_t* inputs, int32_t* targets) {
+    if (sh->bytes_per_token == 2) {
+        const uint16_t* p = (const uint16_t*)sh->tokens + start;
+        for (size_t i = 0; i < n; i++) { inputs[i] = (int32_t)p[i]; targets[i] = (int32_t)p[i + 1]; }
+    } else {
+        const uint32_t* p = (const uint32_t*)sh->tokens + start;
+        for (size_t i = 0; i < n; i++) { inputs[i] = (int32_t)p[i]; targets[i] = (int32_t)p[i + 1]; }
+    }
+}
+
+#define DATALOADER_SCAN_CHUNK 65536
+
+// Position of the first token id >= vocab in the shard, or ntok if there is none. Parallel over chunks:
+// each chunk takes its maximum (vectorizes), and only a chunk whose maximum is too big is searched.
+static uint64_t dataloader__first_bad_token(const DataShard* sh, uint64_t vocab) {
+    if (sh->bytes_per_token == 2 && vocab > 65535) { return sh->ntok; }
+    int64_t nchunks = (int64_t)((sh->ntok + DATALOADER_SCAN_CHUNK - 1) / DATALOADER_SCAN_CHUNK);
+    uint64_t first = sh->ntok;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) reduction(min : first)
+#endif
+    for (int64_t c = 0; c < nchunks; c++) {
+        uint64_t lo = (uint64_t)c * DATALOADER_SCAN_CHUNK;
+        uint64_t hi = lo + DATALOADER_SCAN_CHUNK < sh->ntok ? lo + DATALOADER_SCAN_CHUNK : sh->ntok;
+        uint32_t mx = 0;
+        if (sh->bytes_per_token == 2) {
+            const uint16_t* p = (const uint16_t*)sh->tokens;
+            for (uint64_t i = lo; i < hi; i++) { mx = p[i] > mx ? p[i] : mx; }
+        } else {
+            const uint32_t* p = (const uint32_t*)sh->tokens;
+            for (uint64_t i = lo; i < hi; i++) { mx = p[i] > mx ? p[i] : mx; }
+        }
+        if (mx >= vocab) {
+            for (uint64_t i = lo; i < hi; i++) {
+                if (dataloader__token(sh, i) >= vocab) { first = i < first ? i : first; break; }
+            }
+        }
+    }
+    return first;
+}
+
+// Maps and validates one shard's header and size. Returns 0, or -1 with a message naming the file.
+static int dataloader__open_shard(DataShard* sh, const char* path, char* err, size_t errlen) {
+    size_t len = strlen(path);
+    sh->path = (char*)mallocCheck(len + 1);
+    memcpy(sh->path, path, len + 1);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { return dataloader__fail(err, errlen, "'%s': cannot open: %s", path, strerror(errno)); }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return dataloader__fail(err, errlen, "'%s': cannot stat: %s", path, strerror(e));
+    }
+    if ((uint64_t)st.st_size < DATALOADER_HEADER_BYTES) {
+        close(fd);
+        return dataloader__fail(err, errlen, "'%s': file is %lld bytes, smaller than the %d-byte shard header",
+                                path, (long long)st.st_size, DATALOADER_HEADER_BYTES);
+    }
+    void* map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    int map_errno = errno;
+    close(fd); // the mapping stays valid
+    if (map == MAP_FAILED) { return dataloader__fail(err, errlen, "'%s': mmap failed: %s", path, strerror(map_errno)); }
+    sh->map = map;
+    sh->map_bytes = (size_t)st.st_size;
+    int32_t header[DATALOADER_HEADER_INTS];
+    memcpy(header, map, sizeof(header));
+    if (header[0] != DATALOADER_SHARD_MAGIC) {
+        return dataloader__fail(err, errlen, "'%s': bad magic %d in the shard header (expected %d)",
+                                path, header[0], DATALOADER_SHARD_MAGIC);
+    }
+    if (header[1] != 1 && header[1] != 2) {
+        return dataloader__fail(err, errlen, "'%s': unsupported shard version %d (expected 1 = uint16 or 2 = uint32 tokens)",
+                                path, header[1]);
+    }
+    if (header[2] < 0) {
+        return dataloader__fail(err, errlen, "'%s': negative token count %d in the shard header", path, header[2]);
+    }
+    sh->bytes_per_token = header[1] == 1 ? 2 : 4;
+    sh->ntok = (uint64_t)header[2];
+    uint64_t expected = DATALOADER_HEADER_BYTES + sh->ntok * (uint64_t)sh->bytes_per_token;
+    if (expected != (uint64_t)st.st_size) {
+        return dataloader__fail(err, errlen, "'%s': header says %llu tokens (%llu bytes with the header) but the file is %llu bytes",
+                                path, (unsigned long long)sh->ntok, (unsigned long long)expected,
+                                (unsigned long long)st.st_size);
+    }
+    sh->tokens = (const char*)map + DATALOADER_HEADER_BYTES;
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// public API
+
+// Releases everything; safe on a zeroed, partially initialized or already freed loader.
+static void dataloader_free(DataLoader* dl) {
+    if (dl->shards != NULL) {
+        for (int i = 0; i < dl->nshards; i++) {
+            if (dl->shards[i].map != NULL) { munmap(dl->shards[i].map, dl->shards[i].map_bytes); }
+            free(dl->shards[i].path);
+        }
+        free(dl->shards);
+    }
+    free(dl->shard_perm);
+    free(dl->shard_offset);
+    free(dl->inputs);
+    free(dl->targets);
+    dl->shards = NULL;
+    dl->shard_perm = NULL;
+    dl->shard_offset = NULL;
+    dl->inputs = NULL;
+    dl->targets = NULL;
+    dl->nshards = 0;
+}
+
+// Back to the very start of the stream: epoch 0, first shard (first permuted shard with shuffle), position 0.
+static void dataloader_reset(DataLoader* dl) {
+    dl->epoch = 0;
+    dl->shard_index = 0;
+    dl->position = 0;
+    dl->cursor = 0;
+}
+
+// Opens every shard matching pattern (sorted), validates them all (magic, version, size against token count,
+// every token id < vocab_size, the shard size rules in the header comment) and positions at the start.
+// Returns 0, or -1 with a one-line message in err naming the file and the problem (the loader is then freed).
+static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int world, int shuffle,
+                           uint64_t seed, int vocab_size, char* err, size_t errlen) {
+    memset(dl, 0, sizeof(*dl));
+    if (B <= 0 || T <= 0) { return dataloader__fail(err, errlen, "dataloader: B and T must be positive (got B=%d, T=%d)", B, T); }
+    if (world <= 0 || rank < 0 || rank >= world) {
+        return dataloader__fail(err, errlen, "dataloader: rank %d is not in [0, world=%d)", rank, world);
+    }
+    if (shuffle != 0 && shuffle != 1) { return dataloader__fail(err, errlen, "dataloader: shuffle must be 0 or 1 (got %d)", shuffle); }
+    if (vocab_size <= 0) { return dataloader__fail(err, errlen, "dataloader: vocab size must be positive (got %d)", vocab_size); }
+    dl->B = B;
+    dl->T = T;
+    dl->rank = rank;
+    dl->world = world;
+    dl->shuffle = shuffle;
+    dl->seed = seed;
+    dl->vocab_size = vocab_size;
+    dl->cached_epoch = UINT64_MAX;
+
+    glob_t g;
+    memset(&g, 0, sizeof(g));
+    int grc = glob(pattern, 0, NULL, &g);
+    if (grc != 0 || g.gl_pathc == 0) {
+        globfree(&g);
+        if (grc == GLOB_NOMATCH || grc == 0) { return dataloader__fail(err, errlen, "'%s': no file matches this pattern", pattern); }
+        return dataloader__fail(err, errlen, "'%s': glob failed (code %d)", pattern, grc);
+    }
+    if (g.gl_pathc > (size_t)(INT32_MAX - 1)) {
+        globfree(&g);
+        return dataloader__fail(err, errlen, "'%s': too many files match", pattern);
+    }
+    dl->nshards = (int)g.gl_pathc;
+    dl->shards = (DataShard*)callocCheck((size_t)dl->nshards, sizeof(DataShard));
+
+    uint64_t BT = (uint64_t)B * (uint64_t)T;
+    uint64_t group = BT * (uint64_t)world;
+    uint64_t fp = fnv1a64(&dl->nshards, sizeof(dl->nshards), FNV1A64_INIT);
+    for (int i = 0; i < dl->nshards; i++) {
+        DataShard* sh = &dl->shards[i];
+        const char* path = g.gl_pathv[i];
+        if (dataloader__open_shard(sh, path, err, errlen) != 0) { globfree(&g); dataloader_free(dl); return -1; }
+        int rc = 0;
+        if (shuffle == 0 && sh->ntok < group + 1) {
+            rc = dataloader__fail(err, errlen, "'%s': %llu tokens, too few for one batch per rank (B*T*world+1 = %d*%d*%d+1 = %llu)",
+                                  path, (unsigned long long)sh->ntok, B, T, world, (unsigned long long)(group + 1));
+        } else if (shuffle == 1 && sh->ntok < (uint64_t)T + 1) {
+            rc = dataloader__fail(err, errlen, "'%s': %llu tokens, too few for one sample of T+1 = %d tokens",
+                                  path, (unsigned long long)sh->ntok, T + 1);
+        }
+        if (rc == 0) {
+            uint64_t bad = dataloader__first_bad_token(sh, (uint64_t)vocab_size);
+            if (bad < sh->ntok) {
+                rc = dataloader__fail(err, errlen, "'%s': token %u at position %llu is >= vocab size %d",
+                                      path, dataloader__token(sh, bad), (unsigned long long)bad, vocab_size);
+            }
+        }
+        if (rc != 0) { globfree(&g); dataloader_free(dl); return -1; }
+        sh->nsamples = (sh->ntok - 1) / (uint64_t)T;
+        dl->total_tokens += sh->ntok;
+        dl->samples_per_epoch += sh->nsamples;
+        fp = fnv1a64(&sh->ntok, sizeof(sh->ntok), fp);
+        if (shuffle == 1) { madvise(sh->map, sh->map_bytes, MADV_RANDOM); } // windows are read in random order
+    }
+    globfree(&g);
+    dl->fingerprint = fp;
+    if (shuffle == 1 && dl->samples_per_epoch < (uint64_t)B * (uint64_t)world) {
+        int rc = dataloader__fail(err, errlen, "'%s': %llu samples of T+1 = %d tokens in all, fewer than B*world = %d*%d",
+                                  pattern, (unsigned long long)dl->samples_per_epoch, T + 1, B, world);
+        dataloader_free(dl);
+        return rc;
+    }
+    dl->shard_perm = (int*)mallocCheck(mulSize(dl->nshards, sizeof(int)));
+    dl->shard_offset = (uint64_t*)mallocCheck(mulSize((size_t)dl->nshards + 1, sizeof(uint64_t)));
+    dl->inputs = (int32_t*)mallocCheck(mulSize(BT, sizeof(int32_t)));
+    dl->targets = (int32_t*)mallocCheck(mulSize(BT, sizeof(int32_t)));
+    dataloader_reset(dl);
+    return 0;
+}
+
+// Fills dl->inputs and dl->targets (B*T each; targets are inputs shifted by one token) with this rank's next
+// micro-batch and advances the shared position past the whole group of world micro-batches.
+static void dataloader_next_batch(DataLoader* dl) {
+    uint64_t T = (uint64_t)dl->T;
+    uint64_t BT = (uint64_t)dl->B * T;
+    if (dl->shuffle == 0) {
+        uint64_t group = BT * (uint64_t)dl->world;
+        if (dl->position + group + 1 > dl->shards[dl->shard_index].ntok) {
+            dl->position = 0; // every shard holds one group (checked at init), so one step is enough
+            dl->shard_index++;
+            if (dl->shard_index == dl->nshards) { dl->shard_index = 0; dl->epoch++; }
+        }
+        const DataShard* sh = &dl->shards[dl->shard_index];
+        dataloader__copy_window(sh, dl->position + (uint64_t)dl->rank * BT, (size_t)BT, dl->inputs, dl->targets);
+        dl->position += group;
+    } else {
+        uint64_t base = dl->cursor + (uint64_t)dl->rank * (uint64_t)dl->B;
+        for (int b = 0; b < dl->B; b++) {
+            int shard;
+            uint64_t start;
+            dataloader__locate_sample(dl, base + (uint64_t)b, &shard, &start);
+            dataloader__copy_window(&dl->shards[shard], start, (size_t)T, dl->inputs + (size_t)b * T, dl->targets + (size_t)b * T);
+        }
+        dl->cursor += (uint64_t)dl->B * (uint64_t)dl->world;
+        dl->epoch = dl->cursor / dl->samples_per_epoch;
+    }
+}
+
+// Writes the logical, rank- and world-independent position (layout in the header comment).
+static void dataloader_get_state(const DataLoader* dl, uint64_t state[DATALOADER_STATE_WORDS]) {
+    state[0] = DATALOADER_STATE_MAGIC;
+    state[1] = (uint64_t)dl->shuffle;
+    state[2] = dl->seed;
+    state[3] = (uint64_t)dl->T;
+    if (dl->shuffle == 0) {
+        state[4] = dl->epoch;
+        state[5] = (uint64_t)dl->shard_index;
+        state[6] = dl->position;
+    } else {
+        state[4] = dl->cursor / dl->samples_per_epoch;
+        state[5] = dl->cursor;
+        state[6] = 0;
+    }
+    state[7] = dl->fingerprint;
+}
+
+// Restores a position written by dataloader_get_state, possibly by a run with another rank, world size or B.
+// Returns 0, or -1 with a one-line message (the loader is then unchanged) when the state does not belong to
+// this kind of loader: another layout, shuffle mode, seed, T (shuffle = 1) or data set, or an impossible position.
+static int dataloader_set_state(DataLoader* dl, const uint64_t state[DATALOADER_STATE_WORDS], char* err, size_t errlen) {
+    if (state[0] != DATALOADER_STATE_MAGIC) {
+        return dataloader__fail(err, errlen, "dataloader state: bad magic/layout 0x%016llx (expected 0x%016llx)",
+                                (unsigned long long)state[0], (unsigned long long)DATALOADER_STATE_MAGIC);
+    }
+    if (state[1] != (uint64_t)dl->shuffle) {
+        return dataloader__fail(err, errlen, "dataloader state: saved with shuffle=%llu, this loader has shuffle=%d",
+                                (unsigned long long)state[1], dl->shuffle);
+    }
+    if (state[7] != dl->fingerprint) {
+        return dataloader__fail(err, errlen, "dataloader state: saved for a different data set (shard count or token counts differ; fingerprint %016llx, now %016llx)",
+                                (unsigned long long)state[7], (unsigned long long)dl->fingerprint);
+    }
+    if (dl->shuffle == 0) {
+        if (state[5] >= (uint64_t)dl->nshards) {
+            return dataloader__fail(err, errlen, "dataloader state: shard index %llu but there are %d shards",
+                                    (unsigned long long)state[5], dl->nshards);
+        }
+        const DataShard* sh = &dl->shards[state[5]];
+        if (state[6] >= sh->ntok) {
+            return dataloader__fail(err, errlen, "dataloader state: position %llu is past the end of '%s' (%llu tokens)",
+                                    (unsigned long long)state[6], sh->path, (unsigned long long)sh->ntok);
+        }
+        dl->epoch = state[4];
+        dl->shard_index = (int)state[5];
+        dl->position = state[6];
+        dl->cursor = 0;
+    } else {
+        if (state[2] != dl->seed) {
+            return dataloader__fail(err, errlen, "dataloader state: saved with seed %llu, this loader has seed %llu",
+                                    (unsigned long long)state[2], (unsigned long long)dl->seed);
+        }
+        if (state[3] != (uint64_t)dl->T) {
+            return dataloader__fail(err, errlen, "dataloader state: saved with T=%llu, this loader has T=%d (samples differ)",
+                                    (unsigned long long)state[3], dl->T);
+        }
+        if (state[4] != state[5] / dl->samples_per_epoch) {
+            return dataloader__fail(err, errlen, "dataloader state: epoch %llu disagrees with cursor %llu (%llu samples per epoch)",
+                                    (unsigned long long)state[4], (unsigned long long)state[5],
+                                    (unsigned long long)dl->samples_per_epoch);
+        }
+        dl->cursor = state[5];
+        dl->epoch = state[4];
+        dl->shard_index = 0;
+        dl->position = 0;
+    }
+    return 0;
+}
+
+// Total tokens over all shards.
+static uint64_t dataloader_num_tokens(const DataLoader* dl) {
+    return dl->total_tokens;
+}
+
+// Calls of dataloader_next_batch (per rank) that make one epoch. shuffle = 0: exact (sum over shards of the
+// groups that fit); shuffle = 1: samples per epoch / (B*world), rounded down (groups may straddle epochs).
+// For a validation pass opened with rank 0, world 1, shuffle 0 this is the number of distinct batches.
+static uint64_t dataloader_num_batches(const DataLoader* dl) {
+    uint64_t BT = (uint64_t)dl->B * (uint64_t)dl->T;
+    uint64_t group = BT * (uint64_t)dl->world;
+    if (dl->shuffle == 1) { return dl->samples_per_epoch / ((uint64_t)dl->B * (uint64_t)dl->world); }
+    uint64_t n = 0;
+    for (int i = 0; i < dl->nshards; i++) { n += (dl->shards[i].ntok - 1) / group; }
+    return n;
+}
+
+#endif // DATALOADER_H

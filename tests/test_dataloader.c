@@ -1,0 +1,722 @@
+/*
+tests/test_dataloader.c: tests of dataloader.h (shards, the sequential order, the distributed sampler, resumable
+state, input validation). Writes its own small shards into a fresh directory under /tmp and removes it after.
+
+Build and run:  make tests/test_dataloader && ./tests/test_dataloader
+Output: one line per check, "PASS name" or "FAIL name: detail"; the last line is "N passed, M failed"; the exit
+status is non-zero if any check failed.
+
+Shard tokens are chosen so a token identifies where it came from: in the main data set token value = global
+token index (shard offset + position), so the first input of a row names the window it was read from.
+*/
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+
+#include "dataloader.h"
+
+// ----------------------------------------------------------------------------
+// the check harness
+
+static int g_passed = 0, g_failed = 0;
+
+// Records one check: prints "PASS name" or "FAIL name: detail".
+static void __attribute__((format(printf, 3, 4))) check(int ok, const char* name, const char* fmt, ...) {
+    if (ok) {
+        printf("PASS %s\n", name);
+        g_passed++;
+    } else {
+        printf("FAIL %s: ", name);
+        va_list ap;
+        va_start(ap, fmt);
+        vprintf(fmt, ap);
+        va_end(ap);
+        printf("\n");
+        g_failed++;
+    }
+    fflush(stdout);
+}
+
+// ----------------------------------------------------------------------------
+// writing shards
+
+static char g_dir[256];
+
+// Writes a shard with explicit header fields: magic, version, header count; then n tokens of bpt bytes each.
+static void write_shard_raw(const char* path, int32_t magic, int32_t version, int32_t count,
+                            const uint32_t* tokens, size_t n, int bpt) {
+    FILE* fp = fopenCheck(path, "wb");
+    int32_t header[256];
+    memset(header, 0, sizeof(header));
+    header[0] = magic;
+    header[1] = version;
+    header[2] = count;
+    fwriteCheck(header, sizeof(int32_t), 256, fp, path);
+    for (size_t i = 0; i < n; i++) {
+        if (bpt == 2) {
+            uint16_t t = (uint16_t)tokens[i];
+            fwriteCheck(&t, 2, 1, fp, path);
+        } else {
+            fwriteCheck(&tokens[i], 4, 1, fp, path);
+        }
+    }
+    fcloseCheck(fp, path);
+}
+
+// Writes a valid shard of the given version (1: uint16, 2: uint32).
+static void write_shard(const char* path, int version, const uint32_t* tokens, size_t n) {
+    write_shard_raw(path, 20240520, version, (int32_t)n, tokens, n, version == 1 ? 2 : 4);
+}
+
+// Writes shard files dir/<prefix>_NN.bin with the given sizes, token value = base + global index.
+// Returns in offsets[k] the global index of each shard's first token.
+static void write_dataset(const char* prefix, int version, const size_t* sizes, int nshards, uint32_t base, uint64_t* offsets) {
+    uint64_t off = 0;
+    for (int k = 0; k < nshards; k++) {
+        uint32_t* toks = (uint32_t*)mallocCheck(sizes[k] * sizeof(uint32_t));
+        for (size_t i = 0; i < sizes[k]; i++) { toks[i] = base + (uint32_t)(off + i); }
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s_%02d.bin", g_dir, prefix, k);
+        write_shard(path, version, toks, sizes[k]);
+        free(toks);
+        offsets[k] = off;
+        off += sizes[k];
+    }
+}
+
+static void remove_dir(const char* dir) {
+    DIR* d = opendir(dir);
+    if (d == NULL) { return; }
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) { continue; }
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        remove(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+// ----------------------------------------------------------------------------
+// the main data set: 3 shards of uneven sizes, B=2, T=4
+
+#define NSH 3
+static const size_t MAIN_SIZES[NSH] = {101, 77, 130};
+static uint64_t g_off[NSH];
+static char g_pattern[512];
+#define VOCAB 50257
+#define BB 2
+#define TT 4
+
+// Opens the main data set or records a failure; returns 0 on success.
+static int open_main(DataLoader* dl, int rank, int world, int shuffle, uint64_t seed, const char* name) {
+    char err[512];
+    if (dataloader_init(dl, g_pattern, BB, TT, rank, world, shuffle, seed, VOCAB, err, sizeof(err)) != 0) {
+        check(0, name, "dataloader_init failed: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+// Checks the row structure of the current batch: each row of T inputs is consecutive tokens and targets are
+// inputs + 1 (the data set's tokens are consecutive integers). rows = number of independent windows.
+static int batch_is_windows(const DataLoader* dl, int rows) {
+    int len = dl->B * dl->T / rows;
+    for (int r = 0; r < rows; r++) {
+        const int32_t* in = dl->inputs + (size_t)r * len;
+        const int32_t* tg = dl->targets + (size_t)r * len;
+        for (int t = 0; t < len; t++) {
+            if (in[t] != in[0] + t || tg[t] != in[t] + 1) { return 0; }
+        }
+    }
+    return 1;
+}
+
+// ----------------------------------------------------------------------------
+// shuffle = 0: the llm.c sequential order
+
+// Reference: for R ranks, enumerate group starts per epoch as in the spec (group g of a shard is valid iff
+// (g+1)*B*T*R + 1 <= ntok) and compare every rank's batch against start = off + (g*R + r)*B*T.
+static void test_sequential(int world) {
+    char name[128];
+    snprintf(name, sizeof(name), "sequential_order_world%d", world);
+    DataLoader dls[3];
+    for (int r = 0; r < world; r++) {
+        if (open_main(&dls[r], r, world, 0, 0, name) != 0) { return; }
+    }
+    uint64_t BT = BB * TT;
+    int ok = 1, steps = 0;
+    char detail[256] = "";
+    for (int epoch = 0; epoch < 3 && ok; epoch++) {
+        for (int k = 0; k < NSH && ok; k++) {
+            for (uint64_t g = 0; (g + 1) * BT * world + 1 <= MAIN_SIZES[k] && ok; g++) {
+                for (int r = 0; r < world && ok; r++) {
+                    dataloader_next_batch(&dls[r]);
+                    uint64_t start = g_off[k] + (g * world + r) * BT;
+                    if ((uint64_t)dls[r].inputs[0] != start || !batch_is_windows(&dls[r], 1)) {
+                        snprintf(detail, sizeof(detail), "epoch %d shard %d group %llu rank %d: got first token %d, want %llu",
+                                 epoch, k, (unsigned long long)g, r, dls[r].inputs[0], (unsigned long long)start);
+                        ok = 0;
+                    }
+                }
+                steps++;
+            }
+        }
+    }
+    check(ok, name, "%s", detail);
+
+    // number of batches per epoch
+    uint64_t expect = 0;
+    for (int k = 0; k < NSH; k++) { expect += (MAIN_SIZES[k] - 1) / (BT * world); }
+    snprintf(name, sizeof(name), "sequential_num_batches_world%d", world);
+    check(dataloader_num_batches(&dls[0]) == expect && steps == 3 * (int)expect, name, "num_batches %llu, expected %llu (steps %d)",
+          (unsigned long long)dataloader_num_batches(&dls[0]), (unsigned long long)expect, steps);
+
+    // state identical over ranks
+    uint64_t s0[DATALOADER_STATE_WORDS], s1[DATALOADER_STATE_WORDS];
+    int same = 1;
+    dataloader_get_state(&dls[0], s0);
+    for (int r = 1; r < world; r++) {
+        dataloader_get_state(&dls[r], s1);
+        if (memcmp(s0, s1, sizeof(s0)) != 0) { same = 0; }
+    }
+    snprintf(name, sizeof(name), "sequential_state_rank_independent_world%d", world);
+    check(same, name, "ranks report different states");
+
+    // reset goes back to the very start
+    dataloader_reset(&dls[0]);
+    dataloader_next_batch(&dls[0]);
+    snprintf(name, sizeof(name), "sequential_reset_world%d", world);
+    check(dls[0].inputs[0] == 0 && dls[0].epoch == 0, name, "after reset first token %d, epoch %llu",
+          dls[0].inputs[0], (unsigned long long)dls[0].epoch);
+    for (int r = 0; r < world; r++) { dataloader_free(&dls[r]); }
+}
+
+// get_state after k steps, a fresh loader with set_state continues identically (through the epoch wrap);
+// a state from 2 ranks resumed on 3 ranks continues from the same group position.
+static void test_sequential_resume(void) {
+    DataLoader a, b;
+    if (open_main(&a, 0, 1, 0, 0, "sequential_resume") != 0) { return; }
+    int ok = 1;
+    for (int k = 0; k < 35 && ok; k++) {
+        dataloader_next_batch(&a);
+    }
+    uint64_t st[DATALOADER_STATE_WORDS];
+    dataloader_get_state(&a, st);
+    if (open_main(&b, 0, 1, 0, 0, "sequential_resume") != 0) { dataloader_free(&a); return; }
+    char err[512] = "";
+    ok = dataloader_set_state(&b, st, err, sizeof(err)) == 0;
+    int steps = 0;
+    for (; steps < 50 && ok; steps++) { // crosses the end of the 37-batch epoch
+        dataloader_next_batch(&a);
+        dataloader_next_batch(&b);
+        if (memcmp(a.inputs, b.inputs, BB * TT * sizeof(int32_t)) != 0 ||
+            memcmp(a.targets, b.targets, BB * TT * sizeof(int32_t)) != 0) { ok = 0; }
+    }
+    check(ok, "sequential_resume", "mismatch at step %d after resume (err '%s')", steps, err);
+    check(a.epoch == 2 && b.epoch == 2, "sequential_resume_epoch", "epochs %llu %llu, want 2",
+          (unsigned long long)a.epoch, (unsigned long long)b.epoch);
+    dataloader_free(&a);
+    dataloader_free(&b);
+
+    // 2 ranks -> 3 ranks: after 2 groups of 2 ranks (position 32 in shard 0), 3 ranks need 32+24+1 <= 101: fits
+    DataLoader two[2], three[3];
+    for (int r = 0; r < 2; r++) { if (open_main(&two[r], r, 2, 0, 0, "sequential_resume_world2to3") != 0) { return; } }
+    for (int s = 0; s < 2; s++) { for (int r = 0; r < 2; r++) { dataloader_next_batch(&two[r]); } }
+    dataloader_get_state(&two[1], st);
+    ok = 1;
+    for (int r = 0; r < 3; r++) {
+        if (open_main(&three[r], r, 3, 0, 0, "sequential_resume_world2to3") != 0) { return; }
+        if (dataloader_set_state(&three[r], st, err, sizeof(err)) != 0) { ok = 0; }
+        dataloader_next_batch(&three[r]);
+        if (three[r].inputs[0] != 32 + r * BB * TT || !batch_is_windows(&three[r], 1)) { ok = 0; }
+        dataloader_next_batch(&three[r]); // 56 + 24 + 1 <= 101: fits
+        if (three[r].inputs[0] != 56 + r * BB * TT) { ok = 0; }
+        dataloader_next_batch(&three[r]); // 80 + 24 + 1 > 101: next shard
+        if ((uint64_t)three[r].inputs[0] != g_off[1] + (uint64_t)r * BB * TT) { ok = 0; }
+    }
+    check(ok, "sequential_resume_world2to3", "3 ranks did not continue from group position 32 (err '%s')", err);
+    for (int r = 0; r < 2; r++) { dataloader_free(&two[r]); }
+    for (int r = 0; r < 3; r++) { dataloader_free(&three[r]); }
+}
+
+// ----------------------------------------------------------------------------
+// shuffle = 1: the distributed sampler
+
+// The sample index (0 .. samples_per_epoch-1, in shard-major natural order) of a window starting at global
+// token g, or -1 if g is not a valid sample start.
+static int64_t sample_id(int64_t g) {
+    int64_t base = 0;
+    for (int k = 0; k < NSH; k++) {
+        int64_t n = (int64_t)((MAIN_SIZES[k] - 1) / TT);
+        int64_t local = g - (int64_t)g_off[k];
+        if (local >= 0 && local < (int64_t)MAIN_SIZES[k]) {
+            if (local % TT != 0 || local / TT >= n) { return -1; }
+            return base + local / TT;
+        }
+        base += n;
+    }
+    return -1;
+}
+
+static int64_t main_samples_per_epoch(void) {
+    int64_t n = 0;
+    for (int k = 0; k < NSH; k++) { n += (int64_t)((MAIN_SIZES[k] - 1) / TT); }
+    return n;
+}
+
+// Runs R loaders (ranks of one world) for `steps` micro-steps starting at global stream position first, and
+// writes into stream[] the sample id found at every stream position it covers (stream[pos] for pos < cap).
+// Returns 0 if every row was a well-formed window at a valid sample start.
+static int run_stream(DataLoader* dls, int world, int steps, int64_t first, int64_t* stream, int64_t cap) {
+    int ok = 1;
+    for (int s = 0; s < steps; s++) {
+        for (int r = 0; r < world; r++) {
+            dataloader_next_batch(&dls[r]);
+            if (!batch_is_windows(&dls[r], BB)) { ok = 0; }
+            for (int b = 0; b < BB; b++) {
+                int64_t pos = first + (int64_t)s * BB * world + (int64_t)r * BB + b;
+                int64_t id = sample_id(dls[r].inputs[b * TT]);
+                if (id < 0) { ok = 0; }
+                if (pos < cap) { stream[pos] = id; }
+            }
+        }
+    }
+    return ok;
+}
+
+// Checks stream[lo, lo+n) is a permutation of [0, n). Returns 1 if so; puts a description in detail if not.
+static int is_permutation(const int64_t* stream, int64_t lo, int64_t n, char* detail, size_t len) {
+    int* seen = (int*)callocCheck((size_t)n, sizeof(int));
+    int ok = 1;
+    for (int64_t i = lo; i < lo + n; i++) {
+        if (stream[i] < 0 || stream[i] >= n) { snprintf(detail, len, "position %lld holds invalid sample %lld", (long long)i, (long long)stream[i]); ok = 0; break; }
+        if (seen[stream[i]]++) { snprintf(detail, len, "sample %lld repeated at position %lld", (long long)stream[i], (long long)i); ok = 0; break; }
+    }
+    free(seen);
+    return ok;
+}
+
+// Ranks are disjoint and together cover each of the first two epochs exactly once; all ranks report the same
+// state; and the global stream does not depend on the world size.
+static void test_shuffle_coverage(void) {
+    int64_t N = main_samples_per_epoch(); // 76
+    int64_t cap = 2 * N;
+    int64_t* streams[4];
+    for (int world = 1; world <= 3; world++) {
+        char name[128];
+        snprintf(name, sizeof(name), "shuffle_cover_epochs_world%d", world);
+        DataLoader dls[3];
+        int opened = 1;
+        for (int r = 0; r < world; r++) { if (open_main(&dls[r], r, world, 1, 1234, name) != 0) { opened = 0; } }
+        if (!opened) { streams[world] = NULL; continue; }
+        int64_t* stream = (int64_t*)mallocCheck((size_t)cap * sizeof(int64_t));
+        for (int64_t i = 0; i < cap; i++) { stream[i] = -1; }
+        int steps = (int)((cap + BB * world - 1) / (BB * world));
+        int ok = run_stream(dls, world, steps, 0, stream, cap);
+        char detail[256] = "";
+        int p0 = is_permutation(stream, 0, N, detail, sizeof(detail));
+        int p1 = p0 && is_permutation(stream, N, N, detail, sizeof(detail));
+        check(ok && p0 && p1, name, "rows ok %d; %s", ok, detail);
+
+        uint64_t s0[DATALOADER_STATE_WORDS], s1[DATALOADER_STATE_WORDS];
+        int same = 1;
+        dataloader_get_state(&dls[0], s0);
+        for (int r = 1; r < world; r++) { dataloader_get_state(&dls[r], s1); if (memcmp(s0, s1, sizeof(s0)) != 0) { same = 0; } }
+        snprintf(name, sizeof(name), "shuffle_state_rank_independent_world%d", world);
+        check(same && s0[5] == (uint64_t)steps * BB * world, name, "ranks disagree or cursor %llu != %llu",
+              (unsigned long long)s0[5], (unsigned long long)steps * BB * world);
+        streams[world] = stream;
+        for (int r = 0; r < world; r++) { dataloader_free(&dls[r]); }
+    }
+    int same = streams[1] && streams[2] && streams[3] &&
+               memcmp(streams[1], streams[2], (size_t)cap * sizeof(int64_t)) == 0 &&
+               memcmp(streams[1], streams[3], (size_t)cap * sizeof(int64_t)) == 0;
+    check(same, "shuffle_stream_independent_of_world", "worlds 1, 2, 3 saw different global streams");
+
+    // the order is shuffled at all, and differs between the two epochs
+    int64_t fixed = 0, diff = 0;
+    if (streams[1]) {
+        for (int64_t i = 0; i < N; i++) { fixed += streams[1][i] == i; diff += streams[1][i] != streams[1][N + i]; }
+    }
+    check(streams[1] && fixed < N / 4, "shuffle_is_shuffled", "%lld of %lld samples in natural order", (long long)fixed, (long long)N);
+    check(streams[1] && diff > N / 2, "shuffle_epochs_differ", "epochs 0 and 1 agree at %lld of %lld positions", (long long)(N - diff), (long long)N);
+    for (int w = 1; w <= 3; w++) { free(streams[w]); }
+}
+
+// The same seed gives the same order; another seed another order.
+static void test_shuffle_seeds(void) {
+    int64_t N = main_samples_per_epoch();
+    int64_t* st[3];
+    uint64_t seeds[3] = {7, 7, 8};
+    for (int i = 0; i < 3; i++) {
+        DataLoader dl;
+        st[i] = (int64_t*)mallocCheck((size_t)N * sizeof(int64_t));
+        if (open_main(&dl, 0, 1, 1, seeds[i], "shuffle_seeds") != 0) { memset(st[i], 0, (size_t)N * sizeof(int64_t)); continue; }
+        run_stream(&dl, 1, (int)(N / BB), 0, st[i], N);
+        dataloader_free(&dl);
+    }
+    int64_t diff = 0;
+    for (int64_t i = 0; i < N; i++) { diff += st[0][i] != st[2][i]; }
+    check(memcmp(st[0], st[1], (size_t)N * sizeof(int64_t)) == 0, "shuffle_same_seed_same_order", "seed 7 gave two different orders");
+    check(diff > N / 2, "shuffle_seed_changes_order", "seeds 7 and 8 agree at %lld of %lld positions", (long long)(N - diff), (long long)N);
+    for (int i = 0; i < 3; i++) { free(st[i]); }
+}
+
+// get_state after k steps; a fresh loader with set_state continues identically (same world).
+static void test_shuffle_resume_same(void) {
+    DataLoader a, b;
+    if (open_main(&a, 1, 2, 1, 99, "shuffle_resume") != 0) { return; }
+    for (int k = 0; k < 11; k++) { dataloader_next_batch(&a); }
+    uint64_t st[DATALOADER_STATE_WORDS];
+    dataloader_get_state(&a, st);
+    if (open_main(&b, 1, 2, 1, 99, "shuffle_resume") != 0) { dataloader_free(&a); return; }
+    char err[512] = "";
+    int ok = dataloader_set_state(&b, st, err, sizeof(err)) == 0;
+    int steps = 0;
+    for (; steps < 60 && ok; steps++) {
+        dataloader_next_batch(&a);
+        dataloader_next_batch(&b);
+        if (memcmp(a.inputs, b.inputs, BB * TT * sizeof(int32_t)) != 0 ||
+            memcmp(a.targets, b.targets, BB * TT * sizeof(int32_t)) != 0) { ok = 0; }
+    }
+    check(ok, "shuffle_resume", "mismatch at step %d after resume (err '%s')", steps, err);
+    dataloader_free(&a);
+    dataloader_free(&b);
+}
+
+// 2 ranks run k steps, the state is restored on w2 ranks, which run past the end of the epoch: the samples
+// seen before and after cover epoch 0 exactly once.
+static void test_shuffle_resume_world(int w2) {
+    char name[128];
+    snprintf(name, sizeof(name), "shuffle_resume_world2to%d", w2);
+    int64_t N = main_samples_per_epoch();
+    int64_t cap = N + 16;
+    int64_t* stream = (int64_t*)mallocCheck((size_t)cap * sizeof(int64_t));
+    for (int64_t i = 0; i < cap; i++) { stream[i] = -1; }
+    DataLoader before[2], after[3];
+    for (int r = 0; r < 2; r++) { if (open_main(&before[r], r, 2, 1, 4242, name) != 0) { free(stream); return; } }
+    int k = 7; // 28 samples
+    int ok = run_stream(before, 2, k, 0, stream, cap);
+    uint64_t st[DATALOADER_STATE_WORDS];
+    dataloader_get_state(&before[0], st);
+    char err[512] = "";
+    for (int r = 0; r < w2; r++) {
+        if (open_main(&after[r], r, w2, 1, 4242, name) != 0) { free(stream); return; }
+        if (dataloader_set_state(&after[r], st, err, sizeof(err)) != 0) { ok = 0; }
+    }
+    int64_t first = (int64_t)k * 2 * BB;
+    int steps = (int)((N - first + BB * w2 - 1) / (BB * w2));
+    ok = run_stream(after, w2, steps, first, stream, cap) && ok;
+    char detail[256] = "";
+    int perm = is_permutation(stream, 0, N, detail, sizeof(detail));
+    check(ok && perm, name, "rows ok %d, err '%s'; %s", ok, err, detail);
+    for (int r = 0; r < 2; r++) { dataloader_free(&before[r]); }
+    for (int r = 0; r < w2; r++) { dataloader_free(&after[r]); }
+    free(stream);
+}
+
+// The state is independent of B: a state saved with B=2 resumes with B=3 at the same stream position.
+static void test_shuffle_resume_batch(void) {
+    DataLoader a, b, c;
+    char err[512] = "";
+    if (open_main(&a, 0, 1, 1, 5, "shuffle_resume_other_B") != 0) { return; }
+    for (int k = 0; k < 6; k++) { dataloader_next_batch(&a); } // 12 samples
+    uint64_t st[DATALOADER_STATE_WORDS];
+    dataloader_get_state(&a, st);
+    if (dataloader_init(&b, g_pattern, 3, TT, 0, 1, 1, 5, VOCAB, err, sizeof(err)) != 0 ||
+        dataloader_set_state(&b, st, err, sizeof(err)) != 0) {
+        check(0, "shuffle_resume_other_B", "%s", err);
+        dataloader_free(&a);
+        return;
+    }
+    dataloader_next_batch(&b); // stream samples 12, 13, 14
+    if (open_main(&c, 0, 1, 1, 5, "shuffle_resume_other_B") != 0) { dataloader_free(&a); dataloader_free(&b); return; }
+    for (int k = 0; k < 6; k++) { dataloader_next_batch(&c); }
+    dataloader_next_batch(&c); // samples 12, 13
+    int ok = memcmp(b.inputs, c.inputs, 2 * TT * sizeof(int32_t)) == 0 && memcmp(b.targets, c.targets, 2 * TT * sizeof(int32_t)) == 0;
+    dataloader_next_batch(&c); // samples 14, 15
+    ok = ok && memcmp(b.inputs + 2 * TT, c.inputs, TT * sizeof(int32_t)) == 0;
+    check(ok, "shuffle_resume_other_B", "B=3 after a B=2 state did not continue the stream");
+    dataloader_free(&a);
+    dataloader_free(&b);
+    dataloader_free(&c);
+}
+
+// ----------------------------------------------------------------------------
+// version 2 (uint32 tokens)
+
+static void test_uint32(void) {
+    size_t sizes[2] = {90, 70};
+    uint64_t off[2];
+    write_dataset("v2", 2, sizes, 2, 70000, off);
+    char pat[512], err[512] = "";
+    snprintf(pat, sizeof(pat), "%s/v2_*.bin", g_dir);
+    DataLoader dl;
+    int ok = dataloader_init(&dl, pat, 2, 4, 0, 1, 0, 0, 100000, err, sizeof(err)) == 0;
+    check(ok && dataloader_num_tokens(&dl) == 160, "uint32_init", "%s", err);
+    if (ok) {
+        int good = 1;
+        for (int k = 0; k < 25; k++) { // 11 + 8 batches per epoch: crosses the shard and epoch boundaries
+            dataloader_next_batch(&dl);
+            uint64_t idx = (uint64_t)(k % 19);
+            uint64_t want = idx < 11 ? 70000 + idx * 8 : 70000 + off[1] + (idx - 11) * 8;
+            if ((uint64_t)dl.inputs[0] != want || !batch_is_windows(&dl, 1)) { good = 0; }
+        }
+        check(good, "uint32_sequential", "tokens above 65535 read wrongly");
+        dataloader_free(&dl);
+    }
+    ok = dataloader_init(&dl, pat, 2, 4, 0, 1, 1, 3, 100000, err, sizeof(err)) == 0;
+    if (ok) {
+        int good = 1;
+        for (int k = 0; k < 30; k++) {
+            dataloader_next_batch(&dl);
+            for (int b = 0; b < 2; b++) {
+                int64_t g = (int64_t)dl.inputs[b * 4] - 70000; // shard 0: 22 samples at 4i; shard 1: 17 at 90 + 4i
+                int valid = (g >= 0 && g < 88 && g % 4 == 0) || (g >= 90 && g < 90 + 68 && (g - 90) % 4 == 0);
+                if (!valid) { good = 0; }
+            }
+            if (!batch_is_windows(&dl, 2)) { good = 0; }
+        }
+        check(good, "uint32_shuffle", "bad windows");
+        dataloader_free(&dl);
+    } else {
+        check(0, "uint32_shuffle", "%s", err);
+    }
+    // a vocabulary of 70100 rejects token 70100 (shard 1 holds 70090..70159)
+    ok = dataloader_init(&dl, pat, 2, 4, 0, 1, 0, 0, 70100, err, sizeof(err));
+    check(ok == -1 && strstr(err, "v2_01.bin") && strstr(err, "token 70100 at position 10 "), "uint32_token_over_vocab", "rc %d, err '%s'", ok, err);
+}
+
+// ----------------------------------------------------------------------------
+// errors
+
+// Expects dataloader_init to fail with a message containing want1 and want2.
+static void expect_init_error(const char* name, const char* pattern, int B, int T, int world, int shuffle, int vocab,
+                              const char* want1, const char* want2) {
+    DataLoader dl;
+    char err[512];
+    strcpy(err, "(no message)");
+    int rc = dataloader_init(&dl, pattern, B, T, 0, world, shuffle, 1, vocab, err, sizeof(err));
+    int ok = rc == -1 && strstr(err, want1) != NULL && (want2 == NULL || strstr(err, want2) != NULL) && strchr(err, '\n') == NULL;
+    check(ok, name, "rc %d, message '%s' (want '%s'%s%s)", rc, err, want1, want2 ? " and " : "", want2 ? want2 : "");
+    if (rc == 0) { dataloader_free(&dl); }
+}
+
+static void test_errors(void) {
+    char path[512], pat[512];
+    uint32_t* toks = (uint32_t*)mallocCheck(200000 * sizeof(uint32_t));
+    for (size_t i = 0; i < 200000; i++) { toks[i] = (uint32_t)(i % 50000); }
+
+    snprintf(pat, sizeof(pat), "%s/nothing_*.bin", g_dir);
+    expect_init_error("error_no_match", pat, 2, 4, 1, 0, VOCAB, "nothing_*.bin", "no file matches");
+
+    snprintf(path, sizeof(path), "%s/badmagic.bin", g_dir);
+    write_shard_raw(path, 20240521, 1, 100, toks, 100, 2);
+    expect_init_error("error_bad_magic", path, 2, 4, 1, 0, VOCAB, "badmagic.bin", "bad magic 20240521");
+
+    snprintf(path, sizeof(path), "%s/badversion.bin", g_dir);
+    write_shard_raw(path, 20240520, 3, 100, toks, 100, 2);
+    expect_init_error("error_bad_version", path, 2, 4, 1, 0, VOCAB, "badversion.bin", "version 3");
+
+    snprintf(path, sizeof(path), "%s/truncated.bin", g_dir);
+    write_shard_raw(path, 20240520, 1, 100, toks, 99, 2);
+    expect_init_error("error_size_mismatch_short", path, 2, 4, 1, 0, VOCAB, "truncated.bin", "100 tokens");
+
+    snprintf(path, sizeof(path), "%s/long.bin", g_dir);
+    write_shard_raw(path, 20240520, 1, 100, toks, 101, 2);
+    expect_init_error("error_size_mismatch_long", path, 2, 4, 1, 0, VOCAB, "long.bin", "1226 bytes");
+
+    snprintf(path, sizeof(path), "%s/v1as4.bin", g_dir); // version 1 header over uint32 data
+    write_shard_raw(path, 20240520, 1, 100, toks, 100, 4);
+    expect_init_error("error_size_mismatch_version", path, 2, 4, 1, 0, VOCAB, "v1as4.bin", "file is 1424 bytes");
+
+    snprintf(path, sizeof(path), "%s/noheader.bin", g_dir);
+    {
+        FILE* fp = fopenCheck(path, "wb");
+        fwriteCheck(toks, 4, 10, fp, path);
+        fcloseCheck(fp, path);
+    }
+    expect_init_error("error_shorter_than_header", path, 2, 4, 1, 0, VOCAB, "noheader.bin", "smaller than the 1024-byte");
+
+    snprintf(path, sizeof(path), "%s/negative.bin", g_dir);
+    write_shard_raw(path, 20240520, 1, -5, toks, 0, 2);
+    expect_init_error("error_negative_count", path, 2, 4, 1, 0, VOCAB, "negative.bin", "negative token count");
+
+    // too small: shuffle 0 needs B*T*world+1 tokens; a second, good shard before it in sorted order
+    snprintf(path, sizeof(path), "%s/small_a.bin", g_dir);
+    write_shard_raw(path, 20240520, 1, 100, toks, 100, 2);
+    snprintf(path, sizeof(path), "%s/small_b.bin", g_dir);
+    write_shard_raw(path, 20240520, 1, 24, toks, 24, 2);
+    snprintf(pat, sizeof(pat), "%s/small_*.bin", g_dir);
+    expect_init_error("error_too_small_sequential", pat, 2, 4, 3, 0, VOCAB, "small_b.bin", "B*T*world+1");
+    {
+        DataLoader dl;
+        char err[512] = "";
+        int rc = dataloader_init(&dl, pat, 2, 4, 0, 2, 0, 0, VOCAB, err, sizeof(err)); // 24 >= 2*4*2+1
+        check(rc == 0, "too_small_rule_boundary_ok", "world 2 should accept 24 tokens: %s", err);
+        if (rc == 0) { dataloader_free(&dl); }
+    }
+    // shuffle 1: every shard needs T+1 tokens; the data set needs B*world samples
+    snprintf(path, sizeof(path), "%s/tiny_a.bin", g_dir);
+    write_shard_raw(path, 20240520, 1, 4, toks, 4, 2);
+    snprintf(pat, sizeof(pat), "%s/tiny_*.bin", g_dir);
+    expect_init_error("error_too_small_shuffle_shard", pat, 2, 4, 1, 1, VOCAB, "tiny_a.bin", "one sample");
+    snprintf(path, sizeof(path), "%s/few_a.bin", g_dir);
+    write_shard_raw(path, 20240520, 1, 13, toks, 13, 2); // 3 samples of T=4
+    snprintf(pat, sizeof(pat), "%s/few_*.bin", g_dir);
+    expect_init_error("error_too_few_samples_shuffle", pat, 2, 4, 2, 1, VOCAB, "few_*.bin", "fewer than B*world");
+    {
+        DataLoader dl;
+        char err[512] = "";
+        int rc = dataloader_init(&dl, pat, 3, 4, 0, 1, 1, 0, VOCAB, err, sizeof(err)); // 3 samples, B*world = 3
+        check(rc == 0, "shuffle_small_rule_boundary_ok", "3 samples with B=3 world=1 should be accepted: %s", err);
+        if (rc == 0) { dataloader_free(&dl); }
+    }
+
+    // token id >= vocab: first bad position reported, across scan chunks (bad tokens at 150000 and 70000)
+    snprintf(path, sizeof(path), "%s/badtok.bin", g_dir);
+    toks[150000] = 60000;
+    toks[70000] = 50999;
+    write_shard_raw(path, 20240520, 1, 200000, toks, 200000, 2);
+    expect_init_error("error_token_over_vocab", path, 2, 4, 1, 0, VOCAB, "badtok.bin", "token 50999 at position 70000 is >= vocab size 50257");
+    toks[150000] = 0;
+    toks[70000] = 0;
+    toks[1234] = 50257;
+    write_shard_raw(path, 20240520, 1, 200000, toks, 200000, 2);
+    expect_init_error("error_token_equal_vocab", path, 2, 4, 1, 0, VOCAB, "badtok.bin", "token 50257 at position 1234 ");
+
+    // a bad shard among good ones is named
+    snprintf(path, sizeof(path), "%s/mix_00.bin", g_dir);
+    write_shard_raw(path, 20240520, 1, 100, toks, 100, 2);
+    snprintf(path, sizeof(path), "%s/mix_01.bin", g_dir);
+    write_shard_raw(path, 20240520, 2, 100, toks, 100, 2);
+    snprintf(pat, sizeof(pat), "%s/mix_*.bin", g_dir);
+    expect_init_error("error_names_bad_shard", pat, 2, 4, 1, 0, VOCAB, "mix_01.bin", "header says 100 tokens");
+
+    // argument errors
+    {
+        DataLoader dl;
+        char err[512] = "";
+        int rc = dataloader_init(&dl, g_pattern, 2, 4, 2, 2, 0, 0, VOCAB, err, sizeof(err));
+        check(rc == -1 && strstr(err, "rank 2") != NULL, "error_rank_out_of_range", "rc %d '%s'", rc, err);
+    }
+    free(toks);
+}
+
+// set_state refuses states that do not belong to the loader.
+static void test_state_errors(void) {
+    DataLoader seq, shuf;
+    if (open_main(&seq, 0, 1, 0, 0, "state_errors") != 0) { return; }
+    if (open_main(&shuf, 0, 1, 1, 11, "state_errors") != 0) { dataloader_free(&seq); return; }
+    dataloader_next_batch(&seq);
+    dataloader_next_batch(&shuf);
+    uint64_t s[DATALOADER_STATE_WORDS], q[DATALOADER_STATE_WORDS], bad[DATALOADER_STATE_WORDS];
+    dataloader_get_state(&seq, s);
+    dataloader_get_state(&shuf, q);
+    char err[512] = "";
+    int rc;
+
+    check(s[0] == DATALOADER_STATE_MAGIC && s[1] == 0 && s[4] == 0 && s[5] == 0 && s[6] == BB * TT, "state_layout_sequential",
+          "words %llu %llu %llu %llu", (unsigned long long)s[1], (unsigned long long)s[4], (unsigned long long)s[5], (unsigned long long)s[6]);
+    check(q[1] == 1 && q[2] == 11 && q[3] == TT && q[4] == 0 && q[5] == BB && q[6] == 0, "state_layout_shuffle",
+          "words %llu %llu %llu %llu %llu", (unsigned long long)q[1], (unsigned long long)q[2], (unsigned long long)q[3],
+          (unsigned long long)q[4], (unsigned long long)q[5]);
+
+    memcpy(bad, s, sizeof(bad)); bad[0] ^= 1;
+    rc = dataloader_set_state(&seq, bad, err, sizeof(err));
+    check(rc == -1 && strstr(err, "magic"), "state_error_magic", "rc %d '%s'", rc, err);
+    rc = dataloader_set_state(&seq, q, err, sizeof(err));
+    check(rc == -1 && strstr(err, "shuffle=1"), "state_error_mode", "rc %d '%s'", rc, err);
+    memcpy(bad, q, sizeof(bad)); bad[2] = 12;
+    rc = dataloader_set_state(&shuf, bad, err, sizeof(err));
+    check(rc == -1 && strstr(err, "seed 12"), "state_error_seed", "rc %d '%s'", rc, err);
+    memcpy(bad, q, sizeof(bad)); bad[3] = 8;
+    rc = dataloader_set_state(&shuf, bad, err, sizeof(err));
+    check(rc == -1 && strstr(err, "T=8"), "state_error_T", "rc %d '%s'", rc, err);
+    memcpy(bad, q, sizeof(bad)); bad[7] ^= 0x10;
+    rc = dataloader_set_state(&shuf, bad, err, sizeof(err));
+    check(rc == -1 && strstr(err, "different data set"), "state_error_dataset", "rc %d '%s'", rc, err);
+    memcpy(bad, s, sizeof(bad)); bad[5] = 3;
+    rc = dataloader_set_state(&seq, bad, err, sizeof(err));
+    check(rc == -1 && strstr(err, "shard index 3"), "state_error_shard_index", "rc %d '%s'", rc, err);
+    memcpy(bad, s, sizeof(bad)); bad[6] = 101;
+    rc = dataloader_set_state(&seq, bad, err, sizeof(err));
+    check(rc == -1 && strstr(err, "main_00.bin"), "state_error_position", "rc %d '%s'", rc, err);
+    memcpy(bad, q, sizeof(bad)); bad[5] = 1000; // epoch word still 0
+    rc = dataloader_set_state(&shuf, bad, err, sizeof(err));
+    check(rc == -1 && strstr(err, "epoch"), "state_error_epoch", "rc %d '%s'", rc, err);
+    // a failed set_state leaves the loader where it was
+    dataloader_get_state(&seq, bad);
+    check(memcmp(bad, s, sizeof(bad)) == 0, "state_error_leaves_loader", "state changed by a refused set_state");
+    dataloader_free(&seq);
+    dataloader_free(&shuf);
+}
+
+// The evaluation use: the trainer opens the val pattern with rank 0, world 1, shuffle 0 on every rank and
+// picks batch indices itself; batch i must be tokens [i*B*T, (i+1)*B*T + 1) of the concatenated usable chunks.
+static void test_validation_use(void) {
+    DataLoader dl;
+    if (open_main(&dl, 0, 1, 0, 0, "validation_loader") != 0) { return; }
+    uint64_t n = dataloader_num_batches(&dl);
+    int ok = n == 37;
+    for (uint64_t pass = 0; pass < 2; pass++) {
+        dataloader_reset(&dl);
+        for (uint64_t i = 0; i < n; i++) {
+            dataloader_next_batch(&dl);
+            uint64_t k = i < 12 ? 0 : i < 21 ? 1 : 2;
+            uint64_t j = i < 12 ? i : i < 21 ? i - 12 : i - 21;
+            if ((uint64_t)dl.inputs[0] != g_off[k] + j * BB * TT) { ok = 0; }
+        }
+    }
+    check(ok && dataloader_num_tokens(&dl) == 308, "validation_loader", "num_batches %llu (want 37), tokens %llu (want 308)",
+          (unsigned long long)n, (unsigned long long)dataloader_num_tokens(&dl));
+    dataloader_free(&dl);
+}
+
+// The Feistel permutation is a bijection for many sizes, including 1, 2 and powers of two.
+static void test_permutation_bijective(void) {
+    int ok = 1;
+    uint64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 63, 64, 65, 1000, 4096, 12345};
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]) && ok; si++) {
+        uint64_t n = sizes[si];
+        char* seen = (char*)callocCheck(n, 1);
+        for (uint64_t x = 0; x < n; x++) {
+            uint64_t y = dataloader__permute(x, n, 0xABCDEFULL + n);
+            if (y >= n || seen[y]++) { ok = 0; break; }
+        }
+        free(seen);
+    }
+    check(ok, "permutation_bijective", "not a bijection");
+}
+
+// ----------------------------------------------------------------------------
+
+int main(void) {
+    snprintf(g_dir, sizeof(g_dir), "/tmp/test_dataloader_XXXXXX");
+    if (mkdtemp(g_dir) == NULL) { fatal("cannot create a temporary directory under /tmp: %s", strerror(errno)); }
+    write_dataset("main", 1, MAIN_SIZES, NSH, 0, g_off);
+    snprintf(g_pattern, sizeof(g_pattern), "%s/main_*.bin", g_dir);
+
+    test_sequential(1);
+    test_sequential(3);
+    test_sequential_resume();
+    test_validation_use();
+    test_permutation_bijective();
+    test_shuffle_coverage();
+    test_shuffle_seeds();
+    test_shuffle_resume_same();
+    test_shuffle_resume_world(1);
+    test_shuffle_resume_world(3);
+    test_shuffle_resume_batch();
+    test_uint32();
+    test_errors();
+    test_state_errors();
+
+    remove_dir(g_dir);
+    printf("%d passed, %d failed\n", g_passed, g_failed);
+    return g_failed == 0 ? 0 : 1;
+}
