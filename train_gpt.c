@@ -1,0 +1,1373 @@
+/*
+train_gpt.c: trains GPT-2 / GPT-3 style models from llm.c token shards, on the CPU (this build) and later on GPUs
+(the same file built by nvcc with kernels.cuh). Everything here that is not arithmetic (model layout, parallel
+groups, sharding, data, checkpoints, logging) is shared by both backends.
+
+Build and run:
+    make train_gpt
+    ./train_gpt --help
+    ./train_gpt --model d6 --train 'data/tinyshakespeare/tiny_shakespeare_train_*.bin' --val 'data/tinyshakespeare/tiny_shakespeare_val_*.bin'
+    mpirun -np 2 ./train_gpt --zero 1 ...          (data parallel; see README)
+    ./train_gpt --bench --model d12 --batch-size 4 --seq-len 64
+
+Sections: flags, model layout (parameter table), model files, activations, forward/backward, optimizer step,
+checkpoints, evaluation and sampling, the training loop.
+*/
+#include <ctype.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "utils.h"        // defines: fatal, fopenCheck, freadCheck, mallocCheck, mulSize, AtomicFile, checksum64
+#include "kernels_cpu.h"  // defines: encoder_*, layernorm_*, matmul_*, attention_*, gelu_*, classifier_*, adamw_update
+#include "comm.h"         // defines: ParallelContext, CommGroup, parallel_init, comm_allreduce_*, comm_broadcast, ...
+#include "zero.h"         // defines: ZeroOptimizer, zero_init, zero_bucket_ready, zero_adamw_step, zero_gather_moments
+#include "dataloader.h"   // defines: DataLoader, dataloader_init, dataloader_next_batch, dataloader_get/set_state
+#include "tokenizer.h"    // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_free
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+// ----------------------------------------------------------------------------
+// Flags: declared once in a table that also prints --help and the resolved configuration.
+
+typedef enum { FLAG_INT, FLAG_FLOAT, FLAG_STR } FlagType;
+
+typedef struct {
+    // model
+    char model[64];          // a size by name (d12, gpt2-124M, gpt3-125M, ...) when no --init file is given
+    char init[1024];         // start from this llm.c model file
+    // data
+    char train[1024];
+    char val[1024];
+    char tokenizer[1024];
+    int shuffle;
+    // batch
+    int batch_size;          // B: sequences per micro-step per process
+    int seq_len;             // T
+    long total_batch_size;   // tokens per optimizer step, all processes together (0: B*T*dp)
+    int steps;
+    // optimizer
+    float lr;
+    char lr_schedule[32];
+    int warmup;
+    float final_lr_frac;
+    float weight_decay;
+    float grad_clip;
+    int seed;
+    // parallel
+    int zero;
+    float comm_timeout;
+    int threads;
+    // periodic work
+    int val_every;
+    int val_steps;
+    int sample_every;
+    int gen_tokens;
+    int checkpoint_every;
+    char out[1024];
+    char resume[1024];
+    char log[1024];
+    // benchmark
+    int bench;
+    int bench_steps;
+} Config;
+
+typedef struct {
+    const char* name;   // long flag without the leading "--"
+    const char* alias;  // llm.c's short flag ("-b"), or NULL
+    FlagType type;
+    size_t offset;      // into Config
+    size_t str_cap;     // capacity for strings
+    double lo, hi;      // accepted range for numbers
+    int per_rank;       // may legitimately differ between ranks (excluded from the configuration check)
+    const char* help;
+} FlagSpec;
+
+#define FLAG_I(n, a, field, lo, hi, h) { n, a, FLAG_INT, offsetof(Config, field), 0, lo, hi, 0, h }
+#define FLAG_F(n, a, field, lo, hi, h) { n, a, FLAG_FLOAT, offsetof(Config, field), 0, lo, hi, 0, h }
+#define FLAG_S(n, a, field, h) { n, a, FLAG_STR, offsetof(Config, field), sizeof(((Config*)0)->field), 0, 0, 0, h }
+
+static const FlagSpec FLAGS[] = {
+    FLAG_S("model", NULL, model, "model size by name: d<N> (N layers, 64N channels), gpt2-124M/350M/774M/1558M, gpt3-125M/350M/760M/1.3B/2.7B"),
+    FLAG_S("init", "-e", init, "start from this llm.c model file (.bin, version 3 fp32 or 5 bf16)"),
+    FLAG_S("train", "-i", train, "glob pattern of training shards"),
+    FLAG_S("val", "-j", val, "glob pattern of validation shards"),
+    FLAG_S("tokenizer", NULL, tokenizer, "llm.c gpt2_tokenizer.bin to decode samples (token ids are printed without it)"),
+    FLAG_I("shuffle", NULL, shuffle, 0, 1, "0: llm.c's sequential order; 1: shuffled distributed sampler"),
+    FLAG_I("batch-size", "-b", batch_size, 1, 1 << 20, "sequences per micro-step per process (B)"),
+    FLAG_I("seq-len", "-t", seq_len, 1, 1 << 20, "sequence length (T), at most the model's context"),
+    FLAG_I("total-batch-size", "-d", total_batch_size, 0, 1e12, "tokens per optimizer step over all processes; 0: B*T*processes"),
+    FLAG_I("steps", "-x", steps, 0, 1e9, "optimizer steps to train"),
+    FLAG_F("lr", "-l", lr, 0, 10, "peak learning rate"),
+    FLAG_S("lr-schedule", NULL, lr_schedule, "cosine | linear | constant (all with linear warmup)"),
+    FLAG_I("warmup", "-u", warmup, 0, 1e9, "warmup steps"),
+    FLAG_F("final-lr-frac", "-q", final_lr_frac, 0, 1, "final learning rate as a fraction of the peak"),
+    FLAG_F("weight-decay", "-c", weight_decay, 0, 10, "AdamW decoupled weight decay (matrices and embeddings only)"),
+    FLAG_F("grad-clip", NULL, grad_clip, 0, 1e9, "clip the global gradient norm to this; 0 turns clipping off"),
+    FLAG_I("seed", NULL, seed, 0, 2147483647, "seed for initialisation, data order and sampling"),
+    FLAG_I("zero", "-z", zero, 0, 2, "ZeRO stage: 0 (all-reduce), 1 (sharded optimizer), 2 (sharded gradients too)"),
+    FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
+    FLAG_I("threads", NULL, threads, 0, 4096, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores)"),
+    FLAG_I("val-every", "-v", val_every, 0, 1e9, "validation loss every N steps (0: off)"),
+    FLAG_I("val-steps", "-m", val_steps, 1, 1e9, "validation batches per evaluation"),
+    FLAG_I("sample-every", "-s", sample_every, 0, 1e9, "generate a sample every N steps (0: off)"),
+    FLAG_I("gen-tokens", "-g", gen_tokens, 1, 1e6, "tokens to generate per sample (at most the sequence length)"),
+    FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
+    FLAG_S("out", "-o", out, "output directory for checkpoints"),
+    FLAG_S("resume", NULL, resume, "resume from the latest checkpoint in this directory"),
+    FLAG_S("log", NULL, log, "append one JSON object per step to this file"),
+    FLAG_I("bench", NULL, bench, 0, 1, "1: benchmark full training steps on synthetic tokens, print ms/step"),
+    FLAG_I("bench-steps", NULL, bench_steps, 1, 1e6, "timed steps for --bench"),
+};
+#define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
+
+static void config_defaults(Config* c) {
+    memset(c, 0, sizeof(*c));
+    strcpy(c->model, "d12");
+    c->batch_size = 4;
+    c->seq_len = 64;
+    c->total_batch_size = 0;
+    c->steps = 20;
+    c->lr = 3e-4f;
+    strcpy(c->lr_schedule, "cosine");
+    c->warmup = 0;
+    c->final_lr_frac = 0.0f;
+    c->weight_decay = 0.0f;
+    c->grad_clip = 1.0f;
+    c->seed = 1337;
+    c->comm_timeout = 300.0f;
+    c->val_every = 0;
+    c->val_steps = 20;
+    c->sample_every = 0;
+    c->gen_tokens = 64;
+    c->checkpoint_every = 0;
+    c->bench_steps = 5;
+}
+
+static void flag_value_string(const FlagSpec* f, const Config* c, char* buf, size_t cap) {
+    const char* p = (const char*)c + f->offset;
+    if (f->type == FLAG_INT) {
+        if (f->offset == offsetof(Config, total_batch_size)) { snprintf(buf, cap, "%ld", *(const long*)p); }
+        else { snprintf(buf, cap, "%d", *(const int*)p); }
+    } else if (f->type == FLAG_FLOAT) {
+        snprintf(buf, cap, "%g", *(const float*)p);
+    } else {
+        snprintf(buf, cap, "%s", p[0] ? p : "-");
+    }
+}
+
+static void print_help(void) {
+    printf("usage: train_gpt [flags]   (long flags; llm.c's short flags are accepted as aliases)\n");
+    Config d;
+    config_defaults(&d);
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        char def[64];
+        flag_value_string(&FLAGS[i], &d, def, sizeof(def));
+        printf("  --%-18s %-3s %s (default %s)\n", FLAGS[i].name, FLAGS[i].alias ? FLAGS[i].alias : "", FLAGS[i].help, def);
+    }
+}
+
+// Parses argv into c. Every value is checked: numbers with strtol/strtod and a range, strings with a bound.
+static void parse_flags(Config* c, int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { print_help(); exit(0); }
+        const FlagSpec* f = NULL;
+        for (int k = 0; k < NUM_FLAGS && !f; k++) {
+            if ((a[0] == '-' && a[1] == '-' && strcmp(a + 2, FLAGS[k].name) == 0) ||
+                (FLAGS[k].alias && strcmp(a, FLAGS[k].alias) == 0)) { f = &FLAGS[k]; }
+        }
+        if (!f) { fatal("unknown flag '%s' (see --help)", a); }
+        if (i + 1 >= argc) { fatal("flag --%s needs a value", f->name); }
+        const char* v = argv[++i];
+        char* p = (char*)c + f->offset;
+        if (f->type == FLAG_STR) {
+            if (strlen(v) + 1 > f->str_cap) { fatal("--%s: value longer than %zu characters", f->name, f->str_cap - 1); }
+            strcpy(p, v);
+            continue;
+        }
+        char* end = NULL;
+        errno = 0;
+        double x;
+        if (f->type == FLAG_INT) {
+            long long n = strtoll(v, &end, 10);
+            if (end == v || *end != '\0' || errno == ERANGE) { fatal("--%s: '%s' is not an integer", f->name, v); }
+            x = (double)n;
+        } else {
+            x = strtod(v, &end);
+            if (end == v || *end != '\0' || errno == ERANGE || !isfinite(x)) { fatal("--%s: '%s' is not a number", f->name, v); }
+        }
+        if (!(x >= f->lo && x <= f->hi)) { fatal("--%s: %s is out of range [%g, %g]", f->name, v, f->lo, f->hi); }
+        if (f->type == FLAG_INT) {
+            if (f->offset == offsetof(Config, total_batch_size)) { *(long*)p = (long)x; }
+            else { *(int*)p = (int)x; }
+        } else {
+            *(float*)p = (float)x;
+        }
+    }
+    if (strcmp(c->lr_schedule, "cosine") != 0 && strcmp(c->lr_schedule, "linear") != 0 && strcmp(c->lr_schedule, "constant") != 0) {
+        fatal("--lr-schedule: '%s' is not one of cosine, linear, constant", c->lr_schedule);
+    }
+}
+
+// The configuration as "name=value" lines (per-rank flags excluded): hashed and compared across ranks.
+static void config_serialize(const Config* c, char* buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        if (FLAGS[i].per_rank) { continue; }
+        char v[1100];
+        flag_value_string(&FLAGS[i], c, v, sizeof(v));
+        int w = snprintf(buf + n, cap - n, "%s=%s\n", FLAGS[i].name, v);
+        if (w < 0 || (size_t)w >= cap - n) { fatal("configuration too long to serialize"); }
+        n += w;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Model layout. Parameters live in ONE flat buffer described by a table generated from the X-macro below.
+// The in-memory order keeps each layer contiguous: [wte, wpe, layer 0, ..., layer L-1, lnfw, lnfb], so a layer's
+// gradients form one bucket for data-parallel reduction. llm.c's file order (each tensor kind stacked across
+// layers) is produced by walking the table in file order when loading and saving.
+
+typedef struct {
+    int max_seq_len;  // maxT
+    int vocab_size;   // V, the real vocabulary
+    int padded_vocab_size; // Vp, V rounded up to a multiple of 128
+    int num_layers;   // L
+    int num_heads;    // NH
+    int channels;     // C
+} GPTConfig;
+
+enum { TP_NONE = 0, TP_COLUMN, TP_ROW, TP_VOCAB }; // how tensor parallel will split a tensor (for the TP issue)
+
+// name, rows, cols, weight decay, tensor-parallel split: the per-layer tensors in llm.c's file order
+#define GPT_LAYER_PARAMS(X) \
+    X(ln1w,     1,     C,     0, TP_NONE)   \
+    X(ln1b,     1,     C,     0, TP_NONE)   \
+    X(qkvw,     3 * C, C,     1, TP_COLUMN) \
+    X(qkvb,     1,     3 * C, 0, TP_COLUMN) \
+    X(attprojw, C,     C,     1, TP_ROW)    \
+    X(attprojb, 1,     C,     0, TP_NONE)   \
+    X(ln2w,     1,     C,     0, TP_NONE)   \
+    X(ln2b,     1,     C,     0, TP_NONE)   \
+    X(fcw,      4 * C, C,     1, TP_COLUMN) \
+    X(fcb,      1,     4 * C, 0, TP_COLUMN) \
+    X(fcprojw,  C,     4 * C, 1, TP_ROW)    \
+    X(fcprojb,  1,     C,     0, TP_NONE)
+
+#define X_FIELD(name, rows, cols, decay, tp) float* name;
+typedef struct { GPT_LAYER_PARAMS(X_FIELD) } LayerParams; // one layer's tensors, shapes as in the table
+#undef X_FIELD
+#define X_COUNT(name, rows, cols, decay, tp) +1
+enum { NUM_LAYER_PARAMS = 0 GPT_LAYER_PARAMS(X_COUNT) };
+#undef X_COUNT
+
+typedef struct {
+    char name[32];
+    int layer;          // -1 for wte, wpe, lnfw, lnfb
+    int kind;           // index in GPT_LAYER_PARAMS for layer tensors; -1 otherwise
+    size_t rows, cols;
+    size_t offset;      // in the flat in-memory layout
+    int decay;
+    int tp_split;
+} ParamEntry;
+
+typedef struct {
+    GPTConfig cfg;
+    ParamEntry* table;       // (num_tensors) in file order
+    int num_tensors;
+    size_t num_params;       // n, padded vocabulary rows included (as llm.c counts them)
+    size_t embed_size;       // wte + wpe floats: flat [0, embed_size)
+    size_t layer_size;       // floats per layer
+    size_t lnf_offset;       // flat offset of lnfw
+} ParamLayout;
+
+// Views of the flat buffer as tensors.
+typedef struct {
+    float* wte;              // (Vp, C)
+    float* wpe;              // (maxT, C)
+    LayerParams* layers;     // (L)
+    float* lnfw;             // (C)
+    float* lnfb;             // (C)
+} ParamViews;
+
+static void layout_build(ParamLayout* pl, const GPTConfig* g) {
+    int L = g->num_layers;
+    size_t C = (size_t)g->channels;
+    pl->cfg = *g;
+    pl->num_tensors = 4 + NUM_LAYER_PARAMS * L;
+    pl->table = (ParamEntry*)callocCheck(pl->num_tensors, sizeof(ParamEntry));
+    // in-memory offsets
+    size_t layer_off[NUM_LAYER_PARAMS];
+    size_t layer_rows[NUM_LAYER_PARAMS], layer_cols[NUM_LAYER_PARAMS];
+    int layer_decay[NUM_LAYER_PARAMS], layer_tp[NUM_LAYER_PARAMS];
+    const char* layer_name[NUM_LAYER_PARAMS];
+    size_t off = 0;
+    int k = 0;
+#define X_LAYOUT(name, rows, cols, decay, tp) \
+    layer_off[k] = off; layer_rows[k] = (rows); layer_cols[k] = (cols); layer_decay[k] = decay; layer_tp[k] = tp; \
+    layer_name[k] = #name; off += (size_t)(rows) * (cols); k++;
+    GPT_LAYER_PARAMS(X_LAYOUT)
+#undef X_LAYOUT
+    pl->layer_size = off;
+    pl->embed_size = (size_t)g->padded_vocab_size * C + (size_t)g->max_seq_len * C;
+    pl->lnf_offset = pl->embed_size + pl->layer_size * L;
+    pl->num_params = pl->lnf_offset + 2 * C;
+    // table in llm.c's file order
+    int t = 0;
+    ParamEntry* e;
+    e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "wte"); e->layer = -1; e->kind = -1;
+    e->rows = g->padded_vocab_size; e->cols = C; e->offset = 0; e->decay = 1; e->tp_split = TP_VOCAB;
+    e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "wpe"); e->layer = -1; e->kind = -1;
+    e->rows = g->max_seq_len; e->cols = C; e->offset = (size_t)g->padded_vocab_size * C; e->decay = 1; e->tp_split = TP_NONE;
+    for (int kk = 0; kk < NUM_LAYER_PARAMS; kk++) {
+        for (int l = 0; l < L; l++) {
+            e = &pl->table[t++];
+            snprintf(e->name, sizeof(e->name), "%s.%d", layer_name[kk], l);
+            e->layer = l; e->kind = kk; e->rows = layer_rows[kk]; e->cols = layer_cols[kk];
+            e->offset = pl->embed_size + pl->layer_size * l + layer_off[kk];
+            e->decay = layer_decay[kk]; e->tp_split = layer_tp[kk];
+        }
+    }
+    e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "lnfw"); e->layer = -1; e->kind = -1;
+    e->rows = 1; e->cols = C; e->offset = pl->lnf_offset; e->decay = 0; e->tp_split = TP_NONE;
+    e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "lnfb"); e->layer = -1; e->kind = -1;
+    e->rows = 1; e->cols = C; e->offset = pl->lnf_offset + C; e->decay = 0; e->tp_split = TP_NONE;
+}
+
+static void layout_free(ParamLayout* pl) { free(pl->table); }
+
+// Points the views at a flat buffer laid out as the table says.
+static void views_bind(ParamViews* v, const ParamLayout* pl, float* base) {
+    int L = pl->cfg.num_layers;
+    size_t C = (size_t)pl->cfg.channels;
+    if (!v->layers) { v->layers = (LayerParams*)callocCheck(L, sizeof(LayerParams)); }
+    v->wte = base;
+    v->wpe = base + (size_t)pl->cfg.padded_vocab_size * C;
+    for (int l = 0; l < L; l++) {
+        float* p = base + pl->embed_size + pl->layer_size * l;
+#define X_BIND(name, rows, cols, decay, tp) v->layers[l].name = p; p += (size_t)(rows) * (cols);
+        GPT_LAYER_PARAMS(X_BIND)
+#undef X_BIND
+    }
+    v->lnfw = base + pl->lnf_offset;
+    v->lnfb = v->lnfw + C;
+}
+
+// Points layer l's views at `p` (a layer-sized region), for the reused gradient slots of ZeRO-2.
+static void views_bind_layer(ParamViews* v, const ParamLayout* pl, int l, float* p) {
+    size_t C = (size_t)pl->cfg.channels;
+#define X_BIND(name, rows, cols, decay, tp) v->layers[l].name = p; p += (size_t)(rows) * (cols);
+    GPT_LAYER_PARAMS(X_BIND)
+#undef X_BIND
+    (void)C;
+}
+
+// Model sizes by name. Returns 0 if the name is unknown.
+static int config_from_name(GPTConfig* g, const char* name) {
+    int L = 0, C = 0, NH = 0, T = 1024;
+    if (name[0] == 'd' && isdigit((unsigned char)name[1])) {
+        char* end;
+        long d = strtol(name + 1, &end, 10);
+        if (*end != '\0' || d < 1 || d > 256) { return 0; }
+        L = (int)d; C = 64 * (int)d; NH = (int)d;
+    } else if (strcmp(name, "gpt2-124M") == 0) { L = 12; C = 768; NH = 12; }
+    else if (strcmp(name, "gpt2-350M") == 0) { L = 24; C = 1024; NH = 16; }
+    else if (strcmp(name, "gpt2-774M") == 0) { L = 36; C = 1280; NH = 20; }
+    else if (strcmp(name, "gpt2-1558M") == 0) { L = 48; C = 1600; NH = 25; }
+    else if (strcmp(name, "gpt3-125M") == 0) { L = 12; C = 768; NH = 12; T = 2048; }
+    else if (strcmp(name, "gpt3-350M") == 0) { L = 24; C = 1024; NH = 16; T = 2048; }
+    else if (strcmp(name, "gpt3-760M") == 0) { L = 24; C = 1536; NH = 16; T = 2048; }
+    else if (strcmp(name, "gpt3-1.3B") == 0) { L = 24; C = 2048; NH = 16; T = 2048; }
+    else if (strcmp(name, "gpt3-2.7B") == 0) { L = 32; C = 2560; NH = 32; T = 2048; }
+    else { return 0; }
+    g->max_seq_len = T;
+    g->vocab_size = 50257;
+    g->padded_vocab_size = (50257 + 127) / 128 * 128; // 50304
+    g->num_layers = L;
+    g->num_heads = NH;
+    g->channels = C;
+    return 1;
+}
+
+// ----------------------------------------------------------------------------
+// Random initialisation: normal(0, 0.02); residual projections (attprojw, fcprojw) scaled by 1/sqrt(2L);
+// LayerNorm weights 1, biases 0, padded vocabulary rows 0. The stream is drawn tensor by tensor in file order,
+// so the result does not depend on the in-memory layout.
+
+static uint64_t rng_next(uint64_t* s) { // xorshift64*
+    *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;
+    return *s * 2685821657736338717ULL;
+}
+static float rng_uniform(uint64_t* s) { return (rng_next(s) >> 40) / 16777216.0f; } // [0, 1)
+static float rng_normal(uint64_t* s) {
+    float u1 = rng_uniform(s), u2 = rng_uniform(s);
+    if (u1 < 1e-7f) { u1 = 1e-7f; }
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+static void init_params(float* params, const ParamLayout* pl, uint64_t seed) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
+    const GPTConfig* g = &pl->cfg;
+    float resid_std = 0.02f / sqrtf(2.0f * g->num_layers);
+    for (int i = 0; i < pl->num_tensors; i++) {
+        const ParamEntry* e = &pl->table[i];
+        float* p = params + e->offset;
+        size_t n = e->rows * e->cols;
+        const char* nm = e->name;
+        int is_lnw = strncmp(nm, "ln1w", 4) == 0 || strncmp(nm, "ln2w", 4) == 0 || strcmp(nm, "lnfw") == 0;
+        int is_bias = !e->decay && !is_lnw;
+        if (is_lnw) { for (size_t j = 0; j < n; j++) { p[j] = 1.0f; } continue; }
+        if (is_bias) { memset(p, 0, n * sizeof(float)); continue; }
+        float std = (strncmp(nm, "attprojw", 8) == 0 || strncmp(nm, "fcprojw", 7) == 0) ? resid_std : 0.02f;
+        size_t valid = n;
+        if (strcmp(nm, "wte") == 0) { valid = (size_t)g->vocab_size * g->channels; }
+        for (size_t j = 0; j < valid; j++) { p[j] = std * rng_normal(&s); }
+        for (size_t j = valid; j < n; j++) { p[j] = 0.0f; }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Model files (llm.c format): 256 int32 header {20240326, version, maxT, V, L, NH, C, Vp}, then the parameters in
+// llm.c's order, fp32 (version 3) or bf16 (version 5).
+
+#define MODEL_MAGIC 20240326
+
+// Reads the header of a model file into g, validating it. Exits with a message naming the file on any problem.
+static void model_read_header(const char* path, GPTConfig* g, int* version, FILE** fp_out) {
+    if (!file_exists(path)) { fatal("model file '%s' does not exist", path); }
+    FILE* fp = fopenCheck(path, "rb");
+    int32_t h[256];
+    if (fread(h, sizeof(int32_t), 256, fp) != 256) { fclose(fp); fatal("model file '%s' is truncated: shorter than its 1024-byte header", path); }
+    if (h[0] != MODEL_MAGIC) { fclose(fp); fatal("model file '%s': bad magic number %d (expected %d)", path, h[0], MODEL_MAGIC); }
+    if (h[1] != 3 && h[1] != 5) { fclose(fp); fatal("model file '%s': unsupported version %d (3 = fp32, 5 = bf16)", path, h[1]); }
+    g->max_seq_len = h[2]; g->vocab_size = h[3]; g->num_layers = h[4]; g->num_heads = h[5]; g->channels = h[6];
+    g->padded_vocab_size = h[7];
+    if (g->max_seq_len < 1 || g->vocab_size < 1 || g->num_layers < 1 || g->num_heads < 1 || g->channels < 1 ||
+        g->channels % g->num_heads != 0 || g->padded_vocab_size < g->vocab_size || g->max_seq_len > (1 << 20) ||
+        g->vocab_size > (1 << 24) || g->num_layers > 4096 || g->channels > (1 << 16) || g->padded_vocab_size > (1 << 24)) {
+        fclose(fp);
+        fatal("model file '%s': invalid header (maxT %d, V %d, L %d, NH %d, C %d, Vp %d)", path, g->max_seq_len,
+              g->vocab_size, g->num_layers, g->num_heads, g->channels, g->padded_vocab_size);
+    }
+    *version = h[1];
+    *fp_out = fp;
+}
+
+static float bf16_to_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// Loads parameters (already allocated for this layout) from a model file, checking its exact size.
+static void model_load_params(const char* path, FILE* fp, int version, const ParamLayout* pl, float* params) {
+    size_t elem = version == 3 ? 4 : 2;
+    long long expect = 1024 + (long long)(pl->num_params * elem);
+    long long actual = file_size(path);
+    if (actual != expect) {
+        fclose(fp);
+        fatal("model file '%s' is %s: %lld bytes, expected %lld for this header", path, actual < expect ? "truncated" : "too long", actual, expect);
+    }
+    uint16_t* tmp = NULL;
+    for (int i = 0; i < pl->num_tensors; i++) {
+        const ParamEntry* e = &pl->table[i];
+        size_t n = e->rows * e->cols;
+        if (version == 3) {
+            freadCheck(params + e->offset, sizeof(float), n, fp, path);
+        } else {
+            tmp = (uint16_t*)realloc(tmp, n * sizeof(uint16_t));
+            if (!tmp) { fatal("out of memory reading '%s'", path); }
+            freadCheck(tmp, sizeof(uint16_t), n, fp, path);
+            for (size_t j = 0; j < n; j++) { params[e->offset + j] = bf16_to_float(tmp[j]); }
+        }
+    }
+    free(tmp);
+    fclose(fp);
+}
+
+// Writes a flat buffer (params, or a moment vector) to fp in llm.c's file order; returns the running checksum.
+static uint64_t write_in_file_order(FILE* fp, const ParamLayout* pl, const float* flat, const char* what, uint64_t h) {
+    for (int i = 0; i < pl->num_tensors; i++) {
+        const ParamEntry* e = &pl->table[i];
+        size_t n = e->rows * e->cols;
+        fwriteCheck(flat + e->offset, sizeof(float), n, fp, what);
+        h = checksum64(flat + e->offset, n * sizeof(float), h);
+    }
+    return h;
+}
+
+static uint64_t read_in_file_order(FILE* fp, const ParamLayout* pl, float* flat, const char* what, uint64_t h) {
+    for (int i = 0; i < pl->num_tensors; i++) {
+        const ParamEntry* e = &pl->table[i];
+        size_t n = e->rows * e->cols;
+        freadCheck(flat + e->offset, sizeof(float), n, fp, what);
+        h = checksum64(flat + e->offset, n * sizeof(float), h);
+    }
+    return h;
+}
+
+// Saves an llm.c version-3 (fp32) model file atomically; returns the checksum of the parameter bytes.
+static uint64_t model_save(const char* path, const ParamLayout* pl, const float* params) {
+    AtomicFile af;
+    atomic_open(&af, path);
+    int32_t h[256] = {0};
+    const GPTConfig* g = &pl->cfg;
+    h[0] = MODEL_MAGIC; h[1] = 3; h[2] = g->max_seq_len; h[3] = g->vocab_size; h[4] = g->num_layers;
+    h[5] = g->num_heads; h[6] = g->channels; h[7] = g->padded_vocab_size;
+    fwriteCheck(h, sizeof(int32_t), 256, af.fp, path);
+    uint64_t sum = write_in_file_order(af.fp, pl, params, path, FNV1A64_INIT);
+    atomic_commit(&af);
+    return sum;
+}
+
+// ----------------------------------------------------------------------------
+// Activations: one allocation, carved from a size table generated by an X-macro. Sized for (B, T) at most; a
+// forward with smaller B*T packs the same buffers densely.
+
+#define GPT_ACTIVATIONS(X) \
+    X(encoded,   (size_t)BT * C)           /* (B,T,C) token + position embedding */ \
+    X(ln1,       (size_t)L * BT * C)       /* (L,B,T,C) */ \
+    X(ln1_mean,  (size_t)L * BT)           /* (L,B,T) */ \
+    X(ln1_rstd,  (size_t)L * BT)           /* (L,B,T) */ \
+    X(qkv,       (size_t)L * BT * 3 * C)   /* (L,B,T,3C) */ \
+    X(atty,      (size_t)L * BT * C)       /* (L,B,T,C) attention output before the projection */ \
+    X(att_lse,   (size_t)L * B * NH * T)   /* (L,B,NH,T) log-sum-exp of each attention row */ \
+    X(residual2, (size_t)L * BT * C)       /* (L,B,T,C) after the attention residual */ \
+    X(ln2,       (size_t)L * BT * C)       /* (L,B,T,C) */ \
+    X(ln2_mean,  (size_t)L * BT)           /* (L,B,T) */ \
+    X(ln2_rstd,  (size_t)L * BT)           /* (L,B,T) */ \
+    X(fch,       (size_t)L * BT * 4 * C)   /* (L,B,T,4C) MLP pre-activation */ \
+    X(fch_gelu,  (size_t)L * BT * 4 * C)   /* (L,B,T,4C) */ \
+    X(residual3, (size_t)L * BT * C)       /* (L,B,T,C) layer output */ \
+    X(lnf,       (size_t)BT * C)           /* (B,T,C) */ \
+    X(lnf_mean,  (size_t)BT)               /* (B,T) */ \
+    X(lnf_rstd,  (size_t)BT)               /* (B,T) */ \
+    X(losses,    (size_t)BT)               /* (B,T) per-token loss */ \
+    X(proj,      (size_t)BT * C)           /* (B,T,C) projection output before the residual add */ \
+    X(dres,      (size_t)BT * C)           /* (B,T,C) gradient of the residual stream */ \
+    X(dtmp,      (size_t)BT * C)           /* (B,T,C) gradient scratch */ \
+    X(dqkv,      (size_t)BT * 3 * C)       /* (B,T,3C) */ \
+    X(dfch,      (size_t)BT * 4 * C)       /* (B,T,4C) */ \
+    X(logits,    (size_t)chunk_rows * Vp)  /* (chunk_rows,Vp) classifier chunk, logits then their gradient */ \
+    X(att_scratch, attention_scratch_floats(T) * nthreads) /* per-thread T x T scratch */ \
+    X(ln_scratch,  (size_t)2 * C * nthreads) /* per-thread LayerNorm partial sums */
+
+typedef struct {
+#define X_FIELD(name, size) float* name;
+    GPT_ACTIVATIONS(X_FIELD)
+#undef X_FIELD
+    float* base;
+    size_t total_floats;
+    int B, T;            // allocated for at most this
+    int chunk_rows;
+} Activations;
+
+// Rows of the classifier chunk: as many as fit in ~64 MB of logits, at least 1, at most BT.
+static int classifier_chunk_rows(int BT, int Vp) {
+    long rows = (64L << 20) / (4L * Vp);
+    if (rows < 1) { rows = 1; }
+    if (rows > BT) { rows = BT; }
+    return (int)rows;
+}
+
+static size_t activations_floats(const GPTConfig* g, int B, int T, size_t* sizes) {
+    size_t BT = (size_t)B * T, C = g->channels, L = g->num_layers, NH = g->num_heads, Vp = g->padded_vocab_size;
+    size_t chunk_rows = classifier_chunk_rows((int)BT, (int)Vp);
+    size_t nthreads = kernels_num_threads();
+    size_t total = 0;
+    int i = 0;
+#define X_SIZE(name, size) { size_t s_ = (size); s_ = (s_ + 15) / 16 * 16; if (sizes) { sizes[i] = s_; } total += s_; i++; }
+    GPT_ACTIVATIONS(X_SIZE)
+#undef X_SIZE
+    (void)NH;
+    return total;
+}
+
+static void activations_alloc(Activations* a, const GPTConfig* g, int B, int T) {
+    size_t sizes[64];
+    a->total_floats = activations_floats(g, B, T, sizes);
+    a->base = (float*)alignedMallocCheck(mulSize(a->total_floats, sizeof(float)));
+    memset(a->base, 0, a->total_floats * sizeof(float));
+    float* p = a->base;
+    int i = 0;
+#define X_CARVE(name, size) a->name = p; p += sizes[i++];
+    GPT_ACTIVATIONS(X_CARVE)
+#undef X_CARVE
+    a->B = B;
+    a->T = T;
+    a->chunk_rows = classifier_chunk_rows(B * T, g->padded_vocab_size);
+}
+
+// ----------------------------------------------------------------------------
+// The model: parameters, gradients, activations, and the views into them.
+
+typedef struct {
+    ParamLayout layout;
+    GPTConfig cfg;
+    float* params;        // (n_pad) flat parameters
+    ParamViews p;
+    // gradients: stages 0/1 keep a full flat buffer; stage 2 keeps only an arena of reused regions
+    float* grads;         // (n_pad) or NULL (stage 2)
+    float* grad_arena;    // stage 2: [wte+wpe | lnfw+lnfb | layer slot 0 | layer slot 1]
+    size_t grad_floats;   // floats of gradient memory actually allocated (full buffer or arena)
+    ParamViews g;
+    Activations acts;
+    int32_t* inputs;      // (B*T) tokens of the last forward
+    int B, T;             // shape of the last forward
+} GPT;
+
+static void gpt_alloc_params(GPT* m, const GPTConfig* cfg, int dp) {
+    m->cfg = *cfg;
+    layout_build(&m->layout, cfg);
+    size_t n_pad = zero_padded_size(m->layout.num_params, dp);
+    m->params = (float*)alignedMallocCheck(mulSize(n_pad, sizeof(float)));
+    memset(m->params, 0, n_pad * sizeof(float));
+    memset(&m->p, 0, sizeof(m->p));
+    views_bind(&m->p, &m->layout, m->params);
+}
+
+// Gradient memory for a ZeRO stage: the full flat buffer (stages 0, 1) or the stage-2 arena.
+static size_t gpt_grad_floats(const ParamLayout* pl, int stage, int dp) {
+    if (stage < 2) { return zero_padded_size(pl->num_params, dp); }
+    return pl->embed_size + 2 * (size_t)pl->cfg.channels + 2 * pl->layer_size;
+}
+
+static void gpt_alloc_grads(GPT* m, int stage, int dp) {
+    m->grad_floats = gpt_grad_floats(&m->layout, stage, dp);
+    float* buf = (float*)alignedMallocCheck(mulSize(m->grad_floats, sizeof(float)));
+    memset(buf, 0, m->grad_floats * sizeof(float));
+    memset(&m->g, 0, sizeof(m->g));
+    if (stage < 2) {
+        m->grads = buf;
+        views_bind(&m->g, &m->layout, buf);
+    } else {
+        m->grad_arena = buf;
+        m->g.layers = (LayerParams*)callocCheck(m->cfg.num_layers, sizeof(LayerParams));
+        m->g.wte = buf;
+        m->g.wpe = buf + (size_t)m->cfg.padded_vocab_size * m->cfg.channels;
+        m->g.lnfw = buf + m->layout.embed_size;
+        m->g.lnfb = m->g.lnfw + m->cfg.channels;
+    }
+}
+
+static float* gpt_grad_slot(GPT* m, int slot) {
+    return m->grad_arena + m->layout.embed_size + 2 * (size_t)m->cfg.channels + (size_t)slot * m->layout.layer_size;
+}
+
+static void gpt_free(GPT* m) {
+    free(m->params);
+    free(m->grads);
+    free(m->grad_arena);
+    free(m->acts.base);
+    free(m->inputs);
+    free(m->p.layers);
+    free(m->g.layers);
+    layout_free(&m->layout);
+}
+
+// ----------------------------------------------------------------------------
+// Forward pass: tokens (B,T) -> lnf (B,T,C). The last LayerNorm of each layer is fused with its residual add:
+// residual3[l] = residual2[l] + proj + fcprojb, and LN of it (ln1 of layer l+1, or lnf) in the same pass.
+
+static void gpt_forward(GPT* m, const int32_t* tokens, int B, int T) {
+    const GPTConfig* g = &m->cfg;
+    Activations* a = &m->acts;
+    int L = g->num_layers, C = g->channels, NH = g->num_heads, BT = B * T;
+    if (B * T > a->B * a->T || T > a->T) { fatal("internal: forward (%d,%d) larger than the activations (%d,%d)", B, T, a->B, a->T); }
+    memcpy(m->inputs, tokens, (size_t)BT * sizeof(int32_t));
+    m->B = B;
+    m->T = T;
+    size_t btc = (size_t)BT * C;
+    encoder_forward(a->encoded, tokens, m->p.wte, m->p.wpe, B, T, C);
+    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->encoded, m->p.layers[0].ln1w, m->p.layers[0].ln1b, BT, C);
+    for (int l = 0; l < L; l++) {
+        LayerParams* w = &m->p.layers[l];
+        const float* in = l == 0 ? a->encoded : a->residual3 + (l - 1) * btc;
+        float* ln1 = a->ln1 + l * btc;
+        float* qkv = a->qkv + l * btc * 3;
+        float* atty = a->atty + l * btc;
+        float* lse = a->att_lse + (size_t)l * B * NH * T;
+        float* res2 = a->residual2 + l * btc;
+        float* ln2 = a->ln2 + l * btc;
+        float* fch = a->fch + l * btc * 4;
+        float* fchg = a->fch_gelu + l * btc * 4;
+        float* res3 = a->residual3 + l * btc;
+        matmul_forward(qkv, ln1, w->qkvw, w->qkvb, BT, C, 3 * C);
+        attention_forward(atty, lse, a->att_scratch, qkv, B, T, C, NH);
+        matmul_forward(a->proj, atty, w->attprojw, NULL, BT, C, C);
+        residual_layernorm_forward(res2, ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, in, a->proj,
+                                   w->attprojb, w->ln2w, w->ln2b, BT, C);
+        matmul_forward(fch, ln2, w->fcw, w->fcb, BT, C, 4 * C);
+        gelu_forward(fchg, fch, btc * 4);
+        matmul_forward(a->proj, fchg, w->fcprojw, NULL, BT, 4 * C, C);
+        if (l + 1 < L) {
+            LayerParams* nw = &m->p.layers[l + 1];
+            residual_layernorm_forward(res3, a->ln1 + (l + 1) * btc, a->ln1_mean + (size_t)(l + 1) * BT,
+                                       a->ln1_rstd + (size_t)(l + 1) * BT, res2, a->proj, w->fcprojb, nw->ln1w, nw->ln1b, BT, C);
+        } else {
+            residual_layernorm_forward(res3, a->lnf, a->lnf_mean, a->lnf_rstd, res2, a->proj, w->fcprojb,
+                                       m->p.lnfw, m->p.lnfb, BT, C);
+        }
+    }
+}
+
+// Mean loss over the (B,T) targets of the last forward, without gradients.
+static float gpt_eval_loss(GPT* m, const int32_t* targets) {
+    Activations* a = &m->acts;
+    const GPTConfig* g = &m->cfg;
+    int BT = m->B * m->T;
+    classifier_forward_backward(a->losses, NULL, NULL, a->logits, a->chunk_rows, a->lnf, m->p.wte, targets, 0.0f,
+                                BT, g->channels, g->vocab_size, g->padded_vocab_size);
+    double s = 0.0;
+    for (int i = 0; i < BT; i++) { s += a->losses[i]; }
+    return (float)(s / BT);
+}
+
+// ----------------------------------------------------------------------------
+// Backward pass, fused with the LM head: computes the loss of the last forward and ACCUMULATES parameter gradients
+// of (dloss_scale * sum of token losses). Gradient buckets, in the order they become final: lnf, layer L-1, ...,
+// layer 0, then the embeddings (wte also receives the LM head's gradient at the start). When `reduce` is set,
+// each bucket's reduction is started as soon as it is final, overlapping with the rest of the backward.
+// Bucket ids: 0 embeddings [0, embed_size), 1 + l layer l, L + 1 the final LayerNorm.
+
+typedef struct {
+    ZeroOptimizer* z;   // NULL: no reduction (single process)
+    int reduce;         // start reductions during this backward
+    int first_micro;    // first micro-step of the optimizer step (stage 2 accumulates after it)
+} BackwardComm;
+
+static void bucket_range(const GPT* m, int bucket, size_t* lo, size_t* hi) {
+    const ParamLayout* pl = &m->layout;
+    int L = m->cfg.num_layers;
+    if (bucket == 0) { *lo = 0; *hi = pl->embed_size; }
+    else if (bucket <= L) { *lo = pl->embed_size + pl->layer_size * (bucket - 1); *hi = *lo + pl->layer_size; }
+    else { *lo = pl->lnf_offset; *hi = pl->num_params; }
+}
+
+// Makes bucket's gradient region writable: in stage 2 the region is reused, so its previous reduction must be
+// complete and it starts from zero each micro-step; layer l writes into slot l % 2.
+static void grad_bucket_acquire(GPT* m, BackwardComm* bc, int bucket) {
+    if (!m->grad_arena) { return; }
+    zero_wait_bucket(bc->z, bucket);
+    int L = m->cfg.num_layers;
+    if (bucket >= 1 && bucket <= L) {
+        // the slot was last used by layer l+2 (bucket + 2)
+        zero_wait_bucket(bc->z, bucket + 2);
+        float* slot = gpt_grad_slot(m, (bucket - 1) % 2);
+        memset(slot, 0, m->layout.layer_size * sizeof(float));
+        views_bind_layer(&m->g, &m->layout, bucket - 1, slot);
+    } else if (bucket == 0) {
+        zero_floats(m->g.wte, m->layout.embed_size);
+    } else {
+        memset(m->g.lnfw, 0, 2 * sizeof(float) * m->cfg.channels);
+    }
+}
+
+static void grad_bucket_release(GPT* m, BackwardComm* bc, int bucket) {
+    if (!bc->z || !bc->reduce) { return; }
+    size_t lo, hi;
+    bucket_range(m, bucket, &lo, &hi);
+    float* data;
+    int L = m->cfg.num_layers;
+    if (!m->grad_arena) { data = m->grads + lo; }
+    else if (bucket == 0) { data = m->g.wte; }
+    else if (bucket <= L) { data = gpt_grad_slot(m, (bucket - 1) % 2); }
+    else { data = m->g.lnfw; }
+    zero_bucket_ready(bc->z, bucket, data, lo, hi, bc->first_micro);
+    zero_progress(bc->z);
+}
+
+// Returns the mean loss over the batch's tokens.
+static float gpt_forward_backward(GPT* m, const int32_t* targets, float dloss_scale, BackwardComm* bc) {
+    const GPTConfig* g = &m->cfg;
+    Activations* a = &m->acts;
+    int B = m->B, T = m->T, L = g->num_layers, C = g->channels, NH = g->num_heads, BT = B * T;
+    size_t btc = (size_t)BT * C;
+    // LM head + cross-entropy + their backward: dtmp = dloss/dlnf, dwte += ...
+    grad_bucket_acquire(m, bc, 0);
+    classifier_forward_backward(a->losses, a->dtmp, m->g.wte, a->logits, a->chunk_rows, a->lnf, m->p.wte, targets,
+                                dloss_scale, BT, C, g->vocab_size, g->padded_vocab_size);
+    double loss = 0.0;
+    for (int i = 0; i < BT; i++) { loss += a->losses[i]; }
+    // final LayerNorm
+    grad_bucket_acquire(m, bc, L + 1);
+    memset(a->dres, 0, btc * sizeof(float));
+    layernorm_backward(a->dres, m->g.lnfw, m->g.lnfb, a->ln_scratch, a->dtmp, a->residual3 + (L - 1) * btc,
+                       m->p.lnfw, a->lnf_mean, a->lnf_rstd, BT, C);
+    grad_bucket_release(m, bc, L + 1);
+    for (int l = L - 1; l >= 0; l--) {
+        grad_bucket_acquire(m, bc, 1 + l);
+        LayerParams* w = &m->p.layers[l];
+        LayerParams* dw = &m->g.layers[l];
+        const float* in = l == 0 ? a->encoded : a->residual3 + (l - 1) * btc;
+        const float* ln1 = a->ln1 + l * btc;
+        const float* qkv = a->qkv + l * btc * 3;
+        const float* atty = a->atty + l * btc;
+        const float* lse = a->att_lse + (size_t)l * B * NH * T;
+        const float* res2 = a->residual2 + l * btc;
+        const float* ln2 = a->ln2 + l * btc;
+        const float* fch = a->fch + l * btc * 4;
+        const float* fchg = a->fch_gelu + l * btc * 4;
+        // MLP: dres is the gradient of residual3 = res2 + fcproj(gelu(fc(ln2)))
+        matmul_backward(a->dfch, dw->fcprojw, dw->fcprojb, a->dres, fchg, w->fcprojw, BT, 4 * C, C);
+        gelu_backward(a->dfch, fch, a->dfch, btc * 4);
+        matmul_backward(a->dtmp, dw->fcw, dw->fcb, a->dfch, ln2, w->fcw, BT, C, 4 * C);
+        layernorm_backward(a->dres, dw->ln2w, dw->ln2b, a->ln_scratch, a->dtmp, res2, w->ln2w,
+                           a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, BT, C);
+        // attention: dres is now the gradient of residual2 = in + attproj(attention(qkv(ln1)))
+        matmul_backward(a->dtmp, dw->attprojw, dw->attprojb, a->dres, atty, w->attprojw, BT, C, C);
+        attention_backward(a->dqkv, a->att_scratch, a->dtmp, qkv, atty, lse, B, T, C, NH);
+        matmul_backward(a->dtmp, dw->qkvw, dw->qkvb, a->dqkv, ln1, w->qkvw, BT, C, 3 * C);
+        layernorm_backward(a->dres, dw->ln1w, dw->ln1b, a->ln_scratch, a->dtmp, in, w->ln1w,
+                           a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, BT, C);
+        grad_bucket_release(m, bc, 1 + l);
+    }
+    encoder_backward(m->g.wte, m->g.wpe, a->dres, m->inputs, B, T, C);
+    grad_bucket_release(m, bc, 0);
+    return (float)(loss / BT);
+}
+
+// ----------------------------------------------------------------------------
+// Learning-rate schedule: linear warmup over `warmup` steps, then cosine / linear decay to lr * final_frac, or
+// constant. step is 0-based.
+
+static float lr_at(const Config* c, int step) {
+    float lr = c->lr, lr_min = c->lr * c->final_lr_frac;
+    if (step < c->warmup) { return lr * (step + 1) / c->warmup; }
+    if (strcmp(c->lr_schedule, "constant") == 0) { return lr; }
+    int decay_steps = c->steps - c->warmup;
+    float ratio = decay_steps > 0 ? (float)(step - c->warmup) / decay_steps : 1.0f;
+    if (ratio > 1.0f) { ratio = 1.0f; }
+    if (strcmp(c->lr_schedule, "linear") == 0) { return lr - (lr - lr_min) * ratio; }
+    float coeff = 0.5f * (1.0f + cosf((float)M_PI * ratio));
+    return lr_min + coeff * (lr - lr_min);
+}
+
+// ----------------------------------------------------------------------------
+// Optimizer step: wait for the gradient reductions, global norm, clipping, sharded AdamW, parameter gather.
+
+typedef struct {
+    float grad_norm;   // before clipping
+    float lr;
+} StepStats;
+
+static StepStats optimizer_step(GPT* m, ZeroOptimizer* z, const Config* c, int step) {
+    StepStats st;
+    zero_wait_all(z);
+    double sumsq = zero_grad_sumsq(z, m->grads);
+    float norm = (float)sqrt(sumsq);
+    // clip as torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
+    float scale = 1.0f;
+    if (c->grad_clip > 0.0f) {
+        float coef = c->grad_clip / (norm + 1e-6f);
+        if (coef < 1.0f) { scale = coef; }
+    }
+    st.lr = lr_at(c, step);
+    st.grad_norm = norm;
+    zero_adamw_step(z, m->params, m->grads, st.lr, 0.9f, 0.95f, 1e-8f, c->weight_decay, scale, step + 1);
+    zero_clear_grads(z, m->grads);
+    return st;
+}
+
+// ----------------------------------------------------------------------------
+// Checkpoints: DIR/model_XXXXXXXX.bin (an llm.c model file) + DIR/state_XXXXXXXX.bin + DIR/latest (the step).
+// The state holds the step, the AdamW moments in the logical unsharded layout and llm.c's file order, the data
+// sampler state and the sampling RNG, with checksums of both files. Each file is written to a temporary name and
+// renamed; `latest` moves last, so a crash at any point leaves the previous checkpoint intact and current.
+
+#define STATE_MAGIC 20240331
+#define STATE_VERSION 1
+enum {
+    ST_MAGIC = 0, ST_VERSION, ST_STEP, ST_NUM_PARAMS, ST_MODEL_SUM, ST_STATE_SUM, ST_RNG, ST_LOSS_SCALE,
+    ST_MAXT, ST_V, ST_L, ST_NH, ST_C, ST_VP, ST_ZERO, ST_WORLD, ST_B, ST_T,
+    ST_DATA = 32, // DATALOADER_STATE_WORDS words
+    ST_HEADER_WORDS = 64
+};
+
+typedef struct {
+    int step;
+    uint64_t rng;
+    uint64_t data_state[DATALOADER_STATE_WORDS];
+} TrainState;
+
+static void checkpoint_paths(const char* dir, int step, char* model_path, char* state_path, size_t cap) {
+    snprintf(model_path, cap, "%s/model_%08d.bin", dir, step);
+    snprintf(state_path, cap, "%s/state_%08d.bin", dir, step);
+}
+
+// Collective over the data-parallel group (moments are gathered); only dp rank 0 writes.
+static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
+                            const Config* c) {
+    float* m_full = (float*)alignedMallocCheck(mulSize(z->n_pad, sizeof(float)));
+    float* v_full = (float*)alignedMallocCheck(mulSize(z->n_pad, sizeof(float)));
+    zero_gather_moments(z, m_full, v_full);
+    if (pc->world_rank == 0) {
+        mkdir(dir, 0755);
+        char mp[2048], sp[2048], lp[2048];
+        checkpoint_paths(dir, ts->step, mp, sp, sizeof(mp));
+        uint64_t model_sum = model_save(mp, &m->layout, m->params);
+        AtomicFile af;
+        atomic_open(&af, sp);
+        uint64_t h[ST_HEADER_WORDS] = {0};
+        const GPTConfig* g = &m->cfg;
+        h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = STATE_VERSION; h[ST_STEP] = ts->step;
+        h[ST_NUM_PARAMS] = m->layout.num_params; h[ST_MODEL_SUM] = model_sum; h[ST_RNG] = ts->rng;
+        h[ST_MAXT] = g->max_seq_len; h[ST_V] = g->vocab_size; h[ST_L] = g->num_layers; h[ST_NH] = g->num_heads;
+        h[ST_C] = g->channels; h[ST_VP] = g->padded_vocab_size; h[ST_ZERO] = z->stage; h[ST_WORLD] = pc->world_size;
+        h[ST_B] = c->batch_size; h[ST_T] = c->seq_len;
+        for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { h[ST_DATA + i] = ts->data_state[i]; }
+        // the payload checksum is only known after writing: write the header, the payload, then rewrite the header
+        fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
+        uint64_t sum = write_in_file_order(af.fp, &m->layout, m_full, sp, FNV1A64_INIT);
+        sum = write_in_file_order(af.fp, &m->layout, v_full, sp, sum);
+        h[ST_STATE_SUM] = sum;
+        fseekCheck(af.fp, 0, SEEK_SET, sp);
+        fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
+        atomic_commit(&af);
+        snprintf(lp, sizeof(lp), "%s/latest", dir);
+        atomic_open(&af, lp);
+        fprintf(af.fp, "%d\n", ts->step);
+        atomic_commit(&af);
+        printf("checkpoint: wrote %s and %s\n", mp, sp);
+    }
+    free(m_full);
+    free(v_full);
+    comm_barrier(&pc->world);
+}
+
+// Reads DIR/latest. Exits with a clear message if it is missing or malformed.
+static int checkpoint_latest_step(const char* dir) {
+    char lp[2048];
+    snprintf(lp, sizeof(lp), "%s/latest", dir);
+    if (!file_exists(lp)) { fatal("--resume %s: no checkpoint there ('%s' is missing)", dir, lp); }
+    FILE* fp = fopenCheck(lp, "r");
+    int step = -1;
+    if (fscanf(fp, "%d", &step) != 1 || step < 0) { fclose(fp); fatal("'%s' is corrupt: expected a step number", lp); }
+    fclose(fp);
+    return step;
+}
+
+// Loads the moments (into this rank's shard), the train state, and verifies both checksums. Params must already
+// hold the checkpoint's model file (its checksum is compared with the one recorded in the state).
+static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimizer* z, TrainState* ts) {
+    char mp[2048], sp[2048];
+    checkpoint_paths(dir, step, mp, sp, sizeof(mp));
+    if (!file_exists(sp)) { fatal("checkpoint state '%s' does not exist", sp); }
+    long long expect = (long long)(ST_HEADER_WORDS * 8 + 2 * 4 * m->layout.num_params);
+    long long actual = file_size(sp);
+    if (actual != expect) { fatal("checkpoint state '%s' is %s: %lld bytes, expected %lld", sp, actual < expect ? "truncated" : "too long", actual, expect); }
+    FILE* fp = fopenCheck(sp, "rb");
+    uint64_t h[ST_HEADER_WORDS];
+    freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
+    if (h[ST_MAGIC] != STATE_MAGIC) { fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
+    if (h[ST_VERSION] != STATE_VERSION) { fatal("checkpoint state '%s': unsupported version %llu", sp, (unsigned long long)h[ST_VERSION]); }
+    if (h[ST_NUM_PARAMS] != m->layout.num_params || (int)h[ST_STEP] != step) {
+        fatal("checkpoint state '%s' does not match its model file (parameters %llu vs %zu, step %llu vs %d)", sp,
+              (unsigned long long)h[ST_NUM_PARAMS], m->layout.num_params, (unsigned long long)h[ST_STEP], step);
+    }
+    float* m_full = (float*)alignedMallocCheck(mulSize(z->n_pad, sizeof(float)));
+    float* v_full = (float*)alignedMallocCheck(mulSize(z->n_pad, sizeof(float)));
+    memset(m_full, 0, z->n_pad * sizeof(float));
+    memset(v_full, 0, z->n_pad * sizeof(float));
+    uint64_t sum = read_in_file_order(fp, &m->layout, m_full, sp, FNV1A64_INIT);
+    sum = read_in_file_order(fp, &m->layout, v_full, sp, sum);
+    fclose(fp);
+    if (sum != h[ST_STATE_SUM]) { fatal("checkpoint state '%s' is corrupt: checksum mismatch", sp); }
+    uint64_t model_sum = FNV1A64_INIT;
+    for (int i = 0; i < m->layout.num_tensors; i++) {
+        const ParamEntry* e = &m->layout.table[i];
+        model_sum = checksum64(m->params + e->offset, e->rows * e->cols * sizeof(float), model_sum);
+    }
+    if (model_sum != h[ST_MODEL_SUM]) { fatal("checkpoint model '%s' is corrupt: checksum mismatch with '%s'", mp, sp); }
+    zero_scatter_moments(z, m_full, v_full);
+    free(m_full);
+    free(v_full);
+    ts->step = step;
+    ts->rng = h[ST_RNG];
+    for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { ts->data_state[i] = h[ST_DATA + i]; }
+}
+
+// ----------------------------------------------------------------------------
+// Evaluation and sampling
+
+// Mean validation loss over `steps` batches; batch i is evaluated by data-parallel rank i % dp, so the batches
+// and their order are the same whatever the number of ranks.
+static float evaluate(GPT* m, DataLoader* val, int steps, ParallelContext* pc) {
+    dataloader_reset(val);
+    double sum = 0.0;
+    for (int i = 0; i < steps; i++) {
+        dataloader_next_batch(val);
+        if (i % pc->dp != pc->dp_rank) { continue; }
+        gpt_forward(m, val->inputs, val->B, val->T);
+        sum += gpt_eval_loss(m, val->targets);
+    }
+    comm_allreduce_sum_f64(&pc->dp_group, &sum, 1);
+    return (float)(sum / steps);
+}
+
+// Samples gen_tokens tokens after an end-of-text prompt (temperature 1) and prints them, decoded if possible.
+static void generate(GPT* m, const Tokenizer* tok, int have_tok, int gen_tokens, int T, uint64_t* rng) {
+    const GPTConfig* g = &m->cfg;
+    int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
+    int n = gen_tokens + 1 < T ? gen_tokens + 1 : T;
+    int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * T);
+    float* probs = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
+    toks[0] = eot;
+    printf("sample: ");
+    for (int t = 1; t < n; t++) {
+        gpt_forward(m, toks, 1, t);
+        classifier_logits_row(probs, m->acts.lnf + (size_t)(t - 1) * g->channels, m->p.wte, g->channels, g->padded_vocab_size);
+        float mx = -INFINITY;
+        for (int j = 0; j < g->vocab_size; j++) { mx = probs[j] > mx ? probs[j] : mx; }
+        double sum = 0.0;
+        for (int j = 0; j < g->vocab_size; j++) { probs[j] = expf(probs[j] - mx); sum += probs[j]; }
+        double coin = rng_uniform(rng) * sum, cdf = 0.0;
+        int next = g->vocab_size - 1;
+        for (int j = 0; j < g->vocab_size; j++) { cdf += probs[j]; if (coin < cdf) { next = j; break; } }
+        toks[t] = next;
+        const char* piece = have_tok ? tokenizer_decode(tok, (uint32_t)next) : NULL;
+        if (piece) {
+            // print only printable bytes and whitespace, like llm.c's safe_printf
+            for (const char* p = piece; *p; p++) {
+                unsigned char ch = (unsigned char)*p;
+                if (isprint(ch) || isspace(ch) || ch >= 0x80) { putchar(ch); }
+            }
+        } else {
+            printf("%d ", next);
+        }
+    }
+    printf("\n");
+    fflush(stdout);
+    free(toks);
+    free(probs);
+}
+
+// ----------------------------------------------------------------------------
+// Printing
+
+static void fmt_bytes(char* buf, size_t cap, double bytes) {
+    if (bytes >= 1e9) { snprintf(buf, cap, "%.2f GB", bytes / 1e9); }
+    else { snprintf(buf, cap, "%.1f MB", bytes / 1e6); }
+}
+
+static long peak_rss_kb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+// FLOPs per token of a training step: 6 per parameter (forward 2, backward 4) plus attention's QK^T and PV,
+// 12 * L * C * T (forward and backward, the full T x T as is the custom).
+static double flops_per_token(const GPT* m, int T) {
+    const GPTConfig* g = &m->cfg;
+    return 6.0 * (double)m->layout.num_params + 12.0 * g->num_layers * (double)g->channels * T;
+}
+
+// ----------------------------------------------------------------------------
+// main
+
+#ifndef TRAIN_GPT_NO_MAIN
+
+static void check_config_agreement(ParallelContext* pc, const Config* c) {
+    char mine[16384], root[16384];
+    config_serialize(c, mine, sizeof(mine));
+    memcpy(root, mine, sizeof(mine));
+    comm_broadcast(&pc->world, root, sizeof(root), 0);
+    double bad = strcmp(mine, root) != 0 ? 1.0 : 0.0;
+    if (bad) {
+        // name the first flag that differs
+        char *a = mine, *b = root;
+        while (*a && *b) {
+            char* ea = strchr(a, '\n');
+            char* eb = strchr(b, '\n');
+            if (!ea || !eb) { break; }
+            *ea = '\0'; *eb = '\0';
+            if (strcmp(a, b) != 0) {
+                fprintf(stderr, "error: rank %d: configuration differs from rank 0: --%s here, --%s on rank 0\n", pc->world_rank, a, b);
+                break;
+            }
+            a = ea + 1; b = eb + 1;
+        }
+    }
+    comm_allreduce_max_f64(&pc->world, &bad, 1);
+    if (bad) {
+        if (pc->world_rank == 0) { fprintf(stderr, "error: ranks disagree on the configuration (see above); all ranks must get the same flags\n"); }
+        parallel_finalize(pc);
+        exit(1);
+    }
+}
+
+int main(int argc, char** argv) {
+    ParallelContext pc;
+    parallel_init(&pc, &argc, &argv);
+    Config c;
+    config_defaults(&c);
+    parse_flags(&c, argc, argv);
+    parallel_set_layout(&pc, 1, 1, c.comm_timeout);
+    int master = pc.world_rank == 0;
+#ifdef _OPENMP
+    if (c.threads > 0) { omp_set_num_threads(c.threads); }
+#endif
+    check_config_agreement(&pc, &c);
+
+    // model configuration: from the checkpoint, an --init file, or a name
+    GPTConfig gc;
+    int resume_step = -1;
+    char init_path[2048] = {0};
+    if (c.resume[0]) {
+        resume_step = checkpoint_latest_step(c.resume);
+        snprintf(init_path, sizeof(init_path), "%s/model_%08d.bin", c.resume, resume_step);
+    } else if (c.init[0]) {
+        snprintf(init_path, sizeof(init_path), "%s", c.init);
+    }
+    FILE* model_fp = NULL;
+    int model_version = 0;
+    if (init_path[0]) {
+        model_read_header(init_path, &gc, &model_version, &model_fp);
+    } else if (!config_from_name(&gc, c.model)) {
+        fatal("--model: unknown model '%s' (d<N>, gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B)", c.model);
+    }
+    int B = c.batch_size, T = c.seq_len;
+    if (T > gc.max_seq_len) { fatal("--seq-len %d is above the model's context length %d", T, gc.max_seq_len); }
+    long tokens_per_micro = (long)B * T * pc.dp;
+    if (c.total_batch_size == 0) { c.total_batch_size = tokens_per_micro; }
+    if (c.total_batch_size % tokens_per_micro != 0) {
+        fatal("--total-batch-size %ld is not a multiple of batch-size x seq-len x processes = %d x %d x %d = %ld",
+              c.total_batch_size, B, T, pc.dp, tokens_per_micro);
+    }
+    int grad_accum = (int)(c.total_batch_size / tokens_per_micro);
+    if (c.gen_tokens > T - 1 && c.sample_every > 0) { c.gen_tokens = T - 1; }
+
+    // data first: bad input is reported before the big allocations
+    DataLoader train_loader, val_loader;
+    int have_train = 0, have_val = 0;
+    char err[1024];
+    if (!c.bench) {
+        if (!c.train[0]) { fatal("--train: no training data given (a glob pattern of llm.c shards; see scripts/prepare_tinyshakespeare.sh)"); }
+        if (dataloader_init(&train_loader, c.train, B, T, pc.dp_rank, pc.dp, c.shuffle, (uint64_t)c.seed, gc.vocab_size, err, sizeof(err)) != 0) {
+            fatal("--train: %s", err);
+        }
+        have_train = 1;
+        if (c.val[0] && c.val_every > 0) {
+            if (dataloader_init(&val_loader, c.val, B, T, 0, 1, 0, 0, gc.vocab_size, err, sizeof(err)) != 0) { fatal("--val: %s", err); }
+            have_val = 1;
+        }
+    }
+
+    // model, optimizer, gradients, activations: one allocation per family
+    GPT model;
+    memset(&model, 0, sizeof(model));
+    gpt_alloc_params(&model, &gc, pc.dp);
+    if (model_fp) { model_load_params(init_path, model_fp, model_version, &model.layout, model.params); }
+    else { init_params(model.params, &model.layout, (uint64_t)c.seed); }
+    ZeroSegment* segs = (ZeroSegment*)mallocCheck(sizeof(ZeroSegment) * model.layout.num_tensors);
+    for (int i = 0; i < model.layout.num_tensors; i++) {
+        const ParamEntry* e = &model.layout.table[i];
+        segs[i].offset = e->offset; segs[i].size = e->rows * e->cols; segs[i].decay = e->decay;
+    }
+    ZeroOptimizer zopt;
+    zero_init(&zopt, c.zero, &pc.dp_group, model.layout.num_params, segs, model.layout.num_tensors);
+    free(segs);
+    gpt_alloc_grads(&model, c.zero, pc.dp);
+    activations_alloc(&model.acts, &gc, B, T);
+    model.inputs = (int32_t*)mallocCheck(sizeof(int32_t) * B * T);
+
+    TrainState ts;
+    memset(&ts, 0, sizeof(ts));
+    ts.rng = (uint64_t)c.seed * 0x2545F4914F6CDD1DULL + 7;
+    if (resume_step >= 0) {
+        checkpoint_load_state(c.resume, resume_step, &model, &zopt, &ts);
+        if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
+    }
+    Tokenizer tokenizer;
+    int have_tok = 0;
+    if (c.tokenizer[0] && master) {
+        if (tokenizer_init(&tokenizer, c.tokenizer) != 0) { fatal("--tokenizer: cannot load '%s'", c.tokenizer); }
+        have_tok = 1;
+    }
+
+    // configuration and memory plan
+    size_t n = model.layout.num_params;
+    double mem[4] = {
+        (double)zopt.n_pad * sizeof(float),
+        (double)model.grad_floats * sizeof(float) + (zopt.gshard ? (double)zopt.shard * sizeof(float) : 0.0),
+        (double)(zopt.hi - zopt.lo) * 2 * sizeof(float),
+        (double)model.acts.total_floats * sizeof(float),
+    };
+    double* all_mem = (double*)callocCheck((size_t)pc.world_size * 4, sizeof(double));
+    memcpy(all_mem + (size_t)pc.world_rank * 4, mem, sizeof(mem));
+    comm_allreduce_sum_f64(&pc.world, all_mem, (size_t)pc.world_size * 4);
+    if (master) {
+        printf("+----------------------+------------------------------------------+\n");
+        for (int i = 0; i < NUM_FLAGS; i++) {
+            char v[1100];
+            flag_value_string(&FLAGS[i], &c, v, sizeof(v));
+            printf("| %-20s | %-40s |\n", FLAGS[i].name, v);
+        }
+        printf("+----------------------+------------------------------------------+\n");
+        printf("| model                | L %d, C %d, NH %d, maxT %d, V %d (Vp %d)\n", gc.num_layers, gc.channels, gc.num_heads, gc.max_seq_len, gc.vocab_size, gc.padded_vocab_size);
+        printf("| parameters           | %zu (%.1f M)\n", n, n / 1e6);
+        printf("| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each\n", pc.world_size, pc.dp, pc.tp, pc.pp, kernels_num_threads());
+        printf("| gradient accumulation| %d micro-steps of %d x %d per process\n", grad_accum, B, T);
+        if (have_train) { printf("| training tokens      | %llu\n", (unsigned long long)dataloader_num_tokens(&train_loader)); }
+        printf("+----------------------+------------------------------------------+\n");
+        printf("memory per rank (ZeRO stage %d):\n", c.zero);
+        printf("  rank | parameters | gradients  | optimizer  | activations | total\n");
+        for (int r = 0; r < pc.world_size; r++) {
+            char s[5][32];
+            double tot = 0.0;
+            for (int k = 0; k < 4; k++) { fmt_bytes(s[k], sizeof(s[k]), all_mem[r * 4 + k]); tot += all_mem[r * 4 + k]; }
+            fmt_bytes(s[4], sizeof(s[4]), tot);
+            printf("  %4d | %10s | %10s | %10s | %11s | %s\n", r, s[0], s[1], s[2], s[3], s[4]);
+        }
+        fflush(stdout);
+    }
+    free(all_mem);
+
+    FILE* logf = NULL;
+    if (master && c.log[0]) { logf = fopen(c.log, ts.step > 0 ? "a" : "w"); if (!logf) { fatal("--log: cannot open '%s': %s", c.log, strerror(errno)); } }
+
+    BackwardComm bc;
+    bc.z = &zopt;
+    int32_t* bench_tokens = NULL;
+    int steps = c.steps;
+    if (c.bench) {
+        steps = c.bench_steps + 1; // the first step warms up and is not timed
+        bench_tokens = (int32_t*)mallocCheck(sizeof(int32_t) * (B * T + 1));
+        uint64_t s = 42 + pc.dp_rank;
+        for (int i = 0; i <= B * T; i++) { bench_tokens[i] = (int32_t)(rng_next(&s) % gc.vocab_size); }
+    }
+    double fpt = flops_per_token(&model, T);
+    double t_train = 0.0, t_bench = 0.0, t_backward = 0.0, wait_bench = 0.0;
+    int timed_steps = 0;
+    float last_val = -1.0f;
+    int start_step = ts.step;
+    for (int step = start_step; step <= steps; step++) {
+        int last = step == steps;
+        if (have_val && (step % c.val_every == 0 || last)) {
+            last_val = evaluate(&model, &val_loader, c.val_steps, &pc);
+            if (master) {
+                printf("step %5d | val loss %.6f\n", step, last_val);
+                if (logf) { fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g}\n", step, last_val); fflush(logf); }
+            }
+        }
+        if (master && c.sample_every > 0 && step > 0 && (step % c.sample_every == 0 || last) && !c.bench) {
+            generate(&model, &tokenizer, have_tok, c.gen_tokens, T, &ts.rng);
+        }
+        if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
+            TrainState cur = ts;
+            cur.step = step;
+            if (have_train) { dataloader_get_state(&train_loader, cur.data_state); }
+            checkpoint_save(c.out, &model, &zopt, &cur, &pc, &c);
+        }
+        if (last) { break; }
+
+        double t0 = now_seconds();
+        double wait0 = zopt.wait_seconds;
+        double loss = 0.0, tb = 0.0;
+        float dloss_scale = 1.0f / (float)((double)B * T * grad_accum * pc.dp);
+        for (int micro = 0; micro < grad_accum; micro++) {
+            const int32_t* x;
+            const int32_t* y;
+            if (c.bench) { x = bench_tokens; y = bench_tokens + 1; }
+            else { dataloader_next_batch(&train_loader); x = train_loader.inputs; y = train_loader.targets; }
+            gpt_forward(&model, x, B, T);
+            bc.first_micro = micro == 0;
+            bc.reduce = (c.zero >= 1 || pc.dp > 1) && zero_reduces_on(&zopt, micro == grad_accum - 1);
+            double tb0 = now_seconds();
+            loss += gpt_forward_backward(&model, y, dloss_scale, &bc);
+            tb += now_seconds() - tb0;
+        }
+        StepStats st = optimizer_step(&model, &zopt, &c, step);
+        double loss_sum = loss / grad_accum;
+        comm_allreduce_sum_f64(&pc.dp_group, &loss_sum, 1);
+        float mean_loss = (float)(loss_sum / pc.dp);
+        double dt = now_seconds() - t0;
+        t_train += dt;
+        if (c.bench && step > 0) { t_bench += dt; t_backward += tb; wait_bench += zopt.wait_seconds - wait0; timed_steps++; }
+        ts.step = step + 1;
+        double tok_s = c.total_batch_size / dt;
+        if (master) {
+            int done = step + 1 - start_step;
+            double eta = done > 0 ? t_train / done * (steps - step - 1) : 0.0;
+            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds\n",
+                   step + 1, steps, mean_loss, st.grad_norm, st.lr, dt * 1e3, tok_s, tok_s * fpt / 1e9,
+                   (int)eta / 60, (int)eta % 60);
+            fflush(stdout);
+            if (logf) {
+                fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f}\n",
+                        step + 1, mean_loss, st.lr, st.grad_norm, dt * 1e3, tok_s);
+                fflush(logf);
+            }
+        }
+        if (!isfinite(mean_loss)) { fatal("loss is %f at step %d: training diverged", mean_loss, step + 1); }
+    }
+
+    if (c.bench) {
+        double ms = t_bench / timed_steps * 1e3;
+        double tok_s = c.total_batch_size / (t_bench / timed_steps);
+        double hidden = -1.0;
+        if (pc.dp > 1 || c.zero > 0) {
+            // communication alone: reduce every bucket back to back, without compute to hide behind
+            comm_barrier(&pc.world);
+            double t0 = now_seconds();
+            for (int b = gc.num_layers + 1; b >= 0; b--) {
+                size_t lo, hi;
+                bucket_range(&model, b, &lo, &hi);
+                float* data = model.grads ? model.grads + lo : (b == 0 ? model.g.wte : b > gc.num_layers ? model.g.lnfw : gpt_grad_slot(&model, 0));
+                zero_bucket_ready(&zopt, b, data, lo, hi, 1);
+                zero_wait_bucket(&zopt, b);
+            }
+            double comm_total = now_seconds() - t0;
+            comm_allreduce_max_f64(&pc.world, &comm_total, 1);
+            double exposed = wait_bench / timed_steps;
+            comm_allreduce_max_f64(&pc.world, &exposed, 1);
+            hidden = comm_total > 0 ? 1.0 - exposed / comm_total : 0.0;
+            if (hidden < 0) { hidden = 0; }
+            if (master) {
+                printf("bench: gradient communication %.1f ms/step alone, %.1f ms/step exposed after backward (%.1f ms backward): %.0f%% hidden\n",
+                       comm_total * 1e3, exposed * 1e3, t_backward / timed_steps * 1e3, hidden * 100);
+            }
+        }
+        double rss = (double)peak_rss_kb() * 1024.0;
+        comm_allreduce_max_f64(&pc.world, &rss, 1);
+        if (master) {
+            char rs[32];
+            fmt_bytes(rs, sizeof(rs), rss);
+            printf("bench: %s, B %d, T %d, %d rank(s) x %d thread(s), ZeRO %d | peak RSS per rank %s\n", c.model, B, T,
+                   pc.world_size, kernels_num_threads(), c.zero, rs);
+            printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
+        }
+    } else if (master) {
+        char rs[32];
+        fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
+        printf("done: %d steps, peak RSS %s%s\n", steps, rs, last_val >= 0 ? "" : "");
+    }
+
+    if (logf) { fclose(logf); }
+    if (have_train) { dataloader_free(&train_loader); }
+    if (have_val) { dataloader_free(&val_loader); }
+    if (have_tok) { tokenizer_free(&tokenizer); }
+    free(bench_tokens);
+    zero_free(&zopt);
+    gpt_free(&model);
+    parallel_finalize(&pc);
+    return 0;
+}
+#endif // TRAIN_GPT_NO_MAIN

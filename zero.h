@@ -1,0 +1,225 @@
+/*
+zero.h: data-parallel gradient reduction in buckets and the ZeRO sharded AdamW, written once over the collective
+API of comm.h (MPI on CPU buffers; NCCL with the CUDA backend) and the adamw_update kernel of the backend.
+
+The parameters, their gradients and the AdamW moments share one flat layout of n_pad floats (the logical parameter
+count n rounded up so that it splits into dp equal shards of S floats). Rank r owns the range [r*S, (r+1)*S).
+Because every tensor is a range of the flat layout, sharding and gathering are plain range arithmetic.
+
+  stage 0 (DDP):  every rank keeps full gradients and full moments. On the last micro-step each bucket of gradients
+                  is all-reduced (non-blocking) as soon as backward has finished it.
+  stage 1:        moments sharded. On the last micro-step each bucket is reduce-scattered into gshard (the owned
+                  range); AdamW runs on the owned range only; the parameters are all-gathered after the update.
+  stage 2:        as stage 1, and gradients are sharded too: every micro-step reduce-scatters each bucket as soon as
+                  it is final, so the full gradient buffer is never needed: backward writes a layer's gradients
+                  into one of two reused layer slots (the trainer's job), the owner accumulates into gshard.
+
+The reduction is a SUM: the trainer scales the loss gradient by 1 / (tokens per optimizer step, all ranks together),
+so the summed gradient is the gradient of the mean loss, exactly as in one process with gradient accumulation.
+Only static functions: include after comm.h and the kernels header.
+*/
+#ifndef ZERO_H
+#define ZERO_H
+
+#include <math.h>
+#include <stddef.h>
+#include <time.h>
+#include "comm.h"
+#include "utils.h"
+
+#define ZERO_MAX_BUCKETS 1024
+#define ZERO_MAX_SEGMENTS 4096
+
+// A contiguous range of the flat layout that shares a weight-decay setting (one parameter tensor, typically).
+typedef struct {
+    size_t offset, size;
+    int decay; // 1: AdamW weight decay applies (matrices and embeddings); 0: biases, LayerNorm
+} ZeroSegment;
+
+typedef struct {
+    int stage;
+    CommGroup* group;     // the data-parallel group
+    int rank, size;
+    size_t n;             // logical parameter count
+    size_t n_pad;         // n rounded up to a multiple of size (and of 16 floats)
+    size_t shard;         // S = n_pad / size
+    size_t lo, hi;        // owned range [lo, hi) = [rank*S, (rank+1)*S)
+    float* m;             // (S) first moment of the owned range (stage 0: (n_pad), every rank owns everything)
+    float* v;             // (S) second moment
+    float* gshard;        // (S) reduced gradient of the owned range (stages 1, 2); NULL for stage 0
+    ZeroSegment segments[ZERO_MAX_SEGMENTS];
+    int num_segments;
+    CommRequest pending[ZERO_MAX_BUCKETS];
+    int pending_bucket[ZERO_MAX_BUCKETS];
+    int num_pending;
+    double wait_seconds;  // time spent blocked in waits for reductions (for the overlap figure)
+} ZeroOptimizer;
+
+static double zero_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+// Rounds n up so that the flat buffers split into `size` equal shards of a multiple of 16 floats (64 bytes).
+static size_t zero_padded_size(size_t n, int size) {
+    size_t unit = (size_t)size * 16;
+    return (n + unit - 1) / unit * unit;
+}
+
+// Bytes the optimizer itself allocates (moments and gshard), for the memory plan printed at start.
+static size_t zero_state_bytes(int stage, size_t n, int size) {
+    size_t n_pad = zero_padded_size(n, size);
+    size_t S = stage == 0 ? n_pad : n_pad / size;
+    return sizeof(float) * (2 * S + (stage >= 1 ? n_pad / size : 0));
+}
+
+static void zero_init(ZeroOptimizer* z, int stage, CommGroup* group, size_t n, const ZeroSegment* segs, int nseg) {
+    memset(z, 0, sizeof(*z));
+    if (stage < 0 || stage > 2) { fatal("--zero %d: supported stages are 0, 1, 2", stage); }
+    if (nseg > ZERO_MAX_SEGMENTS) { fatal("zero: %d parameter segments exceed the limit %d", nseg, ZERO_MAX_SEGMENTS); }
+    z->stage = stage;
+    z->group = group;
+    z->rank = group->rank;
+    z->size = group->size;
+    z->n = n;
+    z->n_pad = zero_padded_size(n, z->size);
+    z->shard = z->n_pad / z->size;
+    z->lo = stage == 0 ? 0 : z->rank * z->shard;
+    z->hi = stage == 0 ? z->n_pad : z->lo + z->shard;
+    size_t S = z->hi - z->lo;
+    z->m = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
+    z->v = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
+    memset(z->m, 0, S * sizeof(float));
+    memset(z->v, 0, S * sizeof(float));
+    if (stage >= 1) {
+        z->gshard = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
+        memset(z->gshard, 0, S * sizeof(float));
+    }
+    memcpy(z->segments, segs, sizeof(ZeroSegment) * nseg);
+    z->num_segments = nseg;
+}
+
+static void zero_free(ZeroOptimizer* z) {
+    free(z->m);
+    free(z->v);
+    free(z->gshard);
+}
+
+// Does this micro-step reduce gradients? Stage 2 reduces every micro-step (unowned gradients are not kept);
+// stages 0 and 1 only on the last one, when the accumulated gradients are final.
+static int zero_reduces_on(const ZeroOptimizer* z, int last_micro_step) {
+    return z->stage == 2 || last_micro_step;
+}
+
+// Starts the reduction of the gradients of flat range [lo, hi), held at bucket_grads (bucket_grads[0] is the
+// gradient of flat index lo). The buffer must stay untouched until zero_wait_bucket / zero_wait_all.
+// Stage 2 on micro-steps after the first: the owner adds its accumulated shard into its own part of the send
+// buffer first, so the sum over ranks is the running total and no second shard buffer is needed.
+static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads, size_t lo, size_t hi, int first_micro_step) {
+    if (z->num_pending >= ZERO_MAX_BUCKETS) { fatal("zero: more than %d buckets in flight", ZERO_MAX_BUCKETS); }
+    CommRequest* req = &z->pending[z->num_pending];
+    z->pending_bucket[z->num_pending] = bucket;
+    z->num_pending++;
+    if (z->stage == 0) {
+        comm_iallreduce_sum_f32(z->group, bucket_grads, hi - lo, req);
+        return;
+    }
+    size_t counts[4096];
+    if (z->size > 4096) { fatal("zero: data-parallel size %d above 4096", z->size); }
+    for (int r = 0; r < z->size; r++) {
+        size_t a = r * z->shard, b = a + z->shard;
+        size_t s = lo > a ? lo : a, e = hi < b ? hi : b;
+        counts[r] = e > s ? e - s : 0;
+    }
+    size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
+    float* recv = z->gshard + (own_s < own_e ? own_s - z->lo : 0);
+    if (z->stage == 2 && !first_micro_step && own_s < own_e) {
+        add_floats(bucket_grads + (own_s - lo), recv, own_e - own_s);
+    }
+    comm_ireduce_scatterv_sum_f32(z->group, bucket_grads, recv, counts, req);
+}
+
+static void zero_wait_index(ZeroOptimizer* z, int i) {
+    double t0 = zero_now();
+    comm_wait(&z->pending[i]);
+    z->wait_seconds += zero_now() - t0;
+    z->pending[i] = z->pending[z->num_pending - 1];
+    z->pending_bucket[i] = z->pending_bucket[z->num_pending - 1];
+    z->num_pending--;
+}
+
+// Gives in-flight reductions a chance to progress (MPI progresses non-blocking collectives only inside MPI calls).
+static void zero_progress(ZeroOptimizer* z) {
+    for (int i = 0; i < z->num_pending; i++) { comm_test(&z->pending[i]); }
+}
+
+// Waits until the reduction of this bucket (if any is in flight) is complete, so its buffer may be reused.
+static void zero_wait_bucket(ZeroOptimizer* z, int bucket) {
+    for (int i = 0; i < z->num_pending; i++) {
+        if (z->pending_bucket[i] == bucket) { zero_wait_index(z, i); return; }
+    }
+}
+
+static void zero_wait_all(ZeroOptimizer* z) {
+    while (z->num_pending > 0) { zero_wait_index(z, z->num_pending - 1); }
+}
+
+// The gradient of the owned range after the reduction: the full buffer for stage 0, gshard otherwise.
+static float* zero_owned_grads(ZeroOptimizer* z, float* full_grads) {
+    return z->stage == 0 ? full_grads : z->gshard;
+}
+
+// Global squared L2 norm of the reduced gradient (padding is zero and adds nothing). Exact across shard boundaries:
+// each rank sums its owned range in double, then one all-reduce.
+static double zero_grad_sumsq(ZeroOptimizer* z, float* full_grads) {
+    double s = sum_squares(zero_owned_grads(z, full_grads), z->hi - z->lo);
+    if (z->stage != 0) { comm_allreduce_sum_f64(z->group, &s, 1); }
+    return s;
+}
+
+// AdamW on the owned range. Weight decay follows each segment's flag; a segment that crosses a shard boundary
+// is split, so the decay mask is exact however the shards fall. Then (stages 1, 2) the parameters are all-gathered.
+static void zero_adamw_step(ZeroOptimizer* z, float* params, float* full_grads, float lr, float b1, float b2,
+                            float eps, float wd, float grad_scale, int t) {
+    float* g = zero_owned_grads(z, full_grads);
+    for (int i = 0; i < z->num_segments; i++) {
+        const ZeroSegment* sg = &z->segments[i];
+        size_t s = sg->offset > z->lo ? sg->offset : z->lo;
+        size_t e = sg->offset + sg->size < z->hi ? sg->offset + sg->size : z->hi;
+        if (s >= e) { continue; }
+        size_t k = s - z->lo;
+        adamw_update(params + s, g + k, z->m + k, z->v + k, e - s, lr, b1, b2, eps, sg->decay ? wd : 0.0f, grad_scale, t);
+    }
+    if (z->stage != 0) {
+        comm_allgather_f32(z->group, params + z->lo, params, z->shard);
+    }
+}
+
+// Clears the accumulated gradients for the next optimizer step (full buffer of n_pad floats when present).
+static void zero_clear_grads(ZeroOptimizer* z, float* full_grads) {
+    if (full_grads) { zero_floats(full_grads, z->n_pad); }
+    if (z->gshard) { zero_floats(z->gshard, z->shard); }
+}
+
+// ----------------------------------------------------------------------------
+// Checkpoint support: moments in the logical, unsharded layout (n floats), whatever the stage and world size.
+
+// Gathers the full moment vectors (n_pad floats each) onto every rank of the group.
+static void zero_gather_moments(ZeroOptimizer* z, float* m_full, float* v_full) {
+    if (z->stage == 0) {
+        memcpy(m_full, z->m, z->n_pad * sizeof(float));
+        memcpy(v_full, z->v, z->n_pad * sizeof(float));
+        return;
+    }
+    comm_allgather_f32(z->group, z->m, m_full, z->shard);
+    comm_allgather_f32(z->group, z->v, v_full, z->shard);
+}
+
+// Takes this rank's part of full moment vectors (n_pad floats, as loaded from a checkpoint).
+static void zero_scatter_moments(ZeroOptimizer* z, const float* m_full, const float* v_full) {
+    memcpy(z->m, m_full + z->lo, (z->hi - z->lo) * sizeof(float));
+    memcpy(z->v, v_full + z->lo, (z->hi - z->lo) * sizeof(float));
+}
+
+#endif // ZERO_H
