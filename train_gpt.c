@@ -14,6 +14,7 @@ Sections: flags, model layout (parameter table), model files, activations, forwa
 checkpoints, evaluation and sampling, the training loop.
 */
 #include <ctype.h>
+#include <signal.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -1084,6 +1085,30 @@ static double flops_per_token(const GPT* m, int T) {
 
 #ifndef TRAIN_GPT_NO_MAIN
 
+// Fault injection for the failure tests: TRAIN_GPT_FAULT="die:RANK:STEP" kills that rank at the start of that
+// step (as a crash would); "hang:RANK:STEP" makes it sleep forever (as a stuck process would).
+static void maybe_inject_fault(int rank, int step) {
+    const char* f = getenv("TRAIN_GPT_FAULT");
+    if (!f) { return; }
+    char kind[16];
+    int r, s;
+    if (sscanf(f, "%15[a-z]:%d:%d", kind, &r, &s) != 3 || r != rank || s != step) { return; }
+    fprintf(stderr, "rank %d: injected fault '%s' at step %d\n", rank, kind, step);
+    fflush(stderr);
+    if (strcmp(kind, "die") == 0) { raise(SIGKILL); }
+    if (strcmp(kind, "hang") == 0) { for (;;) { sleep(1000); } }
+}
+
+// Checks that every data-parallel rank holds the same parameters (they must, after each optimizer step).
+static int params_agree(GPT* m, ParallelContext* pc) {
+    uint64_t sum = checksum64(m->params, m->layout.num_params * sizeof(float), FNV1A64_INIT);
+    uint64_t root = sum;
+    comm_broadcast(&pc->dp_group, &root, sizeof(root), 0);
+    double bad = root != sum ? 1.0 : 0.0;
+    comm_allreduce_max_f64(&pc->dp_group, &bad, 1);
+    return bad == 0.0;
+}
+
 static void check_config_agreement(ParallelContext* pc, const Config* c) {
     char mine[16384], root[16384];
     config_serialize(c, mine, sizeof(mine));
@@ -1277,6 +1302,7 @@ int main(int argc, char** argv) {
             checkpoint_save(c.out, &model, &zopt, &cur, &pc, &c);
         }
         if (last) { break; }
+        maybe_inject_fault(pc.world_rank, step);
 
         double t0 = now_seconds();
         double wait0 = zopt.wait_seconds;
@@ -1354,10 +1380,17 @@ int main(int argc, char** argv) {
                    pc.world_size, kernels_num_threads(), c.zero, rs);
             printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
         }
-    } else if (master) {
+    } else {
+        if (pc.dp > 1) {
+            int agree = params_agree(&model, &pc);
+            if (master) { printf("parameters after training: %s on all %d data-parallel ranks\n", agree ? "identical" : "DIFFERENT", pc.dp); }
+            if (!agree) { fatal("data-parallel ranks ended with different parameters"); }
+        }
+    }
+    if (!c.bench && master) {
         char rs[32];
         fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
-        printf("done: %d steps, peak RSS %s%s\n", steps, rs, last_val >= 0 ? "" : "");
+        printf("done: %d steps, peak RSS %s\n", steps, rs);
     }
 
     if (logf) { fclose(logf); }
