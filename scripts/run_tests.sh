@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# scripts/run_tests.sh: runs every test binary (single process and multi-rank under mpirun) and prints the total.
+# Each binary prints "N passed, M failed" last; this script adds them up and prints the same line last.
+# Run from the repository root after `make` (`make test` does both).
+set -u
+cd "$(dirname "$0")/.."
+export GPT2_VOCAB_DIR="${GPT2_VOCAB_DIR:-../shared/data/gpt2}"
+# tests must not inherit a fault injection from the caller's shell
+unset TRAIN_GPT_FAULT
+passed=0
+failed=0
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1"
+
+# run NAME CMD...: runs a test command, echoes its output, adds its closing "N passed, M failed" line
+run() {
+    local name="$1"; shift
+    echo "=== $name: $*"
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    echo "$out"
+    local last
+    last=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+    if [ -z "$last" ]; then
+        echo "FAIL $name: no summary line (exit $rc)"
+        failed=$((failed + 1))
+        return
+    fi
+    local p f
+    p=$(echo "$last" | awk '{print $1}')
+    f=$(echo "$last" | awk '{print $3}')
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "FAIL $name: exit status $rc with no failed check"
+        failed=$((failed + 1))
+    fi
+}
+
+# expect_fail NAME PATTERN CMD...: the command must exit non-zero and print PATTERN (failure-path tests)
+expect_fail() {
+    local name="$1" pattern="$2"; shift 2
+    echo "=== $name: $*"
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "$out" | grep -qE "$pattern"; then
+        echo "PASS $name (exit $rc)"
+        passed=$((passed + 1))
+    else
+        echo "$out" | tail -n 20
+        echo "FAIL $name: exit $rc, expected non-zero and /$pattern/"
+        failed=$((failed + 1))
+    fi
+}
+
+run test_gpt ./test_gpt
+[ -x tests/test_dataloader ] && run test_dataloader ./tests/test_dataloader
+if [ -x tests/test_tokenizer ]; then
+    run test_tokenizer ./tests/test_tokenizer
+else
+    echo "SKIP test_tokenizer: not built (needs libpcre2-dev)"
+fi
+if [ -x tests/test_comm ] && command -v mpirun >/dev/null 2>&1; then
+    run "test_comm (no mpirun)" ./tests/test_comm
+    for np in 1 2 3 4; do
+        run "test_comm -np $np" $MPIRUN -np $np ./tests/test_comm
+    done
+    expect_fail "test_comm hang test names the missing rank" "rank\(s\) 1 never arrived" \
+        timeout 120 $MPIRUN -np 2 ./tests/test_comm --hang-test
+else
+    echo "SKIP test_comm: MPI not available"
+fi
+if [ -f scripts/test_scripts.sh ]; then
+    run test_scripts bash scripts/test_scripts.sh
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

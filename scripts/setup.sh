@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# scripts/setup.sh: installs what a fresh Debian/Ubuntu machine lacks to build and test the trainer:
+# a C compiler and make, OpenBLAS (OpenMP build), Open MPI, PCRE2 (tokenizer). Installs only what is missing.
+# Used by the README's commands and by .ci/run. Idempotent; quiet when everything is present.
+set -euo pipefail
+pkgs=(build-essential libopenblas-openmp-dev libopenmpi-dev openmpi-bin libpcre2-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
