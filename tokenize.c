@@ -6,7 +6,8 @@ tokenize.c: the GPT-2 tokenizer tool: text to token ids and back, llm.c's gpt2_t
   ./tokenize decode     --vocab DIR                                  < ids   > text
   ./tokenize export-bin --vocab DIR --out FILE
   ./tokenize shards     --vocab DIR --out-dir DIR --name NAME [--shard-size N] [--val-tokens N | --val-docs N]
-                        [--doc-sep STRING [--drop-sep] | --doc-per-file] [--threads N] [FILE...]   (stdin if none)
+                        [--split val|train] [--doc-sep STRING [--drop-sep] | --doc-per-file] [--threads N]
+                        [FILE...]   (stdin if none)
   ./tokenize bench      --vocab DIR [--threads N] FILE
   ./tokenize COMMAND --help
 
@@ -16,7 +17,7 @@ described at the top of tokenizer.h (tiktoken's gpt2, plus a rule for invalid UT
 Shards (llm.c's format, see tokenizer.h): every document is preceded by <|endoftext|> (50256); the token stream
 is cut into shards of exactly --shard-size tokens (the last one of each split holds the rest). The first
 --val-tokens tokens (or the first --val-docs documents) go to NAME_val_000000.bin, ..., the rest to
-NAME_train_000000.bin, ... Documents are tokenized in parallel (OpenMP) and written in input order, so the
+NAME_train_000000.bin, ... (--split val|train sends everything to one split). Documents are tokenized in parallel (OpenMP) and written in input order, so the
 output does not depend on the thread count. Shards are written to a temporary name and renamed when complete;
 an interrupted run (error or signal) leaves no partial shard under a final name.
 */
@@ -51,6 +52,7 @@ static const FlagSpec FLAGS[] = {
     {"--shard-size", "N", CMD_SHARDS, "tokens per shard (default 100000000)"},
     {"--val-tokens", "N", CMD_SHARDS, "the first N tokens go to the validation split"},
     {"--val-docs", "N", CMD_SHARDS, "the first N documents go to the validation split"},
+    {"--split", "val|train", CMD_SHARDS, "every token goes to this split (e.g. a dataset's own validation file)"},
     {"--doc-sep", "STRING", CMD_SHARDS, "documents end after each STRING (escapes: \\n \\t \\r \\0 \\\\ \\xHH); the "
                                         "separator stays at the end of its document unless --drop-sep"},
     {"--drop-sep", NULL, CMD_SHARDS, "remove the --doc-sep text instead of keeping it"},
@@ -80,6 +82,7 @@ typedef struct {
     uint64_t val_tokens;
     uint64_t val_docs;
     int have_val_tokens, have_val_docs;
+    const char* split; // NULL, "val" or "train"
     char doc_sep[256];
     size_t doc_sep_len;
     int have_doc_sep, drop_sep, doc_per_file;
@@ -172,12 +175,17 @@ static void parse_flags(unsigned cmd, const char* cmd_name, int argc, char** arg
         else if (strcmp(a, "--shard-size") == 0) { o->shard_size = parse_u64(a, v, 1, INT32_MAX); }
         else if (strcmp(a, "--val-tokens") == 0) { o->val_tokens = parse_u64(a, v, 0, UINT64_MAX); o->have_val_tokens = 1; }
         else if (strcmp(a, "--val-docs") == 0) { o->val_docs = parse_u64(a, v, 0, UINT64_MAX); o->have_val_docs = 1; }
+        else if (strcmp(a, "--split") == 0) {
+            if (strcmp(v, "val") != 0 && strcmp(v, "train") != 0) { fatal("--split: '%s' is not val or train", v); }
+            o->split = v;
+        }
         else if (strcmp(a, "--doc-sep") == 0) { o->doc_sep_len = parse_escapes(v, o->doc_sep, sizeof(o->doc_sep)); o->have_doc_sep = 1; }
         else if (strcmp(a, "--drop-sep") == 0) { o->drop_sep = 1; }
         else if (strcmp(a, "--doc-per-file") == 0) { o->doc_per_file = 1; }
     }
     if (o->vocab == NULL || o->vocab[0] == '\0') { fatal("--vocab: no vocabulary directory given (flag or $GPT2_VOCAB_DIR)"); }
     if (o->have_val_tokens && o->have_val_docs) { fatal("--val-docs: give either --val-tokens or --val-docs, not both"); }
+    if (o->split && (o->have_val_tokens || o->have_val_docs)) { fatal("--split: cannot be combined with --val-tokens or --val-docs"); }
     if (o->have_doc_sep && o->doc_per_file) { fatal("--doc-per-file: give either --doc-sep or --doc-per-file, not both"); }
     if (o->drop_sep && !o->have_doc_sep) { fatal("--drop-sep: needs --doc-sep"); }
     if (o->threads == 0) {
@@ -666,6 +674,7 @@ static int cmd_shards(const Options* o) {
     sink.by_docs = o->have_val_docs;
     sink.val_docs = o->val_docs;
     sink.val_tokens_left = o->have_val_tokens ? o->val_tokens : 0;
+    if (o->split && strcmp(o->split, "val") == 0) { sink.val_tokens_left = UINT64_MAX; }
     sink.eot = e.eot_token;
 
     Batch b;

@@ -527,17 +527,15 @@ static int encoder__load_json(Encoder* e, const char* path) {
         uint32_t* where = (uint32_t*)mallocCheck((size_t)V * sizeof(uint32_t));
         for (uint32_t k = 0; k < V; k++) { where[k] = UINT32_MAX; }
         for (uint32_t k = 0; k < V; k++) {
-            if (ids[k] >= V) {
+            uint32_t id = ids[k];
+            int gap = id >= V, twice = !gap && where[id] != UINT32_MAX;
+            if (gap || twice) {
                 free(where);
                 free(s); free(ids); free(offs); free(bytes);
-                return encoder__fail(e, "'%s': ids are not 0..%u without gaps (found id %u)", path, V - 1, ids[k]);
+                if (gap) { return encoder__fail(e, "'%s': ids are not 0..%u without gaps (found id %u)", path, V - 1, id); }
+                return encoder__fail(e, "'%s': id %u appears twice", path, id);
             }
-            if (where[ids[k]] != UINT32_MAX) {
-                free(where);
-                free(s); free(ids); free(offs); free(bytes);
-                return encoder__fail(e, "'%s': id %u appears twice", path, ids[k]);
-            }
-            where[ids[k]] = k;
+            where[id] = k;
         }
         e->vocab_size = V;
         e->token_bytes = (uint8_t*)mallocCheck(bytes_len);

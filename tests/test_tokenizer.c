@@ -227,7 +227,7 @@ static void test_random_roundtrip(const Encoder* e, EncoderScratch* s) {
             i += run;
             if (i < n) { tokenvec_push(&rule, e->byte_token[buf[i]]); i++; }
         }
-        if (rule.len != ids.len || memcmp(rule.data, ids.data, ids.len * sizeof(uint32_t)) != 0) { bad_rule++; }
+        if (rule.len != ids.len || (ids.len && memcmp(rule.data, ids.data, ids.len * sizeof(uint32_t)) != 0)) { bad_rule++; }
         free(out);
         tokenvec_free(&ids);
         tokenvec_free(&rule);
