@@ -61,7 +61,7 @@ ifneq ($(MPICC),)
   BINS += bench_comm tests/test_comm
 endif
 
-.PHONY: all test bench clean asan report
+.PHONY: all test run bench clean asan report
 all: report $(BINS)
 
 report:
@@ -92,11 +92,20 @@ bench_comm: bench_comm.c comm.h utils.h
 tests/test_comm: tests/test_comm.c comm.h utils.h
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
-test: all
+# `make test` and `make run` work on a fresh machine: install what is missing, then build (a sub-make, so the
+# probes above see the new packages), then run.
+test:
+	@bash scripts/setup.sh
+	@$(MAKE) --no-print-directory all
 	bash scripts/run_tests.sh
 
+run:
+	@bash scripts/setup.sh
+	@$(MAKE) --no-print-directory all
+	bash scripts/run_default.sh
+
 bench: train_gpt
-	./train_gpt --bench --model d12 --batch-size 4 --seq-len 64
+	./train_gpt --bench 1 --model d12 --batch-size 4 --seq-len 64
 
 asan: OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
 asan: TEST_OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
