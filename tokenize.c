@@ -3,7 +3,7 @@ tokenize.c: the GPT-2 tokenizer tool: text to token ids and back, llm.c's gpt2_t
 
   make tokenize
   ./tokenize encode     --vocab DIR [--allow-special] [--threads N]  < text  > ids
-  ./tokenize decode     --vocab DIR                                  < ids   > text
+  ./tokenize decode     --vocab DIR | --bin gpt2_tokenizer.bin       < ids   > text
   ./tokenize export-bin --vocab DIR --out FILE
   ./tokenize shards     --vocab DIR --out-dir DIR --name NAME [--shard-size N] [--val-tokens N | --val-docs N]
                         [--split val|train] [--doc-sep STRING [--drop-sep] | --doc-per-file] [--threads N]
@@ -45,6 +45,7 @@ typedef struct {
 static const FlagSpec FLAGS[] = {
     {"--vocab", "DIR", CMD_ALL, "directory with encoder.json and vocab.bpe (default: $GPT2_VOCAB_DIR)"},
     {"--threads", "N", CMD_ENCODE | CMD_SHARDS | CMD_BENCH, "threads for encoding (default: all cores)"},
+    {"--bin", "FILE", CMD_DECODE, "decode with llm.c's gpt2_tokenizer.bin instead of --vocab"},
     {"--allow-special", NULL, CMD_ENCODE, "the literal text <|endoftext|> becomes token 50256 (default: ordinary text)"},
     {"--out", "FILE", CMD_EXPORT, "where to write gpt2_tokenizer.bin"},
     {"--out-dir", "DIR", CMD_SHARDS, "directory for the shards (created if missing)"},
@@ -63,7 +64,7 @@ static const FlagSpec FLAGS[] = {
 
 static const struct { const char* name; unsigned bit; const char* usage; const char* what; } COMMANDS[] = {
     {"encode", CMD_ENCODE, "encode --vocab DIR < text", "prints the token ids of stdin, separated by spaces"},
-    {"decode", CMD_DECODE, "decode --vocab DIR < ids", "writes the bytes of the whitespace-separated ids on stdin"},
+    {"decode", CMD_DECODE, "decode --vocab DIR < ids   (or --bin gpt2_tokenizer.bin)", "writes the bytes of the whitespace-separated ids on stdin"},
     {"export-bin", CMD_EXPORT, "export-bin --vocab DIR --out FILE", "writes llm.c's gpt2_tokenizer.bin"},
     {"shards", CMD_SHARDS, "shards --vocab DIR --out-dir DIR --name NAME [options] [FILE...]",
      "tokenizes documents (from FILEs, or stdin) into llm.c token shards"},
@@ -73,6 +74,7 @@ static const struct { const char* name; unsigned bit; const char* usage; const c
 
 typedef struct {
     const char* vocab;
+    const char* bin;
     int threads;
     int allow_special;
     const char* out;
@@ -168,6 +170,7 @@ static void parse_flags(unsigned cmd, const char* cmd_name, int argc, char** arg
         }
         if (strcmp(a, "--vocab") == 0) { o->vocab = v; }
         else if (strcmp(a, "--threads") == 0) { o->threads = (int)parse_u64(a, v, 1, 4096); }
+        else if (strcmp(a, "--bin") == 0) { o->bin = v; }
         else if (strcmp(a, "--allow-special") == 0) { o->allow_special = 1; }
         else if (strcmp(a, "--out") == 0) { o->out = v; }
         else if (strcmp(a, "--out-dir") == 0) { o->out_dir = v; }
@@ -183,7 +186,7 @@ static void parse_flags(unsigned cmd, const char* cmd_name, int argc, char** arg
         else if (strcmp(a, "--drop-sep") == 0) { o->drop_sep = 1; }
         else if (strcmp(a, "--doc-per-file") == 0) { o->doc_per_file = 1; }
     }
-    if (o->vocab == NULL || o->vocab[0] == '\0') { fatal("--vocab: no vocabulary directory given (flag or $GPT2_VOCAB_DIR)"); }
+    if ((o->vocab == NULL || o->vocab[0] == '\0') && !o->bin) { fatal("--vocab: no vocabulary directory given (flag or $GPT2_VOCAB_DIR)"); }
     if (o->have_val_tokens && o->have_val_docs) { fatal("--val-docs: give either --val-tokens or --val-docs, not both"); }
     if (o->split && (o->have_val_tokens || o->have_val_docs)) { fatal("--split: cannot be combined with --val-tokens or --val-docs"); }
     if (o->have_doc_sep && o->doc_per_file) { fatal("--doc-per-file: give either --doc-sep or --doc-per-file, not both"); }
@@ -288,7 +291,17 @@ static int cmd_encode(const Options* o) {
 
 static int cmd_decode(const Options* o) {
     Encoder e;
-    load_encoder(&e, o);
+    Tokenizer t;
+    memset(&e, 0, sizeof(e));
+    memset(&t, 0, sizeof(t));
+    uint32_t vocab_size;
+    if (o->bin) {
+        if (tokenizer_init(&t, o->bin) != 0) { exit(1); } // the message names the file
+        vocab_size = t.vocab_size;
+    } else {
+        load_encoder(&e, o);
+        vocab_size = e.vocab_size;
+    }
     size_t n = 0;
     char* text = (char*)read_stream(stdin, "stdin", &n);
     text = (char*)realloc(text, n + 1);
@@ -310,14 +323,21 @@ static int cmd_decode(const Options* o) {
         if (start[0] < '0' || start[0] > '9' || errno != 0 || *end != '\0') {
             fatal("stdin: '%s' (item %zu) is not a token id", start, item);
         }
+        if (v >= vocab_size) { fatal("stdin: token id %s (item %zu) is outside the vocabulary 0..%u", start, item, vocab_size - 1); }
         size_t len;
-        const uint8_t* b = v < e.vocab_size ? encoder_token_bytes(&e, (uint32_t)v, &len) : NULL;
-        if (b == NULL) { fatal("stdin: token id %s (item %zu) is outside the vocabulary 0..%u", start, item, e.vocab_size - 1); }
+        const uint8_t* b;
+        if (o->bin) {
+            b = (const uint8_t*)tokenizer_decode(&t, (uint32_t)v);
+            len = tokenizer_token_length(&t, (uint32_t)v);
+        } else {
+            b = encoder_token_bytes(&e, (uint32_t)v, &len);
+        }
         fwriteCheck(b, 1, len, stdout, "stdout");
         *p = save;
     }
     if (fflush(stdout) != 0) { fatal("write error on stdout: %s", strerror(errno)); }
     free(text);
+    tokenizer_free(&t);
     encoder_free(&e);
     return 0;
 }
@@ -535,10 +555,12 @@ static void batch_flush(Batch* b) {
         int tid = 0;
 #endif
         Item* it = &b->items[i];
+        TokenVec v = b->outs[tid]; // a local copy: neighbouring outs[] share cache lines (false sharing)
         it->out_thread = tid;
-        it->out_off = b->outs[tid].len;
-        encoder_encode(b->e, &b->scratch[tid], b->buf + it->off, it->len, &b->outs[tid]);
-        it->out_len = b->outs[tid].len - it->out_off;
+        it->out_off = v.len;
+        encoder_encode(b->e, &b->scratch[tid], b->buf + it->off, it->len, &v);
+        it->out_len = v.len - it->out_off;
+        b->outs[tid] = v;
     }
     for (size_t i = 0; i < b->nitems; i++) {
         const Item* it = &b->items[i];

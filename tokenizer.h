@@ -1077,7 +1077,9 @@ static void encoder_encode_parallel(const Encoder* e, EncoderScratch* scratch, i
 #else
         int tid = 0;
 #endif
-        encoder_encode(e, &scratch[tid], text + cut[k], cut[k + 1] - cut[k], &parts[k]);
+        TokenVec v = {0}; // a local vector: neighbouring parts[] share cache lines (false sharing)
+        encoder_encode(e, &scratch[tid], text + cut[k], cut[k + 1] - cut[k], &v);
+        parts[k] = v;
     }
     for (size_t k = 0; k < nchunks; k++) {
         tokenvec_reserve(out, parts[k].len);
