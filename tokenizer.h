@@ -179,6 +179,7 @@ static uint32_t tokenizer_token_length(const Tokenizer* t, uint32_t token) {
 #define ENCODER_CACHE_SLOTS (1u << 16)
 #define ENCODER_CACHE_MAX_ENTRIES (1u << 15)
 #define ENCODER_CACHE_MAX_PIECE 128
+#define ENCODER_SCRATCH_KEEP (1u << 20) // merge scratch above this many bytes is released after use
 
 // A growable array of token ids.
 typedef struct {
@@ -924,6 +925,12 @@ static inline void encoder__encode_piece(const Encoder* e, EncoderScratch* s, co
     tokenvec_reserve(out, m);
     memcpy(out->data + out->len, s->tok, m * sizeof(uint32_t));
     out->len += m;
+    if (s->cap > ENCODER_SCRATCH_KEEP) { // a huge pre-token (a long run of spaces, say): give its 40 bytes/byte back
+        free(s->tok); free(s->rank); free(s->next); free(s->prev); free(s->heap);
+        s->tok = s->rank = NULL; s->next = s->prev = NULL; s->heap = NULL;
+        s->cap = 0;
+        encoder__scratch_grow(s, 256);
+    }
     if (!cacheable) { return; }
     if (s->num_entries >= ENCODER_CACHE_MAX_ENTRIES || s->key_pool_len + n > s->key_pool_cap ||
         s->ids_pool_len + m > s->ids_pool_cap) {
