@@ -209,6 +209,8 @@ static void tokenvec_free(TokenVec* v) {
     memset(v, 0, sizeof(*v));
 }
 
+// Read-only after encoder_init: one Encoder may be shared by any number of threads, each with its own
+// EncoderScratch.
 typedef struct {
     uint32_t vocab_size;      // ids 0..vocab_size-1, special tokens included (50257)
     uint32_t eot_token;       // <|endoftext|> (50256)
