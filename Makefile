@@ -104,8 +104,10 @@ run:
 	@$(MAKE) --no-print-directory all
 	bash scripts/run_default.sh
 
+# The benchmark lets OpenBLAS choose its kernels by its own CPU detection: some machines export OPENBLAS_CORETYPE
+# (and OPENBLAS_L2_SIZE) to force an older kernel family; tests keep whatever the environment sets.
 bench: train_gpt
-	./train_gpt --bench 1 --model d12 --batch-size 4 --seq-len 64
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ./train_gpt --bench 1 --model d12 --batch-size 4 --seq-len 64
 
 asan: OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
 asan: TEST_OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer

@@ -43,6 +43,17 @@ static int kernels_thread_id(void) {
 #endif
 }
 
+// Which matmul engine runs, for the start-up table and benchmarks (OpenBLAS names the kernel family it picked).
+static const char* kernels_blas_name(void) {
+#if defined(USE_BLAS) && defined(OPENBLAS_VERSION)
+    return openblas_get_corename();
+#elif defined(USE_BLAS)
+    return "cblas";
+#else
+    return "built-in loops (no BLAS)";
+#endif
+}
+
 // ----------------------------------------------------------------------------
 // GEMM: C (M,N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when the flag is set.
 // A is (M,K) or (K,M) when transA; B is (K,N) or (N,K) when transB.

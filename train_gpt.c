@@ -1249,6 +1249,7 @@ int main(int argc, char** argv) {
         printf("| model                | L %d, C %d, NH %d, maxT %d, V %d (Vp %d)\n", gc.num_layers, gc.channels, gc.num_heads, gc.max_seq_len, gc.vocab_size, gc.padded_vocab_size);
         printf("| parameters           | %zu (%.1f M)\n", n, n / 1e6);
         printf("| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each\n", pc.world_size, pc.dp, pc.tp, pc.pp, kernels_num_threads());
+        printf("| matmuls              | %s\n", kernels_blas_name());
         printf("| gradient accumulation| %d micro-steps of %d x %d per process\n", grad_accum, B, T);
         if (have_train) { printf("| training tokens      | %llu\n", (unsigned long long)dataloader_num_tokens(&train_loader)); }
         printf("+----------------------+------------------------------------------+\n");
@@ -1279,7 +1280,7 @@ int main(int argc, char** argv) {
         for (int i = 0; i <= B * T; i++) { bench_tokens[i] = (int32_t)(rng_next(&s) % gc.vocab_size); }
     }
     double fpt = flops_per_token(&model, T);
-    double t_train = 0.0, t_bench = 0.0, t_backward = 0.0, wait_bench = 0.0;
+    double t_train = 0.0, t_bench = 0.0, t_backward = 0.0, t_forward = 0.0, wait_bench = 0.0;
     int timed_steps = 0;
     float last_val = -1.0f;
     int start_step = ts.step;
@@ -1306,14 +1307,16 @@ int main(int argc, char** argv) {
 
         double t0 = now_seconds();
         double wait0 = zopt.wait_seconds;
-        double loss = 0.0, tb = 0.0;
+        double loss = 0.0, tb = 0.0, tf = 0.0;
         float dloss_scale = 1.0f / (float)((double)B * T * grad_accum * pc.dp);
         for (int micro = 0; micro < grad_accum; micro++) {
             const int32_t* x;
             const int32_t* y;
             if (c.bench) { x = bench_tokens; y = bench_tokens + 1; }
             else { dataloader_next_batch(&train_loader); x = train_loader.inputs; y = train_loader.targets; }
+            double tf0 = now_seconds();
             gpt_forward(&model, x, B, T);
+            tf += now_seconds() - tf0;
             bc.first_micro = micro == 0;
             bc.reduce = (c.zero >= 1 || pc.dp > 1) && zero_reduces_on(&zopt, micro == grad_accum - 1);
             double tb0 = now_seconds();
@@ -1326,7 +1329,7 @@ int main(int argc, char** argv) {
         float mean_loss = (float)(loss_sum / pc.dp);
         double dt = now_seconds() - t0;
         t_train += dt;
-        if (c.bench && step > 0) { t_bench += dt; t_backward += tb; wait_bench += zopt.wait_seconds - wait0; timed_steps++; }
+        if (c.bench && step > 0) { t_bench += dt; t_backward += tb; t_forward += tf; wait_bench += zopt.wait_seconds - wait0; timed_steps++; }
         ts.step = step + 1;
         double tok_s = c.total_batch_size / dt;
         if (master) {
@@ -1376,8 +1379,10 @@ int main(int argc, char** argv) {
         if (master) {
             char rs[32];
             fmt_bytes(rs, sizeof(rs), rss);
-            printf("bench: %s, B %d, T %d, %d rank(s) x %d thread(s), ZeRO %d | peak RSS per rank %s\n", c.model, B, T,
-                   pc.world_size, kernels_num_threads(), c.zero, rs);
+            printf("bench: %s, B %d, T %d, %d rank(s) x %d thread(s), ZeRO %d, matmuls %s | peak RSS per rank %s\n", c.model, B, T,
+                   pc.world_size, kernels_num_threads(), c.zero, kernels_blas_name(), rs);
+            double fwd = t_forward / timed_steps * 1e3, bwd = t_backward / timed_steps * 1e3;
+            printf("bench: per step: forward %.1f ms, LM head + backward %.1f ms, optimizer and the rest %.1f ms\n", fwd, bwd, ms - fwd - bwd);
             printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
         }
     } else {
