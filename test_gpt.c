@@ -658,24 +658,28 @@ static void write_shard(const char* path, int n, int V, uint64_t seed, int magic
     fclose(f);
 }
 
-// Reads the "loss" values of a JSON log into losses; returns how many.
-static int read_log_losses(const char* path, char losses[][32], int max) {
+// Reads the values of "key" in a JSON log into vals; returns how many.
+static int read_log_values(const char* path, const char* key, char vals[][32], int max) {
     FILE* f = fopen(path, "r");
     if (!f) { return 0; }
     char line[1024];
     int n = 0;
     while (fgets(line, sizeof(line), f) && n < max) {
-        char* p = strstr(line, "\"loss\": ");
+        char pat[64];
+        snprintf(pat, sizeof(pat), "\"%s\": ", key);
+        char* p = strstr(line, pat);
         if (!p) { continue; }
-        p += 8;
+        p += strlen(pat);
         int k = 0;
-        while (*p && *p != ',' && *p != '}' && k < 31) { losses[n][k++] = *p++; }
-        losses[n][k] = '\0';
+        while (*p && *p != ',' && *p != '}' && k < 31) { vals[n][k++] = *p++; }
+        vals[n][k] = '\0';
         n++;
     }
     fclose(f);
     return n;
 }
+
+static int read_log_losses(const char* path, char losses[][32], int max) { return read_log_values(path, "loss", losses, max); }
 
 static const char* TMP = "/tmp/test_gpt_run";
 
@@ -827,6 +831,21 @@ static int compare_losses(const char* name, const char* log_a, int skip_a, const
     return ok;
 }
 
+// Compares every value of `key` in two logs (same count, each within rtol).
+static void compare_values(const char* name, const char* key, const char* log_a, const char* log_b, int expect_n, double rtol) {
+    char la[64][32], lb[64][32];
+    int na = read_log_values(log_a, key, la, 64), nb = read_log_values(log_b, key, lb, 64);
+    int ok = na == expect_n && nb == expect_n;
+    double worst = 0;
+    for (int i = 0; ok && i < expect_n; i++) {
+        double a = atof(la[i]), b = atof(lb[i]);
+        double d = fabs(a - b) / fabs(a);
+        if (!(d <= rtol)) { ok = 0; }
+        if (d > worst) { worst = d; }
+    }
+    report(ok, name, "%d vs %d values, max relative difference %.3g (tolerance %g)", na, nb, worst, rtol);
+}
+
 static void test_parallel(void) {
     char cmd[8192], out[65536];
     if (system("command -v mpirun > /dev/null 2>&1") != 0) { printf("SKIP parallel tests: mpirun not found\n"); return; }
@@ -835,10 +854,13 @@ static void test_parallel(void) {
     char shard[1024];
     snprintf(shard, sizeof(shard), "%s/ptrain_000000.bin", TMP);
     write_shard(shard, 8000, 101, 11, 20240520, 1, 8000);
+    char vshard[1024];
+    snprintf(vshard, sizeof(vshard), "%s/pval_000000.bin", TMP);
+    write_shard(vshard, 1000, 101, 12, 20240520, 1, 1000);
     // 96 tokens per step: 1 rank x 6 micro-steps, 2 ranks x 3, 3 ranks x 2 (B 2, T 8)
-    char common[2048];
-    snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --total-batch-size 96 "
-             "--lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1", shard);
+    char common[4096];
+    snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --train %s --val %s --val-every 5 --val-steps 7 --batch-size 2 "
+             "--seq-len 8 --total-batch-size 96 --lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1", shard, vshard);
     for (int shuffle = 0; shuffle <= 1; shuffle++) {
         snprintf(cmd, sizeof(cmd), "./train_gpt %s --shuffle %d --steps 20 --log %s/p1_%d.jsonl", common, shuffle, TMP, shuffle);
         int rc = run_capture(cmd, out, sizeof(out));
@@ -856,6 +878,8 @@ static void test_parallel(void) {
         report(rc == 0 && strstr(out, "parameters after training: identical on all 2") != NULL, name, "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
         snprintf(name, sizeof(name), "2 ranks --zero %d: losses equal one process with gradient accumulation (20 steps)", z);
         compare_losses(name, ref0, 0, log, 20, 1e-5);
+        snprintf(name, sizeof(name), "2 ranks --zero %d: validation losses (same batches whatever the ranks) equal one process", z);
+        compare_values(name, "val_loss", ref0, log, 5, 1e-5);
     }
     // resume across world sizes: 2 ranks train with a checkpoint at step 10; 1 and 3 ranks continue from it to step 20
     for (int shuffle = 0; shuffle <= 1; shuffle++) {
