@@ -630,7 +630,7 @@ static void test_model_files(const char* dir, ParallelContext* pc) {
 static int run_capture(const char* cmd, char* out, size_t cap) {
     // This process is an MPI singleton: its OMPI_/PMIX_ variables would make a child mpirun (or a child singleton)
     // try to join this job, so the child shell drops them first.
-    char full[10000];
+    char full[14000];
     snprintf(full, sizeof(full), "unset $(env | sed -n 's/^\\(OMPI_[A-Za-z0-9_]*\\|PMIX_[A-Za-z0-9_]*\\|OPAL_[A-Za-z0-9_]*\\)=.*/\\1/p'); (%s) 2>&1", cmd);
     FILE* p = popen(full, "r");
     if (!p) { return -1; }
@@ -847,7 +847,7 @@ static void compare_values(const char* name, const char* key, const char* log_a,
 }
 
 static void test_parallel(void) {
-    char cmd[8192], out[65536];
+    char cmd[12288], out[65536];
     if (system("command -v mpirun > /dev/null 2>&1") != 0) { printf("SKIP parallel tests: mpirun not found\n"); return; }
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", TMP, TMP);
     if (system(cmd) != 0) { report(0, "parallel setup", "%s", ""); return; }
