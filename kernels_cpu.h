@@ -396,15 +396,17 @@ static void classifier_logits_row(float* out, const float* x, const float* wte, 
 // AdamW with decoupled weight decay (Loshchilov & Hutter), bias-corrected moments, on a contiguous range:
 //   g = grad_scale * grad;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   p -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * p )
-// grad_scale carries the gradient-clipping factor. t is the 1-based step.
+// grad_scale carries the gradient-clipping factor. t is the 1-based step. The gradient is set to zero as it is
+// read (the next step accumulates into it), which saves a separate pass over memory.
 
-static void adamw_update(float* p, const float* grad, float* m, float* v, size_t n, float lr, float b1, float b2,
+static void adamw_update(float* p, float* grad, float* m, float* v, size_t n, float lr, float b1, float b2,
                          float eps, float wd, float grad_scale, int t) {
     float bc1 = 1.0f - powf(b1, (float)t);
     float bc2 = 1.0f - powf(b2, (float)t);
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         float g = grad_scale * grad[i];
+        grad[i] = 0.0f;
         float mi = b1 * m[i] + (1.0f - b1) * g;
         float vi = b2 * v[i] + (1.0f - b2) * g * g;
         m[i] = mi;

@@ -396,10 +396,13 @@ static void test_adamw(void) {
     double pd[N], md[N], vd[N];
     for (int i = 0; i < N; i++) { p[i] = (float)rand_d(); g[i] = (float)rand_d(); m[i] = 0; v[i] = 0; pd[i] = p[i]; md[i] = 0; vd[i] = 0; }
     float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
+    float g0[N];
+    memcpy(g0, g, sizeof(g));
     for (int t = 1; t <= 3; t++) {
+        memcpy(g, g0, sizeof(g));
         adamw_update(p, g, m, v, N, lr, b1, b2, eps, wd, gs, t);
         for (int i = 0; i < N; i++) {
-            double gg = (double)gs * g[i];
+            double gg = (double)gs * g0[i];
             md[i] = b1 * md[i] + (1 - (double)b1) * gg;
             vd[i] = b2 * vd[i] + (1 - (double)b2) * gg * gg;
             double mh = md[i] / (1 - pow(b1, t)), vh = vd[i] / (1 - pow(b2, t));
@@ -407,6 +410,9 @@ static void test_adamw(void) {
         }
     }
     check_close("adamw_update 3 steps vs closed form", p, pd, N, 1e-6, 1e-5);
+    int zeroed = 1;
+    for (int i = 0; i < N; i++) { zeroed &= g[i] == 0.0f; }
+    report(zeroed, "adamw_update leaves the gradient zeroed", "%s", "");
 }
 
 // ----------------------------------------------------------------------------

@@ -196,10 +196,11 @@ static void zero_adamw_step(ZeroOptimizer* z, float* params, float* full_grads, 
     }
 }
 
-// Clears the accumulated gradients for the next optimizer step (full buffer of n_pad floats when present).
+// Clears the accumulated gradients for the next optimizer step. AdamW already zeroed the owned gradients it read
+// (all of them in stage 0, gshard in stages 1 and 2); stage 1 still holds the unowned part of the full buffer.
+// Stage 2's arena is cleared bucket by bucket when backward reuses it.
 static void zero_clear_grads(ZeroOptimizer* z, float* full_grads) {
-    if (full_grads) { zero_floats(full_grads, z->n_pad); }
-    if (z->gshard) { zero_floats(z->gshard, z->shard); }
+    if (z->stage == 1 && full_grads) { zero_floats(full_grads, z->n_pad); }
 }
 
 // ----------------------------------------------------------------------------
