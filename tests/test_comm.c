@@ -1,0 +1,720 @@
+/*
+tests/test_comm.c: tests of comm.h (process groups, layout, collectives, chunking, the failure monitor).
+
+Build: make tests/test_comm   (also compiles without -DUSE_MPI: one rank, point-to-point checks skipped)
+Run (each prints one line per check, "PASS name" or "FAIL name: detail"; the last line is "N passed, M failed";
+exit status non-zero on any failure):
+  ./tests/test_comm                                                              MPI singleton (no mpirun)
+  mpirun --allow-run-as-root --oversubscribe -np 1 ./tests/test_comm             (OMP_NUM_THREADS=1)
+  mpirun --allow-run-as-root --oversubscribe -np 2 ./tests/test_comm
+  mpirun --allow-run-as-root --oversubscribe -np 3 ./tests/test_comm
+  mpirun --allow-run-as-root --oversubscribe -np 4 ./tests/test_comm             (adds tp=2, pp=2 layouts)
+Every rank runs every check on its own group; failures on any rank are gathered to rank 0, which alone prints.
+Values are small integers stored as floats, so every sum is exact and compared with ==.
+
+Counts past INT_MAX through the real chunking limit (2 GB per rank, so not in the default run):
+  mpirun ... -np 2 ./tests/test_comm --big-test      broadcast and send/recv of INT_MAX+5 bytes
+
+Failure modes, run by the test runner (each must exit non-zero, quickly, and say what is checked below):
+  mpirun ... -np 2 ./tests/test_comm --hang-test [--timeout 3] [--hang-rank 1]
+      rank 1 sleeps far past the timeout; rank 0's allreduce must time out. Check: exit status != 0 within about
+      timeout + 10 s, and stderr contains "rank(s) 1 never arrived".
+  mpirun ... -np 2 ./tests/test_comm --kill-test
+      rank 1 kills itself with SIGKILL while rank 0 waits in an allreduce (timeout 60 s). Check: exit status != 0
+      well before 60 s; mpirun's stderr names the rank ("process rank 1 ... exited on signal 9").
+  mpirun ... -np 2 ./tests/test_comm --exit-test
+      rank 1 calls fatal() (exit(1) without MPI_Finalize) while rank 0 waits. Check: exit status != 0 well before
+      60 s and stderr contains "error: simulated failure on rank 1".
+  mpirun ... -np 3 ./tests/test_comm --layout-error-test
+      asks for tp = world_size + 1. Check: exit status != 0 and stderr contains "is not divisible by tp*pp" once.
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "comm.h" // defines: ParallelContext, parallel_*, comm_* collectives, comm_lagging_ranks
+
+// ----------------------------------------------------------------------------
+// harness: one line per check, gathered over the world with plain MPI (independent of the code under test)
+
+#define DETAIL_LEN 240
+
+static ParallelContext pc;
+static int n_passed = 0, n_failed = 0; // counted on rank 0
+static int check_ok = 1;
+static char check_detail[DETAIL_LEN];
+
+static void check_begin(void) {
+    check_ok = 1;
+    check_detail[0] = '\0';
+}
+
+// Marks the current check failed on this rank; keeps the first detail.
+static void __attribute__((format(printf, 1, 2))) check_fail(const char* fmt, ...) {
+    if (check_ok) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(check_detail, sizeof(check_detail), fmt, ap);
+        va_end(ap);
+    }
+    check_ok = 0;
+}
+
+// Ends a check on every rank: rank 0 prints PASS, or FAIL with every failing rank's detail.
+static void check_end(const char* name) {
+    int world = pc.world_size, rank = pc.world_rank;
+    int* oks = (int*)mallocCheck((size_t)world * sizeof(int));
+    char* details = (char*)mallocCheck((size_t)world * DETAIL_LEN);
+#ifdef USE_MPI
+    mpiCheck(MPI_Gather(&check_ok, 1, MPI_INT, oks, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Gather(check_detail, DETAIL_LEN, MPI_CHAR, details, DETAIL_LEN, MPI_CHAR, 0, MPI_COMM_WORLD));
+#else
+    oks[0] = check_ok;
+    memcpy(details, check_detail, DETAIL_LEN);
+#endif
+    if (rank == 0) {
+        int all = 1;
+        for (int r = 0; r < world; r++) { all = all && oks[r]; }
+        if (all) {
+            printf("PASS %s\n", name);
+            n_passed++;
+        } else {
+            printf("FAIL %s:", name);
+            for (int r = 0; r < world; r++) {
+                if (!oks[r]) { printf(" [rank %d] %.*s", r, DETAIL_LEN, details + (size_t)r * DETAIL_LEN); }
+            }
+            printf("\n");
+            n_failed++;
+        }
+        fflush(stdout);
+    }
+    free(oks);
+    free(details);
+}
+
+// Single-rank-agnostic check of a condition (the same on every rank or not).
+static void check(const char* name, int ok, const char* detail) {
+    check_begin();
+    if (!ok) { check_fail("%s", detail); }
+    check_end(name);
+}
+
+// ----------------------------------------------------------------------------
+// values: small integers, so float sums are exact
+
+static float val(int world_rank, size_t i, int salt) {
+    return (float)((int)((i * 7 + (size_t)salt) % 1000) + 1000 * (world_rank + 1));
+}
+
+// Sum over the group's members of val(member, i, salt).
+static float val_sum(const CommGroup* g, size_t i, int salt) {
+    float s = 0.0f;
+    for (int m = 0; m < g->size; m++) { s += val(g->world_ranks[m], i, salt); }
+    return s;
+}
+
+#define GUARD_VALUE -12345.0f
+
+// Allocates n floats plus one guard element after them, set to GUARD_VALUE.
+static float* alloc_guarded(size_t n) {
+    float* p = (float*)mallocCheck((n + 1) * sizeof(float));
+    p[n] = GUARD_VALUE;
+    return p;
+}
+
+static void check_guard(const float* p, size_t n, const char* what) {
+    if (!(p[n] == GUARD_VALUE)) { check_fail("%s: element past the end was overwritten (%g)", what, (double)p[n]); }
+}
+
+// Compares got[0..n) with expected values; records the first mismatch.
+static void expect_floats(const float* got, const float* want, size_t n, const char* what) {
+    for (size_t i = 0; i < n; i++) {
+        if (!(got[i] == want[i])) {
+            check_fail("%s: element %zu is %g, expected %g", what, i, (double)got[i], (double)want[i]);
+            return;
+        }
+    }
+}
+
+static void sleep_s(double s) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    nanosleep(&ts, NULL);
+}
+
+// ----------------------------------------------------------------------------
+// collective checks on one group
+
+static const size_t test_sizes[] = { 0, 1, 7, 1000, 4099 };
+#define N_TEST_SIZES (sizeof(test_sizes) / sizeof(test_sizes[0]))
+
+static void test_allreduce(CommGroup* g, const char* label) {
+    char name[256];
+    for (size_t si = 0; si < N_TEST_SIZES; si++) {
+        size_t n = test_sizes[si];
+        int me = pc.world_rank;
+        check_begin();
+        float* buf = alloc_guarded(n);
+        float* want = alloc_guarded(n);
+        for (size_t i = 0; i < n; i++) { buf[i] = val(me, i, 1); want[i] = val_sum(g, i, 1); }
+        comm_allreduce_sum_f32(g, buf, n);
+        expect_floats(buf, want, n, "sum");
+        check_guard(buf, n, "buf");
+        snprintf(name, sizeof(name), "%s: allreduce_sum_f32 n=%zu", label, n);
+        check_end(name);
+
+        // two non-blocking allreduces in flight, waited in reverse order (second one polled with comm_test first)
+        check_begin();
+        float* buf2 = alloc_guarded(n);
+        for (size_t i = 0; i < n; i++) { buf[i] = val(me, i, 1); buf2[i] = val(me, i, 2); }
+        CommRequest r1, r2;
+        comm_iallreduce_sum_f32(g, buf, n, &r1);
+        comm_iallreduce_sum_f32(g, buf2, n, &r2);
+        while (!comm_test(&r2)) {}
+        comm_wait(&r1);
+        if (!comm_test(&r1) || r1.active) { check_fail("comm_test on a finished request did not return 1"); }
+        comm_wait(&r1); // a second wait on a finished request returns at once
+        expect_floats(buf, want, n, "first");
+        for (size_t i = 0; i < n; i++) { want[i] = val_sum(g, i, 2); }
+        expect_floats(buf2, want, n, "second");
+        check_guard(buf2, n, "buf2");
+        snprintf(name, sizeof(name), "%s: iallreduce_sum_f32 x2 n=%zu", label, n);
+        check_end(name);
+        free(buf2);
+        free(buf);
+        free(want);
+
+        check_begin();
+        double* d = (double*)mallocCheck((n + 1) * sizeof(double));
+        double* dm = (double*)mallocCheck((n + 1) * sizeof(double));
+        for (size_t i = 0; i < n; i++) {
+            d[i] = (double)val(me, i, 3) + 0.5;           // exact in double
+            dm[i] = (double)((me * 37 + (int)i) % 11) - 5.0;  // max over members, computed below
+        }
+        comm_allreduce_sum_f64(g, d, n);
+        comm_allreduce_max_f64(g, dm, n);
+        for (size_t i = 0; i < n; i++) {
+            double ws = 0.0, wm = -1e300;
+            for (int m = 0; m < g->size; m++) {
+                int wr = g->world_ranks[m];
+                ws += (double)val(wr, i, 3) + 0.5;
+                double x = (double)((wr * 37 + (int)i) % 11) - 5.0;
+                if (x > wm) { wm = x; }
+            }
+            if (!(d[i] == ws)) { check_fail("sum_f64 element %zu is %g, expected %g", i, d[i], ws); break; }
+            if (!(dm[i] == wm)) { check_fail("max_f64 element %zu is %g, expected %g", i, dm[i], wm); break; }
+        }
+        snprintf(name, sizeof(name), "%s: allreduce_sum_f64 + max_f64 n=%zu", label, n);
+        check_end(name);
+        free(d);
+        free(dm);
+    }
+}
+
+// Per-rank counts for the v-variants: uneven, with zeros (pattern k).
+static void uneven_counts(const CommGroup* g, int k, size_t* counts) {
+    static const size_t pat[][5] = { { 3, 0, 5, 1, 0 }, { 0, 0, 0, 0, 0 }, { 0, 1000, 17, 0, 4099 }, { 1, 1, 1, 1, 1 } };
+    for (int r = 0; r < g->size; r++) { counts[r] = pat[k][(r + k) % 5]; }
+}
+#define N_COUNT_PATTERNS 4
+
+// Runs one reduce-scatter (v or equal, in place or not, blocking or not) and checks this rank's slice.
+static void run_reduce_scatter(CommGroup* g, const size_t* counts, int equal, int in_place, int nonblocking,
+                               const char* label) {
+    char name[256];
+    size_t total = 0, off = 0;
+    for (int r = 0; r < g->size; r++) { total += counts[r]; }
+    for (int r = 0; r < g->rank; r++) { off += counts[r]; }
+    size_t mine = counts[g->rank];
+    check_begin();
+    float* send = alloc_guarded(total);
+    float* recv = alloc_guarded(mine);
+    float* want = alloc_guarded(mine);
+    for (size_t i = 0; i < total; i++) { send[i] = val(pc.world_rank, i, 5); }
+    for (size_t i = 0; i < mine; i++) { want[i] = val_sum(g, off + i, 5); recv[i] = -1.0f; }
+    float* dst = in_place ? send + off : recv;
+    if (nonblocking) {
+        CommRequest req;
+        comm_ireduce_scatterv_sum_f32(g, send, dst, counts, &req);
+        comm_wait(&req);
+    } else if (equal) {
+        comm_reduce_scatter_sum_f32(g, send, dst, counts[0]);
+    } else {
+        comm_reduce_scatterv_sum_f32(g, send, dst, counts);
+    }
+    expect_floats(dst, want, mine, "own slice");
+    check_guard(send, total, "sendbuf");
+    if (!in_place) {
+        check_guard(recv, mine, "recvbuf");
+        for (size_t i = 0; i < total; i++) {
+            if (!(send[i] == val(pc.world_rank, i, 5))) { check_fail("sendbuf modified at %zu", i); break; }
+        }
+    }
+    snprintf(name, sizeof(name), "%s: %sreduce_scatter%s_sum_f32%s total=%zu mine=%zu", label,
+             nonblocking ? "i" : "", equal ? "" : "v", in_place ? " in-place" : "", total, mine);
+    check_end(name);
+    free(send);
+    free(recv);
+    free(want);
+}
+
+// Runs one allgather (v or equal, in place or not, blocking or not) and checks the whole result.
+static void run_allgather(CommGroup* g, const size_t* counts, int equal, int in_place, int nonblocking,
+                          const char* label) {
+    char name[256];
+    size_t total = 0, off = 0;
+    for (int r = 0; r < g->size; r++) { total += counts[r]; }
+    for (int r = 0; r < g->rank; r++) { off += counts[r]; }
+    size_t mine = counts[g->rank];
+    check_begin();
+    float* send = alloc_guarded(mine);
+    float* recv = alloc_guarded(total);
+    float* want = alloc_guarded(total);
+    for (size_t i = 0; i < total; i++) { recv[i] = -1.0f; }
+    for (size_t i = 0; i < mine; i++) { send[i] = val(pc.world_rank, off + i, 6); }
+    if (in_place) { memcpy(recv + off, send, mine * sizeof(float)); }
+    size_t o = 0;
+    for (int m = 0; m < g->size; m++) {
+        for (size_t i = 0; i < counts[m]; i++) { want[o + i] = val(g->world_ranks[m], o + i, 6); }
+        o += counts[m];
+    }
+    const float* src = in_place ? recv + off : send;
+    if (nonblocking) {
+        CommRequest req;
+        comm_iallgatherv_f32(g, src, recv, counts, &req);
+        comm_wait(&req);
+    } else if (equal) {
+        comm_allgather_f32(g, src, recv, counts[0]);
+    } else {
+        comm_allgatherv_f32(g, src, recv, counts);
+    }
+    expect_floats(recv, want, total, "gathered");
+    check_guard(recv, total, "recvbuf");
+    snprintf(name, sizeof(name), "%s: %sallgather%s_f32%s total=%zu", label, nonblocking ? "i" : "",
+             equal ? "" : "v", in_place ? " in-place" : "", total);
+    check_end(name);
+    free(send);
+    free(recv);
+    free(want);
+}
+
+static void test_reduce_scatter_allgather(CommGroup* g, const char* label) {
+    size_t* counts = (size_t*)mallocCheck((size_t)g->size * sizeof(size_t));
+    static const size_t eq[] = { 0, 1, 5, 1000 };
+    for (size_t k = 0; k < sizeof(eq) / sizeof(eq[0]); k++) {
+        for (int r = 0; r < g->size; r++) { counts[r] = eq[k]; }
+        for (int in_place = 0; in_place < 2; in_place++) {
+            run_reduce_scatter(g, counts, 1, in_place, 0, label);
+            run_allgather(g, counts, 1, in_place, 0, label);
+        }
+    }
+    for (int k = 0; k < N_COUNT_PATTERNS; k++) {
+        uneven_counts(g, k, counts);
+        for (int in_place = 0; in_place < 2; in_place++) {
+            for (int nb = 0; nb < 2; nb++) {
+                run_reduce_scatter(g, counts, 0, in_place, nb, label);
+                run_allgather(g, counts, 0, in_place, nb, label);
+            }
+        }
+    }
+    free(counts);
+}
+
+static void test_broadcast(CommGroup* g, const char* label) {
+    char name[256];
+    static const size_t sizes[] = { 0, 1, 13, 4096 };
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        size_t n = sizes[si];
+        check_begin();
+        for (int root = 0; root < g->size; root++) {
+            unsigned char* buf = (unsigned char*)mallocCheck(n + 1);
+            buf[n] = 0xA5;
+            for (size_t i = 0; i < n; i++) {
+                buf[i] = g->rank == root ? (unsigned char)((i * 31 + (size_t)root * 7 + 1) & 0xFF) : 0;
+            }
+            comm_broadcast(g, buf, n, root);
+            for (size_t i = 0; i < n; i++) {
+                unsigned char w = (unsigned char)((i * 31 + (size_t)root * 7 + 1) & 0xFF);
+                if (buf[i] != w) { check_fail("root %d: byte %zu is %d, expected %d", root, i, buf[i], w); break; }
+            }
+            if (buf[n] != 0xA5) { check_fail("root %d: byte past the end was overwritten", root); }
+            free(buf);
+        }
+        snprintf(name, sizeof(name), "%s: broadcast bytes=%zu from every root", label, n);
+        check_end(name);
+    }
+}
+
+#ifdef USE_MPI
+// Ring exchange: each rank sends to rank+1 and receives from rank-1 (itself when alone), blocking and not.
+static void test_send_recv(CommGroup* g, const char* label) {
+    char name[256];
+    static const size_t sizes[] = { 0, 1, 100, 1 << 20 };
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        size_t n = sizes[si];
+        if (n / pc.max_count > 1000) { continue; } // 1 MB in 7-byte chunks is 150k messages: slow, proves nothing new
+        int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
+        unsigned char* out = (unsigned char*)mallocCheck(n + 1);
+        unsigned char* in = (unsigned char*)mallocCheck(n + 1);
+        for (int blocking = 0; blocking < 2; blocking++) {
+            check_begin();
+            for (size_t i = 0; i < n; i++) { out[i] = (unsigned char)((i + (size_t)g->rank * 13) & 0xFF); in[i] = 0; }
+            in[n] = 0x5A;
+            int tag = 7 + blocking;
+            if (blocking && g->size > 1) {
+                // rank 0 sends first, everyone else receives first: a ring that cannot deadlock
+                if (g->rank == 0) {
+                    comm_send(g, out, n, next, tag);
+                    comm_recv(g, in, n, prev, tag);
+                } else {
+                    comm_recv(g, in, n, prev, tag);
+                    comm_send(g, out, n, next, tag);
+                }
+            } else {
+                CommRequest rr, rs;
+                comm_irecv(g, in, n, prev, tag, &rr);
+                comm_isend(g, out, n, next, tag, &rs);
+                comm_wait(&rs);
+                comm_wait(&rr);
+            }
+            for (size_t i = 0; i < n; i++) {
+                unsigned char w = (unsigned char)((i + (size_t)prev * 13) & 0xFF);
+                if (in[i] != w) { check_fail("byte %zu is %d, expected %d", i, in[i], w); break; }
+            }
+            if (in[n] != 0x5A) { check_fail("byte past the end was overwritten"); }
+            snprintf(name, sizeof(name), "%s: %s ring bytes=%zu", label, blocking ? "send/recv" : "isend/irecv", n);
+            check_end(name);
+        }
+        free(out);
+        free(in);
+    }
+}
+
+// The monitor: every member's record shows it entered the last barrier, none is ahead of a far-future number,
+// and the published pids are the members' pids.
+static void test_monitor(CommGroup* g, const char* label) {
+    char name[256];
+    check_begin();
+    comm_barrier(g);
+    if (!pc.monitor_ok) {
+        check_fail("no shared-memory monitor on this node");
+    } else {
+        int* lag = (int*)mallocCheck((size_t)g->size * sizeof(int));
+        int unknown = -1;
+        int n = comm_lagging_ranks(g, g->seq, lag, g->size, &unknown);
+        if (n != 0) { check_fail("after a barrier, %d member(s) look behind (first: rank %d)", n, lag[0]); }
+        n = comm_lagging_ranks(g, g->seq + 1000, lag, g->size, &unknown);
+        if (n != g->size - 1 - unknown) { check_fail("%d member(s) behind a future collective, expected %d", n, g->size - 1); }
+        for (int i = 0, m = 0; i < n && i < g->size; i++, m++) { // the other members' world ranks, in group order
+            if (m == g->rank) { m++; }
+            if (lag[i] != g->world_ranks[m]) { check_fail("lagging list entry %d is rank %d, expected %d", i, lag[i], g->world_ranks[m]); }
+        }
+        free(lag);
+        int64_t mypid = (int64_t)getpid();
+        int64_t* pids = (int64_t*)mallocCheck((size_t)pc.world_size * sizeof(int64_t));
+        mpiCheck(MPI_Allgather(&mypid, 1, MPI_INT64_T, pids, 1, MPI_INT64_T, MPI_COMM_WORLD));
+        for (int r = 0; r < pc.world_size; r++) {
+            const CommSlot* s = comm__slot(&pc, r);
+            if (s && s->pid != pids[r]) { check_fail("record of rank %d has pid %lld, expected %lld", r, (long long)s->pid, (long long)pids[r]); }
+            if (s && comm__pid_dead(s->pid)) { check_fail("live rank %d reported dead", r); }
+        }
+        free(pids);
+    }
+    comm_barrier(g); // nobody runs ahead into the next check while others still read records
+    snprintf(name, sizeof(name), "%s: monitor records (entered counters, pids)", label);
+    check_end(name);
+}
+#endif
+
+// comm__pid_dead: 0 for a live process, 1 for a zombie child and for a reaped one.
+static void test_pid_dead(void) {
+    check_begin();
+    if (comm__pid_dead((int64_t)getpid())) { check_fail("this process reported dead"); }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t child = fork();
+    if (child < 0) { check_fail("fork failed"); }
+    if (child == 0) { _exit(0); }
+    if (child > 0) {
+        int dead = 0;
+        for (int i = 0; i < 2000 && !dead; i++) { dead = comm__pid_dead((int64_t)child); if (!dead) { sleep_s(0.001); } }
+        if (!dead) { check_fail("exited (zombie) child %d not reported dead", (int)child); }
+        waitpid(child, NULL, 0);
+        if (!comm__pid_dead((int64_t)child)) { check_fail("reaped child %d not reported dead", (int)child); }
+    }
+    check_end("pid_dead: self alive, zombie and reaped child dead");
+}
+
+// Every collective on group g.
+static void test_group(CommGroup* g, const char* label) {
+    test_allreduce(g, label);
+    test_reduce_scatter_allgather(g, label);
+    test_broadcast(g, label);
+#ifdef USE_MPI
+    test_send_recv(g, label);
+    test_monitor(g, label);
+#endif
+    check_begin();
+    comm_barrier(g);
+    CommRequest req;
+    comm_ibarrier(g, &req);
+    comm_wait(&req);
+    char name[256];
+    snprintf(name, sizeof(name), "%s: barrier, ibarrier", label);
+    check_end(name);
+}
+
+// ----------------------------------------------------------------------------
+// layout
+
+static void test_layout_validation(void) {
+    char err[512];
+    struct { int world, tp, pp, ok; const char* needle; } cases[] = {
+        { 1, 1, 1, 1, "" }, { 4, 2, 1, 1, "" }, { 8, 2, 2, 1, "" }, { 6, 3, 2, 1, "" }, { 4, 4, 1, 1, "" },
+        { 3, 2, 1, 0, "world size 3 is not divisible by tp*pp = 2" }, { 4, 8, 1, 0, "not divisible" },
+        { 4, 0, 1, 0, "tp = 0 must be >= 1" }, { 4, 1, -1, 0, "pp = -1 must be >= 1" },
+        { 2, 65536, 65536, 0, "not divisible" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char name[128];
+        snprintf(name, sizeof(name), "layout_valid world=%d tp=%d pp=%d -> %s", cases[i].world, cases[i].tp,
+                 cases[i].pp, cases[i].ok ? "ok" : "error");
+        check_begin();
+        int ok = parallel_layout_valid(cases[i].world, cases[i].tp, cases[i].pp, err, sizeof(err));
+        if (ok != cases[i].ok) { check_fail("returned %d (%s)", ok, err); }
+        if (!ok && strstr(err, cases[i].needle) == NULL) { check_fail("message '%s' lacks '%s'", err, cases[i].needle); }
+        check_end(name);
+    }
+}
+
+// Membership of one group against the formula: member m of this rank's group has world rank expect[m].
+static void expect_members(const CommGroup* g, const int* expect, int n, const char* gname) {
+    if (g->size != n) { check_fail("%s group size %d, expected %d", gname, g->size, n); return; }
+    for (int m = 0; m < n; m++) {
+        if (g->world_ranks[m] != expect[m]) {
+            check_fail("%s member %d is world rank %d, expected %d", gname, m, g->world_ranks[m], expect[m]);
+            return;
+        }
+    }
+}
+
+static void test_layout(int tp, int pp, int run_collectives) {
+    char label[64], name[160];
+    parallel_set_layout(&pc, tp, pp, 60.0);
+    int W = pc.world_size, wr = pc.world_rank, dp = W / (tp * pp);
+    snprintf(label, sizeof(label), "[dp%d tp%d pp%d]", dp, tp, pp);
+
+    check_begin();
+    if (pc.dp != dp || pc.tp != tp || pc.pp != pp) { check_fail("sizes dp %d tp %d pp %d", pc.dp, pc.tp, pc.pp); }
+    if (pc.tp_rank != wr % tp) { check_fail("tp_rank %d, expected %d", pc.tp_rank, wr % tp); }
+    if (pc.pp_rank != (wr / tp) % pp) { check_fail("pp_rank %d, expected %d", pc.pp_rank, (wr / tp) % pp); }
+    if (pc.dp_rank != wr / (tp * pp)) { check_fail("dp_rank %d, expected %d", pc.dp_rank, wr / (tp * pp)); }
+    if (pc.tp_group.rank != pc.tp_rank || pc.pp_group.rank != pc.pp_rank || pc.dp_group.rank != pc.dp_rank) {
+        check_fail("group ranks (dp %d tp %d pp %d) differ from the coordinates", pc.dp_group.rank, pc.tp_group.rank,
+                   pc.pp_group.rank);
+    }
+    if (strcmp(pc.dp_group.name, "dp") || strcmp(pc.tp_group.name, "tp") || strcmp(pc.pp_group.name, "pp") ||
+        strcmp(pc.world.name, "world")) {
+        check_fail("group names");
+    }
+    if (pc.timeout_s != 60.0) { check_fail("timeout_s %g, expected 60", pc.timeout_s); }
+    snprintf(name, sizeof(name), "%s coordinates", label);
+    check_end(name);
+
+    check_begin();
+    int* ex = (int*)mallocCheck((size_t)W * sizeof(int));
+    for (int t = 0; t < tp; t++) { ex[t] = pc.dp_rank * tp * pp + pc.pp_rank * tp + t; }
+    expect_members(&pc.tp_group, ex, tp, "tp");
+    for (int p = 0; p < pp; p++) { ex[p] = pc.dp_rank * tp * pp + p * tp + pc.tp_rank; }
+    expect_members(&pc.pp_group, ex, pp, "pp");
+    for (int d = 0; d < dp; d++) { ex[d] = d * tp * pp + pc.pp_rank * tp + pc.tp_rank; }
+    expect_members(&pc.dp_group, ex, dp, "dp");
+    for (int r = 0; r < W; r++) { ex[r] = r; }
+    expect_members(&pc.world, ex, W, "world");
+    free(ex);
+    // the communicators really hold those members: sum of 2^world_rank over each group
+    CommGroup* gs[3] = { &pc.dp_group, &pc.tp_group, &pc.pp_group };
+    for (int k = 0; k < 3; k++) {
+        double mask = ldexp(1.0, wr), want = 0.0;
+        for (int m = 0; m < gs[k]->size; m++) { want += ldexp(1.0, gs[k]->world_ranks[m]); }
+        comm_allreduce_sum_f64(gs[k], &mask, 1);
+        if (!(mask == want)) { check_fail("%s communicator: member mask %g, expected %g", gs[k]->name, mask, want); }
+    }
+    snprintf(name, sizeof(name), "%s group membership", label);
+    check_end(name);
+
+    if (run_collectives) {
+        char l2[96];
+        snprintf(l2, sizeof(l2), "%s dp", label);
+        test_group(&pc.dp_group, l2);
+        snprintf(l2, sizeof(l2), "%s tp", label);
+        test_group(&pc.tp_group, l2);
+        snprintf(l2, sizeof(l2), "%s pp", label);
+        test_group(&pc.pp_group, l2);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// --big-test: counts past INT_MAX through the real chunking limit (2 GB per rank; not part of the default run)
+
+static void test_big(void) {
+    size_t n = (size_t)INT_MAX + 5;
+    unsigned char* buf = (unsigned char*)mallocCheck(n);
+    for (size_t i = 0; i < n; i++) { buf[i] = pc.world_rank == 0 ? (unsigned char)((i * 131 + 7) & 0xFF) : 0; }
+    check_begin();
+    comm_broadcast(&pc.world, buf, n, 0);
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i] != (unsigned char)((i * 131 + 7) & 0xFF)) { check_fail("byte %zu differs", i); break; }
+    }
+    check_end("broadcast of INT_MAX+5 bytes (2 chunks)");
+#ifdef USE_MPI
+    if (pc.world_size >= 2) {
+        check_begin();
+        if (pc.world_rank == 1) { memset(buf, 0, n); }
+        if (pc.world_rank == 0) { comm_send(&pc.world, buf, n, 1, 3); }
+        if (pc.world_rank == 1) {
+            comm_recv(&pc.world, buf, n, 0, 3);
+            for (size_t i = 0; i < n; i++) {
+                if (buf[i] != (unsigned char)((i * 131 + 7) & 0xFF)) { check_fail("byte %zu differs", i); break; }
+            }
+        }
+        check_end("send/recv of INT_MAX+5 bytes (2 chunks)");
+    }
+#endif
+    free(buf);
+}
+
+// ----------------------------------------------------------------------------
+// failure modes (each ends the job; run by the test runner, see the header)
+
+static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
+    if (strcmp(mode, "--layout-error-test") == 0) {
+        parallel_set_layout(&pc, pc.world_size + 1, 1, 10.0);
+        fprintf(stderr, "layout error test: parallel_set_layout accepted tp = world_size + 1\n");
+        return 1;
+    }
+    if (pc.world_size < 2) { fatal("%s needs at least 2 ranks (mpirun -np 2)", mode); }
+    if (hang_rank < 1 || hang_rank >= pc.world_size) { fatal("--hang-rank %d must be in [1, %d)", hang_rank, pc.world_size); }
+    int is_hung = pc.world_rank == hang_rank;
+    parallel_set_layout(&pc, 1, 1, strcmp(mode, "--hang-test") == 0 ? timeout_s : 60.0);
+    float buf[4096];
+    for (int i = 0; i < 4096; i++) { buf[i] = 1.0f; }
+    if (is_hung) {
+        if (strcmp(mode, "--hang-test") == 0) {
+            sleep_s(timeout_s * 10 + 30); // far past rank 0's timeout: it must abort the job first
+        } else if (strcmp(mode, "--kill-test") == 0) {
+            sleep_s(0.5);
+            kill(getpid(), SIGKILL);
+        } else if (strcmp(mode, "--exit-test") == 0) {
+            sleep_s(0.5);
+            fatal("simulated failure on rank %d", pc.world_rank);
+        }
+    }
+    comm_allreduce_sum_f32(&pc.world, buf, 4096);
+    fprintf(stderr, "%s: rank %d: the allreduce completed; expected the job to end with an error\n", mode, pc.world_rank);
+    parallel_finalize(&pc);
+    return 1;
+}
+
+// ----------------------------------------------------------------------------
+
+// The default run: the suite on the world group at three chunk limits, then every layout the world size allows.
+static void run_suite(void) {
+    // the whole suite on the world group, at the default chunk limit and at two small ones (chunked paths)
+    test_group(&pc.world, "world");
+    size_t limits[2] = { 1000, 7 };
+    for (int k = 0; k < 2; k++) {
+        char label[64];
+        pc.max_count = limits[k];
+        snprintf(label, sizeof(label), "world max_count=%zu", limits[k]);
+        test_group(&pc.world, label);
+    }
+    pc.max_count = (size_t)INT_MAX;
+
+    // every layout this world size allows; each runs the suite on its dp, tp and pp groups
+    int W = pc.world_size;
+    int layouts[][2] = { { 1, 1 }, { 2, 1 }, { 1, 2 }, { 2, 2 }, { 0, 1 }, { 1, 0 } }; // 0 = world size
+    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+        int tp = layouts[i][0] ? layouts[i][0] : W, pp = layouts[i][1] ? layouts[i][1] : W;
+        char err[256];
+        if (!parallel_layout_valid(W, tp, pp, err, sizeof(err))) { continue; }
+        if (i >= 4 && W <= 2) { continue; } // tp = W or pp = W already covered by the 2-way layouts
+        test_layout(tp, pp, 1);
+    }
+}
+
+int main(int argc, char** argv) {
+    parallel_init(&pc, &argc, &argv);
+    const char* mode = NULL;
+    double timeout_s = 3.0;
+    int hang_rank = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--hang-test") || !strcmp(argv[i], "--kill-test") || !strcmp(argv[i], "--exit-test") ||
+            !strcmp(argv[i], "--layout-error-test") || !strcmp(argv[i], "--big-test")) {
+            mode = argv[i];
+        } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
+            char* end = NULL;
+            timeout_s = strtod(argv[++i], &end);
+            if (end == argv[i] || *end != '\0' || !(timeout_s > 0.0)) { fatal("--timeout '%s' must be a number > 0", argv[i]); }
+        } else if (!strcmp(argv[i], "--hang-rank") && i + 1 < argc) {
+            char* end = NULL;
+            long r = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end != '\0' || r < 1 || r > 1 << 20) { fatal("--hang-rank '%s' must be an integer >= 1", argv[i]); }
+            hang_rank = (int)r;
+        } else {
+            fatal("unknown argument '%s' (flags: --big-test, --hang-test, --kill-test, --exit-test, "
+                  "--layout-error-test, --timeout S, --hang-rank R)", argv[i]);
+        }
+    }
+    if (mode && strcmp(mode, "--big-test") != 0) { return failure_mode(mode, timeout_s, hang_rank); }
+
+    if (pc.world_rank == 0) {
+        printf("test_comm: %d rank(s) on %d node(s)%s\n", pc.world_size, pc.nodes,
+#ifdef USE_MPI
+               ""
+#else
+               " (built without MPI)"
+#endif
+        );
+    }
+    check("world group", pc.world.size == pc.world_size && pc.world.rank == pc.world_rank && pc.world_rank >= 0 &&
+          pc.world_rank < pc.world_size, "world group does not match world rank/size");
+    check("defaults: timeout 300 s, max_count INT_MAX", pc.timeout_s == 300.0 && pc.max_count == (size_t)INT_MAX,
+          "unexpected defaults");
+    {
+        CommRequest z;
+        memset(&z, 0, sizeof(z));
+        comm_wait(&z);
+        check("zeroed request", comm_test(&z) == 1, "comm_test on a zeroed request did not return 1");
+    }
+#ifdef USE_MPI
+    {
+        const char* tuning = getenv("COMM_MPI_TUNING");
+        if (tuning == NULL || strcmp(tuning, "0") != 0) {
+            check("MPI tuning: OMPI_MCA_coll_libnbc_iallreduce_algorithm set before MPI_Init",
+                  getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") != NULL, "not set");
+        }
+    }
+#endif
+    test_layout_validation();
+    test_pid_dead();
+
+    if (mode) { // --big-test
+        test_big();
+    } else {
+        run_suite();
+    }
+    int failed = n_failed;
+#ifdef USE_MPI
+    mpiCheck(MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD));
+#endif
+    parallel_finalize(&pc);
+    if (pc.world_rank == 0) {
+        printf("%d passed, %d failed\n", n_passed, n_failed);
+        fflush(stdout);
+    }
+    return failed ? 1 : 0;
+}
