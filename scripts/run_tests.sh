@@ -66,8 +66,14 @@ if [ -x tests/test_comm ] && command -v mpirun >/dev/null 2>&1; then
     for np in 1 2 3 4; do
         run "test_comm -np $np" $MPIRUN -np $np ./tests/test_comm
     done
-    expect_fail "test_comm hang test names the missing rank" "rank\(s\) 1 never arrived" \
-        timeout 120 $MPIRUN -np 2 ./tests/test_comm --hang-test
+    expect_fail "test_comm: a hung rank is named at the timeout" "rank\(s\) 1 never arrived" \
+        timeout 120 $MPIRUN -np 2 ./tests/test_comm --hang-test --timeout 3
+    expect_fail "test_comm: a killed rank ends the job, named by mpirun" "rank 1" \
+        timeout 120 $MPIRUN -np 2 ./tests/test_comm --kill-test
+    expect_fail "test_comm: a rank that exits ends the job" "simulated failure on rank 1" \
+        timeout 120 $MPIRUN -np 2 ./tests/test_comm --exit-test
+    expect_fail "test_comm: a layout that does not divide the world is refused" "is not divisible by tp\*pp" \
+        timeout 120 $MPIRUN -np 3 ./tests/test_comm --layout-error-test
 else
     echo "SKIP test_comm: MPI not available"
 fi
