@@ -407,24 +407,38 @@ static int config_from_name(GPTConfig* g, const char* name) {
 
 // ----------------------------------------------------------------------------
 // Random initialisation: normal(0, 0.02); residual projections (attprojw, fcprojw) scaled by 1/sqrt(2L);
-// LayerNorm weights 1, biases 0, padded vocabulary rows 0. The stream is drawn tensor by tensor in file order,
-// so the result does not depend on the in-memory layout.
+// LayerNorm weights 1, biases 0, padded vocabulary rows 0. Each tensor is drawn in chunks of 64K values, chunk k
+// of tensor i from its own stream seeded by (seed, i, k), so the result depends neither on the in-memory layout
+// nor on the number of threads, and big models initialise on all cores.
 
 static uint64_t rng_next(uint64_t* s) { // xorshift64*
     *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;
     return *s * 2685821657736338717ULL;
 }
 static float rng_uniform(uint64_t* s) { return (rng_next(s) >> 40) / 16777216.0f; } // [0, 1)
-static float rng_normal(uint64_t* s) {
-    float u1 = rng_uniform(s), u2 = rng_uniform(s);
-    if (u1 < 1e-7f) { u1 = 1e-7f; }
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+// Fills p[0..n) with std * normal(0,1) from stream s (Box-Muller, both values of each pair used).
+static void fill_normal(float* p, size_t n, float std, uint64_t s) {
+    for (size_t j = 0; j < n; j += 2) {
+        float u1 = rng_uniform(&s), u2 = rng_uniform(&s);
+        if (u1 < 1e-7f) { u1 = 1e-7f; }
+        float r = sqrtf(-2.0f * logf(u1)), a = 6.2831853f * u2;
+        p[j] = std * r * cosf(a);
+        if (j + 1 < n) { p[j + 1] = std * r * sinf(a); }
+    }
 }
 
 static void init_params(float* params, const ParamLayout* pl, uint64_t seed) {
-    uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
     const GPTConfig* g = &pl->cfg;
     float resid_std = 0.02f / sqrtf(2.0f * g->num_layers);
+    const size_t CHUNK = 1 << 16;
     for (int i = 0; i < pl->num_tensors; i++) {
         const ParamEntry* e = &pl->table[i];
         float* p = params + e->offset;
@@ -437,8 +451,14 @@ static void init_params(float* params, const ParamLayout* pl, uint64_t seed) {
         float std = (strncmp(nm, "attprojw", 8) == 0 || strncmp(nm, "fcprojw", 7) == 0) ? resid_std : 0.02f;
         size_t valid = n;
         if (strcmp(nm, "wte") == 0) { valid = (size_t)g->vocab_size * g->channels; }
-        for (size_t j = 0; j < valid; j++) { p[j] = std * rng_normal(&s); }
-        for (size_t j = valid; j < n; j++) { p[j] = 0.0f; }
+        long nchunks = (long)((valid + CHUNK - 1) / CHUNK);
+        #pragma omp parallel for schedule(static)
+        for (long k = 0; k < nchunks; k++) {
+            size_t lo = (size_t)k * CHUNK, hi = lo + CHUNK < valid ? lo + CHUNK : valid;
+            uint64_t s = splitmix64(seed ^ splitmix64(((uint64_t)i << 40) ^ (uint64_t)k)) | 1;
+            fill_normal(p + lo, hi - lo, std, s);
+        }
+        memset(p + valid, 0, (n - valid) * sizeof(float));
     }
 }
 
@@ -604,7 +624,7 @@ static void activations_alloc(Activations* a, const GPTConfig* g, int B, int T) 
     size_t sizes[64];
     a->total_floats = activations_floats(g, B, T, sizes);
     a->base = (float*)alignedMallocCheck(mulSize(a->total_floats, sizeof(float)));
-    memset(a->base, 0, a->total_floats * sizeof(float));
+    zero_floats(a->base, a->total_floats); // first touch on all threads
     float* p = a->base;
     int i = 0;
 #define X_CARVE(name, size) a->name = p; p += sizes[i++];
@@ -638,7 +658,7 @@ static void gpt_alloc_params(GPT* m, const GPTConfig* cfg, int dp) {
     layout_build(&m->layout, cfg);
     size_t n_pad = zero_padded_size(m->layout.num_params, dp);
     m->params = (float*)alignedMallocCheck(mulSize(n_pad, sizeof(float)));
-    memset(m->params, 0, n_pad * sizeof(float));
+    zero_floats(m->params, n_pad);
     memset(&m->p, 0, sizeof(m->p));
     views_bind(&m->p, &m->layout, m->params);
 }
@@ -652,7 +672,7 @@ static size_t gpt_grad_floats(const ParamLayout* pl, int stage, int dp) {
 static void gpt_alloc_grads(GPT* m, int stage, int dp) {
     m->grad_floats = gpt_grad_floats(&m->layout, stage, dp);
     float* buf = (float*)alignedMallocCheck(mulSize(m->grad_floats, sizeof(float)));
-    memset(buf, 0, m->grad_floats * sizeof(float));
+    zero_floats(buf, m->grad_floats);
     memset(&m->g, 0, sizeof(m->g));
     if (stage < 2) {
         m->grads = buf;

@@ -15,6 +15,7 @@ exiting non-zero; input validation elsewhere is real code with a real message, n
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -96,13 +97,19 @@ static void* calloc_check(size_t n, size_t size, const char* file, int line) {
 }
 #define callocCheck(n, size) calloc_check(n, size, __FILE__, __LINE__)
 
-// 64-byte aligned allocation (cache line; AVX-512 loads), for the big buffer families.
+// Aligned allocation for the big buffer families: 64 bytes (cache line, AVX-512 loads), and for buffers of 4 MB
+// and more 2 MB with a transparent-huge-page hint, so that first touch costs one page fault per 2 MB instead of
+// one per 4 KB (on a VM that is seconds for a 124M-parameter model) and streaming kernels miss the TLB less.
 static void* aligned_malloc_check(size_t size, const char* file, int line) {
     void* p = NULL;
-    size_t rounded = (size + 63) / 64 * 64;
-    if (posix_memalign(&p, 64, rounded == 0 ? 64 : rounded) != 0) {
+    size_t align = size >= ((size_t)4 << 20) ? ((size_t)2 << 20) : 64;
+    size_t rounded = (size + align - 1) / align * align;
+    if (posix_memalign(&p, align, rounded == 0 ? 64 : rounded) != 0) {
         fatal("out of memory allocating %zu bytes [at %s:%d]", size, file, line);
     }
+#ifdef MADV_HUGEPAGE
+    if (align > 64) { madvise(p, rounded, MADV_HUGEPAGE); } // a hint: failure is harmless
+#endif
     return p;
 }
 #define alignedMallocCheck(size) aligned_malloc_check(size, __FILE__, __LINE__)

@@ -90,11 +90,11 @@ static void zero_init(ZeroOptimizer* z, int stage, CommGroup* group, size_t n, c
     size_t S = z->hi - z->lo;
     z->m = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
     z->v = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
-    memset(z->m, 0, S * sizeof(float));
-    memset(z->v, 0, S * sizeof(float));
+    zero_floats(z->m, S); // first touch on all threads
+    zero_floats(z->v, S);
     if (stage >= 1) {
         z->gshard = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
-        memset(z->gshard, 0, S * sizeof(float));
+        zero_floats(z->gshard, S);
     }
     memcpy(z->segments, segs, sizeof(ZeroSegment) * nseg);
     z->num_segments = nseg;
