@@ -814,6 +814,11 @@ static void grad_bucket_release(GPT* m, BackwardComm* bc, int bucket) {
     zero_progress(bc->z);
 }
 
+// MPI advances non-blocking collectives only inside MPI calls: poke the in-flight reductions between kernels.
+static void backward_progress(BackwardComm* bc) {
+    if (bc->z && bc->z->num_pending > 0) { zero_progress(bc->z); }
+}
+
 // Returns the mean loss over the batch's tokens.
 static float gpt_forward_backward(GPT* m, const int32_t* targets, float dloss_scale, BackwardComm* bc) {
     const GPTConfig* g = &m->cfg;
@@ -847,18 +852,23 @@ static float gpt_forward_backward(GPT* m, const int32_t* targets, float dloss_sc
         const float* fchg = a->fch_gelu + l * btc * 4;
         // MLP: dres is the gradient of residual3 = res2 + fcproj(gelu(fc(ln2)))
         matmul_backward(a->dfch, dw->fcprojw, dw->fcprojb, a->dres, fchg, w->fcprojw, BT, 4 * C, C);
+        backward_progress(bc);
         gelu_backward(a->dfch, fch, a->dfch, btc * 4);
         matmul_backward(a->dtmp, dw->fcw, dw->fcb, a->dfch, ln2, w->fcw, BT, C, 4 * C);
+        backward_progress(bc);
         layernorm_backward(a->dres, dw->ln2w, dw->ln2b, a->ln_scratch, a->dtmp, res2, w->ln2w,
                            a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, BT, C);
         // attention: dres is now the gradient of residual2 = in + attproj(attention(qkv(ln1)))
         matmul_backward(a->dtmp, dw->attprojw, dw->attprojb, a->dres, atty, w->attprojw, BT, C, C);
+        backward_progress(bc);
         attention_backward(a->dqkv, a->att_scratch, a->dtmp, qkv, atty, lse, B, T, C, NH);
+        backward_progress(bc);
         matmul_backward(a->dtmp, dw->qkvw, dw->qkvb, a->dqkv, ln1, w->qkvw, BT, C, 3 * C);
         layernorm_backward(a->dres, dw->ln1w, dw->ln1b, a->ln_scratch, a->dtmp, in, w->ln1w,
                            a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, BT, C);
         grad_bucket_release(m, bc, 1 + l);
     }
+    backward_progress(bc);
     encoder_backward(m->g.wte, m->g.wpe, a->dres, m->inputs, B, T, C);
     grad_bucket_release(m, bc, 0);
     return (float)(loss / BT);

@@ -8,8 +8,9 @@ Because every tensor is a range of the flat layout, sharding and gathering are p
 
   stage 0 (DDP):  every rank keeps full gradients and full moments. On the last micro-step each bucket of gradients
                   is all-reduced (non-blocking) as soon as backward has finished it.
-  stage 1:        moments sharded. On the last micro-step each bucket is reduce-scattered into gshard (the owned
-                  range); AdamW runs on the owned range only; the parameters are all-gathered after the update.
+  stage 1:        moments sharded. On the last micro-step each bucket is reduce-scattered in place: the owned
+                  range of the full gradient buffer receives the sum; AdamW runs on the owned range only; the
+                  parameters are all-gathered after the update.
   stage 2:        as stage 1, and gradients are sharded too: every micro-step reduce-scatters each bucket as soon as
                   it is final, so the full gradient buffer is never needed: backward writes a layer's gradients
                   into one of two reused layer slots (the trainer's job), the owner accumulates into gshard.
@@ -46,7 +47,7 @@ typedef struct {
     size_t lo, hi;        // owned range [lo, hi) = [rank*S, (rank+1)*S)
     float* m;             // (S) first moment of the owned range (stage 0: (n_pad), every rank owns everything)
     float* v;             // (S) second moment
-    float* gshard;        // (S) reduced gradient of the owned range (stages 1, 2); NULL for stage 0
+    float* gshard;        // (S) reduced gradient of the owned range (stage 2); NULL for stages 0 and 1
     ZeroSegment segments[ZERO_MAX_SEGMENTS];
     int num_segments;
     CommRequest pending[ZERO_MAX_BUCKETS];
@@ -67,12 +68,6 @@ static size_t zero_padded_size(size_t n, int size) {
     return (n + unit - 1) / unit * unit;
 }
 
-// Bytes the optimizer itself allocates (moments and gshard), for the memory plan printed at start.
-static size_t zero_state_bytes(int stage, size_t n, int size) {
-    size_t n_pad = zero_padded_size(n, size);
-    size_t S = stage == 0 ? n_pad : n_pad / size;
-    return sizeof(float) * (2 * S + (stage >= 1 ? n_pad / size : 0));
-}
 
 static void zero_init(ZeroOptimizer* z, int stage, CommGroup* group, size_t n, const ZeroSegment* segs, int nseg) {
     memset(z, 0, sizeof(*z));
@@ -92,7 +87,7 @@ static void zero_init(ZeroOptimizer* z, int stage, CommGroup* group, size_t n, c
     z->v = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
     zero_floats(z->m, S); // first touch on all threads
     zero_floats(z->v, S);
-    if (stage >= 1) {
+    if (stage == 2) {
         z->gshard = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
         zero_floats(z->gshard, S);
     }
@@ -133,7 +128,9 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
         counts[r] = e > s ? e - s : 0;
     }
     size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
-    float* recv = z->gshard + (own_s < own_e ? own_s - z->lo : 0);
+    // stage 1 reduces in place (the owned slice of the send buffer receives the sum); stage 2 into gshard
+    float* recv = z->stage == 1 ? bucket_grads + (own_s < own_e ? own_s - lo : 0)
+                                : z->gshard + (own_s < own_e ? own_s - z->lo : 0);
     if (z->stage == 2 && !first_micro_step && own_s < own_e) {
         add_floats(bucket_grads + (own_s - lo), recv, own_e - own_s);
     }
@@ -165,9 +162,9 @@ static void zero_wait_all(ZeroOptimizer* z) {
     while (z->num_pending > 0) { zero_wait_index(z, z->num_pending - 1); }
 }
 
-// The gradient of the owned range after the reduction: the full buffer for stage 0, gshard otherwise.
+// The gradient of the owned range after the reduction: in the full buffer for stages 0 and 1, gshard for 2.
 static float* zero_owned_grads(ZeroOptimizer* z, float* full_grads) {
-    return z->stage == 0 ? full_grads : z->gshard;
+    return z->stage == 2 ? z->gshard : full_grads + z->lo;
 }
 
 // Global squared L2 norm of the reduced gradient (padding is zero and adds nothing). Exact across shard boundaries:
@@ -197,10 +194,13 @@ static void zero_adamw_step(ZeroOptimizer* z, float* params, float* full_grads, 
 }
 
 // Clears the accumulated gradients for the next optimizer step. AdamW already zeroed the owned gradients it read
-// (all of them in stage 0, gshard in stages 1 and 2); stage 1 still holds the unowned part of the full buffer.
-// Stage 2's arena is cleared bucket by bucket when backward reuses it.
+// (all of them in stage 0); stage 1 still holds the unowned part of the full buffer (left undefined by the
+// in-place reduce-scatter). Stage 2's arena is cleared bucket by bucket when backward reuses it.
 static void zero_clear_grads(ZeroOptimizer* z, float* full_grads) {
-    if (z->stage == 1 && full_grads) { zero_floats(full_grads, z->n_pad); }
+    if (z->stage == 1 && full_grads) {
+        zero_floats(full_grads, z->lo);
+        zero_floats(full_grads + z->hi, z->n_pad - z->hi);
+    }
 }
 
 // ----------------------------------------------------------------------------
