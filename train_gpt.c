@@ -121,7 +121,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("seed", NULL, seed, 0, 2147483647, "seed for initialisation, data order and sampling"),
     FLAG_I("zero", "-z", zero, 0, 2, "ZeRO stage: 0 (all-reduce), 1 (sharded optimizer), 2 (sharded gradients too)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
-    FLAG_I("threads", NULL, threads, 0, 4096, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores)"),
+    { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
     FLAG_I("val-every", "-v", val_every, 0, 1e9, "validation loss every N steps (0: off)"),
     FLAG_I("val-steps", "-m", val_steps, 1, 1e9, "validation batches per evaluation"),
     FLAG_I("sample-every", "-s", sample_every, 0, 1e9, "generate a sample every N steps (0: off)"),
