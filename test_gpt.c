@@ -5,6 +5,8 @@ kernel header, never from pasted copies.
     make test_gpt && ./test_gpt                     all single-process tests (needs ./train_gpt built)
     ./test_gpt --model M.bin --state S.bin          check any llm.c model + debug-state pair (logits, loss, grads)
     ./test_gpt --only NAME                          run the groups whose name contains NAME
+    ./test_gpt --only reference --ref-dir DIR       the reference checks on another make_reference.py output
+                                                    (--traj-lr LR if its trajectory used another learning rate)
 
 Groups: finite-difference gradient checks of every op (double precision), the committed PyTorch reference
 (logits, loss, every gradient, a 10-step AdamW trajectory), bit-exact checkpoint resume through the real binary,
@@ -255,6 +257,24 @@ static void test_gelu(void) {
     fd_grad(gelu_loss, &c, c.x, c.n, ref);
     check_close("gelu_backward in place (finite differences)", fR, ref, c.n, FD_ATOL, FD_RTOL);
     free(c.x); free(c.R); free(fx); free(fR); free(out); free(ref);
+}
+
+// --- the vectorizable exp and tanh against libm in double
+static void test_fast_math(void) {
+    double worst_exp = 0, worst_tanh = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -87.0f + 175.0f * i / 200000.0f;
+        double e = exp((double)x);
+        double rel = fabs(fast_expf(x) - e) / e;
+        if (!(rel <= worst_exp)) { worst_exp = rel; } // NaN propagates into worst
+        float u = -12.0f + 24.0f * i / 200000.0f;
+        double ta = fabs(fast_tanhf(u) - tanh((double)u));
+        if (!(ta <= worst_tanh)) { worst_tanh = ta; }
+    }
+    report(worst_exp <= 4e-7, "fast_expf relative error on [-87, 88]", "max %.3g (bound 4e-7)", worst_exp);
+    report(worst_tanh <= 3e-7, "fast_tanhf absolute error on [-12, 12]", "max %.3g (bound 3e-7)", worst_tanh);
+    report(fast_expf(-1000.0f) >= 0.0f && fast_expf(-1000.0f) < 1e-37f && isfinite(fast_expf(1000.0f)) && fast_tanhf(-50.0f) == -1.0f && fast_tanhf(50.0f) == 1.0f,
+           "fast_expf / fast_tanhf saturate without NaN or Inf", "%s", "");
 }
 
 // --- causal attention
@@ -522,6 +542,8 @@ static void check_reference(const char* model_path, const char* state_path, Para
 // and embeddings, clipping at 1.0, the same batch every step). Tolerance: 1e-4 absolute on the loss and 1e-4
 // relative on the pre-clip norm: per-step float32 differences (~1e-6) are amplified by Adam's division by sqrt(v)
 // on near-zero gradient elements, and still stay two orders of magnitude below the loss changes being checked.
+static float g_traj_lr = 1e-3f; // --traj-lr: for trajectories made with another learning rate
+
 static void check_trajectory(const char* dir, ParallelContext* pc) {
     char mp[1024], sp[1024], tp[1024];
     snprintf(mp, sizeof(mp), "%s/ref_model.bin", dir);
@@ -552,7 +574,7 @@ static void check_trajectory(const char* dir, ParallelContext* pc) {
     build_model(&m, &z, pc, mp, s.B, s.T);
     Config c;
     config_defaults(&c);
-    c.lr = 1e-3f; strcpy(c.lr_schedule, "constant"); c.warmup = 0; c.weight_decay = 0.1f; c.grad_clip = 1.0f; c.steps = 10;
+    c.lr = g_traj_lr; strcpy(c.lr_schedule, "constant"); c.warmup = 0; c.weight_decay = 0.1f; c.grad_clip = 1.0f; c.steps = 10;
     BackwardComm bc = {NULL, 0, 1};
     int bad = 0;
     char detail[2048] = "";
@@ -563,7 +585,10 @@ static void check_trajectory(const char* dir, ParallelContext* pc) {
         StepStats st = optimizer_step(&m, &z, &c, step);
         int ok = isfinite(loss) && fabs(loss - ref_loss[step]) <= 1e-4 && fabs(st.grad_norm - ref_norm[step]) <= 1e-4 * ref_norm[step];
         if (!ok) { bad++; }
-        dl += snprintf(detail + dl, sizeof(detail) - dl, "%s%d: %.6f/%.6f", step ? ", " : "", step, loss, ref_loss[step]);
+        if (dl < sizeof(detail)) {
+            dl += snprintf(detail + dl, sizeof(detail) - dl, "%s%d: %.6f/%.6f (norm %.5g/%.5g)", step ? ", " : "", step, loss,
+                           ref_loss[step], st.grad_norm, ref_norm[step]);
+        }
     }
     report(bad == 0, "reference 10-step AdamW trajectory (loss, grad norm)", "%s", detail);
     // padded vocabulary rows stay exactly zero
@@ -946,7 +971,8 @@ int main(int argc, char** argv) {
         else if (strcmp(argv[i], "--model") == 0) { model_path = argv[i + 1]; }
         else if (strcmp(argv[i], "--state") == 0) { state_path = argv[i + 1]; }
         else if (strcmp(argv[i], "--ref-dir") == 0) { ref_dir = argv[i + 1]; }
-        else { fatal("test_gpt: unknown flag '%s' (--only NAME, --model M.bin --state S.bin, --ref-dir DIR)", argv[i]); }
+        else if (strcmp(argv[i], "--traj-lr") == 0) { g_traj_lr = (float)atof(argv[i + 1]); }
+        else { fatal("test_gpt: unknown flag '%s' (--only NAME, --model M.bin --state S.bin, --ref-dir DIR, --traj-lr LR)", argv[i]); }
     }
     if (model_path || state_path) {
         if (!model_path || !state_path) { fatal("test_gpt: --model and --state go together"); }
@@ -955,6 +981,7 @@ int main(int argc, char** argv) {
         if (name_selected(only, "ops")) {
             test_matmul();
             test_layernorm();
+            test_fast_math();
             test_gelu();
             test_attention();
             test_encoder();
