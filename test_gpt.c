@@ -912,14 +912,16 @@ static void test_parallel(void) {
         snprintf(name, sizeof(name), "2 ranks --zero %d: validation losses (same batches whatever the ranks) equal one process", z);
         compare_values(name, "val_loss", ref0, log, 5, 1e-5);
     }
-    // one process with sharded optimizer state (a group of one) trains exactly as without
+    // one process with sharded optimizer state (a group of one): stage 1 accumulates exactly as stage 0, so the
+    // losses are bit-identical; stage 2 adds each micro-step's gradients to the running shard in another order
+    // (per-thread LayerNorm partial sums, then the shard), so float32 rounding may differ in the last bits
     for (int z = 1; z <= 2; z++) {
         snprintf(log, sizeof(log), "%s/p1_z%d.jsonl", TMP, z);
         snprintf(cmd, sizeof(cmd), "./train_gpt %s --steps 20 --zero %d --log %s", common, z, log);
         int rc = run_capture(cmd, out, sizeof(out));
         snprintf(name, sizeof(name), "1 process --zero %d: same losses as --zero 0", z);
         if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
-        compare_losses(name, ref0, 0, log, 20, 0.0);
+        compare_losses(name, ref0, 0, log, 20, z == 1 ? 0.0 : 1e-5);
     }
     // resume across world sizes: 2 ranks train with a checkpoint at step 10; 1 and 3 ranks continue from it to step 20
     for (int shuffle = 0; shuffle <= 1; shuffle++) {

@@ -31,7 +31,7 @@ checkpoints, evaluation and sampling, the training loop.
 #include "utils.h"        // defines: fatal, fopenCheck, freadCheck, mallocCheck, mulSize, AtomicFile, checksum64
 #include "kernels_cpu.h"  // defines: encoder_*, layernorm_*, matmul_*, attention_*, gelu_*, classifier_*, adamw_update
 #include "comm.h"         // defines: ParallelContext, CommGroup, parallel_init, comm_allreduce_*, comm_broadcast, ...
-#include "zero.h"         // defines: ZeroOptimizer, zero_init, zero_bucket_ready, zero_adamw_step, zero_gather_moments
+#include "zero.h"         // defines: ZeroOptimizer, zero_init, zero_bucket_ready, zero_wait_all, zero_adamw_step
 #include "dataloader.h"   // defines: DataLoader, dataloader_init, dataloader_next_batch, dataloader_get/set_state
 #include "tokenizer.h"    // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_free
 
@@ -918,12 +918,16 @@ static StepStats optimizer_step(GPT* m, ZeroOptimizer* z, const Config* c, int s
 
 // ----------------------------------------------------------------------------
 // Checkpoints: DIR/model_XXXXXXXX.bin (an llm.c model file) + DIR/state_XXXXXXXX.bin + DIR/latest (the step).
-// The state holds the step, the AdamW moments in the logical unsharded layout and llm.c's file order, the data
-// sampler state and the sampling RNG, with checksums of both files. Each file is written to a temporary name and
-// renamed; `latest` moves last, so a crash at any point leaves the previous checkpoint intact and current.
+// The state holds the step, the AdamW moments m then v (n floats each, in the flat parameter layout, which depends
+// only on the model's shape: logical and unsharded), the data sampler state and the sampling RNG, with checksums
+// of both files. The moments are streamed: each data-parallel rank sends its shard to rank 0, which writes them in
+// order, and on resume each rank reads the file through a small buffer keeping only its own range, so no rank ever
+// holds all the moments of a sharded optimizer. Each file is written to a temporary name and renamed; `latest`
+// moves last, so a crash at any point leaves the previous checkpoint intact and current.
 
 #define STATE_MAGIC 20240331
-#define STATE_VERSION 1
+#define STATE_VERSION 2
+#define STATE_CHUNK_FLOATS ((size_t)1 << 22)
 enum {
     ST_MAGIC = 0, ST_VERSION, ST_STEP, ST_NUM_PARAMS, ST_MODEL_SUM, ST_STATE_SUM, ST_RNG, ST_LOSS_SCALE,
     ST_MAXT, ST_V, ST_L, ST_NH, ST_C, ST_VP, ST_ZERO, ST_WORLD, ST_B, ST_T,
@@ -942,32 +946,65 @@ static void checkpoint_paths(const char* dir, int step, char* model_path, char* 
     snprintf(state_path, cap, "%s/state_%08d.bin", dir, step);
 }
 
-// Collective over the data-parallel group (moments are gathered); only dp rank 0 writes.
+// The part of data-parallel rank r's owned range that holds real parameters: [lo, hi) clipped to n.
+static void shard_range(const ZeroOptimizer* z, int r, size_t* lo, size_t* hi) {
+    if (z->stage == 0) { *lo = 0; *hi = z->n; return; }
+    size_t a = (size_t)r * z->shard, b = a + z->shard;
+    *lo = a < z->n ? a : z->n;
+    *hi = b < z->n ? b : z->n;
+}
+
+// Rank 0 writes one moment vector (m or v) shard by shard; the other ranks send theirs. Returns the checksum.
+static uint64_t stream_moment_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, float* buf, uint64_t h) {
+    if (z->stage == 0) {
+        if (z->rank == 0) {
+            fwriteCheck(mine, sizeof(float), z->n, fp, path);
+            h = checksum64(mine, z->n * sizeof(float), h);
+        }
+        return h;
+    }
+    for (int r = 0; r < z->size; r++) {
+        size_t lo, hi;
+        shard_range(z, r, &lo, &hi);
+        size_t cnt = hi - lo;
+        if (r == 0 && z->rank == 0) { buf = (float*)mine; }
+        else if (z->rank == 0) { comm_recv(z->group, buf, cnt * sizeof(float), r, 7); }
+        else if (z->rank == r) { comm_send(z->group, mine, cnt * sizeof(float), 0, 7); }
+        if (z->rank == 0) {
+            fwriteCheck(buf, sizeof(float), cnt, fp, path);
+            h = checksum64(buf, cnt * sizeof(float), h);
+        }
+    }
+    return h;
+}
+
+// Collective over the data-parallel group; rank 0 writes.
 static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
                             const Config* c) {
-    float* m_full = (float*)alignedMallocCheck(mulSize(z->n_pad, sizeof(float)));
-    float* v_full = (float*)alignedMallocCheck(mulSize(z->n_pad, sizeof(float)));
-    zero_gather_moments(z, m_full, v_full);
-    if (pc->world_rank == 0) {
+    int writer = pc->world_rank == 0;
+    char mp[2048], sp[2048], lp[2048];
+    checkpoint_paths(dir, ts->step, mp, sp, sizeof(mp));
+    AtomicFile af;
+    uint64_t h[ST_HEADER_WORDS] = {0};
+    float* buf = NULL;
+    if (writer) {
         mkdir(dir, 0755);
-        char mp[2048], sp[2048], lp[2048];
-        checkpoint_paths(dir, ts->step, mp, sp, sizeof(mp));
-        uint64_t model_sum = model_save(mp, &m->layout, m->params);
-        AtomicFile af;
+        h[ST_MODEL_SUM] = model_save(mp, &m->layout, m->params);
         atomic_open(&af, sp);
-        uint64_t h[ST_HEADER_WORDS] = {0};
+        // the payload checksum is only known after writing: write the header, the payload, then the header again
+        fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
+        buf = (float*)mallocCheck(mulSize(z->shard, sizeof(float)));
+    }
+    uint64_t sum = stream_moment_out(writer ? af.fp : NULL, sp, z->m, z, buf, FNV1A64_INIT);
+    sum = stream_moment_out(writer ? af.fp : NULL, sp, z->v, z, buf, sum);
+    if (writer) {
         const GPTConfig* g = &m->cfg;
         h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = STATE_VERSION; h[ST_STEP] = ts->step;
-        h[ST_NUM_PARAMS] = m->layout.num_params; h[ST_MODEL_SUM] = model_sum; h[ST_RNG] = ts->rng;
+        h[ST_NUM_PARAMS] = m->layout.num_params; h[ST_STATE_SUM] = sum; h[ST_RNG] = ts->rng;
         h[ST_MAXT] = g->max_seq_len; h[ST_V] = g->vocab_size; h[ST_L] = g->num_layers; h[ST_NH] = g->num_heads;
         h[ST_C] = g->channels; h[ST_VP] = g->padded_vocab_size; h[ST_ZERO] = z->stage; h[ST_WORLD] = pc->world_size;
         h[ST_B] = c->batch_size; h[ST_T] = c->seq_len;
         for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { h[ST_DATA + i] = ts->data_state[i]; }
-        // the payload checksum is only known after writing: write the header, the payload, then rewrite the header
-        fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
-        uint64_t sum = write_in_file_order(af.fp, &m->layout, m_full, sp, FNV1A64_INIT);
-        sum = write_in_file_order(af.fp, &m->layout, v_full, sp, sum);
-        h[ST_STATE_SUM] = sum;
         fseekCheck(af.fp, 0, SEEK_SET, sp);
         fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
         atomic_commit(&af);
@@ -976,9 +1013,8 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         fprintf(af.fp, "%d\n", ts->step);
         atomic_commit(&af);
         printf("checkpoint: wrote %s and %s\n", mp, sp);
+        free(buf);
     }
-    free(m_full);
-    free(v_full);
     comm_barrier(&pc->world);
 }
 
@@ -994,8 +1030,22 @@ static int checkpoint_latest_step(const char* dir) {
     return step;
 }
 
-// Loads the moments (into this rank's shard), the train state, and verifies both checksums. Params must already
-// hold the checkpoint's model file (its checksum is compared with the one recorded in the state).
+// Reads one moment vector (n floats) through a chunk buffer, keeping this rank's owned range in `mine`.
+static uint64_t stream_moment_in(FILE* fp, const char* path, float* mine, const ZeroOptimizer* z, float* chunk, uint64_t h) {
+    size_t own_lo, own_hi;
+    shard_range(z, z->rank, &own_lo, &own_hi);
+    for (size_t off = 0; off < z->n; off += STATE_CHUNK_FLOATS) {
+        size_t cnt = z->n - off < STATE_CHUNK_FLOATS ? z->n - off : STATE_CHUNK_FLOATS;
+        freadCheck(chunk, sizeof(float), cnt, fp, path);
+        h = checksum64(chunk, cnt * sizeof(float), h);
+        size_t s = off > own_lo ? off : own_lo, e = off + cnt < own_hi ? off + cnt : own_hi;
+        if (s < e) { memcpy(mine + (s - z->lo), chunk + (s - off), (e - s) * sizeof(float)); }
+    }
+    return h;
+}
+
+// Loads the moments (this rank's shard), the train state, and verifies both checksums. Params must already hold
+// the checkpoint's model file (its checksum is compared with the one recorded in the state).
 static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimizer* z, TrainState* ts) {
     char mp[2048], sp[2048];
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
@@ -1007,17 +1057,15 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
     uint64_t h[ST_HEADER_WORDS];
     freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
     if (h[ST_MAGIC] != STATE_MAGIC) { fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
-    if (h[ST_VERSION] != STATE_VERSION) { fatal("checkpoint state '%s': unsupported version %llu", sp, (unsigned long long)h[ST_VERSION]); }
+    if (h[ST_VERSION] != STATE_VERSION) { fatal("checkpoint state '%s': unsupported version %llu (expected %d)", sp, (unsigned long long)h[ST_VERSION], STATE_VERSION); }
     if (h[ST_NUM_PARAMS] != m->layout.num_params || (int)h[ST_STEP] != step) {
         fatal("checkpoint state '%s' does not match its model file (parameters %llu vs %zu, step %llu vs %d)", sp,
               (unsigned long long)h[ST_NUM_PARAMS], m->layout.num_params, (unsigned long long)h[ST_STEP], step);
     }
-    float* m_full = (float*)alignedMallocCheck(mulSize(z->n_pad, sizeof(float)));
-    float* v_full = (float*)alignedMallocCheck(mulSize(z->n_pad, sizeof(float)));
-    memset(m_full, 0, z->n_pad * sizeof(float));
-    memset(v_full, 0, z->n_pad * sizeof(float));
-    uint64_t sum = read_in_file_order(fp, &m->layout, m_full, sp, FNV1A64_INIT);
-    sum = read_in_file_order(fp, &m->layout, v_full, sp, sum);
+    float* chunk = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
+    uint64_t sum = stream_moment_in(fp, sp, z->m, z, chunk, FNV1A64_INIT);
+    sum = stream_moment_in(fp, sp, z->v, z, chunk, sum);
+    free(chunk);
     fclose(fp);
     if (sum != h[ST_STATE_SUM]) { fatal("checkpoint state '%s' is corrupt: checksum mismatch", sp); }
     uint64_t model_sum = FNV1A64_INIT;
@@ -1026,9 +1074,6 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
         model_sum = checksum64(m->params + e->offset, e->rows * e->cols * sizeof(float), model_sum);
     }
     if (model_sum != h[ST_MODEL_SUM]) { fatal("checkpoint model '%s' is corrupt: checksum mismatch with '%s'", mp, sp); }
-    zero_scatter_moments(z, m_full, v_full);
-    free(m_full);
-    free(v_full);
     ts->step = step;
     ts->rng = h[ST_RNG];
     for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { ts->data_state[i] = h[ST_DATA + i]; }

@@ -203,24 +203,4 @@ static void zero_clear_grads(ZeroOptimizer* z, float* full_grads) {
     }
 }
 
-// ----------------------------------------------------------------------------
-// Checkpoint support: moments in the logical, unsharded layout (n floats), whatever the stage and world size.
-
-// Gathers the full moment vectors (n_pad floats each) onto every rank of the group.
-static void zero_gather_moments(ZeroOptimizer* z, float* m_full, float* v_full) {
-    if (z->stage == 0) {
-        memcpy(m_full, z->m, z->n_pad * sizeof(float));
-        memcpy(v_full, z->v, z->n_pad * sizeof(float));
-        return;
-    }
-    comm_allgather_f32(z->group, z->m, m_full, z->shard);
-    comm_allgather_f32(z->group, z->v, v_full, z->shard);
-}
-
-// Takes this rank's part of full moment vectors (n_pad floats, as loaded from a checkpoint).
-static void zero_scatter_moments(ZeroOptimizer* z, const float* m_full, const float* v_full) {
-    memcpy(z->m, m_full + z->lo, (z->hi - z->lo) * sizeof(float));
-    memcpy(z->v, v_full + z->lo, (z->hi - z->lo) * sizeof(float));
-}
-
 #endif // ZERO_H
