@@ -28,9 +28,10 @@ Files (all little-endian):
                   float32, then grads of all params (same order/shapes as the
                   model file; wte grad has Vp rows, padded rows zero).
                   This is one forward/backward at the initial parameters.
-  ref_trajectory.txt  10 AdamW steps on the same (x,y): lr 1e-3, betas
+  ref_trajectory.txt  10 AdamW steps on the same (x,y): lr 1e-3 (--lr), betas
                   (0.9,0.95), eps 1e-8, weight decay 0.1 on wte, wpe, qkvw,
-                  attprojw, fcw, fcprojw only; clip_grad_norm_(params, 1.0)
+                  attprojw, fcw, fcprojw only; clip_grad_norm_(params, 1.0) semantics
+                  with the global norm summed in float64
                   before each update. One line per step: "step loss grad_norm"
                   (loss before the update, grad_norm before clipping), '%.9g'.
 """
@@ -121,6 +122,7 @@ def main():
     ap.add_argument("--T", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the trajectory (test_gpt --traj-lr)")
     a = ap.parse_args()
     assert a.C % a.NH == 0 and a.T <= a.maxT and a.V <= a.Vp
 
@@ -163,13 +165,20 @@ def main():
     opt = torch.optim.AdamW(
         [{"params": [p[k] for k in PARAM_NAMES if k in DECAYED], "weight_decay": 0.1},
          {"params": [p[k] for k in PARAM_NAMES if k not in DECAYED], "weight_decay": 0.0}],
-        lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+        lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     lines = []
     for step in range(a.steps):
         opt.zero_grad(set_to_none=True)
         _, loss = forward(p, x, y, a)
         loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
+        # clip_grad_norm_'s semantics (scale by max_norm / (norm + 1e-6) when below 1), with the norm summed in
+        # float64: torch 1.13's float32 torch.norm loses ~1% on tensors of tens of millions of elements (measured
+        # on GPT-2 124M's wte gradient), which would make the reference, not the trainer, wrong at that size.
+        norm = torch.sqrt(sum((t.grad.double() ** 2).sum() for t in params))
+        coef = 1.0 / (norm.item() + 1e-6)
+        if coef < 1.0:
+            for t in params:
+                t.grad.mul_(coef)
         opt.step()
         lines.append("%d %.9g %.9g" % (step, loss.item(), norm.item()))
     assert (p["wte"][a.V:] == 0).all()
