@@ -5,7 +5,7 @@
 #   make asan       test binaries with AddressSanitizer + UBSan
 CC ?= cc
 CFLAGS_COMMON = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -std=gnu11 -g
-# The trainer may use -O3 -march=native; tests are built without -Ofast/-ffast-math so NaN stays visible.
+# The trainer may use -O3 -march=native; test binaries use TEST_OPT (IEEE semantics, no fast-math) so NaN stays visible.
 OPT ?= -O3 -march=native
 TEST_OPT ?= -O2 -march=native
 LDLIBS = -lm

@@ -923,19 +923,26 @@ static void test_parallel(void) {
         if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
         compare_losses(name, ref0, 0, log, 20, z == 1 ? 0.0 : 1e-5);
     }
-    // resume across world sizes: 2 ranks train with a checkpoint at step 10; 1 and 3 ranks continue from it to step 20
-    for (int shuffle = 0; shuffle <= 1; shuffle++) {
-        snprintf(cmd, sizeof(cmd), "rm -rf %s/pck && " MPIRUN " -np 2 ./train_gpt %s --shuffle %d --steps 20 --zero 1 --checkpoint-every 10 --out %s/pck"
-                 " && cd %s/pck && rm -f model_00000020.bin state_00000020.bin && echo 10 > latest", TMP, common, shuffle, TMP, TMP);
+    // resume across world sizes: 2 ranks train with a checkpoint at step 10; 1 and 3 ranks continue from it to
+    // step 20. The cases cover saving from every ZeRO stage and loading into every stage, in both data orders.
+    const int cases[3][4] = { // shuffle, saving stage (2 ranks), loading stage on 1 rank, loading stage on 3 ranks
+        {0, 1, 0, 2}, {1, 2, 1, 0}, {0, 0, 2, 1},
+    };
+    for (int k = 0; k < 3; k++) {
+        int shuffle = cases[k][0];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s/pck && " MPIRUN " -np 2 ./train_gpt %s --shuffle %d --steps 20 --zero %d --checkpoint-every 10 --out %s/pck"
+                 " && cd %s/pck && rm -f model_00000020.bin state_00000020.bin && echo 10 > latest", TMP, common, shuffle, cases[k][1], TMP, TMP);
         int rc = run_capture(cmd, out, sizeof(out));
-        report(rc == 0, shuffle ? "2 ranks (ZeRO-1, shuffled) write a checkpoint at step 10" : "2 ranks (ZeRO-1) write a checkpoint at step 10", "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
+        snprintf(name, sizeof(name), "2 ranks (ZeRO-%d%s) write a checkpoint at step 10", cases[k][1], shuffle ? ", shuffled" : "");
+        report(rc == 0, name, "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
         int sizes[2] = {1, 3};
-        for (int k = 0; k < 2; k++) {
-            snprintf(log, sizeof(log), "%s/pr_%d_%d.jsonl", TMP, sizes[k], shuffle);
+        for (int j = 0; j < 2; j++) {
+            snprintf(log, sizeof(log), "%s/pr_%d_%d.jsonl", TMP, sizes[j], k);
             snprintf(cmd, sizeof(cmd), MPIRUN " -np %d ./train_gpt %s --shuffle %d --steps 20 --zero %d --resume %s/pck --log %s",
-                     sizes[k], common, shuffle, sizes[k] == 3 ? 2 : 0, TMP, log);
+                     sizes[j], common, shuffle, cases[k][2 + j], TMP, log);
             rc = run_capture(cmd, out, sizeof(out));
-            snprintf(name, sizeof(name), "resume 2 -> %d ranks%s: continues as the uninterrupted run (steps 11-20)", sizes[k], shuffle ? " (shuffled)" : "");
+            snprintf(name, sizeof(name), "resume ZeRO-%d x 2 ranks -> ZeRO-%d x %d rank(s)%s: continues as the uninterrupted run (steps 11-20)",
+                     cases[k][1], cases[k][2 + j], sizes[j], shuffle ? " (shuffled)" : "");
             if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
             compare_losses(name, shuffle ? ref1 : ref0, 10, log, 10, 1e-5);
         }
