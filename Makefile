@@ -74,16 +74,16 @@ train_gpt: train_gpt.c $(HEADERS)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(LDLIBS)
 
 # test_gpt includes train_gpt.c (with TRAIN_GPT_NO_MAIN) so the tests exercise the real code.
-test_gpt: test_gpt.c train_gpt.c $(HEADERS)
+test_gpt: test_gpt.c train_gpt.c tests/testing.h $(HEADERS)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(LDLIBS)
 
 tokenize: tokenize.c tokenizer.h utils.h
 	$(CC) $(CFLAGS_COMMON) $(OPT) $< -o $@ $(TOK_LIBS) $(LDLIBS)
 
-tests/test_tokenizer: tests/test_tokenizer.c tokenizer.h utils.h
+tests/test_tokenizer: tests/test_tokenizer.c tests/testing.h tokenizer.h utils.h
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(TOK_LIBS) $(LDLIBS)
 
-tests/test_dataloader: tests/test_dataloader.c dataloader.h utils.h
+tests/test_dataloader: tests/test_dataloader.c tests/testing.h dataloader.h utils.h
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(LDLIBS)
 
 bench_comm: bench_comm.c comm.h utils.h

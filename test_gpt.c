@@ -19,22 +19,10 @@ recorded; the last line is "N passed, M failed" and the exit status is non-zero 
 #include "train_gpt.c"
 
 #include <sys/wait.h>
+#include "tests/testing.h" // defines: check, test_summary
 
-static int g_passed = 0, g_failed = 0;
-
-static void report(int ok, const char* name, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-static void report(int ok, const char* name, const char* fmt, ...) {
-    char detail[4096] = "";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof(detail), fmt, ap);
-    va_end(ap);
-    if (ok) { g_passed++; printf("PASS %s", name); }
-    else { g_failed++; printf("FAIL %s", name); }
-    if (detail[0]) { printf(ok ? " (%s)" : ": %s", detail); }
-    printf("\n");
-    fflush(stdout);
-}
+// report(): the shared check harness of tests/testing.h
+#define report check
 
 // Compares got (float) with ref (double): NaN/Inf first, then |got - ref| <= atol + rtol |ref| per element.
 static int check_close(const char* name, const float* got, const double* ref, size_t n, double atol, double rtol) {
@@ -1009,7 +997,7 @@ int main(int argc, char** argv) {
         if (name_selected(only, "badinput")) { test_bad_input(); }
         if (name_selected(only, "parallel")) { test_parallel(); }
     }
-    printf("%d passed, %d failed\n", g_passed, g_failed);
+    int status = test_summary();
     parallel_finalize(&pc);
-    return g_failed ? 1 : 0;
+    return status;
 }

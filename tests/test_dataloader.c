@@ -16,28 +16,12 @@ token index (shard offset + position), so the first input of a row names the win
 #include <dirent.h>
 
 #include "dataloader.h"
+#include "tests/testing.h" // defines: check, test_summary
 
 // ----------------------------------------------------------------------------
 // the check harness
 
-static int g_passed = 0, g_failed = 0;
-
-// Records one check: prints "PASS name" or "FAIL name: detail".
-static void __attribute__((format(printf, 3, 4))) check(int ok, const char* name, const char* fmt, ...) {
-    if (ok) {
-        printf("PASS %s\n", name);
-        g_passed++;
-    } else {
-        printf("FAIL %s: ", name);
-        va_list ap;
-        va_start(ap, fmt);
-        vprintf(fmt, ap);
-        va_end(ap);
-        printf("\n");
-        g_failed++;
-    }
-    fflush(stdout);
-}
+// check(), test_summary(): tests/testing.h
 
 // ----------------------------------------------------------------------------
 // writing shards
@@ -717,6 +701,5 @@ int main(void) {
     test_state_errors();
 
     remove_dir(g_dir);
-    printf("%d passed, %d failed\n", g_passed, g_failed);
-    return g_failed == 0 ? 0 : 1;
+    return test_summary();
 }

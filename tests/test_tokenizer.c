@@ -16,24 +16,9 @@ here), and last "N passed, M failed"; exits non-zero if any check failed.
 
 #include <dirent.h>
 #include <sys/wait.h>
+#include "tests/testing.h" // defines: check, test_summary
 
-static int g_passed = 0, g_failed = 0;
-
-// Records one check: PASS, or FAIL with a printf-style detail.
-static void __attribute__((format(printf, 3, 4))) check(int ok, const char* name, const char* fmt, ...) {
-    if (ok) {
-        printf("PASS %s\n", name);
-        g_passed++;
-        return;
-    }
-    printf("FAIL %s: ", name);
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    g_failed++;
-}
+// check(), test_summary(): tests/testing.h
 
 static void skip(const char* name, const char* why) { printf("SKIP %s: %s\n", name, why); }
 
@@ -677,6 +662,5 @@ int main(int argc, char** argv) {
     }
     if (dp) { closedir(dp); }
     rmdir(g_tmpdir);
-    printf("%d passed, %d failed\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return test_summary();
 }

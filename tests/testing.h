@@ -1,0 +1,37 @@
+/*
+tests/testing.h: the check harness shared by the single-process test binaries (test_gpt, tests/test_dataloader,
+tests/test_tokenizer). Each check prints one line, "PASS name (detail)" or "FAIL name: detail"; every failure is
+recorded and the run goes on; test_summary() prints the closing "N passed, M failed" line that scripts/run_tests.sh
+adds up, and returns the exit status (non-zero if any check failed). tests/test_comm.c has its own harness, since
+its checks gather failures from every MPI rank.
+*/
+#ifndef TESTING_H
+#define TESTING_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static int g_passed = 0, g_failed = 0;
+
+// Records one check. The detail (printf-style, may be "") is printed for failures and, in parentheses, for passes.
+static void __attribute__((format(printf, 3, 4))) check(int ok, const char* name, const char* fmt, ...) {
+    char detail[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    if (ok) { g_passed++; printf("PASS %s", name); }
+    else { g_failed++; printf("FAIL %s", name); }
+    if (detail[0]) { printf(ok ? " (%s)" : ": %s", detail); }
+    printf("\n");
+    fflush(stdout);
+}
+
+// Prints the closing line and returns the process exit status.
+static int test_summary(void) {
+    printf("%d passed, %d failed\n", g_passed, g_failed);
+    fflush(stdout);
+    return g_failed ? 1 : 0;
+}
+
+#endif // TESTING_H
