@@ -426,6 +426,15 @@ static void test_adamw(void) {
 // ----------------------------------------------------------------------------
 // Whole-model reference (llm.c format model + debug state made by scripts/make_reference.py with PyTorch).
 
+// Reads a flat buffer written in llm.c's file order (the inverse of write_in_file_order); returns the checksum.
+static uint64_t read_in_file_order(FILE* fp, const ParamLayout* pl, float* flat, const char* what, uint64_t h) {
+    for (int i = 0; i < pl->num_tensors; i++) {
+        const ParamEntry* e = &pl->table[i];
+        size_t n = e->rows * e->cols;
+        freadCheck(flat + e->offset, sizeof(float), n, fp, what);
+        h = checksum64(flat + e->offset, n * sizeof(float), h);
+    }
+
 typedef struct { int B, T; int32_t* x; int32_t* y; float* logits; float loss; float* grads; } DebugState;
 
 // Reads an llm.c debug state for a model of this layout; grads come back in our flat layout.

@@ -533,13 +533,6 @@ static uint64_t write_in_file_order(FILE* fp, const ParamLayout* pl, const float
     return h;
 }
 
-static uint64_t read_in_file_order(FILE* fp, const ParamLayout* pl, float* flat, const char* what, uint64_t h) {
-    for (int i = 0; i < pl->num_tensors; i++) {
-        const ParamEntry* e = &pl->table[i];
-        size_t n = e->rows * e->cols;
-        freadCheck(flat + e->offset, sizeof(float), n, fp, what);
-        h = checksum64(flat + e->offset, n * sizeof(float), h);
-    }
     return h;
 }
 
