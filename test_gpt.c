@@ -434,6 +434,8 @@ static uint64_t read_in_file_order(FILE* fp, const ParamLayout* pl, float* flat,
         freadCheck(flat + e->offset, sizeof(float), n, fp, what);
         h = checksum64(flat + e->offset, n * sizeof(float), h);
     }
+    return h;
+}
 
 typedef struct { int B, T; int32_t* x; int32_t* y; float* logits; float loss; float* grads; } DebugState;
 

@@ -533,9 +533,6 @@ static uint64_t write_in_file_order(FILE* fp, const ParamLayout* pl, const float
     return h;
 }
 
-    return h;
-}
-
 // Saves an llm.c version-3 (fp32) model file atomically; returns the checksum of the parameter bytes.
 static uint64_t model_save(const char* path, const ParamLayout* pl, const float* params) {
     AtomicFile af;
