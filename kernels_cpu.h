@@ -446,7 +446,7 @@ static void adamw_update(float* p, float* grad, float* m, float* v, size_t n, fl
 // Sum of squares in double (the global gradient norm is the sqrt of the sum over all ranges and ranks).
 static double sum_squares(const float* x, size_t n) {
     double acc = 0.0;
-    #pragma omp parallel for reduction(+ : acc)
+    #pragma omp parallel for simd reduction(+ : acc)
     for (size_t i = 0; i < n; i++) { acc += (double)x[i] * x[i]; }
     return acc;
 }
