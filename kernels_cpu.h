@@ -4,7 +4,9 @@ They are the reference the CUDA kernels (kernels.cuh, same signatures) are check
 
 Conventions (read these before any kernel):
 - Row-major tensors; "BT" is the number of token rows (B*T), C channels, OC output channels.
-- Parameter gradients ACCUMULATE (+=): they sum over micro-steps until the optimizer zeroes them.
+- Parameter gradients are written according to the `acc` flag of each backward kernel: acc = 0 OVERWRITES them
+  (the first micro-step of an optimizer step, so nothing has to zero gradients between steps), acc = 1
+  ACCUMULATES (+=, the later micro-steps of gradient accumulation).
 - Activation gradients are OVERWRITTEN unless the kernel's contract says "accumulates into".
 - Matmuls go through cblas_sgemm when built with -DUSE_BLAS (OpenBLAS), else through plain OpenMP loops.
 - Only static functions: any translation unit may include this header.
@@ -177,10 +179,10 @@ static void residual_layernorm_forward(float* res_out, float* out, float* mean, 
 
 // Backward of LayerNorm. With n = (x - mean) * rstd and g = dout * w:
 //   dx = rstd * (g - mean(g) - n * mean(g * n))        (ACCUMULATES into dinp: the residual stream's gradient)
-//   dw += sum_rows dout * n,  db += sum_rows dout
+//   dw (+)= sum_rows dout * n,  db (+)= sum_rows dout   (overwritten when acc is 0)
 // scratch: at least 2*C*kernels_num_threads() floats, for per-thread partial sums of dw and db.
 static void layernorm_backward(float* dinp, float* dw, float* db, float* scratch, const float* dout, const float* inp,
-                               const float* w, const float* mean, const float* rstd, int BT, int C) {
+                               const float* w, const float* mean, const float* rstd, int BT, int C, int acc) {
     int nt = kernels_num_threads();
     memset(scratch, 0, sizeof(float) * 2 * (size_t)C * nt);
     #pragma omp parallel
@@ -211,6 +213,10 @@ static void layernorm_backward(float* dinp, float* dw, float* db, float* scratch
             }
         }
     }
+    if (!acc) {
+        memset(dw, 0, sizeof(float) * C);
+        memset(db, 0, sizeof(float) * C);
+    }
     for (int t = 0; t < nt; t++) {
         const float* pdw = scratch + (size_t)2 * C * t;
         for (int i = 0; i < C; i++) { dw[i] += pdw[i]; db[i] += pdw[C + i]; }
@@ -233,22 +239,23 @@ static void matmul_forward(float* out, const float* inp, const float* w, const f
     if (bias) { add_bias_rows(out, bias, BT, OC); }
 }
 
-// dinp = dout @ W (overwritten; skipped when dinp is NULL), dW += dout^T @ inp, dbias += sum_rows dout.
+// dinp = dout @ W (overwritten; skipped when dinp is NULL), dW (+)= dout^T @ inp, dbias (+)= sum_rows dout
+// (parameter gradients overwritten when acc is 0, accumulated when 1).
 static void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                            int BT, int C, int OC) {
+                            int BT, int C, int OC, int acc) {
     if (dinp) { gemm(0, 0, BT, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C); }
-    gemm(1, 0, OC, C, BT, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    gemm(1, 0, OC, C, BT, 1.0f, dout, OC, inp, C, acc ? 1.0f : 0.0f, dw, C);
     if (dbias) {
         // columns split across threads; each thread walks all rows of its 16-column strips
         #pragma omp parallel for
         for (int j0 = 0; j0 < OC; j0 += 16) {
             int j1 = j0 + 16 < OC ? j0 + 16 : OC;
-            float acc[16] = {0};
+            float sums[16] = {0};
             for (int r = 0; r < BT; r++) {
                 const float* d = dout + (size_t)r * OC;
-                for (int j = j0; j < j1; j++) { acc[j - j0] += d[j]; }
+                for (int j = j0; j < j1; j++) { sums[j - j0] += d[j]; }
             }
-            for (int j = j0; j < j1; j++) { dbias[j] += acc[j - j0]; }
+            for (int j = j0; j < j1; j++) { dbias[j] = (acc ? dbias[j] : 0.0f) + sums[j - j0]; }
         }
     }
 }
@@ -371,7 +378,8 @@ static void attention_backward(float* dqkv, float* scratch, const float* dout, c
 //   logits = x @ wte^T over the real vocabulary V (padded rows V..Vp-1 get no probability mass),
 //   loss_r = logsumexp(logits_r) - logits_r[target_r],
 //   dlogits = dloss_scale * (softmax(logits) - onehot(target)), computed in place in the chunk buffer, then
-//   dx = dlogits @ wte (overwritten) and dwte += dlogits^T @ x.
+//   dx = dlogits @ wte (overwritten) and dwte (+)= dlogits^T @ x (overwritten when acc is 0, every row, the padded
+//   rows getting zero).
 // With dx == NULL only the losses are computed (evaluation). chunk: rows * Vp floats of scratch.
 // targets may hold -1 to mean "no loss at this position" (loss 0, no gradient).
 
@@ -400,7 +408,7 @@ static void classifier_chunk_softmax(float* logits, float* losses, const int32_t
 
 static void classifier_forward_backward(float* losses, float* dx, float* dwte, float* chunk, int chunk_rows,
                                         const float* x, const float* wte, const int32_t* targets, float dloss_scale,
-                                        int BT, int C, int V, int Vp) {
+                                        int BT, int C, int V, int Vp, int acc) {
     for (int r0 = 0; r0 < BT; r0 += chunk_rows) {
         int rows = BT - r0 < chunk_rows ? BT - r0 : chunk_rows;
         const float* xr = x + (size_t)r0 * C;
@@ -408,7 +416,7 @@ static void classifier_forward_backward(float* losses, float* dx, float* dwte, f
         classifier_chunk_softmax(chunk, losses + r0, targets + r0, dloss_scale, rows, V, Vp, dx != NULL);
         if (dx) {
             gemm(0, 0, rows, C, Vp, 1.0f, chunk, Vp, wte, C, 0.0f, dx + (size_t)r0 * C, C);
-            gemm(1, 0, Vp, C, rows, 1.0f, chunk, Vp, xr, C, 1.0f, dwte, C);
+            gemm(1, 0, Vp, C, rows, 1.0f, chunk, Vp, xr, C, (acc || r0 > 0) ? 1.0f : 0.0f, dwte, C);
         }
     }
 }
@@ -422,17 +430,16 @@ static void classifier_logits_row(float* out, const float* x, const float* wte, 
 // AdamW with decoupled weight decay (Loshchilov & Hutter), bias-corrected moments, on a contiguous range:
 //   g = grad_scale * grad;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   p -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * p )
-// grad_scale carries the gradient-clipping factor. t is the 1-based step. The gradient is set to zero as it is
-// read (the next step accumulates into it), which saves a separate pass over memory.
+// grad_scale carries the gradient-clipping factor. t is the 1-based step. The gradient is only read: the next
+// step's first micro-step overwrites it (see `acc` above), so no pass over memory zeroes it.
 
-static void adamw_update(float* p, float* grad, float* m, float* v, size_t n, float lr, float b1, float b2,
+static void adamw_update(float* p, const float* grad, float* m, float* v, size_t n, float lr, float b1, float b2,
                          float eps, float wd, float grad_scale, int t) {
     float bc1 = 1.0f - powf(b1, (float)t);
     float bc2 = 1.0f - powf(b2, (float)t);
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         float g = grad_scale * grad[i];
-        grad[i] = 0.0f;
         float mi = b1 * m[i] + (1.0f - b1) * g;
         float vi = b2 * v[i] + (1.0f - b2) * g * g;
         m[i] = mi;

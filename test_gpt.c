@@ -130,7 +130,7 @@ static void test_matmul(void) {
     float* db = (float*)mallocCheck(c.OC * 4);
     for (size_t i = 0; i < nw; i++) { dw[i] = 0.25f; }
     for (int i = 0; i < c.OC; i++) { db[i] = -0.5f; }
-    matmul_backward(dinp, dw, db, fR, fi, fw, c.BT, c.C, c.OC);
+    matmul_backward(dinp, dw, db, fR, fi, fw, c.BT, c.C, c.OC, 1);
     double* g = (double*)mallocCheck(nw * 8 > ni * 8 ? nw * 8 : ni * 8);
     fd_grad(matmul_loss, &c, c.inp, ni, g);
     check_close("matmul_backward dinp (finite differences)", dinp, g, ni, FD_ATOL, FD_RTOL);
@@ -140,6 +140,14 @@ static void test_matmul(void) {
     fd_grad(matmul_loss, &c, c.b, c.OC, g);
     for (int i = 0; i < c.OC; i++) { g[i] -= 0.5; }
     check_close("matmul_backward dbias accumulates (finite differences)", db, g, c.OC, FD_ATOL, FD_RTOL);
+    // acc = 0 overwrites: stale values (NaN here) must not leak through
+    for (size_t i = 0; i < nw; i++) { dw[i] = NAN; }
+    for (int i = 0; i < c.OC; i++) { db[i] = NAN; }
+    matmul_backward(dinp, dw, db, fR, fi, fw, c.BT, c.C, c.OC, 0);
+    fd_grad(matmul_loss, &c, c.w, nw, g);
+    check_close("matmul_backward dw overwrites (finite differences)", dw, g, nw, FD_ATOL, FD_RTOL);
+    fd_grad(matmul_loss, &c, c.b, c.OC, g);
+    check_close("matmul_backward dbias overwrites (finite differences)", db, g, c.OC, FD_ATOL, FD_RTOL);
     free(c.inp); free(c.w); free(c.b); free(c.R); free(fi); free(fw); free(fb); free(fR); free(out); free(ref);
     free(dinp); free(dw); free(db); free(g);
 }
@@ -205,17 +213,23 @@ static void test_layernorm(void) {
     for (size_t i = 0; i < n; i++) { dinp[i] = 1.0f; }
     for (int i = 0; i < c.C; i++) { dw[i] = 0.5f; db[i] = -0.5f; }
     float* scratch = (float*)mallocCheck(sizeof(float) * 2 * c.C * kernels_num_threads());
-    layernorm_backward(dinp, dw, db, scratch, fR, fi, fw, mean, rstd, c.BT, c.C);
+    layernorm_backward(dinp, dw, db, scratch, fR, fi, fw, mean, rstd, c.BT, c.C, 1);
     double* g = (double*)mallocCheck(n * 8);
     fd_grad(ln_loss, &c, c.inp, n, g);
     for (size_t i = 0; i < n; i++) { g[i] += 1.0; }
     check_close("layernorm_backward dinp accumulates (finite differences)", dinp, g, n, FD_ATOL, FD_RTOL);
     fd_grad(ln_loss, &c, c.w, c.C, g);
     for (int i = 0; i < c.C; i++) { g[i] += 0.5; }
-    check_close("layernorm_backward dw (finite differences)", dw, g, c.C, FD_ATOL, FD_RTOL);
+    check_close("layernorm_backward dw accumulates (finite differences)", dw, g, c.C, FD_ATOL, FD_RTOL);
     fd_grad(ln_loss, &c, c.b, c.C, g);
     for (int i = 0; i < c.C; i++) { g[i] -= 0.5; }
-    check_close("layernorm_backward db (finite differences)", db, g, c.C, FD_ATOL, FD_RTOL);
+    check_close("layernorm_backward db accumulates (finite differences)", db, g, c.C, FD_ATOL, FD_RTOL);
+    for (int i = 0; i < c.C; i++) { dw[i] = NAN; db[i] = NAN; }
+    layernorm_backward(dinp, dw, db, scratch, fR, fi, fw, mean, rstd, c.BT, c.C, 0);
+    fd_grad(ln_loss, &c, c.w, c.C, g);
+    check_close("layernorm_backward dw overwrites (finite differences)", dw, g, c.C, FD_ATOL, FD_RTOL);
+    fd_grad(ln_loss, &c, c.b, c.C, g);
+    check_close("layernorm_backward db overwrites (finite differences)", db, g, c.C, FD_ATOL, FD_RTOL);
     free(c.inp); free(c.w); free(c.b); free(c.R); free(fi); free(fw); free(fb); free(fR); free(out); free(ref);
     free(res); free(delta); free(sum); free(out2); free(dinp); free(scratch); free(g);
 }
@@ -375,10 +389,11 @@ static void test_classifier(void) {
     for (size_t i = (size_t)c.V * c.C; i < nw; i++) { c.wte[i] = 0.0; }
     float *fx = to_float(c.x, nx), *fw = to_float(c.wte, nw);
     float losses[7], dx[42];
-    float* dwte = (float*)callocCheck(nw, 4);
+    float* dwte = (float*)mallocCheck(nw * 4);
+    for (size_t i = 0; i < nw; i++) { dwte[i] = NAN; } // acc = 0 overwrites every row, padded ones included
     float* chunk = (float*)mallocCheck(sizeof(float) * 3 * c.Vp);
     // chunks of 3 rows: 7 rows = 3 + 3 + 1 exercises the chunk loop's tail
-    classifier_forward_backward(losses, dx, dwte, chunk, 3, fx, fw, tgt, (float)c.scale, c.BT, c.C, c.V, c.Vp);
+    classifier_forward_backward(losses, dx, dwte, chunk, 3, fx, fw, tgt, (float)c.scale, c.BT, c.C, c.V, c.Vp, 0);
     double L = 0;
     for (int r = 0; r < c.BT; r++) { L += losses[r] * c.scale; }
     double Lref = cls_loss(&c);
@@ -389,10 +404,14 @@ static void test_classifier(void) {
     check_close("classifier dx (finite differences)", dx, g, nx, FD_ATOL, FD_RTOL);
     fd_grad(cls_loss, &c, c.wte, nw, g);
     for (size_t i = (size_t)c.V * c.C; i < nw; i++) { g[i] = 0.0; } // padded rows get no gradient
-    check_close("classifier dwte incl. zero padded rows (finite differences)", dwte, g, nw, FD_ATOL, FD_RTOL);
+    check_close("classifier dwte overwrites, padded rows zero (finite differences)", dwte, g, nw, FD_ATOL, FD_RTOL);
+    // acc = 1 adds a second identical contribution
+    classifier_forward_backward(losses, dx, dwte, chunk, 3, fx, fw, tgt, (float)c.scale, c.BT, c.C, c.V, c.Vp, 1);
+    for (size_t i = 0; i < nw; i++) { g[i] *= 2.0; }
+    check_close("classifier dwte accumulates (finite differences)", dwte, g, nw, 2 * FD_ATOL, FD_RTOL);
     // evaluation path gives the same losses without touching gradients
     float losses2[7];
-    classifier_forward_backward(losses2, NULL, NULL, chunk, 2, fx, fw, tgt, 0.0f, c.BT, c.C, c.V, c.Vp);
+    classifier_forward_backward(losses2, NULL, NULL, chunk, 2, fx, fw, tgt, 0.0f, c.BT, c.C, c.V, c.Vp, 0);
     check_close_f("classifier eval losses equal train losses", losses2, losses, 7, 1e-6, 1e-6);
     free(c.x); free(c.wte); free(fx); free(fw); free(dwte); free(chunk); free(g);
 }
@@ -418,9 +437,6 @@ static void test_adamw(void) {
         }
     }
     check_close("adamw_update 3 steps vs closed form", p, pd, N, 1e-6, 1e-5);
-    int zeroed = 1;
-    for (int i = 0; i < N; i++) { zeroed &= g[i] == 0.0f; }
-    report(zeroed, "adamw_update leaves the gradient zeroed", "%s", "");
 }
 
 // ----------------------------------------------------------------------------

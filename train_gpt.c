@@ -744,7 +744,7 @@ static float gpt_eval_loss(GPT* m, const int32_t* targets) {
     const GPTConfig* g = &m->cfg;
     int BT = m->B * m->T;
     classifier_forward_backward(a->losses, NULL, NULL, a->logits, a->chunk_rows, a->lnf, m->p.wte, targets, 0.0f,
-                                BT, g->channels, g->vocab_size, g->padded_vocab_size);
+                                BT, g->channels, g->vocab_size, g->padded_vocab_size, 0);
     double s = 0.0;
     for (int i = 0; i < BT; i++) { s += a->losses[i]; }
     return (float)(s / BT);
@@ -760,7 +760,7 @@ static float gpt_eval_loss(GPT* m, const int32_t* targets) {
 typedef struct {
     ZeroOptimizer* z;   // NULL: no reduction (single process)
     int reduce;         // start reductions during this backward
-    int first_micro;    // first micro-step of the optimizer step (stage 2 accumulates after it)
+    int first_micro;    // first micro-step of the optimizer step: gradients are overwritten, not accumulated
 } BackwardComm;
 
 static void bucket_range(const GPT* m, int bucket, size_t* lo, size_t* hi) {
@@ -772,21 +772,15 @@ static void bucket_range(const GPT* m, int bucket, size_t* lo, size_t* hi) {
 }
 
 // Makes bucket's gradient region writable: in stage 2 the region is reused, so its previous reduction must be
-// complete and it starts from zero each micro-step; layer l writes into slot l % 2.
+// complete (the backward then overwrites it: every micro-step is a first one for the arena); layer l writes into
+// slot l % 2, last used by layer l + 2.
 static void grad_bucket_acquire(GPT* m, BackwardComm* bc, int bucket) {
     if (!m->grad_arena) { return; }
     zero_wait_bucket(bc->z, bucket);
     int L = m->cfg.num_layers;
     if (bucket >= 1 && bucket <= L) {
-        // the slot was last used by layer l+2 (bucket + 2)
         zero_wait_bucket(bc->z, bucket + 2);
-        float* slot = gpt_grad_slot(m, (bucket - 1) % 2);
-        memset(slot, 0, m->layout.layer_size * sizeof(float));
-        views_bind_layer(&m->g, &m->layout, bucket - 1, slot);
-    } else if (bucket == 0) {
-        zero_floats(m->g.wte, m->layout.embed_size);
-    } else {
-        memset(m->g.lnfw, 0, 2 * sizeof(float) * m->cfg.channels);
+        views_bind_layer(&m->g, &m->layout, bucket - 1, gpt_grad_slot(m, (bucket - 1) % 2));
     }
 }
 
@@ -815,17 +809,19 @@ static float gpt_forward_backward(GPT* m, const int32_t* targets, float dloss_sc
     Activations* a = &m->acts;
     int B = m->B, T = m->T, L = g->num_layers, C = g->channels, NH = g->num_heads, BT = B * T;
     size_t btc = (size_t)BT * C;
-    // LM head + cross-entropy + their backward: dtmp = dloss/dlnf, dwte += ...
+    // parameter gradients: overwritten on the first micro-step (and always in the reused stage-2 arena), else +=
+    int acc = !bc->first_micro && !m->grad_arena;
+    // LM head + cross-entropy + their backward: dtmp = dloss/dlnf, dwte (+)= ...
     grad_bucket_acquire(m, bc, 0);
     classifier_forward_backward(a->losses, a->dtmp, m->g.wte, a->logits, a->chunk_rows, a->lnf, m->p.wte, targets,
-                                dloss_scale, BT, C, g->vocab_size, g->padded_vocab_size);
+                                dloss_scale, BT, C, g->vocab_size, g->padded_vocab_size, acc);
     double loss = 0.0;
     for (int i = 0; i < BT; i++) { loss += a->losses[i]; }
     // final LayerNorm
     grad_bucket_acquire(m, bc, L + 1);
     memset(a->dres, 0, btc * sizeof(float));
     layernorm_backward(a->dres, m->g.lnfw, m->g.lnfb, a->ln_scratch, a->dtmp, a->residual3 + (L - 1) * btc,
-                       m->p.lnfw, a->lnf_mean, a->lnf_rstd, BT, C);
+                       m->p.lnfw, a->lnf_mean, a->lnf_rstd, BT, C, acc);
     grad_bucket_release(m, bc, L + 1);
     for (int l = L - 1; l >= 0; l--) {
         grad_bucket_acquire(m, bc, 1 + l);
@@ -841,24 +837,28 @@ static float gpt_forward_backward(GPT* m, const int32_t* targets, float dloss_sc
         const float* fch = a->fch + l * btc * 4;
         const float* fchg = a->fch_gelu + l * btc * 4;
         // MLP: dres is the gradient of residual3 = res2 + fcproj(gelu(fc(ln2)))
-        matmul_backward(a->dfch, dw->fcprojw, dw->fcprojb, a->dres, fchg, w->fcprojw, BT, 4 * C, C);
+        matmul_backward(a->dfch, dw->fcprojw, dw->fcprojb, a->dres, fchg, w->fcprojw, BT, 4 * C, C, acc);
         backward_progress(bc);
         gelu_backward(a->dfch, fch, a->dfch, btc * 4);
-        matmul_backward(a->dtmp, dw->fcw, dw->fcb, a->dfch, ln2, w->fcw, BT, C, 4 * C);
+        matmul_backward(a->dtmp, dw->fcw, dw->fcb, a->dfch, ln2, w->fcw, BT, C, 4 * C, acc);
         backward_progress(bc);
         layernorm_backward(a->dres, dw->ln2w, dw->ln2b, a->ln_scratch, a->dtmp, res2, w->ln2w,
-                           a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, BT, C);
+                           a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, BT, C, acc);
         // attention: dres is now the gradient of residual2 = in + attproj(attention(qkv(ln1)))
-        matmul_backward(a->dtmp, dw->attprojw, dw->attprojb, a->dres, atty, w->attprojw, BT, C, C);
+        matmul_backward(a->dtmp, dw->attprojw, dw->attprojb, a->dres, atty, w->attprojw, BT, C, C, acc);
         backward_progress(bc);
         attention_backward(a->dqkv, a->att_scratch, a->dtmp, qkv, atty, lse, B, T, C, NH);
         backward_progress(bc);
-        matmul_backward(a->dtmp, dw->qkvw, dw->qkvb, a->dqkv, ln1, w->qkvw, BT, C, 3 * C);
+        matmul_backward(a->dtmp, dw->qkvw, dw->qkvb, a->dqkv, ln1, w->qkvw, BT, C, 3 * C, acc);
         layernorm_backward(a->dres, dw->ln1w, dw->ln1b, a->ln_scratch, a->dtmp, in, w->ln1w,
-                           a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, BT, C);
+                           a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, BT, C, acc);
         grad_bucket_release(m, bc, 1 + l);
     }
     backward_progress(bc);
+    // the encoder scatters into dwte (already written by the LM head above) and into dwpe, which starts from zero
+    // on the first micro-step: all maxT rows, since rows past T get no gradient and an in-place reduce-scatter
+    // (ZeRO-1) may have left unowned parts of the buffer undefined
+    if (!acc) { memset(m->g.wpe, 0, sizeof(float) * g->max_seq_len * C); }
     encoder_backward(m->g.wte, m->g.wpe, a->dres, m->inputs, B, T, C);
     grad_bucket_release(m, bc, 0);
     return (float)(loss / BT);
@@ -902,7 +902,6 @@ static StepStats optimizer_step(GPT* m, ZeroOptimizer* z, const Config* c, int s
     st.lr = lr_at(c, step);
     st.grad_norm = norm;
     zero_adamw_step(z, m->params, m->grads, st.lr, 0.9f, 0.95f, 1e-8f, c->weight_decay, scale, step + 1);
-    zero_clear_grads(z, m->grads);
     return st;
 }
 

@@ -15,6 +15,9 @@ Because every tensor is a range of the flat layout, sharding and gathering are p
                   it is final, so the full gradient buffer is never needed: backward writes a layer's gradients
                   into one of two reused layer slots (the trainer's job), the owner accumulates into gshard.
 
+Nothing here zeroes gradients: the first micro-step of every optimizer step overwrites them (the kernels' `acc`
+flag), the reduce-scatter of the first micro-step overwrites gshard, and later micro-steps add to both.
+
 The reduction is a SUM: the trainer scales the loss gradient by 1 / (tokens per optimizer step, all ranks together),
 so the summed gradient is the gradient of the mean loss, exactly as in one process with gradient accumulation.
 Only static functions: include after comm.h and the kernels header.
@@ -190,16 +193,6 @@ static void zero_adamw_step(ZeroOptimizer* z, float* params, float* full_grads, 
     }
     if (z->stage != 0) {
         comm_allgather_f32(z->group, params + z->lo, params, z->shard);
-    }
-}
-
-// Clears the accumulated gradients for the next optimizer step. AdamW already zeroed the owned gradients it read
-// (all of them in stage 0); stage 1 still holds the unowned part of the full buffer (left undefined by the
-// in-place reduce-scatter). Stage 2's arena is cleared bucket by bucket when backward reuses it.
-static void zero_clear_grads(ZeroOptimizer* z, float* full_grads) {
-    if (z->stage == 1 && full_grads) {
-        zero_floats(full_grads, z->lo);
-        zero_floats(full_grads + z->hi, z->n_pad - z->hi);
     }
 }
 
