@@ -352,6 +352,14 @@ static void layout_build(ParamLayout* pl, const GPTConfig* g) {
 
 static void layout_free(ParamLayout* pl) { free(pl->table); }
 
+// Points layer l's views at `p`, a layer-sized region (the table's shapes use C, hence the local).
+static void views_bind_layer(ParamViews* v, const ParamLayout* pl, int l, float* p) {
+    size_t C = (size_t)pl->cfg.channels;
+#define X_BIND(name, rows, cols, decay, tp) v->layers[l].name = p; p += (size_t)(rows) * (cols);
+    GPT_LAYER_PARAMS(X_BIND)
+#undef X_BIND
+}
+
 // Points the views at a flat buffer laid out as the table says.
 static void views_bind(ParamViews* v, const ParamLayout* pl, float* base) {
     int L = pl->cfg.num_layers;
@@ -359,23 +367,9 @@ static void views_bind(ParamViews* v, const ParamLayout* pl, float* base) {
     if (!v->layers) { v->layers = (LayerParams*)callocCheck(L, sizeof(LayerParams)); }
     v->wte = base;
     v->wpe = base + (size_t)pl->cfg.padded_vocab_size * C;
-    for (int l = 0; l < L; l++) {
-        float* p = base + pl->embed_size + pl->layer_size * l;
-#define X_BIND(name, rows, cols, decay, tp) v->layers[l].name = p; p += (size_t)(rows) * (cols);
-        GPT_LAYER_PARAMS(X_BIND)
-#undef X_BIND
-    }
+    for (int l = 0; l < L; l++) { views_bind_layer(v, pl, l, base + pl->embed_size + pl->layer_size * l); }
     v->lnfw = base + pl->lnf_offset;
     v->lnfb = v->lnfw + C;
-}
-
-// Points layer l's views at `p` (a layer-sized region), for the reused gradient slots of ZeRO-2.
-static void views_bind_layer(ParamViews* v, const ParamLayout* pl, int l, float* p) {
-    size_t C = (size_t)pl->cfg.channels;
-#define X_BIND(name, rows, cols, decay, tp) v->layers[l].name = p; p += (size_t)(rows) * (cols);
-    GPT_LAYER_PARAMS(X_BIND)
-#undef X_BIND
-    (void)C;
 }
 
 // Model sizes by name. Returns 0 if the name is unknown.
@@ -606,7 +600,6 @@ static size_t activations_floats(const GPTConfig* g, int B, int T, size_t* sizes
 #define X_SIZE(name, size) { size_t s_ = (size); s_ = (s_ + 15) / 16 * 16; if (sizes) { sizes[i] = s_; } total += s_; i++; }
     GPT_ACTIVATIONS(X_SIZE)
 #undef X_SIZE
-    (void)NH;
     return total;
 }
 
@@ -784,17 +777,20 @@ static void grad_bucket_acquire(GPT* m, BackwardComm* bc, int bucket) {
     }
 }
 
+// Where a bucket's gradients live: in the full flat buffer, or in its stage-2 arena region.
+static float* grad_bucket_data(GPT* m, int bucket, size_t lo) {
+    int L = m->cfg.num_layers;
+    if (!m->grad_arena) { return m->grads + lo; }
+    if (bucket == 0) { return m->g.wte; }
+    if (bucket <= L) { return gpt_grad_slot(m, (bucket - 1) % 2); }
+    return m->g.lnfw;
+}
+
 static void grad_bucket_release(GPT* m, BackwardComm* bc, int bucket) {
     if (!bc->z || !bc->reduce) { return; }
     size_t lo, hi;
     bucket_range(m, bucket, &lo, &hi);
-    float* data;
-    int L = m->cfg.num_layers;
-    if (!m->grad_arena) { data = m->grads + lo; }
-    else if (bucket == 0) { data = m->g.wte; }
-    else if (bucket <= L) { data = gpt_grad_slot(m, (bucket - 1) % 2); }
-    else { data = m->g.lnfw; }
-    zero_bucket_ready(bc->z, bucket, data, lo, hi, bc->first_micro);
+    zero_bucket_ready(bc->z, bucket, grad_bucket_data(m, bucket, lo), lo, hi, bc->first_micro);
     zero_progress(bc->z);
 }
 
@@ -1423,8 +1419,7 @@ int main(int argc, char** argv) {
             for (int b = gc.num_layers + 1; b >= 0; b--) {
                 size_t lo, hi;
                 bucket_range(&model, b, &lo, &hi);
-                float* data = model.grads ? model.grads + lo : (b == 0 ? model.g.wte : b > gc.num_layers ? model.g.lnfw : gpt_grad_slot(&model, 0));
-                zero_bucket_ready(&zopt, b, data, lo, hi, 1);
+                zero_bucket_ready(&zopt, b, grad_bucket_data(&model, b, lo), lo, hi, 1);
                 zero_wait_bucket(&zopt, b);
             }
             double comm_total = now_seconds() - t0;
