@@ -45,6 +45,16 @@ static int kernels_thread_id(void) {
 #endif
 }
 
+// Flush subnormals to zero (FTZ) and read them as zero (DAZ) on every OpenMP thread. A diverging run pushes
+// values into the subnormal range, where each x86 float operation takes a ~100-cycle microcode assist: one such
+// run went from 0.6 s to 36 s a step. Call once at start, after the thread count is set (the pool persists).
+static void kernels_init_fp_mode(void) {
+#if defined(__SSE__) || defined(__x86_64__)
+    #pragma omp parallel
+    { __builtin_ia32_ldmxcsr(__builtin_ia32_stmxcsr() | 0x8040); } // bit 15 FTZ, bit 6 DAZ
+#endif
+}
+
 // Which matmul engine runs, for the start-up table and benchmarks (OpenBLAS names the kernel family it picked).
 static const char* kernels_blas_name(void) {
 #if defined(USE_BLAS) && defined(OPENBLAS_VERSION)
@@ -85,18 +95,21 @@ static void gemm(int transA, int transB, int M, int N, int K, float alpha, const
 // ----------------------------------------------------------------------------
 // exp and tanh that vectorize: libm's expf/tanhf are scalar calls, and GELU plus the softmaxes spent ~10% of a
 // GPT-2 step in them. exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln2 / 2, exp(r) by its Taylor polynomial
-// to r^7 (truncation error < 2e-8 relative, about 1 ulp overall). Inputs below -87 give 0, above 88 give 88's value.
-
+// to r^7 (truncation error < 2e-8 relative, about 1 ulp overall). Inputs below -87 give exactly 0 (never a
+// subnormal: those make every later multiply ~100x slower), above 88 give 88's value, NaN gives NaN. The clamp
+// runs before the float-to-int conversion, which is undefined for NaN and out-of-range values.
 static inline float fast_expf(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float n = floorf(x * 1.44269504f + 0.5f);
-    float r = x - n * 0.693145752f - n * 1.42860677e-6f; // ln 2 split in two for an exact n * ln2_hi
+    float xc = x >= -87.0f ? (x > 88.0f ? 88.0f : x) : -87.0f; // NaN fails the first test and becomes -87
+    float n = floorf(xc * 1.44269504f + 0.5f);
+    float r = xc - n * 0.693145752f - n * 1.42860677e-6f; // ln 2 split in two for an exact n * ln2_hi
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f + r * (0.00833333377f +
               r * (0.00138888892f + r * 0.000198412701f))))));
     int32_t bits = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof(scale));
-    return p * scale;
+    float y = p * scale;
+    y = x < -87.0f ? 0.0f : y;
+    return x != x ? x : y;
 }
 
 // tanh(u) = 1 - 2 / (exp(2u) + 1): absolute error ~1e-7, which is what GELU needs (it uses 0.5 (1 + tanh)).

@@ -67,6 +67,8 @@ typedef struct {
     float final_lr_frac;
     float weight_decay;
     float grad_clip;
+    char nan_policy[16];     // stop | skip: what a step with a non-finite loss or gradient norm does
+    int max_skipped_steps;   // skip: stop after this many non-finite steps in a row
     int seed;
     // parallel
     int zero;
@@ -79,6 +81,7 @@ typedef struct {
     int gen_tokens;
     int checkpoint_every;
     char out[1024];
+    int keep_checkpoints;    // keep the newest N checkpoints in --out (0: all)
     char resume[1024];
     char log[1024];
     // benchmark
@@ -118,6 +121,8 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("final-lr-frac", "-q", final_lr_frac, 0, 1, "final learning rate as a fraction of the peak"),
     FLAG_F("weight-decay", "-c", weight_decay, 0, 10, "AdamW decoupled weight decay (matrices and embeddings only)"),
     FLAG_F("grad-clip", NULL, grad_clip, 0, 1e9, "clip the global gradient norm to this; 0 turns clipping off"),
+    FLAG_S("nan-policy", NULL, nan_policy, "a step whose loss or gradient norm is not finite: stop (error, no checkpoint of that state) | skip (no update; stop after --max-skipped-steps in a row)"),
+    FLAG_I("max-skipped-steps", NULL, max_skipped_steps, 1, 1e6, "--nan-policy skip: stop after this many non-finite steps in a row"),
     FLAG_I("seed", NULL, seed, 0, 2147483647, "seed for initialisation, data order and sampling"),
     FLAG_I("zero", "-z", zero, 0, 2, "ZeRO stage: 0 (all-reduce), 1 (sharded optimizer), 2 (sharded gradients too)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
@@ -127,7 +132,8 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("sample-every", "-s", sample_every, 0, 1e9, "generate a sample every N steps (0: off)"),
     FLAG_I("gen-tokens", "-g", gen_tokens, 1, 1e6, "tokens to generate per sample (at most the sequence length)"),
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
-    FLAG_S("out", "-o", out, "output directory for checkpoints"),
+    FLAG_S("out", "-o", out, "output directory for checkpoints (created if missing; checked at start)"),
+    FLAG_I("keep-checkpoints", NULL, keep_checkpoints, 0, 1e9, "keep only the newest N checkpoints in --out (0: keep all)"),
     FLAG_S("resume", NULL, resume, "resume from the latest checkpoint in this directory"),
     FLAG_S("log", NULL, log, "append one JSON object per step to this file"),
     FLAG_I("bench", NULL, bench, 0, 1, "1: benchmark full training steps on synthetic tokens, print ms/step"),
@@ -148,6 +154,9 @@ static void config_defaults(Config* c) {
     c->final_lr_frac = 0.0f;
     c->weight_decay = 0.0f;
     c->grad_clip = 1.0f;
+    strcpy(c->nan_policy, "stop");
+    c->max_skipped_steps = 5;
+    c->keep_checkpoints = 3;
     c->seed = 1337;
     c->comm_timeout = 300.0f;
     c->val_every = 0;
@@ -183,6 +192,7 @@ static void print_help(void) {
 
 // Parses argv into c. Every value is checked: numbers with strtol/strtod and a range, strings with a bound.
 static void parse_flags(Config* c, int argc, char** argv) {
+    int seen[NUM_FLAGS] = {0};
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { print_help(); exit(0); }
@@ -192,6 +202,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
                 (FLAGS[k].alias && strcmp(a, FLAGS[k].alias) == 0)) { f = &FLAGS[k]; }
         }
         if (!f) { fatal("unknown flag '%s' (see --help)", a); }
+        if (seen[f - FLAGS]++) { fatal("flag --%s is given twice ('%s' repeats it)", f->name, a); }
         if (i + 1 >= argc) { fatal("flag --%s needs a value", f->name); }
         const char* v = argv[++i];
         char* p = (char*)c + f->offset;
@@ -222,6 +233,14 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (strcmp(c->lr_schedule, "cosine") != 0 && strcmp(c->lr_schedule, "linear") != 0 && strcmp(c->lr_schedule, "constant") != 0) {
         fatal("--lr-schedule: '%s' is not one of cosine, linear, constant", c->lr_schedule);
     }
+    if (strcmp(c->nan_policy, "stop") != 0 && strcmp(c->nan_policy, "skip") != 0) {
+        fatal("--nan-policy: '%s' is not one of stop, skip", c->nan_policy);
+    }
+    // flags that do nothing without another: refuse rather than ignore them
+    if (c->checkpoint_every > 0 && !c->out[0]) { fatal("--checkpoint-every %d needs --out DIR (where to write the checkpoints)", c->checkpoint_every); }
+    if (c->out[0] && c->checkpoint_every == 0 && !c->bench) { fatal("--out %s needs --checkpoint-every N (how often to write a checkpoint)", c->out); }
+    if (c->val[0] && c->val_every == 0) { fatal("--val is given but --val-every is 0: say how often to evaluate (--val-every N)"); }
+    if (c->val_every > 0 && !c->val[0] && !c->bench) { fatal("--val-every %d needs --val PATTERN (the validation shards)", c->val_every); }
 }
 
 // The configuration as "name=value" lines (per-rank flags excluded): hashed and compared across ranks.
@@ -372,6 +391,16 @@ static void views_bind(ParamViews* v, const ParamLayout* pl, float* base) {
     v->lnfb = v->lnfw + C;
 }
 
+// Parameters of a model of this shape (padded vocabulary rows included), from the table, without allocating: the
+// size a model file must have is known before any big allocation.
+static size_t gpt_num_params(const GPTConfig* g) {
+    size_t C = (size_t)g->channels, per_layer = 0;
+#define X_SUM(name, rows, cols, decay, tp) per_layer += (size_t)(rows) * (cols);
+    GPT_LAYER_PARAMS(X_SUM)
+#undef X_SUM
+    return (size_t)g->padded_vocab_size * C + (size_t)g->max_seq_len * C + per_layer * g->num_layers + 2 * C;
+}
+
 // Model sizes by name. Returns 0 if the name is unknown.
 static int config_from_name(GPTConfig* g, const char* name) {
     int L = 0, C = 0, NH = 0, T = 1024;
@@ -479,6 +508,15 @@ static void model_read_header(const char* path, GPTConfig* g, int* version, FILE
         fatal("model file '%s': invalid header (maxT %d, V %d, L %d, NH %d, C %d, Vp %d)", path, g->max_seq_len,
               g->vocab_size, g->num_layers, g->num_heads, g->channels, g->padded_vocab_size);
     }
+    // the file's size follows from the header: check it before anything is allocated for the model
+    long long expect = 1024 + (long long)gpt_num_params(g) * (h[1] == 3 ? 4 : 2);
+    long long actual = file_size(path);
+    if (actual != expect) {
+        fclose(fp);
+        fatal("model file '%s' is %s: %lld bytes, expected %lld for its header (L %d, C %d, Vp %d, maxT %d)", path,
+              actual < expect ? "truncated" : "too long", actual, expect, g->num_layers, g->channels,
+              g->padded_vocab_size, g->max_seq_len);
+    }
     *version = h[1];
     *fp_out = fp;
 }
@@ -490,8 +528,20 @@ static float bf16_to_float(uint16_t b) {
     return f;
 }
 
-// Loads parameters (already allocated for this layout) from a model file, checking its exact size.
-static void model_load_params(const char* path, FILE* fp, int version, const ParamLayout* pl, float* params) {
+// Exits naming the file, the tensor and the element if x[0..n) holds a NaN or an infinity.
+static void check_finite_tensor(const char* path, const ParamEntry* e, const float* x) {
+    size_t n = e->rows * e->cols;
+    for (size_t j = 0; j < n; j++) {
+        if (!isfinite(x[j])) {
+            fatal("model file '%s': tensor '%s' holds a non-finite value (%g) at row %zu, column %zu", path, e->name,
+                  x[j], j / e->cols, j % e->cols);
+        }
+    }
+}
+
+// Loads parameters (already allocated for this layout) from a model file, checking its exact size and that every
+// value is finite. Returns the checksum of the whole file (header and payload), as a checkpoint records it.
+static uint64_t model_load_params(const char* path, FILE* fp, int version, const ParamLayout* pl, float* params) {
     size_t elem = version == 3 ? 4 : 2;
     long long expect = 1024 + (long long)(pl->num_params * elem);
     long long actual = file_size(path);
@@ -499,21 +549,30 @@ static void model_load_params(const char* path, FILE* fp, int version, const Par
         fclose(fp);
         fatal("model file '%s' is %s: %lld bytes, expected %lld for this header", path, actual < expect ? "truncated" : "too long", actual, expect);
     }
+    int32_t header[256];
+    fseekCheck(fp, 0, SEEK_SET, path);
+    freadCheck(header, sizeof(int32_t), 256, fp, path);
+    uint64_t sum = checksum64(header, sizeof(header), FNV1A64_INIT);
     uint16_t* tmp = NULL;
     for (int i = 0; i < pl->num_tensors; i++) {
         const ParamEntry* e = &pl->table[i];
         size_t n = e->rows * e->cols;
         if (version == 3) {
             freadCheck(params + e->offset, sizeof(float), n, fp, path);
+            sum = checksum64(params + e->offset, n * sizeof(float), sum);
         } else {
-            tmp = (uint16_t*)realloc(tmp, n * sizeof(uint16_t));
-            if (!tmp) { fatal("out of memory reading '%s'", path); }
+            uint16_t* nt = (uint16_t*)realloc(tmp, n * sizeof(uint16_t));
+            if (!nt) { free(tmp); fatal("out of memory reading '%s'", path); }
+            tmp = nt;
             freadCheck(tmp, sizeof(uint16_t), n, fp, path);
+            sum = checksum64(tmp, n * sizeof(uint16_t), sum);
             for (size_t j = 0; j < n; j++) { params[e->offset + j] = bf16_to_float(tmp[j]); }
         }
+        check_finite_tensor(path, e, params + e->offset);
     }
     free(tmp);
     fclose(fp);
+    return sum;
 }
 
 // Writes a flat buffer (params, or a moment vector) to fp in llm.c's file order; returns the running checksum.
@@ -527,7 +586,7 @@ static uint64_t write_in_file_order(FILE* fp, const ParamLayout* pl, const float
     return h;
 }
 
-// Saves an llm.c version-3 (fp32) model file atomically; returns the checksum of the parameter bytes.
+// Saves an llm.c version-3 (fp32) model file atomically; returns the checksum of the whole file (header and payload).
 static uint64_t model_save(const char* path, const ParamLayout* pl, const float* params) {
     AtomicFile af;
     atomic_open(&af, path);
@@ -536,7 +595,7 @@ static uint64_t model_save(const char* path, const ParamLayout* pl, const float*
     h[0] = MODEL_MAGIC; h[1] = 3; h[2] = g->max_seq_len; h[3] = g->vocab_size; h[4] = g->num_layers;
     h[5] = g->num_heads; h[6] = g->channels; h[7] = g->padded_vocab_size;
     fwriteCheck(h, sizeof(int32_t), 256, af.fp, path);
-    uint64_t sum = write_in_file_order(af.fp, pl, params, path, FNV1A64_INIT);
+    uint64_t sum = write_in_file_order(af.fp, pl, params, path, checksum64(h, sizeof(h), FNV1A64_INIT));
     atomic_commit(&af);
     return sum;
 }
@@ -884,44 +943,61 @@ typedef struct {
     float lr;
 } StepStats;
 
-static StepStats optimizer_step(GPT* m, ZeroOptimizer* z, const Config* c, int step) {
-    StepStats st;
+// Waits for the gradient reductions and returns the global gradient norm (the same value on every rank).
+static float grad_norm_reduced(GPT* m, ZeroOptimizer* z) {
     zero_wait_all(z);
-    double sumsq = zero_grad_sumsq(z, m->grads);
-    float norm = (float)sqrt(sumsq);
+    return (float)sqrt(zero_grad_sumsq(z, m->grads));
+}
+
+// Clipping and the AdamW update (t: 1-based count of updates, for the bias correction), then the parameter gather.
+static void optimizer_update(GPT* m, ZeroOptimizer* z, const Config* c, float norm, float lr, int t) {
     // clip as torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
     float scale = 1.0f;
     if (c->grad_clip > 0.0f) {
         float coef = c->grad_clip / (norm + 1e-6f);
         if (coef < 1.0f) { scale = coef; }
     }
+    zero_adamw_step(z, m->params, m->grads, lr, 0.9f, 0.95f, 1e-8f, c->weight_decay, scale, t);
+}
+
+// Both of the above, for a step that is never skipped (tests).
+static StepStats optimizer_step(GPT* m, ZeroOptimizer* z, const Config* c, int step) {
+    StepStats st;
+    st.grad_norm = grad_norm_reduced(m, z);
     st.lr = lr_at(c, step);
-    st.grad_norm = norm;
-    zero_adamw_step(z, m->params, m->grads, st.lr, 0.9f, 0.95f, 1e-8f, c->weight_decay, scale, step + 1);
+    optimizer_update(m, z, c, st.grad_norm, st.lr, step + 1);
     return st;
 }
 
 // ----------------------------------------------------------------------------
 // Checkpoints: DIR/model_XXXXXXXX.bin (an llm.c model file) + DIR/state_XXXXXXXX.bin + DIR/latest (the step).
 // The state holds the step, the AdamW moments m then v (n floats each, in the flat parameter layout, which depends
-// only on the model's shape: logical and unsharded), the data sampler state and the sampling RNG, with checksums
-// of both files. The moments are streamed: each data-parallel rank sends its shard to rank 0, which writes them in
-// order, and on resume each rank reads the file through a small buffer keeping only its own range, so no rank ever
-// holds all the moments of a sharded optimizer. Each file is written to a temporary name and renamed; `latest`
-// moves last, so a crash at any point leaves the previous checkpoint intact and current.
+// only on the model's shape: logical and unsharded), the data sampler state and the sampling RNG. Every byte of
+// both files is under a checksum: the state's header records the checksum of the whole model file, and its own
+// checksum covers its payload and then its header (with the checksum word read as 0). The moments are streamed:
+// each data-parallel rank sends its shard to rank 0, which writes them in order, and on resume each rank reads the
+// file through a small buffer keeping only its own range, so no rank ever holds all the moments of a sharded
+// optimizer.
+// A checkpoint is the PAIR model + state of one step, committed in this order: model, state, then `latest`. Each
+// file is written to a temporary name, synced and renamed; until the state is committed the new model file is
+// registered for removal on any error, so a failed save leaves no unpaired file, and `latest` moves last, so a
+// crash at any point leaves the previous checkpoint intact and current. An unpaired file (from a kill -9 between
+// the two renames) is never taken for a checkpoint and is removed by the next pruning.
 
 #define STATE_MAGIC 20240331
-#define STATE_VERSION 2
+#define STATE_VERSION 3  // 3: header under the checksum, model checksum over the whole file, AdamW update count
 #define STATE_CHUNK_FLOATS ((size_t)1 << 22)
 enum {
     ST_MAGIC = 0, ST_VERSION, ST_STEP, ST_NUM_PARAMS, ST_MODEL_SUM, ST_STATE_SUM, ST_RNG, ST_LOSS_SCALE,
-    ST_MAXT, ST_V, ST_L, ST_NH, ST_C, ST_VP, ST_ZERO, ST_WORLD, ST_B, ST_T,
+    ST_MAXT, ST_V, ST_L, ST_NH, ST_C, ST_VP, ST_ZERO, ST_WORLD, ST_B, ST_T, ST_ADAM_T, ST_SKIPPED,
     ST_DATA = 32, // DATALOADER_STATE_WORDS words
     ST_HEADER_WORDS = 64
 };
 
 typedef struct {
-    int step;
+    int step;               // optimizer steps taken (skipped ones included)
+    int adam_t;             // AdamW updates applied so far (the bias correction's t is adam_t + 1)
+    int skipped_in_a_row;   // --nan-policy skip: consecutive non-finite steps just before `step`
     uint64_t rng;
     uint64_t data_state[DATALOADER_STATE_WORDS];
 } TrainState;
@@ -929,6 +1005,16 @@ typedef struct {
 static void checkpoint_paths(const char* dir, int step, char* model_path, char* state_path, size_t cap) {
     snprintf(model_path, cap, "%s/model_%08d.bin", dir, step);
     snprintf(state_path, cap, "%s/state_%08d.bin", dir, step);
+}
+
+static long long state_file_bytes(size_t num_params) { return (long long)(ST_HEADER_WORDS * 8 + 2 * 4 * (long long)num_params); }
+
+// The state's checksum: the payload's running checksum, continued over the header with its checksum word as 0.
+static uint64_t state_header_sum(const uint64_t* h, uint64_t payload_sum) {
+    uint64_t copy[ST_HEADER_WORDS];
+    memcpy(copy, h, sizeof(copy));
+    copy[ST_STATE_SUM] = 0;
+    return checksum64(copy, sizeof(copy), payload_sum);
 }
 
 // The part of data-parallel rank r's owned range that holds real parameters: [lo, hi) clipped to n.
@@ -940,6 +1026,7 @@ static void shard_range(const ZeroOptimizer* z, int r, size_t* lo, size_t* hi) {
 }
 
 // Rank 0 writes one moment vector (m or v) shard by shard; the other ranks send theirs. Returns the checksum.
+// Rank 0 writes its own shard straight from `mine` and receives every other shard into `buf`, never into `mine`.
 static uint64_t stream_moment_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, float* buf, uint64_t h) {
     if (z->stage == 0) {
         if (z->rank == 0) {
@@ -952,29 +1039,102 @@ static uint64_t stream_moment_out(FILE* fp, const char* path, const float* mine,
         size_t lo, hi;
         shard_range(z, r, &lo, &hi);
         size_t cnt = hi - lo;
-        if (r == 0 && z->rank == 0) { buf = (float*)mine; }
+        const float* src = buf;
+        if (r == 0 && z->rank == 0) { src = mine; }
         else if (z->rank == 0) { comm_recv(z->group, buf, cnt * sizeof(float), r, 7); }
         else if (z->rank == r) { comm_send(z->group, mine, cnt * sizeof(float), 0, 7); }
         if (z->rank == 0) {
-            fwriteCheck(buf, sizeof(float), cnt, fp, path);
-            h = checksum64(buf, cnt * sizeof(float), h);
+            fwriteCheck(src, sizeof(float), cnt, fp, path);
+            h = checksum64(src, cnt * sizeof(float), h);
         }
     }
     return h;
 }
 
-// Collective over the data-parallel group; rank 0 writes.
+static int all_finite(const float* x, size_t n) {
+    int ok = 1;
+    #pragma omp parallel for reduction(&& : ok)
+    for (size_t i = 0; i < n; i++) { ok = ok && isfinite(x[i]); }
+    return ok;
+}
+
+// Parses a checkpoint file name "model_XXXXXXXX.bin" / "state_XXXXXXXX.bin": returns the step, or -1.
+static int checkpoint_name_step(const char* name, const char* prefix) {
+    size_t pl = strlen(prefix);
+    if (strncmp(name, prefix, pl) != 0 || strlen(name) != pl + 8 + 4 || strcmp(name + pl + 8, ".bin") != 0) { return -1; }
+    int step = 0;
+    for (int i = 0; i < 8; i++) {
+        char ch = name[pl + i];
+        if (ch < '0' || ch > '9') { return -1; }
+        step = step * 10 + (ch - '0');
+    }
+    return step;
+}
+
+static int cmp_int_desc(const void* a, const void* b) { return *(const int*)b - *(const int*)a; }
+
+// Tidies a checkpoint directory (rank 0): removes temporary files of dead writers, every unpaired model or state
+// file, and, when keep > 0, all but the newest `keep` checkpoints at or before `latest` (those after it belong to a
+// run the user rewound, and stay). Returns the number of files removed.
+static int checkpoint_prune(const char* dir, int keep, int latest) {
+    int removed = atomic_clean_stale(dir);
+    DIR* d = opendir(dir);
+    if (!d) { return removed; }
+    int cap = 64, nm = 0, ns = 0;
+    int* ms = (int*)mallocCheck(sizeof(int) * cap);
+    int* ss = (int*)mallocCheck(sizeof(int) * cap);
+    struct dirent* ent;
+    while ((ent = readdir(d)) != NULL) {
+        int sm = checkpoint_name_step(ent->d_name, "model_"), st = checkpoint_name_step(ent->d_name, "state_");
+        if (sm < 0 && st < 0) { continue; }
+        if (nm == cap || ns == cap) {
+            cap *= 2;
+            ms = (int*)realloc(ms, sizeof(int) * cap);
+            ss = (int*)realloc(ss, sizeof(int) * cap);
+            if (!ms || !ss) { fatal("out of memory listing '%s'", dir); }
+        }
+        if (sm >= 0) { ms[nm++] = sm; } else { ss[ns++] = st; }
+    }
+    closedir(d);
+    qsort(ms, nm, sizeof(int), cmp_int_desc);
+    int kept = 0;
+    char mp[2048], sp[2048];
+    for (int i = 0; i < nm; i++) {
+        int paired = 0;
+        for (int j = 0; j < ns; j++) { paired |= ss[j] == ms[i]; }
+        checkpoint_paths(dir, ms[i], mp, sp, sizeof(mp));
+        if (!paired) { removed += unlink(mp) == 0; continue; }
+        if (ms[i] > latest) { continue; }
+        if (keep > 0 && kept >= keep) { removed += unlink(mp) == 0; removed += unlink(sp) == 0; continue; }
+        kept++;
+    }
+    for (int j = 0; j < ns; j++) {
+        int paired = 0;
+        for (int i = 0; i < nm; i++) { paired |= ms[i] == ss[j]; }
+        checkpoint_paths(dir, ss[j], mp, sp, sizeof(mp));
+        if (!paired) { removed += unlink(sp) == 0; }
+    }
+    free(ms);
+    free(ss);
+    return removed;
+}
+
+// Collective over the data-parallel group; rank 0 writes. Refuses (exits) to write a state that is not finite.
 static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
                             const Config* c) {
     int writer = pc->world_rank == 0;
+    double bad = !all_finite(z->m, z->hi - z->lo) || !all_finite(z->v, z->hi - z->lo) ||
+                 (writer && !all_finite(m->params, m->layout.num_params));
+    comm_allreduce_max_f64(&pc->world, &bad, 1);
+    if (bad) { fatal("step %d: the model or optimizer state holds non-finite values: no checkpoint written (the last one in '%s' is intact)", ts->step, dir); }
     char mp[2048], sp[2048], lp[2048];
     checkpoint_paths(dir, ts->step, mp, sp, sizeof(mp));
     AtomicFile af;
     uint64_t h[ST_HEADER_WORDS] = {0};
     float* buf = NULL;
     if (writer) {
-        mkdir(dir, 0755);
         h[ST_MODEL_SUM] = model_save(mp, &m->layout, m->params);
+        utils_tmp_register(mp); // unpaired until the state is committed: removed if anything fails before that
         atomic_open(&af, sp);
         // the payload checksum is only known after writing: write the header, the payload, then the header again
         fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
@@ -985,34 +1145,53 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
     if (writer) {
         const GPTConfig* g = &m->cfg;
         h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = STATE_VERSION; h[ST_STEP] = ts->step;
-        h[ST_NUM_PARAMS] = m->layout.num_params; h[ST_STATE_SUM] = sum; h[ST_RNG] = ts->rng;
+        h[ST_NUM_PARAMS] = m->layout.num_params; h[ST_RNG] = ts->rng;
         h[ST_MAXT] = g->max_seq_len; h[ST_V] = g->vocab_size; h[ST_L] = g->num_layers; h[ST_NH] = g->num_heads;
         h[ST_C] = g->channels; h[ST_VP] = g->padded_vocab_size; h[ST_ZERO] = z->stage; h[ST_WORLD] = pc->world_size;
-        h[ST_B] = c->batch_size; h[ST_T] = c->seq_len;
+        h[ST_B] = c->batch_size; h[ST_T] = c->seq_len; h[ST_ADAM_T] = ts->adam_t; h[ST_SKIPPED] = ts->skipped_in_a_row;
         for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { h[ST_DATA + i] = ts->data_state[i]; }
+        h[ST_STATE_SUM] = state_header_sum(h, sum);
         fseekCheck(af.fp, 0, SEEK_SET, sp);
         fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
         atomic_commit(&af);
+        utils_tmp_unregister(mp);
         snprintf(lp, sizeof(lp), "%s/latest", dir);
         atomic_open(&af, lp);
         fprintf(af.fp, "%d\n", ts->step);
         atomic_commit(&af);
-        printf("checkpoint: wrote %s and %s\n", mp, sp);
+        int pruned = checkpoint_prune(dir, c->keep_checkpoints, ts->step);
+        printf("checkpoint: wrote %s and %s%s\n", mp, sp, pruned ? " (older ones pruned, --keep-checkpoints)" : "");
         free(buf);
     }
     comm_barrier(&pc->world);
 }
 
-// Reads DIR/latest. Exits with a clear message if it is missing or malformed.
+// Reads DIR/latest, which must hold a step number and nothing else (a newline may end it). Exits with a clear
+// message if it is missing or malformed.
 static int checkpoint_latest_step(const char* dir) {
     char lp[2048];
     snprintf(lp, sizeof(lp), "%s/latest", dir);
     if (!file_exists(lp)) { fatal("--resume %s: no checkpoint there ('%s' is missing)", dir, lp); }
-    FILE* fp = fopenCheck(lp, "r");
-    int step = -1;
-    if (fscanf(fp, "%d", &step) != 1 || step < 0) { fclose(fp); fatal("'%s' is corrupt: expected a step number", lp); }
+    FILE* fp = fopenCheck(lp, "rb");
+    char text[32];
+    size_t n = fread(text, 1, sizeof(text) - 1, fp);
     fclose(fp);
-    return step;
+    text[n] = '\0';
+    size_t digits = 0;
+    while (digits < n && text[digits] >= '0' && text[digits] <= '9') { digits++; }
+    int well_formed = digits >= 1 && digits <= 9 && (digits == n || (digits + 1 == n && text[digits] == '\n'));
+    if (!well_formed) { fatal("'%s' is corrupt: expected a step number and a newline", lp); }
+    return atoi(text);
+}
+
+// Before any big allocation: the checkpoint of `step` must be a complete pair with a state of the right size.
+static void checkpoint_check_files(const char* dir, int step, size_t num_params) {
+    char mp[2048], sp[2048];
+    checkpoint_paths(dir, step, mp, sp, sizeof(mp));
+    if (!file_exists(mp)) { fatal("checkpoint model '%s' does not exist (named by '%s/latest')", mp, dir); }
+    if (!file_exists(sp)) { fatal("checkpoint state '%s' does not exist (named by '%s/latest')", sp, dir); }
+    long long expect = state_file_bytes(num_params), actual = file_size(sp);
+    if (actual != expect) { fatal("checkpoint state '%s' is %s: %lld bytes, expected %lld", sp, actual < expect ? "truncated" : "too long", actual, expect); }
 }
 
 // Reads one moment vector (n floats) through a chunk buffer, keeping this rank's owned range in `mine`.
@@ -1029,37 +1208,35 @@ static uint64_t stream_moment_in(FILE* fp, const char* path, float* mine, const 
     return h;
 }
 
-// Loads the moments (this rank's shard), the train state, and verifies both checksums. Params must already hold
-// the checkpoint's model file (its checksum is compared with the one recorded in the state).
-static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimizer* z, TrainState* ts) {
+// Loads the moments (this rank's shard) and the train state, and verifies both checksums. model_sum is the
+// checksum of the checkpoint's model file as loaded (model_load_params), compared with the one the state recorded.
+static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimizer* z, TrainState* ts, uint64_t model_sum) {
     char mp[2048], sp[2048];
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
-    if (!file_exists(sp)) { fatal("checkpoint state '%s' does not exist", sp); }
-    long long expect = (long long)(ST_HEADER_WORDS * 8 + 2 * 4 * m->layout.num_params);
-    long long actual = file_size(sp);
-    if (actual != expect) { fatal("checkpoint state '%s' is %s: %lld bytes, expected %lld", sp, actual < expect ? "truncated" : "too long", actual, expect); }
+    checkpoint_check_files(dir, step, m->layout.num_params);
     FILE* fp = fopenCheck(sp, "rb");
     uint64_t h[ST_HEADER_WORDS];
     freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
-    if (h[ST_MAGIC] != STATE_MAGIC) { fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
-    if (h[ST_VERSION] != STATE_VERSION) { fatal("checkpoint state '%s': unsupported version %llu (expected %d)", sp, (unsigned long long)h[ST_VERSION], STATE_VERSION); }
-    if (h[ST_NUM_PARAMS] != m->layout.num_params || (int)h[ST_STEP] != step) {
-        fatal("checkpoint state '%s' does not match its model file (parameters %llu vs %zu, step %llu vs %d)", sp,
-              (unsigned long long)h[ST_NUM_PARAMS], m->layout.num_params, (unsigned long long)h[ST_STEP], step);
+    if (h[ST_MAGIC] != STATE_MAGIC) { fclose(fp); fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
+    if (h[ST_VERSION] != STATE_VERSION) {
+        fclose(fp);
+        fatal("checkpoint state '%s': unsupported version %llu (this trainer reads version %d)", sp, (unsigned long long)h[ST_VERSION], STATE_VERSION);
     }
     float* chunk = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
     uint64_t sum = stream_moment_in(fp, sp, z->m, z, chunk, FNV1A64_INIT);
     sum = stream_moment_in(fp, sp, z->v, z, chunk, sum);
     free(chunk);
     fclose(fp);
-    if (sum != h[ST_STATE_SUM]) { fatal("checkpoint state '%s' is corrupt: checksum mismatch", sp); }
-    uint64_t model_sum = FNV1A64_INIT;
-    for (int i = 0; i < m->layout.num_tensors; i++) {
-        const ParamEntry* e = &m->layout.table[i];
-        model_sum = checksum64(m->params + e->offset, e->rows * e->cols * sizeof(float), model_sum);
+    if (state_header_sum(h, sum) != h[ST_STATE_SUM]) { fatal("checkpoint state '%s' is corrupt: checksum mismatch", sp); }
+    if (h[ST_NUM_PARAMS] != m->layout.num_params || h[ST_STEP] != (uint64_t)step) {
+        fatal("checkpoint state '%s' does not match its model file (parameters %llu vs %zu, step %llu vs %d)", sp,
+              (unsigned long long)h[ST_NUM_PARAMS], m->layout.num_params, (unsigned long long)h[ST_STEP], step);
     }
     if (model_sum != h[ST_MODEL_SUM]) { fatal("checkpoint model '%s' is corrupt: checksum mismatch with '%s'", mp, sp); }
+    if (h[ST_ADAM_T] > (uint64_t)step || h[ST_SKIPPED] > (uint64_t)step) { fatal("checkpoint state '%s': inconsistent update counts", sp); }
     ts->step = step;
+    ts->adam_t = (int)h[ST_ADAM_T];
+    ts->skipped_in_a_row = (int)h[ST_SKIPPED];
     ts->rng = h[ST_RNG];
     for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { ts->data_state[i] = h[ST_DATA + i]; }
 }
@@ -1159,6 +1336,36 @@ static void maybe_inject_fault(int rank, int step) {
     if (strcmp(kind, "hang") == 0) { for (;;) { sleep(1000); } }
 }
 
+// TRAIN_GPT_FAULT="nan:RANK:STEP": that rank's loss and gradients of that step become NaN (as an overflow would).
+static int fault_nan(int rank, int step) {
+    const char* f = getenv("TRAIN_GPT_FAULT");
+    int r, s;
+    return f && sscanf(f, "nan:%d:%d", &r, &s) == 2 && r == rank && s == step;
+}
+
+// Creates --out (and its parents) if missing and proves it writable, at start rather than at the first checkpoint
+// hours in; removes what dead writers left there. Rank 0 only.
+static void prepare_out_dir(const char* dir) {
+    char path[2048];
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char* q = path + 1; *q; q++) {
+        if (*q != '/') { continue; }
+        *q = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) { fatal("--out %s: cannot create '%s': %s", dir, path, strerror(errno)); }
+        *q = '/';
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) { fatal("--out %s: cannot create it: %s", dir, strerror(errno)); }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { fatal("--out %s: not a directory", dir); }
+    char probe[2200];
+    snprintf(probe, sizeof(probe), "%s/.write_test.%d", dir, (int)getpid());
+    FILE* fp = fopen(probe, "wb");
+    if (!fp) { fatal("--out %s: not writable: %s", dir, strerror(errno)); }
+    fclose(fp);
+    unlink(probe);
+    atomic_clean_stale(dir);
+}
+
 // Checks that every data-parallel rank holds the same parameters (they must, after each optimizer step).
 static int params_agree(GPT* m, ParallelContext* pc) {
     uint64_t sum = checksum64(m->params, m->layout.num_params * sizeof(float), FNV1A64_INIT);
@@ -1209,6 +1416,7 @@ int main(int argc, char** argv) {
 #ifdef _OPENMP
     if (c.threads > 0) { omp_set_num_threads(c.threads); }
 #endif
+    kernels_init_fp_mode();
     check_config_agreement(&pc, &c);
 
     // model configuration: from the checkpoint, an --init file, or a name
@@ -1228,15 +1436,26 @@ int main(int argc, char** argv) {
     } else if (!config_from_name(&gc, c.model)) {
         fatal("--model: unknown model '%s' (d<N>, gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B)", c.model);
     }
+    if (resume_step >= 0) { checkpoint_check_files(c.resume, resume_step, gpt_num_params(&gc)); }
     int B = c.batch_size, T = c.seq_len;
     if (T > gc.max_seq_len) { fatal("--seq-len %d is above the model's context length %d", T, gc.max_seq_len); }
-    long tokens_per_micro = (long)B * T * pc.dp;
+    // every derived count in 64 bits, range-checked before it is narrowed
+    const int64_t MAX_MICRO_TOKENS = (int64_t)1 << 30, MAX_GRAD_ACCUM = 1 << 20;
+    if ((int64_t)B * T > MAX_MICRO_TOKENS) {
+        fatal("--batch-size %d x --seq-len %d = %lld tokens per micro-step, above the limit %lld", B, T, (long long)B * T, (long long)MAX_MICRO_TOKENS);
+    }
+    int64_t tokens_per_micro = (int64_t)B * T * pc.dp;
     if (c.total_batch_size == 0) { c.total_batch_size = tokens_per_micro; }
     if (c.total_batch_size % tokens_per_micro != 0) {
-        fatal("--total-batch-size %ld is not a multiple of batch-size x seq-len x processes = %d x %d x %d = %ld",
-              c.total_batch_size, B, T, pc.dp, tokens_per_micro);
+        fatal("--total-batch-size %ld is not a multiple of batch-size x seq-len x processes = %d x %d x %d = %lld",
+              c.total_batch_size, B, T, pc.dp, (long long)tokens_per_micro);
     }
-    int grad_accum = (int)(c.total_batch_size / tokens_per_micro);
+    int64_t accum64 = c.total_batch_size / tokens_per_micro;
+    if (accum64 > MAX_GRAD_ACCUM) {
+        fatal("--total-batch-size %ld needs %lld micro-steps of %d x %d x %d tokens per optimizer step, above the limit %lld: "
+              "lower it or raise --batch-size", c.total_batch_size, (long long)accum64, B, T, pc.dp, (long long)MAX_GRAD_ACCUM);
+    }
+    int grad_accum = (int)accum64;
     if (c.gen_tokens > T - 1 && c.sample_every > 0) { c.gen_tokens = T - 1; }
 
     // data first: bad input is reported before the big allocations
@@ -1259,7 +1478,8 @@ int main(int argc, char** argv) {
     GPT model;
     memset(&model, 0, sizeof(model));
     gpt_alloc_params(&model, &gc, pc.dp);
-    if (model_fp) { model_load_params(init_path, model_fp, model_version, &model.layout, model.params); }
+    uint64_t model_sum = 0;
+    if (model_fp) { model_sum = model_load_params(init_path, model_fp, model_version, &model.layout, model.params); }
     else { init_params(model.params, &model.layout, (uint64_t)c.seed); }
     ZeroSegment* segs = (ZeroSegment*)mallocCheck(sizeof(ZeroSegment) * model.layout.num_tensors);
     for (int i = 0; i < model.layout.num_tensors; i++) {
@@ -1277,8 +1497,12 @@ int main(int argc, char** argv) {
     memset(&ts, 0, sizeof(ts));
     ts.rng = (uint64_t)c.seed * 0x2545F4914F6CDD1DULL + 7;
     if (resume_step >= 0) {
-        checkpoint_load_state(c.resume, resume_step, &model, &zopt, &ts);
+        checkpoint_load_state(c.resume, resume_step, &model, &zopt, &ts, model_sum);
         if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
+    }
+    if (master && c.out[0] && !c.bench) {
+        prepare_out_dir(c.out);
+        if (file_exists(c.out) && resume_step >= 0 && strcmp(c.out, c.resume) == 0) { checkpoint_prune(c.out, 0, resume_step); }
     }
     Tokenizer tokenizer;
     int have_tok = 0;
@@ -1344,16 +1568,20 @@ int main(int argc, char** argv) {
     int timed_steps = 0;
     float last_val = -1.0f;
     int start_step = ts.step;
+    int resumed = resume_step >= 0;
     for (int step = start_step; step <= steps; step++) {
         int last = step == steps;
-        if (have_val && (step % c.val_every == 0 || last)) {
+        // a resumed run starts where the checkpoint was written: the evaluation and the sample of that step were
+        // done (and the sample's RNG draws recorded) before the checkpoint, so they are not repeated
+        int again = resumed && step == start_step;
+        if (have_val && (step % c.val_every == 0 || last) && !again) {
             last_val = evaluate(&model, &val_loader, c.val_steps, &pc);
             if (master) {
                 printf("step %5d | val loss %.6f\n", step, last_val);
                 if (logf) { fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g}\n", step, last_val); fflush(logf); }
             }
         }
-        if (master && c.sample_every > 0 && step > 0 && (step % c.sample_every == 0 || last) && !c.bench) {
+        if (master && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
             generate(&model, &tokenizer, have_tok, c.gen_tokens, T, &ts.rng);
         }
         if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
@@ -1369,6 +1597,8 @@ int main(int argc, char** argv) {
         double wait0 = zopt.wait_seconds;
         double loss = 0.0, tb = 0.0, tf = 0.0;
         float dloss_scale = 1.0f / (float)((double)B * T * grad_accum * pc.dp);
+        int poison = fault_nan(pc.world_rank, step);
+        if (poison) { dloss_scale = NAN; }
         for (int micro = 0; micro < grad_accum; micro++) {
             const int32_t* x;
             const int32_t* y;
@@ -1383,10 +1613,28 @@ int main(int argc, char** argv) {
             loss += gpt_forward_backward(&model, y, dloss_scale, &bc);
             tb += now_seconds() - tb0;
         }
-        StepStats st = optimizer_step(&model, &zopt, &c, step);
+        if (poison) { loss = NAN; }
+        // the mean loss and the gradient norm are the same on every rank (a NaN anywhere reaches all of them through
+        // the reductions), so every rank takes the same decision below
+        StepStats st;
+        st.grad_norm = grad_norm_reduced(&model, &zopt);
+        st.lr = lr_at(&c, step);
         double loss_sum = loss / grad_accum;
         comm_allreduce_sum_f64(&pc.dp_group, &loss_sum, 1);
         float mean_loss = (float)(loss_sum / pc.dp);
+        int finite = isfinite(mean_loss) && isfinite(st.grad_norm);
+        if (!finite && strcmp(c.nan_policy, "stop") == 0) {
+            fatal("step %d: the %s is not finite (loss %g, gradient norm %g): stopping before the update (--nan-policy stop); "
+                  "no checkpoint of this state is written%s%s", step + 1, isfinite(mean_loss) ? "gradient norm" : "loss",
+                  mean_loss, st.grad_norm, c.out[0] ? ", the last one in " : "", c.out);
+        }
+        if (finite) {
+            optimizer_update(&model, &zopt, &c, st.grad_norm, st.lr, ts.adam_t + 1);
+            ts.adam_t++;
+            ts.skipped_in_a_row = 0;
+        } else {
+            ts.skipped_in_a_row++;
+        }
         double dt = now_seconds() - t0;
         t_train += dt;
         if (c.bench && step > 0) { t_bench += dt; t_backward += tb; t_forward += tf; wait_bench += zopt.wait_seconds - wait0; timed_steps++; }
@@ -1395,17 +1643,24 @@ int main(int argc, char** argv) {
         if (master) {
             int done = step + 1 - start_step;
             double eta = done > 0 ? t_train / done * (steps - step - 1) : 0.0;
-            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds\n",
+            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds%s\n",
                    step + 1, steps, mean_loss, st.grad_norm, st.lr, dt * 1e3, tok_s, tok_s * fpt / 1e9,
-                   (int)eta / 60, (int)eta % 60);
+                   (int)eta / 60, (int)eta % 60, finite ? "" : " | skipped: not finite (--nan-policy skip)");
             fflush(stdout);
             if (logf) {
-                fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f}\n",
-                        step + 1, mean_loss, st.lr, st.grad_norm, dt * 1e3, tok_s);
+                // JSON has no NaN: a skipped step logs null for what was not finite
+                char lv[32] = "null", nv[32] = "null";
+                if (isfinite(mean_loss)) { snprintf(lv, sizeof(lv), "%.9g", mean_loss); }
+                if (isfinite(st.grad_norm)) { snprintf(nv, sizeof(nv), "%.9g", st.grad_norm); }
+                fprintf(logf, "{\"step\": %d, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, \"ms\": %.3f, \"tokens_per_s\": %.1f%s}\n",
+                        step + 1, lv, st.lr, nv, dt * 1e3, tok_s, finite ? "" : ", \"skipped\": true");
                 fflush(logf);
             }
         }
-        if (!isfinite(mean_loss)) { fatal("loss is %f at step %d: training diverged", mean_loss, step + 1); }
+        if (ts.skipped_in_a_row >= c.max_skipped_steps) {
+            fatal("step %d: %d steps in a row had a non-finite loss or gradient norm (--max-skipped-steps %d): training diverged",
+                  step + 1, ts.skipped_in_a_row, c.max_skipped_steps);
+        }
     }
 
     if (c.bench) {

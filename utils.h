@@ -21,8 +21,40 @@ exiting non-zero; input validation elsewhere is real code with a real message, n
 
 // ----------------------------------------------------------------------------
 // fatal errors
+//
+// Temporary files of atomic writes in progress are registered here and removed by fatal(), so an error path never
+// leaves debris behind (a half-written 50 MB checkpoint on a full disk, say). A fuzz harness (built with -DFUZZING)
+// sets utils_fatal_jmp so that fatal() returns to the harness instead of ending the process.
 
-// Prints "error: <message>" to stderr and exits with status 1. The message should name the file or flag.
+#define UTILS_MAX_TMP 8
+static char utils_tmp_paths[UTILS_MAX_TMP][4200];
+
+static void utils_tmp_register(const char* path) {
+    for (int i = 0; i < UTILS_MAX_TMP; i++) {
+        if (!utils_tmp_paths[i][0]) { snprintf(utils_tmp_paths[i], sizeof(utils_tmp_paths[i]), "%s", path); return; }
+    }
+}
+
+static void utils_tmp_unregister(const char* path) {
+    for (int i = 0; i < UTILS_MAX_TMP; i++) {
+        if (strcmp(utils_tmp_paths[i], path) == 0) { utils_tmp_paths[i][0] = '\0'; }
+    }
+}
+
+// Removes every registered temporary file (the error path of fatal()).
+static void utils_tmp_remove_all(void) {
+    for (int i = 0; i < UTILS_MAX_TMP; i++) {
+        if (utils_tmp_paths[i][0]) { unlink(utils_tmp_paths[i]); utils_tmp_paths[i][0] = '\0'; }
+    }
+}
+
+#ifdef FUZZING
+#include <setjmp.h>
+static jmp_buf* utils_fatal_jmp; // set by a fuzz harness around each input; fatal() longjmps there
+#endif
+
+// Prints "error: <message>" to stderr, removes temporary files of writes in progress, and exits with status 1.
+// The message should name the file or flag.
 static void __attribute__((noreturn, format(printf, 1, 2))) fatal(const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -31,6 +63,10 @@ static void __attribute__((noreturn, format(printf, 1, 2))) fatal(const char* fm
     fprintf(stderr, "\n");
     va_end(ap);
     fflush(stderr);
+    utils_tmp_remove_all();
+#ifdef FUZZING
+    if (utils_fatal_jmp) { longjmp(*utils_fatal_jmp, 1); }
+#endif
     exit(1);
 }
 
@@ -126,8 +162,14 @@ static size_t mul_size_check(size_t a, size_t b, const char* file, int line) {
 #define mulSize(a, b) mul_size_check((size_t)(a), (size_t)(b), __FILE__, __LINE__)
 
 // ----------------------------------------------------------------------------
-// atomic file writes: write to "<path>.tmp.<pid>", fsync, rename into place. A failed or interrupted write never
-// destroys the previous file at <path>.
+// atomic file writes: write to "<path>.tmp.<host>.<pid>", fsync, rename into place, fsync the directory. A failed or
+// interrupted write never destroys the previous file at <path>; fatal() removes the temporary file of a write in
+// progress, and atomic_clean_stale() removes those left by processes that died (kill -9, power loss).
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
 
 typedef struct {
     FILE* fp;
@@ -135,35 +177,89 @@ typedef struct {
     char tmp_path[4200];
 } AtomicFile;
 
+// "<host>.<pid>": what a temporary name ends with, so a stale one can be told from a live one on this host.
+static void atomic__owner(char* buf, size_t cap, long pid) {
+    char host[256] = "localhost";
+    gethostname(host, sizeof(host) - 1);
+    host[sizeof(host) - 1] = '\0';
+    snprintf(buf, cap, "%s.%ld", host, pid);
+}
+
 static void atomic_open(AtomicFile* af, const char* path) {
     size_t n = strlen(path);
     if (n + 1 > sizeof(af->path)) { fatal("path too long: '%s'", path); }
+    // a write past `ulimit -f` must fail with EFBIG and a message, not kill the process by SIGXFSZ
+    signal(SIGXFSZ, SIG_IGN);
     memcpy(af->path, path, n + 1);
-    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp.%d", path, (int)getpid());
+    char owner[300];
+    atomic__owner(owner, sizeof(owner), (long)getpid());
+    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp.%s", path, owner);
     af->fp = fopen(af->tmp_path, "wb");
-    if (af->fp == NULL) { fatal("cannot create '%s': %s", af->tmp_path, strerror(errno)); }
+    if (af->fp == NULL) { fatal("cannot create '%s' (to write '%s'): %s", af->tmp_path, path, strerror(errno)); }
+    utils_tmp_register(af->tmp_path);
 }
 
-// Flushes, syncs and renames the temporary file over the final path. On any failure the temporary is removed.
+// fsync of a file's directory, so that a rename into it survives a power loss.
+static int fsync_parent_dir(const char* path) {
+    char copy[4096];
+    snprintf(copy, sizeof(copy), "%s", path);
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) { return -1; }
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+// Flushes, syncs and renames the temporary file over the final path, then syncs the directory. On any failure the
+// temporary is removed and the previous file at the final path is untouched.
 static void atomic_commit(AtomicFile* af) {
     int ok = fflush(af->fp) == 0 && fsync(fileno(af->fp)) == 0;
+    int e = errno;
     int closed = fclose(af->fp) == 0;
+    af->fp = NULL;
     if (!ok || !closed) {
-        int e = errno;
-        remove(af->tmp_path);
+        if (ok) { e = errno; }
         fatal("writing '%s' failed: %s (previous file left untouched)", af->path, strerror(e));
     }
     if (rename(af->tmp_path, af->path) != 0) {
-        int e = errno;
-        remove(af->tmp_path);
+        e = errno;
         fatal("renaming '%s' to '%s' failed: %s", af->tmp_path, af->path, strerror(e));
     }
+    utils_tmp_unregister(af->tmp_path);
+    if (fsync_parent_dir(af->path) != 0) { fatal("syncing the directory of '%s' failed: %s", af->path, strerror(errno)); }
 }
 
 // Abandons a write in progress: the temporary file is removed and the final path is untouched.
 static void atomic_abort(AtomicFile* af) {
     if (af->fp) { fclose(af->fp); af->fp = NULL; }
     remove(af->tmp_path);
+    utils_tmp_unregister(af->tmp_path);
+}
+
+// Removes temporary files "*.tmp.<this host>.<pid>" in dir whose process no longer exists (left by a kill -9 or
+// a crash). Returns how many were removed. Temporary files of live processes, and of other hosts sharing the
+// directory, are left alone.
+static int atomic_clean_stale(const char* dir) {
+    DIR* d = opendir(dir);
+    if (!d) { return 0; }
+    char prefix[300];
+    atomic__owner(prefix, sizeof(prefix), 0);
+    size_t plen = strlen(prefix) - 1; // "<host>." without the trailing 0
+    int removed = 0;
+    struct dirent* ent;
+    while ((ent = readdir(d)) != NULL) {
+        const char* t = strstr(ent->d_name, ".tmp.");
+        if (!t || strncmp(t + 5, prefix, plen) != 0) { continue; }
+        char* end = NULL;
+        long pid = strtol(t + 5 + plen, &end, 10);
+        if (end == t + 5 + plen || *end != '\0' || pid <= 0) { continue; }
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) { continue; } // alive (or not ours to judge)
+        char full[4400];
+        snprintf(full, sizeof(full), "%s/%s", dir, ent->d_name);
+        if (unlink(full) == 0) { removed++; }
+    }
+    closedir(d);
+    return removed;
 }
 
 // ----------------------------------------------------------------------------
