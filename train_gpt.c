@@ -729,6 +729,17 @@ static void gpt_alloc_grads(GPT* m, int stage, int dp) {
     }
 }
 
+// The optimizer over this model's parameters: one segment per tensor, carrying the tensor's weight-decay flag.
+static void gpt_zero_init(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* dp_group) {
+    ZeroSegment* segs = (ZeroSegment*)mallocCheck(sizeof(ZeroSegment) * m->layout.num_tensors);
+    for (int i = 0; i < m->layout.num_tensors; i++) {
+        const ParamEntry* e = &m->layout.table[i];
+        segs[i].offset = e->offset; segs[i].size = e->rows * e->cols; segs[i].decay = e->decay;
+    }
+    zero_init(z, stage, dp_group, m->layout.num_params, segs, m->layout.num_tensors);
+    free(segs);
+}
+
 static float* gpt_grad_slot(GPT* m, int slot) {
     return m->grad_arena + m->layout.embed_size + 2 * (size_t)m->cfg.channels + (size_t)slot * m->layout.layer_size;
 }
@@ -1259,15 +1270,11 @@ static float evaluate(GPT* m, DataLoader* val, int steps, ParallelContext* pc) {
     return (float)(sum / steps);
 }
 
-// Samples gen_tokens tokens after an end-of-text prompt (temperature 1) and prints them, decoded if possible.
-static void generate(GPT* m, const Tokenizer* tok, int have_tok, int gen_tokens, int T, uint64_t* rng) {
+// Draws toks[1..n) one at a time after the prompt toks[0] (temperature 1): token t comes from the softmax of the
+// logits at position t - 1 over the real vocabulary, by inverse CDF with one uniform draw from rng.
+// probs: (Vp) scratch.
+static void sample_tokens(GPT* m, int32_t* toks, int n, float* probs, uint64_t* rng) {
     const GPTConfig* g = &m->cfg;
-    int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
-    int n = gen_tokens + 1 < T ? gen_tokens + 1 : T;
-    int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * T);
-    float* probs = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
-    toks[0] = eot;
-    printf("sample: ");
     for (int t = 1; t < n; t++) {
         gpt_forward(m, toks, 1, t);
         classifier_logits_row(probs, m->acts.lnf + (size_t)(t - 1) * g->channels, m->p.wte, g->channels, g->padded_vocab_size);
@@ -1279,7 +1286,21 @@ static void generate(GPT* m, const Tokenizer* tok, int have_tok, int gen_tokens,
         int next = g->vocab_size - 1;
         for (int j = 0; j < g->vocab_size; j++) { cdf += probs[j]; if (coin < cdf) { next = j; break; } }
         toks[t] = next;
-        const char* piece = have_tok ? tokenizer_decode(tok, (uint32_t)next) : NULL;
+    }
+}
+
+// Samples gen_tokens tokens after an end-of-text prompt and prints them, decoded if a tokenizer is loaded.
+static void generate(GPT* m, const Tokenizer* tok, int have_tok, int gen_tokens, int T, uint64_t* rng) {
+    const GPTConfig* g = &m->cfg;
+    int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
+    int n = gen_tokens + 1 < T ? gen_tokens + 1 : T;
+    int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * T);
+    float* probs = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
+    toks[0] = eot;
+    sample_tokens(m, toks, n, probs, rng);
+    printf("sample: ");
+    for (int t = 1; t < n; t++) {
+        const char* piece = have_tok ? tokenizer_decode(tok, (uint32_t)toks[t]) : NULL;
         if (piece) {
             // print only printable bytes and whitespace, like llm.c's safe_printf
             for (const char* p = piece; *p; p++) {
@@ -1287,7 +1308,7 @@ static void generate(GPT* m, const Tokenizer* tok, int have_tok, int gen_tokens,
                 if (isprint(ch) || isspace(ch) || ch >= 0x80) { putchar(ch); }
             }
         } else {
-            printf("%d ", next);
+            printf("%d ", toks[t]);
         }
     }
     printf("\n");
@@ -1481,14 +1502,8 @@ int main(int argc, char** argv) {
     uint64_t model_sum = 0;
     if (model_fp) { model_sum = model_load_params(init_path, model_fp, model_version, &model.layout, model.params); }
     else { init_params(model.params, &model.layout, (uint64_t)c.seed); }
-    ZeroSegment* segs = (ZeroSegment*)mallocCheck(sizeof(ZeroSegment) * model.layout.num_tensors);
-    for (int i = 0; i < model.layout.num_tensors; i++) {
-        const ParamEntry* e = &model.layout.table[i];
-        segs[i].offset = e->offset; segs[i].size = e->rows * e->cols; segs[i].decay = e->decay;
-    }
     ZeroOptimizer zopt;
-    zero_init(&zopt, c.zero, &pc.dp_group, model.layout.num_params, segs, model.layout.num_tensors);
-    free(segs);
+    gpt_zero_init(&zopt, &model, c.zero, &pc.dp_group);
     gpt_alloc_grads(&model, c.zero, pc.dp);
     activations_alloc(&model.acts, &gc, B, T);
     model.inputs = (int32_t*)mallocCheck(sizeof(int32_t) * B * T);

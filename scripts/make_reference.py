@@ -34,6 +34,14 @@ Files (all little-endian):
                   with the global norm summed in float64
                   before each update. One line per step: "step loss grad_norm"
                   (loss before the update, grad_norm before clipping), '%.9g'.
+  ref_sched_trajectory.txt  from the same initial parameters and batch, 12 steps
+                  with the trainer's schedule: peak lr 3e-3 (--sched-lr), linear
+                  warmup over 3 steps (lr * (step+1) / 3), then cosine decay to
+                  0.1 * peak at the last step (ratio (step-3)/(12-3)), strong
+                  weight decay 0.5 on the same tensors, clipping at 1.0. One line
+                  per step: "step loss lr grad_norm", '%.9g'.
+  ref_sched_params.bin  the parameters after the last of those steps, as an
+                  llm.c model file (same header as ref_model.bin).
 """
 import argparse
 import math
@@ -123,6 +131,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the trajectory (test_gpt --traj-lr)")
+    ap.add_argument("--sched-lr", type=float, default=3e-3, help="peak learning rate of the scheduled trajectory")
     a = ap.parse_args()
     assert a.C % a.NH == 0 and a.T <= a.maxT and a.V <= a.Vp
 
@@ -185,6 +194,41 @@ def main():
     traj_path = os.path.join(a.out, "ref_trajectory.txt")
     with open(traj_path, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+    # 4. scheduled trajectory: warmup, cosine decay, strong weight decay, from the initial parameters again
+    q = {k: v.detach().clone().requires_grad_(True) for k, v in init_params_again(a).items()}
+    qparams = [q[k] for k in PARAM_NAMES]
+    steps, warmup, final_frac, wd = 12, 3, 0.1, 0.5
+    opt = torch.optim.AdamW(
+        [{"params": [q[k] for k in PARAM_NAMES if k in DECAYED], "weight_decay": wd},
+         {"params": [q[k] for k in PARAM_NAMES if k not in DECAYED], "weight_decay": 0.0}],
+        lr=a.sched_lr, betas=(0.9, 0.95), eps=1e-8)
+    sched_lines = []
+    for step in range(steps):
+        if step < warmup:
+            lr = a.sched_lr * (step + 1) / warmup
+        else:
+            ratio = (step - warmup) / (steps - warmup)
+            lr_min = a.sched_lr * final_frac
+            lr = lr_min + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (a.sched_lr - lr_min)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+        _, loss = forward(q, x, y, a)
+        loss.backward()
+        norm = torch.sqrt(sum((t.grad.double() ** 2).sum() for t in qparams))
+        coef = 1.0 / (norm.item() + 1e-6)
+        if coef < 1.0:
+            for t in qparams:
+                t.grad.mul_(coef)
+        opt.step()
+        sched_lines.append("%d %.9g %.9g %.9g" % (step, loss.item(), lr, norm.item()))
+    with open(os.path.join(a.out, "ref_sched_trajectory.txt"), "w") as f:
+        f.write("\n".join(sched_lines) + "\n")
+    with open(os.path.join(a.out, "ref_sched_params.bin"), "wb") as f:
+        f.write(header([20240326, 3, a.maxT, a.V, a.L, a.NH, a.C, a.Vp]))
+        for t in qparams:
+            f.write(f32(t))
 
     # summary + sanity checks
     nparams = sum(t.numel() for t in params)

@@ -55,6 +55,7 @@ expect_fail() {
 }
 
 run test_gpt ./test_gpt
+run test_runs ./tests/test_runs
 [ -x tests/test_dataloader ] && run test_dataloader ./tests/test_dataloader
 if [ -x tests/test_tokenizer ]; then
     run test_tokenizer ./tests/test_tokenizer
