@@ -56,7 +56,7 @@ BINS = train_gpt test_gpt
 ifeq ($(PCRE2_OK),yes)
   BINS += tokenize tests/test_tokenizer
 endif
-BINS += tests/test_dataloader
+BINS += tests/test_dataloader tests/test_runs
 ifneq ($(MPICC),)
   BINS += bench_comm tests/test_comm
 endif
@@ -82,6 +82,10 @@ tokenize: tokenize.c tokenizer.h utils.h
 
 tests/test_tokenizer: tests/test_tokenizer.c tests/testing.h tokenizer.h utils.h
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(TOK_LIBS) $(LDLIBS)
+
+# test_runs drives ./train_gpt in child processes; it includes train_gpt.c only for the file layouts (no MPI, no BLAS)
+tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h $(HEADERS)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(LDLIBS)
 
 tests/test_dataloader: tests/test_dataloader.c tests/testing.h dataloader.h utils.h
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(LDLIBS)
@@ -114,4 +118,55 @@ asan: TEST_OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
 asan: clean all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm tests/test_tokenizer tests/test_dataloader tests/test_comm
+	rm -f train_gpt test_gpt tokenize bench_comm tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs
+
+# ==============================================================================================================
+# Fuzzing: libFuzzer harnesses for every parser (fuzz/*.c), built with clang, AddressSanitizer and UBSan.
+#   make fuzz-build                               fuzz/bin/<target> for every target
+#   make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS=..] runs each target for FUZZ_SECONDS (scripts/fuzz.sh); fails on any
+#                                                 crash, leak, timeout or broken invariant and prints the reproducer
+#   make fuzz-clean                               removes the binaries, the grown corpora and the crash files
+# No OpenMP in these builds (one deterministic thread per fuzzer; the pragmas are ignored), no BLAS, no MPI.
+# ==============================================================================================================
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= shard tokenizer_bin vocab encode model checkpoint flags
+FUZZ_CFLAGS = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -Wno-unknown-pragmas -std=gnu11 \
+              -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+              -DFUZZING -I.
+FUZZ_LIBS = -lpcre2-8 -lm
+FUZZ_OK := $(if $(shell command -v $(FUZZ_CC) 2>/dev/null),$(shell echo 'int LLVMFuzzerTestOneInput(const unsigned char* d, unsigned long n) { (void)d; (void)n; return 0; }' | $(FUZZ_CC) -fsanitize=fuzzer,address,undefined -x c - -o /dev/null 2>/dev/null && echo yes))
+FUZZ_MISSING = fuzzing ($(FUZZ_CC) with libFuzzer not found: apt-get install clang libclang-rt-dev)
+ifeq ($(FUZZ_OK),yes)
+  FOUND += libfuzzer
+else
+  LEFT_OUT += "$(FUZZ_MISSING)"
+endif
+
+.PHONY: fuzz fuzz-build fuzz-clean
+ifeq ($(FUZZ_OK),yes)
+fuzz-build: $(addprefix fuzz/bin/,$(FUZZ_TARGETS))
+
+fuzz/bin/%: fuzz/%.c fuzz/fuzz_common.h train_gpt.c $(HEADERS)
+	@mkdir -p fuzz/bin
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $< -o $@ $(FUZZ_LIBS)
+
+fuzz: fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh $(FUZZ_TARGETS)
+else
+fuzz-build fuzz:
+	@echo "make: left out: $(FUZZ_MISSING)" >&2; exit 1
+endif
+
+fuzz-clean:
+	rm -rf fuzz/bin fuzz/work fuzz/artifacts
+
+# --- mutation testing (scripts/mutate.sh, tests/mutants.txt; see README "Mutation testing") ------------------
+#   make mutate                       every mutant against the full suite; prints the score and the survivors
+#   make mutate MUTANTS='warmup clip' only the mutants whose names match; MUTATE_TEST_CMD: a narrower suite
+#   make mutate-check                 every mutant's text still occurs exactly once (seconds; after editing)
+.PHONY: mutate mutate-check
+mutate:
+	bash scripts/mutate.sh
+mutate-check:
+	bash scripts/mutate.sh --check

@@ -1357,11 +1357,13 @@ static void maybe_inject_fault(int rank, int step) {
     if (strcmp(kind, "hang") == 0) { for (;;) { sleep(1000); } }
 }
 
-// TRAIN_GPT_FAULT="nan:RANK:STEP": that rank's loss and gradients of that step become NaN (as an overflow would).
+// TRAIN_GPT_FAULT="nan:RANK:STEP[:COUNT]": that rank's loss and gradients become NaN (as an overflow would) in
+// COUNT steps (default 1) from STEP on.
 static int fault_nan(int rank, int step) {
     const char* f = getenv("TRAIN_GPT_FAULT");
-    int r, s;
-    return f && sscanf(f, "nan:%d:%d", &r, &s) == 2 && r == rank && s == step;
+    int r, s, count = 1;
+    if (!f || sscanf(f, "nan:%d:%d:%d", &r, &s, &count) < 2) { return 0; }
+    return r == rank && step >= s && step < s + count;
 }
 
 // Creates --out (and its parents) if missing and proves it writable, at start rather than at the first checkpoint
