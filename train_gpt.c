@@ -528,13 +528,21 @@ static float bf16_to_float(uint16_t b) {
     return f;
 }
 
-// Exits naming the file, the tensor and the element if x[0..n) holds a NaN or an infinity.
+// Weights of a GPT are O(1) (trained GPT-2 weights stay below ~100); one of 1e8 or more is a damaged file, not a
+// model: its matmul outputs saturate every softmax, and training "runs" with a loss of 1e29 while learning nothing.
+#define MODEL_MAX_ABS_WEIGHT 1e8f
+
+// Exits naming the file, the tensor and the element if the tensor holds a NaN, an infinity or an absurd magnitude.
 static void check_finite_tensor(const char* path, const ParamEntry* e, const float* x) {
     size_t n = e->rows * e->cols;
     for (size_t j = 0; j < n; j++) {
         if (!isfinite(x[j])) {
             fatal("model file '%s': tensor '%s' holds a non-finite value (%g) at row %zu, column %zu", path, e->name,
                   x[j], j / e->cols, j % e->cols);
+        }
+        if (fabsf(x[j]) >= MODEL_MAX_ABS_WEIGHT) {
+            fatal("model file '%s': tensor '%s' holds %g at row %zu, column %zu: no trained GPT weight is that large "
+                  "(limit %g): the file is damaged", path, e->name, x[j], j / e->cols, j % e->cols, MODEL_MAX_ABS_WEIGHT);
         }
     }
 }

@@ -193,7 +193,7 @@ function fnv1a64Ids(ids) {
     }
     return h.toString(16).padStart(16, "0");
 }
-const mirror = process.env.DATA_MIRROR || "../shared/data";
+const mirror = process.env.DATA_MIRROR || "data";
 const corpusPath = path.join(mirror, "tinyshakespeare.txt");
 if (fs.existsSync(corpusPath)) {
     const data = fs.readFileSync(corpusPath);

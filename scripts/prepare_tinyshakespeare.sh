@@ -3,10 +3,10 @@
 # dev/data/tinyshakespeare.py, plus llm.c's gpt2_tokenizer.bin.
 #
 #   scripts/prepare_tinyshakespeare.sh [OUT_DIR]          (default OUT_DIR: data/tinyshakespeare)
-#   DATA_MIRROR=../shared/data scripts/prepare_tinyshakespeare.sh     (offline: tests and CI)
 #
-# Inputs: with DATA_MIRROR set, $DATA_MIRROR/tinyshakespeare.txt and $DATA_MIRROR/gpt2/{encoder.json,vocab.bpe};
-# otherwise they are downloaded (curl or wget) into data/ (GPT2_VOCAB_DIR, if set, names an existing vocab dir).
+# Inputs: the committed copies data/tinyshakespeare.txt and data/gpt2/{encoder.json,vocab.bpe} (see data/README.md),
+# checked against their sha256 first; DATA_MIRROR=DIR takes DIR/tinyshakespeare.txt and DIR/gpt2/ instead (also
+# checked), GPT2_VOCAB_DIR names another vocabulary folder. Works offline.
 # Builds ./tokenize (make tokenize) if it is missing.
 #
 # Outputs in OUT_DIR:
@@ -24,48 +24,29 @@ OUT_DIR="$(abspath "${1:-data/tinyshakespeare}")"
 VAL="$OUT_DIR/tiny_shakespeare_val_000000.bin"
 TRAIN="$OUT_DIR/tiny_shakespeare_train_000000.bin"
 TOKBIN="$OUT_DIR/gpt2_tokenizer.bin"
-TEXT_URL="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
-VOCAB_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
-
 if [[ -f "$VAL" && -f "$TRAIN" && -f "$TOKBIN" ]]; then
     echo "prepare_tinyshakespeare: $OUT_DIR is up to date"
     exit 0
 fi
 
-# download URL FILE: fetches to a temporary name and renames, so an interrupted download leaves nothing behind
-download() {
-    local tmp="$2.tmp.$$"
-    echo "prepare_tinyshakespeare: downloading $1"
-    if command -v curl >/dev/null; then
-        curl -fsSL --retry 3 -o "$tmp" "$1" || { rm -f "$tmp"; echo "error: download of $1 failed" >&2; exit 1; }
-    elif command -v wget >/dev/null; then
-        wget -q -O "$tmp" "$1" || { rm -f "$tmp"; echo "error: download of $1 failed" >&2; exit 1; }
-    else
-        echo "error: neither curl nor wget is installed; set DATA_MIRROR to a folder with tinyshakespeare.txt and gpt2/" >&2
-        exit 1
-    fi
-    mv "$tmp" "$2"
-}
+SRC="$REPO/data"
+[[ -n "${DATA_MIRROR:-}" ]] && SRC="$(abspath "$DATA_MIRROR")"
+TEXT="$SRC/tinyshakespeare.txt"
+VOCAB="${GPT2_VOCAB_DIR:+$(abspath "$GPT2_VOCAB_DIR")}"
+VOCAB="${VOCAB:-$SRC/gpt2}"
 
-if [[ -n "${DATA_MIRROR:-}" ]]; then
-    MIRROR="$(abspath "$DATA_MIRROR")"
-    TEXT="$MIRROR/tinyshakespeare.txt"
-    VOCAB="${GPT2_VOCAB_DIR:+$(abspath "$GPT2_VOCAB_DIR")}"
-    VOCAB="${VOCAB:-$MIRROR/gpt2}"
-    [[ -f "$TEXT" ]] || { echo "error: DATA_MIRROR: '$TEXT' not found" >&2; exit 1; }
-else
-    mkdir -p "$REPO/data"
-    TEXT="$REPO/data/tinyshakespeare.txt"
-    [[ -f "$TEXT" ]] || download "$TEXT_URL" "$TEXT"
-    if [[ -n "${GPT2_VOCAB_DIR:-}" ]]; then
-        VOCAB="$(abspath "$GPT2_VOCAB_DIR")"
-    else
-        VOCAB="$REPO/data/gpt2"
-        mkdir -p "$VOCAB"
-        [[ -f "$VOCAB/encoder.json" ]] || download "$VOCAB_URL/encoder.json" "$VOCAB/encoder.json"
-        [[ -f "$VOCAB/vocab.bpe" ]] || download "$VOCAB_URL/vocab.bpe" "$VOCAB/vocab.bpe"
+# check FILE SHA256: the input must be the published file (data/README.md lists where each comes from)
+check() {
+    [[ -f "$1" ]] || { echo "error: '$1' not found (a fresh clone has it in data/; see data/README.md)" >&2; exit 1; }
+    if command -v sha256sum >/dev/null; then
+        local got
+        got=$(sha256sum "$1" | cut -d' ' -f1)
+        [[ "$got" == "$2" ]] || { echo "error: '$1' has sha256 $got, expected $2 (see data/README.md)" >&2; exit 1; }
     fi
-fi
+}
+check "$TEXT" 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
+check "$VOCAB/encoder.json" 196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
+check "$VOCAB/vocab.bpe" 1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
 
 cd "$REPO"
 [[ -x ./tokenize ]] || make tokenize

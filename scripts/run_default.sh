@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # scripts/run_default.sh: the small default job that works on a laptop CPU. Prepares tinyshakespeare as GPT-2
-# token shards (from $DATA_MIRROR when set, otherwise downloaded), then trains a 4-layer GPT (d4: 256 channels,
+# token shards (from the committed copies in data/, offline), then trains a 4-layer GPT (d4: 256 channels,
 # 4 heads, GPT-2 vocabulary) from scratch for a few minutes, printing the validation loss as it falls and a
 # decoded sample. Extra arguments go to train_gpt and override the defaults (e.g. --steps 50).
 #   make run                                   (installs, builds, runs this)
-#   DATA_MIRROR=../shared/data make run        (offline, from a local copy of the data)
+#   DATA_MIRROR=DIR make run                   (tinyshakespeare.txt and gpt2/ from DIR instead of data/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA_DIR="${DATA_DIR:-data/tinyshakespeare}"

@@ -4,7 +4,7 @@
 # Run from the repository root after `make` (`make test` does both).
 set -u
 cd "$(dirname "$0")/.."
-export GPT2_VOCAB_DIR="${GPT2_VOCAB_DIR:-../shared/data/gpt2}"
+export GPT2_VOCAB_DIR="${GPT2_VOCAB_DIR:-data/gpt2}"
 # tests must not inherit a fault injection from the caller's shell
 unset TRAIN_GPT_FAULT
 passed=0
@@ -78,6 +78,7 @@ if [ -x tests/test_comm ] && command -v mpirun >/dev/null 2>&1; then
 else
     echo "SKIP test_comm: MPI not available"
 fi
+run fault_tests bash scripts/fault_tests.sh
 if [ -f scripts/test_scripts.sh ]; then
     run test_scripts bash scripts/test_scripts.sh
 fi

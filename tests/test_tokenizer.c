@@ -3,9 +3,9 @@ tests/test_tokenizer.c: tests of tokenizer.h (GPT-2 BPE encoder and decoder) and
 
   make tests/test_tokenizer && ./tests/test_tokenizer [VOCAB_DIR]     (run from the repository root)
 
-VOCAB_DIR holds encoder.json and vocab.bpe: argv[1], else $GPT2_VOCAB_DIR, else ../shared/data/gpt2.
+VOCAB_DIR holds encoder.json and vocab.bpe: argv[1], else $GPT2_VOCAB_DIR, else data/gpt2 (committed).
 Expected ids are in tests/data/tokenizer_cases.txt (made by scripts/make_tokenizer_cases.mjs from js-tiktoken);
-the whole-corpus check reads $DATA_MIRROR/tinyshakespeare.txt (default ../shared/data) when it exists. The
+the whole-corpus check reads $DATA_MIRROR/tinyshakespeare.txt (default data, committed) when it exists. The
 checks of the command line tool run ./tokenize when it has been built.
 
 Prints one line per check, "PASS name" or "FAIL name: detail" ("SKIP name: why" for checks that cannot run
@@ -626,9 +626,9 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
 
 int main(int argc, char** argv) {
     const char* vocab_dir = argc > 1 ? argv[1] : getenv("GPT2_VOCAB_DIR");
-    if (vocab_dir == NULL || vocab_dir[0] == '\0') { vocab_dir = "../shared/data/gpt2"; }
+    if (vocab_dir == NULL || vocab_dir[0] == '\0') { vocab_dir = "data/gpt2"; }
     const char* mirror = getenv("DATA_MIRROR");
-    if (mirror == NULL || mirror[0] == '\0') { mirror = "../shared/data"; }
+    if (mirror == NULL || mirror[0] == '\0') { mirror = "data"; }
     snprintf(g_tmpdir, sizeof(g_tmpdir), "/tmp/test_tokenizer.XXXXXX");
     if (mkdtemp(g_tmpdir) == NULL) { fatal("cannot create a temporary directory under /tmp: %s", strerror(errno)); }
 
