@@ -17,7 +17,11 @@ Conventions (read these before any kernel):
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -63,6 +67,75 @@ static const char* kernels_blas_name(void) {
     return "cblas";
 #else
     return "built-in loops (no BLAS)";
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// OpenBLAS kernel choice. OpenBLAS picks its kernel family by cpuid when the library loads, and a release that
+// does not know a CPU (0.3.21 and Sapphire/Emerald Rapids, say) silently falls back to a generic family such as
+// Prescott (SSE3): the GPT-2 124M step took 3.7 s instead of 1.2 s. So at the very start of main, before anything
+// else (MPI included), kernels_blas_select() checks the family OpenBLAS chose; when it is generic and the CPU's
+// features allow better, it sets OPENBLAS_CORETYPE to that family and re-executes the program, which then loads
+// OpenBLAS with it. A family set by the user (OPENBLAS_CORETYPE) is always kept. kernels_blas_reason() says why
+// the family in use was chosen.
+
+#define KERNELS_BLAS_MARK "GPT_TRAINER_BLAS_CHOICE" // set on re-execution: the reason, and that we chose it
+
+static char kernels__blas_reason[256] = "detected by OpenBLAS";
+
+static const char* kernels_blas_reason(void) { return kernels__blas_reason; }
+
+// The best OpenBLAS x86-64 family this CPU's features allow (NULL: nothing better than a generic one), and the
+// features that justify it.
+static const char* kernels__blas_family_for_cpu(const char** why) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq")) {
+        // Cooperlake adds bf16 kernels (sbgemm) to SkylakeX's; its sgemm is SkylakeX's
+        if (__builtin_cpu_supports("avx512bf16")) { *why = "AVX-512 F/BW/VL/DQ and AVX512-BF16"; return "Cooperlake"; }
+        *why = "AVX-512 F/BW/VL/DQ";
+        return "SkylakeX";
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) { *why = "AVX2 and FMA"; return "Haswell"; }
+#endif
+    (void)why;
+    return NULL;
+}
+
+static int kernels__blas_generic(const char* name) {
+    const char* generic[] = {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "katmai", "coppermine",
+                             "northwood", "banias", "unknown", "generic"};
+    for (size_t i = 0; i < sizeof(generic) / sizeof(generic[0]); i++) {
+        if (strcasecmp(name, generic[i]) == 0) { return 1; }
+    }
+    return 0;
+}
+
+static void kernels_blas_select(char** argv) {
+#if defined(USE_BLAS) && defined(OPENBLAS_VERSION)
+    const char* mark = getenv(KERNELS_BLAS_MARK);
+    const char* user = getenv("OPENBLAS_CORETYPE");
+    if (mark && user) { snprintf(kernels__blas_reason, sizeof(kernels__blas_reason), "%s", mark); return; }
+    if (user) { snprintf(kernels__blas_reason, sizeof(kernels__blas_reason), "set by OPENBLAS_CORETYPE=%s", user); return; }
+    const char* found = openblas_get_corename();
+    const char* why = "";
+    const char* better = kernels__blas_family_for_cpu(&why);
+    if (!kernels__blas_generic(found) || !better) { return; }
+    char reason[256];
+    snprintf(reason, sizeof(reason), "chosen by the trainer:%sreported '%s' for this CPU, which has %s",
+             OPENBLAS_VERSION, found, why); // OPENBLAS_VERSION is " OpenBLAS 0.3.21 "
+    setenv("OPENBLAS_CORETYPE", better, 1);
+    setenv(KERNELS_BLAS_MARK, reason, 1);
+    execv("/proc/self/exe", argv);
+    // re-execution failed: carry on with the generic kernels, saying so
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv(KERNELS_BLAS_MARK);
+    snprintf(kernels__blas_reason, sizeof(kernels__blas_reason), "generic: OpenBLAS reported '%s'; re-executing with %s failed", found, better);
+#else
+    (void)argv;
+    (void)kernels__blas_family_for_cpu;
+    (void)kernels__blas_generic;
 #endif
 }
 

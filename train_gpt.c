@@ -105,7 +105,7 @@ typedef struct {
 #define FLAG_S(n, a, field, h) { n, a, FLAG_STR, offsetof(Config, field), sizeof(((Config*)0)->field), 0, 0, 0, h }
 
 static const FlagSpec FLAGS[] = {
-    FLAG_S("model", NULL, model, "model size by name: d<N> (N layers, 64N channels), gpt2-124M/350M/774M/1558M, gpt3-125M/350M/760M/1.3B/2.7B"),
+    FLAG_S("model", NULL, model, "model size by name: d<N> (N layers, 64N channels), gpt2-124M/350M/774M/1558M (or gpt2, gpt2-medium, gpt2-large, gpt2-xl), gpt3-125M/350M/760M/1.3B/2.7B"),
     FLAG_S("init", "-e", init, "start from this llm.c model file (.bin, version 3 fp32 or 5 bf16)"),
     FLAG_S("train", "-i", train, "glob pattern of training shards"),
     FLAG_S("val", "-j", val, "glob pattern of validation shards"),
@@ -115,6 +115,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("seq-len", "-t", seq_len, 1, 1 << 20, "sequence length (T), at most the model's context"),
     FLAG_I("total-batch-size", "-d", total_batch_size, 0, 1e12, "tokens per optimizer step over all processes; 0: B*T*processes"),
     FLAG_I("steps", "-x", steps, 0, 1e9, "optimizer steps to train"),
+    FLAG_I("seed", NULL, seed, 0, 2147483647, "seed for initialisation, data order and sampling"),
     FLAG_F("lr", "-l", lr, 0, 10, "peak learning rate"),
     FLAG_S("lr-schedule", NULL, lr_schedule, "cosine | linear | constant (all with linear warmup)"),
     FLAG_I("warmup", "-u", warmup, 0, 1e9, "warmup steps"),
@@ -123,7 +124,6 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("grad-clip", NULL, grad_clip, 0, 1e9, "clip the global gradient norm to this; 0 turns clipping off"),
     FLAG_S("nan-policy", NULL, nan_policy, "a step whose loss or gradient norm is not finite: stop (error, no checkpoint of that state) | skip (no update; stop after --max-skipped-steps in a row)"),
     FLAG_I("max-skipped-steps", NULL, max_skipped_steps, 1, 1e6, "--nan-policy skip: stop after this many non-finite steps in a row"),
-    FLAG_I("seed", NULL, seed, 0, 2147483647, "seed for initialisation, data order and sampling"),
     FLAG_I("zero", "-z", zero, 0, 2, "ZeRO stage: 0 (all-reduce), 1 (sharded optimizer), 2 (sharded gradients too)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
@@ -179,11 +179,21 @@ static void flag_value_string(const FlagSpec* f, const Config* c, char* buf, siz
     }
 }
 
+// --help prints the flags by topic: each group starts at the flag named here.
+static const char* const FLAG_GROUPS[][2] = {
+    {"model", "model"}, {"train", "data"}, {"batch-size", "batch and length of the run"}, {"lr", "optimizer"},
+    {"nan-policy", "non-finite steps"}, {"zero", "parallelism and threads"}, {"val-every", "evaluation and samples"},
+    {"checkpoint-every", "checkpoints and logs"}, {"bench", "benchmark"},
+};
+
 static void print_help(void) {
     printf("usage: train_gpt [flags]   (long flags; llm.c's short flags are accepted as aliases)\n");
     Config d;
     config_defaults(&d);
     for (int i = 0; i < NUM_FLAGS; i++) {
+        for (size_t k = 0; k < sizeof(FLAG_GROUPS) / sizeof(FLAG_GROUPS[0]); k++) {
+            if (strcmp(FLAGS[i].name, FLAG_GROUPS[k][0]) == 0) { printf("\n%s:\n", FLAG_GROUPS[k][1]); }
+        }
         char def[64];
         flag_value_string(&FLAGS[i], &d, def, sizeof(def));
         printf("  --%-18s %-3s %s (default %s)\n", FLAGS[i].name, FLAGS[i].alias ? FLAGS[i].alias : "", FLAGS[i].help, def);
@@ -409,10 +419,10 @@ static int config_from_name(GPTConfig* g, const char* name) {
         long d = strtol(name + 1, &end, 10);
         if (*end != '\0' || d < 1 || d > 256) { return 0; }
         L = (int)d; C = 64 * (int)d; NH = (int)d;
-    } else if (strcmp(name, "gpt2-124M") == 0) { L = 12; C = 768; NH = 12; }
-    else if (strcmp(name, "gpt2-350M") == 0) { L = 24; C = 1024; NH = 16; }
-    else if (strcmp(name, "gpt2-774M") == 0) { L = 36; C = 1280; NH = 20; }
-    else if (strcmp(name, "gpt2-1558M") == 0) { L = 48; C = 1600; NH = 25; }
+    } else if (strcmp(name, "gpt2-124M") == 0 || strcmp(name, "gpt2") == 0) { L = 12; C = 768; NH = 12; } // HF names too
+    else if (strcmp(name, "gpt2-350M") == 0 || strcmp(name, "gpt2-medium") == 0) { L = 24; C = 1024; NH = 16; }
+    else if (strcmp(name, "gpt2-774M") == 0 || strcmp(name, "gpt2-large") == 0) { L = 36; C = 1280; NH = 20; }
+    else if (strcmp(name, "gpt2-1558M") == 0 || strcmp(name, "gpt2-xl") == 0) { L = 48; C = 1600; NH = 25; }
     else if (strcmp(name, "gpt3-125M") == 0) { L = 12; C = 768; NH = 12; T = 2048; }
     else if (strcmp(name, "gpt3-350M") == 0) { L = 24; C = 1024; NH = 16; T = 2048; }
     else if (strcmp(name, "gpt3-760M") == 0) { L = 24; C = 1536; NH = 16; T = 2048; }
@@ -1437,6 +1447,7 @@ static void check_config_agreement(ParallelContext* pc, const Config* c) {
 }
 
 int main(int argc, char** argv) {
+    kernels_blas_select(argv); // first: may re-execute the program with better OpenBLAS kernels
     ParallelContext pc;
     parallel_init(&pc, &argc, &argv);
     Config c;
@@ -1465,7 +1476,7 @@ int main(int argc, char** argv) {
     if (init_path[0]) {
         model_read_header(init_path, &gc, &model_version, &model_fp);
     } else if (!config_from_name(&gc, c.model)) {
-        fatal("--model: unknown model '%s' (d<N>, gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B)", c.model);
+        fatal("--model: unknown model '%s' (d<N>, gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B)", c.model);
     }
     if (resume_step >= 0) { checkpoint_check_files(c.resume, resume_step, gpt_num_params(&gc)); }
     int B = c.batch_size, T = c.seq_len;
@@ -1558,7 +1569,7 @@ int main(int argc, char** argv) {
         printf("| model                | L %d, C %d, NH %d, maxT %d, V %d (Vp %d)\n", gc.num_layers, gc.channels, gc.num_heads, gc.max_seq_len, gc.vocab_size, gc.padded_vocab_size);
         printf("| parameters           | %zu (%.1f M)\n", n, n / 1e6);
         printf("| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each\n", pc.world_size, pc.dp, pc.tp, pc.pp, kernels_num_threads());
-        printf("| matmuls              | %s\n", kernels_blas_name());
+        printf("| matmuls              | %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
         printf("| gradient accumulation| %d micro-steps of %d x %d per process\n", grad_accum, B, T);
         if (have_train) { printf("| training tokens      | %llu\n", (unsigned long long)dataloader_num_tokens(&train_loader)); }
         printf("+----------------------+------------------------------------------+\n");

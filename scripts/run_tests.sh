@@ -55,6 +55,28 @@ expect_fail() {
 }
 
 run test_gpt ./test_gpt
+
+# OpenBLAS kernel families: the trainer never runs on a generic family when the CPU allows a better one, and the
+# numerical tests pass under every family this CPU can run (OpenBLAS's own choice, forced ones, the generic one)
+if grep -q openblas <(ldd ./test_gpt 2>/dev/null); then
+    flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+    has() { for f in "$@"; do [[ " $flags " == *" $f "* ]] || return 1; done; }
+    line=$(env -u OPENBLAS_CORETYPE ./test_gpt --only none 2>&1 | grep -m1 '^matmuls:')
+    family=$(echo "$line" | awk '{print $2}')
+    echo "=== OpenBLAS kernel choice: $line"
+    if has avx2 fma && [[ "$family" =~ ^(Prescott|Core2|Penryn|Dunnington|Nehalem|Atom|Katmai)$ ]]; then
+        echo "FAIL OpenBLAS kernel choice: generic '$family' on a CPU with AVX2/FMA"; failed=$((failed + 1))
+    else
+        echo "PASS OpenBLAS kernel choice: $family"; passed=$((passed + 1))
+    fi
+    cores=(Prescott)
+    has avx2 fma && cores+=(Haswell)
+    has avx512f avx512bw avx512vl avx512dq && cores+=(SkylakeX)
+    has avx512f avx512bw avx512vl avx512dq avx512_bf16 && cores+=(Cooperlake)
+    for core in "${cores[@]}"; do
+        run "test_gpt under OPENBLAS_CORETYPE=$core" env OPENBLAS_CORETYPE="$core" ./test_gpt --only reference
+    done
+fi
 run test_runs ./tests/test_runs
 [ -x tests/test_dataloader ] && run test_dataloader ./tests/test_dataloader
 if [ -x tests/test_tokenizer ]; then
