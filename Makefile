@@ -52,7 +52,20 @@ else
   LEFT_OUT += "pcre2 (tokenize and test_tokenizer not built: apt-get install libpcre2-dev)"
 endif
 
+# --- cJSON (Hugging Face checkpoints: --init model.safetensors, --export-hf; tests/test_hf) ---------------------
+CJSON_OK := $(shell echo 'int main(void){cJSON_Delete(cJSON_Parse("{}"));return 0;}' | $(CC) -include cjson/cJSON.h -x c - -lcjson -o /dev/null 2>/dev/null && echo yes)
+ifeq ($(CJSON_OK),yes)
+  CJSON_CFLAGS = -DUSE_CJSON
+  CJSON_LIBS = -lcjson
+  FOUND += cjson
+else
+  LEFT_OUT += "cjson (no Hugging Face safetensors in train_gpt, tests/test_hf not built: apt-get install libcjson-dev)"
+endif
+
 BINS = train_gpt test_gpt
+ifeq ($(CJSON_OK),yes)
+  BINS += tests/test_hf
+endif
 ifeq ($(PCRE2_OK),yes)
   BINS += tokenize tests/test_tokenizer
 endif
@@ -68,14 +81,18 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h
+HEADERS = utils.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h safetensors.h hf_gpt2.h
 
 train_gpt: train_gpt.c $(HEADERS)
-	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 # test_gpt includes train_gpt.c (with TRAIN_GPT_NO_MAIN) so the tests exercise the real code.
 test_gpt: test_gpt.c train_gpt.c tests/testing.h $(HEADERS)
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
+
+# test_hf: Hugging Face checkpoints in and out (includes train_gpt.c; runs ./train_gpt --export-hf in child processes)
+tests/test_hf: tests/test_hf.c train_gpt.c tests/testing.h $(HEADERS)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(CJSON_CFLAGS) -I. $< -o $@ $(CJSON_LIBS) $(LDLIBS)
 
 tokenize: tokenize.c tokenizer.h utils.h
 	$(CC) $(CFLAGS_COMMON) $(OPT) $< -o $@ $(TOK_LIBS) $(LDLIBS)
@@ -118,7 +135,7 @@ asan: TEST_OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
 asan: clean all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs
+	rm -f train_gpt test_gpt tokenize bench_comm tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf
 
 # ==============================================================================================================
 # Fuzzing: libFuzzer harnesses for every parser (fuzz/*.c), built with clang, AddressSanitizer and UBSan.
@@ -130,11 +147,15 @@ clean:
 # ==============================================================================================================
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= shard tokenizer_bin vocab encode model checkpoint flags
+# one harness per file, fuzz/<target>.c (its seeds in fuzz/corpus/<target>/)
+FUZZ_TARGETS ?= $(sort $(basename $(notdir $(wildcard fuzz/*.c))))
 FUZZ_CFLAGS = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -Wno-unknown-pragmas -std=gnu11 \
               -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
               -DFUZZING -I.
-FUZZ_LIBS = -lpcre2-8 -lm
+FUZZ_LIBS = -lpcre2-8 $(CJSON_LIBS) -lm
+ifneq ($(CJSON_OK),yes)
+  FUZZ_TARGETS := $(filter-out safetensors,$(FUZZ_TARGETS)) # needs cJSON (see above)
+endif
 FUZZ_OK := $(if $(shell command -v $(FUZZ_CC) 2>/dev/null),$(shell echo 'int LLVMFuzzerTestOneInput(const unsigned char* d, unsigned long n) { (void)d; (void)n; return 0; }' | $(FUZZ_CC) -fsanitize=fuzzer,address,undefined -x c - -o /dev/null 2>/dev/null && echo yes))
 FUZZ_MISSING = fuzzing ($(FUZZ_CC) with libFuzzer not found: apt-get install clang libclang-rt-dev)
 ifeq ($(FUZZ_OK),yes)
@@ -147,7 +168,7 @@ endif
 ifeq ($(FUZZ_OK),yes)
 fuzz-build: $(addprefix fuzz/bin/,$(FUZZ_TARGETS))
 
-fuzz/bin/%: fuzz/%.c fuzz/fuzz_common.h train_gpt.c $(HEADERS)
+fuzz/bin/%: fuzz/%.c fuzz/fuzz_common.h fuzz/encoder_checks.h train_gpt.c $(HEADERS)
 	@mkdir -p fuzz/bin
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< -o $@ $(FUZZ_LIBS)
 

@@ -42,10 +42,28 @@ Files (all little-endian):
                   per step: "step loss lr grad_norm", '%.9g'.
   ref_sched_params.bin  the parameters after the last of those steps, as an
                   llm.c model file (same header as ref_model.bin).
+  hf*/            the parameters of ref_model.bin as Hugging Face GPT-2
+                  checkpoints (tests/test_hf.c loads them), each with its
+                  config.json; safetensors written by hand (json + struct; the
+                  safetensors package is not needed). HF's layout: wte (V, C)
+                  without the padded rows, Conv1D weights (c_attn, c_proj,
+                  c_fc, mlp.c_proj) transposed to (in, out), 1-D vectors.
+      hf/         model.safetensors, F32, "transformer."-prefixed names as
+                  save_pretrained writes them, plus lm_head.weight (= wte) and
+                  the causal-mask buffers h.N.attn.bias (BOOL (1,1,maxT,maxT))
+      hf_fp16/    the same in F16 (lm_head.weight too)
+      hf_noprefix/  the hub's original GPT-2 layout: names without the prefix,
+                  h.N.attn.bias F32 and h.N.attn.masked_bias (a scalar); BF16
+      hf_sharded/ F32 in two shards (model-0000K-of-00002.safetensors) listed
+                  by model.safetensors.index.json
+  With --hf-only only the hf*/ folders are written, from the parameters of
+  the existing <out>/ref_model.bin (the other files stay as they are).
 """
 import argparse
+import json
 import math
 import os
+import struct
 
 import numpy as np
 import torch
@@ -132,8 +150,13 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the trajectory (test_gpt --traj-lr)")
     ap.add_argument("--sched-lr", type=float, default=3e-3, help="peak learning rate of the scheduled trajectory")
+    ap.add_argument("--hf-only", action="store_true",
+                    help="write only the hf*/ folders, from the parameters of the existing <out>/ref_model.bin")
     a = ap.parse_args()
     assert a.C % a.NH == 0 and a.T <= a.maxT and a.V <= a.Vp
+    if a.hf_only:
+        write_hf(read_model_file(os.path.join(a.out, "ref_model.bin"), a), a)
+        return
 
     torch.manual_seed(a.seed)
     torch.use_deterministic_algorithms(True)
@@ -248,9 +271,130 @@ def main():
     init = init_params_again(a)
     assert np.array_equal(flat, np.concatenate([init[k].numpy().ravel() for k in PARAM_NAMES]))
     print(f"model round-trip OK ({nparams} params)")
+    write_hf(read_model_file(model_path, a), a)
     print(f"config: maxT={a.maxT} V={a.V} Vp={a.Vp} L={a.L} NH={a.NH} C={a.C} B={a.B} T={a.T} seed={a.seed}")
     print("trajectory (step loss grad_norm):")
     print("\n".join(lines))
+
+
+# ----------------------------------------------------------------------------
+# Hugging Face layout (safetensors + config.json)
+
+HF_LAYER = [("ln1w", "ln_1.weight", False), ("ln1b", "ln_1.bias", False),
+            ("qkvw", "attn.c_attn.weight", True), ("qkvb", "attn.c_attn.bias", False),
+            ("attprojw", "attn.c_proj.weight", True), ("attprojb", "attn.c_proj.bias", False),
+            ("ln2w", "ln_2.weight", False), ("ln2b", "ln_2.bias", False),
+            ("fcw", "mlp.c_fc.weight", True), ("fcb", "mlp.c_fc.bias", False),
+            ("fcprojw", "mlp.c_proj.weight", True), ("fcprojb", "mlp.c_proj.bias", False)]
+
+
+def hf_state_dict(p, a):
+    """GPT2Model's state dict (names without "transformer.") from our parameters, as float32 torch tensors."""
+    sd = {"wte.weight": p["wte"][:a.V], "wpe.weight": p["wpe"]}
+    for l in range(a.L):
+        for ours, hf, transposed in HF_LAYER:
+            t = p[ours][l]
+            sd["h.%d.%s" % (l, hf)] = t.t() if transposed else t  # Conv1D: (in, out)
+    sd["ln_f.weight"] = p["lnfw"]
+    sd["ln_f.bias"] = p["lnfb"]
+    return {k: v.detach().float().contiguous() for k, v in sd.items()}
+
+
+def tensor_bytes(t, dtype):
+    """(safetensors dtype name, little-endian bytes) of a torch tensor converted to dtype."""
+    if dtype == "F32":
+        return "F32", t.float().numpy().astype("<f4").tobytes()
+    if dtype == "F16":
+        return "F16", t.half().numpy().astype("<f2").tobytes()
+    if dtype == "BF16":
+        return "BF16", t.bfloat16().view(torch.int16).numpy().astype("<i2").tobytes()
+    if dtype == "BOOL":
+        return "BOOL", t.bool().numpy().astype(np.uint8).tobytes()
+    raise ValueError(dtype)
+
+
+def write_safetensors(path, tensors):
+    """tensors: list of (name, torch tensor, dtype). Header padded with spaces to 8 bytes, as the library does."""
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, t, dtype in tensors:
+        dt, b = tensor_bytes(t, dtype)
+        header[name] = {"dtype": dt, "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def hf_config(a):
+    return {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+            "embd_pdrop": 0.1, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "gpt2",
+            "n_ctx": a.maxT, "n_embd": a.C, "n_head": a.NH, "n_inner": None, "n_layer": a.L, "n_positions": a.maxT,
+            "resid_pdrop": 0.1, "tie_word_embeddings": True, "vocab_size": a.V}
+
+
+def write_hf(p, a):
+    """Writes the hf*/ folders (see the top of this file) from parameters p."""
+    sd = hf_state_dict(p, a)
+    mask = torch.tril(torch.ones(a.maxT, a.maxT)).view(1, 1, a.maxT, a.maxT)
+    variants = {
+        "hf": ("transformer.", "F32", "BOOL", False),
+        "hf_fp16": ("transformer.", "F16", None, False),
+        "hf_noprefix": ("", "BF16", "F32", True),
+        "hf_sharded": ("transformer.", "F32", None, False),
+    }
+    for folder, (prefix, dtype, mask_dtype, masked_bias) in variants.items():
+        d = os.path.join(a.out, folder)
+        os.makedirs(d, exist_ok=True)
+        tensors = [(prefix + k, v, dtype) for k, v in sd.items()]
+        if mask_dtype:
+            for l in range(a.L):
+                tensors.append(("%sh.%d.attn.bias" % (prefix, l), mask, mask_dtype))
+                if masked_bias:
+                    tensors.append(("%sh.%d.attn.masked_bias" % (prefix, l), torch.tensor(-1e4), "F32"))
+        if folder != "hf_noprefix":
+            tensors.append(("lm_head.weight", sd["wte.weight"], dtype))  # tied: equal to wte
+        if folder == "hf_sharded":
+            half = len(tensors) // 2
+            shards = [tensors[:half], tensors[half:]]
+            weight_map = {}
+            for i, part in enumerate(shards):
+                fn = "model-%05d-of-%05d.safetensors" % (i + 1, len(shards))
+                write_safetensors(os.path.join(d, fn), part)
+                weight_map.update({name: fn for name, _, _ in part})
+            total = sum(t.numel() * 4 for _, t, _ in tensors)
+            with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+                json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+                f.write("\n")
+        else:
+            write_safetensors(os.path.join(d, "model.safetensors"), tensors)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(hf_config(a), f, indent=2)
+            f.write("\n")
+        print(f"{d}: {sorted(os.listdir(d))}")
+
+
+def read_model_file(path, a):
+    """The parameters of an llm.c fp32 model file with this script's shape, as torch tensors by name."""
+    with open(path, "rb") as f:
+        hdr = np.frombuffer(f.read(1024), dtype="<i4")
+        flat = np.frombuffer(f.read(), dtype="<f4")
+    assert list(hdr[:8]) == [20240326, 3, a.maxT, a.V, a.L, a.NH, a.C, a.Vp], f"{path}: header {list(hdr[:8])} does not match the arguments"
+    L, C, maxT, Vp = a.L, a.C, a.maxT, a.Vp
+    shapes = {"wte": (Vp, C), "wpe": (maxT, C), "ln1w": (L, C), "ln1b": (L, C), "qkvw": (L, 3 * C, C), "qkvb": (L, 3 * C),
+              "attprojw": (L, C, C), "attprojb": (L, C), "ln2w": (L, C), "ln2b": (L, C), "fcw": (L, 4 * C, C),
+              "fcb": (L, 4 * C), "fcprojw": (L, C, 4 * C), "fcprojb": (L, C), "lnfw": (C,), "lnfb": (C,)}
+    p, off = {}, 0
+    for k in PARAM_NAMES:
+        n = int(np.prod(shapes[k]))
+        p[k] = torch.from_numpy(flat[off:off + n].copy()).view(*shapes[k])
+        off += n
+    assert off == flat.size, f"{path}: {flat.size} floats, expected {off}"
+    return p
 
 
 def init_params_again(a):

@@ -55,6 +55,11 @@ expect_fail() {
 }
 
 run test_gpt ./test_gpt
+if [ -x tests/test_hf ]; then
+    run test_hf ./tests/test_hf
+else
+    echo "SKIP test_hf: not built (needs libcjson-dev)"
+fi
 
 # OpenBLAS kernel families: the trainer never runs on a generic family when the CPU allows a better one, and the
 # numerical tests pass under every family this CPU can run (OpenBLAS's own choice, forced ones, the generic one)

@@ -107,10 +107,11 @@ static void test_checkpoint_files(const char* common, const char* shard) {
     snprintf(resume_args, sizeof(resume_args), "%s --train %s --steps 20", common, shard);
     char ck[1024];
     snprintf(ck, sizeof(ck), "%s/ckpt", TMP);
-    // every byte of every file of a checkpoint is checked: the model's payload and an unused header word, the
-    // state's header (data position, RNG word), and `latest`, parsed strictly
+    // every byte of every file of a checkpoint is checked: the model's payload (low mantissa bytes of one weight,
+    // so the value stays plausible and only the checksum can tell) and an unused header word, the state's header
+    // (data position, RNG word), and `latest`, parsed strictly
     corrupt_case("corrupt checkpoint model payload is refused naming the file", ck,
-                 "printf 'XXXX' | dd of=model_00000010.bin bs=1 seek=5000 conv=notrunc 2>/dev/null", resume_args, "model_00000010.bin", "corrupt");
+                 "printf '\\021\\042' | dd of=model_00000010.bin bs=1 seek=5000 conv=notrunc 2>/dev/null", resume_args, "model_00000010.bin", "corrupt");
     corrupt_case("a changed unused word of the checkpoint model's header is refused", ck,
                  "printf 'X' | dd of=model_00000010.bin bs=1 seek=600 conv=notrunc 2>/dev/null", resume_args, "model_00000010.bin", "corrupt");
     corrupt_case("a changed data position in the state header is refused", ck,
