@@ -2,6 +2,7 @@
 #   make            train_gpt, test_gpt, tokenize, test binaries, bench_comm
 #   make test       all tests (single process and multi-rank under mpirun); last line "N passed, N failed"
 #   make bench      the training-step benchmark (GPT-2 124M, B=4, T=64), figure last
+#   make plot       loss curves of out/default.jsonl (or LOGS="a.jsonl b.jsonl") into out/plot.svg
 #   make asan       test binaries with AddressSanitizer + UBSan
 CC ?= cc
 CFLAGS_COMMON = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -std=gnu11 -g
@@ -74,7 +75,7 @@ ifneq ($(MPICC),)
   BINS += bench_comm tests/test_comm
 endif
 
-.PHONY: all test run bench clean asan report
+.PHONY: all test run bench plot clean asan report
 all: report $(BINS)
 
 report:
@@ -127,6 +128,11 @@ run:
 
 # The benchmark lets OpenBLAS choose its kernels by its own CPU detection: some machines export OPENBLAS_CORETYPE
 # (and OPENBLAS_L2_SIZE) to force an older kernel family; tests keep whatever the environment sets.
+# The loss curves of the default job (or LOGS="a.jsonl b.jsonl"), as out/plot.svg, via gnuplot.
+LOGS ?= out/default.jsonl
+plot:
+	bash scripts/plot_log.sh --out out/plot.svg $(LOGS)
+
 bench: train_gpt
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ./train_gpt --bench 1 --model d12 --batch-size 4 --seq-len 64
 

@@ -62,7 +62,7 @@ Usage:
 #define SHARD_MAGIC 20240520
 #define SHARD_HEADER_INTS 256
 #define GPT2_EOT_TOKEN 50256
-#define TOKENIZER_MAX_VOCAB (1u << 20) // ids must fit in 20 bits (the pair table packs three of them)
+#define TOKENIZER_MAX_VOCAB (1u << 20) // ids must fit in 20 bits (the pair table packs three of them, one as id + 1)
 
 // ----------------------------------------------------------------------------
 // Part 1: decoder (llm.c's gpt2_tokenizer.bin)
@@ -113,6 +113,8 @@ static int tokenizer_init(Tokenizer* t, const char* path) {
         goto fail;
     }
     body_len = (size_t)(file_end - body_start);
+    // every record takes 2..256 bytes: check the size against vocab_size before allocating for vocab_size tokens
+    if (body_len < (size_t)t->vocab_size * 2) { problem = "truncated: fewer tokens than vocab_size"; goto fail; }
     if (body_len > (size_t)t->vocab_size * 256) { problem = "trailing data after the last token"; goto fail; }
     body = (unsigned char*)malloc(body_len + 1);
     t->token_bytes = (char*)malloc(body_len + 1);
@@ -371,6 +373,19 @@ static int encoder__cp_to_byte(const int16_t* u2b, uint32_t cp) {
     return cp < 324 ? u2b[cp] : -1;
 }
 
+static inline size_t encoder__utf8_len(const uint8_t* p, size_t n);
+
+// Decodes the well-formed UTF-8 sequence at p[0..n) (RFC 3629, see encoder__utf8_len) into *cp. Returns its length
+// (1..4), or 0 if p does not start one (an overlong form, a surrogate, a bad continuation byte, a cut sequence).
+static size_t encoder__utf8_decode(const uint8_t* p, size_t n, uint32_t* cp) {
+    size_t k = encoder__utf8_len(p, n);
+    if (k == 0) { return 0; }
+    uint32_t v = k == 1 ? p[0] : (uint32_t)(p[0] & (0x7Fu >> k));
+    for (size_t q = 1; q < k; q++) { v = v << 6 | (p[q] & 0x3Fu); }
+    *cp = v;
+    return k;
+}
+
 // Parses a JSON string starting at s[*pos] == '"' into bytes via the byte alphabet. Returns NULL on success
 // (out/out_len filled, *pos past the closing quote) or a static description of the problem.
 static const char* encoder__parse_key(const char* s, size_t n, size_t* pos, const int16_t* u2b, uint8_t* out,
@@ -430,16 +445,9 @@ static const char* encoder__parse_key(const char* s, size_t n, size_t* pos, cons
             cp = c;
             i++;
         } else {
-            // raw UTF-8
-            int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
-            if (extra < 0 || i + (size_t)extra >= n) { return "invalid UTF-8 in a string"; }
-            cp = c & (0x3F >> extra);
-            for (int k = 1; k <= extra; k++) {
-                unsigned char cc = (unsigned char)s[i + k];
-                if ((cc & 0xC0) != 0x80) { return "invalid UTF-8 in a string"; }
-                cp = cp << 6 | (cc & 0x3F);
-            }
-            i += 1 + (size_t)extra;
+            size_t k = encoder__utf8_decode((const uint8_t*)s + i, n - i, &cp); // raw UTF-8
+            if (k == 0) { return "invalid UTF-8 in a string"; }
+            i += k;
         }
         int b = encoder__cp_to_byte(u2b, cp);
         if (b < 0) { return "a key holds a character outside GPT-2's byte alphabet"; }
@@ -497,7 +505,7 @@ static int encoder__load_json(Encoder* e, const char* path) {
         uint64_t id = 0;
         while (i < n && s[i] >= '0' && s[i] <= '9') {
             id = id * 10 + (uint64_t)(s[i] - '0');
-            if (id >= TOKENIZER_MAX_VOCAB) { problem = "id too large"; goto fail; }
+            if (id + 1 >= TOKENIZER_MAX_VOCAB) { problem = "id too large"; goto fail; } // id + 1 fits in 20 bits
             i++;
         }
         if (count == cap) {
@@ -564,7 +572,8 @@ fail: {
 }
 
 // Checks vocab.bpe against encoder.json: line k (after the "#version" line) "A B" must be the merge that makes
-// token 256 + k, i.e. tiktoken's rank order. Returns 0 or -1 (error set).
+// token 256 + k, i.e. tiktoken's rank order, and A and B tokens made before it (ids below 256 + k). Returns 0 or
+// -1 (error set).
 static int encoder__check_merges(Encoder* e, const char* path) {
     size_t n = 0;
     const char* err = NULL;
@@ -589,27 +598,27 @@ static int encoder__check_merges(Encoder* e, const char* path) {
         if (line_end > i) {
             // split "A B" at the single space; both halves are in the byte alphabet (a space never is)
             uint8_t buf[512];
-            size_t len = 0, halves = 1;
+            size_t len = 0, halves = 1, split = 0;
             size_t k = i;
             while (k < line_end) {
-                unsigned char c = (unsigned char)s[k];
-                if (c == ' ') { halves++; k++; continue; }
+                if (s[k] == ' ') { halves++; split = len; k++; continue; }
                 uint32_t cp;
-                int extra = c < 0x80 ? 0 : c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
-                if (extra < 0 || k + (size_t)extra >= line_end) { problem = "invalid UTF-8"; break; }
-                cp = extra ? (uint32_t)(c & (0x3F >> extra)) : c;
-                for (int q = 1; q <= extra; q++) { cp = cp << 6 | ((unsigned char)s[k + q] & 0x3F); }
-                k += 1 + (size_t)extra;
+                size_t ul = encoder__utf8_decode((const uint8_t*)s + k, line_end - k, &cp);
+                if (ul == 0) { problem = "invalid UTF-8"; break; }
+                k += ul;
                 int b = encoder__cp_to_byte(u2b, cp);
                 if (b < 0) { problem = "a character outside GPT-2's byte alphabet"; break; }
                 if (len >= sizeof(buf)) { problem = "merge too long"; break; }
                 buf[len++] = (uint8_t)b;
             }
             if (problem) { break; }
-            if (halves != 2) { problem = "expected two symbols separated by one space"; break; }
+            if (halves != 2 || split == 0 || split == len) { problem = "expected two symbols separated by one space"; break; }
             uint32_t id = encoder__lookup(e, buf, len, encoder__hash_bytes(buf, len));
             if (id == ENCODER_NO_RANK) { problem = "the merged token is not in encoder.json"; break; }
             if (id != 256 + merges) { problem = "merge order does not match the ids in encoder.json"; break; }
+            uint32_t a = encoder__lookup(e, buf, split, encoder__hash_bytes(buf, split));
+            uint32_t b = encoder__lookup(e, buf + split, len - split, encoder__hash_bytes(buf + split, len - split));
+            if (a >= id || b >= id) { problem = "a half of the merge is not a token made before it"; break; }
             merges++;
         }
         i = end + 1;

@@ -406,6 +406,10 @@ static void test_encoder_errors(const char* vocab_dir) {
         {"bpe_unknown_merge", 9, "vocab.bpe"},
         {"json_negative_id", 10, "encoder.json"},
         {"json_trailing_garbage", 11, "encoder.json"},
+        {"json_overlong_utf8", 12, "invalid UTF-8"},
+        {"json_id_past_20_bits", 13, "id too large"},
+        {"bpe_empty_half", 14, "expected two symbols"},
+        {"bpe_bad_continuation_byte", 15, "invalid UTF-8"},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         remove(jpath);
@@ -441,6 +445,10 @@ static void test_encoder_errors(const char* vocab_dir) {
             case 9: b2 = (char*)mallocCheck(nbpe + 32); bl = (size_t)snprintf(b2, nbpe + 32, "#version: 0.2\nzq zq\n"); bdata = b2; break;
             case 10: jdata = "{\"a\": -1}"; jl = strlen(jdata); break;
             case 11: memcpy(buf + njson, " x", 2); jl = njson + 2; break;
+            case 12: jdata = "{\"\xC0\xA1\": 0}"; jl = strlen(jdata); break; // '!' spelled in two bytes
+            case 13: jdata = "{\"a\": 1048575}"; jl = strlen(jdata); break;   // the pair table keeps id + 1 in 20 bits
+            case 14: b2 = (char*)mallocCheck(nbpe + 32); bl = (size_t)snprintf(b2, nbpe + 32, "#version: 0.2\n\xC4\xA0t \n"); bdata = b2; break;
+            case 15: b2 = (char*)mallocCheck(nbpe + 32); bl = (size_t)snprintf(b2, nbpe + 32, "#version: 0.2\n\xC4\x20 t\n"); bdata = b2; break;
         }
         FILE* fp = fopenCheck(jpath, "wb");
         fwriteCheck(jdata, 1, jl, fp, jpath);

@@ -1,0 +1,165 @@
+/*
+fuzz/checkpoint.c: fuzzes train_gpt.c's resume path: DIR/latest (checkpoint_latest_step), the state file
+DIR/state_XXXXXXXX.bin (checkpoint_load_state: size, header, AdamW moments, checksums) and the data sampler state
+it carries (dataloader_set_state, then a few batches), for a tiny model built by the harness (L 1, C 4, V 5), whose
+model file the harness writes next to the state.
+
+  make fuzz-build && fuzz/bin/checkpoint -close_fd_mask=3 fuzz/corpus/checkpoint
+  fuzz/bin/checkpoint CRASH_FILE                                        (reproduces one input, with messages)
+
+Input: one flag byte, then the contents of `latest`, the separator "\n@@state@@\n", and the state file (written
+under the step that `latest` names). Flag bit 0: the harness recomputes the two checksums in the state header
+(payload and model) before loading, so mutations get past them to the header words and the sampler state.
+Invariants (abort = a finding): a loaded state has the step of `latest`; batches after a restored sampler
+position hold tokens < V.
+*/
+#include "fuzz_common.h"
+
+#define TRAIN_GPT_NO_MAIN
+#include "train_gpt.c" // defines: checkpoint_latest_step, checkpoint_load_state, GPT, ZeroOptimizer, DataLoader
+
+#define STATE_SEP "\n@@state@@\n"
+
+static ParallelContext g_pc;
+static GPT g_model;
+static ZeroOptimizer g_zero;
+static DataLoader g_loader[2]; // shuffle 0 and 1 over one tiny shard
+static char g_dir[1024];       // the checkpoint directory
+static uint8_t* g_model_file;  // (g_model_file_len) the tiny model as an llm.c model file
+static size_t g_model_file_len;
+static uint64_t g_model_sum;   // its checksum, as model_load_params returns it
+
+int LLVMFuzzerInitialize(int* argc, char*** argv);
+int LLVMFuzzerInitialize(int* argc, char*** argv) {
+    parallel_init(&g_pc, argc, argv);
+    parallel_set_layout(&g_pc, 1, 1, 300.0);
+    GPTConfig g = { .max_seq_len = 8, .vocab_size = 5, .padded_vocab_size = 8, .num_layers = 1, .num_heads = 1, .channels = 4 };
+    gpt_alloc_params(&g_model, &g, 1);
+    for (size_t i = 0; i < g_model.layout.num_params; i++) { g_model.params[i] = 0.001f * (float)i; }
+    ZeroSegment* segs = (ZeroSegment*)mallocCheck(sizeof(ZeroSegment) * g_model.layout.num_tensors);
+    for (int i = 0; i < g_model.layout.num_tensors; i++) {
+        const ParamEntry* e = &g_model.layout.table[i];
+        segs[i].offset = e->offset; segs[i].size = e->rows * e->cols; segs[i].decay = e->decay;
+    }
+    zero_init(&g_zero, 0, &g_pc.dp_group, g_model.layout.num_params, segs, g_model.layout.num_tensors);
+    free(segs);
+    // the model file of every checkpoint the harness writes: saved and loaded back by train_gpt.c's own code
+    char path[1024], err[512];
+    snprintf(path, sizeof(path), "%s/model_ref.bin", fuzz_tmpdir());
+    model_save(path, &g_model.layout, g_model.params);
+    GPTConfig g2;
+    int version;
+    FILE* fp;
+    model_read_header(path, &g2, &version, &fp);
+    g_model_sum = model_load_params(path, fp, version, &g_model.layout, g_model.params);
+    g_model_file_len = (size_t)file_size(path);
+    g_model_file = (uint8_t*)mallocCheck(g_model_file_len);
+    fp = fopenCheck(path, "rb");
+    freadCheck(g_model_file, 1, g_model_file_len, fp, path);
+    fclose(fp);
+    // one shard of 64 tokens (ids 0..4), the data set the states in the corpus were saved for
+    uint8_t shard[1024 + 64 * 2];
+    memset(shard, 0, sizeof(shard));
+    int32_t header[3] = {20240520, 1, 64};
+    memcpy(shard, header, sizeof(header));
+    for (int i = 0; i < 64; i++) { uint16_t t = (uint16_t)(i % 5); memcpy(shard + 1024 + 2 * i, &t, 2); }
+    fuzz_write_file("train_000.bin", shard, sizeof(shard), path, sizeof(path));
+    for (int s = 0; s < 2; s++) {
+        if (dataloader_init(&g_loader[s], path, 1, 4, 0, 1, s, 1337, 5, err, sizeof(err)) != 0) {
+            fprintf(stderr, "fuzz/checkpoint: %s\n", err);
+            abort();
+        }
+    }
+    snprintf(g_dir, sizeof(g_dir), "%s/ckpt", fuzz_tmpdir());
+    mkdir(g_dir, 0755);
+    return 0;
+}
+
+typedef struct {
+    int fix_checksums;
+    const uint8_t *latest, *state;
+    size_t latest_len, state_len;
+    char model_path[2048], state_path[2048]; // written by run(), removed by the caller
+} Input;
+
+// Puts the checksums that checkpoint_load_state expects into a state file of the right size: the payload (m then v,
+// in chunks as stream_moment_in reads them), then the header (state_header_sum), and the model file's checksum.
+static void fix_checksums(uint8_t* st, size_t len) {
+    size_t n = g_model.layout.num_params;
+    if (len != (size_t)state_file_bytes(n)) { return; }
+    memcpy(st + 8 * ST_MODEL_SUM, &g_model_sum, 8);
+    uint64_t sum = FNV1A64_INIT;
+    for (int k = 0; k < 2; k++) {
+        const uint8_t* p = st + (size_t)ST_HEADER_WORDS * 8 + (size_t)k * 4 * n;
+        for (size_t off = 0; off < n; off += STATE_CHUNK_FLOATS) {
+            size_t cnt = n - off < STATE_CHUNK_FLOATS ? n - off : STATE_CHUNK_FLOATS;
+            sum = checksum64(p + 4 * off, cnt * 4, sum);
+        }
+    }
+    uint64_t h[ST_HEADER_WORDS];
+    memcpy(h, st, sizeof(h));
+    sum = state_header_sum(h, sum);
+    memcpy(st + 8 * ST_STATE_SUM, &sum, 8);
+}
+
+// Writes one file (the harness's own writes are not tracked). Returns 0 if the path cannot be created.
+static int write_file(const char* path, const uint8_t* data, size_t n) {
+    FILE* fp = (fopen)(path, "wb");
+    if (fp == NULL) { return 0; }
+    if (fwrite(data, 1, n, fp) != n) { abort(); }
+    (fclose)(fp);
+    return 1;
+}
+
+static void run(void* arg) {
+    Input* in = (Input*)arg;
+    char path[2048];
+    fuzz_write_file("ckpt/latest", in->latest, in->latest_len, path, sizeof(path));
+    int step = checkpoint_latest_step(g_dir); // as main(): the step, then the pair of files it names
+    checkpoint_paths(g_dir, step, in->model_path, in->state_path, sizeof(in->state_path));
+    uint8_t* st = (uint8_t*)malloc(in->state_len + 1);
+    memcpy(st, in->state, in->state_len);
+    if (in->fix_checksums) { fix_checksums(st, in->state_len); }
+    int ok = write_file(in->model_path, g_model_file, g_model_file_len) && write_file(in->state_path, st, in->state_len);
+    free(st);
+    if (!ok) { return; }
+    TrainState ts;
+    memset(&ts, 0, sizeof(ts));
+    checkpoint_load_state(g_dir, step, &g_model, &g_zero, &ts, g_model_sum);
+    if (ts.step != step) { fuzz_fail("loaded step %d from a checkpoint named %d", ts.step, step); }
+    DataLoader* dl = &g_loader[ts.data_state[1] == 1];
+    dataloader_reset(dl);
+    char err[512];
+    if (dataloader_set_state(dl, ts.data_state, err, sizeof(err)) != 0) {
+        if (fuzz_verbose()) { fprintf(stderr, "dataloader_set_state: %s\n", err); }
+        return;
+    }
+    if (fuzz_verbose()) { fprintf(stderr, "checkpoint: loaded step %d, sampler state restored\n", step); }
+    for (int b = 0; b < 3; b++) {
+        dataloader_next_batch(dl);
+        for (int i = 0; i < dl->B * dl->T; i++) {
+            if (dl->inputs[i] < 0 || dl->inputs[i] >= 5 || dl->targets[i] < 0 || dl->targets[i] >= 5) {
+                fuzz_fail("batch token out of range after a restored sampler state");
+            }
+        }
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    Input in;
+    memset(&in, 0, sizeof(in));
+    in.fix_checksums = size > 0 && (data[0] & 1);
+    const uint8_t* part[2];
+    size_t len[2];
+    size_t skip = size > 0 ? 1 : 0;
+    int parts = fuzz_split(data + skip, size - skip, STATE_SEP, part, len, 2);
+    in.latest = part[0];
+    in.latest_len = len[0];
+    in.state = parts > 1 ? part[1] : part[0] + len[0];
+    in.state_len = parts > 1 ? len[1] : 0;
+    fuzz_call(run, &in);
+    if (in.model_path[0]) { unlink(in.model_path); } // one checkpoint at a time, whatever step it was named for
+    if (in.state_path[0]) { unlink(in.state_path); }
+    return 0;
+}

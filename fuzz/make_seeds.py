@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""
+fuzz/make_seeds.py: writes the committed seed corpora fuzz/corpus/<target>/ of the targets in OWN_TARGETS (every
+harness but safetensors, whose seeds are made elsewhere), the dictionaries fuzz/vocab.dict and fuzz/flags.dict, and
+the small vocabulary fuzz/vocab/ (the first 256 + 1024 tokens of GPT-2, with their merges) used by fuzz/encode.c.
+A few valid inputs and a few broken ones per target; about 130 KB in all.
+
+    python3 fuzz/make_seeds.py [--gpt2 ../shared/data/gpt2]      (from the repository root; overwrites)
+
+The formats written here follow the harnesses' top comments (fuzz/*.c) and the parsers' file formats
+(dataloader.h, tokenizer.h, train_gpt.c). Only the standard library.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import struct
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FUZZ = os.path.join(ROOT, "fuzz")
+MASK = (1 << 64) - 1
+OWN_TARGETS = ["shard", "tokenizer_bin", "vocab", "encode", "model", "checkpoint", "flags"]
+
+
+def write(target, name, data):
+    d = os.path.join(FUZZ, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def fnv1a64(data, h=14695981039346656037):
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & MASK
+    return h
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# shards (fuzz/shard.c): 17 bytes of settings, then shards separated by "FZSH"
+
+def shard(tokens, version=1, magic=20240520, count=None):
+    header = struct.pack("<3i", magic, version, len(tokens) if count is None else count) + b"\0" * (1024 - 12)
+    return header + struct.pack("<%d%s" % (len(tokens), "H" if version == 1 else "I"), *tokens)
+
+
+def shard_config(B=2, T=4, world=1, rank=0, shuffle=0, seed=0, vocab=50257, times256=False, word=8, value=0):
+    v = vocab - 1 if not times256 else vocab // 256 - 1
+    return bytes([B - 1, T - 1, world - 1, rank, (seed << 1) | shuffle, v & 255, v >> 8, 1 if times256 else 0,
+                  word]) + struct.pack("<Q", value)
+
+
+def make_shard_seeds():
+    toks = [(i * 7919) % 50257 for i in range(41)]
+    write("shard", "seq_one_shard", shard_config(B=2, T=4) + shard(toks))
+    write("shard", "seq_two_shards_world2", shard_config(B=1, T=4, world=2, rank=1) + shard(toks) + b"FZSH" + shard(toks[:20]))
+    write("shard", "shuffle_three_shards", shard_config(B=2, T=3, world=3, rank=2, shuffle=1, seed=5)
+          + shard(toks[:17]) + b"FZSH" + shard(toks[:30]) + b"FZSH" + shard(toks[5:12]))
+    write("shard", "v2_uint32_tokens", shard_config(B=1, T=8, vocab=100096, times256=True)
+          + shard([(i * 104729) % 100096 for i in range(33)], version=2))
+    write("shard", "state_position_word", shard_config(B=1, T=2, word=6, value=7) + shard(toks[:25]))
+    write("shard", "state_cursor_word", shard_config(B=1, T=2, shuffle=1, word=5, value=1 << 40) + shard(toks[:25]))
+    # broken
+    write("shard", "bad_magic", shard_config() + shard(toks, magic=20240521))
+    write("shard", "bad_version", shard_config() + shard(toks, version=3))
+    write("shard", "count_mismatch", shard_config() + shard(toks, count=50))
+    write("shard", "negative_count", shard_config() + shard(toks, count=-1))
+    write("shard", "token_above_vocab", shard_config(vocab=100) + shard(toks))
+    write("shard", "too_few_tokens", shard_config(B=4, T=8) + shard(toks[:10]))
+    write("shard", "short_header", shard_config() + shard(toks)[:1000])
+    write("shard", "empty", shard_config())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the GPT-2 byte alphabet and a small vocabulary
+
+def byte_alphabet():
+    printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    b2u, n = {}, 0
+    for b in range(256):
+        if b in printable:
+            b2u[b] = chr(b)
+        else:
+            b2u[b] = chr(256 + n)
+            n += 1
+    return b2u
+
+
+def load_gpt2(gpt2_dir, merges):
+    """The first 256 + merges tokens of GPT-2 (id order) as strings in the byte alphabet, and the merge lines."""
+    with open(os.path.join(gpt2_dir, "encoder.json"), encoding="utf-8") as f:
+        enc = json.load(f)
+    by_id = sorted(enc.items(), key=lambda kv: kv[1])
+    tokens = [k for k, v in by_id[: 256 + merges]]
+    with open(os.path.join(gpt2_dir, "vocab.bpe"), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    return tokens, lines[1 : 1 + merges]
+
+
+def vocab_files(tokens, merge_lines, ensure_ascii=False, indent=None, eot=True):
+    d = {t: i for i, t in enumerate(tokens)}
+    if eot:
+        d["<|endoftext|>"] = len(tokens)
+    js = json.dumps(d, ensure_ascii=ensure_ascii, indent=indent)
+    bpe = "#version: 0.2\n" + "\n".join(merge_lines) + "\n"
+    return js.encode("utf-8"), bpe.encode("utf-8")
+
+
+def token_bytes(tokens):
+    u2b = {u: b for b, u in byte_alphabet().items()}
+    return [bytes(u2b[ch] for ch in t) for t in tokens]
+
+
+def make_vocab_seeds(tokens, merges):
+    sep = b"\n@@vocab.bpe@@\n"
+    t, m = tokens[:256 + 32], merges[:32]
+    js, bpe = vocab_files(t, m)
+    write("vocab", "small_valid", js + sep + bpe)
+    js2, _ = vocab_files(t, m, ensure_ascii=True, indent=1)
+    write("vocab", "small_valid_escaped", js2 + sep + bpe.replace(b"\n", b"\r\n"))
+    js3, bpe3 = vocab_files(tokens[:256 + 4], merges[:4])
+    write("vocab", "tiny_valid", js3 + sep + bpe3)
+    # broken
+    write("vocab", "no_eot", vocab_files(t, m, eot=False)[0] + sep + bpe)
+    write("vocab", "merge_order", js + sep + bpe.replace(m[0].encode(), b"TMP").replace(m[1].encode(), m[0].encode()).replace(b"TMP", m[1].encode()))
+    write("vocab", "merge_unknown", js + sep + bpe + "Ġ zzzz\n".encode())
+    write("vocab", "missing_byte", js.replace(b'"!": 0, ', b"") + sep + bpe)
+    write("vocab", "duplicate_id", js.replace(b'"#": 2', b'"#": 1') + sep + bpe)
+    write("vocab", "bad_escape", js.replace(b'"\\""', b'"\\q"') + sep + bpe)
+    write("vocab", "lone_surrogate", js2.replace(b'"!"', b'"\\udc00"') + sep + bpe)
+    write("vocab", "unterminated", js[:200] + sep + bpe)
+    write("vocab", "no_separator", js)
+    write("vocab", "empty_object", b"{}" + sep + bpe)
+    # generated vocabularies (first byte 0, see fuzz/vocab.c): settings, merges as pairs of uint16, then text
+    def gen(mult, add, flags, pairs, text):
+        return bytes([0, mult, add, len(pairs), flags]) + b"".join(struct.pack("<HH", a, b) for a, b in pairs) + text
+    chain = [(104, 101), (108, 108), (256, 257), (258, 111), (32, 119), (260, 111), (259, 259), (262, 262), (263, 263)]
+    text = b"hello hello world, hellllo wo\xc3\xa9 \xff " + b"l" * 80
+    write("vocab", "gen_chain", gen(0, 0, 0, chain, text))
+    write("vocab", "gen_permuted_escaped", gen(37, 11, 7, chain + [(i * 7 % 300, i * 13 % 300) for i in range(40)], text))
+    write("vocab", "gen_no_merges", gen(0, 0, 0, [], text))
+    with open(os.path.join(FUZZ, "vocab.dict"), "w") as f:
+        f.write("# libFuzzer dictionary for fuzz/vocab.c (made by fuzz/make_seeds.py)\n")
+        for w in ['"\\x0a@@vocab.bpe@@\\x0a"', '"{"', '"}"', '"\\""', '": "', '", "', '"\\\\u0120"', '"\\\\ud83d\\\\ude00"',
+                  '"\\\\\\""', '"\\\\n"', '"<|endoftext|>"', '"#version: 0.2\\x0a"', '"\\xc4\\xa0"', '"\\xc4\\x80"',
+                  '"256"', '"1048575"', '"1048576"']:
+            f.write(w + "\n")
+
+
+def make_encode_vocab(tokens, merges):
+    d = os.path.join(FUZZ, "vocab")
+    os.makedirs(d, exist_ok=True)
+    js, bpe = vocab_files(tokens, merges)
+    with open(os.path.join(d, "encoder.json"), "wb") as f:
+        f.write(js)
+    with open(os.path.join(d, "vocab.bpe"), "wb") as f:
+        f.write(bpe)
+
+
+def make_encode_seeds():
+    texts = {
+        "ascii": "Hello world! It's a test, isn't it? They'll've 12345 numbers.\n\nNew paragraph.",
+        "unicode": "Grüße, ünïcödé — 日本語のテキスト, русский текст, emoji \U0001F600\U0001F680 and ﬁ ligatures",
+        "whitespace": "a\t\tb   c\r\n\r\n    d \u00a0\u2003e\n\n\n" + " " * 70 + "end",
+        "code": "int main(void) {\n    return x->y[3] >= 0 ? 1 : -1; // comment\n}\n",
+        "digits": "3.14159265358979 2024-05-20 0x1F 1,000,000 ٣٤٥ ௧௨",
+    }
+    for name, t in texts.items():
+        write("encode", name, t)
+    write("encode", "invalid_utf8", b"ok \xff\xfe \xc0\x80 overlong \xed\xa0\x80 surrogate \xf4\x90\x80\x80 big \xe2\x82 cut")
+    write("encode", "binary", bytes(range(256)))
+    write("encode", "long_piece", b"a" * 300 + b" " + b"ab" * 100)
+
+
+def make_tokenizer_bin_seeds(tokens):
+    tb = token_bytes(tokens[:256 + 64]) + [b"<|endoftext|>"]
+
+    def tbin(toks, version=2, vocab=None, eot=None, magic=20240328):
+        vocab = len(toks) if vocab is None else vocab
+        eot = len(toks) - 1 if eot is None else eot
+        header = struct.pack("<4I", magic, version, vocab, eot) + b"\0" * (1024 - 16)
+        return header + b"".join(bytes([len(t)]) + t for t in toks)
+
+    write("tokenizer_bin", "valid_v2", tbin(tb))
+    write("tokenizer_bin", "valid_v2_tiny", tbin([b"a", b"b", b"ab", b"<|endoftext|>"]))
+    write("tokenizer_bin", "v1_small", tbin(tb, version=1))  # EOT 50256 is not below vocab_size
+    write("tokenizer_bin", "truncated_last", tbin(tb)[:-3])
+    write("tokenizer_bin", "zero_length_token", tbin([b"a", b"", b"b"]))
+    write("tokenizer_bin", "trailing_data", tbin([b"a", b"b"]) + b"xyz")
+    write("tokenizer_bin", "bad_magic", tbin([b"a"], magic=1))
+    write("tokenizer_bin", "huge_vocab", tbin([b"a"], vocab=1 << 20, eot=0))
+    write("tokenizer_bin", "header_only", tbin([], vocab=1, eot=0))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# model files (fuzz/model.c) and checkpoints (fuzz/checkpoint.c): the tiny model maxT 8, V 5, Vp 8, L 1, NH 1, C 4
+
+def num_params(maxT, V, Vp, L, NH, C):
+    return Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C
+
+
+def model_file(maxT=8, V=5, Vp=8, L=1, NH=1, C=4, version=3, magic=20240326, values=None):
+    n = num_params(maxT, V, Vp, L, NH, C)
+    header = struct.pack("<8i", magic, version, maxT, V, L, NH, C, Vp) + b"\0" * (1024 - 32)
+    values = values if values is not None else [0.001 * i for i in range(n)]
+    if version == 3:
+        return header + struct.pack("<%df" % n, *values)
+    return header + b"".join(struct.pack("<f", v)[2:] for v in values)  # bf16: the high half of each float
+
+
+def make_model_seeds():
+    write("model", "tiny_fp32", model_file())
+    write("model", "tiny_bf16", model_file(version=5))
+    write("model", "two_layers_two_heads", model_file(L=2, NH=2, C=4, maxT=4, V=3, Vp=4))
+    n = num_params(8, 5, 8, 1, 1, 4)
+    write("model", "nan_value", model_file(values=[0.0] * (n - 1) + [float("nan")]))
+    write("model", "truncated", model_file()[:-8])
+    write("model", "too_long", model_file() + b"\0\0\0\0")
+    write("model", "bad_magic", model_file(magic=1))
+    write("model", "bad_version", model_file(version=4))
+    write("model", "heads_do_not_divide", model_file(NH=3))
+    write("model", "huge_header", model_file()[:1024].replace(struct.pack("<i", 5), struct.pack("<i", 1 << 24), 1))
+    write("model", "header_only", model_file()[:1024])
+
+
+def dl_state(shuffle, cursor_or_shard, position, epoch, seed=1337, T=4):
+    fingerprint = fnv1a64(struct.pack("<Q", 64), fnv1a64(struct.pack("<i", 1)))
+    return [(0x444C5354 << 32) | 1, shuffle, seed, T, epoch, cursor_or_shard, position, fingerprint]
+
+
+def state_file(step=3, version=3, magic=20240331, params=None, data=None, adam_t=None):
+    n = num_params(8, 5, 8, 1, 1, 4) if params is None else params
+    h = [0] * 64
+    h[0], h[1], h[2], h[3] = magic, version, step, n
+    h[6] = 0x2545F4914F6CDD1D  # rng
+    h[18] = step if adam_t is None else adam_t
+    data = data if data is not None else dl_state(0, 0, 8, 0)
+    for i, w in enumerate(data):
+        h[32 + i] = w & MASK
+    payload = struct.pack("<%df" % n, *[0.01 * i for i in range(n)]) + struct.pack("<%df" % n, *[1e-4] * n)
+    return struct.pack("<64Q", *h) + payload
+
+
+def make_checkpoint_seeds():
+    sep = b"\n@@state@@\n"
+    fix = b"\x01"
+    write("checkpoint", "seq_state", fix + b"3\n" + sep + state_file())
+    write("checkpoint", "shuffle_state", fix + b"12\n" + sep + state_file(step=12, data=dl_state(1, 20, 0, 1)))
+    write("checkpoint", "seq_last_position", fix + b"3" + sep + state_file(data=dl_state(0, 0, 60, 7)))
+    write("checkpoint", "unfixed_checksums", b"\x00" + b"3\n" + sep + state_file())
+    # broken
+    write("checkpoint", "latest_not_a_number", fix + b"three\n" + sep + state_file())
+    write("checkpoint", "latest_two_numbers", fix + b"3 4\n" + sep + state_file())
+    write("checkpoint", "latest_overflow", fix + b"99999999999\n" + sep + state_file())
+    write("checkpoint", "step_mismatch", fix + b"4\n" + sep + state_file(step=3))
+    write("checkpoint", "old_version", fix + b"3\n" + sep + state_file(version=2))
+    write("checkpoint", "truncated_state", fix + b"3\n" + sep + state_file()[:-4])
+    write("checkpoint", "adam_t_above_step", fix + b"3\n" + sep + state_file(adam_t=9))
+    write("checkpoint", "bad_fingerprint", fix + b"3\n" + sep + state_file(data=dl_state(0, 0, 8, 0)[:7] + [1]))
+    write("checkpoint", "position_past_end", fix + b"3\n" + sep + state_file(data=dl_state(0, 0, 64, 0)))
+    write("checkpoint", "epoch_cursor_mismatch", fix + b"3\n" + sep + state_file(data=dl_state(1, 20, 0, 0)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# flags (fuzz/flags.c): arguments separated by NUL bytes
+
+def make_flags_seeds():
+    src = open(os.path.join(ROOT, "train_gpt.c"), encoding="utf-8").read()
+    names = re.findall(r'FLAG_[ISF]\("([a-z0-9-]+)",\s*(NULL|"-[a-z]")', src)
+    names += re.findall(r'\{\s*"([a-z0-9-]+)",\s*(NULL|"-[a-z]"),\s*FLAG_', src)
+    args = lambda *a: b"\0".join(x.encode() for x in a)
+    write("flags", "typical", args("--model", "d4", "--train", "data/x/*_train_*.bin", "--batch-size", "4", "--seq-len", "64",
+                                   "--steps", "100", "--lr", "6e-4", "--lr-schedule", "linear", "--warmup", "10"))
+    write("flags", "llmc_aliases", args("-i", "train.bin", "-b", "8", "-t", "128", "-l", "1e-3", "-x", "5"))
+    write("flags", "checkpoints", args("--train", "x", "--checkpoint-every", "10", "--out", "out/a", "--resume", "out/a"))
+    write("flags", "help", args("--help"))
+    write("flags", "bench", args("--bench", "1", "--model", "gpt2-124M", "--bench-steps", "2", "--zero", "2"))
+    write("flags", "out_of_range", args("--lr", "1e400"))
+    write("flags", "not_a_number", args("--batch-size", "12abc"))
+    write("flags", "missing_value", args("--steps"))
+    write("flags", "unknown_flag", args("--no-such-flag", "1"))
+    write("flags", "twice", args("--seed", "1", "--seed", "2"))
+    write("flags", "long_string", args("--model", "d" * 100))
+    with open(os.path.join(FUZZ, "flags.dict"), "w") as f:
+        f.write("# libFuzzer dictionary for fuzz/flags.c (made by fuzz/make_seeds.py from train_gpt.c's flag table)\n")
+        words = set()
+        for name, alias in names:
+            words.add("--" + name)
+            if alias != "NULL":
+                words.add(alias.strip('"'))
+        words |= {"--help", "-h", "cosine", "linear", "constant", "stop", "skip", "d12", "gpt2-124M", "gpt3-2.7B",
+                  "nan", "inf", "1e308", "-0", "0x10", "2147483648", "9223372036854775808", "\x00"}
+        for w in sorted(words):
+            f.write('"%s"\n' % w.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", "\\x00"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpt2", default=os.path.join(ROOT, "..", "shared", "data", "gpt2"),
+                    help="directory with GPT-2's encoder.json and vocab.bpe")
+    a = ap.parse_args()
+    corpus = os.path.join(FUZZ, "corpus")
+    for t in OWN_TARGETS:  # other targets' seeds (fuzz/corpus/safetensors, ...) are made elsewhere: left alone
+        if os.path.isdir(os.path.join(corpus, t)):
+            shutil.rmtree(os.path.join(corpus, t))
+    tokens, merges = load_gpt2(a.gpt2, 1024)
+    make_shard_seeds()
+    make_tokenizer_bin_seeds(tokens)
+    make_vocab_seeds(tokens, merges)
+    make_encode_vocab(tokens, merges)
+    make_encode_seeds()
+    make_model_seeds()
+    make_checkpoint_seeds()
+    make_flags_seeds()
+    total = sum(os.path.getsize(os.path.join(corpus, t, f)) for t in OWN_TARGETS for f in os.listdir(os.path.join(corpus, t)))
+    print("fuzz/make_seeds.py: wrote fuzz/corpus (%d KB), fuzz/vocab, fuzz/*.dict" % (total // 1024))
+
+
+if __name__ == "__main__":
+    main()
