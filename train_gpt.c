@@ -1611,6 +1611,12 @@ int main(int argc, char** argv) {
         printf("| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each\n", pc.world_size, pc.dp, pc.tp, pc.pp, kernels_num_threads());
         printf("| matmuls              | %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
         printf("| gradient accumulation| %d micro-steps of %d x %d per process\n", grad_accum, B, T);
+        // where the time goes, from the shapes: the matmuls are compute-limited (each weight is reused B*T times
+        // per micro-step); the optimizer streams ~7 floats per parameter once per step and is memory-limited
+        double step_flops = flops_per_token(&model, T) * (double)c.total_batch_size / pc.dp;
+        double opt_bytes = 7.0 * sizeof(float) * (double)(zopt.hi - zopt.lo);
+        printf("| work per step, rank  | %.1f GFLOP of forward/backward (compute-limited: %d tokens reuse each weight), "
+               "%.2f GB of AdamW memory traffic (memory-limited)\n", step_flops / 1e9, B * T, opt_bytes / 1e9);
         if (have_train) { printf("| training tokens      | %llu\n", (unsigned long long)dataloader_num_tokens(&train_loader)); }
         printf("+----------------------+------------------------------------------+\n");
         printf("memory per rank (ZeRO stage %d):\n", c.zero);

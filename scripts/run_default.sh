@@ -2,7 +2,8 @@
 # scripts/run_default.sh: the small default job that works on a laptop CPU. Prepares tinyshakespeare as GPT-2
 # token shards (from the committed copies in data/, offline), then trains a 4-layer GPT (d4: 256 channels,
 # 4 heads, GPT-2 vocabulary) from scratch for a few minutes, printing the validation loss as it falls and a
-# decoded sample. Extra arguments go to train_gpt and override the defaults (e.g. --steps 50).
+# decoded sample, then plots the losses (out/default.svg). Extra arguments go to train_gpt and override the
+# defaults (e.g. --steps 50).
 #   make run                                   (installs, builds, runs this)
 #   DATA_MIRROR=DIR make run                   (tinyshakespeare.txt and gpt2/ from DIR instead of data/)
 set -euo pipefail
@@ -10,7 +11,8 @@ cd "$(dirname "$0")/.."
 DATA_DIR="${DATA_DIR:-data/tinyshakespeare}"
 bash scripts/prepare_tinyshakespeare.sh "$DATA_DIR"
 mkdir -p out
-exec ./train_gpt \
+rm -f out/default.jsonl # a fresh run (the log appends only when resuming)
+./train_gpt \
     --model d4 \
     --train "$DATA_DIR/tiny_shakespeare_train_*.bin" \
     --val "$DATA_DIR/tiny_shakespeare_val_*.bin" \
@@ -23,3 +25,9 @@ exec ./train_gpt \
     --checkpoint-every 100 --out out/default \
     --log out/default.jsonl \
     "$@"
+# the loss curves and throughput of this run, as an SVG (scripts/plot_log.sh; skipped without gnuplot)
+if command -v gnuplot >/dev/null; then
+    bash scripts/plot_log.sh --title "default job: d4 on tinyshakespeare" --out out/default.svg out/default.jsonl
+else
+    echo "run_default: no plot (gnuplot is not installed: apt-get install gnuplot-nox)"
+fi
