@@ -1,66 +1,89 @@
-# Makefile: builds what this machine can build and says what it left out.
-#   make            train_gpt, test_gpt, tokenize, test binaries, bench_comm
+# Makefile: builds what this machine can build, says what it left out, and rebuilds what a change of the machine
+# affects.
+#   make            train_gpt, test_gpt, tokenize, test binaries, bench_comm; ends with one line per binary saying
+#                   what it was built with (also `./train_gpt --version`, `./tokenize --version`, ...)
 #   make test       all tests (single process and multi-rank under mpirun); last line "N passed, N failed"
 #   make bench      the training-step benchmark (GPT-2 124M, B=4, T=64), figure last
 #   make plot       loss curves of out/default.jsonl (or LOGS="a.jsonl b.jsonl") into out/plot.svg
 #   make asan       test binaries with AddressSanitizer + UBSan
+#   NO_BLAS=1, NO_MPI=1, NO_PCRE2=1, NO_CJSON=1, NO_OPENMP=1 hide a library from the probes (as if not installed)
+#
+# Each binary depends on a stamp, build/<binary>.features, holding the compiler, flags and libraries it is built
+# with. The stamp is rewritten only when that text changes, so installing or removing a library (or changing
+# CC/OPT) rebuilds exactly the binaries that use it, and nothing else.
 CC ?= cc
 CFLAGS_COMMON = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -std=gnu11 -g
 # The trainer may use -O3 -march=native; test binaries use TEST_OPT (IEEE semantics, no fast-math) so NaN stays visible.
 OPT ?= -O3 -march=native
 TEST_OPT ?= -O2 -march=native
 LDLIBS = -lm
+CC_VERSION := $(shell $(CC) -dumpfullversion -dumpversion 2>/dev/null | head -n 1)
+BUILD_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 # --- OpenMP -------------------------------------------------------------------------------------------------
-OMP_OK := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo yes)
+OMP_OK := $(if $(filter 1,$(NO_OPENMP)),,$(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo yes))
 ifeq ($(OMP_OK),yes)
   CFLAGS_COMMON += -fopenmp
   FOUND += openmp
+  F_OMP = openmp
 else
-  LEFT_OUT += "openmp (single-threaded kernels)"
+  LEFT_OUT += "openmp (single-threaded kernels)$(if $(filter 1,$(NO_OPENMP)), [hidden by NO_OPENMP=1])"
+  F_OMP = no-openmp
 endif
 
 # --- BLAS: prefer the OpenMP build of OpenBLAS so BLAS and our kernels share one thread pool ----------------
 OPENBLAS_OMP_DIR = /usr/lib/x86_64-linux-gnu/openblas-openmp
-ifneq ($(wildcard $(OPENBLAS_OMP_DIR)/libopenblas.so),)
+ifeq ($(NO_BLAS),1)
+  LEFT_OUT += "BLAS (matmuls fall back to the slow built-in loops) [hidden by NO_BLAS=1]"
+  F_BLAS = no-blas
+else ifneq ($(wildcard $(OPENBLAS_OMP_DIR)/libopenblas.so),)
   BLAS_CFLAGS = -DUSE_BLAS -I/usr/include/x86_64-linux-gnu/openblas-openmp
   BLAS_LIBS = -L$(OPENBLAS_OMP_DIR) -Wl,-rpath,$(OPENBLAS_OMP_DIR) -lopenblas
   FOUND += openblas-openmp
+  BLAS_VERSION := $(shell grep -o 'OpenBLAS [0-9.]*' /usr/include/x86_64-linux-gnu/openblas-openmp/openblas_config.h 2>/dev/null)
+  F_BLAS = openblas-openmp ($(BLAS_VERSION))
 else ifneq ($(shell echo 'int main(void){return 0;}' | $(CC) -x c - -lopenblas -o /dev/null 2>/dev/null && echo yes),)
   BLAS_CFLAGS = -DUSE_BLAS
   BLAS_LIBS = -lopenblas
   FOUND += openblas
+  F_BLAS = openblas
 else
   LEFT_OUT += "BLAS (matmuls fall back to the slow built-in loops)"
+  F_BLAS = no-blas
 endif
 
 # --- MPI ------------------------------------------------------------------------------------------------------
-MPICC := $(shell command -v mpicc 2>/dev/null)
+MPICC := $(if $(filter 1,$(NO_MPI)),,$(shell command -v mpicc 2>/dev/null))
 ifneq ($(MPICC),)
   MPI_CFLAGS = -DUSE_MPI $(shell mpicc --showme:compile 2>/dev/null)
   MPI_LIBS = $(shell mpicc --showme:link 2>/dev/null)
   FOUND += mpi
+  MPI_VERSION := $(shell mpicc --showme:version 2>/dev/null | sed -e 's/^[^:]*: //' -e 's/ .Language.*//' | head -n 1)
+  F_MPI = mpi ($(MPI_VERSION))
 else
-  LEFT_OUT += "MPI (single-process builds only; multi-rank tests skipped)"
+  LEFT_OUT += "MPI (single-process builds only; multi-rank tests skipped)$(if $(filter 1,$(NO_MPI)), [hidden by NO_MPI=1])"
+  F_MPI = no-mpi
 endif
 
 # --- PCRE2 (Unicode classes for the tokenizer's pre-tokenization) -------------------------------------------
-PCRE2_OK := $(shell echo 'int main(void){return 0;}' | $(CC) -x c - -lpcre2-8 -o /dev/null 2>/dev/null && echo yes)
+PCRE2_OK := $(if $(filter 1,$(NO_PCRE2)),,$(shell echo 'int main(void){return 0;}' | $(CC) -x c - -lpcre2-8 -o /dev/null 2>/dev/null && echo yes))
 ifeq ($(PCRE2_OK),yes)
   TOK_LIBS = -lpcre2-8
   FOUND += pcre2
 else
-  LEFT_OUT += "pcre2 (tokenize and test_tokenizer not built: apt-get install libpcre2-dev)"
+  LEFT_OUT += "pcre2 (tokenize and test_tokenizer not built: apt-get install libpcre2-dev)$(if $(filter 1,$(NO_PCRE2)), [hidden by NO_PCRE2=1])"
 endif
 
 # --- cJSON (Hugging Face checkpoints: --init model.safetensors, --export-hf; tests/test_hf) ---------------------
-CJSON_OK := $(shell echo 'int main(void){cJSON_Delete(cJSON_Parse("{}"));return 0;}' | $(CC) -include cjson/cJSON.h -x c - -lcjson -o /dev/null 2>/dev/null && echo yes)
+CJSON_OK := $(if $(filter 1,$(NO_CJSON)),,$(shell echo 'int main(void){cJSON_Delete(cJSON_Parse("{}"));return 0;}' | $(CC) -include cjson/cJSON.h -x c - -lcjson -o /dev/null 2>/dev/null && echo yes))
 ifeq ($(CJSON_OK),yes)
   CJSON_CFLAGS = -DUSE_CJSON
   CJSON_LIBS = -lcjson
   FOUND += cjson
+  F_CJSON = cjson
 else
-  LEFT_OUT += "cjson (no Hugging Face safetensors in train_gpt, tests/test_hf not built: apt-get install libcjson-dev)"
+  LEFT_OUT += "cjson (no Hugging Face safetensors in train_gpt, tests/test_hf not built: apt-get install libcjson-dev)$(if $(filter 1,$(NO_CJSON)), [hidden by NO_CJSON=1])"
+  F_CJSON = no-cjson
 endif
 
 BINS = train_gpt test_gpt
@@ -75,8 +98,28 @@ ifneq ($(MPICC),)
   BINS += bench_comm tests/test_comm
 endif
 
+# --- feature stamps: build/<binary>.features, rewritten only when the text changes --------------------------
+# FEATURES_<binary>: what that binary is built with (compiler, optimisation, the libraries it links)
+CC_DESC = $(CC) $(CC_VERSION)
+FEATURES_train_gpt = $(CC_DESC) $(OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON)
+FEATURES_test_gpt = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON)
+FEATURES_tests/test_hf = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_CJSON)
+FEATURES_tokenize = $(CC_DESC) $(OPT); $(F_OMP); pcre2
+FEATURES_tests/test_tokenizer = $(CC_DESC) $(TEST_OPT); $(F_OMP); pcre2
+FEATURES_tests/test_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP)
+FEATURES_tests/test_dataloader = $(CC_DESC) $(TEST_OPT); $(F_OMP)
+FEATURES_bench_comm = $(CC_DESC) $(OPT); $(F_OMP); $(F_MPI)
+FEATURES_tests/test_comm = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
+stamp = build/$(subst /,_,$(1)).features
+# evaluated while the Makefile is read, so the stamps are current before make compares timestamps
+$(shell mkdir -p build)
+$(foreach b,$(BINS),$(shell printf '%s\n' '$(FEATURES_$(b))' | cmp -s - $(call stamp,$(b)) || printf '%s\n' '$(FEATURES_$(b))' > $(call stamp,$(b))))
+# what a binary prints for --version: the commit and its features (utils.h print_version)
+BUILD_DEFS = -DBUILD_COMMIT='"$(BUILD_COMMIT)"' -DBUILD_FEATURES='"$(FEATURES_$@)"'
+
 .PHONY: all test run bench plot clean asan report
 all: report $(BINS)
+	@for b in $(BINS); do printf 'make: built %-22s with %s\n' "$$b" "$$(cat build/$$(echo $$b | tr / _).features)"; done
 
 report:
 	@echo "make: found: $(FOUND)"
@@ -84,35 +127,35 @@ report:
 
 HEADERS = utils.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h safetensors.h hf_gpt2.h
 
-train_gpt: train_gpt.c $(HEADERS)
-	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
+train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 # test_gpt includes train_gpt.c (with TRAIN_GPT_NO_MAIN) so the tests exercise the real code.
-test_gpt: test_gpt.c train_gpt.c tests/testing.h $(HEADERS)
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
+test_gpt: test_gpt.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,test_gpt)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 # test_hf: Hugging Face checkpoints in and out (includes train_gpt.c; runs ./train_gpt --export-hf in child processes)
-tests/test_hf: tests/test_hf.c train_gpt.c tests/testing.h $(HEADERS)
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(CJSON_CFLAGS) -I. $< -o $@ $(CJSON_LIBS) $(LDLIBS)
+tests/test_hf: tests/test_hf.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,tests/test_hf)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(CJSON_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CJSON_LIBS) $(LDLIBS)
 
-tokenize: tokenize.c tokenizer.h utils.h
-	$(CC) $(CFLAGS_COMMON) $(OPT) $< -o $@ $(TOK_LIBS) $(LDLIBS)
+tokenize: tokenize.c tokenizer.h utils.h $(call stamp,tokenize)
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(BUILD_DEFS) $< -o $@ $(TOK_LIBS) $(LDLIBS)
 
-tests/test_tokenizer: tests/test_tokenizer.c tests/testing.h tokenizer.h utils.h
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(TOK_LIBS) $(LDLIBS)
+tests/test_tokenizer: tests/test_tokenizer.c tests/testing.h tokenizer.h utils.h $(call stamp,tests/test_tokenizer)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(TOK_LIBS) $(LDLIBS)
 
 # test_runs drives ./train_gpt in child processes; it includes train_gpt.c only for the file layouts (no MPI, no BLAS)
-tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h $(HEADERS)
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(LDLIBS)
+tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,tests/test_runs)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
-tests/test_dataloader: tests/test_dataloader.c tests/testing.h dataloader.h utils.h
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) -I. $< -o $@ $(LDLIBS)
+tests/test_dataloader: tests/test_dataloader.c tests/testing.h dataloader.h utils.h $(call stamp,tests/test_dataloader)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
-bench_comm: bench_comm.c comm.h utils.h
-	$(CC) $(CFLAGS_COMMON) $(OPT) $(MPI_CFLAGS) $< -o $@ $(MPI_LIBS) $(LDLIBS)
+bench_comm: bench_comm.c comm.h utils.h $(call stamp,bench_comm)
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(MPI_CFLAGS) $(BUILD_DEFS) $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
-tests/test_comm: tests/test_comm.c comm.h utils.h
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
+tests/test_comm: tests/test_comm.c comm.h utils.h $(call stamp,tests/test_comm)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
 # `make test` and `make run` work on a fresh machine: install what is missing, then build (a sub-make, so the
 # probes above see the new packages), then run.
@@ -126,22 +169,24 @@ run:
 	@$(MAKE) --no-print-directory all
 	bash scripts/run_default.sh
 
-# The benchmark lets OpenBLAS choose its kernels by its own CPU detection: some machines export OPENBLAS_CORETYPE
-# (and OPENBLAS_L2_SIZE) to force an older kernel family; tests keep whatever the environment sets.
 # The loss curves of the default job (or LOGS="a.jsonl b.jsonl"), as out/plot.svg, via gnuplot.
 LOGS ?= out/default.jsonl
 plot:
 	bash scripts/plot_log.sh --out out/plot.svg $(LOGS)
 
+# The benchmark lets OpenBLAS choose its kernels by its own CPU detection (and the trainer replace a generic
+# choice): some machines export OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) to force an older kernel family.
 bench: train_gpt
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ./train_gpt --bench 1 --model d12 --batch-size 4 --seq-len 64
 
-asan: OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
-asan: TEST_OPT = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
-asan: clean all
+# a sub-make with other flags: the stamps record them, so a later plain `make` rebuilds the normal binaries
+SAN = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
+asan:
+	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
 	rm -f train_gpt test_gpt tokenize bench_comm tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf
+	rm -rf build
 
 # ==============================================================================================================
 # Fuzzing: libFuzzer harnesses for every parser (fuzz/*.c), built with clang, AddressSanitizer and UBSan.

@@ -70,6 +70,7 @@ static void parse_args(BenchConfig* c, int argc, char** argv) {
         const char* a = argv[i];
         const char* v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--mpi-reference")) { c->mpi_reference = 1; continue; }
+        if (!strcmp(a, "--version")) { print_version("bench_comm"); exit(0); }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: bench_comm [--min-bytes 1K] [--max-bytes 256M] [--factor 4] [--iters 20] [--warmup 5]\n"
                    "                  [--op all|allreduce|reduce_scatter|allgather|broadcast|sendrecv] [--mpi-reference]\n");

@@ -744,6 +744,7 @@ static int cmd_shards(const Options* o) {
 // ----------------------------------------------------------------------------
 
 int main(int argc, char** argv) {
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) { print_version("tokenize"); return 0; }
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         print_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 1 : 0;

@@ -192,7 +192,7 @@ static const char* const FLAG_GROUPS[][2] = {
 };
 
 static void print_help(void) {
-    printf("usage: train_gpt [flags]   (long flags; llm.c's short flags are accepted as aliases)\n");
+    printf("usage: train_gpt [flags]   (long flags; llm.c's short flags are accepted as aliases; --version)\n");
     Config d;
     config_defaults(&d);
     for (int i = 0; i < NUM_FLAGS; i++) {
@@ -211,6 +211,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { print_help(); exit(0); }
+        if (strcmp(a, "--version") == 0) { print_version("train_gpt"); exit(0); }
         const FlagSpec* f = NULL;
         for (int k = 0; k < NUM_FLAGS && !f; k++) {
             if ((a[0] == '-' && a[1] == '-' && strcmp(a + 2, FLAGS[k].name) == 0) ||

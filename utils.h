@@ -288,6 +288,20 @@ static uint64_t checksum64(const void* data, size_t n, uint64_t h) {
 }
 
 // ----------------------------------------------------------------------------
+// --version: the commit and the features a binary was built with (the Makefile passes both)
+
+#ifndef BUILD_COMMIT
+#define BUILD_COMMIT "unknown"
+#endif
+#ifndef BUILD_FEATURES
+#define BUILD_FEATURES "unknown (not built by the Makefile)"
+#endif
+
+static void print_version(const char* program) {
+    printf("%s %s\nbuilt with: %s\n", program, BUILD_COMMIT, BUILD_FEATURES);
+}
+
+// ----------------------------------------------------------------------------
 // misc
 
 static int file_exists(const char* path) {

@@ -106,6 +106,7 @@ else
     echo "SKIP test_comm: MPI not available"
 fi
 run fault_tests bash scripts/fault_tests.sh
+run test_build bash scripts/test_build.sh
 if [ -f scripts/test_scripts.sh ]; then
     run test_scripts bash scripts/test_scripts.sh
 fi
