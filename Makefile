@@ -6,7 +6,7 @@
 #   make bench      the training-step benchmark (GPT-2 124M, B=4, T=64), figure last
 #   make plot       loss curves of out/default.jsonl (or LOGS="a.jsonl b.jsonl") into out/plot.svg
 #   make asan       test binaries with AddressSanitizer + UBSan
-#   NO_BLAS=1, NO_MPI=1, NO_PCRE2=1, NO_CJSON=1, NO_OPENMP=1 hide a library from the probes (as if not installed)
+#   NO_BLAS=1, NO_MPI=1, NO_PCRE2=1, NO_CJSON=1, NO_XXHASH=1, NO_OPENMP=1 hide a library from the probes
 #
 # Each binary depends on a stamp, build/<binary>.features, holding the compiler, flags and libraries it is built
 # with. The stamp is rewritten only when that text changes, so installing or removing a library (or changing
@@ -86,6 +86,17 @@ else
   F_CJSON = no-cjson
 endif
 
+# --- xxHash (XXH3-64 checkpoint checksums; header-only use, no library linked) -------------------------------
+XXHASH_OK := $(if $(filter 1,$(NO_XXHASH)),,$(shell printf '#define XXH_INLINE_ALL\n#include <xxhash.h>\nint main(void){return (int)XXH3_64bits("", 0);}\n' | $(CC) -x c - -o /dev/null 2>/dev/null && echo yes))
+ifeq ($(XXHASH_OK),yes)
+  XXHASH_CFLAGS = -DUSE_XXHASH
+  FOUND += xxhash
+  F_XXHASH = xxhash
+else
+  LEFT_OUT += "xxhash (checkpoints get the slower legacy FNV checksums, XXH3 ones cannot be read: apt-get install libxxhash-dev)$(if $(filter 1,$(NO_XXHASH)), [hidden by NO_XXHASH=1])"
+  F_XXHASH = no-xxhash
+endif
+
 BINS = train_gpt test_gpt
 ifeq ($(CJSON_OK),yes)
   BINS += tests/test_hf
@@ -93,7 +104,7 @@ endif
 ifeq ($(PCRE2_OK),yes)
   BINS += tokenize tests/test_tokenizer
 endif
-BINS += tests/test_dataloader tests/test_runs
+BINS += tests/test_dataloader tests/test_runs bench_checksum
 ifneq ($(MPICC),)
   BINS += bench_comm tests/test_comm
 endif
@@ -101,14 +112,15 @@ endif
 # --- feature stamps: build/<binary>.features, rewritten only when the text changes --------------------------
 # FEATURES_<binary>: what that binary is built with (compiler, optimisation, the libraries it links)
 CC_DESC = $(CC) $(CC_VERSION)
-FEATURES_train_gpt = $(CC_DESC) $(OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON)
-FEATURES_test_gpt = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON)
-FEATURES_tests/test_hf = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_CJSON)
+FEATURES_train_gpt = $(CC_DESC) $(OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON); $(F_XXHASH)
+FEATURES_test_gpt = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON); $(F_XXHASH)
+FEATURES_tests/test_hf = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_CJSON); $(F_XXHASH)
 FEATURES_tokenize = $(CC_DESC) $(OPT); $(F_OMP); pcre2
 FEATURES_tests/test_tokenizer = $(CC_DESC) $(TEST_OPT); $(F_OMP); pcre2
-FEATURES_tests/test_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP)
+FEATURES_tests/test_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
 FEATURES_tests/test_dataloader = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_bench_comm = $(CC_DESC) $(OPT); $(F_OMP); $(F_MPI)
+FEATURES_bench_checksum = $(CC_DESC) $(OPT); $(F_XXHASH)
 FEATURES_tests/test_comm = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
 stamp = build/$(subst /,_,$(1)).features
 # evaluated while the Makefile is read, so the stamps are current before make compares timestamps
@@ -128,15 +140,15 @@ report:
 HEADERS = utils.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h safetensors.h hf_gpt2.h
 
 train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
-	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 # test_gpt includes train_gpt.c (with TRAIN_GPT_NO_MAIN) so the tests exercise the real code.
 test_gpt: test_gpt.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,test_gpt)
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 # test_hf: Hugging Face checkpoints in and out (includes train_gpt.c; runs ./train_gpt --export-hf in child processes)
 tests/test_hf: tests/test_hf.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,tests/test_hf)
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(CJSON_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CJSON_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CJSON_LIBS) $(LDLIBS)
 
 tokenize: tokenize.c tokenizer.h utils.h $(call stamp,tokenize)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BUILD_DEFS) $< -o $@ $(TOK_LIBS) $(LDLIBS)
@@ -146,13 +158,16 @@ tests/test_tokenizer: tests/test_tokenizer.c tests/testing.h tokenizer.h utils.h
 
 # test_runs drives ./train_gpt in child processes; it includes train_gpt.c only for the file layouts (no MPI, no BLAS)
 tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,tests/test_runs)
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
 tests/test_dataloader: tests/test_dataloader.c tests/testing.h dataloader.h utils.h $(call stamp,tests/test_dataloader)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
 bench_comm: bench_comm.c comm.h utils.h $(call stamp,bench_comm)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(MPI_CFLAGS) $(BUILD_DEFS) $< -o $@ $(MPI_LIBS) $(LDLIBS)
+
+bench_checksum: bench_checksum.c utils.h $(call stamp,bench_checksum)
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(LDLIBS)
 
 tests/test_comm: tests/test_comm.c comm.h utils.h $(call stamp,tests/test_comm)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
@@ -185,7 +200,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf
+	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf
 	rm -rf build
 
 # ==============================================================================================================
@@ -202,7 +217,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(sort $(basename $(notdir $(wildcard fuzz/*.c))))
 FUZZ_CFLAGS = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -Wno-unknown-pragmas -std=gnu11 \
               -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-              -DFUZZING -I.
+              -DFUZZING -I. $(XXHASH_CFLAGS)
 FUZZ_LIBS = -lpcre2-8 $(CJSON_LIBS) -lm
 ifneq ($(CJSON_OK),yes)
   FUZZ_TARGETS := $(filter-out safetensors,$(FUZZ_TARGETS)) # needs cJSON (see above)

@@ -30,7 +30,7 @@ activations, forward/backward, optimizer step, checkpoints, evaluation and sampl
 #include <omp.h>
 #endif
 
-#include "utils.h"        // defines: fatal, fopenCheck, freadCheck, mallocCheck, mulSize, AtomicFile, checksum64
+#include "utils.h"        // defines: fatal, fopenCheck, freadCheck, mallocCheck, mulSize, AtomicFile, Checksum
 #include "kernels_cpu.h"  // defines: encoder_*, layernorm_*, matmul_*, attention_*, gelu_*, classifier_*, adamw_update
 #include "comm.h"         // defines: ParallelContext, CommGroup, parallel_init, comm_allreduce_*, comm_broadcast, ...
 #include "zero.h"         // defines: ZeroOptimizer, zero_init, zero_bucket_ready, zero_wait_all, zero_adamw_step
@@ -574,8 +574,9 @@ static void check_finite_tensor(const char* path, const ParamEntry* e, const flo
 }
 
 // Loads parameters (already allocated for this layout) from a model file, checking its exact size and that every
-// value is finite. Returns the checksum of the whole file (header and payload), as a checkpoint records it.
-static uint64_t model_load_params(const char* path, FILE* fp, int version, const ParamLayout* pl, float* params) {
+// value is finite. Returns the checksum (of kind sum_kind) of the whole file, header and payload, as a checkpoint
+// records it.
+static uint64_t model_load_params_sum(const char* path, FILE* fp, int version, const ParamLayout* pl, float* params, int sum_kind) {
     size_t elem = version == 3 ? 4 : 2;
     long long expect = 1024 + (long long)(pl->num_params * elem);
     long long actual = file_size(path);
@@ -586,38 +587,44 @@ static uint64_t model_load_params(const char* path, FILE* fp, int version, const
     int32_t header[256];
     fseekCheck(fp, 0, SEEK_SET, path);
     freadCheck(header, sizeof(int32_t), 256, fp, path);
-    uint64_t sum = checksum64(header, sizeof(header), FNV1A64_INIT);
+    Checksum sum;
+    checksum_begin(&sum, sum_kind);
+    checksum_add(&sum, header, sizeof(header));
     uint16_t* tmp = NULL;
     for (int i = 0; i < pl->num_tensors; i++) {
         const ParamEntry* e = &pl->table[i];
         size_t n = e->rows * e->cols;
         if (version == 3) {
             freadCheck(params + e->offset, sizeof(float), n, fp, path);
-            sum = checksum64(params + e->offset, n * sizeof(float), sum);
+            checksum_add(&sum, params + e->offset, n * sizeof(float));
         } else {
             uint16_t* nt = (uint16_t*)realloc(tmp, n * sizeof(uint16_t));
             if (!nt) { free(tmp); fatal("out of memory reading '%s'", path); }
             tmp = nt;
             freadCheck(tmp, sizeof(uint16_t), n, fp, path);
-            sum = checksum64(tmp, n * sizeof(uint16_t), sum);
+            checksum_add(&sum, tmp, n * sizeof(uint16_t));
             for (size_t j = 0; j < n; j++) { params[e->offset + j] = bf16_to_float(tmp[j]); }
         }
         check_finite_tensor(path, e, params + e->offset);
     }
     free(tmp);
     fclose(fp);
-    return sum;
+    return checksum_end(&sum);
 }
 
-// Writes a flat buffer (params, or a moment vector) to fp in llm.c's file order; returns the running checksum.
-static uint64_t write_in_file_order(FILE* fp, const ParamLayout* pl, const float* flat, const char* what, uint64_t h) {
+// The same with the checksum kind new checkpoints use.
+static uint64_t model_load_params(const char* path, FILE* fp, int version, const ParamLayout* pl, float* params) {
+    return model_load_params_sum(path, fp, version, pl, params, CHECKSUM_DEFAULT);
+}
+
+// Writes a flat buffer (params, or a moment vector) to fp in llm.c's file order, adding its bytes to the checksum.
+static void write_in_file_order(FILE* fp, const ParamLayout* pl, const float* flat, const char* what, Checksum* h) {
     for (int i = 0; i < pl->num_tensors; i++) {
         const ParamEntry* e = &pl->table[i];
         size_t n = e->rows * e->cols;
         fwriteCheck(flat + e->offset, sizeof(float), n, fp, what);
-        h = checksum64(flat + e->offset, n * sizeof(float), h);
+        checksum_add(h, flat + e->offset, n * sizeof(float));
     }
-    return h;
 }
 
 // Saves an llm.c version-3 (fp32) model file atomically; returns the checksum of the whole file (header and payload).
@@ -629,9 +636,12 @@ static uint64_t model_save(const char* path, const ParamLayout* pl, const float*
     h[0] = MODEL_MAGIC; h[1] = 3; h[2] = g->max_seq_len; h[3] = g->vocab_size; h[4] = g->num_layers;
     h[5] = g->num_heads; h[6] = g->channels; h[7] = g->padded_vocab_size;
     fwriteCheck(h, sizeof(int32_t), 256, af.fp, path);
-    uint64_t sum = write_in_file_order(af.fp, pl, params, path, checksum64(h, sizeof(h), FNV1A64_INIT));
+    Checksum sum;
+    checksum_begin(&sum, CHECKSUM_DEFAULT);
+    checksum_add(&sum, h, sizeof(h));
+    write_in_file_order(af.fp, pl, params, path, &sum);
     atomic_commit(&af);
-    return sum;
+    return checksum_end(&sum);
 }
 
 // Hugging Face GPT-2 checkpoints (safetensors + config.json), in and out: needs the layout and check_finite_tensor
@@ -1033,7 +1043,11 @@ static StepStats optimizer_step(GPT* m, ZeroOptimizer* z, const Config* c, int s
 // the two renames) is never taken for a checkpoint and is removed by the next pruning.
 
 #define STATE_MAGIC 20240331
-#define STATE_VERSION 3  // 3: header under the checksum, model checksum over the whole file, AdamW update count
+// 3: header under the checksum, model checksum over the whole file, AdamW update count; word-wise FNV checksums
+// 4: the same with XXH3-64 checksums (xxHash). Both are read; a build without xxHash writes 3.
+#define STATE_VERSION_FNV 3
+#define STATE_VERSION_XXH3 4
+#define STATE_VERSION (CHECKSUM_DEFAULT == CHECKSUM_XXH3 ? STATE_VERSION_XXH3 : STATE_VERSION_FNV)
 #define STATE_CHUNK_FLOATS ((size_t)1 << 22)
 enum {
     ST_MAGIC = 0, ST_VERSION, ST_STEP, ST_NUM_PARAMS, ST_MODEL_SUM, ST_STATE_SUM, ST_RNG, ST_LOSS_SCALE,
@@ -1058,11 +1072,12 @@ static void checkpoint_paths(const char* dir, int step, char* model_path, char* 
 static long long state_file_bytes(size_t num_params) { return (long long)(ST_HEADER_WORDS * 8 + 2 * 4 * (long long)num_params); }
 
 // The state's checksum: the payload's running checksum, continued over the header with its checksum word as 0.
-static uint64_t state_header_sum(const uint64_t* h, uint64_t payload_sum) {
+static uint64_t state_header_sum(const uint64_t* h, Checksum* payload_sum) {
     uint64_t copy[ST_HEADER_WORDS];
     memcpy(copy, h, sizeof(copy));
     copy[ST_STATE_SUM] = 0;
-    return checksum64(copy, sizeof(copy), payload_sum);
+    checksum_add(payload_sum, copy, sizeof(copy));
+    return checksum_end(payload_sum);
 }
 
 // The part of data-parallel rank r's owned range that holds real parameters: [lo, hi) clipped to n.
@@ -1073,15 +1088,15 @@ static void shard_range(const ZeroOptimizer* z, int r, size_t* lo, size_t* hi) {
     *hi = b < z->n ? b : z->n;
 }
 
-// Rank 0 writes one moment vector (m or v) shard by shard; the other ranks send theirs. Returns the checksum.
+// Rank 0 writes one moment vector (m or v) shard by shard, adding it to the checksum; the other ranks send theirs.
 // Rank 0 writes its own shard straight from `mine` and receives every other shard into `buf`, never into `mine`.
-static uint64_t stream_moment_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, float* buf, uint64_t h) {
+static void stream_moment_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, float* buf, Checksum* h) {
     if (z->stage == 0) {
         if (z->rank == 0) {
             fwriteCheck(mine, sizeof(float), z->n, fp, path);
-            h = checksum64(mine, z->n * sizeof(float), h);
+            checksum_add(h, mine, z->n * sizeof(float));
         }
-        return h;
+        return;
     }
     for (int r = 0; r < z->size; r++) {
         size_t lo, hi;
@@ -1093,10 +1108,9 @@ static uint64_t stream_moment_out(FILE* fp, const char* path, const float* mine,
         else if (z->rank == r) { comm_send(z->group, mine, cnt * sizeof(float), 0, 7); }
         if (z->rank == 0) {
             fwriteCheck(src, sizeof(float), cnt, fp, path);
-            h = checksum64(src, cnt * sizeof(float), h);
+            checksum_add(h, src, cnt * sizeof(float));
         }
     }
-    return h;
 }
 
 static int all_finite(const float* x, size_t n) {
@@ -1188,8 +1202,10 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
         buf = (float*)mallocCheck(mulSize(z->shard, sizeof(float)));
     }
-    uint64_t sum = stream_moment_out(writer ? af.fp : NULL, sp, z->m, z, buf, FNV1A64_INIT);
-    sum = stream_moment_out(writer ? af.fp : NULL, sp, z->v, z, buf, sum);
+    Checksum sum;
+    checksum_begin(&sum, CHECKSUM_DEFAULT);
+    stream_moment_out(writer ? af.fp : NULL, sp, z->m, z, buf, &sum);
+    stream_moment_out(writer ? af.fp : NULL, sp, z->v, z, buf, &sum);
     if (writer) {
         const GPTConfig* g = &m->cfg;
         h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = STATE_VERSION; h[ST_STEP] = ts->step;
@@ -1198,7 +1214,7 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         h[ST_C] = g->channels; h[ST_VP] = g->padded_vocab_size; h[ST_ZERO] = z->stage; h[ST_WORLD] = pc->world_size;
         h[ST_B] = c->batch_size; h[ST_T] = c->seq_len; h[ST_ADAM_T] = ts->adam_t; h[ST_SKIPPED] = ts->skipped_in_a_row;
         for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { h[ST_DATA + i] = ts->data_state[i]; }
-        h[ST_STATE_SUM] = state_header_sum(h, sum);
+        h[ST_STATE_SUM] = state_header_sum(h, &sum);
         fseekCheck(af.fp, 0, SEEK_SET, sp);
         fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
         atomic_commit(&af);
@@ -1232,28 +1248,46 @@ static int checkpoint_latest_step(const char* dir) {
     return atoi(text);
 }
 
+// The checksum kind of a state file's version (3: FNV, 4: XXH3); exits on any other version.
+static int state_checksum_kind(const char* path, uint64_t version) {
+    if (version == STATE_VERSION_FNV) { return CHECKSUM_FNV; }
+    if (version == STATE_VERSION_XXH3) {
+#ifndef USE_XXHASH
+        fatal("checkpoint state '%s' (version 4) uses XXH3 checksums, and this build has no xxHash: apt-get install libxxhash-dev, then make", path);
+#endif
+        return CHECKSUM_XXH3;
+    }
+    fatal("checkpoint state '%s': unsupported version %llu (this trainer reads versions 3 and 4)", path, (unsigned long long)version);
+}
+
 // Before any big allocation: the checkpoint of `step` must be a complete pair with a state of the right size.
-static void checkpoint_check_files(const char* dir, int step, size_t num_params) {
+// Returns the checksum kind its state uses (the model file's checksum must be computed with it).
+static int checkpoint_check_files(const char* dir, int step, size_t num_params) {
     char mp[2048], sp[2048];
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
     if (!file_exists(mp)) { fatal("checkpoint model '%s' does not exist (named by '%s/latest')", mp, dir); }
     if (!file_exists(sp)) { fatal("checkpoint state '%s' does not exist (named by '%s/latest')", sp, dir); }
     long long expect = state_file_bytes(num_params), actual = file_size(sp);
     if (actual != expect) { fatal("checkpoint state '%s' is %s: %lld bytes, expected %lld", sp, actual < expect ? "truncated" : "too long", actual, expect); }
+    FILE* fp = fopenCheck(sp, "rb");
+    uint64_t h[ST_VERSION + 1];
+    freadCheck(h, sizeof(uint64_t), ST_VERSION + 1, fp, sp);
+    fclose(fp);
+    if (h[ST_MAGIC] != STATE_MAGIC) { fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
+    return state_checksum_kind(sp, h[ST_VERSION]);
 }
 
 // Reads one moment vector (n floats) through a chunk buffer, keeping this rank's owned range in `mine`.
-static uint64_t stream_moment_in(FILE* fp, const char* path, float* mine, const ZeroOptimizer* z, float* chunk, uint64_t h) {
+static void stream_moment_in(FILE* fp, const char* path, float* mine, const ZeroOptimizer* z, float* chunk, Checksum* h) {
     size_t own_lo, own_hi;
     shard_range(z, z->rank, &own_lo, &own_hi);
     for (size_t off = 0; off < z->n; off += STATE_CHUNK_FLOATS) {
         size_t cnt = z->n - off < STATE_CHUNK_FLOATS ? z->n - off : STATE_CHUNK_FLOATS;
         freadCheck(chunk, sizeof(float), cnt, fp, path);
-        h = checksum64(chunk, cnt * sizeof(float), h);
+        checksum_add(h, chunk, cnt * sizeof(float));
         size_t s = off > own_lo ? off : own_lo, e = off + cnt < own_hi ? off + cnt : own_hi;
         if (s < e) { memcpy(mine + (s - z->lo), chunk + (s - off), (e - s) * sizeof(float)); }
     }
-    return h;
 }
 
 // Loads the moments (this rank's shard) and the train state, and verifies both checksums. model_sum is the
@@ -1266,16 +1300,15 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
     uint64_t h[ST_HEADER_WORDS];
     freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
     if (h[ST_MAGIC] != STATE_MAGIC) { fclose(fp); fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
-    if (h[ST_VERSION] != STATE_VERSION) {
-        fclose(fp);
-        fatal("checkpoint state '%s': unsupported version %llu (this trainer reads version %d)", sp, (unsigned long long)h[ST_VERSION], STATE_VERSION);
-    }
+    int kind = state_checksum_kind(sp, h[ST_VERSION]);
     float* chunk = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
-    uint64_t sum = stream_moment_in(fp, sp, z->m, z, chunk, FNV1A64_INIT);
-    sum = stream_moment_in(fp, sp, z->v, z, chunk, sum);
+    Checksum sum;
+    checksum_begin(&sum, kind);
+    stream_moment_in(fp, sp, z->m, z, chunk, &sum);
+    stream_moment_in(fp, sp, z->v, z, chunk, &sum);
     free(chunk);
     fclose(fp);
-    if (state_header_sum(h, sum) != h[ST_STATE_SUM]) { fatal("checkpoint state '%s' is corrupt: checksum mismatch", sp); }
+    if (state_header_sum(h, &sum) != h[ST_STATE_SUM]) { fatal("checkpoint state '%s' is corrupt: %s checksum mismatch", sp, checksum_name(kind)); }
     if (h[ST_NUM_PARAMS] != m->layout.num_params || h[ST_STEP] != (uint64_t)step) {
         fatal("checkpoint state '%s' does not match its model file (parameters %llu vs %zu, step %llu vs %d)", sp,
               (unsigned long long)h[ST_NUM_PARAMS], m->layout.num_params, (unsigned long long)h[ST_STEP], step);
@@ -1428,7 +1461,7 @@ static void prepare_out_dir(const char* dir) {
 
 // Checks that every data-parallel rank holds the same parameters (they must, after each optimizer step).
 static int params_agree(GPT* m, ParallelContext* pc) {
-    uint64_t sum = checksum64(m->params, m->layout.num_params * sizeof(float), FNV1A64_INIT);
+    uint64_t sum = checksum_buffer(m->params, m->layout.num_params * sizeof(float));
     uint64_t root = sum;
     comm_broadcast(&pc->dp_group, &root, sizeof(root), 0);
     double bad = root != sum ? 1.0 : 0.0;
@@ -1502,7 +1535,8 @@ int main(int argc, char** argv) {
     } else if (!config_from_name(&gc, c.model)) {
         fatal("--model: unknown model '%s' (d<N>, gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B)", c.model);
     }
-    if (resume_step >= 0) { checkpoint_check_files(c.resume, resume_step, gpt_num_params(&gc)); }
+    int resume_sum_kind = CHECKSUM_DEFAULT;
+    if (resume_step >= 0) { resume_sum_kind = checkpoint_check_files(c.resume, resume_step, gpt_num_params(&gc)); }
     if (c.export_hf[0]) {
         // --init FILE --export-hf DIR: load, write the Hugging Face checkpoint, exit (no data, no training)
         if (pc.world_size > 1) { fatal("--export-hf runs in one process, not under mpirun (%d ranks)", pc.world_size); }
@@ -1561,7 +1595,7 @@ int main(int argc, char** argv) {
     memset(&model, 0, sizeof(model));
     gpt_alloc_params(&model, &gc, pc.dp);
     uint64_t model_sum = 0;
-    if (model_fp) { model_sum = model_load_params(init_path, model_fp, model_version, &model.layout, model.params); }
+    if (model_fp) { model_sum = model_load_params_sum(init_path, model_fp, model_version, &model.layout, model.params, resume_sum_kind); }
     else if (from_hf) { hf_load_params(&hf, &model.layout, model.params); }
     else { init_params(model.params, &model.layout, (uint64_t)c.seed); }
     ZeroOptimizer zopt;

@@ -27,7 +27,7 @@ static DataLoader g_loader[2]; // shuffle 0 and 1 over one tiny shard
 static char g_dir[1024];       // the checkpoint directory
 static uint8_t* g_model_file;  // (g_model_file_len) the tiny model as an llm.c model file
 static size_t g_model_file_len;
-static uint64_t g_model_sum;   // its checksum, as model_load_params returns it
+static uint64_t g_model_sum[3]; // its checksum of each kind (CHECKSUM_FNV, CHECKSUM_XXH3), as model_load_params_sum returns it
 
 int LLVMFuzzerInitialize(int* argc, char*** argv);
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
@@ -51,7 +51,9 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
     int version;
     FILE* fp;
     model_read_header(path, &g2, &version, &fp);
-    g_model_sum = model_load_params(path, fp, version, &g_model.layout, g_model.params);
+    g_model_sum[CHECKSUM_FNV] = model_load_params_sum(path, fp, version, &g_model.layout, g_model.params, CHECKSUM_FNV);
+    model_read_header(path, &g2, &version, &fp);
+    g_model_sum[CHECKSUM_XXH3] = model_load_params_sum(path, fp, version, &g_model.layout, g_model.params, CHECKSUM_XXH3);
     g_model_file_len = (size_t)file_size(path);
     g_model_file = (uint8_t*)mallocCheck(g_model_file_len);
     fp = fopenCheck(path, "rb");
@@ -87,19 +89,23 @@ typedef struct {
 static void fix_checksums(uint8_t* st, size_t len) {
     size_t n = g_model.layout.num_params;
     if (len != (size_t)state_file_bytes(n)) { return; }
-    memcpy(st + 8 * ST_MODEL_SUM, &g_model_sum, 8);
-    uint64_t sum = FNV1A64_INIT;
+    uint64_t h[ST_HEADER_WORDS];
+    memcpy(h, st, sizeof(h));
+    if (h[ST_VERSION] != STATE_VERSION_FNV && h[ST_VERSION] != STATE_VERSION_XXH3) { return; }
+    int kind = h[ST_VERSION] == STATE_VERSION_FNV ? CHECKSUM_FNV : CHECKSUM_XXH3;
+    memcpy(st + 8 * ST_MODEL_SUM, &g_model_sum[kind], 8);
+    h[ST_MODEL_SUM] = g_model_sum[kind];
+    Checksum sum;
+    checksum_begin(&sum, kind);
     for (int k = 0; k < 2; k++) {
         const uint8_t* p = st + (size_t)ST_HEADER_WORDS * 8 + (size_t)k * 4 * n;
         for (size_t off = 0; off < n; off += STATE_CHUNK_FLOATS) {
             size_t cnt = n - off < STATE_CHUNK_FLOATS ? n - off : STATE_CHUNK_FLOATS;
-            sum = checksum64(p + 4 * off, cnt * 4, sum);
+            checksum_add(&sum, p + 4 * off, cnt * 4);
         }
     }
-    uint64_t h[ST_HEADER_WORDS];
-    memcpy(h, st, sizeof(h));
-    sum = state_header_sum(h, sum);
-    memcpy(st + 8 * ST_STATE_SUM, &sum, 8);
+    uint64_t total = state_header_sum(h, &sum);
+    memcpy(st + 8 * ST_STATE_SUM, &total, 8);
 }
 
 // Writes one file (the harness's own writes are not tracked). Returns 0 if the path cannot be created.
@@ -125,7 +131,10 @@ static void run(void* arg) {
     if (!ok) { return; }
     TrainState ts;
     memset(&ts, 0, sizeof(ts));
-    checkpoint_load_state(g_dir, step, &g_model, &g_zero, &ts, g_model_sum);
+    // the trainer checksums the model file with the kind the state's version names (main reads it first)
+    uint64_t version = 0;
+    if (in->state_len >= 16) { memcpy(&version, in->state + 8, 8); }
+    checkpoint_load_state(g_dir, step, &g_model, &g_zero, &ts, g_model_sum[version == STATE_VERSION_FNV ? CHECKSUM_FNV : CHECKSUM_XXH3]);
     if (ts.step != step) { fuzz_fail("loaded step %d from a checkpoint named %d", ts.step, step); }
     DataLoader* dl = &g_loader[ts.data_state[1] == 1];
     dataloader_reset(dl);

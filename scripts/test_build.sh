@@ -2,7 +2,8 @@
 # scripts/test_build.sh: the build follows what it found. In a scratch copy of the working tree: build train_gpt
 # and tokenize with BLAS hidden (NO_BLAS=1, as on a machine without OpenBLAS), then plainly (as after installing
 # it), then again. Checks that the second build relinked train_gpt and its --version now names OpenBLAS, that
-# tokenize (which does not use BLAS) was not rebuilt, and that the third build rebuilt nothing.
+# tokenize (which does not use BLAS) was not rebuilt, and that the third build rebuilt nothing. Then checkpoints
+# across the checksum change: version 3 (FNV, from a build without xxHash) resumes in the xxHash build.
 # Prints "PASS name" / "FAIL name: detail" lines and "N passed, M failed" last. Run by scripts/run_tests.sh.
 set -u
 cd "$(dirname "$0")/.."
@@ -14,6 +15,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 git ls-files -co --exclude-standard -z | grep -zv '^fuzz/\|^tests/ref/\|^data/\|^docs/' | xargs -0 cp --parents -t "$tmp" 2>/dev/null
+export REPO_ROOT="$PWD"
 cd "$tmp" || exit 1
 stamp() { stat -c '%y' "$1" 2>/dev/null; }
 make -s NO_BLAS=1 train_gpt tokenize > build1.log 2>&1
@@ -30,5 +32,24 @@ t_train=$(stamp train_gpt)
 make -s train_gpt tokenize > build3.log 2>&1
 check "$([[ "$(stamp train_gpt)" == "$t_train" && "$(stamp tokenize)" == "$t_tok" ]]; echo $?)" \
     "an unchanged machine rebuilds nothing" "$(cat build3.log)"
+
+# checkpoints across the checksum change: a build without xxHash writes state version 3 (FNV); the xxHash build
+# resumes from it bit for bit, and the build without xxHash refuses a version-4 (XXH3) checkpoint by name
+ROOT=$REPO_ROOT
+perl -e 'print pack("l<256", 20240520, 1, 3000, (0) x 253), pack("S<*", map { ($_ * 37 + ($_ >> 3)) % 101 } 1 .. 3000)' > shard.bin
+run_args=(--init "$ROOT/tests/ref/ref_model.bin" --train shard.bin --batch-size 2 --seq-len 8 --steps 4 --threads 1)
+make -s NO_XXHASH=1 train_gpt > build4.log 2>&1 && cp train_gpt train_gpt_fnv
+./train_gpt_fnv "${run_args[@]}" --checkpoint-every 2 --out ck3 --log a.jsonl > run_a.log 2>&1
+make -s train_gpt > build5.log 2>&1
+printf '2\n' > ck3/latest
+./train_gpt "${run_args[@]}" --resume ck3 --log b.jsonl > run_b.log 2>&1
+la=$(grep -o '"loss": [^,]*' a.jsonl | tail -n 2 | tr '\n' ' '); lb=$(grep -o '"loss": [^,]*' b.jsonl | tr '\n' ' ')
+check "$([[ -n "$la" && "$la" == "$lb" ]]; echo $?)" "a version-3 (FNV) checkpoint resumes in the xxHash build bit for bit" \
+    "steps 3-4: '$la' vs '$lb'; $(tail -n 2 run_b.log)"
+./train_gpt "${run_args[@]}" --checkpoint-every 2 --out ck4 > run_c.log 2>&1
+./train_gpt_fnv "${run_args[@]}" --resume ck4 > run_d.log 2>&1
+check "$(grep -q 'uses XXH3 checksums, and this build has no xxHash' run_d.log; echo $?)" \
+    "a build without xxHash refuses a version-4 checkpoint, saying why" "$(tail -n 2 run_d.log)"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
