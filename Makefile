@@ -82,7 +82,7 @@ ifeq ($(CJSON_OK),yes)
   FOUND += cjson
   F_CJSON = cjson
 else
-  LEFT_OUT += "cjson (no Hugging Face safetensors in train_gpt, tests/test_hf not built: apt-get install libcjson-dev)$(if $(filter 1,$(NO_CJSON)), [hidden by NO_CJSON=1])"
+  LEFT_OUT += "cjson (no Hugging Face safetensors in train_gpt; tokenize, tests/test_tokenizer and tests/test_hf not built: apt-get install libcjson-dev)$(if $(filter 1,$(NO_CJSON)), [hidden by NO_CJSON=1])"
   F_CJSON = no-cjson
 endif
 
@@ -101,7 +101,8 @@ BINS = train_gpt test_gpt
 ifeq ($(CJSON_OK),yes)
   BINS += tests/test_hf
 endif
-ifeq ($(PCRE2_OK),yes)
+# the tokenizer's encoder needs PCRE2 (pre-tokenization) and cJSON (encoder.json)
+ifeq ($(PCRE2_OK)$(CJSON_OK),yesyes)
   BINS += tokenize tests/test_tokenizer
 endif
 BINS += tests/test_dataloader tests/test_runs bench_checksum
@@ -115,8 +116,8 @@ CC_DESC = $(CC) $(CC_VERSION)
 FEATURES_train_gpt = $(CC_DESC) $(OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON); $(F_XXHASH)
 FEATURES_tests/test_hf = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_CJSON); $(F_XXHASH)
-FEATURES_tokenize = $(CC_DESC) $(OPT); $(F_OMP); pcre2
-FEATURES_tests/test_tokenizer = $(CC_DESC) $(TEST_OPT); $(F_OMP); pcre2
+FEATURES_tokenize = $(CC_DESC) $(OPT); $(F_OMP); pcre2; $(F_CJSON)
+FEATURES_tests/test_tokenizer = $(CC_DESC) $(TEST_OPT); $(F_OMP); pcre2; $(F_CJSON)
 FEATURES_tests/test_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
 FEATURES_tests/test_dataloader = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_bench_comm = $(CC_DESC) $(OPT); $(F_OMP); $(F_MPI)
@@ -137,7 +138,7 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h safetensors.h hf_gpt2.h
+HEADERS = utils.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h
 
 train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
@@ -150,11 +151,11 @@ test_gpt: test_gpt.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,test_gp
 tests/test_hf: tests/test_hf.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,tests/test_hf)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CJSON_LIBS) $(LDLIBS)
 
-tokenize: tokenize.c tokenizer.h utils.h $(call stamp,tokenize)
-	$(CC) $(CFLAGS_COMMON) $(OPT) $(BUILD_DEFS) $< -o $@ $(TOK_LIBS) $(LDLIBS)
+tokenize: tokenize.c tokenizer.h json.h utils.h $(call stamp,tokenize)
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(BUILD_DEFS) $< -o $@ $(TOK_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
-tests/test_tokenizer: tests/test_tokenizer.c tests/testing.h tokenizer.h utils.h $(call stamp,tests/test_tokenizer)
-	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(TOK_LIBS) $(LDLIBS)
+tests/test_tokenizer: tests/test_tokenizer.c tests/testing.h tokenizer.h json.h utils.h $(call stamp,tests/test_tokenizer)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(TOK_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 # test_runs drives ./train_gpt in child processes; it includes train_gpt.c only for the file layouts (no MPI, no BLAS)
 tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,tests/test_runs)
@@ -220,7 +221,7 @@ FUZZ_CFLAGS = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -W
               -DFUZZING -I. $(XXHASH_CFLAGS)
 FUZZ_LIBS = -lpcre2-8 $(CJSON_LIBS) -lm
 ifneq ($(CJSON_OK),yes)
-  FUZZ_TARGETS := $(filter-out safetensors,$(FUZZ_TARGETS)) # needs cJSON (see above)
+  FUZZ_TARGETS := $(filter-out safetensors vocab encode,$(FUZZ_TARGETS)) # need cJSON (see above)
 endif
 FUZZ_OK := $(if $(shell command -v $(FUZZ_CC) 2>/dev/null),$(shell echo 'int LLVMFuzzerTestOneInput(const unsigned char* d, unsigned long n) { (void)d; (void)n; return 0; }' | $(FUZZ_CC) -fsanitize=fuzzer,address,undefined -x c - -o /dev/null 2>/dev/null && echo yes))
 FUZZ_MISSING = fuzzing ($(FUZZ_CC) with libFuzzer not found: apt-get install clang libclang-rt-dev)

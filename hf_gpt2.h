@@ -133,11 +133,10 @@ static cJSON* hf__read_json(const char* path, const char* what, long long max_by
     fclose(fp);
     text[size] = '\0';
     if (strlen(text) != (size_t)size) { free(text); fatal("%s '%s' holds a NUL byte: not JSON text", what, path); }
-    const char* end = NULL;
-    cJSON* root = cJSON_ParseWithOpts(text, &end, 1);
-    long at = end ? (long)(end - text) : -1;
+    char jerr[256];
+    cJSON* root = json_parse(text, (size_t)size, jerr, sizeof(jerr));
     free(text);
-    if (!root) { fatal("%s '%s' is not valid JSON (error near byte %ld)", what, path, at); }
+    if (!root) { fatal("%s '%s' is not valid JSON: %s", what, path, jerr); }
     if (!cJSON_IsObject(root)) { cJSON_Delete(root); fatal("%s '%s' is JSON but not an object", what, path); }
     return root;
 }

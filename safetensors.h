@@ -30,7 +30,7 @@ Static functions only; any translation unit may include this header.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cjson/cJSON.h>
+#include "json.h" // defines: json_parse (cJSON, errors with line and column)
 
 #include "utils.h" // defines: fatal, fopenCheck, freadCheck, fwriteCheck, mallocCheck, AtomicFile, file_size
 
@@ -132,11 +132,10 @@ static int st__cmp_begin(const void* a, const void* b) {
 // Fills f->tensors from the header's JSON text (NUL-terminated). Returns 0, or -1 with a message in err (which
 // st_open prefixes with the file's name). The cJSON tree is freed before returning, whatever happens.
 static int st__parse_header(StFile* f, const char* json, char* err, size_t cap) {
-    const char* end_of_parse = NULL;
-    cJSON* root = cJSON_ParseWithOpts(json, &end_of_parse, 1);
+    char jerr[256];
+    cJSON* root = json_parse(json, strlen(json), jerr, sizeof(jerr));
     if (!root) {
-        long at = end_of_parse ? (long)(end_of_parse - json) : -1;
-        snprintf(err, cap, "the header is not valid JSON (error near byte %ld of the header): not a safetensors file, or a damaged one", at);
+        snprintf(err, cap, "the header is not valid JSON (%s of the header): not a safetensors file, or a damaged one", jerr);
         return -1;
     }
     int rc = -1;

@@ -170,6 +170,7 @@ static uint32_t tokenizer_token_length(const Tokenizer* t, uint32_t token) {
 #include <omp.h>
 #endif
 #include "utils.h" // mallocCheck, AtomicFile, fatal
+#include "json.h"  // json_parse: cJSON, syntax errors with line and column (link -lcjson)
 
 // GPT-2's pattern with \s spelled as the Unicode White_Space property (see the top of this file).
 #define GPT2_SPLIT_PATTERN                                                              \
@@ -361,13 +362,6 @@ static char* encoder__read_file(const char* path, size_t* len, const char** err)
     return buf;
 }
 
-// Counts the line number of offset pos in buf (1-based), for error messages.
-static int encoder__line_of(const char* buf, size_t pos) {
-    int line = 1;
-    for (size_t i = 0; i < pos; i++) { line += buf[i] == '\n'; }
-    return line;
-}
-
 // Maps one code point of encoder.json / vocab.bpe through GPT-2's byte alphabet: the byte, or -1.
 static int encoder__cp_to_byte(const int16_t* u2b, uint32_t cp) {
     return cp < 324 ? u2b[cp] : -1;
@@ -386,82 +380,22 @@ static size_t encoder__utf8_decode(const uint8_t* p, size_t n, uint32_t* cp) {
     return k;
 }
 
-// Parses a JSON string starting at s[*pos] == '"' into bytes via the byte alphabet. Returns NULL on success
-// (out/out_len filled, *pos past the closing quote) or a static description of the problem.
-static const char* encoder__parse_key(const char* s, size_t n, size_t* pos, const int16_t* u2b, uint8_t* out,
-                                      size_t out_cap, size_t* out_len) {
-    size_t i = *pos + 1, len = 0;
-    for (;;) {
-        if (i >= n) { return "unterminated string"; }
-        unsigned char c = (unsigned char)s[i];
+// Maps a key of encoder.json (UTF-8, escapes already decoded by cJSON) through GPT-2's byte alphabet into out.
+// Returns NULL on success or a static description of the problem.
+static const char* encoder__key_bytes(const char* key, const int16_t* u2b, uint8_t* out, size_t out_cap, size_t* out_len) {
+    size_t n = strlen(key), i = 0, len = 0;
+    while (i < n) {
         uint32_t cp;
-        if (c == '"') { i++; break; }
-        if (c < 0x20) { return "control character inside a string"; }
-        if (c == '\\') {
-            if (i + 1 >= n) { return "unterminated escape"; }
-            char esc = s[i + 1];
-            i += 2;
-            switch (esc) {
-                case '"': cp = '"'; break;
-                case '\\': cp = '\\'; break;
-                case '/': cp = '/'; break;
-                case 'b': cp = 8; break;
-                case 'f': cp = 12; break;
-                case 'n': cp = 10; break;
-                case 'r': cp = 13; break;
-                case 't': cp = 9; break;
-                case 'u': {
-                    uint32_t units[2] = {0, 0};
-                    int nunits = 1;
-                    for (int k = 0; k < nunits; k++) {
-                        if (k == 1) {
-                            if (i + 1 >= n || s[i] != '\\' || s[i + 1] != 'u') { return "high surrogate without a low surrogate"; }
-                            i += 2;
-                        }
-                        if (i + 4 > n) { return "truncated \\u escape"; }
-                        for (int d = 0; d < 4; d++) {
-                            char h = s[i + d];
-                            int v = (h >= '0' && h <= '9') ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                                  : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
-                            if (v < 0) { return "bad hex digit in \\u escape"; }
-                            units[k] = units[k] * 16 + (uint32_t)v;
-                        }
-                        i += 4;
-                        if (k == 0 && units[0] >= 0xD800 && units[0] <= 0xDBFF) { nunits = 2; }
-                    }
-                    if (nunits == 2) {
-                        if (!(units[1] >= 0xDC00 && units[1] <= 0xDFFF)) { return "high surrogate without a low surrogate"; }
-                        cp = 0x10000 + ((units[0] - 0xD800) << 10) + (units[1] - 0xDC00);
-                    } else if (units[0] >= 0xDC00 && units[0] <= 0xDFFF) {
-                        return "lone low surrogate in \\u escape";
-                    } else {
-                        cp = units[0];
-                    }
-                    break;
-                }
-                default: return "unknown escape";
-            }
-        } else if (c < 0x80) {
-            cp = c;
-            i++;
-        } else {
-            size_t k = encoder__utf8_decode((const uint8_t*)s + i, n - i, &cp); // raw UTF-8
-            if (k == 0) { return "invalid UTF-8 in a string"; }
-            i += k;
-        }
-        int b = encoder__cp_to_byte(u2b, cp);
-        if (b < 0) { return "a key holds a character outside GPT-2's byte alphabet"; }
+        size_t k = encoder__utf8_decode((const uint8_t*)key + i, n - i, &cp); // strict: no overlong forms, no surrogates
+        if (k == 0) { return "invalid UTF-8 in a key"; }
+        i += k;
+        int byte = encoder__cp_to_byte(u2b, cp);
+        if (byte < 0) { return "a key holds a character outside GPT-2's byte alphabet"; }
         if (len >= out_cap) { return "a key is longer than 255 bytes"; }
-        out[len++] = (uint8_t)b;
+        out[len++] = (uint8_t)byte;
     }
-    *pos = i;
     *out_len = len;
     return NULL;
-}
-
-static size_t encoder__skip_ws(const char* s, size_t n, size_t i) {
-    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) { i++; }
-    return i;
 }
 
 // Inserts id into the bytes -> id map (the caller guarantees unique keys).
@@ -473,101 +407,94 @@ static void encoder__vocab_insert(Encoder* e, uint32_t id) {
     e->vocab_slots[i] = id + 1;
 }
 
-// Parses encoder.json ({"token": id, ...}) into token_bytes/token_offset. Returns 0 or -1 (error set).
+// Parses encoder.json ({"token": id, ...}) into token_bytes/token_offset. Returns 0 or -1 (error set). The JSON
+// syntax is cJSON's (json.h reports the line and column of an error); this checks what GPT-2 needs of it: an
+// object of string keys in the byte alphabet, each with an integer id, the ids exactly 0..V-1.
 static int encoder__load_json(Encoder* e, const char* path) {
     size_t n = 0;
     const char* err = NULL;
     char* s = encoder__read_file(path, &n, &err);
     if (s == NULL) { return encoder__fail(e, "cannot read '%s': %s", path, err); }
+    char jerr[256];
+    cJSON* root = json_parse(s, n, jerr, sizeof(jerr));
+    free(s);
+    if (!root) { return encoder__fail(e, "'%s' is not a valid GPT-2 encoder.json: %s", path, jerr); }
     int16_t u2b[324];
     encoder__byte_alphabet(u2b);
-    // first pass collects (id, bytes) pairs into temporary arrays in file order
-    size_t cap = 65536, count = 0, bytes_len = 0, bytes_cap = 1 << 20;
-    uint32_t* ids = (uint32_t*)mallocCheck(cap * sizeof(uint32_t));
-    uint32_t* offs = (uint32_t*)mallocCheck((cap + 1) * sizeof(uint32_t));
-    uint8_t* bytes = (uint8_t*)mallocCheck(bytes_cap);
+    size_t count = (size_t)cJSON_GetArraySize(root), bytes_len = 0;
+    uint32_t* ids = (uint32_t*)mallocCheck((count + 1) * sizeof(uint32_t));
+    uint32_t* offs = (uint32_t*)mallocCheck((count + 1) * sizeof(uint32_t));
+    uint8_t* bytes = (uint8_t*)mallocCheck(count * 255 + 1); // keys are at most 255 bytes (checked below)
     const char* problem = NULL;
-    size_t i = encoder__skip_ws(s, n, 0);
-    if (i >= n || s[i] != '{') { problem = "expected '{' at the start"; goto fail; }
-    i = encoder__skip_ws(s, n, i + 1);
-    if (i < n && s[i] == '}') { problem = "the object is empty"; goto fail; }
-    for (;;) {
-        if (i >= n || s[i] != '"') { problem = "expected a string key"; goto fail; }
-        uint8_t key[256];
+    const char* where = "";
+    double bad_id = 0;
+    if (!cJSON_IsObject(root)) { problem = "expected an object {\"token\": id, ...}"; goto fail; }
+    if (count == 0) { problem = "the object is empty"; goto fail; }
+    size_t k = 0;
+    for (const cJSON* it = root->child; it; it = it->next, k++) {
+        where = it->string;
         size_t key_len = 0;
-        problem = encoder__parse_key(s, n, &i, u2b, key, sizeof(key) - 1, &key_len);
+        problem = encoder__key_bytes(it->string, u2b, bytes + bytes_len, 255, &key_len);
         if (problem) { goto fail; }
         if (key_len == 0) { problem = "empty key"; goto fail; }
-        i = encoder__skip_ws(s, n, i);
-        if (i >= n || s[i] != ':') { problem = "expected ':' after a key"; goto fail; }
-        i = encoder__skip_ws(s, n, i + 1);
-        if (i >= n || s[i] < '0' || s[i] > '9') { problem = "expected a non-negative integer id"; goto fail; }
-        uint64_t id = 0;
-        while (i < n && s[i] >= '0' && s[i] <= '9') {
-            id = id * 10 + (uint64_t)(s[i] - '0');
-            if (id + 1 >= TOKENIZER_MAX_VOCAB) { problem = "id too large"; goto fail; } // id + 1 fits in 20 bits
-            i++;
+        bad_id = it->valuedouble;
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0) || it->valuedouble != (double)(uint64_t)it->valuedouble) {
+            problem = "the id is not a non-negative integer";
+            goto fail;
         }
-        if (count == cap) {
-            cap *= 2;
-            ids = (uint32_t*)realloc(ids, cap * sizeof(uint32_t));
-            offs = (uint32_t*)realloc(offs, (cap + 1) * sizeof(uint32_t));
-            if (!ids || !offs) { fatal("out of memory parsing '%s'", path); }
-        }
-        if (bytes_len + key_len > bytes_cap) {
-            bytes_cap *= 2;
-            bytes = (uint8_t*)realloc(bytes, bytes_cap);
-            if (!bytes) { fatal("out of memory parsing '%s'", path); }
-        }
-        ids[count] = (uint32_t)id;
-        offs[count] = (uint32_t)bytes_len;
-        memcpy(bytes + bytes_len, key, key_len);
+        if (it->valuedouble + 1 >= TOKENIZER_MAX_VOCAB) { problem = "id too large"; goto fail; } // id + 1 fits in 20 bits
+        ids[k] = (uint32_t)it->valuedouble;
+        offs[k] = (uint32_t)bytes_len;
         bytes_len += key_len;
-        count++;
-        i = encoder__skip_ws(s, n, i);
-        if (i < n && s[i] == ',') { i = encoder__skip_ws(s, n, i + 1); continue; }
-        if (i < n && s[i] == '}') { i++; break; }
-        problem = "expected ',' or '}' after an id";
-        goto fail;
     }
-    if (encoder__skip_ws(s, n, i) != n) { problem = "trailing data after the object"; goto fail; }
+    cJSON_Delete(root);
+    root = NULL;
     offs[count] = (uint32_t)bytes_len;
     {
         // ids must be exactly 0..count-1; place tokens by id
         uint32_t V = (uint32_t)count;
-        uint32_t* where = (uint32_t*)mallocCheck((size_t)V * sizeof(uint32_t));
-        for (uint32_t k = 0; k < V; k++) { where[k] = UINT32_MAX; }
-        for (uint32_t k = 0; k < V; k++) {
-            uint32_t id = ids[k];
-            int gap = id >= V, twice = !gap && where[id] != UINT32_MAX;
+        uint32_t* place = (uint32_t*)mallocCheck((size_t)V * sizeof(uint32_t));
+        for (uint32_t q = 0; q < V; q++) { place[q] = UINT32_MAX; }
+        for (uint32_t q = 0; q < V; q++) {
+            uint32_t id = ids[q];
+            int gap = id >= V, twice = !gap && place[id] != UINT32_MAX;
             if (gap || twice) {
-                free(where);
-                free(s); free(ids); free(offs); free(bytes);
+                free(place);
+                free(ids); free(offs); free(bytes);
                 if (gap) { return encoder__fail(e, "'%s': ids are not 0..%u without gaps (found id %u)", path, V - 1, id); }
                 return encoder__fail(e, "'%s': id %u appears twice", path, id);
             }
-            where[id] = k;
+            place[id] = q;
         }
         e->vocab_size = V;
-        e->token_bytes = (uint8_t*)mallocCheck(bytes_len);
+        e->token_bytes = (uint8_t*)mallocCheck(bytes_len + 1);
         e->token_offset = (uint32_t*)mallocCheck(((size_t)V + 1) * sizeof(uint32_t));
         uint32_t pos = 0;
         for (uint32_t id = 0; id < V; id++) {
-            uint32_t k = where[id];
-            uint32_t len = offs[k + 1] - offs[k];
+            uint32_t q = place[id];
+            uint32_t len = offs[q + 1] - offs[q];
             e->token_offset[id] = pos;
-            memcpy(e->token_bytes + pos, bytes + offs[k], len);
+            memcpy(e->token_bytes + pos, bytes + offs[q], len);
             pos += len;
         }
         e->token_offset[V] = pos;
-        free(where);
+        free(place);
     }
-    free(s); free(ids); free(offs); free(bytes);
+    free(ids); free(offs); free(bytes);
     return 0;
 fail: {
-    int line = encoder__line_of(s, i < n ? i : n);
-    free(s); free(ids); free(offs); free(bytes);
-    return encoder__fail(e, "'%s' is not a valid GPT-2 encoder.json: %s (line %d, byte %zu)", path, problem, line, i);
+    // name the key (printable ASCII, the rest as \xHH), since a parsed tree has no line numbers
+    char shown[80];
+    size_t m = 0;
+    for (const unsigned char* p = (const unsigned char*)where; *p && m + 5 < sizeof(shown); p++) {
+        m += (size_t)snprintf(shown + m, sizeof(shown) - m, (*p >= 0x20 && *p < 0x7f && *p != '"') ? "%c" : "\\x%02x", *p);
+    }
+    shown[m] = '\0';
+    int named = where[0] != '\0';
+    cJSON_Delete(root); // `where` points into the tree: not used after this
+    free(ids); free(offs); free(bytes);
+    if (named) { return encoder__fail(e, "'%s' is not a valid GPT-2 encoder.json: %s (key \"%s\", value %g)", path, problem, shown, bad_id); }
+    return encoder__fail(e, "'%s' is not a valid GPT-2 encoder.json: %s", path, problem);
 }
 }
 
