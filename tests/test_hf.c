@@ -39,23 +39,14 @@ static const char* REF_STATE = "tests/ref/ref_state.bin";
 // ----------------------------------------------------------------------------
 // helpers
 
-// Runs a shell command with stdout+stderr captured into out; returns the exit status (128 + signal if killed).
-static int run_capture(const char* cmd, char* out, size_t cap) {
-    char full[8192];
-    // an MPI singleton's variables would make the child try to join this process's job
-    snprintf(full, sizeof(full), "unset $(env | sed -n 's/^\\(OMPI_[A-Za-z0-9_]*\\|PMIX_[A-Za-z0-9_]*\\|OPAL_[A-Za-z0-9_]*\\)=.*/\\1/p'); (%s) 2>&1", cmd);
-    FILE* p = popen(full, "r");
-    if (!p) { return -1; }
-    size_t n = 0;
-    int ch;
-    while ((ch = fgetc(p)) != EOF) { if (n + 1 < cap) { out[n++] = (char)ch; } }
-    while (n > 0 && out[n - 1] == '\n') { n--; }
-    out[n] = '\0';
-    for (size_t i = 0; i < n; i++) { if (out[i] == '\n') { out[i] = ' '; } } // one line in the PASS/FAIL detail
-    int st = pclose(p);
-    if (WIFEXITED(st)) { return WEXITSTATUS(st); }
-    if (WIFSIGNALED(st)) { return 128 + WTERMSIG(st); }
-    return -1;
+// Runs a shell command (testing.h's run_capture) with its output flattened to one line, without trailing
+// newlines, for the PASS/FAIL detail. Returns the exit status.
+static int run_capture_line(const char* cmd, char* out, size_t cap) {
+    int rc = run_capture(cmd, out, cap);
+    size_t n = strlen(out);
+    while (n > 0 && out[n - 1] == '\n') { out[--n] = '\0'; }
+    for (size_t i = 0; i < n; i++) { if (out[i] == '\n') { out[i] = ' '; } }
+    return rc;
 }
 
 static int sh(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -603,24 +594,24 @@ static void test_binary(void) {
     load_llmc(&ref, REF_BIN);
 
     snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-hf %s/bin1", REF_BIN, TMP);
-    int rc = run_capture(cmd, out, sizeof(out));
+    int rc = run_capture_line(cmd, out, sizeof(out));
     check(rc == 0 && strstr(out, "model.safetensors"), "./train_gpt --init ref_model.bin --export-hf DIR exits 0", "exit %d: %.300s", rc, out);
     char dir[512];
     snprintf(dir, sizeof(dir), "%s/bin1", TMP);
     check_export_dir("./train_gpt --export-hf", dir, &ref);
     snprintf(cmd, sizeof(cmd), "cmp %s/bin1/model.safetensors %s/rt/model.safetensors && cmp %s/bin1/config.json %s/rt/config.json", TMP, TMP, TMP, TMP);
-    rc = run_capture(cmd, out, sizeof(out));
+    rc = run_capture_line(cmd, out, sizeof(out));
     check(rc == 0, "the binary's export is byte-identical to hf_export's", "%s", out);
     // HF in, HF out: the exported directory, and PyTorch's shards, export to the same bytes
     snprintf(cmd, sizeof(cmd), "./train_gpt --init %s/bin1 --export-hf %s/bin2 >/dev/null && cmp %s/bin1/model.safetensors %s/bin2/model.safetensors && "
              "./train_gpt --init tests/ref/hf_sharded/model.safetensors.index.json --export-hf %s/bin3 >/dev/null && cmp %s/bin1/model.safetensors %s/bin3/model.safetensors",
              TMP, TMP, TMP, TMP, TMP, TMP, TMP);
-    rc = run_capture(cmd, out, sizeof(out));
+    rc = run_capture_line(cmd, out, sizeof(out));
     check(rc == 0, "export of the export, and of PyTorch's sharded checkpoint, are byte-identical to the first export", "exit %d: %.300s", rc, out);
     snprintf(dir, sizeof(dir), "%s/bin1", TMP);
     // no temporary files left behind by the atomic writes
     snprintf(cmd, sizeof(cmd), "ls -A %s/bin1 | tr '\\n' ' '", TMP);
-    run_capture(cmd, out, sizeof(out));
+    run_capture_line(cmd, out, sizeof(out));
     check(strcmp(out, "config.json model.safetensors ") == 0, "the export directory holds exactly config.json and model.safetensors", "'%s'", out);
 
     // GPT-2's vocabulary: the tokenizer files come along, copies of data/gpt2's
@@ -634,7 +625,7 @@ static void test_binary(void) {
     model_save(path, &big.layout, big.params);
     snprintf(cmd, sizeof(cmd), "GPT2_VOCAB_DIR=data/gpt2 ./train_gpt --init %s --export-hf %s/tok && cmp %s/tok/vocab.json data/gpt2/encoder.json && "
              "cmp %s/tok/merges.txt data/gpt2/vocab.bpe && test -s %s/tok/tokenizer_config.json", path, TMP, TMP, TMP, TMP);
-    rc = run_capture(cmd, out, sizeof(out));
+    rc = run_capture_line(cmd, out, sizeof(out));
     check(rc == 0, "a 50257-token model exports vocab.json, merges.txt (copies of encoder.json, vocab.bpe), tokenizer_config.json", "exit %d: %.400s", rc, out);
     snprintf(dir, sizeof(dir), "%s/tok", TMP);
     check_export_dir("export of a GPT-2-vocabulary model", dir, &big);
@@ -648,13 +639,13 @@ static void test_binary(void) {
 
     // flag misuse
     snprintf(cmd, sizeof(cmd), "./train_gpt --export-hf %s/x", TMP);
-    rc = run_capture(cmd, out, sizeof(out));
+    rc = run_capture_line(cmd, out, sizeof(out));
     check(rc == 1 && strstr(out, "--export-hf") && strstr(out, "needs --init FILE"), "--export-hf without --init is refused", "exit %d: %.200s", rc, out);
     snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-hf %s/x --steps 3", REF_BIN, TMP);
-    rc = run_capture(cmd, out, sizeof(out));
+    rc = run_capture_line(cmd, out, sizeof(out));
     check(rc == 1 && strstr(out, "--steps does nothing"), "--export-hf with a training flag is refused", "exit %d: %.200s", rc, out);
     snprintf(cmd, sizeof(cmd), "./train_gpt --init %s/nope.safetensors --export-hf %s/x", TMP, TMP);
-    rc = run_capture(cmd, out, sizeof(out));
+    rc = run_capture_line(cmd, out, sizeof(out));
     check(rc == 1 && strstr(out, "nope.safetensors' does not exist"), "--init of a missing .safetensors is refused naming it", "exit %d: %.200s", rc, out);
 
     // training from the HF checkpoint logs the same losses as from the llm.c file (same parameters, same run)
@@ -666,7 +657,7 @@ static void test_binary(void) {
     for (int k = 0; k < 2; k++) {
         snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --train %s --batch-size 2 --seq-len 8 --steps 3 --lr 1e-3 --threads 1 "
                  "--log %s/train%d.jsonl >/dev/null && cat %s/train%d.jsonl", inits[k], shard, TMP, k, TMP, k);
-        rc = run_capture(cmd, logs[k], sizeof(logs[k]));
+        rc = run_capture_line(cmd, logs[k], sizeof(logs[k]));
         if (rc != 0) { check(0, "training from a Hugging Face checkpoint", "exit %d: %.300s", rc, logs[k]); gpt_free(&ref); return; }
     }
     // the logs differ only in the ms and tokens/s fields: compare the losses and gradient norms

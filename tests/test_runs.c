@@ -26,25 +26,6 @@ static int name_selected(const char* only, const char* group) { return !only || 
 // ----------------------------------------------------------------------------
 // Tests through the real binary: checkpoint resume and bad input.
 
-// Runs a shell command, capturing stdout+stderr into out (truncated to cap); returns the exit status, or
-// 128 + signal when it was killed by a signal.
-static int run_capture(const char* cmd, char* out, size_t cap) {
-    // This process is an MPI singleton: its OMPI_/PMIX_ variables would make a child mpirun (or a child singleton)
-    // try to join this job, so the child shell drops them first.
-    char full[14000];
-    snprintf(full, sizeof(full), "unset $(env | sed -n 's/^\\(OMPI_[A-Za-z0-9_]*\\|PMIX_[A-Za-z0-9_]*\\|OPAL_[A-Za-z0-9_]*\\)=.*/\\1/p'); (%s) 2>&1", cmd);
-    FILE* p = popen(full, "r");
-    if (!p) { return -1; }
-    size_t n = 0;
-    int ch;
-    while ((ch = fgetc(p)) != EOF) { if (n + 1 < cap) { out[n++] = (char)ch; } }
-    out[n] = '\0';
-    int st = pclose(p);
-    if (WIFEXITED(st)) { return WEXITSTATUS(st); }
-    if (WIFSIGNALED(st)) { return 128 + WTERMSIG(st); }
-    return -1;
-}
-
 // Writes an llm.c shard with n tokens drawn from [0, V) (a fixed pseudo-random text with some structure).
 static void write_shard(const char* path, int n, int V, uint64_t seed, int magic, int version, int header_count) {
     FILE* f = fopenCheck(path, "wb");

@@ -10,6 +10,9 @@ its checks gather failures from every MPI rank.
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 
 static int g_passed = 0, g_failed = 0;
 
@@ -25,6 +28,28 @@ static void __attribute__((format(printf, 3, 4))) check(int ok, const char* name
     if (detail[0]) { printf(ok ? " (%s)" : ": %s", detail); }
     printf("\n");
     fflush(stdout);
+}
+
+// Runs a shell command, capturing stdout+stderr into out (truncated to cap); returns the exit status, or
+// 128 + signal when it was killed by a signal. For the tests that drive the real binaries.
+static int run_capture(const char* cmd, char* out, size_t cap) {
+    // A test binary may be an MPI singleton: its OMPI_/PMIX_ variables would make a child mpirun (or a child
+    // singleton) try to join this job, so the child shell drops them first.
+    size_t need = strlen(cmd) + 256;
+    char* full = (char*)malloc(need);
+    if (!full) { return -1; }
+    snprintf(full, need, "unset $(env | sed -n 's/^\\(OMPI_[A-Za-z0-9_]*\\|PMIX_[A-Za-z0-9_]*\\|OPAL_[A-Za-z0-9_]*\\)=.*/\\1/p'); (%s) 2>&1", cmd);
+    FILE* p = popen(full, "r");
+    free(full);
+    if (!p) { return -1; }
+    size_t n = 0;
+    int ch;
+    while ((ch = fgetc(p)) != EOF) { if (n + 1 < cap) { out[n++] = (char)ch; } }
+    out[n] = '\0';
+    int st = pclose(p);
+    if (WIFEXITED(st)) { return WEXITSTATUS(st); }
+    if (WIFSIGNALED(st)) { return 128 + WTERMSIG(st); }
+    return -1;
 }
 
 // Prints the closing line and returns the process exit status.
