@@ -494,6 +494,18 @@ static int debug_state_read(const char* path, const ParamLayout* pl, DebugState*
     return 1;
 }
 
+// The shape of a reference model file, its layout, and its debug state. Returns 0 (a failure recorded) if the state
+// cannot be read; on success the caller frees pl (layout_free) and the state's buffers.
+static int reference_read(const char* model_path, const char* state_path, GPTConfig* gc, ParamLayout* pl, DebugState* s) {
+    int version;
+    FILE* fp;
+    model_read_header(model_path, gc, &version, &fp);
+    fclose(fp);
+    layout_build(pl, gc);
+    if (!debug_state_read(state_path, pl, s)) { layout_free(pl); return 0; }
+    return 1;
+}
+
 // Builds a single-process model from a model file, with ZeRO stage 0 and activations for (B,T).
 static void build_model(GPT* m, ZeroOptimizer* z, ParallelContext* pc, const char* path, int B, int T) {
     GPTConfig gc;
@@ -514,14 +526,9 @@ static void build_model(GPT* m, ZeroOptimizer* z, ParallelContext* pc, const cha
 // and gradients to atol 1e-5 + rtol 1e-3 (tiny gradient elements carry relative rounding noise).
 static void check_reference(const char* model_path, const char* state_path, ParallelContext* pc, double grad_atol) {
     GPTConfig gc;
-    int version;
-    FILE* fp;
-    model_read_header(model_path, &gc, &version, &fp);
-    fclose(fp);
     ParamLayout pl;
-    layout_build(&pl, &gc);
     DebugState s;
-    if (!debug_state_read(state_path, &pl, &s)) { layout_free(&pl); return; }
+    if (!reference_read(model_path, state_path, &gc, &pl, &s)) { return; }
     GPT m;
     ZeroOptimizer z;
     build_model(&m, &z, pc, model_path, s.B, s.T);
@@ -580,13 +587,9 @@ static void check_trajectory(const char* dir, ParallelContext* pc) {
     }
     fclose(fp);
     GPTConfig gc;
-    int version;
-    model_read_header(mp, &gc, &version, &fp);
-    fclose(fp);
     ParamLayout pl;
-    layout_build(&pl, &gc);
     DebugState s;
-    if (!debug_state_read(sp, &pl, &s)) { layout_free(&pl); return; }
+    if (!reference_read(mp, sp, &gc, &pl, &s)) { return; }
     GPT m;
     ZeroOptimizer z;
     build_model(&m, &z, pc, mp, s.B, s.T);
@@ -795,14 +798,9 @@ static void check_sched_trajectory(const char* dir, ParallelContext* pc) {
     double ref_loss[12], ref_lr[12], ref_norm[12];
     if (read_sched_trajectory(tp, ref_loss, ref_lr, ref_norm, 12) != 12) { report(0, "scheduled reference trajectory", "cannot read 12 steps from '%s'", tp); return; }
     GPTConfig gc;
-    int version;
-    FILE* fp;
-    model_read_header(mp, &gc, &version, &fp);
-    fclose(fp);
     ParamLayout pl;
-    layout_build(&pl, &gc);
     DebugState s;
-    if (!debug_state_read(sp, &pl, &s)) { layout_free(&pl); return; }
+    if (!reference_read(mp, sp, &gc, &pl, &s)) { return; }
     GPT m, r;
     ZeroOptimizer z, zr;
     build_model(&m, &z, pc, mp, s.B, s.T);
