@@ -138,7 +138,7 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h
+HEADERS = utils.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h
 
 train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)

@@ -1,0 +1,305 @@
+/*
+checkpoint.h: checkpoints of train_gpt.c, split out of it by topic and included by it after the optimizer step
+(it uses the model, the ZeRO optimizer, the configuration and model_save of train_gpt.c; it is not a standalone
+header). Saving (a collective: rank 0 writes, the others stream their optimizer shards to it), housekeeping of a
+checkpoint directory, and loading with every byte checked.
+*/
+#ifndef CHECKPOINT_H
+#define CHECKPOINT_H
+
+// ----------------------------------------------------------------------------
+// Checkpoints: DIR/model_XXXXXXXX.bin (an llm.c model file) + DIR/state_XXXXXXXX.bin + DIR/latest (the step).
+// The state holds the step, the AdamW moments m then v (n floats each, in the flat parameter layout, which depends
+// only on the model's shape: logical and unsharded), the data sampler state and the sampling RNG. Every byte of
+// both files is under a checksum: the state's header records the checksum of the whole model file, and its own
+// checksum covers its payload and then its header (with the checksum word read as 0). The moments are streamed:
+// each data-parallel rank sends its shard to rank 0, which writes them in order, and on resume each rank reads the
+// file through a small buffer keeping only its own range, so no rank ever holds all the moments of a sharded
+// optimizer.
+// A checkpoint is the PAIR model + state of one step, committed in this order: model, state, then `latest`. Each
+// file is written to a temporary name, synced and renamed; until the state is committed the new model file is
+// registered for removal on any error, so a failed save leaves no unpaired file, and `latest` moves last, so a
+// crash at any point leaves the previous checkpoint intact and current. An unpaired file (from a kill -9 between
+// the two renames) is never taken for a checkpoint and is removed by the next pruning.
+
+#define STATE_MAGIC 20240331
+// 3: header under the checksum, model checksum over the whole file, AdamW update count; word-wise FNV checksums
+// 4: the same with XXH3-64 checksums (xxHash). Both are read; a build without xxHash writes 3.
+#define STATE_VERSION_FNV 3
+#define STATE_VERSION_XXH3 4
+#define STATE_VERSION (CHECKSUM_DEFAULT == CHECKSUM_XXH3 ? STATE_VERSION_XXH3 : STATE_VERSION_FNV)
+#define STATE_CHUNK_FLOATS ((size_t)1 << 22)
+enum {
+    ST_MAGIC = 0, ST_VERSION, ST_STEP, ST_NUM_PARAMS, ST_MODEL_SUM, ST_STATE_SUM, ST_RNG, ST_LOSS_SCALE,
+    ST_MAXT, ST_V, ST_L, ST_NH, ST_C, ST_VP, ST_ZERO, ST_WORLD, ST_B, ST_T, ST_ADAM_T, ST_SKIPPED,
+    ST_DATA = 32, // DATALOADER_STATE_WORDS words
+    ST_HEADER_WORDS = 64
+};
+
+typedef struct {
+    int step;               // optimizer steps taken (skipped ones included)
+    int adam_t;             // AdamW updates applied so far (the bias correction's t is adam_t + 1)
+    int skipped_in_a_row;   // --nan-policy skip: consecutive non-finite steps just before `step`
+    uint64_t rng;
+    uint64_t data_state[DATALOADER_STATE_WORDS];
+} TrainState;
+
+static void checkpoint_paths(const char* dir, int step, char* model_path, char* state_path, size_t cap) {
+    snprintf(model_path, cap, "%s/model_%08d.bin", dir, step);
+    snprintf(state_path, cap, "%s/state_%08d.bin", dir, step);
+}
+
+static long long state_file_bytes(size_t num_params) { return (long long)(ST_HEADER_WORDS * 8 + 2 * 4 * (long long)num_params); }
+
+// The state's checksum: the payload's running checksum, continued over the header with its checksum word as 0.
+static uint64_t state_header_sum(const uint64_t* h, Checksum* payload_sum) {
+    uint64_t copy[ST_HEADER_WORDS];
+    memcpy(copy, h, sizeof(copy));
+    copy[ST_STATE_SUM] = 0;
+    checksum_add(payload_sum, copy, sizeof(copy));
+    return checksum_end(payload_sum);
+}
+
+// The part of data-parallel rank r's owned range that holds real parameters: [lo, hi) clipped to n.
+static void shard_range(const ZeroOptimizer* z, int r, size_t* lo, size_t* hi) {
+    if (z->stage == 0) { *lo = 0; *hi = z->n; return; }
+    size_t a = (size_t)r * z->shard, b = a + z->shard;
+    *lo = a < z->n ? a : z->n;
+    *hi = b < z->n ? b : z->n;
+}
+
+// Rank 0 writes one moment vector (m or v) shard by shard, adding it to the checksum; the other ranks send theirs.
+// Rank 0 writes its own shard straight from `mine` and receives every other shard into `buf`, never into `mine`.
+static void stream_moment_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, float* buf, Checksum* h) {
+    if (z->stage == 0) {
+        if (z->rank == 0) {
+            fwriteCheck(mine, sizeof(float), z->n, fp, path);
+            checksum_add(h, mine, z->n * sizeof(float));
+        }
+        return;
+    }
+    for (int r = 0; r < z->size; r++) {
+        size_t lo, hi;
+        shard_range(z, r, &lo, &hi);
+        size_t cnt = hi - lo;
+        const float* src = buf;
+        if (r == 0 && z->rank == 0) { src = mine; }
+        else if (z->rank == 0) { comm_recv(z->group, buf, cnt * sizeof(float), r, 7); }
+        else if (z->rank == r) { comm_send(z->group, mine, cnt * sizeof(float), 0, 7); }
+        if (z->rank == 0) {
+            fwriteCheck(src, sizeof(float), cnt, fp, path);
+            checksum_add(h, src, cnt * sizeof(float));
+        }
+    }
+}
+
+static int all_finite(const float* x, size_t n) {
+    int ok = 1;
+    #pragma omp parallel for reduction(&& : ok)
+    for (size_t i = 0; i < n; i++) { ok = ok && isfinite(x[i]); }
+    return ok;
+}
+
+// Parses a checkpoint file name "model_XXXXXXXX.bin" / "state_XXXXXXXX.bin": returns the step, or -1.
+static int checkpoint_name_step(const char* name, const char* prefix) {
+    size_t pl = strlen(prefix);
+    if (strncmp(name, prefix, pl) != 0 || strlen(name) != pl + 8 + 4 || strcmp(name + pl + 8, ".bin") != 0) { return -1; }
+    int step = 0;
+    for (int i = 0; i < 8; i++) {
+        char ch = name[pl + i];
+        if (ch < '0' || ch > '9') { return -1; }
+        step = step * 10 + (ch - '0');
+    }
+    return step;
+}
+
+static int cmp_int_desc(const void* a, const void* b) { return *(const int*)b - *(const int*)a; }
+
+// Tidies a checkpoint directory (rank 0): removes temporary files of dead writers, every unpaired model or state
+// file, and, when keep > 0, all but the newest `keep` checkpoints at or before `latest` (those after it belong to a
+// run the user rewound, and stay). Returns the number of files removed.
+static int checkpoint_prune(const char* dir, int keep, int latest) {
+    int removed = atomic_clean_stale(dir);
+    DIR* d = opendir(dir);
+    if (!d) { return removed; }
+    int cap = 64, nm = 0, ns = 0;
+    int* ms = (int*)mallocCheck(sizeof(int) * cap);
+    int* ss = (int*)mallocCheck(sizeof(int) * cap);
+    struct dirent* ent;
+    while ((ent = readdir(d)) != NULL) {
+        int sm = checkpoint_name_step(ent->d_name, "model_"), st = checkpoint_name_step(ent->d_name, "state_");
+        if (sm < 0 && st < 0) { continue; }
+        if (nm == cap || ns == cap) {
+            cap *= 2;
+            ms = (int*)realloc(ms, sizeof(int) * cap);
+            ss = (int*)realloc(ss, sizeof(int) * cap);
+            if (!ms || !ss) { fatal("out of memory listing '%s'", dir); }
+        }
+        if (sm >= 0) { ms[nm++] = sm; } else { ss[ns++] = st; }
+    }
+    closedir(d);
+    qsort(ms, nm, sizeof(int), cmp_int_desc);
+    int kept = 0;
+    char mp[2048], sp[2048];
+    for (int i = 0; i < nm; i++) {
+        int paired = 0;
+        for (int j = 0; j < ns; j++) { paired |= ss[j] == ms[i]; }
+        checkpoint_paths(dir, ms[i], mp, sp, sizeof(mp));
+        if (!paired) { removed += unlink(mp) == 0; continue; }
+        if (ms[i] > latest) { continue; }
+        if (keep > 0 && kept >= keep) { removed += unlink(mp) == 0; removed += unlink(sp) == 0; continue; }
+        kept++;
+    }
+    for (int j = 0; j < ns; j++) {
+        int paired = 0;
+        for (int i = 0; i < nm; i++) { paired |= ms[i] == ss[j]; }
+        checkpoint_paths(dir, ss[j], mp, sp, sizeof(mp));
+        if (!paired) { removed += unlink(sp) == 0; }
+    }
+    free(ms);
+    free(ss);
+    return removed;
+}
+
+// Collective over the data-parallel group; rank 0 writes. Refuses (exits) to write a state that is not finite.
+static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
+                            const Config* c) {
+    int writer = pc->world_rank == 0;
+    double bad = !all_finite(z->m, z->hi - z->lo) || !all_finite(z->v, z->hi - z->lo) ||
+                 (writer && !all_finite(m->params, m->layout.num_params));
+    comm_allreduce_max_f64(&pc->world, &bad, 1);
+    if (bad) { fatal("step %d: the model or optimizer state holds non-finite values: no checkpoint written (the last one in '%s' is intact)", ts->step, dir); }
+    char mp[2048], sp[2048], lp[2048];
+    checkpoint_paths(dir, ts->step, mp, sp, sizeof(mp));
+    AtomicFile af;
+    uint64_t h[ST_HEADER_WORDS] = {0};
+    float* buf = NULL;
+    if (writer) {
+        h[ST_MODEL_SUM] = model_save(mp, &m->layout, m->params);
+        utils_tmp_register(mp); // unpaired until the state is committed: removed if anything fails before that
+        atomic_open(&af, sp);
+        // the payload checksum is only known after writing: write the header, the payload, then the header again
+        fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
+        buf = (float*)mallocCheck(mulSize(z->shard, sizeof(float)));
+    }
+    Checksum sum;
+    checksum_begin(&sum, CHECKSUM_DEFAULT);
+    stream_moment_out(writer ? af.fp : NULL, sp, z->m, z, buf, &sum);
+    stream_moment_out(writer ? af.fp : NULL, sp, z->v, z, buf, &sum);
+    if (writer) {
+        const GPTConfig* g = &m->cfg;
+        h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = STATE_VERSION; h[ST_STEP] = ts->step;
+        h[ST_NUM_PARAMS] = m->layout.num_params; h[ST_RNG] = ts->rng;
+        h[ST_MAXT] = g->max_seq_len; h[ST_V] = g->vocab_size; h[ST_L] = g->num_layers; h[ST_NH] = g->num_heads;
+        h[ST_C] = g->channels; h[ST_VP] = g->padded_vocab_size; h[ST_ZERO] = z->stage; h[ST_WORLD] = pc->world_size;
+        h[ST_B] = c->batch_size; h[ST_T] = c->seq_len; h[ST_ADAM_T] = ts->adam_t; h[ST_SKIPPED] = ts->skipped_in_a_row;
+        for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { h[ST_DATA + i] = ts->data_state[i]; }
+        h[ST_STATE_SUM] = state_header_sum(h, &sum);
+        fseekCheck(af.fp, 0, SEEK_SET, sp);
+        fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
+        atomic_commit(&af);
+        utils_tmp_unregister(mp);
+        snprintf(lp, sizeof(lp), "%s/latest", dir);
+        atomic_open(&af, lp);
+        fprintf(af.fp, "%d\n", ts->step);
+        atomic_commit(&af);
+        int pruned = checkpoint_prune(dir, c->keep_checkpoints, ts->step);
+        printf("checkpoint: wrote %s and %s%s\n", mp, sp, pruned ? " (older ones pruned, --keep-checkpoints)" : "");
+        free(buf);
+    }
+    comm_barrier(&pc->world);
+}
+
+// Reads DIR/latest, which must hold a step number and nothing else (a newline may end it). Exits with a clear
+// message if it is missing or malformed.
+static int checkpoint_latest_step(const char* dir) {
+    char lp[2048];
+    snprintf(lp, sizeof(lp), "%s/latest", dir);
+    if (!file_exists(lp)) { fatal("--resume %s: no checkpoint there ('%s' is missing)", dir, lp); }
+    FILE* fp = fopenCheck(lp, "rb");
+    char text[32];
+    size_t n = fread(text, 1, sizeof(text) - 1, fp);
+    fclose(fp);
+    text[n] = '\0';
+    size_t digits = 0;
+    while (digits < n && text[digits] >= '0' && text[digits] <= '9') { digits++; }
+    int well_formed = digits >= 1 && digits <= 9 && (digits == n || (digits + 1 == n && text[digits] == '\n'));
+    if (!well_formed) { fatal("'%s' is corrupt: expected a step number and a newline", lp); }
+    return atoi(text);
+}
+
+// The checksum kind of a state file's version (3: FNV, 4: XXH3); exits on any other version.
+static int state_checksum_kind(const char* path, uint64_t version) {
+    if (version == STATE_VERSION_FNV) { return CHECKSUM_FNV; }
+    if (version == STATE_VERSION_XXH3) {
+#ifndef USE_XXHASH
+        fatal("checkpoint state '%s' (version 4) uses XXH3 checksums, and this build has no xxHash: apt-get install libxxhash-dev, then make", path);
+#endif
+        return CHECKSUM_XXH3;
+    }
+    fatal("checkpoint state '%s': unsupported version %llu (this trainer reads versions 3 and 4)", path, (unsigned long long)version);
+}
+
+// Before any big allocation: the checkpoint of `step` must be a complete pair with a state of the right size.
+// Returns the checksum kind its state uses (the model file's checksum must be computed with it).
+static int checkpoint_check_files(const char* dir, int step, size_t num_params) {
+    char mp[2048], sp[2048];
+    checkpoint_paths(dir, step, mp, sp, sizeof(mp));
+    if (!file_exists(mp)) { fatal("checkpoint model '%s' does not exist (named by '%s/latest')", mp, dir); }
+    if (!file_exists(sp)) { fatal("checkpoint state '%s' does not exist (named by '%s/latest')", sp, dir); }
+    long long expect = state_file_bytes(num_params), actual = file_size(sp);
+    if (actual != expect) { fatal("checkpoint state '%s' is %s: %lld bytes, expected %lld", sp, actual < expect ? "truncated" : "too long", actual, expect); }
+    FILE* fp = fopenCheck(sp, "rb");
+    uint64_t h[ST_VERSION + 1];
+    freadCheck(h, sizeof(uint64_t), ST_VERSION + 1, fp, sp);
+    fclose(fp);
+    if (h[ST_MAGIC] != STATE_MAGIC) { fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
+    return state_checksum_kind(sp, h[ST_VERSION]);
+}
+
+// Reads one moment vector (n floats) through a chunk buffer, keeping this rank's owned range in `mine`.
+static void stream_moment_in(FILE* fp, const char* path, float* mine, const ZeroOptimizer* z, float* chunk, Checksum* h) {
+    size_t own_lo, own_hi;
+    shard_range(z, z->rank, &own_lo, &own_hi);
+    for (size_t off = 0; off < z->n; off += STATE_CHUNK_FLOATS) {
+        size_t cnt = z->n - off < STATE_CHUNK_FLOATS ? z->n - off : STATE_CHUNK_FLOATS;
+        freadCheck(chunk, sizeof(float), cnt, fp, path);
+        checksum_add(h, chunk, cnt * sizeof(float));
+        size_t s = off > own_lo ? off : own_lo, e = off + cnt < own_hi ? off + cnt : own_hi;
+        if (s < e) { memcpy(mine + (s - z->lo), chunk + (s - off), (e - s) * sizeof(float)); }
+    }
+}
+
+// Loads the moments (this rank's shard) and the train state, and verifies both checksums. model_sum is the
+// checksum of the checkpoint's model file as loaded (model_load_params), compared with the one the state recorded.
+static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimizer* z, TrainState* ts, uint64_t model_sum) {
+    char mp[2048], sp[2048];
+    checkpoint_paths(dir, step, mp, sp, sizeof(mp));
+    checkpoint_check_files(dir, step, m->layout.num_params);
+    FILE* fp = fopenCheck(sp, "rb");
+    uint64_t h[ST_HEADER_WORDS];
+    freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
+    if (h[ST_MAGIC] != STATE_MAGIC) { fclose(fp); fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
+    int kind = state_checksum_kind(sp, h[ST_VERSION]);
+    float* chunk = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
+    Checksum sum;
+    checksum_begin(&sum, kind);
+    stream_moment_in(fp, sp, z->m, z, chunk, &sum);
+    stream_moment_in(fp, sp, z->v, z, chunk, &sum);
+    free(chunk);
+    fclose(fp);
+    if (state_header_sum(h, &sum) != h[ST_STATE_SUM]) { fatal("checkpoint state '%s' is corrupt: %s checksum mismatch", sp, checksum_name(kind)); }
+    if (h[ST_NUM_PARAMS] != m->layout.num_params || h[ST_STEP] != (uint64_t)step) {
+        fatal("checkpoint state '%s' does not match its model file (parameters %llu vs %zu, step %llu vs %d)", sp,
+              (unsigned long long)h[ST_NUM_PARAMS], m->layout.num_params, (unsigned long long)h[ST_STEP], step);
+    }
+    if (model_sum != h[ST_MODEL_SUM]) { fatal("checkpoint model '%s' is corrupt: checksum mismatch with '%s'", mp, sp); }
+    if (h[ST_ADAM_T] > (uint64_t)step || h[ST_SKIPPED] > (uint64_t)step) { fatal("checkpoint state '%s': inconsistent update counts", sp); }
+    ts->step = step;
+    ts->adam_t = (int)h[ST_ADAM_T];
+    ts->skipped_in_a_row = (int)h[ST_SKIPPED];
+    ts->rng = h[ST_RNG];
+    for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { ts->data_state[i] = h[ST_DATA + i]; }
+}
+
+#endif // CHECKPOINT_H
