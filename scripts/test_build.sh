@@ -14,7 +14,10 @@ if ! grep -q openblas <(make -s report 2>/dev/null); then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-git ls-files -co --exclude-standard -z | grep -zv '^fuzz/\|^tests/ref/\|^data/\|^docs/' | xargs -0 cp --parents -t "$tmp" 2>/dev/null
+# the sources only (works in a git checkout and in a plain copy such as the mutation script's); the build starts clean
+tar -cf - --exclude=./.git --exclude=./fuzz --exclude=./data --exclude=./docs --exclude=./out --exclude=./build \
+    --exclude=./tests/ref . | tar -xf - -C "$tmp"
+(cd "$tmp" && make -s clean > /dev/null 2>&1)
 export REPO_ROOT="$PWD"
 cd "$tmp" || exit 1
 stamp() { stat -c '%y' "$1" 2>/dev/null; }
