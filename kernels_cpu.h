@@ -245,6 +245,19 @@ static void layernorm_forward(float* out, float* mean, float* rstd, const float*
     }
 }
 
+// LayerNorm's output recomputed from the statistics its forward kept (activation recomputation): the same
+// arithmetic as layernorm_row, so the result is the forward's, bit for bit.
+static void layernorm_apply(float* out, const float* inp, const float* mean, const float* rstd, const float* w,
+                            const float* b, int BT, int C) {
+    #pragma omp parallel for
+    for (int r = 0; r < BT; r++) {
+        const float* x = inp + (size_t)r * C;
+        float* y = out + (size_t)r * C;
+        float m = mean[r], s = rstd[r];
+        for (int i = 0; i < C; i++) { y[i] = (x[i] - m) * s * w[i] + b[i]; }
+    }
+}
+
 // Fused residual + bias + LayerNorm: res_out = res_in + delta + bias (bias may be NULL), then out = LN(res_out).
 // res_out may alias res_in. One pass per row instead of three.
 static void residual_layernorm_forward(float* res_out, float* out, float* mean, float* rstd, const float* res_in,

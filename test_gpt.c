@@ -517,7 +517,7 @@ static void build_model(GPT* m, ZeroOptimizer* z, ParallelContext* pc, const cha
     model_load_params(path, fp, version, &m->layout, m->params);
     gpt_zero_init(z, m, 0, &pc->dp_group);
     gpt_alloc_grads(m, 0, 1);
-    activations_alloc(&m->acts, &gc, B, T);
+    activations_alloc(&m->acts, &gc, B, T, 0);
     m->inputs = (int32_t*)mallocCheck(sizeof(int32_t) * B * T);
 }
 
@@ -891,6 +891,38 @@ static void test_init(void) {
     layout_free(&pl);
 }
 
+// --recompute 1 and 2 bring back the activations they drop with the same kernels on the same inputs, so the loss
+// and every gradient must equal --recompute 0's bit for bit (tolerance 0), and each mode must hold fewer
+// activation bytes than the one before.
+static void test_recompute(const char* model_path, ParallelContext* pc) {
+    GPT m[3];
+    ZeroOptimizer z[3];
+    float loss[3];
+    size_t bytes[3];
+    int32_t x[16], y[16];
+    uint64_t r = 77;
+    for (int i = 0; i < 16; i++) { x[i] = (int32_t)(rng_next(&r) % 101); y[i] = (int32_t)(rng_next(&r) % 101); }
+    for (int k = 0; k < 3; k++) {
+        build_model(&m[k], &z[k], pc, model_path, 2, 8);
+        free(m[k].acts.base);
+        activations_alloc(&m[k].acts, &m[k].cfg, 2, 8, k);
+        bytes[k] = m[k].acts.total_floats * sizeof(float);
+        BackwardComm bc = {NULL, 0, 1};
+        gpt_forward(&m[k], x, 2, 8);
+        loss[k] = gpt_forward_backward(&m[k], y, 1.0f / 16, &bc);
+    }
+    for (int k = 1; k < 3; k++) {
+        size_t n = m[0].layout.num_params, differ = 0;
+        for (size_t i = 0; i < n; i++) { differ += memcmp(&m[0].grads[i], &m[k].grads[i], sizeof(float)) != 0; }
+        char name[128];
+        snprintf(name, sizeof(name), "--recompute %d: loss and every gradient equal --recompute 0's bit for bit", k);
+        report(differ == 0 && memcmp(&loss[0], &loss[k], sizeof(float)) == 0, name, "loss %.9g vs %.9g, %zu of %zu gradient values differ",
+               loss[k], loss[0], differ, n);
+    }
+    report(bytes[2] < bytes[1] && bytes[1] < bytes[0], "--recompute 1 and 2 hold fewer activation bytes", "%zu, %zu, %zu bytes", bytes[0], bytes[1], bytes[2]);
+    for (int k = 0; k < 3; k++) { zero_free(&z[k]); gpt_free(&m[k]); }
+}
+
 // A shard of n tokens in [0, V) (llm.c format), for the evaluation test.
 static void write_test_shard(const char* path, int n, int V, uint64_t seed) {
     FILE* f = fopenCheck(path, "wb");
@@ -1018,6 +1050,7 @@ int main(int argc, char** argv) {
             test_weight_decay(mp, &pc);
             test_evaluate(mp, &pc);
             test_sampling(mp, &pc);
+            test_recompute(mp, &pc);
         }
     }
     int status = test_summary();

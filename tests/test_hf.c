@@ -122,7 +122,7 @@ static uint16_t f32_to_bf16_rne(float f) {
 // Logits (B, T, V) of the model on tokens x (B, T), the real vocabulary only.
 static float* model_logits(GPT* m, const int32_t* x, int B, int T) {
     const GPTConfig* g = &m->cfg;
-    activations_alloc(&m->acts, g, B, T);
+    activations_alloc(&m->acts, g, B, T, 0);
     m->inputs = (int32_t*)mallocCheck(sizeof(int32_t) * B * T);
     gpt_forward(m, x, B, T);
     float* row = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
