@@ -10,23 +10,17 @@ chunks the checkpoint code uses (4M floats).
 #include <time.h>
 #include "utils.h" // defines: Checksum, checksum_begin, checksum_add, checksum_end, mallocCheck, print_version
 
-static double bench__now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 // Seconds to checksum the buffer once with this kind (best of 3), and the value (so the work is not optimised away).
 static double bench__time(const unsigned char* buf, size_t n, int kind, uint64_t* value) {
     const size_t chunk = (size_t)4 << 22; // 4M floats, STATE_CHUNK_FLOATS
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
-        double t0 = bench__now();
+        double t0 = now_seconds();
         Checksum c;
         checksum_begin(&c, kind);
         for (size_t off = 0; off < n; off += chunk) { checksum_add(&c, buf + off, n - off < chunk ? n - off : chunk); }
         *value = checksum_end(&c);
-        double dt = bench__now() - t0;
+        double dt = now_seconds() - t0;
         if (dt < best) { best = dt; }
     }
     return best;

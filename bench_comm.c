@@ -19,7 +19,7 @@ non-blocking start + polling wait. The last line is the average bus bandwidth ov
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h" // defines: ParallelContext, parallel_init/set_layout/finalize, comm_* collectives, comm_now
+#include "comm.h" // defines: ParallelContext, parallel_init/set_layout/finalize, comm_* collectives (now_seconds from utils.h)
 
 enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST, OP_SENDRECV, N_OPS };
 static const char* const op_names[N_OPS] = { "allreduce", "reduce_scatter", "allgather", "broadcast", "sendrecv" };
@@ -199,9 +199,9 @@ static double time_op(int op, Buffers* buf, size_t count, const BenchConfig* c, 
     memset(buf->a, 0, count * sizeof(float)); // repeated in-place sums of zeros stay finite
     for (int i = 0; i < c->warmup; i++) { run_op(op, buf, count, use_mpi); }
     comm_barrier(&pc.world);
-    double t0 = comm_now();
+    double t0 = now_seconds();
     for (int i = 0; i < c->iters; i++) { run_op(op, buf, count, use_mpi); }
-    double t = (comm_now() - t0) / c->iters;
+    double t = (now_seconds() - t0) / c->iters;
     comm_allreduce_max_f64(&pc.world, &t, 1);
     return t;
 }

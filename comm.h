@@ -198,7 +198,7 @@ typedef struct {
     const char* unit;             // "floats", "doubles", "bytes", or NULL (barrier)
     int64_t seq;                  // collective number on the group (0 for send/recv)
     int peer, tag;                // send/recv only
-    double start_time;            // comm_now() when started
+    double start_time;            // now_seconds() when started
 #ifdef USE_MPI
     int nreqs;                    // MPI requests (chunks)
     MPI_Request inline_reqs[COMM_INLINE_REQS];
@@ -217,13 +217,6 @@ static void comm_barrier(CommGroup* g); // used by setup and teardown, defined w
 
 // ----------------------------------------------------------------------------
 // small helpers
-
-// Seconds on the monotonic clock (the same clock for every process of a node).
-static double comm_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int64_t comm__now_ns(void) {
     struct timespec ts;
@@ -324,7 +317,7 @@ static void comm__begin(CommRequest* req, CommGroup* g, int op, size_t count, co
     req->group = g;
     req->count = count;
     req->unit = unit;
-    req->start_time = comm_now();
+    req->start_time = now_seconds();
     req->peer = -1;
     if (collective) {
         g->seq++;
@@ -497,7 +490,7 @@ static void __attribute__((noreturn)) comm__timeout(CommRequest* req, double wai
     int w;
     comm__describe(req, line, len);
     pos = strlen(line);
-    double now_s = comm_now();
+    double now_s = now_seconds();
     w = snprintf(line + pos, len - pos, " did not complete within %g s", pc->timeout_s);
     if (w > 0) { pos += (size_t)w; }
     if (now_s - req->start_time > waited + 1.0) {
@@ -601,10 +594,10 @@ static void comm_wait(CommRequest* req) {
         comm__publish(&me->wait_seq, req->seq);
         comm__publish(&me->wait_op, req->op);
     }
-    double t0 = comm_now();
+    double t0 = now_seconds();
     for (long iter = 0;; iter++) {
         if (comm_test(req)) { break; }
-        double waited = comm_now() - t0;
+        double waited = now_seconds() - t0;
         if (waited > pc->timeout_s) { comm__timeout(req, waited); }
         if (iter >= 2000) { sched_yield(); } // let other ranks sharing the core run (oversubscribed nodes)
     }

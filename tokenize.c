@@ -211,12 +211,6 @@ static void parse_flags(unsigned cmd, const char* cmd_name, int argc, char** arg
 // ----------------------------------------------------------------------------
 // helpers
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 // Reads a whole stream (stdin or a file) into a malloc'd buffer; exits naming `what` on a read error.
 static uint8_t* read_stream(FILE* fp, const char* what, size_t* len) {
     size_t cap = 1 << 20, n = 0;

@@ -39,12 +39,6 @@ loop.
 #include "tokenizer.h"    // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_free
 // hf_gpt2.h (Hugging Face checkpoints) is included after the model-file section below: it uses the model layout
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 // ----------------------------------------------------------------------------
 // Flags: declared once in a table that also prints --help and the resolved configuration.
 
@@ -1270,6 +1264,169 @@ static void check_config_agreement(ParallelContext* pc, const Config* c) {
     }
 }
 
+// ----------------------------------------------------------------------------
+// The parts of main: the plan printed at start, one training step, the benchmark report
+
+// The resolved configuration and every rank's memory (collective: each rank contributes its sizes; rank 0 prints).
+static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer* zp, ParallelContext* pcp, int grad_accum,
+                           unsigned long long train_tokens) {
+    const GPTConfig* g = &mp->cfg;
+    int B = cp->batch_size, T = cp->seq_len, master = pcp->world_rank == 0;
+    size_t n = mp->layout.num_params;
+    double mem[4] = {
+        (double)zp->n_pad * sizeof(float),
+        (double)mp->grad_floats * sizeof(float) + (zp->gshard ? (double)zp->shard * sizeof(float) : 0.0),
+        (double)(zp->hi - zp->lo) * 2 * sizeof(float),
+        (double)mp->acts.total_floats * sizeof(float),
+    };
+    double* all_mem = (double*)callocCheck((size_t)pcp->world_size * 4, sizeof(double));
+    memcpy(all_mem + (size_t)pcp->world_rank * 4, mem, sizeof(mem));
+    comm_allreduce_sum_f64(&pcp->world, all_mem, (size_t)pcp->world_size * 4);
+    if (master) {
+        printf("+----------------------+------------------------------------------+\n");
+        for (int i = 0; i < NUM_FLAGS; i++) {
+            char v[1100];
+            flag_value_string(&FLAGS[i], cp, v, sizeof(v));
+            printf("| %-20s | %-40s |\n", FLAGS[i].name, v);
+        }
+        printf("+----------------------+------------------------------------------+\n");
+        printf("| model                | L %d, C %d, NH %d, maxT %d, V %d (Vp %d)\n", g->num_layers, g->channels, g->num_heads, g->max_seq_len, g->vocab_size, g->padded_vocab_size);
+        printf("| parameters           | %zu (%.1f M)\n", n, n / 1e6);
+        printf("| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each\n", pcp->world_size, pcp->dp, pcp->tp, pcp->pp, kernels_num_threads());
+        printf("| matmuls              | %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
+        printf("| gradient accumulation| %d micro-steps of %d x %d per process\n", grad_accum, B, T);
+        // where the time goes, from the shapes: the matmuls are compute-limited (each weight is reused B*T times
+        // per micro-step); the optimizer streams ~7 floats per parameter once per step and is memory-limited
+        double step_flops = flops_per_token(mp, T) * (double)cp->total_batch_size / pcp->dp;
+        double opt_bytes = 7.0 * sizeof(float) * (double)(zp->hi - zp->lo);
+        printf("| work per step, rank  | %.1f GFLOP of forward/backward (compute-limited: %d tokens reuse each weight), "
+               "%.2f GB of AdamW memory traffic (memory-limited)\n", step_flops / 1e9, B * T, opt_bytes / 1e9);
+        if (train_tokens) { printf("| training tokens      | %llu\n", train_tokens); }
+        printf("+----------------------+------------------------------------------+\n");
+        printf("memory per rank (ZeRO stage %d, fp32, --recompute %d):\n", cp->zero, cp->recompute);
+        printf("  rank | parameters | gradients  | optimizer  | activations | total\n");
+        for (int r = 0; r < pcp->world_size; r++) {
+            char s[5][32];
+            double tot = 0.0;
+            for (int k = 0; k < 4; k++) { fmt_bytes(s[k], sizeof(s[k]), all_mem[r * 4 + k]); tot += all_mem[r * 4 + k]; }
+            fmt_bytes(s[4], sizeof(s[4]), tot);
+            printf("  %4d | %10s | %10s | %10s | %11s | %s\n", r, s[0], s[1], s[2], s[3], s[4]);
+        }
+        fflush(stdout);
+    }
+    free(all_mem);
+}
+
+// One optimizer step: grad_accum micro-steps of forward and backward (reductions started as buckets finish), the
+// gradient norm, the --nan-policy decision, the update. Returns what the step prints and logs.
+typedef struct {
+    StepStats stats;
+    float loss;              // mean over all ranks' tokens
+    int finite;              // 0: the step was skipped (--nan-policy skip)
+    double seconds, forward_seconds, backward_seconds, wait_before;
+} StepResult;
+
+static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, const Config* cp, ParallelContext* pcp,
+                             TrainState* tsp, DataLoader* train_loader, const int32_t* bench_tokens, int grad_accum, int step) {
+    StepResult r;
+    int B = cp->batch_size, T = cp->seq_len;
+    double t0 = now_seconds();
+    double wait0 = zp->wait_seconds;
+    double loss = 0.0, tb = 0.0, tf = 0.0;
+    float dloss_scale = 1.0f / (float)((double)B * T * grad_accum * pcp->dp);
+    int poison = fault_nan(pcp->world_rank, step);
+    if (poison) { dloss_scale = NAN; }
+    for (int micro = 0; micro < grad_accum; micro++) {
+        const int32_t* x;
+        const int32_t* y;
+        if (cp->bench) { x = bench_tokens; y = bench_tokens + 1; }
+        else { dataloader_next_batch(train_loader); x = train_loader->inputs; y = train_loader->targets; }
+        double tf0 = now_seconds();
+        gpt_forward(mp, x, B, T);
+        tf += now_seconds() - tf0;
+        bcp->first_micro = micro == 0;
+        bcp->reduce = (cp->zero >= 1 || pcp->dp > 1) && zero_reduces_on(zp, micro == grad_accum - 1);
+        double tb0 = now_seconds();
+        loss += gpt_forward_backward(mp, y, dloss_scale, bcp);
+        tb += now_seconds() - tb0;
+    }
+    if (poison) { loss = NAN; }
+    // the mean loss and the gradient norm are the same on every rank (a NaN anywhere reaches all of them through
+    // the reductions), so every rank takes the same decision below
+    StepStats st;
+    st.grad_norm = grad_norm_reduced(mp, zp);
+    st.lr = lr_at(cp, step);
+    double loss_sum = loss / grad_accum;
+    comm_allreduce_sum_f64(&pcp->dp_group, &loss_sum, 1);
+    float mean_loss = (float)(loss_sum / pcp->dp);
+    int finite = isfinite(mean_loss) && isfinite(st.grad_norm);
+    if (!finite && strcmp(cp->nan_policy, "stop") == 0) {
+        fatal("step %d: the %s is not finite (loss %g, gradient norm %g): stopping before the update (--nan-policy stop); "
+              "no checkpoint of this state is written%s%s", step + 1, isfinite(mean_loss) ? "gradient norm" : "loss",
+              mean_loss, st.grad_norm, cp->out[0] ? ", the last one in " : "", cp->out);
+    }
+    if (finite) {
+        optimizer_update(mp, zp, cp, st.grad_norm, st.lr, tsp->adam_t + 1);
+        tsp->adam_t++;
+        tsp->skipped_in_a_row = 0;
+    } else {
+        tsp->skipped_in_a_row++;
+    }
+    double dt = now_seconds() - t0;
+    r.stats = st;
+    r.loss = mean_loss;
+    r.finite = finite;
+    r.seconds = dt;
+    r.forward_seconds = tf;
+    r.backward_seconds = tb;
+    r.wait_before = wait0;
+    return r;
+}
+
+// --bench: time per step and its parts, how much of the gradient communication backward hides, memory, figure last.
+static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelContext* pcp, double t_bench, double t_forward,
+                         double t_backward, double wait_bench, int timed_steps) {
+    int B = cp->batch_size, T = cp->seq_len, master = pcp->world_rank == 0;
+    double fpt = flops_per_token(mp, T);
+    double ms = t_bench / timed_steps * 1e3;
+    double tok_s = cp->total_batch_size / (t_bench / timed_steps);
+    double hidden = -1.0;
+    if (pcp->dp > 1 || cp->zero > 0) {
+        // communication alone: reduce every bucket back to back, without compute to hide behind
+        comm_barrier(&pcp->world);
+        double t0 = now_seconds();
+        for (int b = mp->cfg.num_layers + 1; b >= 0; b--) {
+            size_t lo, hi;
+            bucket_range(mp, b, &lo, &hi);
+            zero_bucket_ready(zp, b, grad_bucket_data(mp, b, lo), lo, hi, 1);
+            zero_wait_bucket(zp, b);
+        }
+        double comm_total = now_seconds() - t0;
+        comm_allreduce_max_f64(&pcp->world, &comm_total, 1);
+        double exposed = wait_bench / timed_steps;
+        comm_allreduce_max_f64(&pcp->world, &exposed, 1);
+        hidden = comm_total > 0 ? 1.0 - exposed / comm_total : 0.0;
+        if (hidden < 0) { hidden = 0; }
+        if (master) {
+            printf("bench: gradient communication %.1f ms/step alone, %.1f ms/step exposed after backward (%.1f ms backward): %.0f%% hidden\n",
+                   comm_total * 1e3, exposed * 1e3, t_backward / timed_steps * 1e3, hidden * 100);
+        }
+    }
+    double rss = (double)peak_rss_kb() * 1024.0;
+    comm_allreduce_max_f64(&pcp->world, &rss, 1);
+    if (master) {
+        char rs[32];
+        fmt_bytes(rs, sizeof(rs), rss);
+        char ab[32];
+        fmt_bytes(ab, sizeof(ab), (double)mp->acts.total_floats * sizeof(float));
+        printf("bench: %s, B %d, T %d, %d rank(s) x %d thread(s), ZeRO %d, fp32, --recompute %d (activations %s), matmuls %s | peak RSS per rank %s\n",
+               cp->model, B, T, pcp->world_size, kernels_num_threads(), cp->zero, cp->recompute, ab, kernels_blas_name(), rs);
+        double fwd = t_forward / timed_steps * 1e3, bwd = t_backward / timed_steps * 1e3;
+        printf("bench: per step: forward %.1f ms, LM head + backward %.1f ms, optimizer and the rest %.1f ms\n", fwd, bwd, ms - fwd - bwd);
+        printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
+    }
+}
+
 int main(int argc, char** argv) {
     kernels_blas_select(argv); // first: may re-execute the program with better OpenBLAS kernels
     ParallelContext pc;
@@ -1394,50 +1551,7 @@ int main(int argc, char** argv) {
         have_tok = 1;
     }
 
-    // configuration and memory plan
-    size_t n = model.layout.num_params;
-    double mem[4] = {
-        (double)zopt.n_pad * sizeof(float),
-        (double)model.grad_floats * sizeof(float) + (zopt.gshard ? (double)zopt.shard * sizeof(float) : 0.0),
-        (double)(zopt.hi - zopt.lo) * 2 * sizeof(float),
-        (double)model.acts.total_floats * sizeof(float),
-    };
-    double* all_mem = (double*)callocCheck((size_t)pc.world_size * 4, sizeof(double));
-    memcpy(all_mem + (size_t)pc.world_rank * 4, mem, sizeof(mem));
-    comm_allreduce_sum_f64(&pc.world, all_mem, (size_t)pc.world_size * 4);
-    if (master) {
-        printf("+----------------------+------------------------------------------+\n");
-        for (int i = 0; i < NUM_FLAGS; i++) {
-            char v[1100];
-            flag_value_string(&FLAGS[i], &c, v, sizeof(v));
-            printf("| %-20s | %-40s |\n", FLAGS[i].name, v);
-        }
-        printf("+----------------------+------------------------------------------+\n");
-        printf("| model                | L %d, C %d, NH %d, maxT %d, V %d (Vp %d)\n", gc.num_layers, gc.channels, gc.num_heads, gc.max_seq_len, gc.vocab_size, gc.padded_vocab_size);
-        printf("| parameters           | %zu (%.1f M)\n", n, n / 1e6);
-        printf("| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each\n", pc.world_size, pc.dp, pc.tp, pc.pp, kernels_num_threads());
-        printf("| matmuls              | %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
-        printf("| gradient accumulation| %d micro-steps of %d x %d per process\n", grad_accum, B, T);
-        // where the time goes, from the shapes: the matmuls are compute-limited (each weight is reused B*T times
-        // per micro-step); the optimizer streams ~7 floats per parameter once per step and is memory-limited
-        double step_flops = flops_per_token(&model, T) * (double)c.total_batch_size / pc.dp;
-        double opt_bytes = 7.0 * sizeof(float) * (double)(zopt.hi - zopt.lo);
-        printf("| work per step, rank  | %.1f GFLOP of forward/backward (compute-limited: %d tokens reuse each weight), "
-               "%.2f GB of AdamW memory traffic (memory-limited)\n", step_flops / 1e9, B * T, opt_bytes / 1e9);
-        if (have_train) { printf("| training tokens      | %llu\n", (unsigned long long)dataloader_num_tokens(&train_loader)); }
-        printf("+----------------------+------------------------------------------+\n");
-        printf("memory per rank (ZeRO stage %d, fp32, --recompute %d):\n", c.zero, c.recompute);
-        printf("  rank | parameters | gradients  | optimizer  | activations | total\n");
-        for (int r = 0; r < pc.world_size; r++) {
-            char s[5][32];
-            double tot = 0.0;
-            for (int k = 0; k < 4; k++) { fmt_bytes(s[k], sizeof(s[k]), all_mem[r * 4 + k]); tot += all_mem[r * 4 + k]; }
-            fmt_bytes(s[4], sizeof(s[4]), tot);
-            printf("  %4d | %10s | %10s | %10s | %11s | %s\n", r, s[0], s[1], s[2], s[3], s[4]);
-        }
-        fflush(stdout);
-    }
-    free(all_mem);
+    print_run_plan(&c, &model, &zopt, &pc, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0);
 
     FILE* logf = NULL;
     if (master && c.log[0]) {
@@ -1490,49 +1604,11 @@ int main(int argc, char** argv) {
         if (last) { break; }
         maybe_inject_fault(pc.world_rank, step);
 
-        double t0 = now_seconds();
-        double wait0 = zopt.wait_seconds;
-        double loss = 0.0, tb = 0.0, tf = 0.0;
-        float dloss_scale = 1.0f / (float)((double)B * T * grad_accum * pc.dp);
-        int poison = fault_nan(pc.world_rank, step);
-        if (poison) { dloss_scale = NAN; }
-        for (int micro = 0; micro < grad_accum; micro++) {
-            const int32_t* x;
-            const int32_t* y;
-            if (c.bench) { x = bench_tokens; y = bench_tokens + 1; }
-            else { dataloader_next_batch(&train_loader); x = train_loader.inputs; y = train_loader.targets; }
-            double tf0 = now_seconds();
-            gpt_forward(&model, x, B, T);
-            tf += now_seconds() - tf0;
-            bc.first_micro = micro == 0;
-            bc.reduce = (c.zero >= 1 || pc.dp > 1) && zero_reduces_on(&zopt, micro == grad_accum - 1);
-            double tb0 = now_seconds();
-            loss += gpt_forward_backward(&model, y, dloss_scale, &bc);
-            tb += now_seconds() - tb0;
-        }
-        if (poison) { loss = NAN; }
-        // the mean loss and the gradient norm are the same on every rank (a NaN anywhere reaches all of them through
-        // the reductions), so every rank takes the same decision below
-        StepStats st;
-        st.grad_norm = grad_norm_reduced(&model, &zopt);
-        st.lr = lr_at(&c, step);
-        double loss_sum = loss / grad_accum;
-        comm_allreduce_sum_f64(&pc.dp_group, &loss_sum, 1);
-        float mean_loss = (float)(loss_sum / pc.dp);
-        int finite = isfinite(mean_loss) && isfinite(st.grad_norm);
-        if (!finite && strcmp(c.nan_policy, "stop") == 0) {
-            fatal("step %d: the %s is not finite (loss %g, gradient norm %g): stopping before the update (--nan-policy stop); "
-                  "no checkpoint of this state is written%s%s", step + 1, isfinite(mean_loss) ? "gradient norm" : "loss",
-                  mean_loss, st.grad_norm, c.out[0] ? ", the last one in " : "", c.out);
-        }
-        if (finite) {
-            optimizer_update(&model, &zopt, &c, st.grad_norm, st.lr, ts.adam_t + 1);
-            ts.adam_t++;
-            ts.skipped_in_a_row = 0;
-        } else {
-            ts.skipped_in_a_row++;
-        }
-        double dt = now_seconds() - t0;
+        StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens, grad_accum, step);
+        StepStats st = sr.stats;
+        float mean_loss = sr.loss;
+        int finite = sr.finite;
+        double dt = sr.seconds, tb = sr.backward_seconds, tf = sr.forward_seconds, wait0 = sr.wait_before;
         t_train += dt;
         if (c.bench && step > 0) { t_bench += dt; t_backward += tb; t_forward += tf; wait_bench += zopt.wait_seconds - wait0; timed_steps++; }
         ts.step = step + 1;
@@ -1561,43 +1637,7 @@ int main(int argc, char** argv) {
     }
 
     if (c.bench) {
-        double ms = t_bench / timed_steps * 1e3;
-        double tok_s = c.total_batch_size / (t_bench / timed_steps);
-        double hidden = -1.0;
-        if (pc.dp > 1 || c.zero > 0) {
-            // communication alone: reduce every bucket back to back, without compute to hide behind
-            comm_barrier(&pc.world);
-            double t0 = now_seconds();
-            for (int b = gc.num_layers + 1; b >= 0; b--) {
-                size_t lo, hi;
-                bucket_range(&model, b, &lo, &hi);
-                zero_bucket_ready(&zopt, b, grad_bucket_data(&model, b, lo), lo, hi, 1);
-                zero_wait_bucket(&zopt, b);
-            }
-            double comm_total = now_seconds() - t0;
-            comm_allreduce_max_f64(&pc.world, &comm_total, 1);
-            double exposed = wait_bench / timed_steps;
-            comm_allreduce_max_f64(&pc.world, &exposed, 1);
-            hidden = comm_total > 0 ? 1.0 - exposed / comm_total : 0.0;
-            if (hidden < 0) { hidden = 0; }
-            if (master) {
-                printf("bench: gradient communication %.1f ms/step alone, %.1f ms/step exposed after backward (%.1f ms backward): %.0f%% hidden\n",
-                       comm_total * 1e3, exposed * 1e3, t_backward / timed_steps * 1e3, hidden * 100);
-            }
-        }
-        double rss = (double)peak_rss_kb() * 1024.0;
-        comm_allreduce_max_f64(&pc.world, &rss, 1);
-        if (master) {
-            char rs[32];
-            fmt_bytes(rs, sizeof(rs), rss);
-            char ab[32];
-            fmt_bytes(ab, sizeof(ab), (double)model.acts.total_floats * sizeof(float));
-            printf("bench: %s, B %d, T %d, %d rank(s) x %d thread(s), ZeRO %d, fp32, --recompute %d (activations %s), matmuls %s | peak RSS per rank %s\n",
-                   c.model, B, T, pc.world_size, kernels_num_threads(), c.zero, c.recompute, ab, kernels_blas_name(), rs);
-            double fwd = t_forward / timed_steps * 1e3, bwd = t_backward / timed_steps * 1e3;
-            printf("bench: per step: forward %.1f ms, LM head + backward %.1f ms, optimizer and the rest %.1f ms\n", fwd, bwd, ms - fwd - bwd);
-            printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
-        }
+        bench_report(&c, &model, &zopt, &pc, t_bench, t_forward, t_backward, wait_bench, timed_steps);
     } else {
         if (pc.dp > 1) {
             int agree = params_agree(&model, &pc);

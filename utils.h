@@ -17,6 +17,7 @@ exiting non-zero; input validation elsewhere is real code with a real message, n
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 // ----------------------------------------------------------------------------
@@ -360,6 +361,13 @@ static void print_version(const char* program) {
 
 // ----------------------------------------------------------------------------
 // misc
+
+// Seconds on the monotonic clock: the project's one clock (the same for every process of a node).
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int file_exists(const char* path) {
     struct stat st;

@@ -59,12 +59,6 @@ typedef struct {
     double wait_seconds;  // time spent blocked in waits for reductions (for the overlap figure)
 } ZeroOptimizer;
 
-static double zero_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 // Rounds n up so that the flat buffers split into `size` equal shards of a multiple of 16 floats (64 bytes).
 static size_t zero_padded_size(size_t n, int size) {
     size_t unit = (size_t)size * 16;
@@ -141,9 +135,9 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
 }
 
 static void zero_wait_index(ZeroOptimizer* z, int i) {
-    double t0 = zero_now();
+    double t0 = now_seconds();
     comm_wait(&z->pending[i]);
-    z->wait_seconds += zero_now() - t0;
+    z->wait_seconds += now_seconds() - t0;
     z->pending[i] = z->pending[z->num_pending - 1];
     z->pending_bucket[i] = z->pending_bucket[z->num_pending - 1];
     z->num_pending--;
