@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# scripts/setup.sh: installs what a fresh Debian/Ubuntu machine lacks to build and test the trainer:
-# a C compiler and make, OpenBLAS (OpenMP build), Open MPI, PCRE2 (tokenizer), xxHash (checkpoint checksums), cJSON (JSON:
-# encoder.json, safetensors headers, config.json), gnuplot (loss plots), and clang with libFuzzer and the sanitizer runtimes (`make fuzz`; on Debian 12
-# libFuzzer is in libclang-rt-dev, only recommended by clang).
-# Installs only what is missing.
-# Used by the README's commands and by .ci/run. Idempotent; quiet when everything is present.
+# scripts/setup.sh: installs what a fresh Debian/Ubuntu machine lacks to build and test the trainer: a C compiler
+# and make, OpenBLAS (OpenMP build), Open MPI, PCRE2 (tokenizer), xxHash (checkpoint checksums), cJSON (every JSON:
+# encoder.json, safetensors headers, config.json), gnuplot (loss plots), and clang with libFuzzer and the sanitizer
+# runtimes (`make fuzz`; on Debian 12 libFuzzer is in libclang-rt-dev, only recommended by clang).
+# Installs only what is missing. Used by the README's commands and by .ci/run. Idempotent; quiet when everything is
+# present.
 set -euo pipefail
 pkgs=(build-essential libopenblas-openmp-dev libopenmpi-dev openmpi-bin libpcre2-dev libcjson-dev clang libclang-rt-dev gnuplot-nox libxxhash-dev)
 missing=()
