@@ -125,6 +125,23 @@ def forward(p, x, y, a):
     return logits, loss
 
 
+def clipped_step(opt, p, params, x, y, a):
+    """One AdamW step on (x, y) with global-norm clipping at 1.0; returns (loss before the step, norm before clipping).
+    clip_grad_norm_'s semantics (scale by max_norm / (norm + 1e-6) when below 1), with the norm summed in float64:
+    torch 1.13's float32 torch.norm loses ~1% on tensors of tens of millions of elements (measured on GPT-2 124M's
+    wte gradient), which would make the reference, not the trainer, wrong at that size."""
+    opt.zero_grad(set_to_none=True)
+    _, loss = forward(p, x, y, a)
+    loss.backward()
+    norm = torch.sqrt(sum((t.grad.double() ** 2).sum() for t in params))
+    coef = 1.0 / (norm.item() + 1e-6)
+    if coef < 1.0:
+        for t in params:
+            t.grad.mul_(coef)
+    opt.step()
+    return loss, norm
+
+
 def header(vals):
     hdr = np.zeros(256, dtype="<i4")
     hdr[:len(vals)] = vals
@@ -200,18 +217,7 @@ def main():
         lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     lines = []
     for step in range(a.steps):
-        opt.zero_grad(set_to_none=True)
-        _, loss = forward(p, x, y, a)
-        loss.backward()
-        # clip_grad_norm_'s semantics (scale by max_norm / (norm + 1e-6) when below 1), with the norm summed in
-        # float64: torch 1.13's float32 torch.norm loses ~1% on tensors of tens of millions of elements (measured
-        # on GPT-2 124M's wte gradient), which would make the reference, not the trainer, wrong at that size.
-        norm = torch.sqrt(sum((t.grad.double() ** 2).sum() for t in params))
-        coef = 1.0 / (norm.item() + 1e-6)
-        if coef < 1.0:
-            for t in params:
-                t.grad.mul_(coef)
-        opt.step()
+        loss, norm = clipped_step(opt, p, params, x, y, a)
         lines.append("%d %.9g %.9g" % (step, loss.item(), norm.item()))
     assert (p["wte"][a.V:] == 0).all()
     traj_path = os.path.join(a.out, "ref_trajectory.txt")
@@ -236,15 +242,7 @@ def main():
             lr = lr_min + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (a.sched_lr - lr_min)
         for g in opt.param_groups:
             g["lr"] = lr
-        opt.zero_grad(set_to_none=True)
-        _, loss = forward(q, x, y, a)
-        loss.backward()
-        norm = torch.sqrt(sum((t.grad.double() ** 2).sum() for t in qparams))
-        coef = 1.0 / (norm.item() + 1e-6)
-        if coef < 1.0:
-            for t in qparams:
-                t.grad.mul_(coef)
-        opt.step()
+        loss, norm = clipped_step(opt, q, qparams, x, y, a)
         sched_lines.append("%d %.9g %.9g %.9g" % (step, loss.item(), lr, norm.item()))
     with open(os.path.join(a.out, "ref_sched_trajectory.txt"), "w") as f:
         f.write("\n".join(sched_lines) + "\n")
