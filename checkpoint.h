@@ -275,12 +275,10 @@ static void stream_moment_in(FILE* fp, const char* path, float* mine, const Zero
 static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimizer* z, TrainState* ts, uint64_t model_sum) {
     char mp[2048], sp[2048];
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
-    checkpoint_check_files(dir, step, m->layout.num_params);
+    int kind = checkpoint_check_files(dir, step, m->layout.num_params); // the pair, the size, magic and version
     FILE* fp = fopenCheck(sp, "rb");
     uint64_t h[ST_HEADER_WORDS];
     freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
-    if (h[ST_MAGIC] != STATE_MAGIC) { fclose(fp); fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
-    int kind = state_checksum_kind(sp, h[ST_VERSION]);
     float* chunk = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
     Checksum sum;
     checksum_begin(&sum, kind);

@@ -1203,7 +1203,7 @@ static int fault_nan(int rank, int step) {
 }
 
 // Creates --out (and its parents) if missing and proves it writable, at start rather than at the first checkpoint
-// hours in; removes what dead writers left there. Rank 0 only.
+// hours in. Rank 0 only.
 static void prepare_out_dir(const char* dir) {
     char path[2048];
     snprintf(path, sizeof(path), "%s", dir);
@@ -1222,7 +1222,6 @@ static void prepare_out_dir(const char* dir) {
     if (!fp) { fatal("--out %s: not writable: %s", dir, strerror(errno)); }
     fclose(fp);
     unlink(probe);
-    atomic_clean_stale(dir);
 }
 
 // Checks that every data-parallel rank holds the same parameters (they must, after each optimizer step).
@@ -1323,7 +1322,8 @@ typedef struct {
     StepStats stats;
     float loss;              // mean over all ranks' tokens
     int finite;              // 0: the step was skipped (--nan-policy skip)
-    double seconds, forward_seconds, backward_seconds, wait_before;
+    double seconds, forward_seconds, backward_seconds;
+    double wait_seconds;     // blocked in waits for gradient reductions
 } StepResult;
 
 static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, const Config* cp, ParallelContext* pcp,
@@ -1379,7 +1379,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     r.seconds = dt;
     r.forward_seconds = tf;
     r.backward_seconds = tb;
-    r.wait_before = wait0;
+    r.wait_seconds = zp->wait_seconds - wait0;
     return r;
 }
 
@@ -1542,7 +1542,9 @@ int main(int argc, char** argv) {
     }
     if (master && c.out[0] && !c.bench) {
         prepare_out_dir(c.out);
-        if (file_exists(c.out) && resume_step >= 0 && strcmp(c.out, c.resume) == 0) { checkpoint_prune(c.out, 0, resume_step); }
+        // what dead writers left: temporary files, and when resuming into the same directory unpaired files too
+        if (resume_step >= 0 && strcmp(c.out, c.resume) == 0) { checkpoint_prune(c.out, 0, resume_step); }
+        else { atomic_clean_stale(c.out); }
     }
     Tokenizer tokenizer;
     int have_tok = 0;
@@ -1606,27 +1608,28 @@ int main(int argc, char** argv) {
 
         StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens, grad_accum, step);
         StepStats st = sr.stats;
-        float mean_loss = sr.loss;
-        int finite = sr.finite;
-        double dt = sr.seconds, tb = sr.backward_seconds, tf = sr.forward_seconds, wait0 = sr.wait_before;
+        double dt = sr.seconds;
         t_train += dt;
-        if (c.bench && step > 0) { t_bench += dt; t_backward += tb; t_forward += tf; wait_bench += zopt.wait_seconds - wait0; timed_steps++; }
+        if (c.bench && step > 0) {
+            t_bench += dt; t_backward += sr.backward_seconds; t_forward += sr.forward_seconds; wait_bench += sr.wait_seconds;
+            timed_steps++;
+        }
         ts.step = step + 1;
         double tok_s = c.total_batch_size / dt;
         if (master) {
             int done = step + 1 - start_step;
             double eta = done > 0 ? t_train / done * (steps - step - 1) : 0.0;
             printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds%s\n",
-                   step + 1, steps, mean_loss, st.grad_norm, st.lr, dt * 1e3, tok_s, tok_s * fpt / 1e9,
-                   (int)eta / 60, (int)eta % 60, finite ? "" : " | skipped: not finite (--nan-policy skip)");
+                   step + 1, steps, sr.loss, st.grad_norm, st.lr, dt * 1e3, tok_s, tok_s * fpt / 1e9,
+                   (int)eta / 60, (int)eta % 60, sr.finite ? "" : " | skipped: not finite (--nan-policy skip)");
             fflush(stdout);
             if (logf) {
                 // JSON has no NaN: a skipped step logs null for what was not finite
                 char lv[32] = "null", nv[32] = "null";
-                if (isfinite(mean_loss)) { snprintf(lv, sizeof(lv), "%.9g", mean_loss); }
+                if (isfinite(sr.loss)) { snprintf(lv, sizeof(lv), "%.9g", sr.loss); }
                 if (isfinite(st.grad_norm)) { snprintf(nv, sizeof(nv), "%.9g", st.grad_norm); }
                 fprintf(logf, "{\"step\": %d, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, \"ms\": %.3f, \"tokens_per_s\": %.1f%s}\n",
-                        step + 1, lv, st.lr, nv, dt * 1e3, tok_s, finite ? "" : ", \"skipped\": true");
+                        step + 1, lv, st.lr, nv, dt * 1e3, tok_s, sr.finite ? "" : ", \"skipped\": true");
                 fflush(logf);
             }
         }
