@@ -560,6 +560,26 @@ static void test_parallel(void) {
             compare_losses(name, log2, 0, log, 20, 0.0);
         }
     }
+    // evaluation and sampling leave the run unchanged: 2 ranks (ZeRO 1, and ZeRO 2 with --recompute 2, whose buffers
+    // the extra forwards overwrite) with no validation but a sample every 3 steps give the losses and norms of the
+    // same run with validation every 5 steps and no samples, bit for bit
+    for (int k = 0; k < 2; k++) {
+        int z = k == 0 ? 1 : 2;
+        char quiet[4096];
+        snprintf(quiet, sizeof(quiet), "--init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --total-batch-size 96 "
+                 "--lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1", shard);
+        snprintf(log, sizeof(log), "%s/p2_z%d_sampling.jsonl", TMP, z);
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --steps 20 --zero %d --recompute %d --sample-every 3 --gen-tokens 5 --log %s",
+                 quiet, z, k == 0 ? 0 : 2, log);
+        int rc = run_capture(cmd, out, sizeof(out));
+        snprintf(name, sizeof(name), "2 ranks --zero %d%s: sampling on and evaluation off give the same run as the reverse, bit for bit", z,
+                 k == 0 ? "" : " --recompute 2");
+        if (rc != 0 || !strstr(out, "sample: ")) { report(0, name, "exit %d or no sample printed: %.300s", rc, out); continue; }
+        char base_log[1024];
+        snprintf(base_log, sizeof(base_log), "%s/p2_z%d_nock.jsonl", TMP, z);
+        compare_losses(name, base_log, 0, log, 20, 0.0);
+        compare_values(name, "grad_norm", base_log, log, 20, 0.0);
+    }
     // activation recomputation changes nothing but memory: 2 ranks x every ZeRO stage with --recompute 1 and 2 give
     // the losses and gradient norms of --recompute 0, bit for bit (the same kernels recompute the same values)
     for (int z = 0; z <= 2; z++) {
