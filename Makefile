@@ -105,7 +105,7 @@ endif
 ifeq ($(PCRE2_OK)$(CJSON_OK),yesyes)
   BINS += tokenize tests/test_tokenizer
 endif
-BINS += tests/test_dataloader tests/test_runs bench_checksum
+BINS += tests/test_dataloader tests/test_runs tests/test_precision bench_checksum
 ifneq ($(MPICC),)
   BINS += bench_comm tests/test_comm
 endif
@@ -120,6 +120,7 @@ FEATURES_tokenize = $(CC_DESC) $(OPT); $(F_OMP); pcre2; $(F_CJSON)
 FEATURES_tests/test_tokenizer = $(CC_DESC) $(TEST_OPT); $(F_OMP); pcre2; $(F_CJSON)
 FEATURES_tests/test_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
 FEATURES_tests/test_dataloader = $(CC_DESC) $(TEST_OPT); $(F_OMP)
+FEATURES_tests/test_precision = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_bench_comm = $(CC_DESC) $(OPT); $(F_OMP); $(F_MPI)
 FEATURES_bench_checksum = $(CC_DESC) $(OPT); $(F_XXHASH)
 FEATURES_tests/test_comm = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
@@ -138,7 +139,7 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h
+HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h zero.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h
 
 train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
@@ -162,6 +163,9 @@ tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h $(HEADERS) $(call
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
 tests/test_dataloader: tests/test_dataloader.c tests/testing.h dataloader.h utils.h $(call stamp,tests/test_dataloader)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
+
+tests/test_precision: tests/test_precision.c tests/testing.h precision.h $(call stamp,tests/test_precision)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
 bench_comm: bench_comm.c comm.h utils.h $(call stamp,bench_comm)
@@ -201,7 +205,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf
+	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf tests/test_precision
 	rm -rf build
 
 # ==============================================================================================================

@@ -10,7 +10,9 @@ checkpoint directory, and loading with every byte checked.
 // ----------------------------------------------------------------------------
 // Checkpoints: DIR/model_XXXXXXXX.bin (an llm.c model file) + DIR/state_XXXXXXXX.bin + DIR/latest (the step).
 // The state holds the step, the AdamW moments m then v (n floats each, in the flat parameter layout, which depends
-// only on the model's shape: logical and unsharded), the data sampler state and the sampling RNG. Every byte of
+// only on the model's shape: logical and unsharded), then, when the compute copy is 16-bit (--dtype bf16/fp16), the
+// fp32 master weights (n floats; the model file holds the compute copy's values), the data sampler state, the
+// sampling RNG, the loss scaler and the stochastic-rounding seed. Every byte of
 // both files is under a checksum: the state's header records the checksum of the whole model file, and its own
 // checksum covers its payload and then its header (with the checksum word read as 0). The moments are streamed:
 // each data-parallel rank sends its shard to rank 0, which writes them in order, and on resume each rank reads the
@@ -24,14 +26,18 @@ checkpoint directory, and loading with every byte checked.
 
 #define STATE_MAGIC 20240331
 // 3: header under the checksum, model checksum over the whole file, AdamW update count; word-wise FNV checksums
-// 4: the same with XXH3-64 checksums (xxHash). Both are read; a build without xxHash writes 3.
+// 4: the same with XXH3-64 checksums (xxHash).
+// 5: the checksum kind in the header (ST_SUM_KIND); the storage type, master weights after the moments when it is
+//    16-bit, the loss scaler (scale and clean-step count) and the stochastic-rounding seed.
+// All three are read (3 and 4 as having no master weights and a fresh loss scaler); 5 is written.
 #define STATE_VERSION_FNV 3
 #define STATE_VERSION_XXH3 4
-#define STATE_VERSION (CHECKSUM_DEFAULT == CHECKSUM_XXH3 ? STATE_VERSION_XXH3 : STATE_VERSION_FNV)
+#define STATE_VERSION 5
 #define STATE_CHUNK_FLOATS ((size_t)1 << 22)
 enum {
     ST_MAGIC = 0, ST_VERSION, ST_STEP, ST_NUM_PARAMS, ST_MODEL_SUM, ST_STATE_SUM, ST_RNG, ST_LOSS_SCALE,
     ST_MAXT, ST_V, ST_L, ST_NH, ST_C, ST_VP, ST_ZERO, ST_WORLD, ST_B, ST_T, ST_ADAM_T, ST_SKIPPED,
+    ST_SUM_KIND, ST_DTYPE, ST_HAS_MASTER, ST_SCALE_CLEAN, ST_SR_SEED, // version 5
     ST_DATA = 32, // DATALOADER_STATE_WORDS words
     ST_HEADER_WORDS = 64
 };
@@ -40,6 +46,8 @@ typedef struct {
     int step;               // optimizer steps taken (skipped ones included)
     int adam_t;             // AdamW updates applied so far (the bias correction's t is adam_t + 1)
     int skipped_in_a_row;   // --nan-policy skip: consecutive non-finite steps just before `step`
+    LossScale loss_scale;   // --dtype fp16: the dynamic loss scale and its clean-step count
+    uint64_t sr_seed;       // stochastic rounding of the compute copy (with the update count and the flat index)
     uint64_t rng;
     uint64_t data_state[DATALOADER_STATE_WORDS];
 } TrainState;
@@ -49,7 +57,9 @@ static void checkpoint_paths(const char* dir, int step, char* model_path, char* 
     snprintf(state_path, cap, "%s/state_%08d.bin", dir, step);
 }
 
-static long long state_file_bytes(size_t num_params) { return (long long)(ST_HEADER_WORDS * 8 + 2 * 4 * (long long)num_params); }
+static long long state_file_bytes(size_t num_params, int has_master) {
+    return (long long)(ST_HEADER_WORDS * 8 + (2 + (has_master != 0)) * 4 * (long long)num_params);
+}
 
 // The state's checksum: the payload's running checksum, continued over the header with its checksum word as 0.
 static uint64_t state_header_sum(const uint64_t* h, Checksum* payload_sum) {
@@ -68,13 +78,26 @@ static void shard_range(const ZeroOptimizer* z, int r, size_t* lo, size_t* hi) {
     *hi = b < z->n ? b : z->n;
 }
 
-// Rank 0 writes one moment vector (m or v) shard by shard, adding it to the checksum; the other ranks send theirs.
-// Rank 0 writes its own shard straight from `mine` and receives every other shard into `buf`, never into `mine`.
-static void stream_moment_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, float* buf, Checksum* h) {
+static int all_finite(const float* x, size_t n) {
+    int ok = 1;
+    #pragma omp parallel for reduction(&& : ok)
+    for (size_t i = 0; i < n; i++) { ok = ok && isfinite(x[i]); }
+    return ok;
+}
+
+// Rank 0 writes one optimizer vector (m, v or the master weights; device memory, this rank's shard in `mine`)
+// shard by shard, adding it to the checksum; the other ranks send theirs. Every shard passes through the host
+// buffer `buf` (S floats on every rank): a rank copies its own shard into it, rank 0 receives the others into it.
+static void stream_shard_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, float* buf, Checksum* h) {
     if (z->stage == 0) {
         if (z->rank == 0) {
-            fwriteCheck(mine, sizeof(float), z->n, fp, path);
-            checksum_add(h, mine, z->n * sizeof(float));
+            for (size_t off = 0; off < z->n; off += STATE_CHUNK_FLOATS) {
+                size_t cnt = z->n - off < STATE_CHUNK_FLOATS ? z->n - off : STATE_CHUNK_FLOATS;
+                dev_copy_d2h(z->ctx, buf, mine + off, cnt * sizeof(float));
+                dev_sync(z->ctx);
+                fwriteCheck(buf, sizeof(float), cnt, fp, path);
+                checksum_add(h, buf, cnt * sizeof(float));
+            }
         }
         return;
     }
@@ -82,22 +105,28 @@ static void stream_moment_out(FILE* fp, const char* path, const float* mine, Zer
         size_t lo, hi;
         shard_range(z, r, &lo, &hi);
         size_t cnt = hi - lo;
-        const float* src = buf;
-        if (r == 0 && z->rank == 0) { src = mine; }
-        else if (z->rank == 0) { comm_recv(z->group, buf, cnt * sizeof(float), r, 7); }
-        else if (z->rank == r) { comm_send(z->group, mine, cnt * sizeof(float), 0, 7); }
+        if (z->rank == r) {
+            dev_copy_d2h(z->ctx, buf, mine, cnt * sizeof(float));
+            dev_sync(z->ctx);
+        }
+        if (r != 0 && z->rank == 0) { comm_recv(z->group, buf, cnt * sizeof(float), r, 7); }
+        else if (r != 0 && z->rank == r) { comm_send(z->group, buf, cnt * sizeof(float), 0, 7); }
         if (z->rank == 0) {
-            fwriteCheck(src, sizeof(float), cnt, fp, path);
-            checksum_add(h, src, cnt * sizeof(float));
+            fwriteCheck(buf, sizeof(float), cnt, fp, path);
+            checksum_add(h, buf, cnt * sizeof(float));
         }
     }
 }
 
-static int all_finite(const float* x, size_t n) {
-    int ok = 1;
-    #pragma omp parallel for reduction(&& : ok)
-    for (size_t i = 0; i < n; i++) { ok = ok && isfinite(x[i]); }
-    return ok;
+// Whether a device vector is all finite: read through the host buffer buf (at least min(n, STATE_CHUNK_FLOATS)).
+static int device_all_finite(const KernelCtx* ctx, const float* x, size_t n, float* buf) {
+    for (size_t off = 0; off < n; off += STATE_CHUNK_FLOATS) {
+        size_t cnt = n - off < STATE_CHUNK_FLOATS ? n - off : STATE_CHUNK_FLOATS;
+        dev_copy_d2h(ctx, buf, x + off, cnt * sizeof(float));
+        dev_sync(ctx);
+        if (!all_finite(buf, cnt)) { return 0; }
+    }
+    return 1;
 }
 
 // Parses a checkpoint file name "model_XXXXXXXX.bin" / "state_XXXXXXXX.bin": returns the step, or -1.
@@ -165,27 +194,31 @@ static int checkpoint_prune(const char* dir, int keep, int latest) {
 static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
                             const Config* c) {
     int writer = pc->world_rank == 0;
-    double bad = !all_finite(z->m, z->hi - z->lo) || !all_finite(z->v, z->hi - z->lo) ||
-                 (writer && !all_finite(m->params, m->layout.num_params));
+    size_t n = m->layout.num_params, S = z->hi - z->lo;
+    float* buf = (float*)mallocCheck(mulSize(S < STATE_CHUNK_FLOATS ? STATE_CHUNK_FLOATS : S, sizeof(float)));
+    float* host = writer ? (float*)mallocCheck(mulSize(n, sizeof(float))) : NULL; // the compute copy, for the model file
+    if (writer) { gpt_get_params(m, host); }
+    double bad = !device_all_finite(z->ctx, z->m, S, buf) || !device_all_finite(z->ctx, z->v, S, buf) ||
+                 (z->master && !device_all_finite(z->ctx, z->master, S, buf)) || (writer && !all_finite(host, n));
     comm_allreduce_max_f64(&pc->world, &bad, 1);
     if (bad) { fatal("step %d: the model or optimizer state holds non-finite values: no checkpoint written (the last one in '%s' is intact)", ts->step, dir); }
     char mp[2048], sp[2048], lp[2048];
     checkpoint_paths(dir, ts->step, mp, sp, sizeof(mp));
     AtomicFile af;
     uint64_t h[ST_HEADER_WORDS] = {0};
-    float* buf = NULL;
     if (writer) {
-        h[ST_MODEL_SUM] = model_save(mp, &m->layout, m->params);
+        h[ST_MODEL_SUM] = model_save(mp, &m->layout, host);
         utils_tmp_register(mp); // unpaired until the state is committed: removed if anything fails before that
         atomic_open(&af, sp);
         // the payload checksum is only known after writing: write the header, the payload, then the header again
         fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
-        buf = (float*)mallocCheck(mulSize(z->shard, sizeof(float)));
     }
+    free(host);
     Checksum sum;
     checksum_begin(&sum, CHECKSUM_DEFAULT);
-    stream_moment_out(writer ? af.fp : NULL, sp, z->m, z, buf, &sum);
-    stream_moment_out(writer ? af.fp : NULL, sp, z->v, z, buf, &sum);
+    stream_shard_out(writer ? af.fp : NULL, sp, z->m, z, buf, &sum);
+    stream_shard_out(writer ? af.fp : NULL, sp, z->v, z, buf, &sum);
+    if (z->master) { stream_shard_out(writer ? af.fp : NULL, sp, z->master, z, buf, &sum); }
     if (writer) {
         const GPTConfig* g = &m->cfg;
         h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = STATE_VERSION; h[ST_STEP] = ts->step;
@@ -193,6 +226,10 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         h[ST_MAXT] = g->max_seq_len; h[ST_V] = g->vocab_size; h[ST_L] = g->num_layers; h[ST_NH] = g->num_heads;
         h[ST_C] = g->channels; h[ST_VP] = g->padded_vocab_size; h[ST_ZERO] = z->stage; h[ST_WORLD] = pc->world_size;
         h[ST_B] = c->batch_size; h[ST_T] = c->seq_len; h[ST_ADAM_T] = ts->adam_t; h[ST_SKIPPED] = ts->skipped_in_a_row;
+        h[ST_SUM_KIND] = CHECKSUM_DEFAULT; h[ST_DTYPE] = m->ctx.dtype; h[ST_HAS_MASTER] = z->master != NULL;
+        uint32_t scale_bits;
+        memcpy(&scale_bits, &ts->loss_scale.scale, 4);
+        h[ST_LOSS_SCALE] = scale_bits; h[ST_SCALE_CLEAN] = ts->loss_scale.clean; h[ST_SR_SEED] = ts->sr_seed;
         for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { h[ST_DATA + i] = ts->data_state[i]; }
         h[ST_STATE_SUM] = state_header_sum(h, &sum);
         fseekCheck(af.fp, 0, SEEK_SET, sp);
@@ -205,8 +242,8 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         atomic_commit(&af);
         int pruned = checkpoint_prune(dir, c->keep_checkpoints, ts->step);
         printf("checkpoint: wrote %s and %s%s\n", mp, sp, pruned ? " (older ones pruned, --keep-checkpoints)" : "");
-        free(buf);
     }
+    free(buf);
     comm_barrier(&pc->world);
 }
 
@@ -228,16 +265,31 @@ static int checkpoint_latest_step(const char* dir) {
     return atoi(text);
 }
 
-// The checksum kind of a state file's version (3: FNV, 4: XXH3); exits on any other version.
-static int state_checksum_kind(const char* path, uint64_t version) {
-    if (version == STATE_VERSION_FNV) { return CHECKSUM_FNV; }
-    if (version == STATE_VERSION_XXH3) {
-#ifndef USE_XXHASH
-        fatal("checkpoint state '%s' (version 4) uses XXH3 checksums, and this build has no xxHash: apt-get install libxxhash-dev, then make", path);
-#endif
-        return CHECKSUM_XXH3;
+// What the first words of a state file say: its checksum kind and whether master weights follow the moments.
+typedef struct { int sum_kind; int has_master; } StateKind;
+
+// Reads and checks the version words of a state file's header h (at least ST_HAS_MASTER + 1 words); exits on an
+// unknown version or checksum kind.
+static StateKind state_kind(const char* path, const uint64_t* h) {
+    StateKind k = {CHECKSUM_FNV, 0};
+    if (h[ST_VERSION] == STATE_VERSION_FNV) { return k; }
+    if (h[ST_VERSION] == STATE_VERSION_XXH3) { k.sum_kind = CHECKSUM_XXH3; }
+    else if (h[ST_VERSION] == STATE_VERSION) {
+        if (h[ST_SUM_KIND] != CHECKSUM_FNV && h[ST_SUM_KIND] != CHECKSUM_XXH3) {
+            fatal("checkpoint state '%s': unknown checksum kind %llu", path, (unsigned long long)h[ST_SUM_KIND]);
+        }
+        if (h[ST_HAS_MASTER] > 1) { fatal("checkpoint state '%s': corrupt header (master-weights flag %llu)", path, (unsigned long long)h[ST_HAS_MASTER]); }
+        k.sum_kind = (int)h[ST_SUM_KIND];
+        k.has_master = (int)h[ST_HAS_MASTER];
+    } else {
+        fatal("checkpoint state '%s': unsupported version %llu (this trainer reads versions 3, 4 and 5)", path, (unsigned long long)h[ST_VERSION]);
     }
-    fatal("checkpoint state '%s': unsupported version %llu (this trainer reads versions 3 and 4)", path, (unsigned long long)version);
+#ifndef USE_XXHASH
+    if (k.sum_kind == CHECKSUM_XXH3) {
+        fatal("checkpoint state '%s' uses XXH3 checksums, and this build has no xxHash: apt-get install libxxhash-dev, then make", path);
+    }
+#endif
+    return k;
 }
 
 // Before any big allocation: the checkpoint of `step` must be a complete pair with a state of the right size.
@@ -247,56 +299,93 @@ static int checkpoint_check_files(const char* dir, int step, size_t num_params) 
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
     if (!file_exists(mp)) { fatal("checkpoint model '%s' does not exist (named by '%s/latest')", mp, dir); }
     if (!file_exists(sp)) { fatal("checkpoint state '%s' does not exist (named by '%s/latest')", sp, dir); }
-    long long expect = state_file_bytes(num_params), actual = file_size(sp);
-    if (actual != expect) { fatal("checkpoint state '%s' is %s: %lld bytes, expected %lld", sp, actual < expect ? "truncated" : "too long", actual, expect); }
+    long long actual = file_size(sp);
+    if (actual < (long long)ST_HEADER_WORDS * 8) { fatal("checkpoint state '%s' is truncated: %lld bytes, shorter than its header", sp, actual); }
     FILE* fp = fopenCheck(sp, "rb");
-    uint64_t h[ST_VERSION + 1];
-    freadCheck(h, sizeof(uint64_t), ST_VERSION + 1, fp, sp);
+    uint64_t h[ST_HEADER_WORDS];
+    freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
     fclose(fp);
     if (h[ST_MAGIC] != STATE_MAGIC) { fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
-    return state_checksum_kind(sp, h[ST_VERSION]);
+    StateKind k = state_kind(sp, h);
+    long long expect = state_file_bytes(num_params, k.has_master);
+    if (actual != expect) { fatal("checkpoint state '%s' is %s: %lld bytes, expected %lld", sp, actual < expect ? "truncated" : "too long", actual, expect); }
+    return k.sum_kind;
 }
 
-// Reads one moment vector (n floats) through a chunk buffer, keeping this rank's owned range in `mine`.
-static void stream_moment_in(FILE* fp, const char* path, float* mine, const ZeroOptimizer* z, float* chunk, Checksum* h) {
+// Reads one optimizer vector (n floats) through a chunk buffer, keeping this rank's owned range in `mine` (device;
+// NULL: read for the checksum only). With `all` (host, n floats), every element is kept there instead.
+static void stream_shard_in(FILE* fp, const char* path, float* mine, float* all, const ZeroOptimizer* z, float* chunk, Checksum* h) {
     size_t own_lo, own_hi;
     shard_range(z, z->rank, &own_lo, &own_hi);
     for (size_t off = 0; off < z->n; off += STATE_CHUNK_FLOATS) {
         size_t cnt = z->n - off < STATE_CHUNK_FLOATS ? z->n - off : STATE_CHUNK_FLOATS;
-        freadCheck(chunk, sizeof(float), cnt, fp, path);
-        checksum_add(h, chunk, cnt * sizeof(float));
+        float* dst = all ? all + off : chunk;
+        freadCheck(dst, sizeof(float), cnt, fp, path);
+        checksum_add(h, dst, cnt * sizeof(float));
         size_t s = off > own_lo ? off : own_lo, e = off + cnt < own_hi ? off + cnt : own_hi;
-        if (s < e) { memcpy(mine + (s - z->lo), chunk + (s - off), (e - s) * sizeof(float)); }
+        if (mine && s < e) { dev_copy_h2d(z->ctx, mine + (s - z->lo), dst + (s - off), (e - s) * sizeof(float)); }
     }
 }
 
-// Loads the moments (this rank's shard) and the train state, and verifies both checksums. model_sum is the
-// checksum of the checkpoint's model file as loaded (model_load_params), compared with the one the state recorded.
+// Loads the moments (this rank's shard), the master weights and the train state, and verifies both checksums.
+// model_sum is the checksum of the checkpoint's model file as loaded (model_load_params), compared with the one the
+// state recorded. Master weights: a state that has them gives them to a run that keeps them, and to an fp32 run as
+// its parameters (more precise than the 16-bit compute copy in the model file); a state without them (fp32, or
+// versions 3 and 4) leaves the masters a 16-bit run took from the model file.
 static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimizer* z, TrainState* ts, uint64_t model_sum) {
     char mp[2048], sp[2048];
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
-    int kind = checkpoint_check_files(dir, step, m->layout.num_params); // the pair, the size, magic and version
+    size_t n = m->layout.num_params;
+    int kind = checkpoint_check_files(dir, step, n); // the pair, the size, magic and version
     FILE* fp = fopenCheck(sp, "rb");
     uint64_t h[ST_HEADER_WORDS];
     freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
+    StateKind sk = state_kind(sp, h);
     float* chunk = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
+    float* all = NULL;
     Checksum sum;
     checksum_begin(&sum, kind);
-    stream_moment_in(fp, sp, z->m, z, chunk, &sum);
-    stream_moment_in(fp, sp, z->v, z, chunk, &sum);
+    stream_shard_in(fp, sp, z->m, NULL, z, chunk, &sum);
+    stream_shard_in(fp, sp, z->v, NULL, z, chunk, &sum);
+    if (sk.has_master && z->master) { stream_shard_in(fp, sp, z->master, NULL, z, chunk, &sum); }
+    else if (sk.has_master) {
+        all = (float*)mallocCheck(mulSize(n, sizeof(float)));
+        stream_shard_in(fp, sp, NULL, all, z, chunk, &sum);
+    }
     free(chunk);
     fclose(fp);
-    if (state_header_sum(h, &sum) != h[ST_STATE_SUM]) { fatal("checkpoint state '%s' is corrupt: %s checksum mismatch", sp, checksum_name(kind)); }
-    if (h[ST_NUM_PARAMS] != m->layout.num_params || h[ST_STEP] != (uint64_t)step) {
+    if (state_header_sum(h, &sum) != h[ST_STATE_SUM]) { free(all); fatal("checkpoint state '%s' is corrupt: %s checksum mismatch", sp, checksum_name(kind)); }
+    if (h[ST_NUM_PARAMS] != n || h[ST_STEP] != (uint64_t)step) {
         fatal("checkpoint state '%s' does not match its model file (parameters %llu vs %zu, step %llu vs %d)", sp,
-              (unsigned long long)h[ST_NUM_PARAMS], m->layout.num_params, (unsigned long long)h[ST_STEP], step);
+              (unsigned long long)h[ST_NUM_PARAMS], n, (unsigned long long)h[ST_STEP], step);
     }
     if (model_sum != h[ST_MODEL_SUM]) { fatal("checkpoint model '%s' is corrupt: checksum mismatch with '%s'", mp, sp); }
     if (h[ST_ADAM_T] > (uint64_t)step || h[ST_SKIPPED] > (uint64_t)step) { fatal("checkpoint state '%s': inconsistent update counts", sp); }
+    if (all) {
+        for (size_t i = 0; i < n; i++) {
+            if (!isfinite(all[i])) { fatal("checkpoint state '%s': master weight %zu is not finite", sp, i); }
+        }
+        params_from_f32(&m->ctx, m->params, all, n);
+        free(all);
+    }
     ts->step = step;
     ts->adam_t = (int)h[ST_ADAM_T];
     ts->skipped_in_a_row = (int)h[ST_SKIPPED];
     ts->rng = h[ST_RNG];
+    if (h[ST_VERSION] == STATE_VERSION) {
+        uint32_t scale_bits = (uint32_t)h[ST_LOSS_SCALE];
+        float scale;
+        memcpy(&scale, &scale_bits, 4);
+        if (!(scale > 0.0f) || !isfinite(scale) || h[ST_SCALE_CLEAN] > (uint64_t)step) {
+            fatal("checkpoint state '%s': corrupt loss scaler (scale %g, clean steps %llu)", sp, scale, (unsigned long long)h[ST_SCALE_CLEAN]);
+        }
+        // the scaler carries over only between fp16 runs (any other run starts one fresh, if it needs one)
+        if (h[ST_DTYPE] == DTYPE_FP16 && m->ctx.dtype == DTYPE_FP16) {
+            ts->loss_scale.scale = scale;
+            ts->loss_scale.clean = (int)h[ST_SCALE_CLEAN];
+        }
+        ts->sr_seed = h[ST_SR_SEED];
+    }
     for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { ts->data_state[i] = h[ST_DATA + i]; }
 }
 

@@ -1,6 +1,8 @@
 /*
-kernels_cpu.h: the CPU kernels of the GPT-2 trainer, forward and backward of every op, and AdamW.
-They are the reference the CUDA kernels (kernels.cuh, same signatures) are checked against.
+kernels_cpu.h: the CPU backend of the kernel interface (kernels.h): memory, the forward and backward of every
+GPT-2 op, the reductions and AdamW. They are the reference the CUDA kernels (kernels.cuh, same interface) are
+checked against. bf16 and fp16 are emulated: storage stays fp32, and every value a GPU would store in 16 bits is
+rounded to the type when it is stored (precision.h).
 
 Conventions (read these before any kernel):
 - Row-major tensors; "BT" is the number of token rows (B*T), C channels, OC output channels.
@@ -28,6 +30,8 @@ Conventions (read these before any kernel):
 #ifdef USE_BLAS
 #include <cblas.h>
 #endif
+#include "precision.h"  // defines: DTYPE_*, round_dtype, round_buffer, round_stochastic
+#include "utils.h"      // defines: fatal, alignedMallocCheck, mulSize
 
 #ifndef GELU_SCALING_FACTOR
 #define GELU_SCALING_FACTOR 0.7978845608028654f // sqrt(2/pi)
@@ -140,11 +144,95 @@ static void kernels_blas_select(char** argv) {
 }
 
 // ----------------------------------------------------------------------------
+// The execution context and element type of the CPU backend (kernels.h). floatX is float in every mode: bf16 and
+// fp16 are emulated by rounding each stored floatX value to the type (precision.h), so the numerics are the GPU's
+// and the arithmetic is the CPU's fp32. The context owns the per-thread scratch some kernels need (the T x T
+// attention matrix, LayerNorm's partial sums), so that no scratch lives in the model's activation table.
+
+typedef float floatX;
+
+typedef struct {
+    int dtype;          // DTYPE_FP32 / BF16 / FP16: the storage type floatX outputs are rounded to
+    int nthreads;
+    float* att_scratch; // (nthreads, 2 T T) attention probabilities and their gradient, per thread
+    float* ln_scratch;  // (nthreads, 2 C) LayerNorm backward partial sums of dw and db, per thread
+    size_t att_per_thread, ln_per_thread;
+} KernelCtx;
+
+#include "kernels.h"  // declares: every op below, with the signature both backends share
+
+static size_t kernels__attention_scratch_floats(int T) { return (size_t)2 * T * T; }
+
+// Sets up a context for sequences up to max_T and up to C channels; storage type dtype.
+static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
+    ctx->dtype = dtype;
+    ctx->nthreads = kernels_num_threads();
+    ctx->att_per_thread = kernels__attention_scratch_floats(max_T);
+    ctx->ln_per_thread = (size_t)2 * C;
+    ctx->att_scratch = (float*)alignedMallocCheck(mulSize(mulSize(ctx->att_per_thread, ctx->nthreads), sizeof(float)));
+    ctx->ln_scratch = (float*)alignedMallocCheck(mulSize(mulSize(ctx->ln_per_thread, ctx->nthreads), sizeof(float)));
+}
+
+static void kernels_ctx_free(KernelCtx* ctx) {
+    free(ctx->att_scratch);
+    free(ctx->ln_scratch);
+    ctx->att_scratch = ctx->ln_scratch = NULL;
+}
+
+// Bytes of the context's scratch (for the memory table).
+static size_t kernels_ctx_bytes(const KernelCtx* ctx) {
+    return (ctx->att_per_thread + ctx->ln_per_thread) * ctx->nthreads * sizeof(float);
+}
+
+// The store of n floatX values computed in fp32: round them to the storage type. kernels__store_rows is the
+// serial version for a row inside a parallel loop.
+static void kernels__store(const KernelCtx* ctx, floatX* x, size_t n) { round_buffer(x, n, ctx->dtype); }
+static inline void kernels__store_row(const KernelCtx* ctx, floatX* x, size_t n) {
+    if (ctx->dtype == DTYPE_FP32) { return; }
+    for (size_t i = 0; i < n; i++) { x[i] = round_dtype(x[i], ctx->dtype); }
+}
+
+// ----------------------------------------------------------------------------
+// Memory (kernels.h): plain host memory, 64-byte aligned, zeroed in parallel so pages are first touched by the
+// threads that use them.
+
+static void kernels__zero_parallel(void* p, size_t bytes) {
+    #pragma omp parallel
+    {
+        int nt = kernels_num_threads(), id = kernels_thread_id();
+        size_t lo = bytes * id / nt, hi = bytes * (id + 1) / nt;
+        memset((char*)p + lo, 0, hi - lo);
+    }
+}
+
+static void* dev_alloc(const KernelCtx* ctx, size_t bytes) {
+    (void)ctx;
+    void* p = alignedMallocCheck(bytes ? bytes : 1);
+    kernels__zero_parallel(p, bytes);
+    return p;
+}
+static void dev_free(const KernelCtx* ctx, void* p) { (void)ctx; free(p); }
+static void dev_zero(const KernelCtx* ctx, void* p, size_t bytes) { (void)ctx; kernels__zero_parallel(p, bytes); }
+static void dev_copy_h2d(const KernelCtx* ctx, void* dst, const void* host_src, size_t bytes) { (void)ctx; memmove(dst, host_src, bytes); }
+static void dev_copy_d2h(const KernelCtx* ctx, void* host_dst, const void* src, size_t bytes) { (void)ctx; memmove(host_dst, src, bytes); }
+static void dev_copy_d2d(const KernelCtx* ctx, void* dst, const void* src, size_t bytes) { (void)ctx; memmove(dst, src, bytes); }
+static void dev_sync(const KernelCtx* ctx) { (void)ctx; }
+
+static void params_from_f32(const KernelCtx* ctx, floatX* dst, const float* host_src, size_t n) {
+    if (dst != host_src) { memmove(dst, host_src, n * sizeof(float)); }
+    kernels__store(ctx, dst, n);
+}
+static void params_to_f32(const KernelCtx* ctx, float* host_dst, const floatX* src, size_t n) {
+    (void)ctx;
+    if (host_dst != src) { memmove(host_dst, src, n * sizeof(float)); }
+}
+
+// ----------------------------------------------------------------------------
 // GEMM: C (M,N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when the flag is set.
 // A is (M,K) or (K,M) when transA; B is (K,N) or (N,K) when transB.
 
-static void gemm(int transA, int transB, int M, int N, int K, float alpha, const float* A, int lda,
-                 const float* B, int ldb, float beta, float* Cm, int ldc) {
+static void kernels__gemm(int transA, int transB, int M, int N, int K, float alpha, const float* A, int lda,
+                          const float* B, int ldb, float beta, float* Cm, int ldc) {
 #ifdef USE_BLAS
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
@@ -171,7 +259,7 @@ static void gemm(int transA, int transB, int M, int N, int K, float alpha, const
 // to r^7 (truncation error < 2e-8 relative, about 1 ulp overall). Inputs below -87 give exactly 0 (never a
 // subnormal: those make every later multiply ~100x slower), above 88 give 88's value, NaN gives NaN. The clamp
 // runs before the float-to-int conversion, which is undefined for NaN and out-of-range values.
-static inline float fast_expf(float x) {
+static inline float kernels__expf(float x) {
     float xc = x >= -87.0f ? (x > 88.0f ? 88.0f : x) : -87.0f; // NaN fails the first test and becomes -87
     float n = floorf(xc * 1.44269504f + 0.5f);
     float r = xc - n * 0.693145752f - n * 1.42860677e-6f; // ln 2 split in two for an exact n * ln2_hi
@@ -186,14 +274,15 @@ static inline float fast_expf(float x) {
 }
 
 // tanh(u) = 1 - 2 / (exp(2u) + 1): absolute error ~1e-7, which is what GELU needs (it uses 0.5 (1 + tanh)).
-static inline float fast_tanhf(float u) {
-    return 1.0f - 2.0f / (fast_expf(2.0f * u) + 1.0f);
+static inline float kernels__tanhf(float u) {
+    return 1.0f - 2.0f / (kernels__expf(2.0f * u) + 1.0f);
 }
 
 // ----------------------------------------------------------------------------
 // encoder: x[b,t,:] = wte[tok[b,t],:] + wpe[t,:]
 
-static void encoder_forward(float* out, const int32_t* tok, const float* wte, const float* wpe, int B, int T, int C) {
+static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe,
+                            int B, int T, int C) {
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
@@ -201,12 +290,15 @@ static void encoder_forward(float* out, const int32_t* tok, const float* wte, co
             const float* e = wte + (size_t)tok[b * T + t] * C;
             const float* p = wpe + (size_t)t * C;
             for (int i = 0; i < C; i++) { o[i] = e[i] + p[i]; }
+            kernels__store_row(ctx, o, C);
         }
     }
 }
 
 // dwte[tok] += dout, dwpe[t] += dout. Threads split the channels, so repeated tokens never race.
-static void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tok, int B, int T, int C) {
+static void encoder_backward(const KernelCtx* ctx, float* dwte, float* dwpe, const floatX* dout, const int32_t* tok,
+                             int B, int T, int C) {
+    (void)ctx;
     #pragma omp parallel
     {
         int nt = kernels_num_threads(), id = kernels_thread_id();
@@ -225,7 +317,8 @@ static void encoder_backward(float* dwte, float* dwpe, const float* dout, const 
 // ----------------------------------------------------------------------------
 // LayerNorm: y = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5), over the C channels of each row.
 
-static void layernorm_row(float* y, float* mean_out, float* rstd_out, const float* x, const float* w, const float* b, int C) {
+static void kernels__layernorm_row(const KernelCtx* ctx, float* y, float* mean_out, float* rstd_out, const float* x,
+                                   const float* w, const float* b, int C) {
     float m = 0.0f;
     for (int i = 0; i < C; i++) { m += x[i]; }
     m /= C;
@@ -234,34 +327,38 @@ static void layernorm_row(float* y, float* mean_out, float* rstd_out, const floa
     v /= C;
     float s = 1.0f / sqrtf(v + 1e-5f);
     for (int i = 0; i < C; i++) { y[i] = (x[i] - m) * s * w[i] + b[i]; }
+    kernels__store_row(ctx, y, C);
     mean_out[0] = m;
     rstd_out[0] = s;
 }
 
-static void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int BT, int C) {
+static void layernorm_forward(const KernelCtx* ctx, floatX* out, float* mean, float* rstd, const floatX* inp,
+                              const floatX* w, const floatX* b, int BT, int C) {
     #pragma omp parallel for
     for (int r = 0; r < BT; r++) {
-        layernorm_row(out + (size_t)r * C, mean + r, rstd + r, inp + (size_t)r * C, w, b, C);
+        kernels__layernorm_row(ctx, out + (size_t)r * C, mean + r, rstd + r, inp + (size_t)r * C, w, b, C);
     }
 }
 
 // LayerNorm's output recomputed from the statistics its forward kept (activation recomputation): the same
-// arithmetic as layernorm_row, so the result is the forward's, bit for bit.
-static void layernorm_apply(float* out, const float* inp, const float* mean, const float* rstd, const float* w,
-                            const float* b, int BT, int C) {
+// arithmetic as kernels__layernorm_row, so the result is the forward's, bit for bit.
+static void layernorm_apply(const KernelCtx* ctx, floatX* out, const floatX* inp, const float* mean, const float* rstd,
+                            const floatX* w, const floatX* b, int BT, int C) {
     #pragma omp parallel for
     for (int r = 0; r < BT; r++) {
         const float* x = inp + (size_t)r * C;
         float* y = out + (size_t)r * C;
         float m = mean[r], s = rstd[r];
         for (int i = 0; i < C; i++) { y[i] = (x[i] - m) * s * w[i] + b[i]; }
+        kernels__store_row(ctx, y, C);
     }
 }
 
-// Fused residual + bias + LayerNorm: res_out = res_in + delta + bias (bias may be NULL), then out = LN(res_out).
-// res_out may alias res_in. One pass per row instead of three.
-static void residual_layernorm_forward(float* res_out, float* out, float* mean, float* rstd, const float* res_in,
-                                       const float* delta, const float* bias, const float* w, const float* b, int BT, int C) {
+// Fused residual + bias + LayerNorm: res_out = res_in + delta + bias (bias may be NULL), stored (rounded), then
+// out = LN(res_out) of the stored values, as a GPU kernel normalises what it wrote. res_out may alias res_in.
+static void residual_layernorm_forward(const KernelCtx* ctx, floatX* res_out, floatX* out, float* mean, float* rstd,
+                                       const floatX* res_in, const floatX* delta, const floatX* bias, const floatX* w,
+                                       const floatX* b, int BT, int C) {
     #pragma omp parallel for
     for (int r = 0; r < BT; r++) {
         float* ro = res_out + (size_t)r * C;
@@ -272,21 +369,25 @@ static void residual_layernorm_forward(float* res_out, float* out, float* mean, 
         } else {
             for (int i = 0; i < C; i++) { ro[i] = ri[i] + d[i]; }
         }
-        layernorm_row(out + (size_t)r * C, mean + r, rstd + r, ro, w, b, C);
+        kernels__store_row(ctx, ro, C);
+        kernels__layernorm_row(ctx, out + (size_t)r * C, mean + r, rstd + r, ro, w, b, C);
     }
 }
 
 // Backward of LayerNorm. With n = (x - mean) * rstd and g = dout * w:
 //   dx = rstd * (g - mean(g) - n * mean(g * n))        (ACCUMULATES into dinp: the residual stream's gradient)
 //   dw (+)= sum_rows dout * n,  db (+)= sum_rows dout   (overwritten when acc is 0)
-// scratch: at least 2*C*kernels_num_threads() floats, for per-thread partial sums of dw and db.
-static void layernorm_backward(float* dinp, float* dw, float* db, float* scratch, const float* dout, const float* inp,
-                               const float* w, const float* mean, const float* rstd, int BT, int C, int acc) {
-    int nt = kernels_num_threads();
-    memset(scratch, 0, sizeof(float) * 2 * (size_t)C * nt);
+// Per-thread partial sums of dw and db in the context's scratch, added in thread order (deterministic).
+static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* db, const floatX* dout,
+                               const floatX* inp, const floatX* w, const float* mean, const float* rstd, int BT, int C,
+                               int acc) {
+    int nt = ctx->nthreads;
+    float* scratch = ctx->ln_scratch;
+    if ((size_t)2 * C > ctx->ln_per_thread || kernels_num_threads() > nt) { fatal("internal: LayerNorm scratch too small"); }
+    memset(scratch, 0, sizeof(float) * ctx->ln_per_thread * nt);
     #pragma omp parallel
     {
-        float* pdw = scratch + (size_t)2 * C * kernels_thread_id();
+        float* pdw = scratch + ctx->ln_per_thread * kernels_thread_id();
         float* pdb = pdw + C;
         #pragma omp for
         for (int r = 0; r < BT; r++) {
@@ -310,6 +411,7 @@ static void layernorm_backward(float* dinp, float* dw, float* db, float* scratch
                 pdw[i] += d[i] * n;
                 pdb[i] += d[i];
             }
+            kernels__store_row(ctx, dx, C);
         }
     }
     if (!acc) {
@@ -317,33 +419,35 @@ static void layernorm_backward(float* dinp, float* dw, float* db, float* scratch
         memset(db, 0, sizeof(float) * C);
     }
     for (int t = 0; t < nt; t++) {
-        const float* pdw = scratch + (size_t)2 * C * t;
+        const float* pdw = scratch + ctx->ln_per_thread * t;
         for (int i = 0; i < C; i++) { dw[i] += pdw[i]; db[i] += pdw[C + i]; }
     }
 }
 
 // ----------------------------------------------------------------------------
-// Linear layer: out (BT,OC) = inp (BT,C) @ W^T + bias, W is (OC,C) as in PyTorch. bias may be NULL.
+// Linear layer: out (BT,OC) = inp (BT,C) @ W^T + bias, W is (OC,C) as in PyTorch. bias may be NULL. The bias is
+// added to the fp32 product before the one rounding, as a GPU's GEMM epilogue does.
 
-static void add_bias_rows(float* out, const float* bias, int BT, int OC) {
+static void matmul_forward(const KernelCtx* ctx, floatX* out, const floatX* inp, const floatX* w, const floatX* bias,
+                           int BT, int C, int OC) {
+    kernels__gemm(0, 1, BT, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC);
     #pragma omp parallel for
     for (int r = 0; r < BT; r++) {
         float* o = out + (size_t)r * OC;
-        for (int j = 0; j < OC; j++) { o[j] += bias[j]; }
+        if (bias) { for (int j = 0; j < OC; j++) { o[j] += bias[j]; } }
+        kernels__store_row(ctx, o, OC);
     }
 }
 
-static void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int BT, int C, int OC) {
-    gemm(0, 1, BT, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC);
-    if (bias) { add_bias_rows(out, bias, BT, OC); }
-}
-
 // dinp = dout @ W (overwritten; skipped when dinp is NULL), dW (+)= dout^T @ inp, dbias (+)= sum_rows dout
-// (parameter gradients overwritten when acc is 0, accumulated when 1).
-static void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                            int BT, int C, int OC, int acc) {
-    if (dinp) { gemm(0, 0, BT, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C); }
-    gemm(1, 0, OC, C, BT, 1.0f, dout, OC, inp, C, acc ? 1.0f : 0.0f, dw, C);
+// (parameter gradients, fp32, overwritten when acc is 0, accumulated when 1).
+static void matmul_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* dbias, const floatX* dout,
+                            const floatX* inp, const floatX* w, int BT, int C, int OC, int acc) {
+    if (dinp) {
+        kernels__gemm(0, 0, BT, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+        kernels__store(ctx, dinp, (size_t)BT * C);
+    }
+    kernels__gemm(1, 0, OC, C, BT, 1.0f, dout, OC, inp, C, acc ? 1.0f : 0.0f, dw, C);
     if (dbias) {
         // columns split across threads; each thread walks all rows of its 16-column strips
         #pragma omp parallel for
@@ -362,27 +466,29 @@ static void matmul_backward(float* dinp, float* dw, float* dbias, const float* d
 // ----------------------------------------------------------------------------
 // GELU, tanh approximation: y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi)
 
-static void gelu_forward(float* out, const float* inp, size_t n) {
+static void gelu_forward(const KernelCtx* ctx, floatX* out, const floatX* inp, size_t n) {
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALING_FACTOR * (x + 0.044715f * x * x * x);
-        out[i] = 0.5f * x * (1.0f + fast_tanhf(u));
+        out[i] = 0.5f * x * (1.0f + kernels__tanhf(u));
     }
+    kernels__store(ctx, out, n);
 }
 
 // dinp = dout * y'(x), with y'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 * 0.044715 x^2).
 // dinp may alias dout (in place).
-static void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+static void gelu_backward(const KernelCtx* ctx, floatX* dinp, const floatX* inp, const floatX* dout, size_t n) {
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALING_FACTOR * (x + 0.044715f * x * x * x);
-        float th = fast_tanhf(u);
+        float th = kernels__tanhf(u);
         float sech2 = 1.0f - th * th;
         float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALING_FACTOR * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = grad * dout[i];
     }
+    kernels__store(ctx, dinp, n);
 }
 
 // ----------------------------------------------------------------------------
@@ -391,22 +497,27 @@ static void gelu_backward(float* dinp, const float* inp, const float* dout, size
 //   S = scale * Q K^T (masked j > i),  P = softmax_rows(S),  O = P V,  lse_i = log sum_j exp(S_ij)
 // Forward keeps only O (into out, (B,T,C)) and lse (B,NH,T); backward recomputes P from lse:
 //   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dO * O)),  dQ = scale dS K,  dK = scale dS^T Q
-// scratch: attention_scratch_floats(T) floats per thread.
+// P and dP stay fp32 (a fused GPU kernel keeps them in registers; only O, dQ, dK, dV are stored).
 
-static size_t attention_scratch_floats(int T) { return (size_t)2 * T * T; }
+static void kernels__attention_check(const KernelCtx* ctx, int T) {
+    if (kernels__attention_scratch_floats(T) > ctx->att_per_thread || kernels_num_threads() > ctx->nthreads) {
+        fatal("internal: attention scratch sized for a shorter sequence than T = %d", T);
+    }
+}
 
-static void attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B, int T, int C, int NH) {
+static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
+                              int NH) {
+    kernels__attention_check(ctx, T);
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-    size_t per_thread = attention_scratch_floats(T);
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float* S = scratch + per_thread * kernels_thread_id();
+            float* S = ctx->att_scratch + ctx->att_per_thread * kernels_thread_id();
             const float* q = qkv + (size_t)b * T * 3 * C + h * hs;
             const float* k = q + C;
             const float* v = q + 2 * C;
-            gemm(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, S, T);
+            kernels__gemm(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, S, T);
             float* l = lse + ((size_t)b * NH + h) * T;
             for (int i = 0; i < T; i++) {
                 float* s = S + (size_t)i * T;
@@ -414,27 +525,29 @@ static void attention_forward(float* out, float* lse, float* scratch, const floa
                 for (int j = 0; j <= i; j++) { m = s[j] > m ? s[j] : m; }
                 float sum = 0.0f;
                 #pragma omp simd reduction(+ : sum)
-                for (int j = 0; j <= i; j++) { s[j] = fast_expf(s[j] - m); sum += s[j]; }
+                for (int j = 0; j <= i; j++) { s[j] = kernels__expf(s[j] - m); sum += s[j]; }
                 float inv = 1.0f / sum;
                 for (int j = 0; j <= i; j++) { s[j] *= inv; }
                 for (int j = i + 1; j < T; j++) { s[j] = 0.0f; }
                 l[i] = m + logf(sum);
             }
-            gemm(0, 0, T, hs, T, 1.0f, S, T, v, 3 * C, 0.0f, out + (size_t)b * T * C + h * hs, C);
+            float* o = out + (size_t)b * T * C + h * hs;
+            kernels__gemm(0, 0, T, hs, T, 1.0f, S, T, v, 3 * C, 0.0f, o, C);
+            for (int i = 0; i < T; i++) { kernels__store_row(ctx, o + (size_t)i * C, hs); }
         }
     }
 }
 
 // dqkv is overwritten. out and lse are the forward's outputs.
-static void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
-                               const float* lse, int B, int T, int C, int NH) {
+static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                               const floatX* out, const float* lse, int B, int T, int C, int NH) {
+    kernels__attention_check(ctx, T);
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-    size_t per_thread = attention_scratch_floats(T);
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float* P = scratch + per_thread * kernels_thread_id();
+            float* P = ctx->att_scratch + ctx->att_per_thread * kernels_thread_id();
             float* dP = P + (size_t)T * T;
             size_t base = (size_t)b * T * 3 * C + h * hs;
             const float* q = qkv + base;
@@ -447,15 +560,15 @@ static void attention_backward(float* dqkv, float* scratch, const float* dout, c
             const float* dO = dout + (size_t)b * T * C + h * hs;
             const float* l = lse + ((size_t)b * NH + h) * T;
             // recompute P = exp(S - lse) on the causal triangle
-            gemm(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, P, T);
+            kernels__gemm(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, P, T);
             for (int i = 0; i < T; i++) {
                 float* p = P + (size_t)i * T;
                 #pragma omp simd
-                for (int j = 0; j <= i; j++) { p[j] = fast_expf(p[j] - l[i]); }
+                for (int j = 0; j <= i; j++) { p[j] = kernels__expf(p[j] - l[i]); }
                 for (int j = i + 1; j < T; j++) { p[j] = 0.0f; }
             }
-            gemm(1, 0, T, hs, T, 1.0f, P, T, dO, C, 0.0f, dv, 3 * C);      // dV = P^T dO
-            gemm(0, 1, T, T, hs, 1.0f, dO, C, v, 3 * C, 0.0f, dP, T);      // dP = dO V^T
+            kernels__gemm(1, 0, T, hs, T, 1.0f, P, T, dO, C, 0.0f, dv, 3 * C);      // dV = P^T dO
+            kernels__gemm(0, 1, T, T, hs, 1.0f, dO, C, v, 3 * C, 0.0f, dP, T);      // dP = dO V^T
             for (int i = 0; i < T; i++) {
                 const float* oi = o + (size_t)i * C;
                 const float* doi = dO + (size_t)i * C;
@@ -466,111 +579,139 @@ static void attention_backward(float* dqkv, float* scratch, const float* dout, c
                 for (int j = 0; j <= i; j++) { dp[j] = p[j] * (dp[j] - D); }  // dS
                 for (int j = i + 1; j < T; j++) { dp[j] = 0.0f; }
             }
-            gemm(0, 0, T, hs, T, scale, dP, T, k, 3 * C, 0.0f, dq, 3 * C);   // dQ = scale dS K
-            gemm(1, 0, T, hs, T, scale, dP, T, q, 3 * C, 0.0f, dk, 3 * C);   // dK = scale dS^T Q
+            kernels__gemm(0, 0, T, hs, T, scale, dP, T, k, 3 * C, 0.0f, dq, 3 * C);   // dQ = scale dS K
+            kernels__gemm(1, 0, T, hs, T, scale, dP, T, q, 3 * C, 0.0f, dk, 3 * C);   // dK = scale dS^T Q
+            for (int i = 0; i < T; i++) {
+                kernels__store_row(ctx, dq + (size_t)i * 3 * C, hs);
+                kernels__store_row(ctx, dk + (size_t)i * 3 * C, hs);
+                kernels__store_row(ctx, dv + (size_t)i * 3 * C, hs);
+            }
         }
     }
 }
 
 // ----------------------------------------------------------------------------
 // Fused LM head + softmax + cross-entropy (+ its backward), chunked over rows so no (BT,Vp) logits buffer lives:
-//   logits = x @ wte^T over the real vocabulary V (padded rows V..Vp-1 get no probability mass),
-//   loss_r = logsumexp(logits_r) - logits_r[target_r],
-//   dlogits = dloss_scale * (softmax(logits) - onehot(target)), computed in place in the chunk buffer, then
-//   dx = dlogits @ wte (overwritten) and dwte (+)= dlogits^T @ x (overwritten when acc is 0, every row, the padded
-//   rows getting zero).
+//   logits = x @ wte^T over the real vocabulary V (padded rows V..Vp-1 get no probability mass), stored (rounded),
+//   loss_r = logsumexp(logits_r) - logits_r[target_r]   (fp32, from the stored logits),
+//   dlogits = dloss_scale * (softmax(logits) - onehot(target)), computed in place in the chunk buffer and stored
+//   (rounded), then dx = dlogits @ wte (overwritten) and dwte (+)= dlogits^T @ x (overwritten when acc is 0, every
+//   row, the padded rows getting zero).
 // With dx == NULL only the losses are computed (evaluation). chunk: rows * Vp floats of scratch.
 // targets may hold -1 to mean "no loss at this position" (loss 0, no gradient).
 
-static void classifier_chunk_softmax(float* logits, float* losses, const int32_t* targets, float dloss_scale,
-                                     int rows, int V, int Vp, int want_grad) {
+static void kernels__classifier_softmax(const KernelCtx* ctx, float* logits, float* losses, const int32_t* targets,
+                                        float dloss_scale, int rows, int V, int Vp, int want_grad) {
     #pragma omp parallel for
     for (int r = 0; r < rows; r++) {
         float* z = logits + (size_t)r * Vp;
+        kernels__store_row(ctx, z, Vp);
         int tgt = targets[r];
         float m = -INFINITY;
         for (int j = 0; j < V; j++) { m = z[j] > m ? z[j] : m; }
         float sum = 0.0f;
         #pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < V; j++) { sum += fast_expf(z[j] - m); }
+        for (int j = 0; j < V; j++) { sum += kernels__expf(z[j] - m); }
         float lse = m + logf(sum);
         losses[r] = tgt >= 0 ? lse - z[tgt] : 0.0f;
         if (want_grad) {
             float s = tgt >= 0 ? dloss_scale : 0.0f;
             #pragma omp simd
-            for (int j = 0; j < V; j++) { z[j] = s * fast_expf(z[j] - lse); }
+            for (int j = 0; j < V; j++) { z[j] = s * kernels__expf(z[j] - lse); }
             if (tgt >= 0) { z[tgt] -= s; }
             for (int j = V; j < Vp; j++) { z[j] = 0.0f; }
+            kernels__store_row(ctx, z, V);
         }
     }
 }
 
-static void classifier_forward_backward(float* losses, float* dx, float* dwte, float* chunk, int chunk_rows,
-                                        const float* x, const float* wte, const int32_t* targets, float dloss_scale,
-                                        int BT, int C, int V, int Vp, int acc) {
+static void classifier_forward_backward(const KernelCtx* ctx, float* losses, floatX* dx, float* dwte, floatX* chunk,
+                                        int chunk_rows, const floatX* x, const floatX* wte, const int32_t* targets,
+                                        float dloss_scale, int BT, int C, int V, int Vp, int acc) {
     for (int r0 = 0; r0 < BT; r0 += chunk_rows) {
         int rows = BT - r0 < chunk_rows ? BT - r0 : chunk_rows;
         const float* xr = x + (size_t)r0 * C;
-        gemm(0, 1, rows, Vp, C, 1.0f, xr, C, wte, C, 0.0f, chunk, Vp);
-        classifier_chunk_softmax(chunk, losses + r0, targets + r0, dloss_scale, rows, V, Vp, dx != NULL);
+        kernels__gemm(0, 1, rows, Vp, C, 1.0f, xr, C, wte, C, 0.0f, chunk, Vp);
+        kernels__classifier_softmax(ctx, chunk, losses + r0, targets + r0, dloss_scale, rows, V, Vp, dx != NULL);
         if (dx) {
-            gemm(0, 0, rows, C, Vp, 1.0f, chunk, Vp, wte, C, 0.0f, dx + (size_t)r0 * C, C);
-            gemm(1, 0, Vp, C, rows, 1.0f, chunk, Vp, xr, C, (acc || r0 > 0) ? 1.0f : 0.0f, dwte, C);
+            kernels__gemm(0, 0, rows, C, Vp, 1.0f, chunk, Vp, wte, C, 0.0f, dx + (size_t)r0 * C, C);
+            kernels__store(ctx, dx + (size_t)r0 * C, (size_t)rows * C);
+            kernels__gemm(1, 0, Vp, C, rows, 1.0f, chunk, Vp, xr, C, (acc || r0 > 0) ? 1.0f : 0.0f, dwte, C);
         }
     }
 }
 
-// Logits of one row (sampling): out (Vp) = x (C) @ wte^T.
-static void classifier_logits_row(float* out, const float* x, const float* wte, int C, int Vp) {
-    gemm(0, 1, 1, Vp, C, 1.0f, x, C, wte, C, 0.0f, out, Vp);
+// Logits of one row (sampling): out (Vp) = x (C) @ wte^T, rounded as the stored logits are.
+static void classifier_logits_row(const KernelCtx* ctx, float* out, const floatX* x, const floatX* wte, int C, int Vp) {
+    kernels__gemm(0, 1, 1, Vp, C, 1.0f, x, C, wte, C, 0.0f, out, Vp);
+    kernels__store_row(ctx, out, Vp);
+}
+
+// ----------------------------------------------------------------------------
+// Reductions
+
+static void sum_accumulate(const KernelCtx* ctx, double* acc, const float* x, size_t n) {
+    (void)ctx;
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) { s += x[i]; } // serial: the order is fixed, so the sum is reproducible
+    *acc += s;
+}
+
+// Sum of squares in double (the global gradient norm is the sqrt of the sum over all ranges and ranks).
+static void sum_squares_accumulate(const KernelCtx* ctx, double* out, const float* x, size_t n) {
+    (void)ctx;
+    double acc = 0.0;
+    #pragma omp parallel for simd reduction(+ : acc)
+    for (size_t i = 0; i < n; i++) { acc += (double)x[i] * x[i]; }
+    *out += acc;
+}
+
+static void add_inplace(const KernelCtx* ctx, float* y, const float* x, size_t n) {
+    (void)ctx;
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < n; i++) { y[i] += x[i]; }
 }
 
 // ----------------------------------------------------------------------------
 // AdamW with decoupled weight decay (Loshchilov & Hutter), bias-corrected moments, on a contiguous range:
 //   g = grad_scale * grad;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   p -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * p )
-// grad_scale carries the gradient-clipping factor. t is the 1-based step. The gradient is only read: the next
-// step's first micro-step overwrites it (see `acc` above), so no pass over memory zeroes it.
+// grad_scale carries the gradient-clipping factor (and 1 / loss scale). The gradient is only read: the next
+// step's first micro-step overwrites it (see `acc`), so no pass over memory zeroes it. With master weights p is the
+// fp32 master and the compute copy receives its stochastic rounding (precision.h), keyed by (seed, t, flat index).
 
-static void adamw_update(float* p, const float* grad, float* m, float* v, size_t n, float lr, float b1, float b2,
-                         float eps, float wd, float grad_scale, int t) {
-    float bc1 = 1.0f - powf(b1, (float)t);
-    float bc2 = 1.0f - powf(b2, (float)t);
+static void kernels__adamw_range(const KernelCtx* ctx, floatX* params, float* master, const float* grads, float* m,
+                                 float* v, size_t lo, size_t s, size_t e, float wd, const AdamWHyper* hp) {
+    float b1 = hp->beta1, b2 = hp->beta2, lr = hp->lr, eps = hp->eps, gs = hp->grad_scale;
+    float bc1 = 1.0f - powf(b1, (float)hp->t);
+    float bc2 = 1.0f - powf(b2, (float)hp->t);
+    float* p = master ? master : params + lo; // what the update applies to, indexed from lo
     #pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) {
-        float g = grad_scale * grad[i];
-        float mi = b1 * m[i] + (1.0f - b1) * g;
-        float vi = b2 * v[i] + (1.0f - b2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
+    for (size_t i = s; i < e; i++) {
+        size_t k = i - lo;
+        float g = gs * grads[k];
+        float mi = b1 * m[k] + (1.0f - b1) * g;
+        float vi = b2 * v[k] + (1.0f - b2) * g * g;
+        m[k] = mi;
+        v[k] = vi;
         float mhat = mi / bc1;
         float vhat = vi / bc2;
-        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+        p[k] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[k]);
+    }
+    if (master) {
+        #pragma omp parallel for
+        for (size_t i = s; i < e; i++) { params[i] = round_stochastic(p[i - lo], ctx->dtype, hp->sr_seed, (uint64_t)hp->t, i); }
     }
 }
 
-// Sum of squares in double (the global gradient norm is the sqrt of the sum over all ranges and ranks).
-static double sum_squares(const float* x, size_t n) {
-    double acc = 0.0;
-    #pragma omp parallel for simd reduction(+ : acc)
-    for (size_t i = 0; i < n; i++) { acc += (double)x[i] * x[i]; }
-    return acc;
-}
-
-// x[i] = 0 for a big buffer, in parallel (memset on one core leaves bandwidth unused).
-static void zero_floats(float* x, size_t n) {
-    #pragma omp parallel
-    {
-        int nt = kernels_num_threads(), id = kernels_thread_id();
-        size_t lo = n * id / nt, hi = n * (id + 1) / nt;
-        memset(x + lo, 0, (hi - lo) * sizeof(float));
+static void adamw_update(const KernelCtx* ctx, floatX* params, float* master, const float* grads, float* m, float* v,
+                         size_t lo, size_t hi, const AdamWSegment* segs, int nseg, const AdamWHyper* hp) {
+    for (int i = 0; i < nseg; i++) {
+        size_t s = segs[i].offset > lo ? segs[i].offset : lo;
+        size_t e = segs[i].offset + segs[i].size < hi ? segs[i].offset + segs[i].size : hi;
+        if (s >= e) { continue; }
+        kernels__adamw_range(ctx, params, master, grads, m, v, lo, s, e, segs[i].decay ? hp->weight_decay : 0.0f, hp);
     }
-}
-
-// y[i] += x[i]
-static void add_floats(float* y, const float* x, size_t n) {
-    #pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) { y[i] += x[i]; }
 }
 
 #endif // KERNELS_CPU_H

@@ -25,6 +25,8 @@ recorded; the last line is "N passed, M failed" and the exit status is non-zero 
 // report(): the shared check harness of tests/testing.h
 #define report check
 
+static KernelCtx g_ctx; // the kernel tests' execution context (fp32 storage)
+
 // Compares got (float) with ref (double): NaN/Inf first, then |got - ref| <= atol + rtol |ref| per element.
 static int check_close(const char* name, const float* got, const double* ref, size_t n, double atol, double rtol) {
     double max_err = 0.0;
@@ -122,7 +124,7 @@ static void test_matmul(void) {
     float *fi = to_float(c.inp, ni), *fw = to_float(c.w, nw), *fb = to_float(c.b, c.OC), *fR = to_float(c.R, no);
     float* out = (float*)mallocCheck(no * 4);
     double* ref = (double*)mallocCheck(no * 8);
-    matmul_forward(out, fi, fw, fb, c.BT, c.C, c.OC);
+    matmul_forward(&g_ctx, out, fi, fw, fb, c.BT, c.C, c.OC);
     matmul_ref(&c, ref);
     check_close("matmul_forward", out, ref, no, 1e-5, 1e-5);
     // backward; dw and db start non-zero to check that they accumulate
@@ -131,7 +133,7 @@ static void test_matmul(void) {
     float* db = (float*)mallocCheck(c.OC * 4);
     for (size_t i = 0; i < nw; i++) { dw[i] = 0.25f; }
     for (int i = 0; i < c.OC; i++) { db[i] = -0.5f; }
-    matmul_backward(dinp, dw, db, fR, fi, fw, c.BT, c.C, c.OC, 1);
+    matmul_backward(&g_ctx, dinp, dw, db, fR, fi, fw, c.BT, c.C, c.OC, 1);
     double* g = (double*)mallocCheck(nw * 8 > ni * 8 ? nw * 8 : ni * 8);
     fd_grad(matmul_loss, &c, c.inp, ni, g);
     check_close("matmul_backward dinp (finite differences)", dinp, g, ni, FD_ATOL, FD_RTOL);
@@ -144,7 +146,7 @@ static void test_matmul(void) {
     // acc = 0 overwrites: stale values (NaN here) must not leak through
     for (size_t i = 0; i < nw; i++) { dw[i] = NAN; }
     for (int i = 0; i < c.OC; i++) { db[i] = NAN; }
-    matmul_backward(dinp, dw, db, fR, fi, fw, c.BT, c.C, c.OC, 0);
+    matmul_backward(&g_ctx, dinp, dw, db, fR, fi, fw, c.BT, c.C, c.OC, 0);
     fd_grad(matmul_loss, &c, c.w, nw, g);
     check_close("matmul_backward dw overwrites (finite differences)", dw, g, nw, FD_ATOL, FD_RTOL);
     fd_grad(matmul_loss, &c, c.b, c.OC, g);
@@ -188,7 +190,7 @@ static void test_layernorm(void) {
     float* out = (float*)mallocCheck(n * 4);
     float mean[6], rstd[6];
     double* ref = (double*)mallocCheck(n * 8);
-    layernorm_forward(out, mean, rstd, fi, fw, fb, c.BT, c.C);
+    layernorm_forward(&g_ctx, out, mean, rstd, fi, fw, fb, c.BT, c.C);
     ln_ref(&c, ref);
     check_close("layernorm_forward", out, ref, n, 1e-5, 1e-5);
     // fused residual + bias + layernorm, in place (res_out aliases res_in)
@@ -204,17 +206,16 @@ static void test_layernorm(void) {
     ln_ref(&c, ref);
     c.inp = keep;
     float* out2 = (float*)mallocCheck(n * 4);
-    residual_layernorm_forward(res, out2, mean, rstd, res, delta, bias, fw, fb, c.BT, c.C);
+    residual_layernorm_forward(&g_ctx, res, out2, mean, rstd, res, delta, bias, fw, fb, c.BT, c.C);
     check_close("residual_layernorm_forward residual (in place)", res, sum, n, 1e-6, 1e-6);
     check_close("residual_layernorm_forward normalized", out2, ref, n, 1e-5, 1e-5);
     // backward: dinp accumulates into a non-zero buffer, dw/db accumulate
-    layernorm_forward(out, mean, rstd, fi, fw, fb, c.BT, c.C);
+    layernorm_forward(&g_ctx, out, mean, rstd, fi, fw, fb, c.BT, c.C);
     float* dinp = (float*)mallocCheck(n * 4);
     float dw[16], db[16];
     for (size_t i = 0; i < n; i++) { dinp[i] = 1.0f; }
     for (int i = 0; i < c.C; i++) { dw[i] = 0.5f; db[i] = -0.5f; }
-    float* scratch = (float*)mallocCheck(sizeof(float) * 2 * c.C * kernels_num_threads());
-    layernorm_backward(dinp, dw, db, scratch, fR, fi, fw, mean, rstd, c.BT, c.C, 1);
+    layernorm_backward(&g_ctx, dinp, dw, db, fR, fi, fw, mean, rstd, c.BT, c.C, 1);
     double* g = (double*)mallocCheck(n * 8);
     fd_grad(ln_loss, &c, c.inp, n, g);
     for (size_t i = 0; i < n; i++) { g[i] += 1.0; }
@@ -226,13 +227,13 @@ static void test_layernorm(void) {
     for (int i = 0; i < c.C; i++) { g[i] -= 0.5; }
     check_close("layernorm_backward db accumulates (finite differences)", db, g, c.C, FD_ATOL, FD_RTOL);
     for (int i = 0; i < c.C; i++) { dw[i] = NAN; db[i] = NAN; }
-    layernorm_backward(dinp, dw, db, scratch, fR, fi, fw, mean, rstd, c.BT, c.C, 0);
+    layernorm_backward(&g_ctx, dinp, dw, db, fR, fi, fw, mean, rstd, c.BT, c.C, 0);
     fd_grad(ln_loss, &c, c.w, c.C, g);
     check_close("layernorm_backward dw overwrites (finite differences)", dw, g, c.C, FD_ATOL, FD_RTOL);
     fd_grad(ln_loss, &c, c.b, c.C, g);
     check_close("layernorm_backward db overwrites (finite differences)", db, g, c.C, FD_ATOL, FD_RTOL);
     free(c.inp); free(c.w); free(c.b); free(c.R); free(fi); free(fw); free(fb); free(fR); free(out); free(ref);
-    free(res); free(delta); free(sum); free(out2); free(dinp); free(scratch); free(g);
+    free(res); free(delta); free(sum); free(out2); free(dinp); free(g);
 }
 
 // --- GELU
@@ -252,11 +253,11 @@ static void test_gelu(void) {
     float *fx = to_float(c.x, c.n), *fR = to_float(c.R, c.n);
     float* out = (float*)mallocCheck(c.n * 4);
     double* ref = (double*)mallocCheck(c.n * 8);
-    gelu_forward(out, fx, c.n);
+    gelu_forward(&g_ctx, out, fx, c.n);
     for (size_t i = 0; i < c.n; i++) { ref[i] = gelu_ref(c.x[i]); }
     check_close("gelu_forward", out, ref, c.n, 1e-6, 1e-5);
     // in place: dinp aliases dout
-    gelu_backward(fR, fx, fR, c.n);
+    gelu_backward(&g_ctx, fR, fx, fR, c.n);
     fd_grad(gelu_loss, &c, c.x, c.n, ref);
     check_close("gelu_backward in place (finite differences)", fR, ref, c.n, FD_ATOL, FD_RTOL);
     free(c.x); free(c.R); free(fx); free(fR); free(out); free(ref);
@@ -268,18 +269,18 @@ static void test_fast_math(void) {
     for (int i = 0; i <= 200000; i++) {
         float x = -87.0f + 175.0f * i / 200000.0f;
         double e = exp((double)x);
-        double rel = fabs(fast_expf(x) - e) / e;
+        double rel = fabs(kernels__expf(x) - e) / e;
         if (!(rel <= worst_exp)) { worst_exp = rel; } // NaN propagates into worst
         float u = -12.0f + 24.0f * i / 200000.0f;
-        double ta = fabs(fast_tanhf(u) - tanh((double)u));
+        double ta = fabs(kernels__tanhf(u) - tanh((double)u));
         if (!(ta <= worst_tanh)) { worst_tanh = ta; }
     }
-    report(worst_exp <= 4e-7, "fast_expf relative error on [-87, 88]", "max %.3g (bound 4e-7)", worst_exp);
-    report(worst_tanh <= 3e-7, "fast_tanhf absolute error on [-12, 12]", "max %.3g (bound 3e-7)", worst_tanh);
-    report(fast_expf(-1000.0f) == 0.0f && fast_expf(-87.5f) == 0.0f && fast_expf(-INFINITY) == 0.0f && isfinite(fast_expf(1000.0f)) &&
-           fast_expf(INFINITY) == fast_expf(88.0f) && fast_tanhf(-50.0f) == -1.0f && fast_tanhf(50.0f) == 1.0f,
-           "fast_expf / fast_tanhf saturate: exactly 0 below -87 (no subnormals), finite above 88", "%s", "");
-    report(isnan(fast_expf(NAN)) && isnan(fast_tanhf(NAN)), "fast_expf / fast_tanhf propagate NaN", "%s", "");
+    report(worst_exp <= 4e-7, "kernels__expf relative error on [-87, 88]", "max %.3g (bound 4e-7)", worst_exp);
+    report(worst_tanh <= 3e-7, "kernels__tanhf absolute error on [-12, 12]", "max %.3g (bound 3e-7)", worst_tanh);
+    report(kernels__expf(-1000.0f) == 0.0f && kernels__expf(-87.5f) == 0.0f && kernels__expf(-INFINITY) == 0.0f && isfinite(kernels__expf(1000.0f)) &&
+           kernels__expf(INFINITY) == kernels__expf(88.0f) && kernels__tanhf(-50.0f) == -1.0f && kernels__tanhf(50.0f) == 1.0f,
+           "kernels__expf / kernels__tanhf saturate: exactly 0 below -87 (no subnormals), finite above 88", "%s", "");
+    report(isnan(kernels__expf(NAN)) && isnan(kernels__tanhf(NAN)), "kernels__expf / kernels__tanhf propagate NaN", "%s", "");
     // FTZ/DAZ: after kernels_init_fp_mode a subnormal product is flushed to zero on every thread
     kernels_init_fp_mode();
     volatile float tiny = 1e-30f;
@@ -334,17 +335,16 @@ static void test_attention(void) {
     float *fq = to_float(c.qkv, nq), *fR = to_float(c.R, no);
     float* out = (float*)mallocCheck(no * 4);
     float* lse = (float*)mallocCheck(sizeof(float) * c.B * c.NH * c.T);
-    float* scratch = (float*)mallocCheck(sizeof(float) * attention_scratch_floats(c.T) * kernels_num_threads());
     double* ref = (double*)mallocCheck(nq * 8);
-    attention_forward(out, lse, scratch, fq, c.B, c.T, c.C, c.NH);
+    attention_forward(&g_ctx, out, lse, fq, c.B, c.T, c.C, c.NH);
     att_ref(&c, ref);
     check_close("attention_forward (causal)", out, ref, no, 1e-5, 1e-5);
     float* dqkv = (float*)mallocCheck(nq * 4);
     for (size_t i = 0; i < nq; i++) { dqkv[i] = NAN; } // must be fully overwritten
-    attention_backward(dqkv, scratch, fR, fq, out, lse, c.B, c.T, c.C, c.NH);
+    attention_backward(&g_ctx, dqkv, fR, fq, out, lse, c.B, c.T, c.C, c.NH);
     fd_grad(att_loss, &c, c.qkv, nq, ref);
     check_close("attention_backward dqkv (finite differences)", dqkv, ref, nq, FD_ATOL, FD_RTOL);
-    free(c.qkv); free(c.R); free(fq); free(fR); free(out); free(lse); free(scratch); free(ref); free(dqkv);
+    free(c.qkv); free(c.R); free(fq); free(fR); free(out); free(lse); free(ref); free(dqkv);
 }
 
 // --- encoder
@@ -356,14 +356,14 @@ static void test_encoder(void) {
     for (int i = 0; i < 20; i++) { wte[i] = (float)rand_d(); }
     for (int i = 0; i < 12; i++) { wpe[i] = (float)rand_d(); }
     for (int i = 0; i < 24; i++) { dout[i] = (float)rand_d(); }
-    encoder_forward(out, tok, wte, wpe, B, T, C);
+    encoder_forward(&g_ctx, out, tok, wte, wpe, B, T, C);
     for (int b = 0; b < B; b++) for (int t = 0; t < T; t++) for (int i = 0; i < C; i++) {
         ref[(b * T + t) * C + i] = (double)wte[tok[b * T + t] * C + i] + wpe[t * C + i];
         gwte[tok[b * T + t] * C + i] += dout[(b * T + t) * C + i];
         gwpe[t * C + i] += dout[(b * T + t) * C + i];
     }
     check_close("encoder_forward", out, ref, 24, 1e-6, 1e-6);
-    encoder_backward(dwte, dwpe, dout, tok, B, T, C);
+    encoder_backward(&g_ctx, dwte, dwpe, dout, tok, B, T, C);
     check_close("encoder_backward dwte (repeated tokens)", dwte, gwte, (size_t)V * C, 1e-6, 1e-6);
     check_close("encoder_backward dwpe", dwpe, gwpe, 12, 1e-6, 1e-6);
 }
@@ -403,7 +403,7 @@ static void test_classifier(void) {
     for (size_t i = 0; i < nw; i++) { dwte[i] = NAN; } // acc = 0 overwrites every row, padded ones included
     float* chunk = (float*)mallocCheck(sizeof(float) * 3 * c.Vp);
     // chunks of 3 rows: 7 rows = 3 + 3 + 1 exercises the chunk loop's tail
-    classifier_forward_backward(losses, dx, dwte, chunk, 3, fx, fw, tgt, (float)c.scale, c.BT, c.C, c.V, c.Vp, 0);
+    classifier_forward_backward(&g_ctx, losses, dx, dwte, chunk, 3, fx, fw, tgt, (float)c.scale, c.BT, c.C, c.V, c.Vp, 0);
     double L = 0;
     for (int r = 0; r < c.BT; r++) { L += losses[r] * c.scale; }
     double Lref = cls_loss(&c);
@@ -416,12 +416,12 @@ static void test_classifier(void) {
     for (size_t i = (size_t)c.V * c.C; i < nw; i++) { g[i] = 0.0; } // padded rows get no gradient
     check_close("classifier dwte overwrites, padded rows zero (finite differences)", dwte, g, nw, FD_ATOL, FD_RTOL);
     // acc = 1 adds a second identical contribution
-    classifier_forward_backward(losses, dx, dwte, chunk, 3, fx, fw, tgt, (float)c.scale, c.BT, c.C, c.V, c.Vp, 1);
+    classifier_forward_backward(&g_ctx, losses, dx, dwte, chunk, 3, fx, fw, tgt, (float)c.scale, c.BT, c.C, c.V, c.Vp, 1);
     for (size_t i = 0; i < nw; i++) { g[i] *= 2.0; }
     check_close("classifier dwte accumulates (finite differences)", dwte, g, nw, 2 * FD_ATOL, FD_RTOL);
     // evaluation path gives the same losses without touching gradients
     float losses2[7];
-    classifier_forward_backward(losses2, NULL, NULL, chunk, 2, fx, fw, tgt, 0.0f, c.BT, c.C, c.V, c.Vp, 0);
+    classifier_forward_backward(&g_ctx, losses2, NULL, NULL, chunk, 2, fx, fw, tgt, 0.0f, c.BT, c.C, c.V, c.Vp, 0);
     check_close_f("classifier eval losses equal train losses", losses2, losses, 7, 1e-6, 1e-6);
     free(c.x); free(c.wte); free(fx); free(fw); free(dwte); free(chunk); free(g);
 }
@@ -437,7 +437,9 @@ static void test_adamw(void) {
     memcpy(g0, g, sizeof(g));
     for (int t = 1; t <= 3; t++) {
         memcpy(g, g0, sizeof(g));
-        adamw_update(p, g, m, v, N, lr, b1, b2, eps, wd, gs, t);
+        AdamWSegment seg = {0, N, 1};
+        AdamWHyper hp = {lr, b1, b2, eps, wd, gs, t, 0};
+        adamw_update(&g_ctx, p, NULL, g, m, v, 0, N, &seg, 1, &hp);
         for (int i = 0; i < N; i++) {
             double gg = (double)gs * g0[i];
             md[i] = b1 * md[i] + (1 - (double)b1) * gg;
@@ -506,19 +508,32 @@ static int reference_read(const char* model_path, const char* state_path, GPTCon
     return 1;
 }
 
-// Builds a single-process model from a model file, with ZeRO stage 0 and activations for (B,T).
-static void build_model(GPT* m, ZeroOptimizer* z, ParallelContext* pc, const char* path, int B, int T) {
+// Builds a single-process model from a model file, with ZeRO stage 0 and activations for (B,T), in storage type
+// dtype with --recompute mode recompute.
+static void build_model_as(GPT* m, ZeroOptimizer* z, ParallelContext* pc, const char* path, int B, int T, int dtype, int recompute) {
     GPTConfig gc;
     int version;
     FILE* fp;
-    memset(m, 0, sizeof(*m));
     model_read_header(path, &gc, &version, &fp);
-    gpt_alloc_params(m, &gc, 1);
-    model_load_params(path, fp, version, &m->layout, m->params);
+    gpt_alloc_params(m, &gc, 1, dtype, T);
     gpt_zero_init(z, m, 0, &pc->dp_group);
+    float* host = (float*)mallocCheck(m->layout.num_params * sizeof(float));
+    model_load_params(path, fp, version, &m->layout, host);
+    gpt_set_params(m, z, host);
+    free(host);
     gpt_alloc_grads(m, 0, 1);
-    activations_alloc(&m->acts, &gc, B, T, 0);
-    m->inputs = (int32_t*)mallocCheck(sizeof(int32_t) * B * T);
+    activations_alloc(&m->acts, &m->ctx, &gc, B, T, recompute);
+}
+
+static void build_model(GPT* m, ZeroOptimizer* z, ParallelContext* pc, const char* path, int B, int T) {
+    build_model_as(m, z, pc, path, B, T, DTYPE_FP32, 0);
+}
+
+// Forward-backward of the last forward against y, returning its mean loss (the device's loss sum, read back).
+static float fwd_bwd_loss(GPT* m, const int32_t* y, float dloss_scale, BackwardComm* bc) {
+    gpt_take_loss_sum(m);
+    gpt_forward_backward(m, y, dloss_scale, bc);
+    return (float)(gpt_take_loss_sum(m) / ((double)m->B * m->T));
 }
 
 // Checks logits, loss and every gradient tensor of a model + debug state pair. Tolerances: the reference is
@@ -537,12 +552,12 @@ static void check_reference(const char* model_path, const char* state_path, Para
     float* logits = (float*)mallocCheck(BT * V * 4);
     float* row = (float*)mallocCheck(Vp * 4);
     for (size_t r = 0; r < BT; r++) {
-        classifier_logits_row(row, m.acts.lnf + r * gc.channels, m.p.wte, gc.channels, (int)Vp);
+        classifier_logits_row(&m.ctx, row, m.acts.lnf + r * gc.channels, m.p.wte, gc.channels, (int)Vp);
         memcpy(logits + r * V, row, V * 4);
     }
     check_close_f("reference logits", logits, s.logits, BT * V, 1e-5, 1e-4);
     BackwardComm bc = {NULL, 0, 1};
-    float loss = gpt_forward_backward(&m, s.y, 1.0f / BT, &bc);
+    float loss = fwd_bwd_loss(&m, s.y, 1.0f / BT, &bc);
     report(fabsf(loss - s.loss) <= 1e-5f * (1 + fabsf(s.loss)), "reference loss", "got %.9g, expected %.9g", loss, s.loss);
     int all_ok = 1;
     for (int i = 0; i < pl.num_tensors; i++) {
@@ -602,7 +617,7 @@ static void check_trajectory(const char* dir, ParallelContext* pc) {
     size_t dl = 0;
     for (int step = 0; step < 10; step++) {
         gpt_forward(&m, s.x, s.B, s.T);
-        float loss = gpt_forward_backward(&m, s.y, 1.0f / (s.B * s.T), &bc);
+        float loss = fwd_bwd_loss(&m, s.y, 1.0f / (s.B * s.T), &bc);
         StepStats st = optimizer_step(&m, &z, &c, step);
         int ok = isfinite(loss) && fabs(loss - ref_loss[step]) <= 1e-4 && fabs(st.grad_norm - ref_norm[step]) <= 1e-4 * ref_norm[step];
         if (!ok) { bad++; }
@@ -744,7 +759,8 @@ static void test_weight_decay(const char* model_path, ParallelContext* pc) {
     memcpy(before, m.params, m.layout.num_params * sizeof(float));
     memset(m.grads, 0, m.layout.num_params * sizeof(float));
     const float lr = 0.01f, wd = 0.5f;
-    zero_adamw_step(&z, m.params, m.grads, lr, 0.9f, 0.95f, 1e-8f, wd, 1.0f, 1);
+    AdamWHyper hp = {lr, 0.9f, 0.95f, 1e-8f, wd, 1.0f, 1, 0};
+    zero_adamw_step(&z, m.params, m.grads, &hp);
     int shrink_ok = 1;
     double worst = 0.0;
     for (int i = 0; i < m.layout.num_tensors; i++) {
@@ -813,7 +829,7 @@ static void check_sched_trajectory(const char* dir, ParallelContext* pc) {
     double worst_loss = 0, worst_lr = 0, worst_norm = 0;
     for (int step = 0; step < 12; step++) {
         gpt_forward(&m, s.x, s.B, s.T);
-        float loss = gpt_forward_backward(&m, s.y, 1.0f / (s.B * s.T), &bc);
+        float loss = fwd_bwd_loss(&m, s.y, 1.0f / (s.B * s.T), &bc);
         StepStats st = optimizer_step(&m, &z, &c, step);
         worst_loss = fmax(worst_loss, isfinite(loss) ? fabs(loss - ref_loss[step]) : INFINITY);
         worst_lr = fmax(worst_lr, fabs(st.lr - ref_lr[step]) / ref_lr[step]);
@@ -903,13 +919,11 @@ static void test_recompute(const char* model_path, ParallelContext* pc) {
     uint64_t r = 77;
     for (int i = 0; i < 16; i++) { x[i] = (int32_t)(rng_next(&r) % 101); y[i] = (int32_t)(rng_next(&r) % 101); }
     for (int k = 0; k < 3; k++) {
-        build_model(&m[k], &z[k], pc, model_path, 2, 8);
-        free(m[k].acts.base);
-        activations_alloc(&m[k].acts, &m[k].cfg, 2, 8, k);
-        bytes[k] = m[k].acts.total_floats * sizeof(float);
+        build_model_as(&m[k], &z[k], pc, model_path, 2, 8, DTYPE_FP32, k);
+        bytes[k] = m[k].acts.total_bytes;
         BackwardComm bc = {NULL, 0, 1};
         gpt_forward(&m[k], x, 2, 8);
-        loss[k] = gpt_forward_backward(&m[k], y, 1.0f / 16, &bc);
+        loss[k] = fwd_bwd_loss(&m[k], y, 1.0f / 16, &bc);
     }
     for (int k = 1; k < 3; k++) {
         size_t n = m[0].layout.num_params, differ = 0;
@@ -955,7 +969,8 @@ static void test_evaluate(const char* model_path, ParallelContext* pc) {
     for (int i = 0; i < 5; i++) {
         dataloader_next_batch(&direct);
         gpt_forward(&m, direct.inputs, 2, 8);
-        sum += gpt_eval_loss(&m, direct.targets);
+        gpt_eval_loss(&m, direct.targets);
+        sum += gpt_take_loss_sum(&m) / 16.0;
     }
     float want = (float)(sum / 5);
     report(e1 == e2, "evaluate twice gives the same value (the validation loader restarts)", "%.9g vs %.9g", e1, e2);
@@ -984,7 +999,7 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
     int V = m.cfg.vocab_size, same = 1, first_bad = -1;
     double* p = (double*)mallocCheck(sizeof(double) * V);
     for (int t = 1; t < n; t++) {
-        classifier_logits_row(probs, m.acts.lnf + (size_t)(t - 1) * m.cfg.channels, m.p.wte, m.cfg.channels, m.cfg.padded_vocab_size);
+        classifier_logits_row(&m.ctx, probs, m.acts.lnf + (size_t)(t - 1) * m.cfg.channels, m.p.wte, m.cfg.channels, m.cfg.padded_vocab_size);
         double mx = -INFINITY, sum = 0.0;
         for (int j = 0; j < V; j++) { mx = fmax(mx, probs[j]); }
         for (int j = 0; j < V; j++) { p[j] = exp(probs[j] - mx); sum += p[j]; }
@@ -1009,6 +1024,7 @@ int main(int argc, char** argv) {
     ParallelContext pc;
     parallel_init(&pc, &argc, &argv);
     parallel_set_layout(&pc, 1, 1, 60.0);
+    kernels_ctx_init(&g_ctx, DTYPE_FP32, 64, 256); // the op tests' context: fp32, T and C up to 64 and 256
     const char* only = NULL;
     const char* model_path = NULL;
     const char* state_path = NULL;

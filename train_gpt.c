@@ -60,6 +60,12 @@ typedef struct {
     long total_batch_size;   // tokens per optimizer step, all processes together (0: B*T*dp)
     int steps;
     int recompute;           // 0: keep every activation; 1: recompute GELU and LayerNorm outputs; 2: whole blocks
+    // precision
+    char dtype[8];           // fp32 | bf16 | fp16: storage of activations and the compute copy of the parameters
+    float loss_scale;        // fp16: initial dynamic loss scale
+    float loss_scale_growth; // fp16: factor after loss_scale_window clean steps in a row
+    float loss_scale_backoff;// fp16: factor after an overflowing step
+    int loss_scale_window;   // fp16: clean steps in a row before the scale grows
     // optimizer
     float lr;
     char lr_schedule[32];
@@ -117,6 +123,11 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("total-batch-size", "-d", total_batch_size, 0, 1e12, "tokens per optimizer step over all processes; 0: B*T*processes"),
     FLAG_I("steps", "-x", steps, 0, 1e9, "optimizer steps to train"),
     FLAG_I("recompute", NULL, recompute, 0, 2, "activations recomputed in backward: 0 none; 1 GELU and LayerNorm outputs (llm.c); 2 whole blocks, keeping only each block's input (Megatron's full recomputation)"),
+    FLAG_S("dtype", NULL, dtype, "storage of activations and the compute copy of the parameters: fp32 | bf16 | fp16 (fp32 master weights, moments and gradients in all; the CPU emulates bf16/fp16 by rounding each stored value)"),
+    FLAG_F("loss-scale", NULL, loss_scale, 1, 3.4e38, "--dtype fp16: initial dynamic loss scale (PyTorch GradScaler's init_scale)"),
+    FLAG_F("loss-scale-growth", NULL, loss_scale_growth, 1, 1e6, "--dtype fp16: the scale's factor after --loss-scale-window clean steps in a row (growth_factor)"),
+    FLAG_F("loss-scale-backoff", NULL, loss_scale_backoff, 1e-6, 1, "--dtype fp16: the scale's factor after a step with an inf/NaN gradient, which is skipped (backoff_factor)"),
+    FLAG_I("loss-scale-window", NULL, loss_scale_window, 1, 1e9, "--dtype fp16: clean steps in a row before the scale grows (growth_interval)"),
     FLAG_I("seed", NULL, seed, 0, 2147483647, "seed for initialisation, data order and sampling"),
     FLAG_F("lr", "-l", lr, 0, 10, "peak learning rate"),
     FLAG_S("lr-schedule", NULL, lr_schedule, "cosine | linear | constant (all with linear warmup)"),
@@ -156,6 +167,11 @@ static void config_defaults(Config* c) {
     c->final_lr_frac = 0.0f;
     c->weight_decay = 0.0f;
     c->grad_clip = 1.0f;
+    strcpy(c->dtype, "fp32");
+    c->loss_scale = 65536.0f;
+    c->loss_scale_growth = 2.0f;
+    c->loss_scale_backoff = 0.5f;
+    c->loss_scale_window = 2000;
     strcpy(c->nan_policy, "stop");
     c->max_skipped_steps = 5;
     c->keep_checkpoints = 3;
@@ -249,6 +265,15 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (strcmp(c->nan_policy, "stop") != 0 && strcmp(c->nan_policy, "skip") != 0) {
         fatal("--nan-policy: '%s' is not one of stop, skip", c->nan_policy);
     }
+    if (dtype_parse(c->dtype) < 0) { fatal("--dtype: '%s' is not one of fp32, bf16, fp16", c->dtype); }
+    const char* scaler_flags[] = {"loss-scale", "loss-scale-growth", "loss-scale-backoff", "loss-scale-window"};
+    for (int k = 0; k < NUM_FLAGS; k++) {
+        for (int j = 0; j < 4; j++) {
+            if (seen[k] && strcmp(FLAGS[k].name, scaler_flags[j]) == 0 && dtype_parse(c->dtype) != DTYPE_FP16) {
+                fatal("--%s sets the fp16 loss scaler: it needs --dtype fp16 (bf16 and fp32 need no loss scaling)", scaler_flags[j]);
+            }
+        }
+    }
     // --export-hf converts a model and exits: it takes --init and nothing that belongs to a training run
     if (c->export_hf[0]) {
         if (!c->init[0]) { fatal("--export-hf %s needs --init FILE (the model to convert)", c->export_hf); }
@@ -296,26 +321,33 @@ typedef struct {
 } GPTConfig;
 
 enum { TP_NONE = 0, TP_COLUMN, TP_ROW, TP_VOCAB }; // how tensor parallel will split a tensor (for the TP issue)
+// How a fresh model initialises a tensor (GPT-2's scheme): N(0, 0.02); N(0, 0.02 / sqrt(2 L)) for the projections
+// into the residual stream; ones (LayerNorm weights); zeros (biases).
+enum { INIT_NORMAL = 0, INIT_RESIDUAL, INIT_ONES, INIT_ZEROS };
 
-// name, rows, cols, weight decay, tensor-parallel split: the per-layer tensors in llm.c's file order
+// name, rows, cols, weight decay, tensor-parallel split, init: the per-layer tensors in llm.c's file order
 #define GPT_LAYER_PARAMS(X) \
-    X(ln1w,     1,     C,     0, TP_NONE)   \
-    X(ln1b,     1,     C,     0, TP_NONE)   \
-    X(qkvw,     3 * C, C,     1, TP_COLUMN) \
-    X(qkvb,     1,     3 * C, 0, TP_COLUMN) \
-    X(attprojw, C,     C,     1, TP_ROW)    \
-    X(attprojb, 1,     C,     0, TP_NONE)   \
-    X(ln2w,     1,     C,     0, TP_NONE)   \
-    X(ln2b,     1,     C,     0, TP_NONE)   \
-    X(fcw,      4 * C, C,     1, TP_COLUMN) \
-    X(fcb,      1,     4 * C, 0, TP_COLUMN) \
-    X(fcprojw,  C,     4 * C, 1, TP_ROW)    \
-    X(fcprojb,  1,     C,     0, TP_NONE)
+    X(ln1w,     1,     C,     0, TP_NONE,   INIT_ONES)     \
+    X(ln1b,     1,     C,     0, TP_NONE,   INIT_ZEROS)    \
+    X(qkvw,     3 * C, C,     1, TP_COLUMN, INIT_NORMAL)   \
+    X(qkvb,     1,     3 * C, 0, TP_COLUMN, INIT_ZEROS)    \
+    X(attprojw, C,     C,     1, TP_ROW,    INIT_RESIDUAL) \
+    X(attprojb, 1,     C,     0, TP_NONE,   INIT_ZEROS)    \
+    X(ln2w,     1,     C,     0, TP_NONE,   INIT_ONES)     \
+    X(ln2b,     1,     C,     0, TP_NONE,   INIT_ZEROS)    \
+    X(fcw,      4 * C, C,     1, TP_COLUMN, INIT_NORMAL)   \
+    X(fcb,      1,     4 * C, 0, TP_COLUMN, INIT_ZEROS)    \
+    X(fcprojw,  C,     4 * C, 1, TP_ROW,    INIT_RESIDUAL) \
+    X(fcprojb,  1,     C,     0, TP_NONE,   INIT_ZEROS)
 
-#define X_FIELD(name, rows, cols, decay, tp) float* name;
-typedef struct { GPT_LAYER_PARAMS(X_FIELD) } LayerParams; // one layer's tensors, shapes as in the table
+// One layer's tensors, shapes as in the table: parameters (the compute copy, floatX) and their gradients (fp32).
+#define X_FIELD(name, rows, cols, decay, tp, init) floatX* name;
+typedef struct { GPT_LAYER_PARAMS(X_FIELD) } LayerParams;
 #undef X_FIELD
-#define X_COUNT(name, rows, cols, decay, tp) +1
+#define X_FIELD(name, rows, cols, decay, tp, init) float* name;
+typedef struct { GPT_LAYER_PARAMS(X_FIELD) } LayerGrads;
+#undef X_FIELD
+#define X_COUNT(name, rows, cols, decay, tp, init) +1
 enum { NUM_LAYER_PARAMS = 0 GPT_LAYER_PARAMS(X_COUNT) };
 #undef X_COUNT
 
@@ -327,6 +359,7 @@ typedef struct {
     size_t offset;      // in the flat in-memory layout
     int decay;
     int tp_split;
+    int init;           // INIT_*
 } ParamEntry;
 
 typedef struct {
@@ -339,14 +372,21 @@ typedef struct {
     size_t lnf_offset;       // flat offset of lnfw
 } ParamLayout;
 
-// Views of the flat buffer as tensors.
+// Views of a flat buffer as tensors: the parameters' (floatX) and the gradients' (fp32).
+typedef struct {
+    floatX* wte;             // (Vp, C)
+    floatX* wpe;             // (maxT, C)
+    LayerParams* layers;     // (L)
+    floatX* lnfw;            // (C)
+    floatX* lnfb;            // (C)
+} ParamViews;
 typedef struct {
     float* wte;              // (Vp, C)
     float* wpe;              // (maxT, C)
-    LayerParams* layers;     // (L)
+    LayerGrads* layers;      // (L)
     float* lnfw;             // (C)
     float* lnfb;             // (C)
-} ParamViews;
+} GradViews;
 
 static void layout_build(ParamLayout* pl, const GPTConfig* g) {
     int L = g->num_layers;
@@ -357,13 +397,13 @@ static void layout_build(ParamLayout* pl, const GPTConfig* g) {
     // in-memory offsets
     size_t layer_off[NUM_LAYER_PARAMS];
     size_t layer_rows[NUM_LAYER_PARAMS], layer_cols[NUM_LAYER_PARAMS];
-    int layer_decay[NUM_LAYER_PARAMS], layer_tp[NUM_LAYER_PARAMS];
+    int layer_decay[NUM_LAYER_PARAMS], layer_tp[NUM_LAYER_PARAMS], layer_init[NUM_LAYER_PARAMS];
     const char* layer_name[NUM_LAYER_PARAMS];
     size_t off = 0;
     int k = 0;
-#define X_LAYOUT(name, rows, cols, decay, tp) \
+#define X_LAYOUT(name, rows, cols, decay, tp, init) \
     layer_off[k] = off; layer_rows[k] = (rows); layer_cols[k] = (cols); layer_decay[k] = decay; layer_tp[k] = tp; \
-    layer_name[k] = #name; off += (size_t)(rows) * (cols); k++;
+    layer_init[k] = init; layer_name[k] = #name; off += (size_t)(rows) * (cols); k++;
     GPT_LAYER_PARAMS(X_LAYOUT)
 #undef X_LAYOUT
     pl->layer_size = off;
@@ -374,51 +414,58 @@ static void layout_build(ParamLayout* pl, const GPTConfig* g) {
     int t = 0;
     ParamEntry* e;
     e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "wte"); e->layer = -1; e->kind = -1;
-    e->rows = g->padded_vocab_size; e->cols = C; e->offset = 0; e->decay = 1; e->tp_split = TP_VOCAB;
+    e->rows = g->padded_vocab_size; e->cols = C; e->offset = 0; e->decay = 1; e->tp_split = TP_VOCAB; e->init = INIT_NORMAL;
     e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "wpe"); e->layer = -1; e->kind = -1;
-    e->rows = g->max_seq_len; e->cols = C; e->offset = (size_t)g->padded_vocab_size * C; e->decay = 1; e->tp_split = TP_NONE;
+    e->rows = g->max_seq_len; e->cols = C; e->offset = (size_t)g->padded_vocab_size * C; e->decay = 1; e->tp_split = TP_NONE; e->init = INIT_NORMAL;
     for (int kk = 0; kk < NUM_LAYER_PARAMS; kk++) {
         for (int l = 0; l < L; l++) {
             e = &pl->table[t++];
             snprintf(e->name, sizeof(e->name), "%s.%d", layer_name[kk], l);
             e->layer = l; e->kind = kk; e->rows = layer_rows[kk]; e->cols = layer_cols[kk];
             e->offset = pl->embed_size + pl->layer_size * l + layer_off[kk];
-            e->decay = layer_decay[kk]; e->tp_split = layer_tp[kk];
+            e->decay = layer_decay[kk]; e->tp_split = layer_tp[kk]; e->init = layer_init[kk];
         }
     }
     e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "lnfw"); e->layer = -1; e->kind = -1;
-    e->rows = 1; e->cols = C; e->offset = pl->lnf_offset; e->decay = 0; e->tp_split = TP_NONE;
+    e->rows = 1; e->cols = C; e->offset = pl->lnf_offset; e->decay = 0; e->tp_split = TP_NONE; e->init = INIT_ONES;
     e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "lnfb"); e->layer = -1; e->kind = -1;
-    e->rows = 1; e->cols = C; e->offset = pl->lnf_offset + C; e->decay = 0; e->tp_split = TP_NONE;
+    e->rows = 1; e->cols = C; e->offset = pl->lnf_offset + C; e->decay = 0; e->tp_split = TP_NONE; e->init = INIT_ZEROS;
 }
 
 static void layout_free(ParamLayout* pl) { free(pl->table); }
 
-// Points layer l's views at `p`, a layer-sized region (the table's shapes use C, hence the local).
-static void views_bind_layer(ParamViews* v, const ParamLayout* pl, int l, float* p) {
-    size_t C = (size_t)pl->cfg.channels;
-#define X_BIND(name, rows, cols, decay, tp) v->layers[l].name = p; p += (size_t)(rows) * (cols);
-    GPT_LAYER_PARAMS(X_BIND)
-#undef X_BIND
-}
+// Points layer l's views at `p`, a layer-sized region (the table's shapes use C, hence the local). A macro, so one
+// body serves the parameters' views (floatX) and the gradients' (fp32).
+#define VIEWS_BIND_LAYER(v, pl, l, p) do { \
+        size_t C = (size_t)(pl)->cfg.channels; \
+        __typeof__(v) v__ = (v); \
+        int l__ = (l); \
+        __typeof__(p) p__ = (p); \
+        GPT_LAYER_PARAMS(X_BIND) \
+    } while (0)
+#define X_BIND(name, rows, cols, decay, tp, init) v__->layers[l__].name = p__; p__ += (size_t)(rows) * (cols);
 
 // Points the views at a flat buffer laid out as the table says.
-static void views_bind(ParamViews* v, const ParamLayout* pl, float* base) {
-    int L = pl->cfg.num_layers;
-    size_t C = (size_t)pl->cfg.channels;
-    if (!v->layers) { v->layers = (LayerParams*)callocCheck(L, sizeof(LayerParams)); }
-    v->wte = base;
-    v->wpe = base + (size_t)pl->cfg.padded_vocab_size * C;
-    for (int l = 0; l < L; l++) { views_bind_layer(v, pl, l, base + pl->embed_size + pl->layer_size * l); }
-    v->lnfw = base + pl->lnf_offset;
-    v->lnfb = v->lnfw + C;
-}
+#define VIEWS_BIND(v, pl, base, LayerType) do { \
+        int L_ = (pl)->cfg.num_layers; \
+        size_t C_ = (size_t)(pl)->cfg.channels; \
+        if (!(v)->layers) { (v)->layers = (LayerType*)callocCheck(L_, sizeof(LayerType)); } \
+        (v)->wte = (base); \
+        (v)->wpe = (base) + (size_t)(pl)->cfg.padded_vocab_size * C_; \
+        for (int l_ = 0; l_ < L_; l_++) { VIEWS_BIND_LAYER(v, pl, l_, (base) + (pl)->embed_size + (pl)->layer_size * l_); } \
+        (v)->lnfw = (base) + (pl)->lnf_offset; \
+        (v)->lnfb = (v)->lnfw + C_; \
+    } while (0)
+
+static void views_bind(ParamViews* v, const ParamLayout* pl, floatX* base) { VIEWS_BIND(v, pl, base, LayerParams); }
+static void grad_views_bind(GradViews* v, const ParamLayout* pl, float* base) { VIEWS_BIND(v, pl, base, LayerGrads); }
+static void grad_views_bind_layer(GradViews* v, const ParamLayout* pl, int l, float* p) { VIEWS_BIND_LAYER(v, pl, l, p); }
 
 // Parameters of a model of this shape (padded vocabulary rows included), from the table, without allocating: the
 // size a model file must have is known before any big allocation.
 static size_t gpt_num_params(const GPTConfig* g) {
     size_t C = (size_t)g->channels, per_layer = 0;
-#define X_SUM(name, rows, cols, decay, tp) per_layer += (size_t)(rows) * (cols);
+#define X_SUM(name, rows, cols, decay, tp, init) per_layer += (size_t)(rows) * (cols);
     GPT_LAYER_PARAMS(X_SUM)
 #undef X_SUM
     return (size_t)g->padded_vocab_size * C + (size_t)g->max_seq_len * C + per_layer * g->num_layers + 2 * C;
@@ -481,6 +528,8 @@ static void fill_normal(float* p, size_t n, float std, uint64_t s) {
     }
 }
 
+// A fresh model's parameters (fp32, host memory), as the table's init column says. Deterministic whatever the
+// thread count: each 64k-element chunk of a tensor draws from its own stream.
 static void init_params(float* params, const ParamLayout* pl, uint64_t seed) {
     const GPTConfig* g = &pl->cfg;
     float resid_std = 0.02f / sqrtf(2.0f * g->num_layers);
@@ -489,14 +538,11 @@ static void init_params(float* params, const ParamLayout* pl, uint64_t seed) {
         const ParamEntry* e = &pl->table[i];
         float* p = params + e->offset;
         size_t n = e->rows * e->cols;
-        const char* nm = e->name;
-        int is_lnw = strncmp(nm, "ln1w", 4) == 0 || strncmp(nm, "ln2w", 4) == 0 || strcmp(nm, "lnfw") == 0;
-        int is_bias = !e->decay && !is_lnw;
-        if (is_lnw) { for (size_t j = 0; j < n; j++) { p[j] = 1.0f; } continue; }
-        if (is_bias) { memset(p, 0, n * sizeof(float)); continue; }
-        float std = (strncmp(nm, "attprojw", 8) == 0 || strncmp(nm, "fcprojw", 7) == 0) ? resid_std : 0.02f;
+        if (e->init == INIT_ONES) { for (size_t j = 0; j < n; j++) { p[j] = 1.0f; } continue; }
+        if (e->init == INIT_ZEROS) { memset(p, 0, n * sizeof(float)); continue; }
+        float std = e->init == INIT_RESIDUAL ? resid_std : 0.02f;
         size_t valid = n;
-        if (strcmp(nm, "wte") == 0) { valid = (size_t)g->vocab_size * g->channels; }
+        if (e->tp_split == TP_VOCAB) { valid = (size_t)g->vocab_size * g->channels; } // padded rows stay zero
         long nchunks = (long)((valid + CHUNK - 1) / CHUNK);
         #pragma omp parallel for schedule(static)
         for (long k = 0; k < nchunks; k++) {
@@ -652,40 +698,43 @@ static uint64_t model_save(const char* path, const ParamLayout* pl, const float*
 // MLP pre-activation), L2 layers of everything else inside a block (1 when recompute == 2: backward reruns the
 // block's forward from its input, residual3 of the layer before, which is always kept).
 
+// name, element type, 1 if the type is floatX (stored in --dtype on a GPU), element count
 #define GPT_ACTIVATIONS(X) \
-    X(encoded,   (size_t)BT * C)           /* (B,T,C) token + position embedding */ \
-    X(ln1,       (size_t)L1 * BT * C)      /* (L1,B,T,C) */ \
-    X(ln1_mean,  (size_t)L2 * BT)          /* (L2,B,T) */ \
-    X(ln1_rstd,  (size_t)L2 * BT)          /* (L2,B,T) */ \
-    X(qkv,       (size_t)L2 * BT * 3 * C)  /* (L2,B,T,3C) */ \
-    X(atty,      (size_t)L2 * BT * C)      /* (L2,B,T,C) attention output before the projection */ \
-    X(att_lse,   (size_t)L2 * B * NH * T)  /* (L2,B,NH,T) log-sum-exp of each attention row */ \
-    X(residual2, (size_t)L2 * BT * C)      /* (L2,B,T,C) after the attention residual */ \
-    X(ln2,       (size_t)L1 * BT * C)      /* (L1,B,T,C) */ \
-    X(ln2_mean,  (size_t)L2 * BT)          /* (L2,B,T) */ \
-    X(ln2_rstd,  (size_t)L2 * BT)          /* (L2,B,T) */ \
-    X(fch,       (size_t)L2 * BT * 4 * C)  /* (L2,B,T,4C) MLP pre-activation */ \
-    X(fch_gelu,  (size_t)L1 * BT * 4 * C)  /* (L1,B,T,4C) */ \
-    X(residual3, (size_t)L * BT * C)       /* (L,B,T,C) layer output */ \
-    X(lnf,       (size_t)BT * C)           /* (B,T,C) */ \
-    X(lnf_mean,  (size_t)BT)               /* (B,T) */ \
-    X(lnf_rstd,  (size_t)BT)               /* (B,T) */ \
-    X(losses,    (size_t)BT)               /* (B,T) per-token loss */ \
-    X(proj,      (size_t)BT * C)           /* (B,T,C) projection output before the residual add */ \
-    X(dres,      (size_t)BT * C)           /* (B,T,C) gradient of the residual stream */ \
-    X(dtmp,      (size_t)BT * C)           /* (B,T,C) gradient scratch */ \
-    X(dqkv,      (size_t)BT * 3 * C)       /* (B,T,3C) */ \
-    X(dfch,      (size_t)BT * 4 * C)       /* (B,T,4C) */ \
-    X(logits,    (size_t)chunk_rows * Vp)  /* (chunk_rows,Vp) classifier chunk, logits then their gradient */ \
-    X(att_scratch, attention_scratch_floats(T) * nthreads) /* per-thread T x T scratch */ \
-    X(ln_scratch,  (size_t)2 * C * nthreads) /* per-thread LayerNorm partial sums */
+    X(encoded,   floatX,  1, (size_t)BT * C)           /* (B,T,C) token + position embedding */ \
+    X(ln1,       floatX,  1, (size_t)L1 * BT * C)      /* (L1,B,T,C) */ \
+    X(ln1_mean,  float,   0, (size_t)L2 * BT)          /* (L2,B,T) */ \
+    X(ln1_rstd,  float,   0, (size_t)L2 * BT)          /* (L2,B,T) */ \
+    X(qkv,       floatX,  1, (size_t)L2 * BT * 3 * C)  /* (L2,B,T,3C) */ \
+    X(atty,      floatX,  1, (size_t)L2 * BT * C)      /* (L2,B,T,C) attention output before the projection */ \
+    X(att_lse,   float,   0, (size_t)L2 * B * NH * T)  /* (L2,B,NH,T) log-sum-exp of each attention row */ \
+    X(residual2, floatX,  1, (size_t)L2 * BT * C)      /* (L2,B,T,C) after the attention residual */ \
+    X(ln2,       floatX,  1, (size_t)L1 * BT * C)      /* (L1,B,T,C) */ \
+    X(ln2_mean,  float,   0, (size_t)L2 * BT)          /* (L2,B,T) */ \
+    X(ln2_rstd,  float,   0, (size_t)L2 * BT)          /* (L2,B,T) */ \
+    X(fch,       floatX,  1, (size_t)L2 * BT * 4 * C)  /* (L2,B,T,4C) MLP pre-activation */ \
+    X(fch_gelu,  floatX,  1, (size_t)L1 * BT * 4 * C)  /* (L1,B,T,4C) */ \
+    X(residual3, floatX,  1, (size_t)L * BT * C)       /* (L,B,T,C) layer output */ \
+    X(lnf,       floatX,  1, (size_t)BT * C)           /* (B,T,C) */ \
+    X(lnf_mean,  float,   0, (size_t)BT)               /* (B,T) */ \
+    X(lnf_rstd,  float,   0, (size_t)BT)               /* (B,T) */ \
+    X(losses,    float,   0, (size_t)BT)               /* (B,T) per-token loss */ \
+    X(proj,      floatX,  1, (size_t)BT * C)           /* (B,T,C) projection output before the residual add */ \
+    X(dres,      floatX,  1, (size_t)BT * C)           /* (B,T,C) gradient of the residual stream */ \
+    X(dtmp,      floatX,  1, (size_t)BT * C)           /* (B,T,C) gradient scratch */ \
+    X(dqkv,      floatX,  1, (size_t)BT * 3 * C)       /* (B,T,3C) */ \
+    X(dfch,      floatX,  1, (size_t)BT * 4 * C)       /* (B,T,4C) */ \
+    X(logits,    floatX,  1, (size_t)chunk_rows * Vp)  /* (chunk_rows,Vp) classifier chunk, logits then their gradient */ \
+    X(logits_row, float,   0, (size_t)Vp)               /* (Vp) one row of logits, for sampling */ \
+    X(tokens,    int32_t, 0, (size_t)BT)              /* (B,T) input tokens of the last forward */ \
+    X(targets,   int32_t, 0, (size_t)BT)              /* (B,T) their targets */ \
+    X(scalars,   double,  0, (size_t)2)                /* [0] sum of the step's token losses, read once per step */
 
 typedef struct {
-#define X_FIELD(name, size) float* name;
+#define X_FIELD(name, type, fx, size) type* name;
     GPT_ACTIVATIONS(X_FIELD)
 #undef X_FIELD
-    float* base;
-    size_t total_floats;
+    void* base;
+    size_t total_bytes;
     int B, T;            // allocated for at most this
     int chunk_rows;
     int recompute;       // 0, 1, 2 (--recompute)
@@ -703,30 +752,41 @@ static int classifier_chunk_rows(int BT, int Vp) {
     return (int)rows;
 }
 
-static size_t activations_floats(const GPTConfig* g, int B, int T, int recompute, size_t* sizes) {
+// Bytes of each activation (sizes, optional) and in total, each rounded up to 64 bytes: the table's element counts
+// times their types' sizes on this backend (so what the memory table prints is what is allocated).
+static size_t activations_bytes(const GPTConfig* g, int B, int T, int recompute, size_t* sizes) {
     size_t BT = (size_t)B * T, C = g->channels, L = g->num_layers, NH = g->num_heads, Vp = g->padded_vocab_size;
     size_t L1 = recompute >= 1 ? 1 : L, L2 = recompute == 2 ? 1 : L;
     size_t chunk_rows = classifier_chunk_rows((int)BT, (int)Vp);
-    size_t nthreads = kernels_num_threads();
     size_t total = 0;
     int i = 0;
-#define X_SIZE(name, size) { size_t s_ = (size); s_ = (s_ + 15) / 16 * 16; if (sizes) { sizes[i] = s_; } total += s_; i++; }
+#define X_SIZE(name, type, fx, size) { size_t s_ = mulSize((size), sizeof(type)); s_ = (s_ + 63) / 64 * 64; if (sizes) { sizes[i] = s_; } total += s_; i++; }
     GPT_ACTIVATIONS(X_SIZE)
 #undef X_SIZE
     return total;
 }
 
-static void activations_alloc(Activations* a, const GPTConfig* g, int B, int T, int recompute) {
+// The same bytes with floatX stored in `dtype` (what a GPU build allocates for that --dtype).
+static size_t activations_device_bytes(const GPTConfig* g, int B, int T, int recompute, int dtype) {
+    size_t sizes[64], total = 0;
+    activations_bytes(g, B, T, recompute, sizes);
+    int i = 0;
+#define X_DEV(name, type, fx, size) total += sizes[i++] / sizeof(type) * ((fx) ? dtype_bytes(dtype) : sizeof(type));
+    GPT_ACTIVATIONS(X_DEV)
+#undef X_DEV
+    return total;
+}
+
+static void activations_alloc(Activations* a, const KernelCtx* ctx, const GPTConfig* g, int B, int T, int recompute) {
     size_t sizes[64];
-    a->total_floats = activations_floats(g, B, T, recompute, sizes);
+    a->total_bytes = activations_bytes(g, B, T, recompute, sizes);
     a->recompute = recompute;
     a->L1 = recompute >= 1 ? 1 : g->num_layers;
     a->L2 = recompute == 2 ? 1 : g->num_layers;
-    a->base = (float*)alignedMallocCheck(mulSize(a->total_floats, sizeof(float)));
-    zero_floats(a->base, a->total_floats); // first touch on all threads
-    float* p = a->base;
+    a->base = dev_alloc(ctx, a->total_bytes);
+    char* p = (char*)a->base;
     int i = 0;
-#define X_CARVE(name, size) a->name = p; p += sizes[i++];
+#define X_CARVE(name, type, fx, size) a->name = (type*)(void*)p; p += sizes[i++];
     GPT_ACTIVATIONS(X_CARVE)
 #undef X_CARVE
     a->B = B;
@@ -738,28 +798,42 @@ static void activations_alloc(Activations* a, const GPTConfig* g, int B, int T, 
 // The model: parameters, gradients, activations, and the views into them.
 
 typedef struct {
+    KernelCtx ctx;        // the backend's execution context (--dtype lives in it: ctx.dtype)
     ParamLayout layout;
     GPTConfig cfg;
-    float* params;        // (n_pad) flat parameters
+    floatX* params;       // (n_pad) flat parameters: the compute copy (the master weights too in fp32)
     ParamViews p;
-    // gradients: stages 0/1 keep a full flat buffer; stage 2 keeps only an arena of reused regions
+    // gradients (fp32): stages 0/1 keep a full flat buffer; stage 2 keeps only an arena of reused regions
     float* grads;         // (n_pad) or NULL (stage 2)
     float* grad_arena;    // stage 2: [wte+wpe | lnfw+lnfb | layer slot 0 | layer slot 1]
     size_t grad_floats;   // floats of gradient memory actually allocated (full buffer or arena)
-    ParamViews g;
+    GradViews g;
     Activations acts;
-    int32_t* inputs;      // (B*T) tokens of the last forward
     int B, T;             // shape of the last forward
 } GPT;
 
-static void gpt_alloc_params(GPT* m, const GPTConfig* cfg, int dp) {
+// The execution context (storage type dtype; scratch for sequences up to T), then the parameter buffer, zeroed.
+static void gpt_alloc_params(GPT* m, const GPTConfig* cfg, int dp, int dtype, int T) {
+    memset(m, 0, sizeof(*m));
+    kernels_ctx_init(&m->ctx, dtype, T, cfg->channels);
     m->cfg = *cfg;
     layout_build(&m->layout, cfg);
     size_t n_pad = zero_padded_size(m->layout.num_params, dp);
-    m->params = (float*)alignedMallocCheck(mulSize(n_pad, sizeof(float)));
-    zero_floats(m->params, n_pad);
-    memset(&m->p, 0, sizeof(m->p));
+    m->params = (floatX*)dev_alloc(&m->ctx, mulSize(n_pad, sizeof(floatX)));
     views_bind(&m->p, &m->layout, m->params);
+}
+
+// The compute copy of the parameters from fp32 values in host memory (host: num_params floats, the flat layout),
+// rounded to the storage type; the master weights of the owned range (when kept) get the exact values.
+static void gpt_set_params(GPT* m, ZeroOptimizer* z, const float* host) {
+    params_from_f32(&m->ctx, m->params, host, m->layout.num_params);
+    if (z) { zero_set_master(z, host); }
+}
+
+// The compute copy's fp32 values into host memory (num_params floats): what model files hold.
+static void gpt_get_params(GPT* m, float* host) {
+    params_to_f32(&m->ctx, host, m->params, m->layout.num_params);
+    dev_sync(&m->ctx);
 }
 
 // Gradient memory for a ZeRO stage: the full flat buffer (stages 0, 1) or the stage-2 arena.
@@ -770,15 +844,14 @@ static size_t gpt_grad_floats(const ParamLayout* pl, int stage, int dp) {
 
 static void gpt_alloc_grads(GPT* m, int stage, int dp) {
     m->grad_floats = gpt_grad_floats(&m->layout, stage, dp);
-    float* buf = (float*)alignedMallocCheck(mulSize(m->grad_floats, sizeof(float)));
-    zero_floats(buf, m->grad_floats);
+    float* buf = (float*)dev_alloc(&m->ctx, mulSize(m->grad_floats, sizeof(float)));
     memset(&m->g, 0, sizeof(m->g));
     if (stage < 2) {
         m->grads = buf;
-        views_bind(&m->g, &m->layout, buf);
+        grad_views_bind(&m->g, &m->layout, buf);
     } else {
         m->grad_arena = buf;
-        m->g.layers = (LayerParams*)callocCheck(m->cfg.num_layers, sizeof(LayerParams));
+        m->g.layers = (LayerGrads*)callocCheck(m->cfg.num_layers, sizeof(LayerGrads));
         m->g.wte = buf;
         m->g.wpe = buf + (size_t)m->cfg.padded_vocab_size * m->cfg.channels;
         m->g.lnfw = buf + m->layout.embed_size;
@@ -786,14 +859,15 @@ static void gpt_alloc_grads(GPT* m, int stage, int dp) {
     }
 }
 
-// The optimizer over this model's parameters: one segment per tensor, carrying the tensor's weight-decay flag.
+// The optimizer over this model's parameters: one segment per tensor, carrying the tensor's weight-decay flag;
+// fp32 master weights when the compute copy is 16-bit.
 static void gpt_zero_init(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* dp_group) {
     ZeroSegment* segs = (ZeroSegment*)mallocCheck(sizeof(ZeroSegment) * m->layout.num_tensors);
     for (int i = 0; i < m->layout.num_tensors; i++) {
         const ParamEntry* e = &m->layout.table[i];
         segs[i].offset = e->offset; segs[i].size = e->rows * e->cols; segs[i].decay = e->decay;
     }
-    zero_init(z, stage, dp_group, m->layout.num_params, segs, m->layout.num_tensors);
+    zero_init(z, &m->ctx, stage, dp_group, m->layout.num_params, segs, m->layout.num_tensors, m->ctx.dtype != DTYPE_FP32);
     free(segs);
 }
 
@@ -802,14 +876,14 @@ static float* gpt_grad_slot(GPT* m, int slot) {
 }
 
 static void gpt_free(GPT* m) {
-    free(m->params);
-    free(m->grads);
-    free(m->grad_arena);
-    free(m->acts.base);
-    free(m->inputs);
+    dev_free(&m->ctx, m->params);
+    dev_free(&m->ctx, m->grads);
+    dev_free(&m->ctx, m->grad_arena);
+    dev_free(&m->ctx, m->acts.base);
     free(m->p.layers);
     free(m->g.layers);
     layout_free(&m->layout);
+    kernels_ctx_free(&m->ctx);
 }
 
 // ----------------------------------------------------------------------------
@@ -818,8 +892,9 @@ static void gpt_free(GPT* m) {
 
 // Layer l's activations (the slots of its families, see the activation table).
 typedef struct {
-    const float* in;     // (B,T,C) the block's input: encoded, or residual3 of layer l-1 (always kept)
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fchg;
+    const floatX* in;    // (B,T,C) the block's input: encoded, or residual3 of layer l-1 (always kept)
+    floatX *ln1, *qkv, *atty, *res2, *ln2, *fch, *fchg;
+    float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
 } BlockActs;
 
 static BlockActs block_acts(GPT* m, int l) {
@@ -852,35 +927,36 @@ static void block_forward(GPT* m, int l, int finish) {
     int B = m->B, T = m->T, BT = B * T, C = g->channels, NH = g->num_heads, L = g->num_layers;
     LayerParams* w = &m->p.layers[l];
     BlockActs b = block_acts(m, l);
-    matmul_forward(b.qkv, b.ln1, w->qkvw, w->qkvb, BT, C, 3 * C);
-    attention_forward(b.atty, b.lse, a->att_scratch, b.qkv, B, T, C, NH);
-    matmul_forward(a->proj, b.atty, w->attprojw, NULL, BT, C, C);
-    residual_layernorm_forward(b.res2, b.ln2, b.ln2_mean, b.ln2_rstd, b.in, a->proj, w->attprojb, w->ln2w, w->ln2b, BT, C);
-    matmul_forward(b.fch, b.ln2, w->fcw, w->fcb, BT, C, 4 * C);
-    gelu_forward(b.fchg, b.fch, (size_t)BT * 4 * C);
+    matmul_forward(&m->ctx, b.qkv, b.ln1, w->qkvw, w->qkvb, BT, C, 3 * C);
+    attention_forward(&m->ctx, b.atty, b.lse, b.qkv, B, T, C, NH);
+    matmul_forward(&m->ctx, a->proj, b.atty, w->attprojw, NULL, BT, C, C);
+    residual_layernorm_forward(&m->ctx, b.res2, b.ln2, b.ln2_mean, b.ln2_rstd, b.in, a->proj, w->attprojb, w->ln2w, w->ln2b, BT, C);
+    matmul_forward(&m->ctx, b.fch, b.ln2, w->fcw, w->fcb, BT, C, 4 * C);
+    gelu_forward(&m->ctx, b.fchg, b.fch, (size_t)BT * 4 * C);
     if (!finish) { return; }
-    float* res3 = a->residual3 + (size_t)l * BT * C;
-    matmul_forward(a->proj, b.fchg, w->fcprojw, NULL, BT, 4 * C, C);
+    floatX* res3 = a->residual3 + (size_t)l * BT * C;
+    matmul_forward(&m->ctx, a->proj, b.fchg, w->fcprojw, NULL, BT, 4 * C, C);
     if (l + 1 < L) {
         LayerParams* nw = &m->p.layers[l + 1];
         BlockActs nb = block_acts(m, l + 1);
-        residual_layernorm_forward(res3, nb.ln1, nb.ln1_mean, nb.ln1_rstd, b.res2, a->proj, w->fcprojb, nw->ln1w, nw->ln1b, BT, C);
+        residual_layernorm_forward(&m->ctx, res3, nb.ln1, nb.ln1_mean, nb.ln1_rstd, b.res2, a->proj, w->fcprojb, nw->ln1w, nw->ln1b, BT, C);
     } else {
-        residual_layernorm_forward(res3, a->lnf, a->lnf_mean, a->lnf_rstd, b.res2, a->proj, w->fcprojb, m->p.lnfw, m->p.lnfb, BT, C);
+        residual_layernorm_forward(&m->ctx, res3, a->lnf, a->lnf_mean, a->lnf_rstd, b.res2, a->proj, w->fcprojb, m->p.lnfw, m->p.lnfb, BT, C);
     }
 }
 
-static void gpt_forward(GPT* m, const int32_t* tokens, int B, int T) {
+// host_tokens: (B,T) in host memory, copied to the device first.
+static void gpt_forward(GPT* m, const int32_t* host_tokens, int B, int T) {
     const GPTConfig* g = &m->cfg;
     Activations* a = &m->acts;
     int L = g->num_layers, C = g->channels, BT = B * T;
     if (B * T > a->B * a->T || T > a->T) { fatal("internal: forward (%d,%d) larger than the activations (%d,%d)", B, T, a->B, a->T); }
-    memcpy(m->inputs, tokens, (size_t)BT * sizeof(int32_t));
+    dev_copy_h2d(&m->ctx, a->tokens, host_tokens, (size_t)BT * sizeof(int32_t));
     m->B = B;
     m->T = T;
-    encoder_forward(a->encoded, tokens, m->p.wte, m->p.wpe, B, T, C);
+    encoder_forward(&m->ctx, a->encoded, a->tokens, m->p.wte, m->p.wpe, B, T, C);
     BlockActs b0 = block_acts(m, 0);
-    layernorm_forward(b0.ln1, b0.ln1_mean, b0.ln1_rstd, a->encoded, m->p.layers[0].ln1w, m->p.layers[0].ln1b, BT, C);
+    layernorm_forward(&m->ctx, b0.ln1, b0.ln1_mean, b0.ln1_rstd, a->encoded, m->p.layers[0].ln1w, m->p.layers[0].ln1b, BT, C);
     for (int l = 0; l < L; l++) { block_forward(m, l, 1); }
 }
 
@@ -894,25 +970,33 @@ static void block_recompute(GPT* m, int l) {
     LayerParams* w = &m->p.layers[l];
     BlockActs b = block_acts(m, l);
     if (a->recompute == 1) {
-        layernorm_apply(b.ln1, b.in, b.ln1_mean, b.ln1_rstd, w->ln1w, w->ln1b, BT, C);
-        layernorm_apply(b.ln2, b.res2, b.ln2_mean, b.ln2_rstd, w->ln2w, w->ln2b, BT, C);
-        gelu_forward(b.fchg, b.fch, (size_t)BT * 4 * C);
+        layernorm_apply(&m->ctx, b.ln1, b.in, b.ln1_mean, b.ln1_rstd, w->ln1w, w->ln1b, BT, C);
+        layernorm_apply(&m->ctx, b.ln2, b.res2, b.ln2_mean, b.ln2_rstd, w->ln2w, w->ln2b, BT, C);
+        gelu_forward(&m->ctx, b.fchg, b.fch, (size_t)BT * 4 * C);
         return;
     }
-    layernorm_forward(b.ln1, b.ln1_mean, b.ln1_rstd, b.in, w->ln1w, w->ln1b, BT, C);
+    layernorm_forward(&m->ctx, b.ln1, b.ln1_mean, b.ln1_rstd, b.in, w->ln1w, w->ln1b, BT, C);
     block_forward(m, l, 0);
 }
 
-// Mean loss over the (B,T) targets of the last forward, without gradients.
-static float gpt_eval_loss(GPT* m, const int32_t* targets) {
+// The sum of the token losses accumulated on the device since the last call (one read-back), then reset.
+static double gpt_take_loss_sum(GPT* m) {
+    double s;
+    dev_copy_d2h(&m->ctx, &s, m->acts.scalars, sizeof(double));
+    dev_sync(&m->ctx);
+    dev_zero(&m->ctx, m->acts.scalars, sizeof(double));
+    return s;
+}
+
+// Adds the token losses of the last forward against host_targets (B,T) to the device's loss sum, without gradients.
+static void gpt_eval_loss(GPT* m, const int32_t* host_targets) {
     Activations* a = &m->acts;
     const GPTConfig* g = &m->cfg;
     int BT = m->B * m->T;
-    classifier_forward_backward(a->losses, NULL, NULL, a->logits, a->chunk_rows, a->lnf, m->p.wte, targets, 0.0f,
-                                BT, g->channels, g->vocab_size, g->padded_vocab_size, 0);
-    double s = 0.0;
-    for (int i = 0; i < BT; i++) { s += a->losses[i]; }
-    return (float)(s / BT);
+    dev_copy_h2d(&m->ctx, a->targets, host_targets, (size_t)BT * sizeof(int32_t));
+    classifier_forward_backward(&m->ctx, a->losses, NULL, NULL, a->logits, a->chunk_rows, a->lnf, m->p.wte, a->targets,
+                                0.0f, BT, g->channels, g->vocab_size, g->padded_vocab_size, 0);
+    sum_accumulate(&m->ctx, a->scalars, a->losses, (size_t)BT);
 }
 
 // ----------------------------------------------------------------------------
@@ -945,7 +1029,7 @@ static void grad_bucket_acquire(GPT* m, BackwardComm* bc, int bucket) {
     int L = m->cfg.num_layers;
     if (bucket >= 1 && bucket <= L) {
         zero_wait_bucket(bc->z, bucket + 2);
-        views_bind_layer(&m->g, &m->layout, bucket - 1, gpt_grad_slot(m, (bucket - 1) % 2));
+        grad_views_bind_layer(&m->g, &m->layout, bucket - 1, gpt_grad_slot(m, (bucket - 1) % 2));
     }
 }
 
@@ -971,8 +1055,8 @@ static void backward_progress(BackwardComm* bc) {
     if (bc->z && bc->z->num_pending > 0) { zero_progress(bc->z); }
 }
 
-// Returns the mean loss over the batch's tokens.
-static float gpt_forward_backward(GPT* m, const int32_t* targets, float dloss_scale, BackwardComm* bc) {
+// host_targets: (B,T) in host memory. The token losses are added to the device's loss sum (gpt_take_loss_sum).
+static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dloss_scale, BackwardComm* bc) {
     const GPTConfig* g = &m->cfg;
     Activations* a = &m->acts;
     int B = m->B, T = m->T, L = g->num_layers, C = g->channels, NH = g->num_heads, BT = B * T;
@@ -981,46 +1065,46 @@ static float gpt_forward_backward(GPT* m, const int32_t* targets, float dloss_sc
     int acc = !bc->first_micro && !m->grad_arena;
     // LM head + cross-entropy + their backward: dtmp = dloss/dlnf, dwte (+)= ...
     grad_bucket_acquire(m, bc, 0);
-    classifier_forward_backward(a->losses, a->dtmp, m->g.wte, a->logits, a->chunk_rows, a->lnf, m->p.wte, targets,
-                                dloss_scale, BT, C, g->vocab_size, g->padded_vocab_size, acc);
-    double loss = 0.0;
-    for (int i = 0; i < BT; i++) { loss += a->losses[i]; }
+    dev_copy_h2d(&m->ctx, a->targets, host_targets, (size_t)BT * sizeof(int32_t));
+    classifier_forward_backward(&m->ctx, a->losses, a->dtmp, m->g.wte, a->logits, a->chunk_rows, a->lnf, m->p.wte,
+                                a->targets, dloss_scale, BT, C, g->vocab_size, g->padded_vocab_size, acc);
+    sum_accumulate(&m->ctx, a->scalars, a->losses, (size_t)BT);
     // final LayerNorm
     grad_bucket_acquire(m, bc, L + 1);
-    memset(a->dres, 0, btc * sizeof(float));
-    layernorm_backward(a->dres, m->g.lnfw, m->g.lnfb, a->ln_scratch, a->dtmp, a->residual3 + (L - 1) * btc,
+    dev_zero(&m->ctx, a->dres, btc * sizeof(floatX));
+    layernorm_backward(&m->ctx, a->dres, m->g.lnfw, m->g.lnfb, a->dtmp, a->residual3 + (L - 1) * btc,
                        m->p.lnfw, a->lnf_mean, a->lnf_rstd, BT, C, acc);
     grad_bucket_release(m, bc, L + 1);
     for (int l = L - 1; l >= 0; l--) {
         grad_bucket_acquire(m, bc, 1 + l);
         block_recompute(m, l);
         LayerParams* w = &m->p.layers[l];
-        LayerParams* dw = &m->g.layers[l];
+        LayerGrads* dw = &m->g.layers[l];
         BlockActs b = block_acts(m, l);
-        const float* in = b.in;
-        const float* ln1 = b.ln1;
-        const float* qkv = b.qkv;
-        const float* atty = b.atty;
+        const floatX* in = b.in;
+        const floatX* ln1 = b.ln1;
+        const floatX* qkv = b.qkv;
+        const floatX* atty = b.atty;
         const float* lse = b.lse;
-        const float* res2 = b.res2;
-        const float* ln2 = b.ln2;
-        const float* fch = b.fch;
-        const float* fchg = b.fchg;
+        const floatX* res2 = b.res2;
+        const floatX* ln2 = b.ln2;
+        const floatX* fch = b.fch;
+        const floatX* fchg = b.fchg;
         // MLP: dres is the gradient of residual3 = res2 + fcproj(gelu(fc(ln2)))
-        matmul_backward(a->dfch, dw->fcprojw, dw->fcprojb, a->dres, fchg, w->fcprojw, BT, 4 * C, C, acc);
+        matmul_backward(&m->ctx, a->dfch, dw->fcprojw, dw->fcprojb, a->dres, fchg, w->fcprojw, BT, 4 * C, C, acc);
         backward_progress(bc);
-        gelu_backward(a->dfch, fch, a->dfch, btc * 4);
-        matmul_backward(a->dtmp, dw->fcw, dw->fcb, a->dfch, ln2, w->fcw, BT, C, 4 * C, acc);
+        gelu_backward(&m->ctx, a->dfch, fch, a->dfch, btc * 4);
+        matmul_backward(&m->ctx, a->dtmp, dw->fcw, dw->fcb, a->dfch, ln2, w->fcw, BT, C, 4 * C, acc);
         backward_progress(bc);
-        layernorm_backward(a->dres, dw->ln2w, dw->ln2b, a->ln_scratch, a->dtmp, res2, w->ln2w,
+        layernorm_backward(&m->ctx, a->dres, dw->ln2w, dw->ln2b, a->dtmp, res2, w->ln2w,
                            b.ln2_mean, b.ln2_rstd, BT, C, acc);
         // attention: dres is now the gradient of residual2 = in + attproj(attention(qkv(ln1)))
-        matmul_backward(a->dtmp, dw->attprojw, dw->attprojb, a->dres, atty, w->attprojw, BT, C, C, acc);
+        matmul_backward(&m->ctx, a->dtmp, dw->attprojw, dw->attprojb, a->dres, atty, w->attprojw, BT, C, C, acc);
         backward_progress(bc);
-        attention_backward(a->dqkv, a->att_scratch, a->dtmp, qkv, atty, lse, B, T, C, NH);
+        attention_backward(&m->ctx, a->dqkv, a->dtmp, qkv, atty, lse, B, T, C, NH);
         backward_progress(bc);
-        matmul_backward(a->dtmp, dw->qkvw, dw->qkvb, a->dqkv, ln1, w->qkvw, BT, C, 3 * C, acc);
-        layernorm_backward(a->dres, dw->ln1w, dw->ln1b, a->ln_scratch, a->dtmp, in, w->ln1w,
+        matmul_backward(&m->ctx, a->dtmp, dw->qkvw, dw->qkvb, a->dqkv, ln1, w->qkvw, BT, C, 3 * C, acc);
+        layernorm_backward(&m->ctx, a->dres, dw->ln1w, dw->ln1b, a->dtmp, in, w->ln1w,
                            b.ln1_mean, b.ln1_rstd, BT, C, acc);
         grad_bucket_release(m, bc, 1 + l);
     }
@@ -1028,10 +1112,9 @@ static float gpt_forward_backward(GPT* m, const int32_t* targets, float dloss_sc
     // the encoder scatters into dwte (already written by the LM head above) and into dwpe, which starts from zero
     // on the first micro-step: all maxT rows, since rows past T get no gradient and an in-place reduce-scatter
     // (ZeRO-1) may have left unowned parts of the buffer undefined
-    if (!acc) { memset(m->g.wpe, 0, sizeof(float) * g->max_seq_len * C); }
-    encoder_backward(m->g.wte, m->g.wpe, a->dres, m->inputs, B, T, C);
+    if (!acc) { dev_zero(&m->ctx, m->g.wpe, sizeof(float) * g->max_seq_len * C); }
+    encoder_backward(&m->ctx, m->g.wte, m->g.wpe, a->dres, a->tokens, B, T, C);
     grad_bucket_release(m, bc, 0);
-    return (float)(loss / BT);
 }
 
 // ----------------------------------------------------------------------------
@@ -1054,34 +1137,67 @@ static float lr_at(const Config* c, int step) {
 // Optimizer step: wait for the gradient reductions, global norm, clipping, sharded AdamW, parameter gather.
 
 typedef struct {
-    float grad_norm;   // before clipping
+    float grad_norm;   // before clipping (of the unscaled gradient)
     float lr;
 } StepStats;
 
-// Waits for the gradient reductions and returns the global gradient norm (the same value on every rank).
+// Waits for the gradient reductions and returns the global norm of the gradients as they are held (the same value
+// on every rank; non-finite if any element anywhere is).
 static float grad_norm_reduced(GPT* m, ZeroOptimizer* z) {
     zero_wait_all(z);
     return (float)sqrt(zero_grad_sumsq(z, m->grads));
 }
 
 // Clipping and the AdamW update (t: 1-based count of updates, for the bias correction), then the parameter gather.
-static void optimizer_update(GPT* m, ZeroOptimizer* z, const Config* c, float norm, float lr, int t) {
+// norm is the unscaled gradient's; the held gradients are loss_scale times it (1 outside fp16).
+static void optimizer_update(GPT* m, ZeroOptimizer* z, const Config* c, float norm, float lr, int t, float loss_scale,
+                             uint64_t sr_seed) {
     // clip as torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
-    float scale = 1.0f;
+    float clip = 1.0f;
     if (c->grad_clip > 0.0f) {
         float coef = c->grad_clip / (norm + 1e-6f);
-        if (coef < 1.0f) { scale = coef; }
+        if (coef < 1.0f) { clip = coef; }
     }
-    zero_adamw_step(z, m->params, m->grads, lr, 0.9f, 0.95f, 1e-8f, c->weight_decay, scale, t);
+    AdamWHyper hp = {lr, 0.9f, 0.95f, 1e-8f, c->weight_decay, clip / loss_scale, t, sr_seed};
+    zero_adamw_step(z, m->params, m->grads, &hp);
 }
 
-// Both of the above, for a step that is never skipped (tests).
+// Both of the above, for a step that is never skipped, without loss scaling (tests).
 static StepStats optimizer_step(GPT* m, ZeroOptimizer* z, const Config* c, int step) {
     StepStats st;
     st.grad_norm = grad_norm_reduced(m, z);
     st.lr = lr_at(c, step);
-    optimizer_update(m, z, c, st.grad_norm, st.lr, step + 1);
+    optimizer_update(m, z, c, st.grad_norm, st.lr, step + 1, 1.0f, 0);
     return st;
+}
+
+// ----------------------------------------------------------------------------
+// Dynamic loss scaling (--dtype fp16), with the semantics of PyTorch's torch.cuda.amp.GradScaler. The loss gradient
+// is multiplied by `scale` so that small activation gradients survive fp16 (whose smallest subnormal is 2^-24);
+// parameter gradients are fp32 and are divided by it inside AdamW. After each step, with found_inf meaning some
+// gradient on some rank is inf or NaN (the global norm is):
+//   found_inf:  the update is skipped, scale *= backoff, clean = 0
+//   else:       clean += 1; when clean reaches the window, scale *= growth (if that is finite) and clean = 0
+// A skipped step does not advance AdamW's update count (its bias correction), while the learning-rate schedule
+// follows the step number, as PyTorch's scheduler.step() does when GradScaler skips optimizer.step().
+
+typedef struct {
+    float scale;        // the loss scale of the next step (1 when not fp16)
+    int clean;          // steps without overflow since the scale last changed (GradScaler's growth tracker)
+} LossScale;
+
+static void loss_scale_update(LossScale* ls, const Config* c, int found_inf) {
+    if (found_inf) {
+        ls->scale *= c->loss_scale_backoff;
+        ls->clean = 0;
+        return;
+    }
+    ls->clean++;
+    if (ls->clean == c->loss_scale_window) {
+        float grown = ls->scale * c->loss_scale_growth;
+        if (isfinite(grown)) { ls->scale = grown; }
+        ls->clean = 0;
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -1095,25 +1211,29 @@ static StepStats optimizer_step(GPT* m, ZeroOptimizer* z, const Config* c, int s
 // and their order are the same whatever the number of ranks.
 static float evaluate(GPT* m, DataLoader* val, int steps, ParallelContext* pc) {
     dataloader_reset(val);
-    double sum = 0.0;
+    gpt_take_loss_sum(m); // start from zero
     for (int i = 0; i < steps; i++) {
         dataloader_next_batch(val);
         if (i % pc->dp != pc->dp_rank) { continue; }
         gpt_forward(m, val->inputs, val->B, val->T);
-        sum += gpt_eval_loss(m, val->targets);
+        gpt_eval_loss(m, val->targets);
     }
+    double sum = gpt_take_loss_sum(m) / ((double)val->B * val->T); // one read-back: the sum of the batch means
     comm_allreduce_sum_f64(&pc->dp_group, &sum, 1);
     return (float)(sum / steps);
 }
 
 // Draws toks[1..n) one at a time after the prompt toks[0] (temperature 1): token t comes from the softmax of the
 // logits at position t - 1 over the real vocabulary, by inverse CDF with one uniform draw from rng.
-// probs: (Vp) scratch.
+// probs: (Vp) host scratch, receiving one row of logits per token.
 static void sample_tokens(GPT* m, int32_t* toks, int n, float* probs, uint64_t* rng) {
     const GPTConfig* g = &m->cfg;
     for (int t = 1; t < n; t++) {
         gpt_forward(m, toks, 1, t);
-        classifier_logits_row(probs, m->acts.lnf + (size_t)(t - 1) * g->channels, m->p.wte, g->channels, g->padded_vocab_size);
+        classifier_logits_row(&m->ctx, m->acts.logits_row, m->acts.lnf + (size_t)(t - 1) * g->channels, m->p.wte,
+                              g->channels, g->padded_vocab_size);
+        dev_copy_d2h(&m->ctx, probs, m->acts.logits_row, sizeof(float) * g->padded_vocab_size);
+        dev_sync(&m->ctx);
         float mx = -INFINITY;
         for (int j = 0; j < g->vocab_size; j++) { mx = probs[j] > mx ? probs[j] : mx; }
         double sum = 0.0;
@@ -1193,12 +1313,14 @@ static void maybe_inject_fault(int rank, int step) {
     if (strcmp(kind, "hang") == 0) { for (;;) { sleep(1000); } }
 }
 
-// TRAIN_GPT_FAULT="nan:RANK:STEP[:COUNT]": that rank's loss and gradients become NaN (as an overflow would) in
-// COUNT steps (default 1) from STEP on.
-static int fault_nan(int rank, int step) {
+// TRAIN_GPT_FAULT="KIND:RANK:STEP[:COUNT]" for KIND nan (that rank's loss and gradients become NaN, as a
+// divergence would) or overflow (its gradients become inf/NaN and its loss stays finite, as an fp16 overflow
+// would), in COUNT steps (default 1) from STEP on.
+static int fault_injected(const char* kind, int rank, int step) {
     const char* f = getenv("TRAIN_GPT_FAULT");
+    char k[16];
     int r, s, count = 1;
-    if (!f || sscanf(f, "nan:%d:%d:%d", &r, &s, &count) < 2) { return 0; }
+    if (!f || sscanf(f, "%15[a-z]:%d:%d:%d", k, &r, &s, &count) < 3 || strcmp(k, kind) != 0) { return 0; }
     return r == rank && step >= s && step < s + count;
 }
 
@@ -1226,7 +1348,10 @@ static void prepare_out_dir(const char* dir) {
 
 // Checks that every data-parallel rank holds the same parameters (they must, after each optimizer step).
 static int params_agree(GPT* m, ParallelContext* pc) {
-    uint64_t sum = checksum_buffer(m->params, m->layout.num_params * sizeof(float));
+    float* host = (float*)mallocCheck(mulSize(m->layout.num_params, sizeof(float)));
+    gpt_get_params(m, host);
+    uint64_t sum = checksum_buffer(host, m->layout.num_params * sizeof(float));
+    free(host);
     uint64_t root = sum;
     comm_broadcast(&pc->dp_group, &root, sizeof(root), 0);
     double bad = root != sum ? 1.0 : 0.0;
@@ -1272,11 +1397,13 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
     const GPTConfig* g = &mp->cfg;
     int B = cp->batch_size, T = cp->seq_len, master = pcp->world_rank == 0;
     size_t n = mp->layout.num_params;
+    // what this backend allocates: the compute copy (floatX), gradients (fp32, with the stage-2 shard), optimizer
+    // state (moments and master weights, fp32), activations (the table's types) with the kernels' scratch
     double mem[4] = {
-        (double)zp->n_pad * sizeof(float),
+        (double)zp->n_pad * sizeof(floatX),
         (double)mp->grad_floats * sizeof(float) + (zp->gshard ? (double)zp->shard * sizeof(float) : 0.0),
-        (double)(zp->hi - zp->lo) * 2 * sizeof(float),
-        (double)mp->acts.total_floats * sizeof(float),
+        (double)zero_state_bytes(zp) - (zp->gshard ? (double)zp->shard * sizeof(float) : 0.0),
+        (double)mp->acts.total_bytes + (double)kernels_ctx_bytes(&mp->ctx),
     };
     double* all_mem = (double*)callocCheck((size_t)pcp->world_size * 4, sizeof(double));
     memcpy(all_mem + (size_t)pcp->world_rank * 4, mem, sizeof(mem));
@@ -1302,7 +1429,9 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
                "%.2f GB of AdamW memory traffic (memory-limited)\n", step_flops / 1e9, B * T, opt_bytes / 1e9);
         if (train_tokens) { printf("| training tokens      | %llu\n", train_tokens); }
         printf("+----------------------+------------------------------------------+\n");
-        printf("memory per rank (ZeRO stage %d, fp32, --recompute %d):\n", cp->zero, cp->recompute);
+        int dt = mp->ctx.dtype;
+        printf("memory per rank (ZeRO stage %d, --dtype %s, --recompute %d%s):\n", cp->zero, dtype_name(dt), cp->recompute,
+               sizeof(floatX) > dtype_bytes(dt) ? "; this CPU build stores floatX as fp32, rounded to the type" : "");
         printf("  rank | parameters | gradients  | optimizer  | activations | total\n");
         for (int r = 0; r < pcp->world_size; r++) {
             char s[5][32];
@@ -1311,17 +1440,26 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
             fmt_bytes(s[4], sizeof(s[4]), tot);
             printf("  %4d | %10s | %10s | %10s | %11s | %s\n", r, s[0], s[1], s[2], s[3], s[4]);
         }
+        if (sizeof(floatX) > dtype_bytes(dt)) {
+            char pa[32], ac[32];
+            fmt_bytes(pa, sizeof(pa), (double)zp->n_pad * dtype_bytes(dt));
+            fmt_bytes(ac, sizeof(ac), (double)activations_device_bytes(g, B, T, cp->recompute, dt));
+            printf("  with %s storage (a GPU build): parameters %s, activations %s per rank\n", dtype_name(dt), pa, ac);
+        }
         fflush(stdout);
     }
     free(all_mem);
 }
 
 // One optimizer step: grad_accum micro-steps of forward and backward (reductions started as buckets finish), the
-// gradient norm, the --nan-policy decision, the update. Returns what the step prints and logs.
+// gradient norm, the decision (update; skip for the fp16 loss scaler; --nan-policy), the update. Returns what the
+// step prints and logs.
 typedef struct {
     StepStats stats;
     float loss;              // mean over all ranks' tokens
-    int finite;              // 0: the step was skipped (--nan-policy skip)
+    int finite;              // 0: the step was skipped (overflow under fp16 loss scaling, or --nan-policy skip)
+    int overflow;            // fp16: skipped because a gradient was inf/NaN (the loss scale was halved)
+    float loss_scale;        // fp16: the scale this step ran with
     double seconds, forward_seconds, backward_seconds;
     double wait_seconds;     // blocked in waits for gradient reductions
 } StepResult;
@@ -1329,13 +1467,16 @@ typedef struct {
 static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, const Config* cp, ParallelContext* pcp,
                              TrainState* tsp, DataLoader* train_loader, const int32_t* bench_tokens, int grad_accum, int step) {
     StepResult r;
-    int B = cp->batch_size, T = cp->seq_len;
+    int B = cp->batch_size, T = cp->seq_len, fp16 = mp->ctx.dtype == DTYPE_FP16;
     double t0 = now_seconds();
     double wait0 = zp->wait_seconds;
-    double loss = 0.0, tb = 0.0, tf = 0.0;
-    float dloss_scale = 1.0f / (float)((double)B * T * grad_accum * pcp->dp);
-    int poison = fault_nan(pcp->world_rank, step);
+    double tb = 0.0, tf = 0.0;
+    float scale = fp16 ? tsp->loss_scale.scale : 1.0f;
+    float dloss_scale = scale / (float)((double)B * T * grad_accum * pcp->dp);
+    int poison = fault_injected("nan", pcp->world_rank, step);
     if (poison) { dloss_scale = NAN; }
+    if (fault_injected("overflow", pcp->world_rank, step)) { dloss_scale = INFINITY; } // gradients overflow, loss fine
+    gpt_take_loss_sum(mp); // (an evaluation may have left its sum)
     for (int micro = 0; micro < grad_accum; micro++) {
         const int32_t* x;
         const int32_t* y;
@@ -1347,35 +1488,40 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
         bcp->first_micro = micro == 0;
         bcp->reduce = (cp->zero >= 1 || pcp->dp > 1) && zero_reduces_on(zp, micro == grad_accum - 1);
         double tb0 = now_seconds();
-        loss += gpt_forward_backward(mp, y, dloss_scale, bcp);
+        gpt_forward_backward(mp, y, dloss_scale, bcp);
         tb += now_seconds() - tb0;
     }
-    if (poison) { loss = NAN; }
-    // the mean loss and the gradient norm are the same on every rank (a NaN anywhere reaches all of them through
-    // the reductions), so every rank takes the same decision below
+    // the mean loss and the gradient norm are the same on every rank (a NaN or inf anywhere reaches all of them
+    // through the reductions), so every rank takes the same decision below
+    double loss_sum = gpt_take_loss_sum(mp) / ((double)B * T * grad_accum);
+    if (poison) { loss_sum = NAN; }
     StepStats st;
-    st.grad_norm = grad_norm_reduced(mp, zp);
+    st.grad_norm = grad_norm_reduced(mp, zp) / scale;
     st.lr = lr_at(cp, step);
-    double loss_sum = loss / grad_accum;
     comm_allreduce_sum_f64(&pcp->dp_group, &loss_sum, 1);
     float mean_loss = (float)(loss_sum / pcp->dp);
-    int finite = isfinite(mean_loss) && isfinite(st.grad_norm);
-    if (!finite && strcmp(cp->nan_policy, "stop") == 0) {
-        fatal("step %d: the %s is not finite (loss %g, gradient norm %g): stopping before the update (--nan-policy stop); "
-              "no checkpoint of this state is written%s%s", step + 1, isfinite(mean_loss) ? "gradient norm" : "loss",
-              mean_loss, st.grad_norm, cp->out[0] ? ", the last one in " : "", cp->out);
-    }
-    if (finite) {
-        optimizer_update(mp, zp, cp, st.grad_norm, st.lr, tsp->adam_t + 1);
+    int loss_ok = isfinite(mean_loss), grads_ok = isfinite(st.grad_norm);
+    // fp16: inf/NaN gradients with a finite loss are the loss scaler's business (too large a scale), not divergence
+    int overflow = fp16 && loss_ok && !grads_ok;
+    if (!loss_ok || (!grads_ok && !fp16)) {
+        if (strcmp(cp->nan_policy, "stop") == 0) {
+            fatal("step %d: the %s is not finite (loss %g, gradient norm %g): stopping before the update (--nan-policy stop); "
+                  "no checkpoint of this state is written%s%s", step + 1, loss_ok ? "gradient norm" : "loss",
+                  mean_loss, st.grad_norm, cp->out[0] ? ", the last one in " : "", cp->out);
+        }
+        tsp->skipped_in_a_row++;
+    } else if (!overflow) {
+        optimizer_update(mp, zp, cp, st.grad_norm, st.lr, tsp->adam_t + 1, scale, tsp->sr_seed);
         tsp->adam_t++;
         tsp->skipped_in_a_row = 0;
-    } else {
-        tsp->skipped_in_a_row++;
     }
+    if (fp16) { loss_scale_update(&tsp->loss_scale, cp, !(loss_ok && grads_ok)); }
     double dt = now_seconds() - t0;
     r.stats = st;
     r.loss = mean_loss;
-    r.finite = finite;
+    r.finite = loss_ok && grads_ok;
+    r.overflow = overflow;
+    r.loss_scale = scale;
     r.seconds = dt;
     r.forward_seconds = tf;
     r.backward_seconds = tb;
@@ -1418,9 +1564,10 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         char rs[32];
         fmt_bytes(rs, sizeof(rs), rss);
         char ab[32];
-        fmt_bytes(ab, sizeof(ab), (double)mp->acts.total_floats * sizeof(float));
-        printf("bench: %s, B %d, T %d, %d rank(s) x %d thread(s), ZeRO %d, fp32, --recompute %d (activations %s), matmuls %s | peak RSS per rank %s\n",
-               cp->model, B, T, pcp->world_size, kernels_num_threads(), cp->zero, cp->recompute, ab, kernels_blas_name(), rs);
+        fmt_bytes(ab, sizeof(ab), (double)mp->acts.total_bytes);
+        printf("bench: %s, B %d, T %d, %d rank(s) x %d thread(s), ZeRO %d, --dtype %s, --recompute %d (activations %s), matmuls %s | peak RSS per rank %s\n",
+               cp->model, B, T, pcp->world_size, kernels_num_threads(), cp->zero, dtype_name(mp->ctx.dtype), cp->recompute, ab,
+               kernels_blas_name(), rs);
         double fwd = t_forward / timed_steps * 1e3, bwd = t_backward / timed_steps * 1e3;
         printf("bench: per step: forward %.1f ms, LM head + backward %.1f ms, optimizer and the rest %.1f ms\n", fwd, bwd, ms - fwd - bwd);
         printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
@@ -1470,15 +1617,16 @@ int main(int argc, char** argv) {
         // --init FILE --export-hf DIR: load, write the Hugging Face checkpoint, exit (no data, no training)
         if (pc.world_size > 1) { fatal("--export-hf runs in one process, not under mpirun (%d ranks)", pc.world_size); }
         if (!hf_supported()) { fatal("--export-hf %s: %s", c.export_hf, HF_NO_CJSON_MESSAGE); }
-        GPT em;
-        memset(&em, 0, sizeof(em));
-        gpt_alloc_params(&em, &gc, 1);
-        if (from_hf) { hf_load_params(&hf, &em.layout, em.params); }
-        else { model_load_params(init_path, model_fp, model_version, &em.layout, em.params); }
+        ParamLayout el;
+        layout_build(&el, &gc);
+        float* host = (float*)mallocCheck(mulSize(el.num_params, sizeof(float)));
+        if (from_hf) { hf_load_params(&hf, &el, host); }
+        else { model_load_params(init_path, model_fp, model_version, &el, host); }
         printf("export-hf: %s: L %d, C %d, NH %d, maxT %d, V %d (Vp %d), %zu parameters\n", c.init, gc.num_layers,
-               gc.channels, gc.num_heads, gc.max_seq_len, gc.vocab_size, gc.padded_vocab_size, em.layout.num_params);
-        hf_export(c.export_hf, &em.layout, em.params);
-        gpt_free(&em);
+               gc.channels, gc.num_heads, gc.max_seq_len, gc.vocab_size, gc.padded_vocab_size, el.num_params);
+        hf_export(c.export_hf, &el, host);
+        free(host);
+        layout_free(&el);
         parallel_finalize(&pc);
         return 0;
     }
@@ -1520,22 +1668,28 @@ int main(int argc, char** argv) {
     }
 
     // model, optimizer, gradients, activations: one allocation per family
+    // (the parameters are read into host memory in fp32, then become the compute copy and the master weights)
     GPT model;
-    memset(&model, 0, sizeof(model));
-    gpt_alloc_params(&model, &gc, pc.dp);
-    uint64_t model_sum = 0;
-    if (model_fp) { model_sum = model_load_params_sum(init_path, model_fp, model_version, &model.layout, model.params, resume_sum_kind); }
-    else if (from_hf) { hf_load_params(&hf, &model.layout, model.params); }
-    else { init_params(model.params, &model.layout, (uint64_t)c.seed); }
+    gpt_alloc_params(&model, &gc, pc.dp, dtype_parse(c.dtype), T);
     ZeroOptimizer zopt;
     gpt_zero_init(&zopt, &model, c.zero, &pc.dp_group);
+    uint64_t model_sum = 0;
+    {
+        float* host = (float*)mallocCheck(mulSize(model.layout.num_params, sizeof(float)));
+        if (model_fp) { model_sum = model_load_params_sum(init_path, model_fp, model_version, &model.layout, host, resume_sum_kind); }
+        else if (from_hf) { hf_load_params(&hf, &model.layout, host); }
+        else { init_params(host, &model.layout, (uint64_t)c.seed); }
+        gpt_set_params(&model, &zopt, host);
+        free(host);
+    }
     gpt_alloc_grads(&model, c.zero, pc.dp);
-    activations_alloc(&model.acts, &gc, B, T, c.recompute);
-    model.inputs = (int32_t*)mallocCheck(sizeof(int32_t) * B * T);
+    activations_alloc(&model.acts, &model.ctx, &gc, B, T, c.recompute);
 
     TrainState ts;
     memset(&ts, 0, sizeof(ts));
     ts.rng = (uint64_t)c.seed * 0x2545F4914F6CDD1DULL + 7;
+    ts.sr_seed = splitmix64((uint64_t)c.seed ^ 0x5352ull); // "SR": its own stream, independent of the others
+    ts.loss_scale.scale = model.ctx.dtype == DTYPE_FP16 ? c.loss_scale : 1.0f;
     if (resume_step >= 0) {
         checkpoint_load_state(c.resume, resume_step, &model, &zopt, &ts, model_sum);
         if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
@@ -1560,9 +1714,9 @@ int main(int argc, char** argv) {
         logf = fopen(c.log, ts.step > 0 ? "a" : "w");
         if (!logf) { fatal("--log: cannot open '%s': %s", c.log, strerror(errno)); }
         // one line saying what ran (readers of step lines skip it: it has no "step")
-        fprintf(logf, "{\"run\": {\"start_step\": %d, \"dtype\": \"fp32\", \"recompute\": %d, \"zero\": %d, \"processes\": %d, "
-                "\"tokens_per_step\": %ld, \"activation_bytes\": %.0f}}\n", ts.step, c.recompute, c.zero, pc.world_size,
-                c.total_batch_size, (double)model.acts.total_floats * sizeof(float));
+        fprintf(logf, "{\"run\": {\"start_step\": %d, \"dtype\": \"%s\", \"recompute\": %d, \"zero\": %d, \"processes\": %d, "
+                "\"tokens_per_step\": %ld, \"activation_bytes\": %.0f}}\n", ts.step, dtype_name(model.ctx.dtype), c.recompute,
+                c.zero, pc.world_size, c.total_batch_size, (double)model.acts.total_bytes);
         fflush(logf);
     }
 
@@ -1619,17 +1773,22 @@ int main(int argc, char** argv) {
         if (master) {
             int done = step + 1 - start_step;
             double eta = done > 0 ? t_train / done * (steps - step - 1) : 0.0;
-            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds%s\n",
+            char scale_note[64] = "";
+            if (model.ctx.dtype == DTYPE_FP16) { snprintf(scale_note, sizeof(scale_note), " | scale %g", sr.loss_scale); }
+            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds%s%s\n",
                    step + 1, steps, sr.loss, st.grad_norm, st.lr, dt * 1e3, tok_s, tok_s * fpt / 1e9,
-                   (int)eta / 60, (int)eta % 60, sr.finite ? "" : " | skipped: not finite (--nan-policy skip)");
+                   (int)eta / 60, (int)eta % 60, scale_note,
+                   sr.finite ? "" : sr.overflow ? " | skipped: gradient overflow, loss scale halved" : " | skipped: not finite (--nan-policy skip)");
             fflush(stdout);
             if (logf) {
                 // JSON has no NaN: a skipped step logs null for what was not finite
                 char lv[32] = "null", nv[32] = "null";
                 if (isfinite(sr.loss)) { snprintf(lv, sizeof(lv), "%.9g", sr.loss); }
                 if (isfinite(st.grad_norm)) { snprintf(nv, sizeof(nv), "%.9g", st.grad_norm); }
-                fprintf(logf, "{\"step\": %d, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, \"ms\": %.3f, \"tokens_per_s\": %.1f%s}\n",
-                        step + 1, lv, st.lr, nv, dt * 1e3, tok_s, sr.finite ? "" : ", \"skipped\": true");
+                char sc[48] = "";
+                if (model.ctx.dtype == DTYPE_FP16) { snprintf(sc, sizeof(sc), ", \"loss_scale\": %.9g", sr.loss_scale); }
+                fprintf(logf, "{\"step\": %d, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, \"ms\": %.3f, \"tokens_per_s\": %.1f%s%s}\n",
+                        step + 1, lv, st.lr, nv, dt * 1e3, tok_s, sc, sr.finite ? "" : ", \"skipped\": true");
                 fflush(logf);
             }
         }

@@ -1,10 +1,13 @@
 /*
 zero.h: data-parallel gradient reduction in buckets and the ZeRO sharded AdamW, written once over the collective
-API of comm.h (MPI on CPU buffers; NCCL with the CUDA backend) and the adamw_update kernel of the backend.
+API of comm.h (MPI on CPU buffers; NCCL with the CUDA backend) and the kernel interface (kernels.h).
 
-The parameters, their gradients and the AdamW moments share one flat layout of n_pad floats (the logical parameter
-count n rounded up so that it splits into dp equal shards of S floats). Rank r owns the range [r*S, (r+1)*S).
-Because every tensor is a range of the flat layout, sharding and gathering are plain range arithmetic.
+The parameters, their gradients, the AdamW moments and the master weights share one flat layout of n_pad elements
+(the logical parameter count n rounded up so that it splits into dp equal shards of S). Rank r owns the range
+[r*S, (r+1)*S). Because every tensor is a range of the flat layout, sharding and gathering are range arithmetic.
+Gradients, moments and master weights are fp32; the parameters are the compute copy (floatX). With a 16-bit compute
+copy (--dtype bf16/fp16) the owner of a range also keeps its fp32 master weights, sharded like the moments: AdamW
+updates the master, writes the compute copy by stochastic rounding, and the compute copy is what is all-gathered.
 
   stage 0 (DDP):  every rank keeps full gradients and full moments. On the last micro-step each bucket of gradients
                   is all-reduced (non-blocking) as soon as backward has finished it.
@@ -34,13 +37,10 @@ Only static functions: include after comm.h and the kernels header.
 #define ZERO_MAX_BUCKETS 1024
 #define ZERO_MAX_SEGMENTS 4096
 
-// A contiguous range of the flat layout that shares a weight-decay setting (one parameter tensor, typically).
-typedef struct {
-    size_t offset, size;
-    int decay; // 1: AdamW weight decay applies (matrices and embeddings); 0: biases, LayerNorm
-} ZeroSegment;
+typedef AdamWSegment ZeroSegment; // one parameter tensor: a range of the flat layout and its weight-decay flag
 
 typedef struct {
+    const KernelCtx* ctx; // the backend's execution context (every buffer below is device memory)
     int stage;
     CommGroup* group;     // the data-parallel group
     int rank, size;
@@ -51,6 +51,8 @@ typedef struct {
     float* m;             // (S) first moment of the owned range (stage 0: (n_pad), every rank owns everything)
     float* v;             // (S) second moment
     float* gshard;        // (S) reduced gradient of the owned range (stage 2); NULL for stages 0 and 1
+    float* master;        // (S) fp32 master weights of the owned range (16-bit compute copy); NULL in fp32
+    double* scalars;      // (1) device scalar the gradient norm is reduced into
     ZeroSegment segments[ZERO_MAX_SEGMENTS];
     int num_segments;
     CommRequest pending[ZERO_MAX_BUCKETS];
@@ -66,8 +68,11 @@ static size_t zero_padded_size(size_t n, int size) {
 }
 
 
-static void zero_init(ZeroOptimizer* z, int stage, CommGroup* group, size_t n, const ZeroSegment* segs, int nseg) {
+// with_master: keep fp32 master weights of the owned range (a 16-bit compute copy).
+static void zero_init(ZeroOptimizer* z, const KernelCtx* ctx, int stage, CommGroup* group, size_t n,
+                      const ZeroSegment* segs, int nseg, int with_master) {
     memset(z, 0, sizeof(*z));
+    z->ctx = ctx;
     if (stage < 0 || stage > 2) { fatal("--zero %d: supported stages are 0, 1, 2", stage); }
     if (nseg > ZERO_MAX_SEGMENTS) { fatal("zero: %d parameter segments exceed the limit %d", nseg, ZERO_MAX_SEGMENTS); }
     z->stage = stage;
@@ -80,22 +85,33 @@ static void zero_init(ZeroOptimizer* z, int stage, CommGroup* group, size_t n, c
     z->lo = stage == 0 ? 0 : z->rank * z->shard;
     z->hi = stage == 0 ? z->n_pad : z->lo + z->shard;
     size_t S = z->hi - z->lo;
-    z->m = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
-    z->v = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
-    zero_floats(z->m, S); // first touch on all threads
-    zero_floats(z->v, S);
-    if (stage == 2) {
-        z->gshard = (float*)alignedMallocCheck(mulSize(S, sizeof(float)));
-        zero_floats(z->gshard, S);
-    }
+    z->m = (float*)dev_alloc(ctx, mulSize(S, sizeof(float)));
+    z->v = (float*)dev_alloc(ctx, mulSize(S, sizeof(float)));
+    if (stage == 2) { z->gshard = (float*)dev_alloc(ctx, mulSize(S, sizeof(float))); }
+    if (with_master) { z->master = (float*)dev_alloc(ctx, mulSize(S, sizeof(float))); }
+    z->scalars = (double*)dev_alloc(ctx, sizeof(double));
     memcpy(z->segments, segs, sizeof(ZeroSegment) * nseg);
     z->num_segments = nseg;
 }
 
 static void zero_free(ZeroOptimizer* z) {
-    free(z->m);
-    free(z->v);
-    free(z->gshard);
+    dev_free(z->ctx, z->m);
+    dev_free(z->ctx, z->v);
+    dev_free(z->ctx, z->gshard);
+    dev_free(z->ctx, z->master);
+    dev_free(z->ctx, z->scalars);
+}
+
+// Bytes of optimizer state per rank: moments, the stage-2 gradient shard, master weights.
+static size_t zero_state_bytes(const ZeroOptimizer* z) {
+    size_t S = z->hi - z->lo;
+    return (2 + (z->gshard != NULL) + (z->master != NULL)) * S * sizeof(float);
+}
+
+// The master weights of the owned range from the fp32 values of all parameters (host_params: n_pad or at least
+// hi floats, the logical layout), when a master is kept.
+static void zero_set_master(ZeroOptimizer* z, const float* host_params) {
+    if (z->master) { dev_copy_h2d(z->ctx, z->master, host_params + z->lo, (z->hi - z->lo) * sizeof(float)); }
 }
 
 // Does this micro-step reduce gradients? Stage 2 reduces every micro-step (unowned gradients are not kept);
@@ -129,7 +145,7 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
     float* recv = z->stage == 1 ? bucket_grads + (own_s < own_e ? own_s - lo : 0)
                                 : z->gshard + (own_s < own_e ? own_s - z->lo : 0);
     if (z->stage == 2 && !first_micro_step && own_s < own_e) {
-        add_floats(bucket_grads + (own_s - lo), recv, own_e - own_s);
+        add_inplace(z->ctx, bucket_grads + (own_s - lo), recv, own_e - own_s);
     }
     comm_ireduce_scatterv_sum_f32(z->group, bucket_grads, recv, counts, req);
 }
@@ -167,24 +183,21 @@ static float* zero_owned_grads(ZeroOptimizer* z, float* full_grads) {
 // Global squared L2 norm of the reduced gradient (padding is zero and adds nothing). Exact across shard boundaries:
 // each rank sums its owned range in double, then one all-reduce.
 static double zero_grad_sumsq(ZeroOptimizer* z, float* full_grads) {
-    double s = sum_squares(zero_owned_grads(z, full_grads), z->hi - z->lo);
+    dev_zero(z->ctx, z->scalars, sizeof(double));
+    sum_squares_accumulate(z->ctx, z->scalars, zero_owned_grads(z, full_grads), z->hi - z->lo);
+    double s;
+    dev_copy_d2h(z->ctx, &s, z->scalars, sizeof(double));
+    dev_sync(z->ctx);
     if (z->stage != 0) { comm_allreduce_sum_f64(z->group, &s, 1); }
     return s;
 }
 
-// AdamW on the owned range. Weight decay follows each segment's flag; a segment that crosses a shard boundary
-// is split, so the decay mask is exact however the shards fall. Then (stages 1, 2) the parameters are all-gathered.
-static void zero_adamw_step(ZeroOptimizer* z, float* params, float* full_grads, float lr, float b1, float b2,
-                            float eps, float wd, float grad_scale, int t) {
-    float* g = zero_owned_grads(z, full_grads);
-    for (int i = 0; i < z->num_segments; i++) {
-        const ZeroSegment* sg = &z->segments[i];
-        size_t s = sg->offset > z->lo ? sg->offset : z->lo;
-        size_t e = sg->offset + sg->size < z->hi ? sg->offset + sg->size : z->hi;
-        if (s >= e) { continue; }
-        size_t k = s - z->lo;
-        adamw_update(params + s, g + k, z->m + k, z->v + k, e - s, lr, b1, b2, eps, sg->decay ? wd : 0.0f, grad_scale, t);
-    }
+// AdamW on the owned range, one kernel call for all its tensors (a tensor that crosses a shard boundary is split
+// by the kernel, so the decay mask is exact however the shards fall). Then (stages 1, 2) the compute copy of the
+// parameters is all-gathered. hp->grad_scale carries clipping and the loss scale's inverse.
+static void zero_adamw_step(ZeroOptimizer* z, floatX* params, float* full_grads, const AdamWHyper* hp) {
+    adamw_update(z->ctx, params, z->master, zero_owned_grads(z, full_grads), z->m, z->v, z->lo, z->hi, z->segments,
+                 z->num_segments, hp);
     if (z->stage != 0) {
         comm_allgather_f32(z->group, params + z->lo, params, z->shard);
     }

@@ -84,6 +84,7 @@ if grep -q openblas <(ldd ./test_gpt 2>/dev/null); then
 fi
 run test_runs ./tests/test_runs
 [ -x tests/test_dataloader ] && run test_dataloader ./tests/test_dataloader
+run test_precision ./tests/test_precision
 if [ -x tests/test_tokenizer ]; then
     run test_tokenizer ./tests/test_tokenizer
 else

@@ -65,8 +65,7 @@ static void load_llmc(GPT* m, const char* path) {
     int version;
     FILE* fp;
     model_read_header(path, &g, &version, &fp);
-    memset(m, 0, sizeof(*m));
-    gpt_alloc_params(m, &g, 1);
+    gpt_alloc_params(m, &g, 1, DTYPE_FP32, g.max_seq_len); // fp32: the CPU's parameters are host floats
     model_load_params(path, fp, version, &m->layout, m->params);
 }
 
@@ -75,8 +74,7 @@ static void load_hf(GPT* m, const char* path) {
     HfCheckpoint ck;
     GPTConfig g;
     hf_open(&ck, path, &g);
-    memset(m, 0, sizeof(*m));
-    gpt_alloc_params(m, &g, 1);
+    gpt_alloc_params(m, &g, 1, DTYPE_FP32, g.max_seq_len); // fp32: the CPU's parameters are host floats
     hf_load_params(&ck, &m->layout, m->params);
 }
 
@@ -122,13 +120,12 @@ static uint16_t f32_to_bf16_rne(float f) {
 // Logits (B, T, V) of the model on tokens x (B, T), the real vocabulary only.
 static float* model_logits(GPT* m, const int32_t* x, int B, int T) {
     const GPTConfig* g = &m->cfg;
-    activations_alloc(&m->acts, g, B, T, 0);
-    m->inputs = (int32_t*)mallocCheck(sizeof(int32_t) * B * T);
+    activations_alloc(&m->acts, &m->ctx, g, B, T, 0);
     gpt_forward(m, x, B, T);
     float* row = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
     float* out = (float*)mallocCheck(sizeof(float) * (size_t)B * T * g->vocab_size);
     for (int r = 0; r < B * T; r++) {
-        classifier_logits_row(row, m->acts.lnf + (size_t)r * g->channels, m->p.wte, g->channels, g->padded_vocab_size);
+        classifier_logits_row(&m->ctx, row, m->acts.lnf + (size_t)r * g->channels, m->p.wte, g->channels, g->padded_vocab_size);
         memcpy(out + (size_t)r * g->vocab_size, row, sizeof(float) * g->vocab_size);
     }
     free(row);
@@ -617,8 +614,7 @@ static void test_binary(void) {
     // GPT-2's vocabulary: the tokenizer files come along, copies of data/gpt2's
     GPTConfig g = {8, 50257, 50304, 1, 1, 8};
     GPT big;
-    memset(&big, 0, sizeof(big));
-    gpt_alloc_params(&big, &g, 1);
+    gpt_alloc_params(&big, &g, 1, DTYPE_FP32, g.max_seq_len);
     init_params(big.params, &big.layout, 7);
     char path[600];
     snprintf(path, sizeof(path), "%s/v50257.bin", TMP);

@@ -1,0 +1,122 @@
+/*
+kernels.h: the kernel interface of the trainer, one declaration for every operation the orchestration (train_gpt.c,
+zero.h, checkpoint.h) performs on buffer memory. Two backends implement it: kernels_cpu.h (this build) and the CUDA
+backend (kernels.cuh). A backend defines, before including this header,
+  floatX      the element type of activations, activation gradients and the compute copy of the parameters
+              (float on the CPU, which emulates bf16/fp16 by rounding; __nv_bfloat16 or half on a GPU);
+  KernelCtx   the execution context every call takes first (the CPU's carries the emulated storage type and
+              per-thread scratch; a GPU's carries the stream, library handles and workspaces);
+and then defines every function declared here with exactly this signature, so a backend that drifts from the
+interface fails to compile. Master weights, AdamW moments, parameter gradients, losses and norms are fp32 (float)
+in every build. Pointers are device pointers unless the name says host.
+
+Conventions shared by both backends (the contract each kernel's comment refines):
+- Row-major tensors; BT rows (B*T tokens), C channels, OC output channels, NH heads, V / Vp real / padded vocabulary.
+- Parameter gradients obey `acc`: 0 OVERWRITES them (first micro-step of an optimizer step), 1 ACCUMULATES.
+- Activation gradients are overwritten unless the contract says "accumulates into".
+- Every floatX output is rounded to the storage type once, when it is stored (round to nearest even); arithmetic
+  inside a kernel is fp32.
+*/
+#ifndef KERNELS_H
+#define KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// ----------------------------------------------------------------------------
+// Memory: the only way the orchestration reaches buffer memory. dev_alloc returns zeroed memory (first touched by
+// the threads that will use it on the CPU). Copies are ordered with the context's other work; dev_sync waits for
+// all of it (host reads after a device-to-host copy need it on a GPU; the CPU backend is synchronous).
+static void* dev_alloc(const KernelCtx* ctx, size_t bytes);
+static void dev_free(const KernelCtx* ctx, void* p);
+static void dev_zero(const KernelCtx* ctx, void* p, size_t bytes);
+static void dev_copy_h2d(const KernelCtx* ctx, void* dst, const void* host_src, size_t bytes);
+static void dev_copy_d2h(const KernelCtx* ctx, void* host_dst, const void* src, size_t bytes);
+static void dev_copy_d2d(const KernelCtx* ctx, void* dst, const void* src, size_t bytes);
+static void dev_sync(const KernelCtx* ctx);
+
+// The bridges of file I/O. params_from_f32: the compute copy from fp32 host values, rounded to nearest even.
+// params_to_f32: its exact fp32 values, into host memory.
+static void params_from_f32(const KernelCtx* ctx, floatX* dst, const float* host_src, size_t n);
+static void params_to_f32(const KernelCtx* ctx, float* host_dst, const floatX* src, size_t n);
+
+// ----------------------------------------------------------------------------
+// Forward and backward of the GPT-2 ops
+
+// out (B,T,C) = wte[tok] + wpe[t].  tok: (B,T) device tokens.
+static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe,
+                            int B, int T, int C);
+// dwte[tok] += dout, dwpe[t] += dout (both accumulate; deterministic).
+static void encoder_backward(const KernelCtx* ctx, float* dwte, float* dwpe, const floatX* dout, const int32_t* tok,
+                             int B, int T, int C);
+// out = LN(inp) with weight w, bias b; mean, rstd (BT) fp32.
+static void layernorm_forward(const KernelCtx* ctx, floatX* out, float* mean, float* rstd, const floatX* inp,
+                              const floatX* w, const floatX* b, int BT, int C);
+// LN's output from the statistics its forward kept (recomputation): bit for bit the forward's.
+static void layernorm_apply(const KernelCtx* ctx, floatX* out, const floatX* inp, const float* mean, const float* rstd,
+                            const floatX* w, const floatX* b, int BT, int C);
+// res_out = res_in + delta (+ bias), stored; then out = LN(res_out as stored). res_out may alias res_in.
+static void residual_layernorm_forward(const KernelCtx* ctx, floatX* res_out, floatX* out, float* mean, float* rstd,
+                                       const floatX* res_in, const floatX* delta, const floatX* bias, const floatX* w,
+                                       const floatX* b, int BT, int C);
+// dinp ACCUMULATES the input gradient; dw, db by acc.
+static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* db, const floatX* dout,
+                               const floatX* inp, const floatX* w, const float* mean, const float* rstd, int BT, int C,
+                               int acc);
+// out (BT,OC) = inp (BT,C) @ w^T (w is (OC,C)) + bias (may be NULL).
+static void matmul_forward(const KernelCtx* ctx, floatX* out, const floatX* inp, const floatX* w, const floatX* bias,
+                           int BT, int C, int OC);
+// dinp = dout @ w (skipped when NULL); dw (+)= dout^T inp; dbias (+)= column sums of dout (skipped when NULL).
+static void matmul_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* dbias, const floatX* dout,
+                            const floatX* inp, const floatX* w, int BT, int C, int OC, int acc);
+// out = GELU(inp), tanh approximation.
+static void gelu_forward(const KernelCtx* ctx, floatX* out, const floatX* inp, size_t n);
+// dinp = dout * GELU'(inp); dinp may alias dout.
+static void gelu_backward(const KernelCtx* ctx, floatX* dinp, const floatX* inp, const floatX* dout, size_t n);
+// Causal self-attention of qkv (B,T,3C) into out (B,T,C), keeping lse (B,NH,T) fp32 for the backward.
+static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
+                              int NH);
+// dqkv overwritten; out and lse are the forward's outputs.
+static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                               const floatX* out, const float* lse, int B, int T, int C, int NH);
+// LM head + softmax + cross-entropy, chunked over rows (chunk: chunk_rows x Vp floatX of scratch): losses (BT) fp32;
+// with dx, also dx = dloss/dx (overwritten) and dwte (+)= by acc, for dlogits = dloss_scale (softmax - onehot).
+// targets: (BT) device tokens, -1 for "no loss here".
+static void classifier_forward_backward(const KernelCtx* ctx, float* losses, floatX* dx, float* dwte, floatX* chunk,
+                                        int chunk_rows, const floatX* x, const floatX* wte, const int32_t* targets,
+                                        float dloss_scale, int BT, int C, int V, int Vp, int acc);
+// One row of logits (sampling): out (Vp) fp32 = round(x (C) @ wte^T).
+static void classifier_logits_row(const KernelCtx* ctx, float* out, const floatX* x, const floatX* wte, int C, int Vp);
+
+// ----------------------------------------------------------------------------
+// Reductions and the optimizer
+
+// *acc += sum of x[0..n) (losses: one device scalar per optimizer step, read back once).
+static void sum_accumulate(const KernelCtx* ctx, double* acc, const float* x, size_t n);
+// *out += sum of x[i]^2 (the global gradient norm's share of this range).
+static void sum_squares_accumulate(const KernelCtx* ctx, double* out, const float* x, size_t n);
+// y += x
+static void add_inplace(const KernelCtx* ctx, float* y, const float* x, size_t n);
+
+// A range of the flat parameter layout sharing a weight-decay setting (one tensor).
+typedef struct {
+    size_t offset, size;
+    int decay; // 1: AdamW weight decay applies (matrices and embeddings); 0: biases, LayerNorm
+} AdamWSegment;
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float grad_scale;   // multiplies every gradient first: clipping factor / loss scale
+    int t;              // 1-based count of updates, for the bias correction
+    uint64_t sr_seed;   // stochastic rounding of the compute copy (with t and the flat index)
+} AdamWHyper;
+
+// AdamW over the flat range [lo, hi), one call for all tensors (segs: the tensors, in any order; elements in
+// no segment, the padding, are left alone). grads, m, v and master are indexed from lo (element i of the range is
+// at [i - lo]); params is the whole flat compute copy. With master (fp32 master weights, 16-bit compute copy) the
+// update applies to master and params[i] = stochastic_round(master) (seeded by sr_seed, t, i); without, to
+// params in place (fp32 training, where the compute copy is the master).
+static void adamw_update(const KernelCtx* ctx, floatX* params, float* master, const float* grads, float* m, float* v,
+                         size_t lo, size_t hi, const AdamWSegment* segs, int nseg, const AdamWHyper* hp);
+
+#endif // KERNELS_H
