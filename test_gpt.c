@@ -910,7 +910,7 @@ static void test_init(void) {
 // --recompute 1 and 2 bring back the activations they drop with the same kernels on the same inputs, so the loss
 // and every gradient must equal --recompute 0's bit for bit (tolerance 0), and each mode must hold fewer
 // activation bytes than the one before.
-static void test_recompute(const char* model_path, ParallelContext* pc) {
+static void test_recompute(const char* model_path, ParallelContext* pc, int dtype) {
     GPT m[3];
     ZeroOptimizer z[3];
     float loss[3];
@@ -919,7 +919,7 @@ static void test_recompute(const char* model_path, ParallelContext* pc) {
     uint64_t r = 77;
     for (int i = 0; i < 16; i++) { x[i] = (int32_t)(rng_next(&r) % 101); y[i] = (int32_t)(rng_next(&r) % 101); }
     for (int k = 0; k < 3; k++) {
-        build_model_as(&m[k], &z[k], pc, model_path, 2, 8, DTYPE_FP32, k);
+        build_model_as(&m[k], &z[k], pc, model_path, 2, 8, dtype, k);
         bytes[k] = m[k].acts.total_bytes;
         BackwardComm bc = {NULL, 0, 1};
         gpt_forward(&m[k], x, 2, 8);
@@ -929,12 +929,131 @@ static void test_recompute(const char* model_path, ParallelContext* pc) {
         size_t n = m[0].layout.num_params, differ = 0;
         for (size_t i = 0; i < n; i++) { differ += memcmp(&m[0].grads[i], &m[k].grads[i], sizeof(float)) != 0; }
         char name[128];
-        snprintf(name, sizeof(name), "--recompute %d: loss and every gradient equal --recompute 0's bit for bit", k);
+        snprintf(name, sizeof(name), "--dtype %s --recompute %d: loss and every gradient equal --recompute 0's bit for bit", dtype_name(dtype), k);
         report(differ == 0 && memcmp(&loss[0], &loss[k], sizeof(float)) == 0, name, "loss %.9g vs %.9g, %zu of %zu gradient values differ",
                loss[k], loss[0], differ, n);
     }
-    report(bytes[2] < bytes[1] && bytes[1] < bytes[0], "--recompute 1 and 2 hold fewer activation bytes", "%zu, %zu, %zu bytes", bytes[0], bytes[1], bytes[2]);
+    if (dtype == DTYPE_FP32) { report(bytes[2] < bytes[1] && bytes[1] < bytes[0], "--recompute 1 and 2 hold fewer activation bytes", "%zu, %zu, %zu bytes", bytes[0], bytes[1], bytes[2]); }
     for (int k = 0; k < 3; k++) { zero_free(&z[k]); gpt_free(&m[k]); }
+}
+
+// Counts the floatX values of the model (every activation the table marks floatX, and the compute copy of the
+// parameters) that are not representable in its storage type: the emulation must have rounded every store.
+static size_t count_unrounded(GPT* m) {
+    size_t sizes[64], bad = 0;
+    activations_bytes(&m->cfg, m->acts.B, m->acts.T, m->acts.recompute, sizes);
+    int i = 0, dt = m->ctx.dtype;
+#define X_CHECK(name, type, fx, size) \
+    if (fx) { const float* x_ = (const float*)(const void*)m->acts.name; \
+              for (size_t j = 0; j < sizes[i] / sizeof(type); j++) { bad += round_dtype(x_[j], dt) != x_[j]; } } \
+    i++;
+    GPT_ACTIVATIONS(X_CHECK)
+#undef X_CHECK
+    for (size_t j = 0; j < m->layout.num_params; j++) { bad += round_dtype(m->params[j], dt) != m->params[j]; }
+    return bad;
+}
+
+// bf16 and fp16 against fp32: 20 AdamW steps of the reference model on the reference batch in each storage type
+// (fp16 with a fixed loss scale of 1024, undone in AdamW). Every stored floatX value must be representable in the
+// type (so the mode is really emulated), the 16-bit losses must differ from fp32's by more than fp32 rounding could
+// explain, and must follow fp32's within a tolerance derived from the type's unit roundoff u (bf16 2^-8, fp16
+// 2^-11): the loss is a smooth function of values that each carry a relative rounding error of at most u; their
+// errors have random signs, so to first order the loss moves by a small multiple of u relative (the depth, here
+// L = 2, multiplies it; the average over BT tokens shrinks it). We allow u/4 per step relative: measured at worst
+// over 20 steps on this model, 1.2e-4 = 0.03u (bf16) and 3.5e-5 = 0.07u (fp16). A mode that loses the loss scale
+// or rounds the master weights misses by far more. The master weights stay fp32: they must differ
+// from the compute copy somewhere (else the stochastic rounding did nothing).
+static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
+    GPTConfig gc;
+    ParamLayout pl;
+    DebugState s;
+    if (!reference_read(mp, sp, &gc, &pl, &s)) { return; }
+    enum { STEPS = 20 };
+    double loss[3][STEPS];
+    for (int dt = DTYPE_FP32; dt <= DTYPE_FP16; dt++) {
+        GPT m;
+        ZeroOptimizer z;
+        build_model_as(&m, &z, pc, mp, s.B, s.T, dt, 0);
+        Config c;
+        config_defaults(&c);
+        c.lr = 1e-3f; strcpy(c.lr_schedule, "constant"); c.weight_decay = 0.1f; c.grad_clip = 1.0f; c.steps = STEPS;
+        BackwardComm bc = {NULL, 0, 1};
+        float S = dt == DTYPE_FP16 ? 1024.0f : 1.0f;
+        size_t unrounded = 0;
+        for (int step = 0; step < STEPS; step++) {
+            gpt_forward(&m, s.x, s.B, s.T);
+            loss[dt][step] = fwd_bwd_loss(&m, s.y, S / (s.B * s.T), &bc);
+            if (step == 0 || step == STEPS - 1) { unrounded += count_unrounded(&m); }
+            float norm = grad_norm_reduced(&m, &z) / S;
+            optimizer_update(&m, &z, &c, norm, c.lr, step + 1, S, 0x5eedull);
+        }
+        if (dt == DTYPE_FP32) { zero_free(&z); gpt_free(&m); continue; }
+        char name[160];
+        snprintf(name, sizeof(name), "--dtype %s: every stored activation and parameter is a %s value (forward, backward, update)", dtype_name(dt), dtype_name(dt));
+        report(unrounded == 0, name, "%zu values not representable", unrounded);
+        size_t differ = 0, S_ = z.hi - z.lo;
+        for (size_t j = 0; j < S_ && j < m.layout.num_params; j++) { differ += z.master[j] != m.params[j]; }
+        snprintf(name, sizeof(name), "--dtype %s: fp32 master weights differ from the compute copy", dtype_name(dt));
+        report(differ > m.layout.num_params / 4, name, "%zu of %zu differ", differ, m.layout.num_params);
+        double u = dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048, worst = 0.0;
+        for (int step = 0; step < STEPS; step++) { worst = fmax(worst, fabs(loss[dt][step] - loss[0][step]) / loss[0][step]); }
+        snprintf(name, sizeof(name), "--dtype %s: 20 steps follow fp32 within u/4 = %.3g relative, and differ by more than fp32 rounding (1e-6)",
+                 dtype_name(dt), u / 4);
+        report(worst <= u / 4 && worst > 1e-6, name, "max relative loss difference %.3g; step 20: %.7f vs fp32 %.7f", worst,
+               loss[dt][STEPS - 1], loss[0][STEPS - 1]);
+        zero_free(&z);
+        gpt_free(&m);
+    }
+    report(loss[0][STEPS - 1] < loss[0][0] && loss[1][STEPS - 1] < loss[1][0] && loss[2][STEPS - 1] < loss[2][0],
+           "all three storage types lower the loss over 20 steps", "fp32 %.4f -> %.4f, bf16 %.4f -> %.4f, fp16 %.4f -> %.4f",
+           loss[0][0], loss[0][STEPS - 1], loss[1][0], loss[1][STEPS - 1], loss[2][0], loss[2][STEPS - 1]);
+    // stochastic rounding reaches the compute copy: one bf16 update with lr 1e-5 moves each weight by ~1e-5. For
+    // the weights whose new master value lies within half an ulp of their old compute copy, round-to-nearest would
+    // leave the compute copy unchanged; stochastic rounding moves each with probability p = |change| / ulp, and
+    // their summed change equals the master weights' summed change up to sampling noise (variance sum ulp^2 p(1-p)).
+    // Checked: some of those weights move, as many as sum p predicts (5 sigma), with the summed change unbiased
+    // (5 sigma).
+    {
+        GPT m;
+        ZeroOptimizer z;
+        build_model_as(&m, &z, pc, mp, s.B, s.T, DTYPE_BF16, 0);
+        Config c;
+        config_defaults(&c);
+        c.lr = 1e-5f; c.weight_decay = 0.0f;
+        BackwardComm bc = {NULL, 0, 1};
+        size_t n = m.layout.num_params;
+        float* before = (float*)mallocCheck(n * sizeof(float));
+        memcpy(before, m.params, n * sizeof(float));
+        gpt_forward(&m, s.x, s.B, s.T);
+        fwd_bwd_loss(&m, s.y, 1.0f / (s.B * s.T), &bc);
+        optimizer_update(&m, &z, &c, grad_norm_reduced(&m, &z), c.lr, 1, 1.0f, 0x5eedull);
+        size_t considered = 0, moved = 0;
+        double expect_moved = 0.0, var_moved = 0.0, dc = 0.0, dm = 0.0, var = 0.0;
+        for (size_t j = 0; j < n; j++) {
+            float a = fabsf(before[j]);
+            if (a < 1e-30f) { continue; }
+            double ulp = (double)precision__float((precision__bits(a) & 0x7F800000u)) / 128.0; // 2^(e - 7)
+            double e = (double)z.master[j] - before[j];
+            if (!(fabs(e) < ulp / 2) || fabs(e) == 0.0) { continue; }
+            double p = fabs(e) / ulp;
+            considered++;
+            moved += m.params[j] != before[j];
+            expect_moved += p;
+            var_moved += p * (1 - p);
+            dc += (double)m.params[j] - before[j];
+            dm += e;
+            var += ulp * ulp * p * (1 - p);
+        }
+        report(considered > n / 4 && moved > 0 && fabs(moved - expect_moved) <= 5 * sqrt(var_moved) && fabs(dc - dm) <= 5 * sqrt(var),
+               "--dtype bf16: updates below half an ulp reach the compute copy by stochastic rounding, unbiased",
+               "%zu weights with an update below half an ulp: %zu moved (expected %.1f +- %.1f); summed change %.4g vs the master's %.4g (5 sigma %.3g)",
+               considered, moved, expect_moved, 5 * sqrt(var_moved), dc, dm, 5 * sqrt(var));
+        free(before);
+        zero_free(&z);
+        gpt_free(&m);
+    }
+    free(s.x); free(s.y); free(s.logits); free(s.grads);
+    layout_free(&pl);
 }
 
 // A shard of n tokens in [0, V) (llm.c format), for the evaluation test.
@@ -1066,8 +1185,9 @@ int main(int argc, char** argv) {
             test_weight_decay(mp, &pc);
             test_evaluate(mp, &pc);
             test_sampling(mp, &pc);
-            test_recompute(mp, &pc);
+            for (int dt = DTYPE_FP32; dt <= DTYPE_FP16; dt++) { test_recompute(mp, &pc, dt); }
         }
+        if (name_selected(only, "precision")) { test_dtypes(mp, sp, &pc); }
     }
     int status = test_summary();
     parallel_finalize(&pc);

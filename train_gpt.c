@@ -1315,13 +1315,16 @@ static void maybe_inject_fault(int rank, int step) {
 
 // TRAIN_GPT_FAULT="KIND:RANK:STEP[:COUNT]" for KIND nan (that rank's loss and gradients become NaN, as a
 // divergence would) or overflow (its gradients become inf/NaN and its loss stays finite, as an fp16 overflow
-// would), in COUNT steps (default 1) from STEP on.
+// would), in COUNT steps (default 1) from STEP on. Several faults are separated by commas.
 static int fault_injected(const char* kind, int rank, int step) {
     const char* f = getenv("TRAIN_GPT_FAULT");
-    char k[16];
-    int r, s, count = 1;
-    if (!f || sscanf(f, "%15[a-z]:%d:%d:%d", k, &r, &s, &count) < 3 || strcmp(k, kind) != 0) { return 0; }
-    return r == rank && step >= s && step < s + count;
+    for (; f && *f; f = strchr(f, ',') ? strchr(f, ',') + 1 : NULL) {
+        char k[16];
+        int r, s, count = 1;
+        if (sscanf(f, "%15[a-z]:%d:%d:%d", k, &r, &s, &count) < 3 || strcmp(k, kind) != 0) { continue; }
+        if (r == rank && step >= s && step < s + count) { return 1; }
+    }
+    return 0;
 }
 
 // Creates --out (and its parents) if missing and proves it writable, at start rather than at the first checkpoint
