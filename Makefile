@@ -3,7 +3,7 @@
 #   make            train_gpt, test_gpt, tokenize, test binaries, bench_comm; ends with one line per binary saying
 #                   what it was built with (also `./train_gpt --version`, `./tokenize --version`, ...)
 #   make test       all tests (single process and multi-rank under mpirun); last line "N passed, N failed"
-#   make bench      the training-step benchmark (GPT-2 124M, B=4, T=64), figure last
+#   make bench      the training-step benchmark (GPT-2 124M, B=4, T=64), one row per --dtype x --recompute
 #   make plot       loss curves of out/default.jsonl (or LOGS="a.jsonl b.jsonl") into out/plot.svg
 #   make asan       test binaries with AddressSanitizer + UBSan
 #   NO_BLAS=1, NO_MPI=1, NO_PCRE2=1, NO_CJSON=1, NO_XXHASH=1, NO_OPENMP=1 hide a library from the probes
@@ -196,8 +196,9 @@ plot:
 
 # The benchmark lets OpenBLAS choose its kernels by its own CPU detection (and the trainer replace a generic
 # choice): some machines export OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) to force an older kernel family.
+# One row per --dtype x --recompute (scripts/bench_dtypes.sh): ms/step, tokens/s, activation bytes.
 bench: train_gpt
-	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ./train_gpt --bench 1 --model d12 --batch-size 4 --seq-len 64
+	bash scripts/bench_dtypes.sh d12 4 64 5
 
 # a sub-make with other flags: the stamps record them, so a later plain `make` rebuilds the normal binaries
 SAN = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer

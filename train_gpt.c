@@ -1573,6 +1573,11 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
                kernels_blas_name(), rs);
         double fwd = t_forward / timed_steps * 1e3, bwd = t_backward / timed_steps * 1e3;
         printf("bench: per step: forward %.1f ms, LM head + backward %.1f ms, optimizer and the rest %.1f ms\n", fwd, bwd, ms - fwd - bwd);
+        // one line for scripts/bench_dtypes.sh's table: what ran, the time, and the activation bytes allocated here
+        // and with 16-bit storage (a GPU build)
+        printf("bench-row: dtype %s recompute %d ms %.1f tokens_per_s %.0f activation_bytes %zu device_activation_bytes %zu\n",
+               dtype_name(mp->ctx.dtype), cp->recompute, ms, tok_s, mp->acts.total_bytes,
+               activations_device_bytes(&mp->cfg, B, T, cp->recompute, mp->ctx.dtype));
         printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
     }
 }
