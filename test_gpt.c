@@ -969,7 +969,8 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
     DebugState s;
     if (!reference_read(mp, sp, &gc, &pl, &s)) { return; }
     enum { STEPS = 20 };
-    double loss[3][STEPS];
+    char name_buf[160];
+    double loss[3][STEPS], vsum[3];
     for (int dt = DTYPE_FP32; dt <= DTYPE_FP16; dt++) {
         GPT m;
         ZeroOptimizer z;
@@ -987,7 +988,13 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
             float norm = grad_norm_reduced(&m, &z) / S;
             optimizer_update(&m, &z, &c, norm, c.lr, step + 1, S, 0x5eedull);
         }
+        vsum[dt] = 0.0;
+        for (size_t j = 0; j < z.hi - z.lo; j++) { vsum[dt] += z.v[j]; }
         if (dt == DTYPE_FP32) { zero_free(&z); gpt_free(&m); continue; }
+        // the moments hold unscaled gradients (fp16's loss scale is divided out before AdamW sees them), so a
+        // checkpoint means the same in every storage type: the second moments' sum within 10% of fp32's
+        snprintf(name_buf, sizeof(name_buf), "--dtype %s: AdamW's moments are in the units of fp32's (loss scale undone)", dtype_name(dt));
+        report(fabs(vsum[dt] / vsum[0] - 1.0) <= 0.1, name_buf, "sum of v %.4g vs fp32 %.4g", vsum[dt], vsum[0]);
         char name[160];
         snprintf(name, sizeof(name), "--dtype %s: every stored activation and parameter is a %s value (forward, backward, update)", dtype_name(dt), dtype_name(dt));
         report(unrounded == 0, name, "%zu values not representable", unrounded);

@@ -698,6 +698,42 @@ static int files_equal_from(const char* a, const char* b, long from) {
     return same;
 }
 
+// Rewrites an fp32 checkpoint's state (version 5, no master weights) as an older version would have written it:
+// version 3 (FNV checksums) or 4 (XXH3), the version-5 header words zero (old writers left them so, the loss-scale
+// word included), both checksums recomputed in that version's kind. Returns 0 on success.
+static int downgrade_state(const char* model_path, const char* state_path, int version) {
+    long long ns = file_size(state_path);
+    FILE* f = fopen(state_path, "rb");
+    if (!f || ns < ST_HEADER_WORDS * 8) { if (f) { fclose(f); } return 1; }
+    uint64_t h[ST_HEADER_WORDS];
+    size_t payload = (size_t)ns - sizeof(h);
+    unsigned char* p = (unsigned char*)mallocCheck(payload);
+    int ok = fread(h, 8, ST_HEADER_WORDS, f) == ST_HEADER_WORDS && fread(p, 1, payload, f) == payload;
+    fclose(f);
+    if (!ok || h[ST_VERSION] != STATE_VERSION || h[ST_HAS_MASTER]) { free(p); return 1; }
+    int kind = version == STATE_VERSION_FNV ? CHECKSUM_FNV : CHECKSUM_XXH3;
+    h[ST_VERSION] = (uint64_t)version;
+    h[ST_SUM_KIND] = h[ST_DTYPE] = h[ST_HAS_MASTER] = h[ST_SCALE_CLEAN] = h[ST_SR_SEED] = h[ST_LOSS_SCALE] = 0;
+    long long nm = file_size(model_path);
+    unsigned char* mbuf = (unsigned char*)mallocCheck((size_t)nm);
+    FILE* fm = fopen(model_path, "rb");
+    ok = fm && fread(mbuf, 1, (size_t)nm, fm) == (size_t)nm;
+    if (fm) { fclose(fm); }
+    Checksum c;
+    checksum_begin(&c, kind);
+    checksum_add(&c, mbuf, (size_t)nm);
+    h[ST_MODEL_SUM] = checksum_end(&c);
+    checksum_begin(&c, kind);
+    checksum_add(&c, p, payload);
+    h[ST_STATE_SUM] = state_header_sum(h, &c);
+    f = fopen(state_path, "wb");
+    ok = ok && f && fwrite(h, 8, ST_HEADER_WORDS, f) == ST_HEADER_WORDS && fwrite(p, 1, payload, f) == payload;
+    if (f) { fclose(f); }
+    free(p);
+    free(mbuf);
+    return !ok;
+}
+
 static void test_mixed_precision(void) {
     char cmd[8192], out[65536], name[256];
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", TMP, TMP);
@@ -768,7 +804,8 @@ static void test_mixed_precision(void) {
              common, TMP, TMP);
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0, "bf16: 12 steps with a checkpoint at 6", "exit %d%s%.200s", rc, rc ? ": " : "", rc ? out : "");
-    snprintf(cmd, sizeof(cmd), "echo 6 > %s/bck/latest && ./train_gpt %s --dtype bf16 --steps 12 --resume %s/bck --log %s/b2.jsonl",
+    // (with another --seed: the checkpoint's stochastic-rounding seed must win, or the rounding would change)
+    snprintf(cmd, sizeof(cmd), "echo 6 > %s/bck/latest && ./train_gpt %s --dtype bf16 --steps 12 --resume %s/bck --seed 4242 --log %s/b2.jsonl",
              TMP, common, TMP, TMP);
     rc = run_capture(cmd, out, sizeof(out));
     snprintf(a, sizeof(a), "%s/b.jsonl", TMP);
@@ -783,6 +820,48 @@ static void test_mixed_precision(void) {
     snprintf(b, sizeof(b), "%s/b_uninterrupted.bin", TMP);
     report(rc == 0 && files_equal_from(a, b, 0), "bf16: the resumed run's final compute copy equals the uninterrupted run's, byte for byte",
            "exit %d%s%.200s", rc, rc ? ": " : "", rc ? out : "");
+
+    // a checkpoint resumes in another storage type: the bf16 checkpoint at 6 as fp32 (its master weights become the
+    // parameters) and as fp16; the fp32-at-6 checkpoint of a fresh fp32 run as bf16 (its parameters become the
+    // masters). Each continues to step 12 with losses within 1e-3 relative of the bf16 resume (the storage types'
+    // difference, see test_gpt's --dtype tests: 1e-4 over 20 steps here).
+    const char* cross[3][3] = {{"bck", "fp32", "bf16 checkpoint resumed as fp32"}, {"bck", "fp16", "bf16 checkpoint resumed as fp16"},
+                               {"fck", "bf16", "fp32 checkpoint resumed as bf16"}};
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --steps 12 --checkpoint-every 6 --keep-checkpoints 0 --out %s/fck > /dev/null 2>&1 && echo 6 > %s/fck/latest",
+             common, TMP, TMP);
+    if (system(cmd) != 0) { report(0, "fp32 checkpoint for the cross-dtype resume", "%s", ""); }
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof(cmd), "echo 6 > %s/bck/latest && ./train_gpt %s --dtype %s --steps 12 --resume %s/%s --log %s/x%d.jsonl",
+                 TMP, common, cross[k][1], TMP, cross[k][0], TMP, k);
+        rc = run_capture(cmd, out, sizeof(out));
+        snprintf(b, sizeof(b), "%s/x%d.jsonl", TMP, k);
+        snprintf(a, sizeof(a), "%s/b.jsonl", TMP);
+        snprintf(name, sizeof(name), "%s: continues (steps 7-12 within 1e-3 of the bf16 run)", cross[k][2]);
+        if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
+        compare_losses(name, a, 6, b, 6, 1e-3);
+    }
+
+    // older state versions still load: the fp32 checkpoint at 6 rewritten as version 4 (XXH3) and as version 3
+    // (FNV) resumes exactly as the version-5 original does
+    snprintf(cmd, sizeof(cmd), "echo 6 > %s/fck/latest && ./train_gpt %s --steps 12 --resume %s/fck --log %s/v5.jsonl", TMP, common, TMP, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    for (int v = STATE_VERSION_XXH3; v >= STATE_VERSION_FNV; v--) {
+#ifndef USE_XXHASH
+        if (v == STATE_VERSION_XXH3) { continue; }
+#endif
+        snprintf(cmd, sizeof(cmd), "rm -rf %s/v%d && cp -r %s/fck %s/v%d", TMP, v, TMP, TMP, v);
+        char mp[1024], sp[1024];
+        snprintf(mp, sizeof(mp), "%s/v%d/model_00000006.bin", TMP, v);
+        snprintf(sp, sizeof(sp), "%s/v%d/state_00000006.bin", TMP, v);
+        int setup = system(cmd) == 0 && downgrade_state(mp, sp, v) == 0;
+        snprintf(cmd, sizeof(cmd), "./train_gpt %s --steps 12 --resume %s/v%d --log %s/v%d.jsonl", common, TMP, v, TMP, v);
+        rc = setup ? run_capture(cmd, out, sizeof(out)) : -1;
+        snprintf(name, sizeof(name), "a version-%d state (%s) resumes exactly as the version-5 original", v, v == 3 ? "FNV" : "XXH3");
+        if (rc != 0) { report(0, name, "setup %d, exit %d: %.300s", setup, rc, out); continue; }
+        snprintf(a, sizeof(a), "%s/v5.jsonl", TMP);
+        snprintf(b, sizeof(b), "%s/v%d.jsonl", TMP, v);
+        compare_losses(name, a, 0, b, 6, 0.0);
+    }
 
     // 3. natural overflow: an initial scale of 2^40 overflows fp16 in backward; the scaler halves it step by step
     // until the gradients fit, and the run then trains (finite losses, no error)
