@@ -86,34 +86,26 @@ static int all_finite(const float* x, size_t n) {
 }
 
 // Rank 0 writes one optimizer vector (m, v or the master weights; device memory, this rank's shard in `mine`)
-// shard by shard, adding it to the checksum; the other ranks send theirs. Every shard passes through the host
-// buffer `buf` (S floats on every rank): a rank copies its own shard into it, rank 0 receives the others into it.
+// shard by shard, adding it to the checksum; the other ranks send theirs. Everything passes through the host
+// buffer `buf` (STATE_CHUNK_FLOATS floats on every rank) one chunk at a time: the owner copies a chunk of its shard
+// into it and sends it, rank 0 receives it there (or copies its own) and writes it.
 static void stream_shard_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, float* buf, Checksum* h) {
-    if (z->stage == 0) {
-        if (z->rank == 0) {
-            for (size_t off = 0; off < z->n; off += STATE_CHUNK_FLOATS) {
-                size_t cnt = z->n - off < STATE_CHUNK_FLOATS ? z->n - off : STATE_CHUNK_FLOATS;
-                dev_copy_d2h(z->ctx, buf, mine + off, cnt * sizeof(float));
+    int owners = z->stage == 0 ? 1 : z->size; // stage 0: rank 0 holds everything
+    for (int r = 0; r < owners; r++) {
+        size_t lo, hi;
+        shard_range(z, r, &lo, &hi);
+        for (size_t off = lo; off < hi; off += STATE_CHUNK_FLOATS) {
+            size_t cnt = hi - off < STATE_CHUNK_FLOATS ? hi - off : STATE_CHUNK_FLOATS;
+            if (z->rank == r) {
+                dev_copy_d2h(z->ctx, buf, mine + (off - lo), cnt * sizeof(float));
                 dev_sync(z->ctx);
+            }
+            if (r != 0 && z->rank == 0) { comm_recv(z->group, buf, cnt * sizeof(float), r, 7); }
+            else if (r != 0 && z->rank == r) { comm_send(z->group, buf, cnt * sizeof(float), 0, 7); }
+            if (z->rank == 0) {
                 fwriteCheck(buf, sizeof(float), cnt, fp, path);
                 checksum_add(h, buf, cnt * sizeof(float));
             }
-        }
-        return;
-    }
-    for (int r = 0; r < z->size; r++) {
-        size_t lo, hi;
-        shard_range(z, r, &lo, &hi);
-        size_t cnt = hi - lo;
-        if (z->rank == r) {
-            dev_copy_d2h(z->ctx, buf, mine, cnt * sizeof(float));
-            dev_sync(z->ctx);
-        }
-        if (r != 0 && z->rank == 0) { comm_recv(z->group, buf, cnt * sizeof(float), r, 7); }
-        else if (r != 0 && z->rank == r) { comm_send(z->group, buf, cnt * sizeof(float), 0, 7); }
-        if (z->rank == 0) {
-            fwriteCheck(buf, sizeof(float), cnt, fp, path);
-            checksum_add(h, buf, cnt * sizeof(float));
         }
     }
 }
@@ -195,7 +187,7 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
                             const Config* c) {
     int writer = pc->world_rank == 0;
     size_t n = m->layout.num_params, S = z->hi - z->lo;
-    float* buf = (float*)mallocCheck(mulSize(S < STATE_CHUNK_FLOATS ? STATE_CHUNK_FLOATS : S, sizeof(float)));
+    float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float)); // the host staging of every device read
     float* host = writer ? (float*)mallocCheck(mulSize(n, sizeof(float))) : NULL; // the compute copy, for the model file
     if (writer) { gpt_get_params(m, host); }
     double bad = !device_all_finite(z->ctx, z->m, S, buf) || !device_all_finite(z->ctx, z->v, S, buf) ||
@@ -376,8 +368,9 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
         uint32_t scale_bits = (uint32_t)h[ST_LOSS_SCALE];
         float scale;
         memcpy(&scale, &scale_bits, 4);
-        if (!(scale > 0.0f) || !isfinite(scale) || h[ST_SCALE_CLEAN] > (uint64_t)step) {
-            fatal("checkpoint state '%s': corrupt loss scaler (scale %g, clean steps %llu)", sp, scale, (unsigned long long)h[ST_SCALE_CLEAN]);
+        if (!(scale > 0.0f) || !isfinite(scale) || h[ST_SCALE_CLEAN] > (uint64_t)step || h[ST_DTYPE] > DTYPE_FP16) {
+            fatal("checkpoint state '%s': corrupt header (loss scale %g, clean steps %llu, storage type %llu)", sp, scale,
+                  (unsigned long long)h[ST_SCALE_CLEAN], (unsigned long long)h[ST_DTYPE]);
         }
         // the scaler carries over only between fp16 runs (any other run starts one fresh, if it needs one)
         if (h[ST_DTYPE] == DTYPE_FP16 && m->ctx.dtype == DTYPE_FP16) {

@@ -24,6 +24,22 @@ Conventions shared by both backends (the contract each kernel's comment refines)
 #include <stdint.h>
 
 // ----------------------------------------------------------------------------
+// The backend and its context
+
+// Called first thing in main, before MPI: the CPU backend may re-execute the program with better OpenBLAS kernels.
+static void kernels_blas_select(char** argv);
+// Once per process after the thread count is set: floating-point mode (the CPU flushes subnormals to zero).
+static void kernels_init_fp_mode(void);
+// A context for sequences up to max_T tokens and C channels, storing floatX in `dtype`; its scratch, in bytes.
+static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C);
+static void kernels_ctx_free(KernelCtx* ctx);
+static size_t kernels_ctx_bytes(const KernelCtx* ctx);
+// For the start-up table and benchmarks: the matmul engine, why it was chosen, the host threads per process.
+static const char* kernels_blas_name(void);
+static const char* kernels_blas_reason(void);
+static int kernels_num_threads(void);
+
+// ----------------------------------------------------------------------------
 // Memory: the only way the orchestration reaches buffer memory. dev_alloc returns zeroed memory (first touched by
 // the threads that will use it on the CPU). Copies are ordered with the context's other work; dev_sync waits for
 // all of it (host reads after a device-to-host copy need it on a GPU; the CPU backend is synchronous).

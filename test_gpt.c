@@ -426,6 +426,79 @@ static void test_classifier(void) {
     free(c.x); free(c.wte); free(fx); free(fw); free(dwte); free(chunk); free(g);
 }
 
+// --- the forward ops in bf16 and fp16 against the double references: inputs are 16-bit values (as a GPU reads
+// them), the output must be a 16-bit value (stored once) within one rounding of the exact result: |got - ref| <=
+// u |ref| + the fp32 tolerance, u = 2^-8 (bf16) or 2^-11 (fp16) the unit roundoff. LayerNorm's output is held to
+// 2u: its statistics are computed from the stored (rounded) inputs, which the double reference also uses.
+static void round_inputs(double* x, size_t n, int dt) { for (size_t i = 0; i < n; i++) { x[i] = round_dtype((float)x[i], dt); } }
+
+static void check_stored(const char* name, const float* got, const double* ref, size_t n, int dt, double atol, double units) {
+    size_t unrounded = 0;
+    for (size_t i = 0; i < n; i++) { unrounded += round_dtype(got[i], dt) != got[i]; }
+    double u = dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    char nm[160];
+    snprintf(nm, sizeof(nm), "%s (%s): every output a %s value", name, dtype_name(dt), dtype_name(dt));
+    report(unrounded == 0, nm, "%zu of %zu not representable", unrounded, n);
+    snprintf(nm, sizeof(nm), "%s (%s): within %g u of the double reference", name, dtype_name(dt), units);
+    check_close(nm, got, ref, n, atol, units * u);
+}
+
+static void test_ops_dtype(void) {
+    for (int dt = DTYPE_BF16; dt <= DTYPE_FP16; dt++) {
+        KernelCtx ctx;
+        kernels_ctx_init(&ctx, dt, 8, 64);
+        // matmul with bias
+        MatmulCtx mc = {5, 7, 9, NULL, NULL, NULL, NULL};
+        size_t ni = mc.BT * mc.C, nw = mc.OC * mc.C, no = mc.BT * mc.OC;
+        mc.inp = (double*)mallocCheck(ni * 8); mc.w = (double*)mallocCheck(nw * 8); mc.b = (double*)mallocCheck(mc.OC * 8);
+        fill_rand(mc.inp, ni, 1.0); fill_rand(mc.w, nw, 0.5); fill_rand(mc.b, mc.OC, 0.5);
+        round_inputs(mc.inp, ni, dt); round_inputs(mc.w, nw, dt); round_inputs(mc.b, mc.OC, dt);
+        float *fi = to_float(mc.inp, ni), *fw = to_float(mc.w, nw), *fb = to_float(mc.b, mc.OC);
+        float* out = (float*)mallocCheck(no * 4);
+        double* ref = (double*)mallocCheck(no * 8);
+        matmul_forward(&ctx, out, fi, fw, fb, mc.BT, mc.C, mc.OC);
+        matmul_ref(&mc, ref);
+        check_stored("matmul_forward", out, ref, no, dt, 1e-6, 1.0);
+        free(mc.inp); free(mc.w); free(mc.b); free(fi); free(fw); free(fb); free(out); free(ref);
+        // GELU
+        enum { NG = 200 };
+        double gx[NG], gr[NG];
+        float gi[NG], go[NG];
+        for (int i = 0; i < NG; i++) { gx[i] = round_dtype((float)(-6.0 + 12.0 * i / (NG - 1)), dt); gi[i] = (float)gx[i]; gr[i] = gelu_ref(gx[i]); }
+        gelu_forward(&ctx, go, gi, NG);
+        check_stored("gelu_forward", go, gr, NG, dt, 1e-6, 1.0);
+        // LayerNorm
+        LnCtx lc = {6, 16, NULL, NULL, NULL, NULL};
+        size_t n = (size_t)lc.BT * lc.C;
+        lc.inp = (double*)mallocCheck(n * 8); lc.w = (double*)mallocCheck(lc.C * 8); lc.b = (double*)mallocCheck(lc.C * 8);
+        fill_rand(lc.inp, n, 2.0); fill_rand(lc.w, lc.C, 1.0); fill_rand(lc.b, lc.C, 0.5);
+        round_inputs(lc.inp, n, dt); round_inputs(lc.w, lc.C, dt); round_inputs(lc.b, lc.C, dt);
+        float *li = to_float(lc.inp, n), *lw = to_float(lc.w, lc.C), *lb = to_float(lc.b, lc.C);
+        float* lo = (float*)mallocCheck(n * 4);
+        float mean[16], rstd[16];
+        double* lr = (double*)mallocCheck(n * 8);
+        layernorm_forward(&ctx, lo, mean, rstd, li, lw, lb, lc.BT, lc.C);
+        ln_ref(&lc, lr);
+        check_stored("layernorm_forward", lo, lr, n, dt, 1e-5, 2.0);
+        free(lc.inp); free(lc.w); free(lc.b); free(li); free(lw); free(lb); free(lo); free(lr);
+        // causal attention
+        AttCtx ac = {2, 5, 8, 2, NULL, NULL};
+        size_t nq = (size_t)ac.B * ac.T * 3 * ac.C, nao = (size_t)ac.B * ac.T * ac.C;
+        ac.qkv = (double*)mallocCheck(nq * 8);
+        fill_rand(ac.qkv, nq, 1.5);
+        round_inputs(ac.qkv, nq, dt);
+        float* fq = to_float(ac.qkv, nq);
+        float* ao = (float*)mallocCheck(nao * 4);
+        float* lse = (float*)mallocCheck(sizeof(float) * ac.B * ac.NH * ac.T);
+        double* ar = (double*)mallocCheck(nq * 8);
+        attention_forward(&ctx, ao, lse, fq, ac.B, ac.T, ac.C, ac.NH);
+        att_ref(&ac, ar);
+        check_stored("attention_forward", ao, ar, nao, dt, 1e-5, 1.0);
+        free(ac.qkv); free(fq); free(ao); free(lse); free(ar);
+        kernels_ctx_free(&ctx);
+    }
+}
+
 // --- AdamW against the closed form in double
 static void test_adamw(void) {
     enum { N = 37 };
@@ -1176,6 +1249,7 @@ int main(int argc, char** argv) {
             test_encoder();
             test_classifier();
             test_adamw();
+            test_ops_dtype();
         }
         char mp[1024], sp[1024];
         snprintf(mp, sizeof(mp), "%s/ref_model.bin", ref_dir);

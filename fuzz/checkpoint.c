@@ -34,15 +34,9 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
     parallel_init(&g_pc, argc, argv);
     parallel_set_layout(&g_pc, 1, 1, 300.0);
     GPTConfig g = { .max_seq_len = 8, .vocab_size = 5, .padded_vocab_size = 8, .num_layers = 1, .num_heads = 1, .channels = 4 };
-    gpt_alloc_params(&g_model, &g, 1);
+    gpt_alloc_params(&g_model, &g, 1, DTYPE_FP32, g.max_seq_len); // (CPU: the parameters are host floats)
     for (size_t i = 0; i < g_model.layout.num_params; i++) { g_model.params[i] = 0.001f * (float)i; }
-    ZeroSegment* segs = (ZeroSegment*)mallocCheck(sizeof(ZeroSegment) * g_model.layout.num_tensors);
-    for (int i = 0; i < g_model.layout.num_tensors; i++) {
-        const ParamEntry* e = &g_model.layout.table[i];
-        segs[i].offset = e->offset; segs[i].size = e->rows * e->cols; segs[i].decay = e->decay;
-    }
-    zero_init(&g_zero, 0, &g_pc.dp_group, g_model.layout.num_params, segs, g_model.layout.num_tensors);
-    free(segs);
+    gpt_zero_init(&g_zero, &g_model, 0, &g_pc.dp_group);
     // the model file of every checkpoint the harness writes: saved and loaded back by train_gpt.c's own code
     char path[1024], err[512];
     snprintf(path, sizeof(path), "%s/model_ref.bin", fuzz_tmpdir());
@@ -84,20 +78,27 @@ typedef struct {
     char model_path[2048], state_path[2048]; // written by run(), removed by the caller
 } Input;
 
-// Puts the checksums that checkpoint_load_state expects into a state file of the right size: the payload (m then v,
-// in chunks as stream_moment_in reads them), then the header (state_header_sum), and the model file's checksum.
+// Puts the checksums that checkpoint_load_state expects into a state file of the right size: the payload (m, v and
+// in version 5 perhaps the master weights, in chunks as stream_shard_in reads them), then the header
+// (state_header_sum), and the model file's checksum.
 static void fix_checksums(uint8_t* st, size_t len) {
     size_t n = g_model.layout.num_params;
-    if (len != (size_t)state_file_bytes(n)) { return; }
+    if (len < (size_t)ST_HEADER_WORDS * 8) { return; }
     uint64_t h[ST_HEADER_WORDS];
     memcpy(h, st, sizeof(h));
-    if (h[ST_VERSION] != STATE_VERSION_FNV && h[ST_VERSION] != STATE_VERSION_XXH3) { return; }
-    int kind = h[ST_VERSION] == STATE_VERSION_FNV ? CHECKSUM_FNV : CHECKSUM_XXH3;
+    int kind, vectors = 2;
+    if (h[ST_VERSION] == STATE_VERSION_FNV) { kind = CHECKSUM_FNV; }
+    else if (h[ST_VERSION] == STATE_VERSION_XXH3) { kind = CHECKSUM_XXH3; }
+    else if (h[ST_VERSION] == STATE_VERSION && (h[ST_SUM_KIND] == CHECKSUM_FNV || h[ST_SUM_KIND] == CHECKSUM_XXH3) && h[ST_HAS_MASTER] <= 1) {
+        kind = (int)h[ST_SUM_KIND];
+        vectors += (int)h[ST_HAS_MASTER];
+    } else { return; }
+    if (len != (size_t)state_file_bytes(n, vectors == 3)) { return; }
     memcpy(st + 8 * ST_MODEL_SUM, &g_model_sum[kind], 8);
     h[ST_MODEL_SUM] = g_model_sum[kind];
     Checksum sum;
     checksum_begin(&sum, kind);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < vectors; k++) {
         const uint8_t* p = st + (size_t)ST_HEADER_WORDS * 8 + (size_t)k * 4 * n;
         for (size_t off = 0; off < n; off += STATE_CHUNK_FLOATS) {
             size_t cnt = n - off < STATE_CHUNK_FLOATS ? n - off : STATE_CHUNK_FLOATS;
@@ -131,10 +132,11 @@ static void run(void* arg) {
     if (!ok) { return; }
     TrainState ts;
     memset(&ts, 0, sizeof(ts));
-    // the trainer checksums the model file with the kind the state's version names (main reads it first)
-    uint64_t version = 0;
-    if (in->state_len >= 16) { memcpy(&version, in->state + 8, 8); }
-    checkpoint_load_state(g_dir, step, &g_model, &g_zero, &ts, g_model_sum[version == STATE_VERSION_FNV ? CHECKSUM_FNV : CHECKSUM_XXH3]);
+    ts.loss_scale.scale = 1.0f;
+    // as main(): the pair and the state's size and version first, then the model file checksummed with the kind
+    // the state names
+    int kind = checkpoint_check_files(g_dir, step, g_model.layout.num_params);
+    checkpoint_load_state(g_dir, step, &g_model, &g_zero, &ts, g_model_sum[kind]);
     if (ts.step != step) { fuzz_fail("loaded step %d from a checkpoint named %d", ts.step, step); }
     DataLoader* dl = &g_loader[ts.data_state[1] == 1];
     dataloader_reset(dl);

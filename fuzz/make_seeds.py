@@ -230,16 +230,22 @@ def dl_state(shuffle, cursor_or_shard, position, epoch, seed=1337, T=4):
     return [(0x444C5354 << 32) | 1, shuffle, seed, T, epoch, cursor_or_shard, position, fingerprint]
 
 
-def state_file(step=3, version=3, magic=20240331, params=None, data=None, adam_t=None):
+def state_file(step=3, version=3, magic=20240331, params=None, data=None, adam_t=None, master=0, sum_kind=1,
+               dtype=0, scale=1.0, clean=0):
     n = num_params(8, 5, 8, 1, 1, 4) if params is None else params
     h = [0] * 64
     h[0], h[1], h[2], h[3] = magic, version, step, n
     h[6] = 0x2545F4914F6CDD1D  # rng
     h[18] = step if adam_t is None else adam_t
+    if version == 5:  # checksum kind, storage type, master-weights flag, loss scaler, stochastic-rounding seed
+        h[20], h[21], h[22], h[23], h[24] = sum_kind, dtype, master, clean, 0x5352
+        h[7] = struct.unpack("<I", struct.pack("<f", scale))[0]
     data = data if data is not None else dl_state(0, 0, 8, 0)
     for i, w in enumerate(data):
         h[32 + i] = w & MASK
     payload = struct.pack("<%df" % n, *[0.01 * i for i in range(n)]) + struct.pack("<%df" % n, *[1e-4] * n)
+    if master:
+        payload += struct.pack("<%df" % n, *[0.001 * i for i in range(n)])
     return struct.pack("<64Q", *h) + payload
 
 
@@ -250,6 +256,10 @@ def make_checkpoint_seeds():
     write("checkpoint", "shuffle_state", fix + b"12\n" + sep + state_file(step=12, data=dl_state(1, 20, 0, 1)))
     write("checkpoint", "seq_last_position", fix + b"3" + sep + state_file(data=dl_state(0, 0, 60, 7)))
     write("checkpoint", "unfixed_checksums", b"\x00" + b"3\n" + sep + state_file())
+    write("checkpoint", "v5_fp32", fix + b"3\n" + sep + state_file(version=5, sum_kind=2))
+    write("checkpoint", "v5_fp16_master", fix + b"3\n" + sep + state_file(version=5, master=1, dtype=2, scale=4096.0, clean=2))
+    write("checkpoint", "v5_bad_scale", fix + b"3\n" + sep + state_file(version=5, master=1, dtype=2, scale=-1.0))
+    write("checkpoint", "v5_bad_master_flag", fix + b"3\n" + sep + state_file(version=5, master=2))
     # broken
     write("checkpoint", "latest_not_a_number", fix + b"three\n" + sep + state_file())
     write("checkpoint", "latest_two_numbers", fix + b"3 4\n" + sep + state_file())

@@ -91,14 +91,15 @@ static void run(void* arg) {
     HfCheckpoint ck;
     GPTConfig g;
     hf_open(&ck, path, &g);
-    GPT m;
-    memset(&m, 0, sizeof(m));
-    gpt_alloc_params(&m, &g, 1);
-    hf_load_params(&ck, &m.layout, m.params);
-    for (size_t i = 0; i < m.layout.num_params; i++) {
-        if (!isfinite(m.params[i])) { fuzz_fail("a loaded parameter is not finite (index %zu)", i); }
+    ParamLayout pl; // as main(): the layout, a host buffer of fp32 values, then the loader
+    layout_build(&pl, &g);
+    float* host = (float*)mallocCheck(pl.num_params * sizeof(float));
+    hf_load_params(&ck, &pl, host);
+    for (size_t i = 0; i < pl.num_params; i++) {
+        if (!isfinite(host[i])) { fuzz_fail("a loaded parameter is not finite (index %zu)", i); }
     }
-    gpt_free(&m);
+    free(host);
+    layout_free(&pl);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
