@@ -150,6 +150,7 @@ static void kernels_blas_select(char** argv) {
 // attention matrix, LayerNorm's partial sums), so that no scratch lives in the model's activation table.
 
 typedef float floatX;
+#define KERNELS_DEFAULT_DTYPE DTYPE_FP32 // --dtype's default: fp32 (bf16 and fp16 are emulated)
 
 typedef struct {
     int dtype;          // DTYPE_FP32 / BF16 / FP16: the storage type floatX outputs are rounded to

@@ -31,6 +31,13 @@ Only static functions: any translation unit may include this header.
 #include <stdint.h>
 #include <string.h>
 
+// The rounding functions run on the host and, in the CUDA build, inside kernels (the same bits on both sides).
+#ifdef __CUDACC__
+#define PRECISION_HD __host__ __device__
+#else
+#define PRECISION_HD
+#endif
+
 enum { DTYPE_FP32 = 0, DTYPE_BF16 = 1, DTYPE_FP16 = 2 };
 
 static const char* dtype_name(int d) { return d == DTYPE_BF16 ? "bf16" : d == DTYPE_FP16 ? "fp16" : "fp32"; }
@@ -46,15 +53,15 @@ static int dtype_parse(const char* s) {
 // Bytes one element of the storage type takes on a device that stores it natively.
 static size_t dtype_bytes(int d) { return d == DTYPE_FP32 ? 4 : 2; }
 
-static inline uint32_t precision__bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-static inline float precision__float(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+PRECISION_HD static inline uint32_t precision__bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+PRECISION_HD static inline float precision__float(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 
 // ----------------------------------------------------------------------------
 // Round to nearest, ties to even
 
 // bf16: add 0x7FFF plus the lowest kept bit, then drop the low 16 bits. A carry into the exponent is the correct
 // round-up (to the next binade, or to inf past the largest finite). NaN stays a (quiet) NaN.
-static inline float round_bf16(float x) {
+PRECISION_HD static inline float round_bf16(float x) {
     uint32_t u = precision__bits(x);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) { return precision__float(u | 0x00400000u); }
     u += 0x7FFFu + ((u >> 16) & 1u);
@@ -62,12 +69,12 @@ static inline float round_bf16(float x) {
 }
 
 // The bf16 bit pattern of a value that round_bf16 returned (exact: its low 16 bits are zero).
-static inline uint16_t bf16_bits(float x) { return (uint16_t)(precision__bits(round_bf16(x)) >> 16); }
+PRECISION_HD static inline uint16_t bf16_bits(float x) { return (uint16_t)(precision__bits(round_bf16(x)) >> 16); }
 
 // fp16: in the normal range (|x| >= 2^-14) keep 10 of fp32's 23 mantissa bits, rounding as for bf16; below it the
 // spacing is a fixed 2^-24, and |x| * 2^24 is exact in double, so rint (the default round-to-nearest-even mode)
 // rounds it exactly.
-static inline float round_fp16(float x) {
+PRECISION_HD static inline float round_fp16(float x) {
     uint32_t u = precision__bits(x);
     uint32_t sign = u & 0x80000000u, a = u & 0x7FFFFFFFu;
     if (a > 0x7F800000u) { return precision__float(u | 0x00400000u); } // NaN
@@ -81,7 +88,7 @@ static inline float round_fp16(float x) {
     return precision__float(sign | precision__bits((float)q));
 }
 
-static inline float round_dtype(float x, int dtype) {
+PRECISION_HD static inline float round_dtype(float x, int dtype) {
     return dtype == DTYPE_BF16 ? round_bf16(x) : dtype == DTYPE_FP16 ? round_fp16(x) : x;
 }
 
@@ -100,7 +107,7 @@ static void round_buffer(float* x, size_t n, int dtype) {
 // Stochastic rounding
 
 // 64 random bits for element i of step t under seed (splitmix64's finaliser over a mix of the three).
-static inline uint64_t sr_hash(uint64_t seed, uint64_t t, uint64_t i) {
+PRECISION_HD static inline uint64_t sr_hash(uint64_t seed, uint64_t t, uint64_t i) {
     uint64_t z = seed ^ (t * 0x9E3779B97F4A7C15ull) ^ (i * 0xD1B54A32D192ED03ull);
     z += 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -110,7 +117,7 @@ static inline uint64_t sr_hash(uint64_t seed, uint64_t t, uint64_t i) {
 
 // bf16: adding r (uniform in [0, 2^16)) to the magnitude's bits and truncating rounds up exactly when the dropped
 // bits d satisfy d + r >= 2^16, probability d / 2^16 = (|x| - lo) / (hi - lo).
-static inline float sr_bf16(float x, uint64_t r) {
+PRECISION_HD static inline float sr_bf16(float x, uint64_t r) {
     uint32_t u = precision__bits(x);
     if ((u & 0x7F800000u) == 0x7F800000u) { return x; } // inf, NaN
     u += (uint32_t)(r & 0xFFFFu);
@@ -119,7 +126,7 @@ static inline float sr_bf16(float x, uint64_t r) {
 
 // fp16: the same with 13 dropped bits in the normal range; in the subnormal range, floor(|x| 2^24 + r) with r
 // uniform in [0, 1), exact in double.
-static inline float sr_fp16(float x, uint64_t r) {
+PRECISION_HD static inline float sr_fp16(float x, uint64_t r) {
     uint32_t u = precision__bits(x);
     uint32_t sign = u & 0x80000000u, a = u & 0x7FFFFFFFu;
     if (a >= 0x7F800000u) { return x; }
@@ -134,7 +141,7 @@ static inline float sr_fp16(float x, uint64_t r) {
 }
 
 // Stochastic rounding of element i (its flat index) at step t. fp32 is stored as is.
-static inline float round_stochastic(float x, int dtype, uint64_t seed, uint64_t t, uint64_t i) {
+PRECISION_HD static inline float round_stochastic(float x, int dtype, uint64_t seed, uint64_t t, uint64_t i) {
     if (dtype == DTYPE_FP32) { return x; }
     uint64_t r = sr_hash(seed, t, i);
     return dtype == DTYPE_BF16 ? sr_bf16(x, r) : sr_fp16(x, r);

@@ -32,7 +32,11 @@ loop.
 #endif
 
 #include "utils.h"        // defines: fatal, fopenCheck, freadCheck, mallocCheck, mulSize, AtomicFile, Checksum
-#include "kernels_cpu.h"  // defines: encoder_*, layernorm_*, matmul_*, attention_*, gelu_*, classifier_*, adamw_update
+#ifdef __CUDACC__
+#include "kernels.cuh"    // the CUDA backend of kernels.h (train_gpt_cu): floatX, KernelCtx, dev_*, every op
+#else
+#include "kernels_cpu.h"  // the CPU backend of kernels.h: floatX, KernelCtx, dev_*, encoder_*, layernorm_*, matmul_*, ...
+#endif
 #include "comm.h"         // defines: ParallelContext, CommGroup, parallel_init, comm_allreduce_*, comm_broadcast, ...
 #include "zero.h"         // defines: ZeroOptimizer, zero_init, zero_bucket_ready, zero_wait_all, zero_adamw_step
 #include "dataloader.h"   // defines: DataLoader, dataloader_init, dataloader_next_batch, dataloader_get/set_state
@@ -167,7 +171,7 @@ static void config_defaults(Config* c) {
     c->final_lr_frac = 0.0f;
     c->weight_decay = 0.0f;
     c->grad_clip = 1.0f;
-    strcpy(c->dtype, "fp32");
+    strcpy(c->dtype, dtype_name(KERNELS_DEFAULT_DTYPE)); // fp32 on the CPU, the build's type on a GPU
     c->loss_scale = 65536.0f;
     c->loss_scale_growth = 2.0f;
     c->loss_scale_backoff = 0.5f;
@@ -1596,6 +1600,12 @@ int main(int argc, char** argv) {
 #endif
     kernels_init_fp_mode();
     check_config_agreement(&pc, &c);
+#ifdef KERNELS_CUDA
+    if (pc.world_size > 1 || c.zero > 0) {
+        fatal("train_gpt_cu runs one process on one GPU with --zero 0 for now: the GPU collectives (NCCL, --comm mpi) "
+              "are not built yet (%d processes, --zero %d)", pc.world_size, c.zero);
+    }
+#endif
 
     // model configuration: from the checkpoint, an --init file, or a name
     GPTConfig gc;

@@ -199,7 +199,11 @@ static void zero_adamw_step(ZeroOptimizer* z, floatX* params, float* full_grads,
     adamw_update(z->ctx, params, z->master, zero_owned_grads(z, full_grads), z->m, z->v, z->lo, z->hi, z->segments,
                  z->num_segments, hp);
     if (z->stage != 0) {
+#ifdef KERNELS_CUDA
+        fatal("ZeRO stages 1 and 2 need the GPU collectives (NCCL or --comm mpi), which this build does not have yet");
+#else
         comm_allgather_f32(z->group, params + z->lo, params, z->shard);
+#endif
     }
 }
 

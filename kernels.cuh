@@ -1,0 +1,924 @@
+/*
+kernels.cuh: the CUDA backend of the kernel interface (kernels.h), for train_gpt_cu and test_gpt_cu (nvcc compiles
+train_gpt.c as CUDA with this header instead of kernels_cpu.h). Every op keeps its CPU twin's contract (named in its
+comment) and comes in three layers: the __global__ kernel, a launcher taking a stream (kernels__*_launch), and the
+op function of kernels.h, which validates shapes and picks the launch. Matmuls go through cuBLASLt.
+
+    make train_gpt_cu test_gpt_cu [CUDA_ARCH=90]      build (PRECISION=BF16 default; FP32 or FP16 for the others)
+
+Storage type: floatX is fixed at compile time (bf16 by default; -DENABLE_FP32 or -DENABLE_FP16), and --dtype must
+name it. Arithmetic is fp32; each floatX store rounds to nearest even (__float2bfloat16_rn / __float2half_rn, the
+same bits as precision.h's round_bf16 / round_fp16), and AdamW writes the compute copy with precision.h's
+stochastic rounding, bit for bit what the CPU backend writes.
+
+Determinism: no float atomics anywhere. Every reduction (LayerNorm's dw/db, bias gradients, the embedding
+gradient, the loss sum, the gradient norm) is a fixed-order sum over per-block partials, so two runs give the same
+bits.
+
+Status (issue 10, first part): every op of kernels.h, the native attention kernels (online softmax; the cuDNN flash
+path is next), cuBLASLt matmuls with the bias epilogue. Compiled and linked in CI; not yet run on a GPU: the GPU
+check (scripts/gpu_check.sh) is what proves it.
+*/
+#ifndef KERNELS_CUDA_CUH
+#define KERNELS_CUDA_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cublasLt.h>
+#include <cub/cub.cuh>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "precision.h"  // defines: DTYPE_*, round_stochastic (host and device)
+#include "utils.h"      // defines: fatal, mallocCheck
+
+#define KERNELS_CUDA 1
+
+// ----------------------------------------------------------------------------
+// The storage type, fixed by the build
+
+#if defined(ENABLE_FP32)
+typedef float floatX;
+#define KERNELS_DTYPE DTYPE_FP32
+#elif defined(ENABLE_FP16)
+typedef __half floatX;
+#define KERNELS_DTYPE DTYPE_FP16
+#else
+typedef __nv_bfloat16 floatX;
+#define KERNELS_DTYPE DTYPE_BF16
+#endif
+#define KERNELS_DEFAULT_DTYPE KERNELS_DTYPE
+
+__device__ __forceinline__ float kernels__f(float x) { return x; }
+__device__ __forceinline__ float kernels__f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float kernels__f(__half x) { return __half2float(x); }
+// fp32 -> floatX, round to nearest even
+__device__ __forceinline__ floatX kernels__x(float x) {
+#if defined(ENABLE_FP32)
+    return x;
+#elif defined(ENABLE_FP16)
+    return __float2half_rn(x);
+#else
+    return __float2bfloat16_rn(x);
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// One check for every CUDA and cuBLASLt call: names the call, the file and the line (overloaded on the status type;
+// cuDNN and NCCL join when their paths land).
+
+static const char* kernels__status(cudaError_t e) { return e == cudaSuccess ? NULL : cudaGetErrorString(e); }
+static const char* kernels__status(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(s); }
+
+#define gpuCheck(call) do { \
+        const char* gpu_err_ = kernels__status(call); \
+        if (gpu_err_) { fatal("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, gpu_err_); } \
+    } while (0)
+
+// After a launch: a bad configuration shows here, not at the next unrelated call.
+#define launchCheck() gpuCheck(cudaGetLastError())
+
+// ----------------------------------------------------------------------------
+// The execution context
+
+#define KERNELS_STAGE_FLOATS ((size_t)1 << 22)   // host <-> device conversion chunk (16 MB of fp32)
+#define KERNELS_REDUCE_BLOCKS 1024               // partial sums of the two-pass reductions
+#define KERNELS_LT_WORKSPACE ((size_t)32 << 20)  // cuBLASLt workspace (32 MB, as Hopper kernels want)
+
+typedef struct {
+    int dtype;                 // == KERNELS_DTYPE
+    int device, num_sms;
+    char device_name[256];
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void* lt_workspace;
+    float* stage_dev;          // (KERNELS_STAGE_FLOATS) fp32 staging on the device
+    float* stage_host;         // (KERNELS_STAGE_FLOATS) pinned host staging
+    double* partials;          // (KERNELS_REDUCE_BLOCKS) per-block partial sums
+    float* col_partials;       // LayerNorm dw/db, bias-gradient and attention partials (grown on demand)
+    size_t col_partials_bytes;
+    // the embedding gradient's token sort (grown on demand to the largest B*T seen)
+    int sort_capacity;
+    int32_t *sort_keys_in, *sort_keys_out, *sort_vals_in, *sort_vals_out;
+    void* sort_temp;
+    size_t sort_temp_bytes;
+    floatX* row_scratch;       // (Vp) one row of logits (sampling), grown on demand
+    size_t row_scratch_bytes;
+    size_t bytes;              // device bytes held by the context
+} KernelCtx;
+
+#include "kernels.h"  // declares: every op below, with the signature both backends share
+
+static void kernels_blas_select(char** argv) { (void)argv; }
+static void kernels_init_fp_mode(void) {}
+static const char* kernels_blas_name(void) { return "cuBLASLt"; }
+static char kernels__reason[320] = "no device yet";
+static const char* kernels_blas_reason(void) { return kernels__reason; }
+static int kernels_num_threads(void) { return 1; }
+
+static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
+    (void)max_T; (void)C;
+    memset(ctx, 0, sizeof(*ctx));
+    if (dtype != KERNELS_DTYPE) {
+        fatal("--dtype %s: this CUDA build stores activations and parameters in %s (rebuild with PRECISION=%s for %s)",
+              dtype_name(dtype), dtype_name(KERNELS_DTYPE), dtype == DTYPE_FP32 ? "FP32" : dtype == DTYPE_FP16 ? "FP16" : "BF16",
+              dtype_name(dtype));
+    }
+    ctx->dtype = dtype;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        fatal("no usable CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
+    }
+    gpuCheck(cudaGetDevice(&ctx->device));
+    cudaDeviceProp prop;
+    gpuCheck(cudaGetDeviceProperties(&prop, ctx->device));
+    ctx->num_sms = prop.multiProcessorCount;
+    snprintf(ctx->device_name, sizeof(ctx->device_name), "%s", prop.name);
+    snprintf(kernels__reason, sizeof(kernels__reason), "%s, sm_%d%d, %d SMs, %.0f GB", prop.name, prop.major, prop.minor,
+             prop.multiProcessorCount, prop.totalGlobalMem / 1e9);
+    gpuCheck(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    gpuCheck(cublasLtCreate(&ctx->lt));
+    gpuCheck(cudaMalloc(&ctx->lt_workspace, KERNELS_LT_WORKSPACE));
+    gpuCheck(cudaMalloc((void**)&ctx->stage_dev, KERNELS_STAGE_FLOATS * sizeof(float)));
+    gpuCheck(cudaMallocHost((void**)&ctx->stage_host, KERNELS_STAGE_FLOATS * sizeof(float)));
+    gpuCheck(cudaMalloc((void**)&ctx->partials, KERNELS_REDUCE_BLOCKS * sizeof(double)));
+    ctx->bytes = KERNELS_LT_WORKSPACE + KERNELS_STAGE_FLOATS * sizeof(float) + KERNELS_REDUCE_BLOCKS * sizeof(double);
+}
+
+static void kernels_ctx_free(KernelCtx* ctx) {
+    if (!ctx->stream) { return; }
+    gpuCheck(cudaStreamSynchronize(ctx->stream));
+    cudaFree(ctx->lt_workspace);
+    cudaFree(ctx->stage_dev);
+    cudaFreeHost(ctx->stage_host);
+    cudaFree(ctx->partials);
+    cudaFree(ctx->col_partials);
+    cudaFree(ctx->sort_keys_in);
+    cudaFree(ctx->sort_temp);
+    cudaFree(ctx->row_scratch);
+    cublasLtDestroy(ctx->lt);
+    cudaStreamDestroy(ctx->stream);
+    ctx->stream = NULL;
+}
+
+static size_t kernels_ctx_bytes(const KernelCtx* ctx) { return ctx->bytes; }
+
+// Grows a device buffer owned by the context (a synchronising cudaMalloc, only when a larger shape first appears).
+static void* kernels__grow(KernelCtx* ctx, void* p, size_t* have, size_t need) {
+    if (need <= *have) { return p; }
+    gpuCheck(cudaStreamSynchronize(ctx->stream));
+    cudaFree(p);
+    void* q;
+    gpuCheck(cudaMalloc(&q, need));
+    ctx->bytes += need - *have;
+    *have = need;
+    return q;
+}
+
+static unsigned kernels__blocks(size_t n, unsigned threads) {
+    size_t b = (n + threads - 1) / threads;
+    return (unsigned)(b > 65535u * 32u ? 65535u * 32u : (b ? b : 1));
+}
+
+// ----------------------------------------------------------------------------
+// Memory (kernels.h). All work is ordered on the context's stream; dev_sync waits for it.
+
+static void* dev_alloc(const KernelCtx* ctx, size_t bytes) {
+    void* p = NULL;
+    gpuCheck(cudaMalloc(&p, bytes ? bytes : 1));
+    gpuCheck(cudaMemsetAsync(p, 0, bytes, ctx->stream));
+    return p;
+}
+static void dev_free(const KernelCtx* ctx, void* p) {
+    if (!p) { return; }
+    gpuCheck(cudaStreamSynchronize(ctx->stream));
+    gpuCheck(cudaFree(p));
+}
+static void dev_zero(const KernelCtx* ctx, void* p, size_t bytes) { gpuCheck(cudaMemsetAsync(p, 0, bytes, ctx->stream)); }
+static void dev_copy_h2d(const KernelCtx* ctx, void* dst, const void* host_src, size_t bytes) {
+    gpuCheck(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx->stream));
+    gpuCheck(cudaStreamSynchronize(ctx->stream)); // the host buffer may be reused as soon as this returns
+}
+static void dev_copy_d2h(const KernelCtx* ctx, void* host_dst, const void* src, size_t bytes) {
+    gpuCheck(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
+}
+static void dev_copy_d2d(const KernelCtx* ctx, void* dst, const void* src, size_t bytes) {
+    gpuCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
+}
+static void dev_sync(const KernelCtx* ctx) { gpuCheck(cudaStreamSynchronize(ctx->stream)); }
+
+// fp32 <-> floatX conversions of the file-I/O bridges, chunk by chunk through the pinned staging buffer
+__global__ void kernels__f32_to_x(floatX* dst, const float* src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) { dst[i] = kernels__x(src[i]); }
+}
+__global__ void kernels__x_to_f32(float* dst, const floatX* src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) { dst[i] = kernels__f(src[i]); }
+}
+
+// CPU twin: params_from_f32 (memmove + round_buffer)
+static void params_from_f32(const KernelCtx* ctx, floatX* dst, const float* host_src, size_t n) {
+    for (size_t off = 0; off < n; off += KERNELS_STAGE_FLOATS) {
+        size_t cnt = n - off < KERNELS_STAGE_FLOATS ? n - off : KERNELS_STAGE_FLOATS;
+        memcpy(ctx->stage_host, host_src + off, cnt * sizeof(float));
+        gpuCheck(cudaMemcpyAsync(ctx->stage_dev, ctx->stage_host, cnt * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
+        kernels__f32_to_x<<<kernels__blocks(cnt, 256), 256, 0, ctx->stream>>>(dst + off, ctx->stage_dev, cnt);
+        launchCheck();
+        gpuCheck(cudaStreamSynchronize(ctx->stream));
+    }
+}
+
+// CPU twin: params_to_f32
+static void params_to_f32(const KernelCtx* ctx, float* host_dst, const floatX* src, size_t n) {
+    for (size_t off = 0; off < n; off += KERNELS_STAGE_FLOATS) {
+        size_t cnt = n - off < KERNELS_STAGE_FLOATS ? n - off : KERNELS_STAGE_FLOATS;
+        kernels__x_to_f32<<<kernels__blocks(cnt, 256), 256, 0, ctx->stream>>>(ctx->stage_dev, src + off, cnt);
+        launchCheck();
+        gpuCheck(cudaMemcpyAsync(ctx->stage_host, ctx->stage_dev, cnt * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
+        gpuCheck(cudaStreamSynchronize(ctx->stream));
+        memcpy(host_dst + off, ctx->stage_host, cnt * sizeof(float));
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Warp and block reductions (fixed order: the same bits every run)
+
+__device__ __forceinline__ float kernels__warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) { v += __shfl_xor_sync(0xffffffffu, v, o); }
+    return v;
+}
+__device__ __forceinline__ float kernels__warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) { v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o)); }
+    return v;
+}
+__device__ __forceinline__ double kernels__warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) { v += __shfl_xor_sync(0xffffffffu, v, o); }
+    return v;
+}
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in thread 0.
+__device__ double kernels__block_sum_d(double v) {
+    __shared__ double warp_sums[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    v = kernels__warp_sum_d(v);
+    if (lane == 0) { warp_sums[warp] = v; }
+    __syncthreads();
+    double t = 0.0;
+    if (warp == 0) {
+        t = lane < nw ? warp_sums[lane] : 0.0;
+        t = kernels__warp_sum_d(t);
+    }
+    __syncthreads();
+    return t;
+}
+
+// ----------------------------------------------------------------------------
+// Encoder. CPU twin: encoder_forward / encoder_backward.
+
+__global__ void kernels__encoder_forward(floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe, int B, int T, int C) {
+    size_t n = (size_t)B * T * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t row = i / C;
+        int c = (int)(i % C), t = (int)(row % T);
+        out[i] = kernels__x(kernels__f(wte[(size_t)tok[row] * C + c]) + kernels__f(wpe[(size_t)t * C + c]));
+    }
+}
+
+static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe,
+                            int B, int T, int C) {
+    kernels__encoder_forward<<<kernels__blocks((size_t)B * T * C, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, B, T, C);
+    launchCheck();
+}
+
+// dwpe[t,c] += sum_b dout[b,t,c], in b order
+__global__ void kernels__encoder_backward_wpe(float* dwpe, const floatX* dout, int B, int T, int C) {
+    size_t n = (size_t)T * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int b = 0; b < B; b++) { s += kernels__f(dout[(size_t)b * n + i]); }
+        dwpe[i] += s;
+    }
+}
+
+// dwte[token] += the dout rows of that token. The positions come sorted by token (a stable radix sort, so within a
+// token in position order); block k handles the run of equal tokens that starts at sorted index k, if one does,
+// its threads striding over the channels: every sum is in a fixed order, and no two blocks touch the same row.
+__global__ void kernels__encoder_backward_wte(float* dwte, const floatX* dout, const int32_t* sorted_tok, const int32_t* sorted_pos,
+                                              int BT, int C) {
+    int k = blockIdx.x;
+    if (k >= BT || (k > 0 && sorted_tok[k] == sorted_tok[k - 1])) { return; }
+    int tokv = sorted_tok[k];
+    int end = k + 1;
+    while (end < BT && sorted_tok[end] == tokv) { end++; }
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float s = 0.0f;
+        for (int j = k; j < end; j++) { s += kernels__f(dout[(size_t)sorted_pos[j] * C + c]); }
+        dwte[(size_t)tokv * C + c] += s;
+    }
+}
+
+__global__ void kernels__iota(int32_t* x, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) { x[i] = i; }
+}
+
+static void encoder_backward(const KernelCtx* cctx, float* dwte, float* dwpe, const floatX* dout, const int32_t* tok,
+                             int B, int T, int C) {
+    KernelCtx* ctx = (KernelCtx*)cctx; // the sort buffers grow on first use
+    int BT = B * T;
+    if (BT > ctx->sort_capacity) {
+        gpuCheck(cudaStreamSynchronize(ctx->stream));
+        cudaFree(ctx->sort_keys_in);
+        cudaFree(ctx->sort_temp);
+        int32_t* buf;
+        gpuCheck(cudaMalloc((void**)&buf, 4 * (size_t)BT * sizeof(int32_t)));
+        ctx->sort_keys_in = buf; ctx->sort_keys_out = buf + BT; ctx->sort_vals_in = buf + 2 * (size_t)BT; ctx->sort_vals_out = buf + 3 * (size_t)BT;
+        ctx->sort_temp_bytes = 0;
+        gpuCheck(cub::DeviceRadixSort::SortPairs(NULL, ctx->sort_temp_bytes, ctx->sort_keys_in, ctx->sort_keys_out,
+                                                 ctx->sort_vals_in, ctx->sort_vals_out, BT));
+        gpuCheck(cudaMalloc(&ctx->sort_temp, ctx->sort_temp_bytes));
+        ctx->bytes += 4 * (size_t)BT * sizeof(int32_t) + ctx->sort_temp_bytes;
+        ctx->sort_capacity = BT;
+    }
+    kernels__encoder_backward_wpe<<<kernels__blocks((size_t)T * C, 256), 256, 0, ctx->stream>>>(dwpe, dout, B, T, C);
+    launchCheck();
+    gpuCheck(cudaMemcpyAsync(ctx->sort_keys_in, tok, (size_t)BT * sizeof(int32_t), cudaMemcpyDeviceToDevice, ctx->stream));
+    kernels__iota<<<kernels__blocks(BT, 256), 256, 0, ctx->stream>>>(ctx->sort_vals_in, BT);
+    launchCheck();
+    size_t temp = ctx->sort_temp_bytes;
+    gpuCheck(cub::DeviceRadixSort::SortPairs(ctx->sort_temp, temp, ctx->sort_keys_in, ctx->sort_keys_out, ctx->sort_vals_in,
+                                             ctx->sort_vals_out, BT, 0, 32, ctx->stream));
+    kernels__encoder_backward_wte<<<BT, 256, 0, ctx->stream>>>(dwte, dout, ctx->sort_keys_out, ctx->sort_vals_out, BT, C);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// LayerNorm: one warp per row, statistics in fp32. CPU twins: layernorm_forward, layernorm_apply,
+// residual_layernorm_forward, layernorm_backward.
+
+// y = (x - mean) * rstd * w + b over one row held at x (floatX), by one warp; writes mean and rstd when asked.
+__device__ void kernels__ln_row(floatX* y, float* mean_out, float* rstd_out, const floatX* x, const floatX* w, const floatX* b, int C) {
+    int lane = threadIdx.x % 32;
+    float s = 0.0f;
+    for (int i = lane; i < C; i += 32) { s += kernels__f(x[i]); }
+    float m = kernels__warp_sum(s) / C;
+    float v = 0.0f;
+    for (int i = lane; i < C; i += 32) { float d = kernels__f(x[i]) - m; v += d * d; }
+    v = kernels__warp_sum(v) / C;
+    float r = rsqrtf(v + 1e-5f);
+    for (int i = lane; i < C; i += 32) { y[i] = kernels__x((kernels__f(x[i]) - m) * r * kernels__f(w[i]) + kernels__f(b[i])); }
+    if (lane == 0 && mean_out) { *mean_out = m; *rstd_out = r; }
+}
+
+__global__ void kernels__layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
+                                           int BT, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= BT) { return; }
+    kernels__ln_row(out + (size_t)row * C, mean + row, rstd + row, inp + (size_t)row * C, w, b, C);
+}
+
+static void layernorm_forward(const KernelCtx* ctx, floatX* out, float* mean, float* rstd, const floatX* inp,
+                              const floatX* w, const floatX* b, int BT, int C) {
+    kernels__layernorm_forward<<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, mean, rstd, inp, w, b, BT, C);
+    launchCheck();
+}
+
+__global__ void kernels__layernorm_apply(floatX* out, const floatX* inp, const float* mean, const float* rstd, const floatX* w,
+                                         const floatX* b, int BT, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= BT) { return; }
+    const floatX* x = inp + (size_t)row * C;
+    floatX* y = out + (size_t)row * C;
+    float m = mean[row], r = rstd[row];
+    for (int i = threadIdx.x % 32; i < C; i += 32) { y[i] = kernels__x((kernels__f(x[i]) - m) * r * kernels__f(w[i]) + kernels__f(b[i])); }
+}
+
+static void layernorm_apply(const KernelCtx* ctx, floatX* out, const floatX* inp, const float* mean, const float* rstd,
+                            const floatX* w, const floatX* b, int BT, int C) {
+    kernels__layernorm_apply<<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, inp, mean, rstd, w, b, BT, C);
+    launchCheck();
+}
+
+// The residual is stored first; the warp then normalises what it stored (each lane reads back only the elements it
+// wrote, so no barrier is needed).
+__global__ void kernels__residual_layernorm_forward(floatX* res_out, floatX* out, float* mean, float* rstd, const floatX* res_in,
+                                                    const floatX* delta, const floatX* bias, const floatX* w, const floatX* b,
+                                                    int BT, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= BT) { return; }
+    floatX* ro = res_out + (size_t)row * C;
+    const floatX* ri = res_in + (size_t)row * C;
+    const floatX* d = delta + (size_t)row * C;
+    for (int i = threadIdx.x % 32; i < C; i += 32) {
+        float v = kernels__f(ri[i]) + kernels__f(d[i]) + (bias ? kernels__f(bias[i]) : 0.0f);
+        ro[i] = kernels__x(v);
+    }
+    __syncwarp();
+    kernels__ln_row(out + (size_t)row * C, mean + row, rstd + row, ro, w, b, C);
+}
+
+static void residual_layernorm_forward(const KernelCtx* ctx, floatX* res_out, floatX* out, float* mean, float* rstd,
+                                       const floatX* res_in, const floatX* delta, const floatX* bias, const floatX* w,
+                                       const floatX* b, int BT, int C) {
+    kernels__residual_layernorm_forward<<<(BT + 7) / 8, 256, 0, ctx->stream>>>(res_out, out, mean, rstd, res_in, delta, bias, w, b, BT, C);
+    launchCheck();
+}
+
+// Backward: warp w of the grid takes rows w, w + W, ...; its dw/db partial sums go to its own slice of
+// col_partials (W x 2C floats), summed over W in order by kernels__sum_columns.
+#define KERNELS_LN_WARPS 512
+__global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* w,
+                                            const float* mean, const float* rstd, int BT, int C) {
+    int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, nwarps = gridDim.x * (blockDim.x / 32), lane = threadIdx.x % 32;
+    float* pdw = partial + (size_t)warp * 2 * C;
+    float* pdb = pdw + C;
+    for (int i = lane; i < C; i += 32) { pdw[i] = 0.0f; pdb[i] = 0.0f; }
+    for (int row = warp; row < BT; row += nwarps) {
+        const floatX* x = inp + (size_t)row * C;
+        const floatX* d = dout + (size_t)row * C;
+        floatX* dx = dinp + (size_t)row * C;
+        float m = mean[row], s = rstd[row];
+        float g_mean = 0.0f, gn_mean = 0.0f;
+        for (int i = lane; i < C; i += 32) {
+            float n = (kernels__f(x[i]) - m) * s, g = kernels__f(d[i]) * kernels__f(w[i]);
+            g_mean += g;
+            gn_mean += g * n;
+        }
+        g_mean = kernels__warp_sum(g_mean) / C;
+        gn_mean = kernels__warp_sum(gn_mean) / C;
+        for (int i = lane; i < C; i += 32) {
+            float n = (kernels__f(x[i]) - m) * s, di = kernels__f(d[i]), g = di * kernels__f(w[i]);
+            dx[i] = kernels__x(kernels__f(dx[i]) + s * (g - g_mean - n * gn_mean));
+            pdw[i] += di * n;
+            pdb[i] += di;
+        }
+    }
+}
+
+// out[c] (+)= sum over r of part[r * stride + c], r in order (a fixed-order column sum of partials).
+__global__ void kernels__sum_columns(float* out, const float* part, int rows, size_t stride, int cols, int acc) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) { return; }
+    float s = 0.0f;
+    for (int r = 0; r < rows; r++) { s += part[(size_t)r * stride + c]; }
+    out[c] = acc ? out[c] + s : s;
+}
+
+static float* kernels__col_partials(const KernelCtx* cctx, size_t floats) {
+    KernelCtx* ctx = (KernelCtx*)cctx;
+    ctx->col_partials = (float*)kernels__grow(ctx, ctx->col_partials, &ctx->col_partials_bytes, floats * sizeof(float));
+    return ctx->col_partials;
+}
+
+static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* db, const floatX* dout,
+                               const floatX* inp, const floatX* w, const float* mean, const float* rstd, int BT, int C,
+                               int acc) {
+    float* part = kernels__col_partials(ctx, (size_t)KERNELS_LN_WARPS * 2 * C);
+    kernels__layernorm_backward<<<KERNELS_LN_WARPS / 8, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+    launchCheck();
+    kernels__sum_columns<<<(C + 255) / 256, 256, 0, ctx->stream>>>(dw, part, KERNELS_LN_WARPS, 2 * (size_t)C, C, acc);
+    launchCheck();
+    kernels__sum_columns<<<(C + 255) / 256, 256, 0, ctx->stream>>>(db, part + C, KERNELS_LN_WARPS, 2 * (size_t)C, C, acc);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Matmuls through cuBLASLt. Row-major (BT, C) @ (OC, C)^T is, in cuBLAS's column-major terms, the (OC, BT) product
+// W^T-view times X-view: the three products of a linear layer are
+//   forward  out^T (OC x BT)  = op(W: C x OC, T) * X (C x BT)                 [+ bias epilogue]
+//   dinp     dinp^T (C x BT)  = W (C x OC) * dout^T (OC x BT)
+//   dweight  dW^T (C x OC)    = X (C x BT) * op(dout^T: OC x BT, T)           [fp32 output, beta = acc]
+// A and B are floatX; D is floatX or fp32 (parameter gradients); compute fp32.
+
+static cudaDataType_t kernels__cuda_type(int is_f32) {
+    if (is_f32) { return CUDA_R_32F; }
+#if defined(ENABLE_FP32)
+    return CUDA_R_32F;
+#elif defined(ENABLE_FP16)
+    return CUDA_R_16F;
+#else
+    return CUDA_R_16BF;
+#endif
+}
+
+// D (m x n, ldd = m) = alpha op(A) op(B) + beta D, column-major; A is (m x k) after op, B (k x n) after op. With
+// bias (length m, floatX) the BIAS epilogue adds it to every column.
+static void kernels__matmul_lt(const KernelCtx* ctx, void* d, int d_f32, const floatX* a, int transA, int lda, const floatX* b,
+                               int transB, int ldb, const floatX* bias, int m, int n, int k, float beta) {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulPreference_t pref;
+    cudaDataType_t ab_type = kernels__cuda_type(0), d_type = kernels__cuda_type(d_f32);
+    gpuCheck(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    gpuCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    gpuCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        cudaDataType_t bias_type = kernels__cuda_type(0);
+        gpuCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+        gpuCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+        gpuCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    gpuCheck(cublasLtMatrixLayoutCreate(&la, ab_type, transA ? k : m, transA ? m : k, lda));
+    gpuCheck(cublasLtMatrixLayoutCreate(&lb, ab_type, transB ? n : k, transB ? k : n, ldb));
+    gpuCheck(cublasLtMatrixLayoutCreate(&ld, d_type, m, n, m));
+    gpuCheck(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = KERNELS_LT_WORKSPACE;
+    gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    gpuCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, ld, ld, pref, 1, &heur, &found));
+    if (found == 0) { fatal("cuBLASLt: no algorithm for a %d x %d x %d matmul (transA %d, transB %d, bias %d, fp32 out %d)", m, n, k, transA, transB, bias != NULL, d_f32); }
+    float alpha = 1.0f;
+    gpuCheck(cublasLtMatmul(ctx->lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo, ctx->lt_workspace,
+                            KERNELS_LT_WORKSPACE, ctx->stream));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(op);
+}
+
+// CPU twin: matmul_forward. out (BT,OC) = inp (BT,C) @ w^T + bias.
+static void matmul_forward(const KernelCtx* ctx, floatX* out, const floatX* inp, const floatX* w, const floatX* bias,
+                           int BT, int C, int OC) {
+    kernels__matmul_lt(ctx, out, 0, w, 1, C, inp, 0, C, bias, OC, BT, C, 0.0f);
+}
+
+// dbias[j] (+)= sum over rows of dout[:, j]: R row-groups of partials, then a fixed-order sum.
+#define KERNELS_BIAS_ROW_GROUPS 64
+__global__ void kernels__bias_partials(float* part, const floatX* dout, int BT, int OC) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x, g = blockIdx.y;
+    if (j >= OC) { return; }
+    int r0 = (int)((long)BT * g / KERNELS_BIAS_ROW_GROUPS), r1 = (int)((long)BT * (g + 1) / KERNELS_BIAS_ROW_GROUPS);
+    float s = 0.0f;
+    for (int r = r0; r < r1; r++) { s += kernels__f(dout[(size_t)r * OC + j]); }
+    part[(size_t)g * OC + j] = s;
+}
+
+// CPU twin: matmul_backward.
+static void matmul_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* dbias, const floatX* dout,
+                            const floatX* inp, const floatX* w, int BT, int C, int OC, int acc) {
+    if (dinp) { kernels__matmul_lt(ctx, dinp, 0, w, 0, C, dout, 0, OC, NULL, C, BT, OC, 0.0f); }
+    kernels__matmul_lt(ctx, dw, 1, inp, 0, C, dout, 1, OC, NULL, C, OC, BT, acc ? 1.0f : 0.0f);
+    if (dbias) {
+        float* part = kernels__col_partials(ctx, (size_t)KERNELS_BIAS_ROW_GROUPS * OC);
+        dim3 grid((OC + 255) / 256, KERNELS_BIAS_ROW_GROUPS);
+        kernels__bias_partials<<<grid, 256, 0, ctx->stream>>>(part, dout, BT, OC);
+        launchCheck();
+        kernels__sum_columns<<<(OC + 255) / 256, 256, 0, ctx->stream>>>(dbias, part, KERNELS_BIAS_ROW_GROUPS, (size_t)OC, OC, acc);
+        launchCheck();
+    }
+}
+
+// ----------------------------------------------------------------------------
+// GELU (tanh approximation). CPU twins: gelu_forward, gelu_backward.
+
+#define KERNELS_GELU_K 0.7978845608028654f
+__global__ void kernels__gelu_forward(floatX* out, const floatX* inp, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float x = kernels__f(inp[i]);
+        out[i] = kernels__x(0.5f * x * (1.0f + tanhf(KERNELS_GELU_K * (x + 0.044715f * x * x * x))));
+    }
+}
+static void gelu_forward(const KernelCtx* ctx, floatX* out, const floatX* inp, size_t n) {
+    kernels__gelu_forward<<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(out, inp, n);
+    launchCheck();
+}
+
+__global__ void kernels__gelu_backward(floatX* dinp, const floatX* inp, const floatX* dout, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float x = kernels__f(inp[i]);
+        float th = tanhf(KERNELS_GELU_K * (x + 0.044715f * x * x * x));
+        float grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * KERNELS_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = kernels__x(grad * kernels__f(dout[i]));
+    }
+}
+static void gelu_backward(const KernelCtx* ctx, floatX* dinp, const floatX* inp, const floatX* dout, size_t n) {
+    kernels__gelu_backward<<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(dinp, inp, dout, n);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Causal attention, native kernels (the fallback and cross-check of the cuDNN path). CPU twins: attention_forward,
+// attention_backward (same math: S = scale Q K^T masked, P = softmax, O = P V, lse kept; backward recomputes P).
+// One warp per query row (forward, dQ) or key row (dK, dV); the 32 lanes take 32 keys (queries) at a time, each
+// computing a full dot product over the head, then the warp accumulates the head vector, each lane owning
+// head dims lane, lane + 32, ... (hs <= 128). Online softmax: no T x T matrix in memory. O(T^2 hs) work per head,
+// deterministic.
+
+#define KERNELS_ATT_MAX_HS 128
+#define KERNELS_ATT_PER_LANE (KERNELS_ATT_MAX_HS / 32)
+
+__device__ __forceinline__ float kernels__dot(const floatX* a, const floatX* b, int hs) {
+    float s = 0.0f;
+    for (int d = 0; d < hs; d++) { s += kernels__f(a[d]) * kernels__f(b[d]); }
+    return s;
+}
+
+__global__ void kernels__attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
+    int hs = C / NH, lane = threadIdx.x % 32;
+    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; // over (b, h, i)
+    if (row >= (long)B * NH * T) { return; }
+    int i = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long)T * NH));
+    float scale = rsqrtf((float)hs);
+    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const floatX* q = base + (size_t)i * 3 * C + h * hs;
+    float m = -INFINITY, l = 0.0f, o[KERNELS_ATT_PER_LANE] = {0};
+    for (int j0 = 0; j0 <= i; j0 += 32) {
+        int j = j0 + lane;
+        float s = -INFINITY;
+        if (j <= i) { s = scale * kernels__dot(q, base + (size_t)j * 3 * C + C + h * hs, hs); }
+        float mc = kernels__warp_max(s), mn = fmaxf(m, mc);
+        float p = j <= i ? __expf(s - mn) : 0.0f;
+        float corr = __expf(m - mn); // 0 at the first chunk (m = -inf)
+        l = l * corr + kernels__warp_sum(p);
+        for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) { o[e] *= corr; }
+        int nj = i - j0 + 1 < 32 ? i - j0 + 1 : 32;
+        for (int jj = 0; jj < nj; jj++) {
+            float pj = __shfl_sync(0xffffffffu, p, jj);
+            const floatX* v = base + (size_t)(j0 + jj) * 3 * C + 2 * C + h * hs;
+            for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+                int d = lane + 32 * e;
+                if (d < hs) { o[e] += pj * kernels__f(v[d]); }
+            }
+        }
+        m = mn;
+    }
+    floatX* orow = out + ((size_t)b * T + i) * C + h * hs;
+    for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < hs) { orow[d] = kernels__x(o[e] / l); }
+    }
+    if (lane == 0) { lse[((size_t)b * NH + h) * T + i] = m + logf(l); }
+}
+
+static void kernels__attention_check(int C, int NH) {
+    if (C % NH != 0 || C / NH > KERNELS_ATT_MAX_HS) { fatal("attention: head size %d is not supported (at most %d)", C / NH, KERNELS_ATT_MAX_HS); }
+}
+
+static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
+                              int NH) {
+    kernels__attention_check(C, NH);
+    long rows = (long)B * NH * T;
+    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, lse, qkv, B, T, C, NH);
+    launchCheck();
+}
+
+// D_i = sum_d dO_i[d] O_i[d], one warp per (b, h, i)
+__global__ void kernels__attention_D(float* Dbuf, const floatX* dout, const floatX* out, int B, int T, int C, int NH) {
+    int hs = C / NH, lane = threadIdx.x % 32;
+    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= (long)B * NH * T) { return; }
+    int i = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long)T * NH));
+    const floatX* o = out + ((size_t)b * T + i) * C + h * hs;
+    const floatX* dO = dout + ((size_t)b * T + i) * C + h * hs;
+    float s = 0.0f;
+    for (int d = lane; d < hs; d += 32) { s += kernels__f(o[d]) * kernels__f(dO[d]); }
+    s = kernels__warp_sum(s);
+    if (lane == 0) { Dbuf[((size_t)b * NH + h) * T + i] = s; }
+}
+
+// dQ_i = scale sum_{j<=i} dS_ij K_j, dS_ij = P_ij (dO_i . V_j - D_i), P_ij = exp(scale Q_i . K_j - lse_i)
+__global__ void kernels__attention_dq(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
+                                      int B, int T, int C, int NH) {
+    int hs = C / NH, lane = threadIdx.x % 32;
+    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= (long)B * NH * T) { return; }
+    int i = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long)T * NH));
+    float scale = rsqrtf((float)hs);
+    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const floatX* q = base + (size_t)i * 3 * C + h * hs;
+    const floatX* dO = dout + ((size_t)b * T + i) * C + h * hs;
+    size_t si = ((size_t)b * NH + h) * T + i;
+    float l = lse[si], Di = Dbuf[si], acc[KERNELS_ATT_PER_LANE] = {0};
+    for (int j0 = 0; j0 <= i; j0 += 32) {
+        int j = j0 + lane;
+        float ds = 0.0f;
+        if (j <= i) {
+            const floatX* k = base + (size_t)j * 3 * C + C + h * hs;
+            const floatX* v = k + C;
+            float p = __expf(scale * kernels__dot(q, k, hs) - l);
+            ds = p * (kernels__dot(dO, v, hs) - Di);
+        }
+        int nj = i - j0 + 1 < 32 ? i - j0 + 1 : 32;
+        for (int jj = 0; jj < nj; jj++) {
+            float dsj = __shfl_sync(0xffffffffu, ds, jj);
+            const floatX* k = base + (size_t)(j0 + jj) * 3 * C + C + h * hs;
+            for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+                int d = lane + 32 * e;
+                if (d < hs) { acc[e] += dsj * kernels__f(k[d]); }
+            }
+        }
+    }
+    floatX* dq = dqkv + (size_t)b * T * 3 * C + (size_t)i * 3 * C + h * hs;
+    for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < hs) { dq[d] = kernels__x(scale * acc[e]); }
+    }
+}
+
+// dV_j = sum_{i>=j} P_ij dO_i;  dK_j = scale sum_{i>=j} dS_ij Q_i
+__global__ void kernels__attention_dkv(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
+                                       int B, int T, int C, int NH) {
+    int hs = C / NH, lane = threadIdx.x % 32;
+    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= (long)B * NH * T) { return; }
+    int j = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long)T * NH));
+    float scale = rsqrtf((float)hs);
+    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const floatX* k = base + (size_t)j * 3 * C + C + h * hs;
+    const floatX* v = k + C;
+    float dk[KERNELS_ATT_PER_LANE] = {0}, dv[KERNELS_ATT_PER_LANE] = {0};
+    for (int i0 = j; i0 < T; i0 += 32) {
+        int i = i0 + lane;
+        float p = 0.0f, ds = 0.0f;
+        if (i < T) {
+            const floatX* q = base + (size_t)i * 3 * C + h * hs;
+            const floatX* dO = dout + ((size_t)b * T + i) * C + h * hs;
+            size_t si = ((size_t)b * NH + h) * T + i;
+            p = __expf(scale * kernels__dot(q, k, hs) - lse[si]);
+            ds = p * (kernels__dot(dO, v, hs) - Dbuf[si]);
+        }
+        int ni = T - i0 < 32 ? T - i0 : 32;
+        for (int ii = 0; ii < ni; ii++) {
+            float pi = __shfl_sync(0xffffffffu, p, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
+            const floatX* q = base + (size_t)(i0 + ii) * 3 * C + h * hs;
+            const floatX* dO = dout + ((size_t)b * T + i0 + ii) * C + h * hs;
+            for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+                int d = lane + 32 * e;
+                if (d < hs) { dv[e] += pi * kernels__f(dO[d]); dk[e] += dsi * kernels__f(q[d]); }
+            }
+        }
+    }
+    floatX* dkr = dqkv + (size_t)b * T * 3 * C + (size_t)j * 3 * C + C + h * hs;
+    floatX* dvr = dkr + C;
+    for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < hs) { dkr[d] = kernels__x(scale * dk[e]); dvr[d] = kernels__x(dv[e]); }
+    }
+}
+
+static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                               const floatX* out, const float* lse, int B, int T, int C, int NH) {
+    kernels__attention_check(C, NH);
+    long rows = (long)B * NH * T;
+    float* Dbuf = kernels__col_partials(ctx, (size_t)rows);
+    unsigned grid = (unsigned)((rows + 7) / 8);
+    kernels__attention_D<<<grid, 256, 0, ctx->stream>>>(Dbuf, dout, out, B, T, C, NH);
+    launchCheck();
+    kernels__attention_dq<<<grid, 256, 0, ctx->stream>>>(dqkv, dout, qkv, lse, Dbuf, B, T, C, NH);
+    launchCheck();
+    kernels__attention_dkv<<<grid, 256, 0, ctx->stream>>>(dqkv, dout, qkv, lse, Dbuf, B, T, C, NH);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// LM head + softmax + cross-entropy. CPU twin: classifier_forward_backward. Per chunk of rows: logits by cuBLASLt
+// into the chunk (floatX), then one block per row turns them into the loss and, in place, into dlogits =
+// dloss_scale (softmax - onehot) (floatX, padded columns zero), never materialising fp32 probabilities; then dx
+// and dwte by cuBLASLt.
+
+__global__ void kernels__classifier_softmax(floatX* logits, float* losses, const int32_t* targets, float dloss_scale, int V, int Vp,
+                                            int want_grad) {
+    int r = blockIdx.x;
+    floatX* z = logits + (size_t)r * Vp;
+    int tgt = targets[r];
+    __shared__ float red[32];
+    __shared__ float bcast;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) { m = fmaxf(m, kernels__f(z[j])); }
+    m = kernels__warp_max(m);
+    if (lane == 0) { red[warp] = m; }
+    __syncthreads();
+    if (threadIdx.x == 0) { float t = -INFINITY; for (int w = 0; w < nw; w++) { t = fmaxf(t, red[w]); } bcast = t; }
+    __syncthreads();
+    m = bcast;
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) { s += __expf(kernels__f(z[j]) - m); }
+    s = kernels__warp_sum(s);
+    __syncthreads();
+    if (lane == 0) { red[warp] = s; }
+    __syncthreads();
+    if (threadIdx.x == 0) { float t = 0.0f; for (int w = 0; w < nw; w++) { t += red[w]; } bcast = t; }
+    __syncthreads();
+    float lse = m + logf(bcast);
+    if (threadIdx.x == 0) { losses[r] = tgt >= 0 ? lse - kernels__f(z[tgt]) : 0.0f; }
+    __syncthreads(); // z[tgt] is read above before any thread overwrites it
+    if (!want_grad) { return; }
+    float sc = tgt >= 0 ? dloss_scale : 0.0f;
+    for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
+        float g = j < V ? sc * (__expf(kernels__f(z[j]) - lse) - (j == tgt ? 1.0f : 0.0f)) : 0.0f;
+        z[j] = kernels__x(g);
+    }
+}
+
+static void classifier_forward_backward(const KernelCtx* ctx, float* losses, floatX* dx, float* dwte, floatX* chunk,
+                                        int chunk_rows, const floatX* x, const floatX* wte, const int32_t* targets,
+                                        float dloss_scale, int BT, int C, int V, int Vp, int acc) {
+    for (int r0 = 0; r0 < BT; r0 += chunk_rows) {
+        int rows = BT - r0 < chunk_rows ? BT - r0 : chunk_rows;
+        const floatX* xr = x + (size_t)r0 * C;
+        matmul_forward(ctx, chunk, xr, wte, NULL, rows, C, Vp);
+        kernels__classifier_softmax<<<rows, 1024, 0, ctx->stream>>>(chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
+        launchCheck();
+        if (dx) {
+            // dx_r (rows, C) = dlogits (rows, Vp) @ wte (Vp, C);  dwte (Vp, C) (+)= dlogits^T @ x_r
+            kernels__matmul_lt(ctx, dx + (size_t)r0 * C, 0, wte, 0, C, chunk, 0, Vp, NULL, C, rows, Vp, 0.0f);
+            kernels__matmul_lt(ctx, dwte, 1, xr, 0, C, chunk, 1, Vp, NULL, C, Vp, rows, (acc || r0 > 0) ? 1.0f : 0.0f);
+        }
+    }
+}
+
+// CPU twin: classifier_logits_row. out (Vp) fp32 = x (C) @ wte^T, through a floatX row as the stored logits are.
+static void classifier_logits_row(const KernelCtx* cctx, float* out, const floatX* x, const floatX* wte, int C, int Vp) {
+    KernelCtx* ctx = (KernelCtx*)cctx;
+    ctx->row_scratch = (floatX*)kernels__grow(ctx, ctx->row_scratch, &ctx->row_scratch_bytes, (size_t)Vp * sizeof(floatX));
+    matmul_forward(ctx, ctx->row_scratch, x, wte, NULL, 1, C, Vp);
+    kernels__x_to_f32<<<kernels__blocks(Vp, 256), 256, 0, ctx->stream>>>(out, ctx->row_scratch, (size_t)Vp);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Reductions (two passes over fixed partials, so the sums are reproducible). CPU twins: sum_accumulate,
+// sum_squares_accumulate, add_inplace.
+
+__global__ void kernels__partial_sums(double* part, const float* x, size_t n, int squares) {
+    double s = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        double v = x[i];
+        s += squares ? v * v : v;
+    }
+    s = kernels__block_sum_d(s);
+    if (threadIdx.x == 0) { part[blockIdx.x] = s; }
+}
+__global__ void kernels__finish_sum(double* acc, const double* part, int nparts) {
+    double s = 0.0;
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) { s += part[i]; }
+    s = kernels__block_sum_d(s);
+    if (threadIdx.x == 0) { *acc += s; }
+}
+
+static void kernels__sum(const KernelCtx* ctx, double* acc, const float* x, size_t n, int squares) {
+    unsigned blocks = (unsigned)((n + 1023) / 1024);
+    if (blocks > KERNELS_REDUCE_BLOCKS) { blocks = KERNELS_REDUCE_BLOCKS; }
+    if (blocks == 0) { blocks = 1; }
+    kernels__partial_sums<<<blocks, 1024, 0, ctx->stream>>>(ctx->partials, x, n, squares);
+    launchCheck();
+    kernels__finish_sum<<<1, 1024, 0, ctx->stream>>>(acc, ctx->partials, (int)blocks);
+    launchCheck();
+}
+
+static void sum_accumulate(const KernelCtx* ctx, double* acc, const float* x, size_t n) { kernels__sum(ctx, acc, x, n, 0); }
+static void sum_squares_accumulate(const KernelCtx* ctx, double* out, const float* x, size_t n) { kernels__sum(ctx, out, x, n, 1); }
+
+__global__ void kernels__add(float* y, const float* x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) { y[i] += x[i]; }
+}
+static void add_inplace(const KernelCtx* ctx, float* y, const float* x, size_t n) {
+    kernels__add<<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(y, x, n);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// AdamW. CPU twin: adamw_update (the same update in the same fp32 operations, the same stochastic rounding).
+// One launch per segment (tensor) in this first version.
+
+__global__ void kernels__adamw(floatX* params, float* master, const float* grads, float* m, float* v, size_t lo, size_t s, size_t e,
+                               float lr, float b1, float b2, float eps, float wd, float gs, float bc1, float bc2, int t, uint64_t seed,
+                               int dtype) {
+    for (size_t i = s + blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < e; i += (size_t)gridDim.x * blockDim.x) {
+        size_t k = i - lo;
+        float g = gs * grads[k];
+        float mi = b1 * m[k] + (1.0f - b1) * g;
+        float vi = b2 * v[k] + (1.0f - b2) * g * g;
+        m[k] = mi;
+        v[k] = vi;
+        float mhat = mi / bc1, vhat = vi / bc2;
+        float p = master ? master[k] : kernels__f(params[i]);
+        p -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p);
+        if (master) {
+            master[k] = p;
+            params[i] = kernels__x(round_stochastic(p, dtype, seed, (uint64_t)t, i)); // exact: already representable
+        } else {
+            params[i] = kernels__x(p);
+        }
+    }
+}
+
+static void adamw_update(const KernelCtx* ctx, floatX* params, float* master, const float* grads, float* m, float* v,
+                         size_t lo, size_t hi, const AdamWSegment* segs, int nseg, const AdamWHyper* hp) {
+    float bc1 = 1.0f - powf(hp->beta1, (float)hp->t), bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
+    for (int i = 0; i < nseg; i++) {
+        size_t s = segs[i].offset > lo ? segs[i].offset : lo;
+        size_t e = segs[i].offset + segs[i].size < hi ? segs[i].offset + segs[i].size : hi;
+        if (s >= e) { continue; }
+        kernels__adamw<<<kernels__blocks(e - s, 256), 256, 0, ctx->stream>>>(params, master, grads, m, v, lo, s, e, hp->lr, hp->beta1,
+            hp->beta2, hp->eps, segs[i].decay ? hp->weight_decay : 0.0f, hp->grad_scale, bc1, bc2, hp->t, hp->sr_seed, ctx->dtype);
+        launchCheck();
+    }
+}
+
+#endif // KERNELS_CUDA_CUH
