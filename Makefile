@@ -97,7 +97,42 @@ else
   F_XXHASH = no-xxhash
 endif
 
+# --- CUDA (train_gpt_cu, test_gpt_cu): nvcc and cuBLASLt; cuDNN and NCCL are probed and reported ------------------
+# Built wherever nvcc is installed, GPU or not (CI compiles and links them; scripts/gpu_check.sh runs them).
+# CUDA_ARCH: the compute capability to build for (90: H100/H200; 80: A100). PRECISION: train_gpt_cu's storage type
+# (BF16, FP16, FP32); test_gpt_cu is always FP32 (the op tests' fp32 tolerances) and test_gpt_cu_bf16 the bf16 one.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_ARCH ?= 90
+PRECISION ?= BF16
+ifeq ($(NO_CUDA),1)
+  NVCC :=
+endif
+# CUDA_LIB_DIR / CUDA_INC: where cuBLASLt's library and headers are when not in the toolkit (scripts/gpu_check.sh
+# points them into a Python package's nvidia/cublas on machines that keep it there).
+ifneq ($(NVCC),)
+  CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+  NVCC_VERSION := $(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*' | head -n 1)
+  CUDA_LIB_DIR ?= $(CUDA_HOME)/lib64
+  CUDA_LT_OK := $(shell test -e $(CUDA_LIB_DIR)/libcublasLt.so && echo yes)
+endif
+ifeq ($(CUDA_LT_OK),yes)
+  NVCC_FLAGS = -std=c++17 -O3 -g -lineinfo -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) -Werror all-warnings \
+               -diag-suppress 177 -Xcompiler -fopenmp,-Wall,-Wno-unused-function,-Werror $(CUDA_INC)
+  CUDA_LIBS = -L$(CUDA_LIB_DIR) -Xlinker -rpath=$(CUDA_LIB_DIR) -lcublasLt -lcublas -lgomp -lm
+  FOUND += cuda
+  F_CUDA = nvcc $(NVCC_VERSION) sm_$(CUDA_ARCH); cublasLt
+  CUDNN_VERSION := $(shell grep -h '^\#define CUDNN_MAJOR\|^\#define CUDNN_MINOR\|^\#define CUDNN_PATCHLEVEL' $(CUDA_HOME)/include/cudnn_version.h /usr/include/cudnn_version.h 2>/dev/null | awk '{print $$3}' | head -n 3 | paste -sd.)
+  NCCL_VERSION := $(shell grep -h '^\#define NCCL_MAJOR\|^\#define NCCL_MINOR\|^\#define NCCL_PATCH' $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h 2>/dev/null | awk '{print $$3}' | head -n 3 | paste -sd.)
+  LEFT_OUT += "cudnn$(if $(CUDNN_VERSION), $(CUDNN_VERSION) found,) (the cuDNN flash-attention path is not written yet: train_gpt_cu uses its native attention kernels)"
+  LEFT_OUT += "nccl$(if $(NCCL_VERSION), $(NCCL_VERSION) found,) (the GPU collectives are not written yet: train_gpt_cu runs one process)"
+else
+  LEFT_OUT += "CUDA (train_gpt_cu, test_gpt_cu not built: $(if $(NVCC),no libcublasLt.so in $(CUDA_LIB_DIR) (set CUDA_LIB_DIR),no nvcc)$(if $(filter 1,$(NO_CUDA)), [hidden by NO_CUDA=1]))"
+endif
+
 BINS = train_gpt test_gpt
+ifeq ($(CUDA_LT_OK),yes)
+  BINS += train_gpt_cu test_gpt_cu test_gpt_cu_bf16
+endif
 ifeq ($(CJSON_OK),yes)
   BINS += tests/test_hf
 endif
@@ -124,6 +159,9 @@ FEATURES_tests/test_precision = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_bench_comm = $(CC_DESC) $(OPT); $(F_OMP); $(F_MPI)
 FEATURES_bench_checksum = $(CC_DESC) $(OPT); $(F_XXHASH)
 FEATURES_tests/test_comm = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
+FEATURES_train_gpt_cu = $(F_CUDA); $(PRECISION); $(F_CJSON); $(F_XXHASH)
+FEATURES_test_gpt_cu = $(F_CUDA); FP32; $(F_CJSON); $(F_XXHASH)
+FEATURES_test_gpt_cu_bf16 = $(F_CUDA); BF16; $(F_CJSON); $(F_XXHASH)
 stamp = build/$(subst /,_,$(1)).features
 # evaluated while the Makefile is read, so the stamps are current before make compares timestamps
 $(shell mkdir -p build)
@@ -164,6 +202,18 @@ tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h $(HEADERS) $(call
 
 tests/test_dataloader: tests/test_dataloader.c tests/testing.h dataloader.h utils.h $(call stamp,tests/test_dataloader)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
+
+# CUDA builds: nvcc compiles train_gpt.c (and test_gpt.c) as CUDA with kernels.cuh instead of kernels_cpu.h; one
+# process, no MPI
+CUDA_HEADERS = kernels.cuh $(filter-out kernels_cpu.h,$(HEADERS))
+train_gpt_cu: train_gpt.c $(CUDA_HEADERS) $(call stamp,train_gpt_cu)
+	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_$(PRECISION) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
+
+test_gpt_cu: test_gpt.c train_gpt.c tests/testing.h tests/stage_ops.h $(CUDA_HEADERS) $(call stamp,test_gpt_cu)
+	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_FP32 $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
+
+test_gpt_cu_bf16: test_gpt.c train_gpt.c tests/testing.h tests/stage_ops.h $(CUDA_HEADERS) $(call stamp,test_gpt_cu_bf16)
+	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_BF16 $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
 
 tests/test_precision: tests/test_precision.c tests/testing.h precision.h $(call stamp,tests/test_precision)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
@@ -206,7 +256,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf tests/test_precision
+	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf tests/test_precision train_gpt_cu test_gpt_cu test_gpt_cu_bf16
 	rm -rf build
 
 # ==============================================================================================================

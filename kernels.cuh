@@ -501,6 +501,14 @@ static cudaDataType_t kernels__cuda_type(int is_f32) {
 #endif
 }
 
+// The largest power of two (at most 256) that divides a pointer's address.
+static uint32_t kernels__alignment(const void* p) {
+    uintptr_t u = (uintptr_t)p;
+    uint32_t a = 256;
+    while (a > 1 && u % a != 0) { a /= 2; }
+    return a;
+}
+
 // D (m x n, ldd = m) = alpha op(A) op(B) + beta D, column-major; A is (m x k) after op, B (k x n) after op. With
 // bias (length m, floatX) the BIAS epilogue adds it to every column.
 static void kernels__matmul_lt(const KernelCtx* ctx, void* d, int d_f32, const floatX* a, int transA, int lda, const floatX* b,
@@ -526,6 +534,13 @@ static void kernels__matmul_lt(const KernelCtx* ctx, void* d, int d_f32, const f
     gpuCheck(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = KERNELS_LT_WORKSPACE;
     gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    // the heuristic assumes 256-byte aligned pointers unless told: tell it what these are (a tensor inside the
+    // flat parameter buffer, or a chunk of rows, may be less aligned), so it never picks an algorithm that needs more
+    uint32_t al[3] = {kernels__alignment(a), kernels__alignment(b), kernels__alignment(d)};
+    gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof(al[0])));
+    gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof(al[1])));
+    gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof(al[2])));
+    gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof(al[2])));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     gpuCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, ld, ld, pref, 1, &heur, &found));

@@ -138,10 +138,9 @@ static int st__parse_header(StFile* f, const char* json, char* err, size_t cap) 
         snprintf(err, cap, "the header is not valid JSON (%s of the header): not a safetensors file, or a damaged one", jerr);
         return -1;
     }
-    int rc = -1;
+    int rc = -1, n = 0; // (declared before the first goto: the header also compiles as C++, in the CUDA build)
     uint64_t data_bytes = f->file_bytes - f->data_start;
     if (!cJSON_IsObject(root)) { snprintf(err, cap, "the header is JSON but not an object"); goto done; }
-    int n = 0;
     for (const cJSON* it = root->child; it; it = it->next) {
         if (strcmp(it->string, "__metadata__") != 0) { n++; }
     }

@@ -1582,6 +1582,12 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         printf("bench-row: dtype %s recompute %d ms %.1f tokens_per_s %.0f activation_bytes %zu device_activation_bytes %zu\n",
                dtype_name(mp->ctx.dtype), cp->recompute, ms, tok_s, mp->acts.total_bytes,
                activations_device_bytes(&mp->cfg, B, T, cp->recompute, mp->ctx.dtype));
+#ifdef KERNELS_CUDA
+        size_t mem_free = 0, mem_total = 0;
+        if (cudaMemGetInfo(&mem_free, &mem_total) == cudaSuccess) {
+            printf("bench: GPU memory in use %.2f GB of %.2f GB\n", (mem_total - mem_free) / 1e9, mem_total / 1e9);
+        }
+#endif
         printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
     }
 }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh: the one command that proves the CUDA backend on a GPU machine, from a bare checkout.
+#
+#   bash scripts/gpu_check.sh [--quick]        (about 5 minutes on one H200; --quick skips the large benchmarks)
+#
+# 1. finds nvcc and cuBLASLt (the toolkit's lib64, or a Python package's nvidia/cublas), builds train_gpt_cu,
+#    test_gpt_cu (fp32 storage), test_gpt_cu_bf16 and the CPU train_gpt there (a binary built on another image may
+#    not run on this one's libraries);
+# 2. runs test_gpt_cu (every op against the double references, fp32 tolerances, outputs pre-filled with NaN where
+#    the test says so; the committed PyTorch reference: logits, loss, every gradient, a 10-step trajectory) and
+#    test_gpt_cu_bf16 (the ops in bf16: representable outputs within one rounding);
+# 3. trains the same model on the same tokens for 10 steps with train_gpt_cu (bf16) and with the CPU trainer's
+#    bf16 emulation (--dtype bf16), and compares the losses step by step;
+# 4. benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
+#    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s), peak GPU memory.
+# Each stage prints its result; the last lines are a table and "gpu_check: N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+QUICK=0
+[ "${1:-}" = "--quick" ] && QUICK=1
+T0=$(date +%s)
+passed=0; failed=0
+ok()   { passed=$((passed + 1)); echo "PASS $*"; }
+bad()  { failed=$((failed + 1)); echo "FAIL $*"; }
+stage() { echo; echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
+
+stage "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 || { echo "gpu_check: no GPU here (nvidia-smi failed)"; exit 1; }
+NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+[ -n "$NVCC" ] || { echo "gpu_check: no nvcc on this machine"; exit 1; }
+"$NVCC" --version | tail -n 2
+# cuBLASLt: the toolkit's, else a pip wheel's (its library has only the versioned name: link through symlinks)
+CUDA_HOME=${NVCC%/bin/nvcc}
+LIBDIR=""; INC=""
+if [ -e "$CUDA_HOME/lib64/libcublasLt.so" ]; then
+    LIBDIR="$CUDA_HOME/lib64"
+else
+    PYLIB=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__))' 2>/dev/null || true)
+    if [ -z "$PYLIB" ]; then
+        PYLIB=$(find / -path /proc -prune -o -name 'libcublasLt.so*' -print 2>/dev/null | head -n 1 | xargs -r dirname | xargs -r dirname)
+    fi
+    LT=$(ls "$PYLIB"/lib/libcublasLt.so* 2>/dev/null | head -n 1)
+    BL=$(ls "$PYLIB"/lib/libcublas.so* 2>/dev/null | head -n 1)
+    [ -n "$LT" ] || { echo "gpu_check: cuBLASLt not found (toolkit lib64 or a Python package)"; exit 1; }
+    LIBDIR=$(mktemp -d /tmp/gpu_check_libs.XXXX)
+    ln -s "$LT" "$LIBDIR/libcublasLt.so"; ln -s "$BL" "$LIBDIR/libcublas.so"
+    for f in "$PYLIB"/lib/*.so*; do ln -sf "$f" "$LIBDIR/$(basename "$f")"; done
+    [ -d "$PYLIB/include" ] && INC="-I$PYLIB/include"
+fi
+echo "cuBLASLt: $LIBDIR $INC"
+export LD_LIBRARY_PATH="$LIBDIR:${LD_LIBRARY_PATH:-}"
+
+stage "build"
+JOBS=$(nproc 2>/dev/null || echo 4)
+if make -j"$JOBS" NVCC="$NVCC" CUDA_LIB_DIR="$LIBDIR" CUDA_INC="$INC" train_gpt train_gpt_cu test_gpt_cu test_gpt_cu_bf16 > gpu_build.log 2>&1; then
+    ok "build: train_gpt, train_gpt_cu, test_gpt_cu, test_gpt_cu_bf16 ($(grep -c nvcc gpu_build.log) nvcc runs)"
+else
+    bad "build"; tail -n 40 gpu_build.log; echo "gpu_check: $passed passed, $failed failed"; exit 1
+fi
+grep -E '^make: (found|left out)' gpu_build.log | head -n 12
+
+stage "op and reference tests, fp32 storage (test_gpt_cu)"
+timeout 300 ./test_gpt_cu > gpu_test_fp32.log 2>&1; rc=$?
+grep -E '^(PASS|FAIL|SKIP)' gpu_test_fp32.log | cut -c1-220
+line=$(tail -n 1 gpu_test_fp32.log)
+[ $rc -eq 0 ] && ok "test_gpt_cu: $line" || { bad "test_gpt_cu (exit $rc): $line"; tail -n 5 gpu_test_fp32.log; }
+
+stage "op tests, bf16 storage (test_gpt_cu_bf16)"
+timeout 120 ./test_gpt_cu_bf16 --only ops > gpu_test_bf16.log 2>&1; rc=$?
+grep -E '^(PASS|FAIL|SKIP)' gpu_test_bf16.log | cut -c1-220
+line=$(tail -n 1 gpu_test_bf16.log)
+[ $rc -eq 0 ] && ok "test_gpt_cu_bf16: $line" || { bad "test_gpt_cu_bf16 (exit $rc): $line"; tail -n 5 gpu_test_bf16.log; }
+
+stage "whole model: train_gpt_cu (bf16) against the CPU's bf16 emulation, 10 steps"
+# tokens: the bytes of tinyshakespeare as token ids (no tokenizer needed), 90% train
+python3 - <<'PY'
+import struct
+text = open("data/tinyshakespeare.txt", "rb").read()
+n = len(text) * 9 // 10
+for name, part in (("gpu_check_train_000000.bin", text[:n]), ("gpu_check_val_000000.bin", text[n:])):
+    with open("/tmp/" + name, "wb") as f:
+        f.write(struct.pack("<3i", 20240520, 1, len(part)) + b"\0" * (1024 - 12))
+        f.write(struct.pack("<%dH" % len(part), *part))
+PY
+common="--model d4 --train /tmp/gpu_check_train_000000.bin --batch-size 8 --seq-len 128 --steps 10 --lr 1e-3 --warmup 2 --seed 7"
+timeout 120 ./train_gpt_cu $common --log /tmp/gpu_cu.jsonl > gpu_train_cu.log 2>&1; rc1=$?
+timeout 300 ./train_gpt $common --dtype bf16 --log /tmp/gpu_cpu.jsonl > gpu_train_cpu.log 2>&1; rc2=$?
+if [ $rc1 -ne 0 ] || [ $rc2 -ne 0 ]; then
+    bad "trajectory runs (train_gpt_cu exit $rc1, train_gpt exit $rc2)"; tail -n 3 gpu_train_cu.log gpu_train_cpu.log
+else
+    python3 - <<'PY' && ok "trajectory: GPU bf16 follows the CPU's bf16 emulation (tolerance 2e-2 relative per step)" || bad "trajectory: GPU bf16 and CPU bf16 emulation differ"
+import json, sys
+def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"step"' in l and "val_loss" not in l]
+a, b = losses("/tmp/gpu_cu.jsonl"), losses("/tmp/gpu_cpu.jsonl")
+worst = max(abs(x - y) / abs(y) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
+print("step  gpu bf16    cpu bf16 (emulated)")
+for i, (x, y) in enumerate(zip(a, b)): print("%4d  %.6f  %.6f" % (i + 1, x, y))
+print("max relative difference %.3g" % worst)
+sys.exit(0 if worst <= 2e-2 and a[-1] < a[0] else 1)
+PY
+fi
+
+stage "benchmarks"
+PEAK=989e12
+bench() { # name model extra...
+    local name=$1 model=$2; shift 2
+    for B in 64 32 16 8 4; do
+        out=$(timeout 240 ./train_gpt_cu --bench 1 --bench-steps 3 --model "$model" --batch-size $B --seq-len 1024 "$@" 2>&1); rc=$?
+        if [ $rc -eq 0 ]; then
+            ms=$(echo "$out" | grep -o 'bench: [0-9.]* ms/step' | grep -o '[0-9.]*' | head -n 1)
+            tps=$(echo "$out" | grep -o '| [0-9]* tokens/s' | grep -o '[0-9]*' | head -n 1)
+            gf=$(echo "$out" | grep -o '[0-9.]* GFLOP/s' | tail -n 1 | grep -o '[0-9.]*')
+            mfu=$(awk -v g="$gf" -v p=$PEAK 'BEGIN { printf "%.1f%%", g * 1e9 / p * 100 }')
+            printf "%-28s | B %-3s | %9s ms/step | %9s tokens/s | MFU %6s | %s\n" "$name" "$B" "$ms" "$tps" "$mfu" "$(echo "$out" | grep -o 'GPU memory in use [0-9.]* GB' | head -n 1)" | tee -a gpu_bench.txt
+            return 0
+        fi
+        echo "  $name B $B: $(echo "$out" | grep -m1 -i 'error' | cut -c1-160)"
+    done
+    bad "benchmark $name: no micro-batch ran"
+}
+: > gpu_bench.txt
+bench "GPT-2 124M bf16" gpt2-124M
+if [ $QUICK = 0 ]; then
+    bench "GPT-2 350M bf16" gpt2-350M
+    bench "GPT-2 1558M bf16 recompute 2" gpt2-1558M --recompute 2
+fi
+[ -s gpu_bench.txt ] && ok "benchmarks ran ($(wc -l < gpu_bench.txt) rows)"
+
+stage "summary ($(( $(date +%s) - T0 )) s, commit $(git describe --always --dirty 2>/dev/null))"
+grep -E '^(FAIL)' gpu_test_fp32.log gpu_test_bf16.log 2>/dev/null | head -n 20
+cat gpu_bench.txt 2>/dev/null
+echo "gpu_check: $passed passed, $failed failed"
+[ $failed -eq 0 ]
