@@ -123,7 +123,17 @@ ifeq ($(CUDA_LT_OK),yes)
   F_CUDA = nvcc $(NVCC_VERSION) sm_$(CUDA_ARCH); cublasLt
   CUDNN_VERSION := $(shell grep -h '^\#define CUDNN_MAJOR\|^\#define CUDNN_MINOR\|^\#define CUDNN_PATCHLEVEL' $(CUDA_HOME)/include/cudnn_version.h /usr/include/cudnn_version.h 2>/dev/null | awk '{print $$3}' | head -n 3 | paste -sd.)
   NCCL_VERSION := $(shell grep -h '^\#define NCCL_MAJOR\|^\#define NCCL_MINOR\|^\#define NCCL_PATCH' $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h 2>/dev/null | awk '{print $$3}' | head -n 3 | paste -sd.)
-  LEFT_OUT += "cudnn$(if $(CUDNN_VERSION), $(CUDNN_VERSION) found,) (the cuDNN flash-attention path is not written yet: train_gpt_cu uses its native attention kernels)"
+  CUDNN_LIB_DIR ?= $(CUDA_LIB_DIR)
+  CUDNN_OK := $(if $(filter 1,$(NO_CUDNN)),,$(shell test -e $(CUDNN_LIB_DIR)/libcudnn.so && echo yes))
+  ifeq ($(CUDNN_OK),yes)
+    NVCC_FLAGS += -DUSE_CUDNN $(CUDNN_INC)
+    CUDA_LIBS += -L$(CUDNN_LIB_DIR) -Xlinker -rpath=$(CUDNN_LIB_DIR) -lcudnn
+    FOUND += cudnn
+    F_CUDA += ; cudnn $(CUDNN_VERSION)
+    CUDNN_BINS = tests/test_cudnn_graph
+  else
+    LEFT_OUT += "cudnn (train_gpt_cu gets the native attention kernels only; CUDNN_LIB_DIR names where libcudnn.so is)$(if $(filter 1,$(NO_CUDNN)), [hidden by NO_CUDNN=1])"
+  endif
   LEFT_OUT += "nccl$(if $(NCCL_VERSION), $(NCCL_VERSION) found,) (the GPU collectives are not written yet: train_gpt_cu runs one process)"
 else
   LEFT_OUT += "CUDA (train_gpt_cu, test_gpt_cu not built: $(if $(NVCC),no libcublasLt.so in $(CUDA_LIB_DIR) (set CUDA_LIB_DIR),no nvcc)$(if $(filter 1,$(NO_CUDA)), [hidden by NO_CUDA=1]))"
@@ -131,7 +141,7 @@ endif
 
 BINS = train_gpt test_gpt
 ifeq ($(CUDA_LT_OK),yes)
-  BINS += train_gpt_cu test_gpt_cu test_gpt_cu_bf16
+  BINS += train_gpt_cu test_gpt_cu test_gpt_cu_bf16 $(CUDNN_BINS)
 endif
 ifeq ($(CJSON_OK),yes)
   BINS += tests/test_hf
@@ -162,6 +172,7 @@ FEATURES_tests/test_comm = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
 FEATURES_train_gpt_cu = $(F_CUDA); $(PRECISION); $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt_cu = $(F_CUDA); FP32; $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt_cu_bf16 = $(F_CUDA); BF16; $(F_CJSON); $(F_XXHASH)
+FEATURES_tests/test_cudnn_graph = $(F_CUDA)
 stamp = build/$(subst /,_,$(1)).features
 # evaluated while the Makefile is read, so the stamps are current before make compares timestamps
 $(shell mkdir -p build)
@@ -205,7 +216,7 @@ tests/test_dataloader: tests/test_dataloader.c tests/testing.h dataloader.h util
 
 # CUDA builds: nvcc compiles train_gpt.c (and test_gpt.c) as CUDA with kernels.cuh instead of kernels_cpu.h; one
 # process, no MPI
-CUDA_HEADERS = kernels.cuh $(filter-out kernels_cpu.h,$(HEADERS))
+CUDA_HEADERS = kernels.cuh cudnn_att.cuh $(filter-out kernels_cpu.h,$(HEADERS))
 train_gpt_cu: train_gpt.c $(CUDA_HEADERS) $(call stamp,train_gpt_cu)
 	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_$(PRECISION) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
 
@@ -214,6 +225,9 @@ test_gpt_cu: test_gpt.c train_gpt.c tests/testing.h tests/stage_ops.h $(CUDA_HEA
 
 test_gpt_cu_bf16: test_gpt.c train_gpt.c tests/testing.h tests/stage_ops.h $(CUDA_HEADERS) $(call stamp,test_gpt_cu_bf16)
 	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_BF16 $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
+
+tests/test_cudnn_graph: tests/test_cudnn_graph.cu cudnn_att.cuh $(CUDA_HEADERS) $(call stamp,tests/test_cudnn_graph)
+	$(NVCC) -x cu $(NVCC_FLAGS) -I. $< -o $@ $(CUDA_LIBS)
 
 tests/test_precision: tests/test_precision.c tests/testing.h precision.h $(call stamp,tests/test_precision)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
@@ -256,7 +270,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf tests/test_precision train_gpt_cu test_gpt_cu test_gpt_cu_bf16
+	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf tests/test_precision train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph
 	rm -rf build
 
 # ==============================================================================================================

@@ -106,6 +106,9 @@ typedef struct {
     size_t sort_temp_bytes;
     floatX* row_scratch;       // (Vp) one row of logits (sampling), grown on demand
     size_t row_scratch_bytes;
+    int attention_cudnn;       // 1: attention through cuDNN's fused flash attention; 0: the native kernels below
+    void* att_workspace;       // cuDNN's attention workspace (grown on demand)
+    size_t att_workspace_bytes;
     size_t bytes;              // device bytes held by the context
 } KernelCtx;
 
@@ -146,6 +149,21 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
     gpuCheck(cudaMallocHost((void**)&ctx->stage_host, KERNELS_STAGE_FLOATS * sizeof(float)));
     gpuCheck(cudaMalloc((void**)&ctx->partials, KERNELS_REDUCE_BLOCKS * sizeof(double)));
     ctx->bytes = KERNELS_LT_WORKSPACE + KERNELS_STAGE_FLOATS * sizeof(float) + KERNELS_REDUCE_BLOCKS * sizeof(double);
+#ifdef USE_CUDNN
+    ctx->attention_cudnn = KERNELS_DTYPE != DTYPE_FP32; // cuDNN's flash attention takes 16-bit inputs only
+#endif
+}
+
+// --attention: cudnn (a build with cuDNN, 16-bit storage), native (the kernels below), auto (cudnn when possible).
+static int kernels_set_attention(KernelCtx* ctx, const char* impl) {
+    int can_cudnn = 0;
+#ifdef USE_CUDNN
+    can_cudnn = KERNELS_DTYPE != DTYPE_FP32;
+#endif
+    if (strcmp(impl, "native") == 0) { ctx->attention_cudnn = 0; return 0; }
+    if (strcmp(impl, "auto") == 0) { ctx->attention_cudnn = can_cudnn; return 0; }
+    if (strcmp(impl, "cudnn") == 0 && can_cudnn) { ctx->attention_cudnn = 1; return 0; }
+    return -1;
 }
 
 static void kernels_ctx_free(KernelCtx* ctx) {
@@ -159,6 +177,7 @@ static void kernels_ctx_free(KernelCtx* ctx) {
     cudaFree(ctx->sort_keys_in);
     cudaFree(ctx->sort_temp);
     cudaFree(ctx->row_scratch);
+    cudaFree(ctx->att_workspace);
     cublasLtDestroy(ctx->lt);
     cudaStreamDestroy(ctx->stream);
     ctx->stream = NULL;
@@ -669,12 +688,19 @@ __global__ void kernels__attention_forward(floatX* out, float* lse, const floatX
     if (lane == 0) { lse[((size_t)b * NH + h) * T + i] = m + logf(l); }
 }
 
+#ifdef USE_CUDNN
+#include "cudnn_att.cuh" // defines: cudnn_attention_forward, cudnn_attention_backward (and the graph builders)
+#endif
+
 static void kernels__attention_check(int C, int NH) {
     if (C % NH != 0 || C / NH > KERNELS_ATT_MAX_HS) { fatal("attention: head size %d is not supported (at most %d)", C / NH, KERNELS_ATT_MAX_HS); }
 }
 
 static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
                               int NH) {
+#ifdef USE_CUDNN
+    if (ctx->attention_cudnn) { cudnn_attention_forward(ctx, out, lse, qkv, B, T, C, NH); return; }
+#endif
     kernels__attention_check(C, NH);
     long rows = (long)B * NH * T;
     kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, lse, qkv, B, T, C, NH);
@@ -777,6 +803,9 @@ __global__ void kernels__attention_dkv(floatX* dqkv, const floatX* dout, const f
 
 static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                const floatX* out, const float* lse, int B, int T, int C, int NH) {
+#ifdef USE_CUDNN
+    if (ctx->attention_cudnn) { cudnn_attention_backward(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH); return; }
+#endif
     kernels__attention_check(C, NH);
     long rows = (long)B * NH * T;
     float* Dbuf = kernels__col_partials(ctx, (size_t)rows);

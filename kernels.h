@@ -33,6 +33,8 @@ static void kernels_init_fp_mode(void);
 // A context for sequences up to max_T tokens and C channels, storing floatX in `dtype`; its scratch, in bytes.
 static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C);
 static void kernels_ctx_free(KernelCtx* ctx);
+// --attention IMPL for this context ("auto", "native", "cudnn"): 0, or -1 when this backend cannot.
+static int kernels_set_attention(KernelCtx* ctx, const char* impl);
 static size_t kernels_ctx_bytes(const KernelCtx* ctx);
 // For the start-up table and benchmarks: the matmul engine, why it was chosen, the host threads per process.
 static const char* kernels_blas_name(void);

@@ -174,6 +174,12 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
     ctx->ln_scratch = (float*)alignedMallocCheck(mulSize(mulSize(ctx->ln_per_thread, ctx->nthreads), sizeof(float)));
 }
 
+// The CPU has one attention implementation (the reference).
+static int kernels_set_attention(KernelCtx* ctx, const char* impl) {
+    (void)ctx;
+    return strcmp(impl, "auto") == 0 || strcmp(impl, "native") == 0 ? 0 : -1;
+}
+
 static void kernels_ctx_free(KernelCtx* ctx) {
     free(ctx->att_scratch);
     free(ctx->ln_scratch);

@@ -492,20 +492,38 @@ static void test_ops_dtype(void) {
         ln_ref(&lc, lr);
         check_stored("layernorm_forward", lo, lr, n, dt, 1e-5, 2.0);
         free(lc.inp); free(lc.w); free(lc.b); free(li); free(lw); free(lb); free(lo); free(lr);
-        // causal attention
-        AttCtx ac = {2, 5, 8, 2, NULL, NULL};
-        size_t nq = (size_t)ac.B * ac.T * 3 * ac.C, nao = (size_t)ac.B * ac.T * ac.C;
-        ac.qkv = (double*)mallocCheck(nq * 8);
-        fill_rand(ac.qkv, nq, 1.5);
-        round_inputs(ac.qkv, nq, dt);
-        float* fq = to_float(ac.qkv, nq);
-        float* ao = (float*)mallocCheck(nao * 4);
-        float* lse = (float*)mallocCheck(sizeof(float) * ac.B * ac.NH * ac.T);
-        double* ar = (double*)mallocCheck(nq * 8);
-        attention_forward(&ctx, ao, lse, fq, ac.B, ac.T, ac.C, ac.NH);
-        att_ref(&ac, ar);
-        check_stored("attention_forward", ao, ar, nao, dt, 1e-5, 1.0);
-        free(ac.qkv); free(fq); free(ao); free(lse); free(ar);
+        // causal attention, forward and backward (head size 16: cuDNN's flash attention needs a multiple of 8), with
+        // every implementation the backend has (the CPU: native; a CUDA build with cuDNN: cudnn and native). The
+        // backward against finite differences of the double reference, to 8u of the largest gradient: each element
+        // sums T terms whose factors carry a rounding each (P is rounded to the storage type inside cuDNN)
+        for (int impl = 0; impl < 2; impl++) {
+            if (kernels_set_attention(&ctx, impl == 0 ? "native" : "cudnn") != 0) { continue; }
+            AttCtx ac = {2, 5, 32, 2, NULL, NULL};
+            size_t nq = (size_t)ac.B * ac.T * 3 * ac.C, nao = (size_t)ac.B * ac.T * ac.C;
+            ac.qkv = (double*)mallocCheck(nq * 8); ac.R = (double*)mallocCheck(nao * 8);
+            fill_rand(ac.qkv, nq, 1.5); fill_rand(ac.R, nao, 1.0);
+            round_inputs(ac.qkv, nq, dt); round_inputs(ac.R, nao, dt);
+            float *fq = to_float(ac.qkv, nq), *fR = to_float(ac.R, nao);
+            float* ao = (float*)mallocCheck(nao * 4);
+            float* lse = (float*)mallocCheck(sizeof(float) * ac.B * ac.NH * ac.T);
+            double* ar = (double*)mallocCheck(nq * 8);
+            char nm[96];
+            snprintf(nm, sizeof(nm), "attention_forward [%s]", impl == 0 ? "native" : "cudnn");
+            attention_forward(&ctx, ao, lse, fq, ac.B, ac.T, ac.C, ac.NH);
+            att_ref(&ac, ar);
+            check_stored(nm, ao, ar, nao, dt, 1e-5, 1.0);
+            float* dq = (float*)mallocCheck(nq * 4);
+            for (size_t i = 0; i < nq; i++) { dq[i] = NAN; } // must be fully overwritten
+            attention_backward(&ctx, dq, fR, fq, ao, lse, ac.B, ac.T, ac.C, ac.NH);
+            fd_grad(att_loss, &ac, ac.qkv, nq, ar);
+            double gmax = 0.0, u = dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048;
+            for (size_t i = 0; i < nq; i++) { gmax = fmax(gmax, fabs(ar[i])); }
+            snprintf(nm, sizeof(nm), "attention_backward [%s] (%s): dqkv within 8u of the largest (finite differences)",
+                     impl == 0 ? "native" : "cudnn", dtype_name(dt));
+            check_close(nm, dq, ar, nq, 8 * u * gmax, 0.0);
+            free(ac.qkv); free(ac.R); free(fq); free(fR); free(ao); free(lse); free(ar); free(dq);
+        }
+        kernels_set_attention(&ctx, "auto");
 #ifndef KERNELS_CUDA
         kernels_ctx_free(&ctx);
 #endif

@@ -64,6 +64,7 @@ typedef struct {
     long total_batch_size;   // tokens per optimizer step, all processes together (0: B*T*dp)
     int steps;
     int recompute;           // 0: keep every activation; 1: recompute GELU and LayerNorm outputs; 2: whole blocks
+    char attention[16];      // auto | cudnn | native: the attention implementation (GPU builds have two)
     // precision
     char dtype[8];           // fp32 | bf16 | fp16: storage of activations and the compute copy of the parameters
     float loss_scale;        // fp16: initial dynamic loss scale
@@ -127,6 +128,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("total-batch-size", "-d", total_batch_size, 0, 1e12, "tokens per optimizer step over all processes; 0: B*T*processes"),
     FLAG_I("steps", "-x", steps, 0, 1e9, "optimizer steps to train"),
     FLAG_I("recompute", NULL, recompute, 0, 2, "activations recomputed in backward: 0 none; 1 GELU and LayerNorm outputs (llm.c); 2 whole blocks, keeping only each block's input (Megatron's full recomputation)"),
+    FLAG_S("attention", NULL, attention, "attention implementation: auto | native (our kernels; the only one on the CPU) | cudnn (cuDNN's fused flash attention: GPU builds with cuDNN, bf16/fp16)"),
     FLAG_S("dtype", NULL, dtype, "storage of activations and the compute copy of the parameters: fp32 | bf16 | fp16 (fp32 master weights, moments and gradients in all; the CPU emulates bf16/fp16 by rounding each stored value)"),
     FLAG_F("loss-scale", NULL, loss_scale, 1, 3.4e38, "--dtype fp16: initial dynamic loss scale (PyTorch GradScaler's init_scale)"),
     FLAG_F("loss-scale-growth", NULL, loss_scale_growth, 1, 1e6, "--dtype fp16: the scale's factor after --loss-scale-window clean steps in a row (growth_factor)"),
@@ -171,6 +173,7 @@ static void config_defaults(Config* c) {
     c->final_lr_frac = 0.0f;
     c->weight_decay = 0.0f;
     c->grad_clip = 1.0f;
+    strcpy(c->attention, "auto");
     strcpy(c->dtype, dtype_name(KERNELS_DEFAULT_DTYPE)); // fp32 on the CPU, the build's type on a GPU
     c->loss_scale = 65536.0f;
     c->loss_scale_growth = 2.0f;
@@ -270,6 +273,9 @@ static void parse_flags(Config* c, int argc, char** argv) {
         fatal("--nan-policy: '%s' is not one of stop, skip", c->nan_policy);
     }
     if (dtype_parse(c->dtype) < 0) { fatal("--dtype: '%s' is not one of fp32, bf16, fp16", c->dtype); }
+    if (strcmp(c->attention, "auto") != 0 && strcmp(c->attention, "native") != 0 && strcmp(c->attention, "cudnn") != 0) {
+        fatal("--attention: '%s' is not one of auto, native, cudnn", c->attention);
+    }
     const char* scaler_flags[] = {"loss-scale", "loss-scale-growth", "loss-scale-backoff", "loss-scale-window"};
     for (int k = 0; k < NUM_FLAGS; k++) {
         for (int j = 0; j < 4; j++) {
@@ -1695,6 +1701,10 @@ int main(int argc, char** argv) {
     // (the parameters are read into host memory in fp32, then become the compute copy and the master weights)
     GPT model;
     gpt_alloc_params(&model, &gc, pc.dp, dtype_parse(c.dtype), T);
+    if (kernels_set_attention(&model.ctx, c.attention) != 0) {
+        fatal("--attention %s: not available in this build (the CPU has native attention only; cudnn needs a CUDA build "
+              "with cuDNN and bf16/fp16 storage)", c.attention);
+    }
     ZeroOptimizer zopt;
     gpt_zero_init(&zopt, &model, c.zero, &pc.dp_group);
     uint64_t model_sum = 0;

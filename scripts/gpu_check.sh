@@ -48,12 +48,31 @@ else
     [ -d "$PYLIB/include" ] && INC="-I$PYLIB/include"
 fi
 echo "cuBLASLt: $LIBDIR $INC"
-export LD_LIBRARY_PATH="$LIBDIR:${LD_LIBRARY_PATH:-}"
+# cuDNN (and the NVRTC its runtime-compiled engines need): the toolkit's, else the Python packages'
+CUDNN_DIR=""; CUDNN_INC=""
+if [ -e "$LIBDIR/libcudnn.so" ] || [ -e "$CUDA_HOME/lib64/libcudnn.so" ]; then
+    CUDNN_DIR=$([ -e "$LIBDIR/libcudnn.so" ] && echo "$LIBDIR" || echo "$CUDA_HOME/lib64")
+else
+    PYDNN=$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null || true)
+    if [ -n "$PYDNN" ] && ls "$PYDNN"/lib/libcudnn.so* > /dev/null 2>&1; then
+        CUDNN_DIR=$(mktemp -d /tmp/gpu_check_cudnn.XXXX)
+        for f in "$PYDNN"/lib/*.so*; do ln -sf "$f" "$CUDNN_DIR/$(basename "$f")"; done
+        ln -sf "$(ls "$PYDNN"/lib/libcudnn.so* | head -n 1)" "$CUDNN_DIR/libcudnn.so"
+        CUDNN_INC="-I$PYDNN/include"
+    fi
+fi
+NVRTC=$(python3 -c 'import nvidia.cuda_nvrtc, os; print(os.path.dirname(nvidia.cuda_nvrtc.__file__) + "/lib")' 2>/dev/null || true)
+echo "cuDNN: ${CUDNN_DIR:-not found (native attention only)} $CUDNN_INC; NVRTC: ${NVRTC:-toolkit}"
+export LD_LIBRARY_PATH="$LIBDIR:${CUDNN_DIR:+$CUDNN_DIR:}${NVRTC:+$NVRTC:}${LD_LIBRARY_PATH:-}"
 
 stage "build"
 JOBS=$(nproc 2>/dev/null || echo 4)
-if make -j"$JOBS" NVCC="$NVCC" CUDA_LIB_DIR="$LIBDIR" CUDA_INC="$INC" train_gpt train_gpt_cu test_gpt_cu test_gpt_cu_bf16 > gpu_build.log 2>&1; then
-    ok "build: train_gpt, train_gpt_cu, test_gpt_cu, test_gpt_cu_bf16 ($(grep -c nvcc gpu_build.log) nvcc runs)"
+MK=(NVCC="$NVCC" CUDA_LIB_DIR="$LIBDIR" CUDA_INC="$INC")
+[ -n "$CUDNN_DIR" ] && MK+=(CUDNN_LIB_DIR="$CUDNN_DIR" CUDNN_INC="$CUDNN_INC") || MK+=(NO_CUDNN=1)
+TARGETS="train_gpt train_gpt_cu test_gpt_cu test_gpt_cu_bf16"
+[ -n "$CUDNN_DIR" ] && TARGETS="$TARGETS tests/test_cudnn_graph"
+if make -j"$JOBS" "${MK[@]}" $TARGETS > gpu_build.log 2>&1; then
+    ok "build: $TARGETS"
 else
     bad "build"; tail -n 40 gpu_build.log; echo "gpu_check: $passed passed, $failed failed"; exit 1
 fi
@@ -71,6 +90,11 @@ grep -E '^(PASS|FAIL|SKIP)' gpu_test_bf16.log | cut -c1-220
 line=$(tail -n 1 gpu_test_bf16.log)
 [ $rc -eq 0 ] && ok "test_gpt_cu_bf16: $line" || { bad "test_gpt_cu_bf16 (exit $rc): $line"; tail -n 5 gpu_test_bf16.log; }
 
+if [ -x tests/test_cudnn_graph ]; then
+    stage "cuDNN attention graphs (tests/test_cudnn_graph)"
+    ./tests/test_cudnn_graph > gpu_cudnn_graph.log 2>&1 && ok "cudnn graphs: $(tail -n 1 gpu_cudnn_graph.log)" || { bad "cudnn graphs"; tail -n 5 gpu_cudnn_graph.log; }
+fi
+
 stage "whole model: train_gpt_cu (bf16) against the CPU's bf16 emulation, 10 steps"
 # tokens: the bytes of tinyshakespeare as token ids (no tokenizer needed), 90% train
 python3 - <<'PY'
@@ -82,8 +106,11 @@ for name, part in (("gpu_check_train_000000.bin", text[:n]), ("gpu_check_val_000
         f.write(struct.pack("<3i", 20240520, 1, len(part)) + b"\0" * (1024 - 12))
         f.write(struct.pack("<%dH" % len(part), *part))
 PY
-common="--model d4 --train /tmp/gpu_check_train_000000.bin --batch-size 8 --seq-len 128 --steps 10 --lr 1e-3 --warmup 2 --seed 7"
-timeout 120 ./train_gpt_cu $common --log /tmp/gpu_cu.jsonl > gpu_train_cu.log 2>&1; rc1=$?
+common="--model d4 --train /tmp/gpu_check_train_000000.bin --batch-size 4 --seq-len 64 --steps 10 --lr 1e-3 --warmup 2 --seed 7"
+timeout 120 ./train_gpt_cu $common --attention native --log /tmp/gpu_cu.jsonl > gpu_train_cu.log 2>&1; rc1=$?
+if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
+    timeout 120 ./train_gpt_cu $common --attention cudnn --log /tmp/gpu_cudnn.jsonl > gpu_train_cudnn.log 2>&1 || { bad "train_gpt_cu --attention cudnn"; tail -n 3 gpu_train_cudnn.log; }
+fi
 timeout 300 ./train_gpt $common --dtype bf16 --log /tmp/gpu_cpu.jsonl > gpu_train_cpu.log 2>&1; rc2=$?
 if [ $rc1 -ne 0 ] || [ $rc2 -ne 0 ]; then
     bad "trajectory runs (train_gpt_cu exit $rc1, train_gpt exit $rc2)"; tail -n 3 gpu_train_cu.log gpu_train_cpu.log
@@ -98,13 +125,26 @@ for i, (x, y) in enumerate(zip(a, b)): print("%4d  %.6f  %.6f" % (i + 1, x, y))
 print("max relative difference %.3g" % worst)
 sys.exit(0 if worst <= 2e-2 and a[-1] < a[0] else 1)
 PY
+    if [ -s /tmp/gpu_cudnn.jsonl ]; then
+        python3 - <<'PY' && ok "trajectory: cuDNN attention follows the native kernels (2e-2 relative per step)" || bad "trajectory: cuDNN and native attention differ"
+import json, sys
+def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"step"' in l and "val_loss" not in l]
+a, b = losses("/tmp/gpu_cudnn.jsonl"), losses("/tmp/gpu_cu.jsonl")
+worst = max(abs(x - y) / abs(y) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
+print("cudnn vs native: max relative difference %.3g over %d steps" % (worst, len(a)))
+sys.exit(0 if worst <= 2e-2 else 1)
+PY
+    fi
 fi
 
 stage "benchmarks"
 PEAK=989e12
 bench() { # name model extra...
     local name=$1 model=$2; shift 2
-    for B in 64 32 16 8 4; do
+    local sizes="64 32 16 8 4"
+    [ -n "$CUDNN_DIR" ] || sizes="8 4" # the native attention kernels are O(T^2) per head and slow: small batches only
+    for B in $sizes; do
+        if [ $(( $(date +%s) - T0 )) -gt 420 ]; then echo "  $name: skipped (the check is past 7 minutes)"; return 0; fi
         out=$(timeout 240 ./train_gpt_cu --bench 1 --bench-steps 3 --model "$model" --batch-size $B --seq-len 1024 "$@" 2>&1); rc=$?
         if [ $rc -eq 0 ]; then
             ms=$(echo "$out" | grep -o 'bench: [0-9.]* ms/step' | grep -o '[0-9.]*' | head -n 1)

@@ -85,6 +85,8 @@ fi
 run test_runs ./tests/test_runs
 [ -x tests/test_dataloader ] && run test_dataloader ./tests/test_dataloader
 run test_precision ./tests/test_precision
+# the cuDNN attention graphs finalize without a GPU (built wherever nvcc and cuDNN are)
+if [ -x tests/test_cudnn_graph ]; then run test_cudnn_graph ./tests/test_cudnn_graph; fi
 if [ -x tests/test_tokenizer ]; then
     run test_tokenizer ./tests/test_tokenizer
 else

@@ -1,0 +1,390 @@
+/*
+cudnn_att.cuh: causal flash attention (forward and backward) through cuDNN 9's backend (graph) C API, for the CUDA
+backend (kernels.cuh includes it when built with -DUSE_CUDNN). The C++ frontend is not installed, so the graphs are
+built descriptor by descriptor, mirroring what the frontend builds for causal bf16/fp16 SDPA on cuDNN 9.19: a
+composite graph of matmul, pointwise, reduction and reshape operations that cuDNN recognises and runs with its
+fused flash-attention engines (the recipe, with its sources: ../shared/notes/cudnn-sdpa.md).
+
+Layout: our qkv is (B, T, 3, NH, HS) with C3 = 3 C, so Q, K and V are strided views of it (no copies), O is
+(B, T, NH, HS), and Stats (B, NH, T) fp32 is the natural-log log-sum-exp of each row of scaled, masked scores:
+exactly the `lse` the native kernels keep, so the two implementations are interchangeable, even between forward
+and backward (a cross-check the GPU tests use).
+
+The graphs are built and finalized without a GPU (cuDNN accepts descriptors and operation graphs without a handle),
+so CI checks every tensor, stride, UID and operation here (tests/test_cudnn_graph.cu); only the engine heuristics,
+the execution plans and the execution need the GPU. Plans are cached per shape.
+*/
+#ifndef CUDNN_ATT_CUH
+#define CUDNN_ATT_CUH
+
+#include <cudnn.h>
+
+static const char* kernels__status(cudnnStatus_t s) {
+    static char buf[1200];
+    if (s == CUDNN_STATUS_SUCCESS) { return NULL; }
+    char last[1024] = "";
+    cudnnGetLastErrorString(last, sizeof(last));
+    snprintf(buf, sizeof(buf), "%s%s%s", cudnnGetErrorString(s), last[0] ? ": " : "", last);
+    return buf;
+}
+
+// Unique ids of the graphs' non-virtual tensors (the variant pack binds pointers to them); virtual ones count from
+// ATT_UID_VIRTUAL.
+enum {
+    ATT_UID_Q = 1, ATT_UID_KT, ATT_UID_V, ATT_UID_O, ATT_UID_STATS, ATT_UID_SCALE, ATT_UID_NEG_INF,
+    ATT_UID_DO, ATT_UID_DQ, ATT_UID_DK, ATT_UID_DV, ATT_UID_ONE, ATT_UID_SOFTMAX_SUM, ATT_UID_VT,
+    ATT_UID_VIRTUAL = 100
+};
+
+#define ATT_MAX_DESCS 96
+
+// Every descriptor made while building one graph, destroyed together.
+typedef struct {
+    cudnnBackendDescriptor_t all[ATT_MAX_DESCS];
+    int n;
+    cudnnBackendDescriptor_t ops[32];
+    int nops;
+    int64_t next_virtual;
+} AttBuild;
+
+static cudnnBackendDescriptor_t att__new(AttBuild* g, cudnnBackendDescriptorType_t type) {
+    if (g->n >= ATT_MAX_DESCS) { fatal("cudnn attention: more than %d descriptors in one graph", ATT_MAX_DESCS); }
+    cudnnBackendDescriptor_t d;
+    gpuCheck(cudnnBackendCreateDescriptor(type, &d));
+    g->all[g->n++] = d;
+    return d;
+}
+
+static void att__free(AttBuild* g) {
+    for (int i = 0; i < g->n; i++) { cudnnBackendDestroyDescriptor(g->all[i]); }
+    g->n = 0;
+    g->nops = 0;
+}
+
+// A 4-D tensor. uid 0: a new virtual tensor (an intermediate of the graph).
+static cudnnBackendDescriptor_t att__tensor(AttBuild* g, int64_t uid, cudnnDataType_t type, const int64_t dims[4],
+                                            const int64_t strides[4], int by_value) {
+    cudnnBackendDescriptor_t t = att__new(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    bool is_virtual = uid == 0, value = by_value != 0;
+    if (is_virtual) { uid = g->next_virtual++; }
+    int64_t align = 16;
+    gpuCheck(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
+    gpuCheck(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims));
+    gpuCheck(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides));
+    gpuCheck(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+    gpuCheck(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+    gpuCheck(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual));
+    if (value) { gpuCheck(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &value)); }
+    gpuCheck(cudnnBackendFinalize(t));
+    return t;
+}
+
+// y = mode(x [, b] [, t]); axis >= 0 for GEN_INDEX.
+static void att__pointwise(AttBuild* g, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                           cudnnBackendDescriptor_t tt, cudnnBackendDescriptor_t y, int64_t axis) {
+    cudnnBackendDescriptor_t pw = att__new(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    cudnnDataType_t prec = mode == CUDNN_POINTWISE_CMP_GE ? CUDNN_DATA_BOOLEAN : CUDNN_DATA_FLOAT;
+    gpuCheck(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+    gpuCheck(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
+    if (axis >= 0) { gpuCheck(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis)); }
+    gpuCheck(cudnnBackendFinalize(pw));
+    cudnnBackendDescriptor_t op = att__new(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    float one = 1.0f;
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw));
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+    if (b) { gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b)); }
+    if (tt) { gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tt)); }
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one));
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one));
+    gpuCheck(cudnnBackendFinalize(op));
+    g->ops[g->nops++] = op;
+}
+
+// c = a @ b over the last two dimensions (the first two are batch).
+static void att__matmul(AttBuild* g, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c) {
+    cudnnBackendDescriptor_t mm = att__new(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    gpuCheck(cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+    gpuCheck(cudnnBackendFinalize(mm));
+    cudnnBackendDescriptor_t op = att__new(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a));
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c));
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm));
+    gpuCheck(cudnnBackendFinalize(op));
+    g->ops[g->nops++] = op;
+}
+
+// y = reduce(x) over the axes where y has size 1.
+static void att__reduce(AttBuild* g, cudnnReduceTensorOp_t how, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+    cudnnBackendDescriptor_t rd = att__new(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    gpuCheck(cudnnBackendSetAttribute(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &how));
+    gpuCheck(cudnnBackendSetAttribute(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+    gpuCheck(cudnnBackendFinalize(rd));
+    cudnnBackendDescriptor_t op = att__new(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd));
+    gpuCheck(cudnnBackendFinalize(op));
+    g->ops[g->nops++] = op;
+}
+
+// y = x re-viewed (its own dims, strides and type).
+static void att__reshape(AttBuild* g, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+    cudnnBackendDescriptor_t op = att__new(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+    gpuCheck(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+    gpuCheck(cudnnBackendFinalize(op));
+    g->ops[g->nops++] = op;
+}
+
+static cudnnDataType_t att__io_type(void) {
+#if defined(ENABLE_FP16)
+    return CUDNN_DATA_HALF;
+#else
+    return CUDNN_DATA_BFLOAT16;
+#endif
+}
+
+// The shapes every graph shares: B, T, NH, HS and the strides of the packed qkv.
+typedef struct { int64_t B, T, NH, HS; } AttShape;
+
+// Tensors in the layouts of the notes' table: Q-like [B,NH,T,HS] views of qkv, K^T-like [B,NH,HS,T] views, O-like
+// [B,NH,T,HS] in (B,T,NH,HS) memory order, score-like [B,NH,T,T], row-like [B,NH,T,1], scalars.
+static cudnnBackendDescriptor_t att__qlike(AttBuild* g, const AttShape* s, int64_t uid) {
+    int64_t C3 = 3 * s->NH * s->HS;
+    int64_t d[4] = {s->B, s->NH, s->T, s->HS}, st[4] = {s->T * C3, s->HS, C3, 1};
+    return att__tensor(g, uid, att__io_type(), d, st, 0);
+}
+static cudnnBackendDescriptor_t att__ktlike(AttBuild* g, const AttShape* s, int64_t uid) {
+    int64_t C3 = 3 * s->NH * s->HS;
+    int64_t d[4] = {s->B, s->NH, s->HS, s->T}, st[4] = {s->T * C3, s->HS, 1, C3};
+    return att__tensor(g, uid, att__io_type(), d, st, 0);
+}
+static cudnnBackendDescriptor_t att__olike(AttBuild* g, const AttShape* s, int64_t uid) {
+    int64_t C = s->NH * s->HS;
+    int64_t d[4] = {s->B, s->NH, s->T, s->HS}, st[4] = {s->T * C, s->HS, C, 1};
+    return att__tensor(g, uid, att__io_type(), d, st, 0);
+}
+static cudnnBackendDescriptor_t att__scores(AttBuild* g, const AttShape* s, cudnnDataType_t type, int transposed) {
+    int64_t d[4] = {s->B, s->NH, s->T, s->T};
+    int64_t st[4] = {s->NH * s->T * s->T, s->T * s->T, transposed ? 1 : s->T, transposed ? s->T : 1};
+    return att__tensor(g, 0, type, d, st, 0);
+}
+static cudnnBackendDescriptor_t att__rows(AttBuild* g, const AttShape* s, int64_t uid) {
+    int64_t d[4] = {s->B, s->NH, s->T, 1}, st[4] = {s->NH * s->T, s->T, 1, 1};
+    return att__tensor(g, uid, CUDNN_DATA_FLOAT, d, st, 0);
+}
+static cudnnBackendDescriptor_t att__scalar(AttBuild* g, int64_t uid) {
+    int64_t d[4] = {1, 1, 1, 1}, st[4] = {1, 1, 1, 1};
+    return att__tensor(g, uid, CUDNN_DATA_FLOAT, d, st, 1);
+}
+
+// The causal mask on a score tensor x: keep (row >= col) ? x : -inf. Appends 4 operations; returns the result.
+static cudnnBackendDescriptor_t att__causal(AttBuild* g, const AttShape* s, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t neg_inf) {
+    int64_t d[4] = {s->B, s->NH, s->T, s->T}, st[4] = {s->NH * s->T * s->T, s->T * s->T, s->T, 1};
+    cudnnBackendDescriptor_t row = att__tensor(g, 0, CUDNN_DATA_INT32, d, st, 0);
+    cudnnBackendDescriptor_t col = att__tensor(g, 0, CUDNN_DATA_INT32, d, st, 0);
+    cudnnBackendDescriptor_t keep = att__tensor(g, 0, CUDNN_DATA_BOOLEAN, d, st, 0);
+    cudnnBackendDescriptor_t y = att__scores(g, s, CUDNN_DATA_FLOAT, 0);
+    att__pointwise(g, CUDNN_POINTWISE_GEN_INDEX, x, NULL, NULL, row, 2);
+    att__pointwise(g, CUDNN_POINTWISE_GEN_INDEX, x, NULL, NULL, col, 3);
+    att__pointwise(g, CUDNN_POINTWISE_CMP_GE, row, col, NULL, keep, -1);
+    att__pointwise(g, CUDNN_POINTWISE_BINARY_SELECT, x, neg_inf, keep, y, -1);
+    return y;
+}
+
+// Forward: S = Q K^T scale, masked; Stats = max + log(sum exp(S - max)); P = exp(S - max) / sum (io type); O = P V.
+static void att_build_forward(AttBuild* g, const AttShape* s) {
+    memset(g, 0, sizeof(*g));
+    g->next_virtual = ATT_UID_VIRTUAL;
+    cudnnBackendDescriptor_t q = att__qlike(g, s, ATT_UID_Q), kt = att__ktlike(g, s, ATT_UID_KT), v = att__qlike(g, s, ATT_UID_V);
+    cudnnBackendDescriptor_t o = att__olike(g, s, ATT_UID_O), stats = att__rows(g, s, ATT_UID_STATS);
+    cudnnBackendDescriptor_t scale = att__scalar(g, ATT_UID_SCALE), neg_inf = att__scalar(g, ATT_UID_NEG_INF);
+    cudnnBackendDescriptor_t S = att__scores(g, s, CUDNN_DATA_FLOAT, 0), S1 = att__scores(g, s, CUDNN_DATA_FLOAT, 0);
+    att__matmul(g, q, kt, S);
+    att__pointwise(g, CUDNN_POINTWISE_MUL, S, scale, NULL, S1, -1);
+    cudnnBackendDescriptor_t S2 = att__causal(g, s, S1, neg_inf);
+    cudnnBackendDescriptor_t M = att__rows(g, s, 0), S3 = att__scores(g, s, CUDNN_DATA_FLOAT, 0), E = att__scores(g, s, CUDNN_DATA_FLOAT, 0);
+    cudnnBackendDescriptor_t Z = att__rows(g, s, 0), logZ = att__rows(g, s, 0);
+    att__reduce(g, CUDNN_REDUCE_TENSOR_MAX, S2, M);
+    att__pointwise(g, CUDNN_POINTWISE_SUB, S2, M, NULL, S3, -1);
+    att__pointwise(g, CUDNN_POINTWISE_EXP, S3, NULL, NULL, E, -1);
+    att__reduce(g, CUDNN_REDUCE_TENSOR_ADD, E, Z);
+    att__pointwise(g, CUDNN_POINTWISE_LOG, Z, NULL, NULL, logZ, -1);
+    att__pointwise(g, CUDNN_POINTWISE_ADD, M, logZ, NULL, stats, -1);
+    cudnnBackendDescriptor_t P = att__scores(g, s, att__io_type(), 0);
+    att__pointwise(g, CUDNN_POINTWISE_DIV, E, Z, NULL, P, -1);
+    att__matmul(g, P, v, o);
+}
+
+// Backward (deterministic dQ): D = rowsum(dO * O); P = exp(S scale - Stats) masked; dV = P^T dO;
+// dS = P (dO V^T - D) scale; dK = dS^T Q; dQ = dS K.
+static void att_build_backward(AttBuild* g, const AttShape* s) {
+    memset(g, 0, sizeof(*g));
+    g->next_virtual = ATT_UID_VIRTUAL;
+    cudnnBackendDescriptor_t q = att__qlike(g, s, ATT_UID_Q), kt = att__ktlike(g, s, ATT_UID_KT), vt = att__ktlike(g, s, ATT_UID_VT);
+    cudnnBackendDescriptor_t o = att__olike(g, s, ATT_UID_O), dO = att__olike(g, s, ATT_UID_DO), stats = att__rows(g, s, ATT_UID_STATS);
+    cudnnBackendDescriptor_t dq = att__qlike(g, s, ATT_UID_DQ), dk = att__qlike(g, s, ATT_UID_DK), dv = att__qlike(g, s, ATT_UID_DV);
+    cudnnBackendDescriptor_t scale = att__scalar(g, ATT_UID_SCALE), neg_inf = att__scalar(g, ATT_UID_NEG_INF), one = att__scalar(g, ATT_UID_ONE);
+    cudnnBackendDescriptor_t softmax_sum = att__rows(g, s, ATT_UID_SOFTMAX_SUM);
+    // D = rowsum(dO * O) (the * 1 is the frontend's dropout-scale slot)
+    int64_t dd[4] = {s->B, s->NH, s->T, s->HS}, ds[4] = {s->NH * s->T * s->HS, s->T * s->HS, s->HS, 1};
+    cudnnBackendDescriptor_t X = att__tensor(g, 0, CUDNN_DATA_FLOAT, dd, ds, 0), R = att__rows(g, s, 0);
+    att__pointwise(g, CUDNN_POINTWISE_MUL, dO, o, NULL, X, -1);
+    att__reduce(g, CUDNN_REDUCE_TENSOR_ADD, X, R);
+    att__pointwise(g, CUDNN_POINTWISE_MUL, R, one, NULL, softmax_sum, -1);
+    // P, recomputed from Stats (subtracted before the mask, as the frontend does)
+    cudnnBackendDescriptor_t S = att__scores(g, s, CUDNN_DATA_FLOAT, 0), S1 = att__scores(g, s, CUDNN_DATA_FLOAT, 0);
+    cudnnBackendDescriptor_t S2 = att__scores(g, s, CUDNN_DATA_FLOAT, 0);
+    att__matmul(g, q, kt, S);
+    att__pointwise(g, CUDNN_POINTWISE_MUL, S, scale, NULL, S1, -1);
+    att__pointwise(g, CUDNN_POINTWISE_SUB, S1, stats, NULL, S2, -1);
+    cudnnBackendDescriptor_t S3 = att__causal(g, s, S2, neg_inf);
+    cudnnBackendDescriptor_t P = att__scores(g, s, CUDNN_DATA_FLOAT, 0);
+    att__pointwise(g, CUDNN_POINTWISE_EXP, S3, NULL, NULL, P, -1);
+    // dV = P^T dO
+    cudnnBackendDescriptor_t Pt = att__scores(g, s, att__io_type(), 1);
+    att__reshape(g, P, Pt);
+    att__matmul(g, Pt, dO, dv);
+    // dS = P (dO V^T - D) scale
+    cudnnBackendDescriptor_t dP = att__scores(g, s, CUDNN_DATA_FLOAT, 0), t1 = att__scores(g, s, CUDNN_DATA_FLOAT, 0);
+    cudnnBackendDescriptor_t t2 = att__scores(g, s, CUDNN_DATA_FLOAT, 0), dS = att__scores(g, s, CUDNN_DATA_FLOAT, 0);
+    att__matmul(g, dO, vt, dP);
+    att__pointwise(g, CUDNN_POINTWISE_SUB, dP, softmax_sum, NULL, t1, -1);
+    att__pointwise(g, CUDNN_POINTWISE_MUL, t1, P, NULL, t2, -1);
+    att__pointwise(g, CUDNN_POINTWISE_MUL, t2, scale, NULL, dS, -1);
+    // dK = dS^T Q
+    cudnnBackendDescriptor_t dSt = att__scores(g, s, att__io_type(), 1);
+    att__reshape(g, dS, dSt);
+    att__matmul(g, dSt, q, dk);
+    // dQ = dS K (K^T re-viewed as K with its own strides)
+    int64_t C3 = 3 * s->NH * s->HS;
+    int64_t kd[4] = {s->B, s->NH, s->T, s->HS}, kst[4] = {s->T * C3, s->HS, C3, 1};
+    cudnnBackendDescriptor_t kview = att__tensor(g, 0, att__io_type(), kd, kst, 0);
+    att__reshape(g, kt, kview);
+    att__matmul(g, dS, kview, dq);
+}
+
+// The operation graph of what was built (handle: NULL to check the graph without a GPU).
+static cudnnBackendDescriptor_t att_graph(AttBuild* g, cudnnHandle_t handle) {
+    cudnnBackendDescriptor_t graph = att__new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    if (handle) { gpuCheck(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)); }
+    gpuCheck(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->nops, g->ops));
+    gpuCheck(cudnnBackendFinalize(graph));
+    return graph;
+}
+
+// ----------------------------------------------------------------------------
+// Plans (GPU only): heuristics mode A, then FALLBACK; the first configuration whose plan finalizes wins.
+
+typedef struct {
+    AttShape shape;
+    int backward;
+    AttBuild build;               // keeps the descriptors the plan refers to alive
+    cudnnBackendDescriptor_t plan;
+    int64_t workspace;
+} AttPlan;
+
+#define ATT_MAX_PLANS 16
+static AttPlan att__plans[ATT_MAX_PLANS];
+static int att__num_plans;
+static cudnnHandle_t att__handle;
+
+static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int64_t* ws) {
+    cudnnBackendDescriptor_t heur = att__new(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    gpuCheck(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
+    gpuCheck(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+    if (cudnnBackendFinalize(heur) != CUDNN_STATUS_SUCCESS) { return NULL; }
+    int64_t count = 0;
+    gpuCheck(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL));
+    if (count <= 0) { return NULL; }
+    if (count > 16) { count = 16; }
+    cudnnBackendDescriptor_t cfgs[16];
+    for (int64_t i = 0; i < count; i++) { cfgs[i] = att__new(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR); }
+    int64_t got = 0;
+    gpuCheck(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgs));
+    for (int64_t i = 0; i < got; i++) {
+        cudnnBackendDescriptor_t plan = att__new(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+        gpuCheck(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &att__handle));
+        gpuCheck(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]));
+        cudnnStatus_t st = cudnnBackendFinalize(plan);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            if (getenv("ATT_VERBOSE")) { fprintf(stderr, "cudnn attention: config %lld rejected: %s\n", (long long)i, kernels__status(st)); }
+            continue;
+        }
+        int64_t n = 0;
+        gpuCheck(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, ws));
+        return plan;
+    }
+    return NULL;
+}
+
+static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward) {
+    for (int i = 0; i < att__num_plans; i++) {
+        AttPlan* p = &att__plans[i];
+        if (p->backward == backward && memcmp(&p->shape, s, sizeof(*s)) == 0) { return p; }
+    }
+    if (att__num_plans == ATT_MAX_PLANS) { fatal("cudnn attention: more than %d shapes", ATT_MAX_PLANS); }
+    if (!att__handle) {
+        gpuCheck(cudnnCreate(&att__handle));
+    }
+    gpuCheck(cudnnSetStream(att__handle, ctx->stream));
+    AttPlan* p = &att__plans[att__num_plans];
+    p->shape = *s;
+    p->backward = backward;
+    if (backward) { att_build_backward(&p->build, s); } else { att_build_forward(&p->build, s); }
+    cudnnBackendDescriptor_t graph = att_graph(&p->build, att__handle);
+    p->plan = att__try_plans(&p->build, graph, CUDNN_HEUR_MODE_A, &p->workspace);
+    if (!p->plan) { p->plan = att__try_plans(&p->build, graph, CUDNN_HEUR_MODE_FALLBACK, &p->workspace); }
+    if (!p->plan) {
+        fatal("cudnn attention: no engine runs the %s graph for B %lld, T %lld, NH %lld, HS %lld (ATT_VERBOSE=1 lists the "
+              "rejections; --attention native avoids cuDNN)", backward ? "backward" : "forward", (long long)s->B,
+              (long long)s->T, (long long)s->NH, (long long)s->HS);
+    }
+    att__num_plans++;
+    return p;
+}
+
+static void att__execute(const KernelCtx* cctx, AttPlan* p, int n, const int64_t* uids, void** ptrs) {
+    KernelCtx* ctx = (KernelCtx*)cctx;
+    ctx->att_workspace = kernels__grow(ctx, ctx->att_workspace, &ctx->att_workspace_bytes, (size_t)p->workspace + 16);
+    AttBuild vb;
+    memset(&vb, 0, sizeof(vb));
+    cudnnBackendDescriptor_t pack = att__new(&vb, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    gpuCheck(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
+    gpuCheck(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
+    gpuCheck(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ctx->att_workspace));
+    gpuCheck(cudnnBackendFinalize(pack));
+    gpuCheck(cudnnSetStream(att__handle, ctx->stream));
+    gpuCheck(cudnnBackendExecute(att__handle, p->plan, pack));
+    att__free(&vb);
+}
+
+// CPU twin: attention_forward (lse = Stats).
+static void cudnn_attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
+    AttShape s = {B, T, NH, C / NH};
+    AttPlan* p = att__plan(ctx, &s, 0);
+    float scale = 1.0f / sqrtf((float)(C / NH)), neg_inf = -INFINITY;
+    int64_t uids[7] = {ATT_UID_Q, ATT_UID_KT, ATT_UID_V, ATT_UID_O, ATT_UID_STATS, ATT_UID_SCALE, ATT_UID_NEG_INF};
+    void* ptrs[7] = {(void*)qkv, (void*)(qkv + C), (void*)(qkv + 2 * C), out, lse, &scale, &neg_inf};
+    att__execute(ctx, p, 7, uids, ptrs);
+}
+
+// CPU twin: attention_backward. softmax_sum (B NH T floats) in the context's partials.
+static void cudnn_attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                     const float* lse, int B, int T, int C, int NH) {
+    AttShape s = {B, T, NH, C / NH};
+    AttPlan* p = att__plan(ctx, &s, 1);
+    float* softmax_sum = kernels__col_partials(ctx, (size_t)B * NH * T);
+    float scale = 1.0f / sqrtf((float)(C / NH)), neg_inf = -INFINITY, one = 1.0f;
+    int64_t uids[14] = {ATT_UID_Q, ATT_UID_KT, ATT_UID_VT, ATT_UID_O, ATT_UID_DO, ATT_UID_STATS, ATT_UID_DQ, ATT_UID_DK, ATT_UID_DV,
+                        ATT_UID_SCALE, ATT_UID_NEG_INF, ATT_UID_ONE, ATT_UID_SOFTMAX_SUM, 0};
+    void* ptrs[14] = {(void*)qkv, (void*)(qkv + C), (void*)(qkv + 2 * C), (void*)out, (void*)dout, (void*)lse, dqkv, dqkv + C,
+                      dqkv + 2 * C, &scale, &neg_inf, &one, softmax_sum, NULL};
+    att__execute(ctx, p, 13, uids, ptrs);
+}
+
+#endif // CUDNN_ATT_CUH
