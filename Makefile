@@ -119,8 +119,14 @@ ifeq ($(CUDA_LT_OK),yes)
   NVCC_FLAGS = -std=c++17 -O3 -g -lineinfo -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) -Werror all-warnings \
                -diag-suppress 177 -Xcompiler -fopenmp,-Wall,-Wno-unused-function,-Werror $(CUDA_INC)
   CUDA_LIBS = -L$(CUDA_LIB_DIR) -Xlinker -rpath=$(CUDA_LIB_DIR) -lcublasLt -lcublas -lgomp -lm
+  ifneq ($(MPICC),)
+    # several processes (ZeRO, and several sharing one GPU in tests): MPI on pinned host copies of device buffers
+    NVCC_FLAGS += $(filter -I% -D%,$(MPI_CFLAGS))
+    CUDA_LIBS += $(filter -L% -l%,$(MPI_LIBS))
+    F_CUDA_MPI = ; $(F_MPI)
+  endif
   FOUND += cuda
-  F_CUDA = nvcc $(NVCC_VERSION) sm_$(CUDA_ARCH); cublasLt
+  F_CUDA = nvcc $(NVCC_VERSION) sm_$(CUDA_ARCH); cublasLt$(empty)
   CUDNN_VERSION := $(shell grep -h '^\#define CUDNN_MAJOR\|^\#define CUDNN_MINOR\|^\#define CUDNN_PATCHLEVEL' $(CUDA_HOME)/include/cudnn_version.h /usr/include/cudnn_version.h 2>/dev/null | awk '{print $$3}' | head -n 3 | paste -sd.)
   NCCL_VERSION := $(shell grep -h '^\#define NCCL_MAJOR\|^\#define NCCL_MINOR\|^\#define NCCL_PATCH' $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h 2>/dev/null | awk '{print $$3}' | head -n 3 | paste -sd.)
   CUDNN_LIB_DIR ?= $(CUDA_LIB_DIR)
@@ -169,10 +175,10 @@ FEATURES_tests/test_precision = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_bench_comm = $(CC_DESC) $(OPT); $(F_OMP); $(F_MPI)
 FEATURES_bench_checksum = $(CC_DESC) $(OPT); $(F_XXHASH)
 FEATURES_tests/test_comm = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
-FEATURES_train_gpt_cu = $(F_CUDA); $(PRECISION); $(F_CJSON); $(F_XXHASH)
-FEATURES_test_gpt_cu = $(F_CUDA); FP32; $(F_CJSON); $(F_XXHASH)
-FEATURES_test_gpt_cu_bf16 = $(F_CUDA); BF16; $(F_CJSON); $(F_XXHASH)
-FEATURES_tests/test_cudnn_graph = $(F_CUDA)
+FEATURES_train_gpt_cu = $(F_CUDA)$(F_CUDA_MPI); $(PRECISION); $(F_CJSON); $(F_XXHASH)
+FEATURES_test_gpt_cu = $(F_CUDA)$(F_CUDA_MPI); FP32; $(F_CJSON); $(F_XXHASH)
+FEATURES_test_gpt_cu_bf16 = $(F_CUDA)$(F_CUDA_MPI); BF16; $(F_CJSON); $(F_XXHASH)
+FEATURES_tests/test_cudnn_graph = $(F_CUDA)$(F_CUDA_MPI)
 stamp = build/$(subst /,_,$(1)).features
 # evaluated while the Makefile is read, so the stamps are current before make compares timestamps
 $(shell mkdir -p build)
@@ -214,8 +220,8 @@ tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h $(HEADERS) $(call
 tests/test_dataloader: tests/test_dataloader.c tests/testing.h dataloader.h utils.h $(call stamp,tests/test_dataloader)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
-# CUDA builds: nvcc compiles train_gpt.c (and test_gpt.c) as CUDA with kernels.cuh instead of kernels_cpu.h; one
-# process, no MPI
+# CUDA builds: nvcc compiles train_gpt.c (and test_gpt.c) as CUDA with kernels.cuh instead of kernels_cpu.h (with
+# MPI where it is installed)
 CUDA_HEADERS = kernels.cuh cudnn_att.cuh $(filter-out kernels_cpu.h,$(HEADERS))
 train_gpt_cu: train_gpt.c $(CUDA_HEADERS) $(call stamp,train_gpt_cu)
 	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_$(PRECISION) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)

@@ -135,6 +135,12 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
     if (e != cudaSuccess || count == 0) {
         fatal("no usable CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
     }
+    // one GPU per process on a machine: the launcher's local rank picks it (several processes share a GPU when there
+    // are more of them than GPUs, as the tests do)
+    const char* lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!lr) { lr = getenv("MPI_LOCALRANKID"); }
+    if (!lr) { lr = getenv("SLURM_LOCALID"); }
+    if (lr) { gpuCheck(cudaSetDevice(atoi(lr) % count)); }
     gpuCheck(cudaGetDevice(&ctx->device));
     cudaDeviceProp prop;
     gpuCheck(cudaGetDeviceProperties(&prop, ctx->device));
@@ -228,6 +234,14 @@ static void dev_copy_d2d(const KernelCtx* ctx, void* dst, const void* src, size_
     gpuCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
 }
 static void dev_sync(const KernelCtx* ctx) { gpuCheck(cudaStreamSynchronize(ctx->stream)); }
+static void* dev_host_alloc(const KernelCtx* ctx, size_t bytes) {
+    (void)ctx;
+    void* p = NULL;
+    gpuCheck(cudaMallocHost(&p, bytes ? bytes : 1));
+    memset(p, 0, bytes);
+    return p;
+}
+static void dev_host_free(const KernelCtx* ctx, void* p) { (void)ctx; if (p) { gpuCheck(cudaFreeHost(p)); } }
 
 // fp32 <-> floatX conversions of the file-I/O bridges, chunk by chunk through the pinned staging buffer
 __global__ void kernels__f32_to_x(floatX* dst, const float* src, size_t n) {

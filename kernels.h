@@ -52,6 +52,9 @@ static void dev_copy_h2d(const KernelCtx* ctx, void* dst, const void* host_src, 
 static void dev_copy_d2h(const KernelCtx* ctx, void* host_dst, const void* src, size_t bytes);
 static void dev_copy_d2d(const KernelCtx* ctx, void* dst, const void* src, size_t bytes);
 static void dev_sync(const KernelCtx* ctx);
+// Host memory the device copies to and from fastest (pinned on a GPU; plain aligned memory on the CPU), for staging.
+static void* dev_host_alloc(const KernelCtx* ctx, size_t bytes);
+static void dev_host_free(const KernelCtx* ctx, void* p);
 
 // The bridges of file I/O. params_from_f32: the compute copy from fp32 host values, rounded to nearest even.
 // params_to_f32: its exact fp32 values, into host memory.

@@ -65,6 +65,7 @@ typedef struct {
     int steps;
     int recompute;           // 0: keep every activation; 1: recompute GELU and LayerNorm outputs; 2: whole blocks
     char attention[16];      // auto | cudnn | native: the attention implementation (GPU builds have two)
+    char comm[16];           // auto | mpi | staged | nccl: how collectives reach the buffers
     // precision
     char dtype[8];           // fp32 | bf16 | fp16: storage of activations and the compute copy of the parameters
     float loss_scale;        // fp16: initial dynamic loss scale
@@ -144,6 +145,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("nan-policy", NULL, nan_policy, "a step whose loss or gradient norm is not finite: stop (error, no checkpoint of that state) | skip (no update; stop after --max-skipped-steps in a row)"),
     FLAG_I("max-skipped-steps", NULL, max_skipped_steps, 1, 1e6, "--nan-policy skip: stop after this many non-finite steps in a row"),
     FLAG_I("zero", "-z", zero, 0, 2, "ZeRO stage: 0 (all-reduce), 1 (sharded optimizer), 2 (sharded gradients too)"),
+    FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU, not built yet)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
     FLAG_I("val-every", "-v", val_every, 0, 1e9, "validation loss every N steps (0: off)"),
@@ -174,6 +176,7 @@ static void config_defaults(Config* c) {
     c->weight_decay = 0.0f;
     c->grad_clip = 1.0f;
     strcpy(c->attention, "auto");
+    strcpy(c->comm, "auto");
     strcpy(c->dtype, dtype_name(KERNELS_DEFAULT_DTYPE)); // fp32 on the CPU, the build's type on a GPU
     c->loss_scale = 65536.0f;
     c->loss_scale_growth = 2.0f;
@@ -273,6 +276,9 @@ static void parse_flags(Config* c, int argc, char** argv) {
         fatal("--nan-policy: '%s' is not one of stop, skip", c->nan_policy);
     }
     if (dtype_parse(c->dtype) < 0) { fatal("--dtype: '%s' is not one of fp32, bf16, fp16", c->dtype); }
+    if (strcmp(c->comm, "auto") != 0 && strcmp(c->comm, "mpi") != 0 && strcmp(c->comm, "staged") != 0 && strcmp(c->comm, "nccl") != 0) {
+        fatal("--comm: '%s' is not one of auto, mpi, staged, nccl", c->comm);
+    }
     if (strcmp(c->attention, "auto") != 0 && strcmp(c->attention, "native") != 0 && strcmp(c->attention, "cudnn") != 0) {
         fatal("--attention: '%s' is not one of auto, native, cudnn", c->attention);
     }
@@ -871,14 +877,24 @@ static void gpt_alloc_grads(GPT* m, int stage, int dp) {
 
 // The optimizer over this model's parameters: one segment per tensor, carrying the tensor's weight-decay flag;
 // fp32 master weights when the compute copy is 16-bit.
-static void gpt_zero_init(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* dp_group) {
+// The collectives run on host copies of the device buffers when `staged` (always in a GPU build until NCCL lands;
+// --comm staged on the CPU, where it tests that path).
+static void gpt_zero_init_staged(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* dp_group, int staged) {
     ZeroSegment* segs = (ZeroSegment*)mallocCheck(sizeof(ZeroSegment) * m->layout.num_tensors);
     for (int i = 0; i < m->layout.num_tensors; i++) {
         const ParamEntry* e = &m->layout.table[i];
         segs[i].offset = e->offset; segs[i].size = e->rows * e->cols; segs[i].decay = e->decay;
     }
-    zero_init(z, &m->ctx, stage, dp_group, m->layout.num_params, segs, m->layout.num_tensors, m->ctx.dtype != DTYPE_FP32);
+    zero_init(z, &m->ctx, stage, dp_group, m->layout.num_params, segs, m->layout.num_tensors, m->ctx.dtype != DTYPE_FP32, staged);
     free(segs);
+}
+
+static void gpt_zero_init(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* dp_group) {
+#ifdef KERNELS_CUDA
+    gpt_zero_init_staged(z, m, stage, dp_group, 1);
+#else
+    gpt_zero_init_staged(z, m, stage, dp_group, 0);
+#endif
 }
 
 static float* gpt_grad_slot(GPT* m, int slot) {
@@ -1613,10 +1629,9 @@ int main(int argc, char** argv) {
     kernels_init_fp_mode();
     check_config_agreement(&pc, &c);
 #ifdef KERNELS_CUDA
-    if (pc.world_size > 1 || c.zero > 0) {
-        fatal("train_gpt_cu runs one process on one GPU with --zero 0 for now: the GPU collectives (NCCL, --comm mpi) "
-              "are not built yet (%d processes, --zero %d)", pc.world_size, c.zero);
-    }
+    if (strcmp(c.comm, "nccl") == 0) { fatal("--comm nccl: the NCCL path is not built yet; --comm mpi (the default here) stages device buffers through pinned host memory"); }
+#else
+    if (strcmp(c.comm, "nccl") == 0) { fatal("--comm nccl: GPU builds only (this is the CPU trainer)"); }
 #endif
 
     // model configuration: from the checkpoint, an --init file, or a name
@@ -1706,7 +1721,12 @@ int main(int argc, char** argv) {
               "with cuDNN and bf16/fp16 storage)", c.attention);
     }
     ZeroOptimizer zopt;
-    gpt_zero_init(&zopt, &model, c.zero, &pc.dp_group);
+#ifdef KERNELS_CUDA
+    int staged = 1; // the GPU's collectives: MPI on pinned host copies (NCCL is not built yet)
+#else
+    int staged = strcmp(c.comm, "staged") == 0;
+#endif
+    gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, staged);
     uint64_t model_sum = 0;
     {
         float* host = (float*)mallocCheck(mulSize(model.layout.num_params, sizeof(float)));

@@ -53,6 +53,15 @@ typedef struct {
     float* gshard;        // (S) reduced gradient of the owned range (stage 2); NULL for stages 0 and 1
     float* master;        // (S) fp32 master weights of the owned range (16-bit compute copy); NULL in fp32
     double* scalars;      // (1) device scalar the gradient norm is reduced into
+    // staging (--comm staged on the CPU, the MPI path of a GPU build): every collective runs on host copies of the
+    // device buffers; a completed reduction's result is copied back to the device when it is waited for
+    int staged;
+    float* host_grads;    // (n_pad) host mirror of the gradient buffer, by flat index
+    float* host_shard;    // (S) stage 2: where the reduce-scatter of the owned shard lands
+    void* host_params;    // (n_pad floatX) the parameter all-gather's host buffer
+    float* copy_dev[ZERO_MAX_BUCKETS];        // per pending request: the device range its result goes back to
+    const float* copy_host[ZERO_MAX_BUCKETS];
+    size_t copy_n[ZERO_MAX_BUCKETS];
     ZeroSegment segments[ZERO_MAX_SEGMENTS];
     int num_segments;
     CommRequest pending[ZERO_MAX_BUCKETS];
@@ -68,9 +77,10 @@ static size_t zero_padded_size(size_t n, int size) {
 }
 
 
-// with_master: keep fp32 master weights of the owned range (a 16-bit compute copy).
+// with_master: keep fp32 master weights of the owned range (a 16-bit compute copy). staged: run the collectives on
+// host copies (see `staged` above).
 static void zero_init(ZeroOptimizer* z, const KernelCtx* ctx, int stage, CommGroup* group, size_t n,
-                      const ZeroSegment* segs, int nseg, int with_master) {
+                      const ZeroSegment* segs, int nseg, int with_master, int staged) {
     memset(z, 0, sizeof(*z));
     z->ctx = ctx;
     if (stage < 0 || stage > 2) { fatal("--zero %d: supported stages are 0, 1, 2", stage); }
@@ -90,6 +100,12 @@ static void zero_init(ZeroOptimizer* z, const KernelCtx* ctx, int stage, CommGro
     if (stage == 2) { z->gshard = (float*)dev_alloc(ctx, mulSize(S, sizeof(float))); }
     if (with_master) { z->master = (float*)dev_alloc(ctx, mulSize(S, sizeof(float))); }
     z->scalars = (double*)dev_alloc(ctx, sizeof(double));
+    z->staged = staged;
+    if (staged && (stage > 0 || z->size > 1)) {
+        z->host_grads = (float*)dev_host_alloc(ctx, mulSize(z->n_pad, sizeof(float)));
+        if (stage == 2) { z->host_shard = (float*)dev_host_alloc(ctx, mulSize(S, sizeof(float))); }
+        if (stage > 0) { z->host_params = dev_host_alloc(ctx, mulSize(z->n_pad, sizeof(floatX))); }
+    }
     memcpy(z->segments, segs, sizeof(ZeroSegment) * nseg);
     z->num_segments = nseg;
 }
@@ -100,6 +116,9 @@ static void zero_free(ZeroOptimizer* z) {
     dev_free(z->ctx, z->gshard);
     dev_free(z->ctx, z->master);
     dev_free(z->ctx, z->scalars);
+    dev_host_free(z->ctx, z->host_grads);
+    dev_host_free(z->ctx, z->host_shard);
+    dev_host_free(z->ctx, z->host_params);
 }
 
 // Bytes of optimizer state per rank: moments, the stage-2 gradient shard, master weights.
@@ -124,13 +143,30 @@ static int zero_reduces_on(const ZeroOptimizer* z, int last_micro_step) {
 // gradient of flat index lo). The buffer must stay untouched until zero_wait_bucket / zero_wait_all.
 // Stage 2 on micro-steps after the first: the owner adds its accumulated shard into its own part of the send
 // buffer first, so the sum over ranks is the running total and no second shard buffer is needed.
+// Staged: the bucket is copied to its place in the host mirror first and the collective runs there; what it
+// produces for this rank (the whole bucket in stage 0, the owned slice in stage 1, the gshard slice in stage 2) is
+// copied back when the request is waited for.
 static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads, size_t lo, size_t hi, int first_micro_step) {
     if (z->num_pending >= ZERO_MAX_BUCKETS) { fatal("zero: more than %d buckets in flight", ZERO_MAX_BUCKETS); }
-    CommRequest* req = &z->pending[z->num_pending];
-    z->pending_bucket[z->num_pending] = bucket;
+    int slot = z->num_pending;
+    CommRequest* req = &z->pending[slot];
+    z->pending_bucket[slot] = bucket;
+    z->copy_n[slot] = 0;
     z->num_pending++;
+    size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
+    if (z->stage == 2 && !first_micro_step && own_s < own_e) {
+        // the running total of the owned range goes into the send buffer (on the device, before any staging)
+        add_inplace(z->ctx, bucket_grads + (own_s - lo), z->gshard + (own_s - z->lo), own_e - own_s);
+    }
+    float* send = bucket_grads;
+    if (z->staged) {
+        send = z->host_grads + lo;
+        dev_copy_d2h(z->ctx, send, bucket_grads, (hi - lo) * sizeof(float));
+        dev_sync(z->ctx);
+    }
     if (z->stage == 0) {
-        comm_iallreduce_sum_f32(z->group, bucket_grads, hi - lo, req);
+        comm_iallreduce_sum_f32(z->group, send, hi - lo, req);
+        if (z->staged) { z->copy_dev[slot] = bucket_grads; z->copy_host[slot] = send; z->copy_n[slot] = hi - lo; }
         return;
     }
     size_t counts[4096];
@@ -140,22 +176,26 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
         size_t s = lo > a ? lo : a, e = hi < b ? hi : b;
         counts[r] = e > s ? e - s : 0;
     }
-    size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
     // stage 1 reduces in place (the owned slice of the send buffer receives the sum); stage 2 into gshard
-    float* recv = z->stage == 1 ? bucket_grads + (own_s < own_e ? own_s - lo : 0)
-                                : z->gshard + (own_s < own_e ? own_s - z->lo : 0);
-    if (z->stage == 2 && !first_micro_step && own_s < own_e) {
-        add_inplace(z->ctx, bucket_grads + (own_s - lo), recv, own_e - own_s);
+    size_t in_bucket = own_s < own_e ? own_s - lo : 0, in_shard = own_s < own_e ? own_s - z->lo : 0;
+    float* dev_recv = z->stage == 1 ? bucket_grads + in_bucket : z->gshard + in_shard;
+    float* recv = dev_recv;
+    if (z->staged) {
+        recv = z->stage == 1 ? send + in_bucket : z->host_shard + in_shard;
+        z->copy_dev[slot] = dev_recv; z->copy_host[slot] = recv; z->copy_n[slot] = own_s < own_e ? own_e - own_s : 0;
     }
-    comm_ireduce_scatterv_sum_f32(z->group, bucket_grads, recv, counts, req);
+    comm_ireduce_scatterv_sum_f32(z->group, send, recv, counts, req);
 }
 
 static void zero_wait_index(ZeroOptimizer* z, int i) {
     double t0 = now_seconds();
     comm_wait(&z->pending[i]);
+    if (z->copy_n[i] > 0) { dev_copy_h2d(z->ctx, z->copy_dev[i], z->copy_host[i], z->copy_n[i] * sizeof(float)); }
     z->wait_seconds += now_seconds() - t0;
-    z->pending[i] = z->pending[z->num_pending - 1];
-    z->pending_bucket[i] = z->pending_bucket[z->num_pending - 1];
+    int last = z->num_pending - 1;
+    z->pending[i] = z->pending[last];
+    z->pending_bucket[i] = z->pending_bucket[last];
+    z->copy_dev[i] = z->copy_dev[last]; z->copy_host[i] = z->copy_host[last]; z->copy_n[i] = z->copy_n[last];
     z->num_pending--;
 }
 
@@ -198,13 +238,23 @@ static double zero_grad_sumsq(ZeroOptimizer* z, float* full_grads) {
 static void zero_adamw_step(ZeroOptimizer* z, floatX* params, float* full_grads, const AdamWHyper* hp) {
     adamw_update(z->ctx, params, z->master, zero_owned_grads(z, full_grads), z->m, z->v, z->lo, z->hi, z->segments,
                  z->num_segments, hp);
-    if (z->stage != 0) {
-#ifdef KERNELS_CUDA
-        fatal("ZeRO stages 1 and 2 need the GPU collectives (NCCL or --comm mpi), which this build does not have yet");
-#else
-        comm_allgather_f32(z->group, params + z->lo, params, z->shard);
-#endif
+    if (z->stage == 0) { return; }
+    if (z->staged) {
+        // the compute copy (floatX) all-gathered through the host: an all-gather only moves bytes, so 16-bit elements
+        // travel as floats, two to a float (the shard is a multiple of 16 elements)
+        size_t shard_bytes = z->shard * sizeof(floatX);
+        char* host = (char*)z->host_params;
+        dev_copy_d2h(z->ctx, host + z->lo * sizeof(floatX), params + z->lo, shard_bytes);
+        dev_sync(z->ctx);
+        comm_allgather_f32(z->group, (float*)(void*)(host + z->lo * sizeof(floatX)), (float*)z->host_params, shard_bytes / sizeof(float));
+        dev_copy_h2d(z->ctx, params, host, z->n_pad * sizeof(floatX));
+        return;
     }
+#ifdef KERNELS_CUDA
+    fatal("internal: unstaged collectives on device buffers need NCCL, which this build does not have");
+#else
+    comm_allgather_f32(z->group, params + z->lo, params, z->shard);
+#endif
 }
 
 #endif // ZERO_H

@@ -137,6 +137,26 @@ PY
     fi
 fi
 
+if command -v mpirun > /dev/null 2>&1 && ./train_gpt_cu --version 2>&1 | grep -q mpi; then
+    stage "2 processes sharing the GPU (MPI through pinned host memory), ZeRO 0/1/2, against one process"
+    MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
+    common2="--model d4 --train /tmp/gpu_check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7"
+    timeout 120 ./train_gpt_cu $common2 --log /tmp/gpu_dp1.jsonl > gpu_dp1.log 2>&1
+    for z in 0 1 2; do
+        timeout 180 $MPIRUN ./train_gpt_cu $common2 --zero $z --log /tmp/gpu_dp2_z$z.jsonl > gpu_dp2_z$z.log 2>&1 || { bad "2 processes --zero $z"; tail -n 3 gpu_dp2_z$z.log; continue; }
+        python3 - "$z" <<'PY' && ok "2 processes --zero $z follow one process (1e-2 relative)" || bad "2 processes --zero $z differ from one process"
+import json, sys
+def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"step"' in l and "val_loss" not in l]
+a, b = losses("/tmp/gpu_dp1.jsonl"), losses("/tmp/gpu_dp2_z%s.jsonl" % sys.argv[1])
+worst = max(abs(x - y) / abs(y) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
+print("max relative difference %.3g over %d steps" % (worst, len(a)))
+sys.exit(0 if worst <= 1e-2 else 1)
+PY
+    done
+else
+    echo "(no mpirun, or train_gpt_cu built without MPI here: the multi-process check is skipped)"
+fi
+
 stage "benchmarks"
 PEAK=989e12
 bench() { # name model extra...
