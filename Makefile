@@ -147,7 +147,7 @@ endif
 
 BINS = train_gpt test_gpt
 ifeq ($(CUDA_LT_OK),yes)
-  BINS += train_gpt_cu test_gpt_cu test_gpt_cu_bf16 $(CUDNN_BINS)
+  BINS += train_gpt_cu test_gpt_cu test_gpt_cu_bf16 bench_kernels_cu $(CUDNN_BINS)
 endif
 ifeq ($(CJSON_OK),yes)
   BINS += tests/test_hf
@@ -179,6 +179,7 @@ FEATURES_train_gpt_cu = $(F_CUDA)$(F_CUDA_MPI); $(PRECISION); $(F_CJSON); $(F_XX
 FEATURES_test_gpt_cu = $(F_CUDA)$(F_CUDA_MPI); FP32; $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt_cu_bf16 = $(F_CUDA)$(F_CUDA_MPI); BF16; $(F_CJSON); $(F_XXHASH)
 FEATURES_tests/test_cudnn_graph = $(F_CUDA)$(F_CUDA_MPI)
+FEATURES_bench_kernels_cu = $(F_CUDA)$(F_CUDA_MPI); BF16
 stamp = build/$(subst /,_,$(1)).features
 # evaluated while the Makefile is read, so the stamps are current before make compares timestamps
 $(shell mkdir -p build)
@@ -232,6 +233,9 @@ test_gpt_cu: test_gpt.c train_gpt.c tests/testing.h tests/stage_ops.h $(CUDA_HEA
 test_gpt_cu_bf16: test_gpt.c train_gpt.c tests/testing.h tests/stage_ops.h $(CUDA_HEADERS) $(call stamp,test_gpt_cu_bf16)
 	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_BF16 $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
 
+bench_kernels_cu: bench_kernels.cu $(CUDA_HEADERS) $(call stamp,bench_kernels_cu)
+	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_BF16 -I. $< -o $@ $(CUDA_LIBS)
+
 tests/test_cudnn_graph: tests/test_cudnn_graph.cu cudnn_att.cuh $(CUDA_HEADERS) $(call stamp,tests/test_cudnn_graph)
 	$(NVCC) -x cu $(NVCC_FLAGS) -I. $< -o $@ $(CUDA_LIBS)
 
@@ -276,7 +280,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf tests/test_precision train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph
+	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf tests/test_precision train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu
 	rm -rf build
 
 # ==============================================================================================================

@@ -27,6 +27,7 @@ check (scripts/gpu_check.sh) is what proves it.
 #include <cuda_fp16.h>
 #include <cublasLt.h>
 #include <cub/cub.cuh>
+#include <nvtx3/nvToolsExt.h>  // header-only NVTX: ranges for Nsight's timeline
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -234,6 +235,8 @@ static void dev_copy_d2d(const KernelCtx* ctx, void* dst, const void* src, size_
     gpuCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
 }
 static void dev_sync(const KernelCtx* ctx) { gpuCheck(cudaStreamSynchronize(ctx->stream)); }
+static void kernels_range_push(const KernelCtx* ctx, const char* name) { (void)ctx; nvtxRangePushA(name); }
+static void kernels_range_pop(const KernelCtx* ctx) { (void)ctx; nvtxRangePop(); }
 static void* dev_host_alloc(const KernelCtx* ctx, size_t bytes) {
     (void)ctx;
     void* p = NULL;

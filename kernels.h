@@ -41,6 +41,10 @@ static const char* kernels_blas_name(void);
 static const char* kernels_blas_reason(void);
 static int kernels_num_threads(void);
 
+// Named ranges around a layer, the LM head, a collective, for a profiler's timeline (NVTX on a GPU; nothing on the CPU).
+static void kernels_range_push(const KernelCtx* ctx, const char* name);
+static void kernels_range_pop(const KernelCtx* ctx);
+
 // ----------------------------------------------------------------------------
 // Memory: the only way the orchestration reaches buffer memory. dev_alloc returns zeroed memory (first touched by
 // the threads that will use it on the CPU). Copies are ordered with the context's other work; dev_sync waits for

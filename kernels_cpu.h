@@ -224,6 +224,8 @@ static void dev_copy_h2d(const KernelCtx* ctx, void* dst, const void* host_src, 
 static void dev_copy_d2h(const KernelCtx* ctx, void* host_dst, const void* src, size_t bytes) { (void)ctx; memmove(host_dst, src, bytes); }
 static void dev_copy_d2d(const KernelCtx* ctx, void* dst, const void* src, size_t bytes) { (void)ctx; memmove(dst, src, bytes); }
 static void dev_sync(const KernelCtx* ctx) { (void)ctx; }
+static void kernels_range_push(const KernelCtx* ctx, const char* name) { (void)ctx; (void)name; }
+static void kernels_range_pop(const KernelCtx* ctx) { (void)ctx; }
 static void* dev_host_alloc(const KernelCtx* ctx, size_t bytes) { return dev_alloc(ctx, bytes); }
 static void dev_host_free(const KernelCtx* ctx, void* p) { dev_free(ctx, p); }
 

@@ -953,13 +953,16 @@ static void block_forward(GPT* m, int l, int finish) {
     int B = m->B, T = m->T, BT = B * T, C = g->channels, NH = g->num_heads, L = g->num_layers;
     LayerParams* w = &m->p.layers[l];
     BlockActs b = block_acts(m, l);
+    char range[32];
+    snprintf(range, sizeof(range), "%s layer %d", finish ? "forward" : "recompute", l);
+    kernels_range_push(&m->ctx, range);
     matmul_forward(&m->ctx, b.qkv, b.ln1, w->qkvw, w->qkvb, BT, C, 3 * C);
     attention_forward(&m->ctx, b.atty, b.lse, b.qkv, B, T, C, NH);
     matmul_forward(&m->ctx, a->proj, b.atty, w->attprojw, NULL, BT, C, C);
     residual_layernorm_forward(&m->ctx, b.res2, b.ln2, b.ln2_mean, b.ln2_rstd, b.in, a->proj, w->attprojb, w->ln2w, w->ln2b, BT, C);
     matmul_forward(&m->ctx, b.fch, b.ln2, w->fcw, w->fcb, BT, C, 4 * C);
     gelu_forward(&m->ctx, b.fchg, b.fch, (size_t)BT * 4 * C);
-    if (!finish) { return; }
+    if (!finish) { kernels_range_pop(&m->ctx); return; }
     floatX* res3 = a->residual3 + (size_t)l * BT * C;
     matmul_forward(&m->ctx, a->proj, b.fchg, w->fcprojw, NULL, BT, 4 * C, C);
     if (l + 1 < L) {
@@ -969,6 +972,7 @@ static void block_forward(GPT* m, int l, int finish) {
     } else {
         residual_layernorm_forward(&m->ctx, res3, a->lnf, a->lnf_mean, a->lnf_rstd, b.res2, a->proj, w->fcprojb, m->p.lnfw, m->p.lnfb, BT, C);
     }
+    kernels_range_pop(&m->ctx);
 }
 
 // host_tokens: (B,T) in host memory, copied to the device first.
@@ -1091,10 +1095,12 @@ static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dlos
     int acc = !bc->first_micro && !m->grad_arena;
     // LM head + cross-entropy + their backward: dtmp = dloss/dlnf, dwte (+)= ...
     grad_bucket_acquire(m, bc, 0);
+    kernels_range_push(&m->ctx, "LM head");
     dev_copy_h2d(&m->ctx, a->targets, host_targets, (size_t)BT * sizeof(int32_t));
     classifier_forward_backward(&m->ctx, a->losses, a->dtmp, m->g.wte, a->logits, a->chunk_rows, a->lnf, m->p.wte,
                                 a->targets, dloss_scale, BT, C, g->vocab_size, g->padded_vocab_size, acc);
     sum_accumulate(&m->ctx, a->scalars, a->losses, (size_t)BT);
+    kernels_range_pop(&m->ctx);
     // final LayerNorm
     grad_bucket_acquire(m, bc, L + 1);
     dev_zero(&m->ctx, a->dres, btc * sizeof(floatX));
@@ -1103,6 +1109,9 @@ static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dlos
     grad_bucket_release(m, bc, L + 1);
     for (int l = L - 1; l >= 0; l--) {
         grad_bucket_acquire(m, bc, 1 + l);
+        char range[32];
+        snprintf(range, sizeof(range), "backward layer %d", l);
+        kernels_range_push(&m->ctx, range);
         block_recompute(m, l);
         LayerParams* w = &m->p.layers[l];
         LayerGrads* dw = &m->g.layers[l];
@@ -1132,6 +1141,7 @@ static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dlos
         matmul_backward(&m->ctx, a->dtmp, dw->qkvw, dw->qkvb, a->dqkv, ln1, w->qkvw, BT, C, 3 * C, acc);
         layernorm_backward(&m->ctx, a->dres, dw->ln1w, dw->ln1b, a->dtmp, in, w->ln1w,
                            b.ln1_mean, b.ln1_rstd, BT, C, acc);
+        kernels_range_pop(&m->ctx);
         grad_bucket_release(m, bc, 1 + l);
     }
     backward_progress(bc);
@@ -1170,8 +1180,11 @@ typedef struct {
 // Waits for the gradient reductions and returns the global norm of the gradients as they are held (the same value
 // on every rank; non-finite if any element anywhere is).
 static float grad_norm_reduced(GPT* m, ZeroOptimizer* z) {
+    kernels_range_push(&m->ctx, "gradient reductions and norm");
     zero_wait_all(z);
-    return (float)sqrt(zero_grad_sumsq(z, m->grads));
+    float norm = (float)sqrt(zero_grad_sumsq(z, m->grads));
+    kernels_range_pop(&m->ctx);
+    return norm;
 }
 
 // Clipping and the AdamW update (t: 1-based count of updates, for the bias correction), then the parameter gather.
@@ -1185,7 +1198,9 @@ static void optimizer_update(GPT* m, ZeroOptimizer* z, const Config* c, float no
         if (coef < 1.0f) { clip = coef; }
     }
     AdamWHyper hp = {lr, 0.9f, 0.95f, 1e-8f, c->weight_decay, clip / loss_scale, t, sr_seed};
+    kernels_range_push(&m->ctx, "AdamW and parameter gather");
     zero_adamw_step(z, m->params, m->grads, &hp);
+    kernels_range_pop(&m->ctx);
 }
 
 // Both of the above, for a step that is never skipped, without loss scaling (tests).

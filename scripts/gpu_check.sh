@@ -11,7 +11,8 @@
 #    test_gpt_cu_bf16 (the ops in bf16: representable outputs within one rounding);
 # 3. trains the same model on the same tokens for 10 steps with train_gpt_cu (bf16) and with the CPU trainer's
 #    bf16 emulation (--dtype bf16), and compares the losses step by step;
-# 4. benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
+# 4. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
+#    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s), peak GPU memory.
 # Each stage prints its result; the last lines are a table and "gpu_check: N passed, M failed".
 set -uo pipefail
@@ -69,7 +70,7 @@ stage "build"
 JOBS=$(nproc 2>/dev/null || echo 4)
 MK=(NVCC="$NVCC" CUDA_LIB_DIR="$LIBDIR" CUDA_INC="$INC")
 [ -n "$CUDNN_DIR" ] && MK+=(CUDNN_LIB_DIR="$CUDNN_DIR" CUDNN_INC="$CUDNN_INC") || MK+=(NO_CUDNN=1)
-TARGETS="train_gpt train_gpt_cu test_gpt_cu test_gpt_cu_bf16"
+TARGETS="train_gpt train_gpt_cu test_gpt_cu test_gpt_cu_bf16 bench_kernels_cu"
 [ -n "$CUDNN_DIR" ] && TARGETS="$TARGETS tests/test_cudnn_graph"
 if make -j"$JOBS" "${MK[@]}" $TARGETS > gpu_build.log 2>&1; then
     ok "build: $TARGETS"
@@ -157,6 +158,9 @@ else
     echo "(no mpirun, or train_gpt_cu built without MPI here: the multi-process check is skipped)"
 fi
 
+stage "bandwidth of the element-wise kernels against a device copy; cuBLASLt's matmul rate (bench_kernels_cu)"
+timeout 120 ./bench_kernels_cu > gpu_bench_kernels.txt 2>&1 && { cat gpu_bench_kernels.txt; ok "bench_kernels_cu"; } || { bad "bench_kernels_cu"; tail -n 5 gpu_bench_kernels.txt; }
+
 stage "benchmarks"
 PEAK=989e12
 bench() { # name model extra...
@@ -188,6 +192,6 @@ fi
 
 stage "summary ($(( $(date +%s) - T0 )) s, commit $(git describe --always --dirty 2>/dev/null))"
 grep -E '^(FAIL)' gpu_test_fp32.log gpu_test_bf16.log 2>/dev/null | head -n 20
-cat gpu_bench.txt 2>/dev/null
+cat gpu_bench_kernels.txt gpu_bench.txt 2>/dev/null
 echo "gpu_check: $passed passed, $failed failed"
 [ $failed -eq 0 ]

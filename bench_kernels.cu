@@ -1,0 +1,90 @@
+/*
+bench_kernels.cu: memory bandwidth of the CUDA backend's bandwidth-bound kernels against a plain device-to-device
+copy on the same GPU (the ceiling they should approach: the goal is 80% of it), and the matmul rate of cuBLASLt on
+GPT-2 shapes against the bf16 peak. Each figure is the median of 20 timed launches (CUDA events) after 3 warm-ups,
+bytes counted as the kernel must read and write them.
+
+    make bench_kernels_cu && ./bench_kernels_cu [elements]          (default 2^28 elements per buffer)
+*/
+#include "kernels.cuh"   // defines: the CUDA backend (floatX = bf16 by default)
+#include <algorithm>
+
+static KernelCtx g;
+
+// Median time in ms of `reps` runs of f(), after warm-ups.
+template <typename F> static float time_ms(F f, int reps = 20) {
+    for (int i = 0; i < 3; i++) { f(); }
+    cudaEvent_t a, b;
+    gpuCheck(cudaEventCreate(&a));
+    gpuCheck(cudaEventCreate(&b));
+    float t[64];
+    for (int i = 0; i < reps; i++) {
+        gpuCheck(cudaEventRecord(a, g.stream));
+        f();
+        gpuCheck(cudaEventRecord(b, g.stream));
+        gpuCheck(cudaEventSynchronize(b));
+        gpuCheck(cudaEventElapsedTime(&t[i], a, b));
+    }
+    std::sort(t, t + reps);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return t[reps / 2];
+}
+
+static void row(const char* name, double bytes, float ms, double copy_gbs) {
+    double gbs = bytes / (ms * 1e-3) / 1e9;
+    printf("%-44s | %8.3f ms | %8.1f GB/s | %5.1f%% of copy\n", name, ms, gbs, copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 100.0);
+}
+
+int main(int argc, char** argv) {
+    size_t n = argc > 1 ? (size_t)atoll(argv[1]) : ((size_t)1 << 28);
+    kernels_ctx_init(&g, KERNELS_DTYPE, 1024, 1600);
+    printf("device: %s; %zu elements per buffer, floatX %zu bytes\n", kernels_blas_reason(), n, sizeof(floatX));
+    floatX* x = (floatX*)dev_alloc(&g, n * sizeof(floatX));
+    floatX* y = (floatX*)dev_alloc(&g, n * sizeof(floatX));
+    floatX* z = (floatX*)dev_alloc(&g, n * sizeof(floatX));
+    // copy: read n + write n elements
+    float ms = time_ms([&] { dev_copy_d2d(&g, y, x, n * sizeof(floatX)); });
+    double copy_gbs = 2.0 * n * sizeof(floatX) / (ms * 1e-3) / 1e9;
+    row("cudaMemcpy device to device (the ceiling)", 2.0 * n * sizeof(floatX), ms, copy_gbs);
+    ms = time_ms([&] { gelu_forward(&g, y, x, n); });
+    row("gelu_forward", 2.0 * n * sizeof(floatX), ms, copy_gbs);
+    ms = time_ms([&] { gelu_backward(&g, z, x, y, n); });
+    row("gelu_backward", 3.0 * n * sizeof(floatX), ms, copy_gbs);
+    // LayerNorm over rows of C = 768: read x, w, b, write out (floatX), mean and rstd (fp32)
+    int C = 768, BT = (int)(n / C);
+    float* mean = (float*)dev_alloc(&g, (size_t)BT * sizeof(float));
+    float* rstd = (float*)dev_alloc(&g, (size_t)BT * sizeof(float));
+    ms = time_ms([&] { layernorm_forward(&g, y, mean, rstd, x, x, x, BT, C); });
+    row("layernorm_forward (C 768)", 2.0 * (size_t)BT * C * sizeof(floatX) + 8.0 * BT, ms, copy_gbs);
+    ms = time_ms([&] { residual_layernorm_forward(&g, z, y, mean, rstd, x, x, x, x, x, BT, C); });
+    row("residual_layernorm_forward (C 768)", 4.0 * (size_t)BT * C * sizeof(floatX) + 8.0 * BT, ms, copy_gbs);
+    // AdamW with master weights: read grad, m, v, master; write m, v, master, params
+    size_t na = n / 4;
+    float* gr = (float*)dev_alloc(&g, na * sizeof(float));
+    float* m = (float*)dev_alloc(&g, na * sizeof(float));
+    float* v = (float*)dev_alloc(&g, na * sizeof(float));
+    float* master = (float*)dev_alloc(&g, na * sizeof(float));
+    AdamWSegment seg = {0, na, 1};
+    AdamWHyper hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, 7};
+    ms = time_ms([&] { adamw_update(&g, y, master, gr, m, v, 0, na, &seg, 1, &hp); });
+    row("adamw_update (master weights, stochastic rounding)", na * (7.0 * 4 + sizeof(floatX)), ms, copy_gbs);
+    double* acc = (double*)dev_alloc(&g, sizeof(double));
+    ms = time_ms([&] { sum_squares_accumulate(&g, acc, gr, na); });
+    row("sum_squares_accumulate (the global norm)", na * 4.0, ms, copy_gbs);
+    // matmuls of GPT-2 124M at B*T = 16384 tokens: forward fc (C -> 4C), its backward dinp and dweight
+    int M = 16384, K = 768, N = 3072;
+    floatX* a = x;            // (M, K)
+    floatX* w = y;            // (N, K)
+    floatX* o = z;            // (M, N)
+    float* dw = gr;           // (N, K) fp32
+    if ((size_t)M * N > n || (size_t)N * K > na) { printf("buffers too small for the matmul rows\n"); return 0; }
+    double flops = 2.0 * M * N * K;
+    ms = time_ms([&] { matmul_forward(&g, o, a, w, NULL, M, K, N); });
+    printf("%-44s | %8.3f ms | %8.1f TFLOP/s | %5.1f%% of 989 TFLOP/s\n", "matmul_forward 16384 x 768 -> 3072", ms, flops / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 989e12 * 100);
+    ms = time_ms([&] { matmul_backward(&g, a, dw, NULL, o, a, w, M, K, N, 0); });
+    printf("%-44s | %8.3f ms | %8.1f TFLOP/s | %5.1f%% of 989 TFLOP/s\n", "matmul_backward (dinp + dweight)", ms, 2 * flops / (ms * 1e-3) / 1e12, 2 * flops / (ms * 1e-3) / 989e12 * 100);
+    kernels_ctx_free(&g);
+    printf("bench_kernels: done\n");
+    return 0;
+}
