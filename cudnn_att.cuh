@@ -340,9 +340,13 @@ static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward)
     p->plan = att__try_plans(&p->build, graph, CUDNN_HEUR_MODE_A, &p->workspace);
     if (!p->plan) { p->plan = att__try_plans(&p->build, graph, CUDNN_HEUR_MODE_FALLBACK, &p->workspace); }
     if (!p->plan) {
-        fatal("cudnn attention: no engine runs the %s graph for B %lld, T %lld, NH %lld, HS %lld (ATT_VERBOSE=1 lists the "
-              "rejections; --attention native avoids cuDNN)", backward ? "backward" : "forward", (long long)s->B,
-              (long long)s->T, (long long)s->NH, (long long)s->HS);
+        char what[200];
+        snprintf(what, sizeof(what), "no cuDNN engine runs the %s attention graph for B %lld, T %lld, NH %lld, HS %lld",
+                 backward ? "backward" : "forward", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS);
+        if (!ctx->attention_auto) { fatal("%s (ATT_VERBOSE=1 lists the rejections; --attention native avoids cuDNN)", what); }
+        fprintf(stderr, "warning: %s: using the native attention kernels instead (--attention auto)\n", what);
+        att__free(&p->build);
+        return NULL;
     }
     att__num_plans++;
     return p;
@@ -364,20 +368,24 @@ static void att__execute(const KernelCtx* cctx, AttPlan* p, int n, const int64_t
 }
 
 // CPU twin: attention_forward (lse = Stats).
-static void cudnn_attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
+// Returns 0 when cuDNN has no plan for the shape and --attention auto lets the caller fall back to the native kernels.
+static int cudnn_attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
     AttShape s = {B, T, NH, C / NH};
     AttPlan* p = att__plan(ctx, &s, 0);
+    if (!p) { ((KernelCtx*)ctx)->attention_cudnn = 0; return 0; }
     float scale = 1.0f / sqrtf((float)(C / NH)), neg_inf = -INFINITY;
     int64_t uids[7] = {ATT_UID_Q, ATT_UID_KT, ATT_UID_V, ATT_UID_O, ATT_UID_STATS, ATT_UID_SCALE, ATT_UID_NEG_INF};
     void* ptrs[7] = {(void*)qkv, (void*)(qkv + C), (void*)(qkv + 2 * C), out, lse, &scale, &neg_inf};
     att__execute(ctx, p, 7, uids, ptrs);
+    return 1;
 }
 
 // CPU twin: attention_backward. softmax_sum (B NH T floats) in the context's partials.
-static void cudnn_attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
-                                     const float* lse, int B, int T, int C, int NH) {
+static int cudnn_attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                    const float* lse, int B, int T, int C, int NH) {
     AttShape s = {B, T, NH, C / NH};
     AttPlan* p = att__plan(ctx, &s, 1);
+    if (!p) { ((KernelCtx*)ctx)->attention_cudnn = 0; return 0; }
     float* softmax_sum = kernels__col_partials(ctx, (size_t)B * NH * T);
     float scale = 1.0f / sqrtf((float)(C / NH)), neg_inf = -INFINITY, one = 1.0f;
     int64_t uids[14] = {ATT_UID_Q, ATT_UID_KT, ATT_UID_VT, ATT_UID_O, ATT_UID_DO, ATT_UID_STATS, ATT_UID_DQ, ATT_UID_DK, ATT_UID_DV,
@@ -385,6 +393,7 @@ static void cudnn_attention_backward(const KernelCtx* ctx, floatX* dqkv, const f
     void* ptrs[14] = {(void*)qkv, (void*)(qkv + C), (void*)(qkv + 2 * C), (void*)out, (void*)dout, (void*)lse, dqkv, dqkv + C,
                       dqkv + 2 * C, &scale, &neg_inf, &one, softmax_sum, NULL};
     att__execute(ctx, p, 13, uids, ptrs);
+    return 1;
 }
 
 #endif // CUDNN_ATT_CUH

@@ -108,6 +108,7 @@ typedef struct {
     floatX* row_scratch;       // (Vp) one row of logits (sampling), grown on demand
     size_t row_scratch_bytes;
     int attention_cudnn;       // 1: attention through cuDNN's fused flash attention; 0: the native kernels below
+    int attention_auto;        // --attention auto: fall back to the native kernels where cuDNN has no plan
     void* att_workspace;       // cuDNN's attention workspace (grown on demand)
     size_t att_workspace_bytes;
     size_t bytes;              // device bytes held by the context
@@ -159,6 +160,7 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
 #ifdef USE_CUDNN
     ctx->attention_cudnn = KERNELS_DTYPE != DTYPE_FP32; // cuDNN's flash attention takes 16-bit inputs only
 #endif
+    ctx->attention_auto = 1;
 }
 
 // --attention: cudnn (a build with cuDNN, 16-bit storage), native (the kernels below), auto (cudnn when possible).
@@ -167,6 +169,7 @@ static int kernels_set_attention(KernelCtx* ctx, const char* impl) {
 #ifdef USE_CUDNN
     can_cudnn = KERNELS_DTYPE != DTYPE_FP32;
 #endif
+    ctx->attention_auto = strcmp(impl, "auto") == 0;
     if (strcmp(impl, "native") == 0) { ctx->attention_cudnn = 0; return 0; }
     if (strcmp(impl, "auto") == 0) { ctx->attention_cudnn = can_cudnn; return 0; }
     if (strcmp(impl, "cudnn") == 0 && can_cudnn) { ctx->attention_cudnn = 1; return 0; }
@@ -716,7 +719,7 @@ static void kernels__attention_check(int C, int NH) {
 static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
                               int NH) {
 #ifdef USE_CUDNN
-    if (ctx->attention_cudnn) { cudnn_attention_forward(ctx, out, lse, qkv, B, T, C, NH); return; }
+    if (ctx->attention_cudnn && cudnn_attention_forward(ctx, out, lse, qkv, B, T, C, NH)) { return; }
 #endif
     kernels__attention_check(C, NH);
     long rows = (long)B * NH * T;
@@ -821,7 +824,7 @@ __global__ void kernels__attention_dkv(floatX* dqkv, const floatX* dout, const f
 static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                const floatX* out, const float* lse, int B, int T, int C, int NH) {
 #ifdef USE_CUDNN
-    if (ctx->attention_cudnn) { cudnn_attention_backward(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH); return; }
+    if (ctx->attention_cudnn && cudnn_attention_backward(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH)) { return; }
 #endif
     kernels__attention_check(C, NH);
     long rows = (long)B * NH * T;
