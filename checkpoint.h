@@ -186,12 +186,10 @@ static int checkpoint_prune(const char* dir, int keep, int latest) {
 static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
                             const Config* c) {
     int writer = pc->world_rank == 0;
-    size_t n = m->layout.num_params, S = z->hi - z->lo;
+    size_t S = z->hi - z->lo;
     float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float)); // the host staging of every device read
-    float* host = writer ? (float*)mallocCheck(mulSize(n, sizeof(float))) : NULL; // the compute copy, for the model file
-    if (writer) { gpt_get_params(m, host); }
     double bad = !device_all_finite(z->ctx, z->m, S, buf) || !device_all_finite(z->ctx, z->v, S, buf) ||
-                 (z->master && !device_all_finite(z->ctx, z->master, S, buf)) || (writer && !all_finite(host, n));
+                 (z->master && !device_all_finite(z->ctx, z->master, S, buf)) || (writer && !gpt_params_finite(m));
     comm_allreduce_max_f64(&pc->world, &bad, 1);
     if (bad) { fatal("step %d: the model or optimizer state holds non-finite values: no checkpoint written (the last one in '%s' is intact)", ts->step, dir); }
     char mp[2048], sp[2048], lp[2048];
@@ -199,13 +197,14 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
     AtomicFile af;
     uint64_t h[ST_HEADER_WORDS] = {0};
     if (writer) {
-        h[ST_MODEL_SUM] = model_save(mp, &m->layout, host);
+        GptStreamTarget t;
+        ParamStream from_model = gpt_stream(m, NULL, &t); // the compute copy, a chunk at a time
+        h[ST_MODEL_SUM] = model_save_stream(mp, &m->layout, &from_model);
         utils_tmp_register(mp); // unpaired until the state is committed: removed if anything fails before that
         atomic_open(&af, sp);
         // the payload checksum is only known after writing: write the header, the payload, then the header again
         fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
     }
-    free(host);
     Checksum sum;
     checksum_begin(&sum, CHECKSUM_DEFAULT);
     stream_shard_out(writer ? af.fp : NULL, sp, z->m, z, buf, &sum);
@@ -304,18 +303,25 @@ static int checkpoint_check_files(const char* dir, int step, size_t num_params) 
     return k.sum_kind;
 }
 
-// Reads one optimizer vector (n floats) through a chunk buffer, keeping this rank's owned range in `mine` (device;
-// NULL: read for the checksum only). With `all` (host, n floats), every element is kept there instead.
-static void stream_shard_in(FILE* fp, const char* path, float* mine, float* all, const ZeroOptimizer* z, float* chunk, Checksum* h) {
+// Reads one optimizer vector (n floats) through a chunk buffer, keeping this rank's owned range in `mine` (device).
+// With `params` instead (master weights into a run that keeps none), every element becomes the compute copy's value,
+// checked finite on the way.
+static void stream_shard_in(FILE* fp, const char* path, float* mine, GPT* params, const ZeroOptimizer* z, float* chunk, Checksum* h) {
     size_t own_lo, own_hi;
     shard_range(z, z->rank, &own_lo, &own_hi);
     for (size_t off = 0; off < z->n; off += STATE_CHUNK_FLOATS) {
         size_t cnt = z->n - off < STATE_CHUNK_FLOATS ? z->n - off : STATE_CHUNK_FLOATS;
-        float* dst = all ? all + off : chunk;
-        freadCheck(dst, sizeof(float), cnt, fp, path);
-        checksum_add(h, dst, cnt * sizeof(float));
+        freadCheck(chunk, sizeof(float), cnt, fp, path);
+        checksum_add(h, chunk, cnt * sizeof(float));
+        if (params) {
+            for (size_t i = 0; i < cnt; i++) {
+                if (!isfinite(chunk[i])) { fatal("checkpoint state '%s': master weight %zu is not finite", path, off + i); }
+            }
+            params_from_f32(&params->ctx, params->params + off, chunk, cnt);
+            continue;
+        }
         size_t s = off > own_lo ? off : own_lo, e = off + cnt < own_hi ? off + cnt : own_hi;
-        if (mine && s < e) { dev_copy_h2d(z->ctx, mine + (s - z->lo), dst + (s - off), (e - s) * sizeof(float)); }
+        if (mine && s < e) { dev_copy_h2d(z->ctx, mine + (s - z->lo), chunk + (s - off), (e - s) * sizeof(float)); }
     }
 }
 
@@ -334,32 +340,21 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
     freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
     StateKind sk = state_kind(sp, h);
     float* chunk = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
-    float* all = NULL;
     Checksum sum;
     checksum_begin(&sum, kind);
     stream_shard_in(fp, sp, z->m, NULL, z, chunk, &sum);
     stream_shard_in(fp, sp, z->v, NULL, z, chunk, &sum);
-    if (sk.has_master && z->master) { stream_shard_in(fp, sp, z->master, NULL, z, chunk, &sum); }
-    else if (sk.has_master) {
-        all = (float*)mallocCheck(mulSize(n, sizeof(float)));
-        stream_shard_in(fp, sp, NULL, all, z, chunk, &sum);
-    }
+    if (sk.has_master) { stream_shard_in(fp, sp, z->master, z->master ? NULL : m, z, chunk, &sum); }
     free(chunk);
     fclose(fp);
-    if (state_header_sum(h, &sum) != h[ST_STATE_SUM]) { free(all); fatal("checkpoint state '%s' is corrupt: %s checksum mismatch", sp, checksum_name(kind)); }
+    // (a corrupt state exits here: whatever it put into the parameters above is never used)
+    if (state_header_sum(h, &sum) != h[ST_STATE_SUM]) { fatal("checkpoint state '%s' is corrupt: %s checksum mismatch", sp, checksum_name(kind)); }
     if (h[ST_NUM_PARAMS] != n || h[ST_STEP] != (uint64_t)step) {
         fatal("checkpoint state '%s' does not match its model file (parameters %llu vs %zu, step %llu vs %d)", sp,
               (unsigned long long)h[ST_NUM_PARAMS], n, (unsigned long long)h[ST_STEP], step);
     }
     if (model_sum != h[ST_MODEL_SUM]) { fatal("checkpoint model '%s' is corrupt: checksum mismatch with '%s'", mp, sp); }
     if (h[ST_ADAM_T] > (uint64_t)step || h[ST_SKIPPED] > (uint64_t)step) { fatal("checkpoint state '%s': inconsistent update counts", sp); }
-    if (all) {
-        for (size_t i = 0; i < n; i++) {
-            if (!isfinite(all[i])) { fatal("checkpoint state '%s': master weight %zu is not finite", sp, i); }
-        }
-        params_from_f32(&m->ctx, m->params, all, n);
-        free(all);
-    }
     ts->step = step;
     ts->adam_t = (int)h[ST_ADAM_T];
     ts->skipped_in_a_row = (int)h[ST_SKIPPED];

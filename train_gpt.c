@@ -544,30 +544,46 @@ static void fill_normal(float* p, size_t n, float std, uint64_t s) {
     }
 }
 
-// A fresh model's parameters (fp32, host memory), as the table's init column says. Deterministic whatever the
-// thread count: each 64k-element chunk of a tensor draws from its own stream.
-static void init_params(float* params, const ParamLayout* pl, uint64_t seed) {
+// A fresh model's parameters as the table's init column says, into a stream (declared with the model files below)
+// a block of chunks at a time. Deterministic whatever the thread count: each 64k-element chunk of a tensor draws
+// from its own stream.
+typedef struct ParamStream ParamStream;
+static void param_stream_put(ParamStream* s, size_t off, const float* x, size_t n);
+
+static void init_params_stream(ParamStream* dst, const ParamLayout* pl, uint64_t seed) {
     const GPTConfig* g = &pl->cfg;
     float resid_std = 0.02f / sqrtf(2.0f * g->num_layers);
-    const size_t CHUNK = 1 << 16;
+    const size_t CHUNK = 1 << 16, BLOCK = 16 * CHUNK; // a put of 16 chunks, generated in parallel
+    float* buf = (float*)mallocCheck(BLOCK * sizeof(float));
     for (int i = 0; i < pl->num_tensors; i++) {
         const ParamEntry* e = &pl->table[i];
-        float* p = params + e->offset;
         size_t n = e->rows * e->cols;
-        if (e->init == INIT_ONES) { for (size_t j = 0; j < n; j++) { p[j] = 1.0f; } continue; }
-        if (e->init == INIT_ZEROS) { memset(p, 0, n * sizeof(float)); continue; }
         float std = e->init == INIT_RESIDUAL ? resid_std : 0.02f;
-        size_t valid = n;
-        if (e->tp_split == TP_VOCAB) { valid = (size_t)g->vocab_size * g->channels; } // padded rows stay zero
-        long nchunks = (long)((valid + CHUNK - 1) / CHUNK);
-        #pragma omp parallel for schedule(static)
-        for (long k = 0; k < nchunks; k++) {
-            size_t lo = (size_t)k * CHUNK, hi = lo + CHUNK < valid ? lo + CHUNK : valid;
-            uint64_t s = splitmix64(seed ^ splitmix64(((uint64_t)i << 40) ^ (uint64_t)k)) | 1;
-            fill_normal(p + lo, hi - lo, std, s);
+        size_t valid = n; // the padded vocabulary rows stay zero
+        if (e->tp_split == TP_VOCAB) { valid = (size_t)g->vocab_size * g->channels; }
+        for (size_t b0 = 0; b0 < n; b0 += BLOCK) {
+            size_t cnt = n - b0 < BLOCK ? n - b0 : BLOCK;
+            if (e->init == INIT_ONES || e->init == INIT_ZEROS) {
+                float v = e->init == INIT_ONES ? 1.0f : 0.0f;
+                for (size_t j = 0; j < cnt; j++) { buf[j] = v; }
+            } else {
+                long nchunks = (long)((cnt + CHUNK - 1) / CHUNK);
+                #pragma omp parallel for schedule(static)
+                for (long c = 0; c < nchunks; c++) {
+                    size_t lo = b0 + (size_t)c * CHUNK, hi = lo + CHUNK < b0 + cnt ? lo + CHUNK : b0 + cnt;
+                    size_t k = lo / CHUNK; // the chunk's index in the tensor keys its stream
+                    size_t vhi = hi < valid ? hi : valid;
+                    if (lo < vhi) {
+                        uint64_t s = splitmix64(seed ^ splitmix64(((uint64_t)i << 40) ^ (uint64_t)k)) | 1;
+                        fill_normal(buf + (lo - b0), vhi - lo, std, s);
+                    }
+                    for (size_t j = (vhi > lo ? vhi : lo); j < hi; j++) { buf[j - b0] = 0.0f; }
+                }
+            }
+            param_stream_put(dst, e->offset + b0, buf, cnt);
         }
-        memset(p + valid, 0, (n - valid) * sizeof(float));
     }
+    free(buf);
 }
 
 // ----------------------------------------------------------------------------
@@ -617,25 +633,53 @@ static float bf16_to_float(uint16_t b) {
 // model: its matmul outputs saturate every softmax, and training "runs" with a loss of 1e29 while learning nothing.
 #define MODEL_MAX_ABS_WEIGHT 1e8f
 
-// Exits naming the file, the tensor and the element if the tensor holds a NaN, an infinity or an absurd magnitude.
-static void check_finite_tensor(const char* path, const ParamEntry* e, const float* x) {
-    size_t n = e->rows * e->cols;
+// Exits naming the file, the tensor and the element if x (elements [first, first + n) of tensor e) holds a NaN, an
+// infinity or an absurd magnitude.
+static void check_finite_range(const char* path, const ParamEntry* e, const float* x, size_t first, size_t n) {
     for (size_t j = 0; j < n; j++) {
+        size_t k = first + j;
         if (!isfinite(x[j])) {
             fatal("model file '%s': tensor '%s' holds a non-finite value (%g) at row %zu, column %zu", path, e->name,
-                  x[j], j / e->cols, j % e->cols);
+                  x[j], k / e->cols, k % e->cols);
         }
         if (fabsf(x[j]) >= MODEL_MAX_ABS_WEIGHT) {
             fatal("model file '%s': tensor '%s' holds %g at row %zu, column %zu: no trained GPT weight is that large "
-                  "(limit %g): the file is damaged", path, e->name, x[j], j / e->cols, j % e->cols, MODEL_MAX_ABS_WEIGHT);
+                  "(limit %g): the file is damaged", path, e->name, x[j], k / e->cols, k % e->cols, MODEL_MAX_ABS_WEIGHT);
         }
     }
 }
 
-// Loads parameters (already allocated for this layout) from a model file, checking its exact size and that every
-// value is finite. Returns the checksum (of kind sum_kind) of the whole file, header and payload, as a checkpoint
-// records it.
-static uint64_t model_load_params_sum(const char* path, FILE* fp, int version, const ParamLayout* pl, float* params, int sum_kind) {
+static void check_finite_tensor(const char* path, const ParamEntry* e, const float* x) {
+    check_finite_range(path, e, x, 0, e->rows * e->cols);
+}
+
+// Parameters move between files and their buffer a chunk at a time, so no copy of the whole model is ever held in
+// host memory: a ParamStream takes loaded fp32 values (put) or hands out the values to save (get), n at flat offset
+// off. The host-array stream below serves the tests and the tools; the trainer's streams into and out of the model's
+// device buffers (and master weights) are defined with the model.
+struct ParamStream {
+    void (*put)(void* self, size_t off, const float* x, size_t n);
+    void (*get)(void* self, size_t off, float* x, size_t n);
+    void* self;
+};
+static void param_stream_put(ParamStream* s, size_t off, const float* x, size_t n) { s->put(s->self, off, x, n); }
+
+#define PARAM_CHUNK ((size_t)1 << 20) // elements per chunk (a multiple of 8 bytes in fp32 and bf16: see model_load)
+
+static void host_stream_put(void* self, size_t off, const float* x, size_t n) { memcpy((float*)self + off, x, n * sizeof(float)); }
+static void host_stream_get(void* self, size_t off, float* x, size_t n) { memcpy(x, (const float*)self + off, n * sizeof(float)); }
+static ParamStream host_stream(float* params) { ParamStream s = {host_stream_put, host_stream_get, params}; return s; }
+
+// A fresh model into a host array (tests, tools).
+static void init_params(float* params, const ParamLayout* pl, uint64_t seed) {
+    ParamStream s = host_stream(params);
+    init_params_stream(&s, pl, seed);
+}
+
+// Loads parameters from a model file into a stream, checking its exact size and that every value is finite. Reads
+// chunk by chunk; the checksum (of kind sum_kind) covers the whole file, header and payload, as a checkpoint records
+// it. The chunks are multiples of 8 bytes, so the word-wise FNV kind hashes them as it hashes whole tensors.
+static uint64_t model_load_stream(const char* path, FILE* fp, int version, const ParamLayout* pl, ParamStream* dst, int sum_kind) {
     size_t elem = version == 3 ? 4 : 2;
     long long expect = 1024 + (long long)(pl->num_params * elem);
     long long actual = file_size(path);
@@ -649,26 +693,35 @@ static uint64_t model_load_params_sum(const char* path, FILE* fp, int version, c
     Checksum sum;
     checksum_begin(&sum, sum_kind);
     checksum_add(&sum, header, sizeof(header));
-    uint16_t* tmp = NULL;
+    float* buf = (float*)mallocCheck(PARAM_CHUNK * sizeof(float));
+    uint16_t* raw = version == 3 ? NULL : (uint16_t*)mallocCheck(PARAM_CHUNK * sizeof(uint16_t));
     for (int i = 0; i < pl->num_tensors; i++) {
         const ParamEntry* e = &pl->table[i];
         size_t n = e->rows * e->cols;
-        if (version == 3) {
-            freadCheck(params + e->offset, sizeof(float), n, fp, path);
-            checksum_add(&sum, params + e->offset, n * sizeof(float));
-        } else {
-            uint16_t* nt = (uint16_t*)realloc(tmp, n * sizeof(uint16_t));
-            if (!nt) { free(tmp); fatal("out of memory reading '%s'", path); }
-            tmp = nt;
-            freadCheck(tmp, sizeof(uint16_t), n, fp, path);
-            checksum_add(&sum, tmp, n * sizeof(uint16_t));
-            for (size_t j = 0; j < n; j++) { params[e->offset + j] = bf16_to_float(tmp[j]); }
+        for (size_t k = 0; k < n; k += PARAM_CHUNK) {
+            size_t cnt = n - k < PARAM_CHUNK ? n - k : PARAM_CHUNK;
+            if (version == 3) {
+                freadCheck(buf, sizeof(float), cnt, fp, path);
+                checksum_add(&sum, buf, cnt * sizeof(float));
+            } else {
+                freadCheck(raw, sizeof(uint16_t), cnt, fp, path);
+                checksum_add(&sum, raw, cnt * sizeof(uint16_t));
+                for (size_t j = 0; j < cnt; j++) { buf[j] = bf16_to_float(raw[j]); }
+            }
+            check_finite_range(path, e, buf, k, cnt);
+            dst->put(dst->self, e->offset + k, buf, cnt);
         }
-        check_finite_tensor(path, e, params + e->offset);
     }
-    free(tmp);
+    free(buf);
+    free(raw);
     fclose(fp);
     return checksum_end(&sum);
+}
+
+// The same into a host array (already allocated for this layout).
+static uint64_t model_load_params_sum(const char* path, FILE* fp, int version, const ParamLayout* pl, float* params, int sum_kind) {
+    ParamStream s = host_stream(params);
+    return model_load_stream(path, fp, version, pl, &s, sum_kind);
 }
 
 // The same with the checksum kind new checkpoints use.
@@ -676,18 +729,9 @@ static uint64_t model_load_params(const char* path, FILE* fp, int version, const
     return model_load_params_sum(path, fp, version, pl, params, CHECKSUM_DEFAULT);
 }
 
-// Writes a flat buffer (params, or a moment vector) to fp in llm.c's file order, adding its bytes to the checksum.
-static void write_in_file_order(FILE* fp, const ParamLayout* pl, const float* flat, const char* what, Checksum* h) {
-    for (int i = 0; i < pl->num_tensors; i++) {
-        const ParamEntry* e = &pl->table[i];
-        size_t n = e->rows * e->cols;
-        fwriteCheck(flat + e->offset, sizeof(float), n, fp, what);
-        checksum_add(h, flat + e->offset, n * sizeof(float));
-    }
-}
-
-// Saves an llm.c version-3 (fp32) model file atomically; returns the checksum of the whole file (header and payload).
-static uint64_t model_save(const char* path, const ParamLayout* pl, const float* params) {
+// Saves an llm.c version-3 (fp32) model file atomically from a stream, chunk by chunk in llm.c's file order; returns
+// the checksum of the whole file (header and payload).
+static uint64_t model_save_stream(const char* path, const ParamLayout* pl, ParamStream* src) {
     AtomicFile af;
     atomic_open(&af, path);
     int32_t h[256] = {0};
@@ -698,9 +742,25 @@ static uint64_t model_save(const char* path, const ParamLayout* pl, const float*
     Checksum sum;
     checksum_begin(&sum, CHECKSUM_DEFAULT);
     checksum_add(&sum, h, sizeof(h));
-    write_in_file_order(af.fp, pl, params, path, &sum);
+    float* buf = (float*)mallocCheck(PARAM_CHUNK * sizeof(float));
+    for (int i = 0; i < pl->num_tensors; i++) {
+        const ParamEntry* e = &pl->table[i];
+        size_t n = e->rows * e->cols;
+        for (size_t k = 0; k < n; k += PARAM_CHUNK) {
+            size_t cnt = n - k < PARAM_CHUNK ? n - k : PARAM_CHUNK;
+            src->get(src->self, e->offset + k, buf, cnt);
+            fwriteCheck(buf, sizeof(float), cnt, af.fp, path);
+            checksum_add(&sum, buf, cnt * sizeof(float));
+        }
+    }
+    free(buf);
     atomic_commit(&af);
     return checksum_end(&sum);
+}
+
+static uint64_t model_save(const char* path, const ParamLayout* pl, const float* params) {
+    ParamStream s = host_stream((float*)params);
+    return model_save_stream(path, pl, &s);
 }
 
 // Hugging Face GPT-2 checkpoints (safetensors + config.json), in and out: needs the layout and check_finite_tensor
@@ -850,6 +910,50 @@ static void gpt_set_params(GPT* m, ZeroOptimizer* z, const float* host) {
 static void gpt_get_params(GPT* m, float* host) {
     params_to_f32(&m->ctx, host, m->params, m->layout.num_params);
     dev_sync(&m->ctx);
+}
+
+// The model's parameters as a ParamStream: put writes fp32 values into the compute copy (rounded to the storage
+// type) and into the master weights of the owned range; get reads the compute copy's values back. Files stream
+// through it a chunk at a time (model_load_stream, model_save_stream), so no host copy of the whole model is made.
+typedef struct { GPT* m; ZeroOptimizer* z; } GptStreamTarget;
+
+static void gpt_stream_put(void* self, size_t off, const float* x, size_t n) {
+    GptStreamTarget* t = (GptStreamTarget*)self;
+    params_from_f32(&t->m->ctx, t->m->params + off, x, n);
+    ZeroOptimizer* z = t->z;
+    if (z && z->master) {
+        size_t s = off > z->lo ? off : z->lo, e = off + n < z->hi ? off + n : z->hi;
+        if (s < e) { dev_copy_h2d(z->ctx, z->master + (s - z->lo), x + (s - off), (e - s) * sizeof(float)); }
+    }
+}
+
+static void gpt_stream_get(void* self, size_t off, float* x, size_t n) {
+    GptStreamTarget* t = (GptStreamTarget*)self;
+    params_to_f32(&t->m->ctx, x, t->m->params + off, n);
+    dev_sync(&t->m->ctx);
+}
+
+// t must outlive the stream. z: NULL when there are no master weights to fill (saving, or before the optimizer).
+static ParamStream gpt_stream(GPT* m, ZeroOptimizer* z, GptStreamTarget* t) {
+    t->m = m;
+    t->z = z;
+    ParamStream s = {gpt_stream_put, gpt_stream_get, t};
+    return s;
+}
+
+// Whether every parameter of the compute copy is finite, read a chunk at a time.
+static int gpt_params_finite(GPT* m) {
+    GptStreamTarget t;
+    ParamStream s = gpt_stream(m, NULL, &t);
+    float* buf = (float*)mallocCheck(PARAM_CHUNK * sizeof(float));
+    int ok = 1;
+    for (size_t off = 0; ok && off < m->layout.num_params; off += PARAM_CHUNK) {
+        size_t cnt = m->layout.num_params - off < PARAM_CHUNK ? m->layout.num_params - off : PARAM_CHUNK;
+        s.get(s.self, off, buf, cnt);
+        for (size_t j = 0; j < cnt; j++) { ok &= isfinite(buf[j]) != 0; }
+    }
+    free(buf);
+    return ok;
 }
 
 // Gradient memory for a ZeRO stage: the full flat buffer (stages 0, 1) or the stage-2 arena.
@@ -1392,10 +1496,18 @@ static void prepare_out_dir(const char* dir) {
 
 // Checks that every data-parallel rank holds the same parameters (they must, after each optimizer step).
 static int params_agree(GPT* m, ParallelContext* pc) {
-    float* host = (float*)mallocCheck(mulSize(m->layout.num_params, sizeof(float)));
-    gpt_get_params(m, host);
-    uint64_t sum = checksum_buffer(host, m->layout.num_params * sizeof(float));
-    free(host);
+    GptStreamTarget t;
+    ParamStream s = gpt_stream(m, NULL, &t);
+    float* buf = (float*)mallocCheck(PARAM_CHUNK * sizeof(float));
+    Checksum c;
+    checksum_begin(&c, CHECKSUM_DEFAULT);
+    for (size_t off = 0; off < m->layout.num_params; off += PARAM_CHUNK) {
+        size_t cnt = m->layout.num_params - off < PARAM_CHUNK ? m->layout.num_params - off : PARAM_CHUNK;
+        s.get(s.self, off, buf, cnt);
+        checksum_add(&c, buf, cnt * sizeof(float));
+    }
+    free(buf);
+    uint64_t sum = checksum_end(&c);
     uint64_t root = sum;
     comm_broadcast(&pc->dp_group, &root, sizeof(root), 0);
     double bad = root != sum ? 1.0 : 0.0;
@@ -1742,12 +1854,16 @@ int main(int argc, char** argv) {
     int staged = strcmp(c.comm, "staged") == 0;
 #endif
     gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, staged);
+    // parameters stream into the model a chunk at a time (a Hugging Face checkpoint, whose Conv1D weights are
+    // transposed on the way, still goes through one host copy of the model)
     uint64_t model_sum = 0;
-    {
+    GptStreamTarget target;
+    ParamStream into_model = gpt_stream(&model, &zopt, &target);
+    if (model_fp) { model_sum = model_load_stream(init_path, model_fp, model_version, &model.layout, &into_model, resume_sum_kind); }
+    else if (!from_hf) { init_params_stream(&into_model, &model.layout, (uint64_t)c.seed); }
+    else {
         float* host = (float*)mallocCheck(mulSize(model.layout.num_params, sizeof(float)));
-        if (model_fp) { model_sum = model_load_params_sum(init_path, model_fp, model_version, &model.layout, host, resume_sum_kind); }
-        else if (from_hf) { hf_load_params(&hf, &model.layout, host); }
-        else { init_params(host, &model.layout, (uint64_t)c.seed); }
+        hf_load_params(&hf, &model.layout, host);
         gpt_set_params(&model, &zopt, host);
         free(host);
     }
