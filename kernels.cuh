@@ -282,6 +282,16 @@ static void params_to_f32(const KernelCtx* ctx, float* host_dst, const floatX* s
 }
 
 // ----------------------------------------------------------------------------
+// 16-byte packs: element-wise kernels move 16 bytes per thread per load (8 bf16 values), which is what it takes to
+// approach the copy bandwidth; they fall back to one element per thread when a pointer is not 16-byte aligned, and
+// handle the tail past the last whole pack one element at a time.
+
+template <typename T> struct alignas(16) KernelsPack { T v[16 / sizeof(T)]; };
+#define KERNELS_PACK ((int)(16 / sizeof(floatX)))
+
+static int kernels__aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+
+// ----------------------------------------------------------------------------
 // Warp and block reductions (fixed order: the same bits every run)
 
 __device__ __forceinline__ float kernels__warp_sum(float v) {
@@ -548,50 +558,79 @@ static uint32_t kernels__alignment(const void* p) {
     return a;
 }
 
-// D (m x n, ldd = m) = alpha op(A) op(B) + beta D, column-major; A is (m x k) after op, B (k x n) after op. With
-// bias (length m, floatX) the BIAS epilogue adds it to every column.
-static void kernels__matmul_lt(const KernelCtx* ctx, void* d, int d_f32, const floatX* a, int transA, int lda, const floatX* b,
-                               int transB, int ldb, const floatX* bias, int m, int n, int k, float beta) {
+// The descriptors and the algorithm of one matmul shape, made once: the heuristic query costs tens of microseconds
+// of CPU time, and a training step runs a few hundred matmuls of a dozen shapes.
+typedef struct {
+    int m, n, k, lda, ldb, transA, transB, has_bias, d_f32, beta_nonzero;
+    uint32_t al[3];
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
-    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulAlgo_t algo;
+} KernelsLtPlan;
+
+#define KERNELS_LT_PLANS 128
+static KernelsLtPlan kernels__lt_plans[KERNELS_LT_PLANS];
+static int kernels__lt_num_plans;
+
+static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int transA, int lda, int transB, int ldb, int has_bias,
+                                       int m, int n, int k, float beta, const uint32_t al[3]) {
+    for (int i = 0; i < kernels__lt_num_plans; i++) {
+        KernelsLtPlan* p = &kernels__lt_plans[i];
+        if (p->m == m && p->n == n && p->k == k && p->lda == lda && p->ldb == ldb && p->transA == transA && p->transB == transB &&
+            p->has_bias == has_bias && p->d_f32 == d_f32 && p->beta_nonzero == (beta != 0.0f) && p->al[0] == al[0] &&
+            p->al[1] == al[1] && p->al[2] == al[2]) { return p; }
+    }
+    if (kernels__lt_num_plans == KERNELS_LT_PLANS) { fatal("cuBLASLt: more than %d matmul shapes", KERNELS_LT_PLANS); }
+    KernelsLtPlan* p = &kernels__lt_plans[kernels__lt_num_plans];
+    p->m = m; p->n = n; p->k = k; p->lda = lda; p->ldb = ldb; p->transA = transA; p->transB = transB; p->has_bias = has_bias;
+    p->d_f32 = d_f32; p->beta_nonzero = beta != 0.0f; p->al[0] = al[0]; p->al[1] = al[1]; p->al[2] = al[2];
     cudaDataType_t ab_type = kernels__cuda_type(0), d_type = kernels__cuda_type(d_f32);
-    gpuCheck(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    gpuCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-    gpuCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    gpuCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    if (bias) {
+    gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (has_bias) {
         cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         cudaDataType_t bias_type = kernels__cuda_type(0);
-        gpuCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-        gpuCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-        gpuCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+        gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     }
-    gpuCheck(cublasLtMatrixLayoutCreate(&la, ab_type, transA ? k : m, transA ? m : k, lda));
-    gpuCheck(cublasLtMatrixLayoutCreate(&lb, ab_type, transB ? n : k, transB ? k : n, ldb));
-    gpuCheck(cublasLtMatrixLayoutCreate(&ld, d_type, m, n, m));
+    gpuCheck(cublasLtMatrixLayoutCreate(&p->la, ab_type, transA ? k : m, transA ? m : k, lda));
+    gpuCheck(cublasLtMatrixLayoutCreate(&p->lb, ab_type, transB ? n : k, transB ? k : n, ldb));
+    gpuCheck(cublasLtMatrixLayoutCreate(&p->ld, d_type, m, n, m));
+    cublasLtMatmulPreference_t pref;
     gpuCheck(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = KERNELS_LT_WORKSPACE;
     gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
     // the heuristic assumes 256-byte aligned pointers unless told: tell it what these are (a tensor inside the
     // flat parameter buffer, or a chunk of rows, may be less aligned), so it never picks an algorithm that needs more
-    uint32_t al[3] = {kernels__alignment(a), kernels__alignment(b), kernels__alignment(d)};
     gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof(al[0])));
     gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof(al[1])));
     gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof(al[2])));
     gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof(al[2])));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    gpuCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, ld, ld, pref, 1, &heur, &found));
-    if (found == 0) { fatal("cuBLASLt: no algorithm for a %d x %d x %d matmul (transA %d, transB %d, bias %d, fp32 out %d)", m, n, k, transA, transB, bias != NULL, d_f32); }
-    float alpha = 1.0f;
-    gpuCheck(cublasLtMatmul(ctx->lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo, ctx->lt_workspace,
-                            KERNELS_LT_WORKSPACE, ctx->stream));
+    gpuCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &heur, &found));
     cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(ld);
-    cublasLtMatmulDescDestroy(op);
+    if (found == 0) {
+        fatal("cuBLASLt: no algorithm for a %d x %d x %d matmul (transA %d, transB %d, bias %d, fp32 out %d, alignments %u/%u/%u)",
+              m, n, k, transA, transB, has_bias, d_f32, al[0], al[1], al[2]);
+    }
+    p->algo = heur.algo;
+    kernels__lt_num_plans++;
+    return p;
+}
+
+// D (m x n, ldd = m) = alpha op(A) op(B) + beta D, column-major; A is (m x k) after op, B (k x n) after op. With
+// bias (length m, floatX) the BIAS epilogue adds it to every column.
+static void kernels__matmul_lt(const KernelCtx* ctx, void* d, int d_f32, const floatX* a, int transA, int lda, const floatX* b,
+                               int transB, int ldb, const floatX* bias, int m, int n, int k, float beta) {
+    uint32_t al[3] = {kernels__alignment(a), kernels__alignment(b), kernels__alignment(d)};
+    KernelsLtPlan* p = kernels__lt_plan(ctx, d_f32, transA, lda, transB, ldb, bias != NULL, m, n, k, beta, al);
+    if (bias) { gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))); }
+    float alpha = 1.0f;
+    gpuCheck(cublasLtMatmul(ctx->lt, p->op, &alpha, a, p->la, b, p->lb, &beta, d, p->ld, d, p->ld, &p->algo, ctx->lt_workspace,
+                            KERNELS_LT_WORKSPACE, ctx->stream));
 }
 
 // CPU twin: matmul_forward. out (BT,OC) = inp (BT,C) @ w^T + bias.
@@ -630,28 +669,52 @@ static void matmul_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float
 // GELU (tanh approximation). CPU twins: gelu_forward, gelu_backward.
 
 #define KERNELS_GELU_K 0.7978845608028654f
-__global__ void kernels__gelu_forward(floatX* out, const floatX* inp, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float x = kernels__f(inp[i]);
-        out[i] = kernels__x(0.5f * x * (1.0f + tanhf(KERNELS_GELU_K * (x + 0.044715f * x * x * x))));
+__device__ __forceinline__ float kernels__gelu(float x) { return 0.5f * x * (1.0f + tanhf(KERNELS_GELU_K * (x + 0.044715f * x * x * x))); }
+__device__ __forceinline__ float kernels__gelu_grad(float x) {
+    float th = tanhf(KERNELS_GELU_K * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * KERNELS_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+// Elements [from, n) one per thread (the unaligned case, and the tail after the packs).
+__global__ void kernels__gelu_forward(floatX* out, const floatX* inp, size_t from, size_t n) {
+    for (size_t i = from + blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        out[i] = kernels__x(kernels__gelu(kernels__f(inp[i])));
+    }
+}
+__global__ void kernels__gelu_forward_packed(floatX* out, const floatX* inp, size_t packs) {
+    typedef KernelsPack<floatX> P;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
+        P x = ((const P*)inp)[i], y;
+        for (int e = 0; e < KERNELS_PACK; e++) { y.v[e] = kernels__x(kernels__gelu(kernels__f(x.v[e]))); }
+        ((P*)out)[i] = y;
     }
 }
 static void gelu_forward(const KernelCtx* ctx, floatX* out, const floatX* inp, size_t n) {
-    kernels__gelu_forward<<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(out, inp, n);
-    launchCheck();
+    size_t packs = kernels__aligned16(out) && kernels__aligned16(inp) ? n / KERNELS_PACK : 0;
+    if (packs) { kernels__gelu_forward_packed<<<kernels__blocks(packs, 256), 256, 0, ctx->stream>>>(out, inp, packs); launchCheck(); }
+    size_t from = packs * KERNELS_PACK;
+    if (from < n) { kernels__gelu_forward<<<kernels__blocks(n - from, 256), 256, 0, ctx->stream>>>(out, inp, from, n); launchCheck(); }
 }
 
-__global__ void kernels__gelu_backward(floatX* dinp, const floatX* inp, const floatX* dout, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float x = kernels__f(inp[i]);
-        float th = tanhf(KERNELS_GELU_K * (x + 0.044715f * x * x * x));
-        float grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * KERNELS_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = kernels__x(grad * kernels__f(dout[i]));
+__global__ void kernels__gelu_backward(floatX* dinp, const floatX* inp, const floatX* dout, size_t from, size_t n) {
+    for (size_t i = from + blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        dinp[i] = kernels__x(kernels__gelu_grad(kernels__f(inp[i])) * kernels__f(dout[i]));
     }
 }
+__global__ void kernels__gelu_backward_packed(floatX* dinp, const floatX* inp, const floatX* dout, size_t packs) {
+    typedef KernelsPack<floatX> P;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
+        P x = ((const P*)inp)[i], d = ((const P*)dout)[i], y;
+        for (int e = 0; e < KERNELS_PACK; e++) { y.v[e] = kernels__x(kernels__gelu_grad(kernels__f(x.v[e])) * kernels__f(d.v[e])); }
+        ((P*)dinp)[i] = y;
+    }
+}
+// dinp may alias dout: each element is read before it is written, by the same thread
 static void gelu_backward(const KernelCtx* ctx, floatX* dinp, const floatX* inp, const floatX* dout, size_t n) {
-    kernels__gelu_backward<<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(dinp, inp, dout, n);
-    launchCheck();
+    size_t packs = kernels__aligned16(dinp) && kernels__aligned16(inp) && kernels__aligned16(dout) ? n / KERNELS_PACK : 0;
+    if (packs) { kernels__gelu_backward_packed<<<kernels__blocks(packs, 256), 256, 0, ctx->stream>>>(dinp, inp, dout, packs); launchCheck(); }
+    size_t from = packs * KERNELS_PACK;
+    if (from < n) { kernels__gelu_backward<<<kernels__blocks(n - from, 256), 256, 0, ctx->stream>>>(dinp, inp, dout, from, n); launchCheck(); }
 }
 
 // ----------------------------------------------------------------------------
@@ -939,10 +1002,23 @@ static void sum_accumulate(const KernelCtx* ctx, double* acc, const float* x, si
 static void sum_squares_accumulate(const KernelCtx* ctx, double* out, const float* x, size_t n) { kernels__sum(ctx, out, x, n, 1); }
 
 __global__ void kernels__add(float* y, const float* x, size_t n) {
+    size_t packs = n / 4;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
+        float4 a = ((float4*)y)[i], b = ((const float4*)x)[i];
+        a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w;
+        ((float4*)y)[i] = a;
+    }
+    if (blockIdx.x == 0 && threadIdx.x < n - packs * 4) { y[packs * 4 + threadIdx.x] += x[packs * 4 + threadIdx.x]; }
+}
+__global__ void kernels__add_scalar(float* y, const float* x, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) { y[i] += x[i]; }
 }
 static void add_inplace(const KernelCtx* ctx, float* y, const float* x, size_t n) {
-    kernels__add<<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(y, x, n);
+    if (kernels__aligned16(y) && kernels__aligned16(x)) {
+        kernels__add<<<kernels__blocks(n / 4 + 1, 256), 256, 0, ctx->stream>>>(y, x, n);
+    } else {
+        kernels__add_scalar<<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(y, x, n);
+    }
     launchCheck();
 }
 
