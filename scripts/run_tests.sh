@@ -87,6 +87,12 @@ run test_runs ./tests/test_runs
 run test_precision ./tests/test_precision
 # the cuDNN attention graphs finalize without a GPU (built wherever nvcc and cuDNN are)
 if [ -x tests/test_cudnn_graph ]; then run test_cudnn_graph ./tests/test_cudnn_graph; fi
+# on a machine without a GPU the CUDA binaries end with one clear line, not a crash (scripts/gpu_check.sh runs them
+# where a GPU is)
+if [ -x train_gpt_cu ] && ! nvidia-smi > /dev/null 2>&1; then
+    expect_fail "train_gpt_cu without a GPU says so" "no usable CUDA device" ./train_gpt_cu --bench 1 --model d2
+    expect_fail "test_gpt_cu without a GPU says so" "no usable CUDA device" ./test_gpt_cu --only ops
+fi
 if [ -x tests/test_tokenizer ]; then
     run test_tokenizer ./tests/test_tokenizer
 else
