@@ -880,6 +880,23 @@ static void test_mixed_precision(void) {
            "exit %d, first clean step %d at scale %g%s%.200s", rc, first_clean + 1, first_clean >= 0 ? got_o[first_clean] : 0.0,
            rc ? ": " : "", rc ? out : "");
 
+    // a NaN *loss* under fp16 is divergence, not a scale problem: --nan-policy decides (skip here, counted by
+    // --max-skipped-steps), and the scaler backs off as GradScaler would for the NaN gradients that come with it
+    snprintf(cmd, sizeof(cmd), "TRAIN_GPT_FAULT=nan:0:3 ./train_gpt %s --dtype fp16 --loss-scale 1024 --steps 6 --nan-policy skip "
+             "--log %s/fn.jsonl", common, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s/fn.jsonl", TMP);
+    n = read_scaler_log(cmd, got, skipped, 16);
+    int nan_ok = rc == 0 && n == 6 && skipped[3] && !skipped[2] && !skipped[4] && got[4] == got[3] / 2 &&
+                 strstr(out, "skipped: not finite (--nan-policy skip)") != NULL;
+    report(nan_ok, "fp16: a NaN loss goes to --nan-policy (skip), and the scale backs off with the step",
+           "exit %d, %d steps; step 4 skipped %d, scales %g -> %g%s%.200s", rc, n, n > 3 ? skipped[3] : -1, n > 4 ? got[3] : 0.0,
+           n > 4 ? got[4] : 0.0, rc ? ": " : "", rc ? out : "");
+    snprintf(cmd, sizeof(cmd), "TRAIN_GPT_FAULT=nan:0:3 ./train_gpt %s --dtype fp16 --loss-scale 1024 --steps 6", common);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 1 && strstr(out, "step 4: the loss is not finite"), "fp16: a NaN loss stops the run under --nan-policy stop (the default)",
+           "exit %d: %.200s", rc, out);
+
     // 4. flags of the scaler need fp16
     snprintf(cmd, sizeof(cmd), "./train_gpt %s --dtype bf16 --loss-scale 8 --steps 1", common);
     rc = run_capture(cmd, out, sizeof(out));
