@@ -31,6 +31,7 @@
 #     bash scripts/fault_tests.sh kill flags      # some groups only
 #     FAULT_SEED=123 FAULT_TRIALS=40 bash scripts/fault_tests.sh kill    # other kill times / more trials
 #     TRAIN_GPT=/path/to/train_gpt bash scripts/fault_tests.sh            # another binary
+#     FAULT_EXTRA_ARGS="--dtype bf16" bash scripts/fault_tests.sh kill   # every run with more flags (make test: bf16 kills)
 # A failed kill trial is reproduced (as far as timing allows) with the printed seed. Scratch files live under
 # ${TMPDIR:-/tmp}/fault_tests.XXXXXX and are removed at exit (the tmpfs, if mounted, is unmounted first).
 set -u
@@ -155,7 +156,7 @@ FAST="$S/fast"
 if mount_tmpfs "$FAST" 2g; then FAST_NOTE="a tmpfs"; else FAST_NOTE="the scratch filesystem (no tmpfs: $WHY)"; fi
 STEPS=4
 # d2 (L 2, C 128): a checkpoint is 28 MB model + 56 MB state; 2 micro-steps of 1 x 16 per optimizer step
-BASE=(--model d2 --train "$SHARD" --batch-size 1 --seq-len 16 --total-batch-size 32 --threads 1 --seed 3 --lr 1e-3)
+BASE=(--model d2 --train "$SHARD" --batch-size 1 --seq-len 16 --total-batch-size 32 --threads 1 --seed 3 --lr 1e-3 ${FAULT_EXTRA_ARGS:-})
 FLAGS=("${BASE[@]}" --steps "$STEPS")
 REF="$FAST/ref"
 REF_LOG="$S/ref.jsonl"

@@ -115,6 +115,8 @@ else
     echo "SKIP test_comm: MPI not available"
 fi
 run fault_tests bash scripts/fault_tests.sh
+# the kill trials once more in bf16: master weights, stochastic rounding and their state survive a kill -9 too
+run "fault_tests kill (bf16)" env FAULT_EXTRA_ARGS="--dtype bf16" FAULT_SEED=77 bash scripts/fault_tests.sh kill
 run test_build bash scripts/test_build.sh
 if [ -f scripts/test_scripts.sh ]; then
     run test_scripts bash scripts/test_scripts.sh
