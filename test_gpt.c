@@ -1033,36 +1033,6 @@ static void test_init(void) {
     layout_free(&pl);
 }
 
-// --recompute 1 and 2 bring back the activations they drop with the same kernels on the same inputs, so the loss
-// and every gradient must equal --recompute 0's bit for bit (tolerance 0), and each mode must hold fewer
-// activation bytes than the one before.
-static void test_recompute(const char* model_path, ParallelContext* pc, int dtype) {
-    GPT m[3];
-    ZeroOptimizer z[3];
-    float loss[3];
-    size_t bytes[3];
-    int32_t x[16], y[16];
-    uint64_t r = 77;
-    for (int i = 0; i < 16; i++) { x[i] = (int32_t)(rng_next(&r) % 101); y[i] = (int32_t)(rng_next(&r) % 101); }
-    for (int k = 0; k < 3; k++) {
-        build_model_as(&m[k], &z[k], pc, model_path, 2, 8, dtype, k);
-        bytes[k] = m[k].acts.total_bytes;
-        BackwardComm bc = {NULL, 0, 1};
-        gpt_forward(&m[k], x, 2, 8);
-        loss[k] = fwd_bwd_loss(&m[k], y, 1.0f / 16, &bc);
-    }
-    for (int k = 1; k < 3; k++) {
-        size_t n = m[0].layout.num_params, differ = 0;
-        for (size_t i = 0; i < n; i++) { differ += memcmp(&m[0].grads[i], &m[k].grads[i], sizeof(float)) != 0; }
-        char name[128];
-        snprintf(name, sizeof(name), "--dtype %s --recompute %d: loss and every gradient equal --recompute 0's bit for bit", dtype_name(dtype), k);
-        report(differ == 0 && memcmp(&loss[0], &loss[k], sizeof(float)) == 0, name, "loss %.9g vs %.9g, %zu of %zu gradient values differ",
-               loss[k], loss[0], differ, n);
-    }
-    if (dtype == DTYPE_FP32) { report(bytes[2] < bytes[1] && bytes[1] < bytes[0], "--recompute 1 and 2 hold fewer activation bytes", "%zu, %zu, %zu bytes", bytes[0], bytes[1], bytes[2]); }
-    for (int k = 0; k < 3; k++) { zero_free(&z[k]); gpt_free(&m[k]); }
-}
-
 // Counts the floatX values of the model (every activation the table marks floatX, and the compute copy of the
 // parameters) that are not representable in its storage type: the emulation must have rounded every store.
 static size_t count_unrounded(GPT* m) {
@@ -1189,6 +1159,45 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
     layout_free(&pl);
 }
 
+#endif // KERNELS_CUDA
+
+// The tests below run on either backend (their buffers are read through host copies).
+
+// --recompute 1 and 2 bring back the activations they drop with the same kernels on the same inputs, so the loss
+// and every gradient must equal --recompute 0's bit for bit (tolerance 0), and each mode must hold fewer
+// activation bytes than the one before.
+static void test_recompute(const char* model_path, ParallelContext* pc, int dtype) {
+    GPT m[3];
+    ZeroOptimizer z[3];
+    float loss[3];
+    size_t bytes[3];
+    int32_t x[16], y[16];
+    uint64_t r = 77;
+    for (int i = 0; i < 16; i++) { x[i] = (int32_t)(rng_next(&r) % 101); y[i] = (int32_t)(rng_next(&r) % 101); }
+    for (int k = 0; k < 3; k++) {
+        build_model_as(&m[k], &z[k], pc, model_path, 2, 8, dtype, k);
+        bytes[k] = m[k].acts.total_bytes;
+        BackwardComm bc = {NULL, 0, 1};
+        gpt_forward(&m[k], x, 2, 8);
+        loss[k] = fwd_bwd_loss(&m[k], y, 1.0f / 16, &bc);
+    }
+    size_t n = m[0].layout.num_params;
+    float* g0 = host_copy_f32(&m[0].ctx, m[0].grads, n);
+    for (int k = 1; k < 3; k++) {
+        size_t differ = 0;
+        float* gk = host_copy_f32(&m[k].ctx, m[k].grads, n);
+        for (size_t i = 0; i < n; i++) { differ += memcmp(&g0[i], &gk[i], sizeof(float)) != 0; }
+        free(gk);
+        char name[128];
+        snprintf(name, sizeof(name), "--dtype %s --recompute %d: loss and every gradient equal --recompute 0's bit for bit", dtype_name(dtype), k);
+        report(differ == 0 && memcmp(&loss[0], &loss[k], sizeof(float)) == 0, name, "loss %.9g vs %.9g, %zu of %zu gradient values differ",
+               loss[k], loss[0], differ, n);
+    }
+    if (dtype == DTYPE_FP32) { report(bytes[2] < bytes[1] && bytes[1] < bytes[0], "--recompute 1 and 2 hold fewer activation bytes", "%zu, %zu, %zu bytes", bytes[0], bytes[1], bytes[2]); }
+    free(g0);
+    for (int k = 0; k < 3; k++) { zero_free(&z[k]); gpt_free(&m[k]); }
+}
+
 // A shard of n tokens in [0, V) (llm.c format), for the evaluation test.
 static void write_test_shard(const char* path, int n, int V, uint64_t seed) {
     FILE* f = fopenCheck(path, "wb");
@@ -1251,7 +1260,9 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
     int V = m.cfg.vocab_size, same = 1, first_bad = -1;
     double* p = (double*)mallocCheck(sizeof(double) * V);
     for (int t = 1; t < n; t++) {
-        classifier_logits_row(&m.ctx, probs, m.acts.lnf + (size_t)(t - 1) * m.cfg.channels, m.p.wte, m.cfg.channels, m.cfg.padded_vocab_size);
+        classifier_logits_row(&m.ctx, m.acts.logits_row, m.acts.lnf + (size_t)(t - 1) * m.cfg.channels, m.p.wte, m.cfg.channels, m.cfg.padded_vocab_size);
+        dev_copy_d2h(&m.ctx, probs, m.acts.logits_row, sizeof(float) * m.cfg.padded_vocab_size);
+        dev_sync(&m.ctx);
         double mx = -INFINITY, sum = 0.0;
         for (int j = 0; j < V; j++) { mx = fmax(mx, probs[j]); }
         for (int j = 0; j < V; j++) { p[j] = exp(probs[j] - mx); sum += p[j]; }
@@ -1268,7 +1279,6 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
     gpt_free(&m);
 }
 
-#endif // KERNELS_CUDA
 
 // ----------------------------------------------------------------------------
 
@@ -1323,10 +1333,15 @@ int main(int argc, char** argv) {
         snprintf(sp, sizeof(sp), "%s/ref_state.bin", ref_dir);
 #ifdef KERNELS_CUDA
         // the CUDA build (fp32 storage: the same tolerances as the CPU) runs the ops and the whole-model reference;
+        // recomputation (bit for bit: the kernels are deterministic), evaluation and sampling in its storage type;
         // the rest reads buffers directly and runs on the CPU build (the GPU check compares the binaries' runs)
         if (KERNELS_DTYPE == DTYPE_FP32 && name_selected(only, "reference")) {
             check_reference(mp, sp, &pc, 1e-5);
             check_trajectory(ref_dir, &pc);
+        }
+        if (name_selected(only, "units")) {
+            test_recompute(mp, &pc, KERNELS_DTYPE);
+            if (KERNELS_DTYPE == DTYPE_FP32) { test_evaluate(mp, &pc); test_sampling(mp, &pc); }
         }
         printf("SKIP model files, schedules, units and the dtype comparisons: CPU build only\n");
 #endif

@@ -109,6 +109,13 @@ for name, part in (("gpu_check_train_000000.bin", text[:n]), ("gpu_check_val_000
 PY
 common="--model d4 --train /tmp/gpu_check_train_000000.bin --batch-size 4 --seq-len 64 --steps 10 --lr 1e-3 --warmup 2 --seed 7"
 timeout 120 ./train_gpt_cu $common --attention native --log /tmp/gpu_cu.jsonl > gpu_train_cu.log 2>&1; rc1=$?
+# determinism: no float atomics anywhere, so a second identical run gives the same losses bit for bit
+timeout 120 ./train_gpt_cu $common --attention native --log /tmp/gpu_cu2.jsonl > /dev/null 2>&1
+if cmp -s <(grep -o '"loss": [^,]*' /tmp/gpu_cu.jsonl) <(grep -o '"loss": [^,]*' /tmp/gpu_cu2.jsonl) && [ -s /tmp/gpu_cu2.jsonl ]; then
+    ok "determinism: two identical train_gpt_cu runs give the same losses bit for bit"
+else
+    bad "determinism: two identical train_gpt_cu runs differ"
+fi
 if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
     timeout 120 ./train_gpt_cu $common --attention cudnn --log /tmp/gpu_cudnn.jsonl > gpu_train_cudnn.log 2>&1 || { bad "train_gpt_cu --attention cudnn"; tail -n 3 gpu_train_cudnn.log; }
 fi
