@@ -282,6 +282,9 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (strcmp(c->attention, "auto") != 0 && strcmp(c->attention, "native") != 0 && strcmp(c->attention, "cudnn") != 0) {
         fatal("--attention: '%s' is not one of auto, native, cudnn", c->attention);
     }
+#ifndef KERNELS_CUDA
+    if (strcmp(c->attention, "cudnn") == 0) { fatal("--attention cudnn: GPU builds only (train_gpt_cu with cuDNN); the CPU has native attention"); }
+#endif
     const char* scaler_flags[] = {"loss-scale", "loss-scale-growth", "loss-scale-backoff", "loss-scale-window"};
     for (int k = 0; k < NUM_FLAGS; k++) {
         for (int j = 0; j < 4; j++) {
