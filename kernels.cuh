@@ -51,6 +51,7 @@ typedef __nv_bfloat16 floatX;
 #define KERNELS_DTYPE DTYPE_BF16
 #endif
 #define KERNELS_DEFAULT_DTYPE KERNELS_DTYPE
+#define KERNELS_LOGITS_CHUNK_BYTES ((size_t)512 << 20) // the LM head's logits chunk: big matmuls, few launches
 
 __device__ __forceinline__ float kernels__f(float x) { return x; }
 __device__ __forceinline__ float kernels__f(__nv_bfloat16 x) { return __bfloat162float(x); }

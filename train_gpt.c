@@ -823,9 +823,10 @@ typedef struct {
 // Layer l's slot in a family that holds `layers` layers (1: every layer shares slot 0).
 static size_t act_slot(int layers, int l) { return layers == 1 ? 0 : (size_t)l; }
 
-// Rows of the classifier chunk: as many as fit in ~64 MB of logits, at least 1, at most BT.
+// Rows of the classifier chunk: as many as fit in the backend's logits budget (64 MB on the CPU, where the chunk
+// stays in cache-friendly sizes; 512 MB on a GPU, where bigger matmuls run faster), at least 1, at most BT.
 static int classifier_chunk_rows(int BT, int Vp) {
-    long rows = (64L << 20) / (4L * Vp);
+    long rows = (long)(KERNELS_LOGITS_CHUNK_BYTES / (sizeof(floatX) * (size_t)Vp));
     if (rows < 1) { rows = 1; }
     if (rows > BT) { rows = BT; }
     return (int)rows;
