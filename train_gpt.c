@@ -1843,8 +1843,8 @@ int main(int argc, char** argv) {
         }
     }
 
-    // model, optimizer, gradients, activations: one allocation per family
-    // (the parameters are read into host memory in fp32, then become the compute copy and the master weights)
+    // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
+    // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
     GPT model;
     gpt_alloc_params(&model, &gc, pc.dp, dtype_parse(c.dtype), T);
     if (kernels_set_attention(&model.ctx, c.attention) != 0) {
