@@ -536,6 +536,110 @@ static void test_ops_dtype(void) {
     }
 }
 
+// --- the forward ops at GPT-2 124M's shapes in the 16-bit storage type (bf16 on the CPU, the build's type on a GPU):
+// T = 1024 attention with 12 heads of 64, C = 768 LayerNorm, the 768 -> 2304 QKV matmul, GELU over a 4C row block,
+// and the LM head over the padded 50304-row vocabulary. Inputs are 16-bit values; tolerances: one rounding of the
+// output (u relative) plus, where a kernel rounds inside (cuDNN rounds P before P V), u times the largest input that
+// the rounded quantity multiplies, as an absolute term.
+static void test_ops_gpt2_shapes(void) {
+#ifdef KERNELS_CUDA
+    if (KERNELS_DTYPE == DTYPE_FP32) { return; }
+    int dt = KERNELS_DTYPE;
+    KernelCtx& ctx = g_ctx;
+#else
+    int dt = DTYPE_BF16;
+    KernelCtx ctx;
+    kernels_ctx_init(&ctx, dt, 1024, 768);
+#endif
+    double u = dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    // QKV matmul: (128, 768) -> (128, 2304) with bias
+    MatmulCtx mc = {128, 768, 2304, NULL, NULL, NULL, NULL};
+    size_t ni = (size_t)mc.BT * mc.C, nw = (size_t)mc.OC * mc.C, no = (size_t)mc.BT * mc.OC;
+    mc.inp = (double*)mallocCheck(ni * 8); mc.w = (double*)mallocCheck(nw * 8); mc.b = (double*)mallocCheck(mc.OC * 8);
+    fill_rand(mc.inp, ni, 1.0); fill_rand(mc.w, nw, 0.05); fill_rand(mc.b, mc.OC, 0.1);
+    round_inputs(mc.inp, ni, dt); round_inputs(mc.w, nw, dt); round_inputs(mc.b, mc.OC, dt);
+    float *fi = to_float(mc.inp, ni), *fw = to_float(mc.w, nw), *fb = to_float(mc.b, mc.OC);
+    float* out = (float*)mallocCheck(no * 4);
+    double* ref = (double*)mallocCheck(no * 8);
+    matmul_forward(&ctx, out, fi, fw, fb, mc.BT, mc.C, mc.OC);
+    matmul_ref(&mc, ref);
+    check_stored("GPT-2 shape: matmul_forward 128 x 768 -> 2304", out, ref, no, dt, 1e-4, 1.0);
+    // GELU over (128, 3072)
+    size_t ng = (size_t)128 * 3072;
+    float* gi = (float*)mallocCheck(ng * 4);
+    float* go = (float*)mallocCheck(ng * 4);
+    double* gr = (double*)mallocCheck(ng * 8);
+    for (size_t k = 0; k < ng; k++) { gi[k] = round_dtype((float)(3.0 * rand_d()), dt); gr[k] = gelu_ref(gi[k]); }
+    gelu_forward(&ctx, go, gi, ng);
+    check_stored("GPT-2 shape: gelu_forward 128 x 3072", go, gr, ng, dt, 1e-6, 1.0);
+    // LayerNorm over (128, 768)
+    LnCtx lc = {128, 768, NULL, NULL, NULL, NULL};
+    size_t n = (size_t)lc.BT * lc.C;
+    lc.inp = (double*)mallocCheck(n * 8); lc.w = (double*)mallocCheck(lc.C * 8); lc.b = (double*)mallocCheck(lc.C * 8);
+    fill_rand(lc.inp, n, 2.0); fill_rand(lc.w, lc.C, 1.0); fill_rand(lc.b, lc.C, 0.5);
+    round_inputs(lc.inp, n, dt); round_inputs(lc.w, lc.C, dt); round_inputs(lc.b, lc.C, dt);
+    float *li = to_float(lc.inp, n), *lw = to_float(lc.w, lc.C), *lb = to_float(lc.b, lc.C);
+    float* lo = (float*)mallocCheck(n * 4);
+    float* mean = (float*)mallocCheck(lc.BT * 4);
+    float* rstd = (float*)mallocCheck(lc.BT * 4);
+    double* lr = (double*)mallocCheck(n * 8);
+    layernorm_forward(&ctx, lo, mean, rstd, li, lw, lb, lc.BT, lc.C);
+    ln_ref(&lc, lr);
+    check_stored("GPT-2 shape: layernorm_forward 128 x 768", lo, lr, n, dt, 1e-4, 2.0);
+    // causal attention, B 1, T 1024, 12 heads of 64, every implementation the backend has
+    AttCtx ac = {1, 1024, 768, 12, NULL, NULL};
+    size_t nq = (size_t)ac.B * ac.T * 3 * ac.C, nao = (size_t)ac.B * ac.T * ac.C;
+    ac.qkv = (double*)mallocCheck(nq * 8);
+    fill_rand(ac.qkv, nq, 1.0);
+    round_inputs(ac.qkv, nq, dt);
+    float* fq = to_float(ac.qkv, nq);
+    float* ao = (float*)mallocCheck(nao * 4);
+    float* lse = (float*)mallocCheck(sizeof(float) * ac.B * ac.NH * ac.T);
+    double* ar = (double*)mallocCheck(nao * 8);
+    att_ref(&ac, ar);
+    for (int impl = 0; impl < 2; impl++) {
+        if (kernels_set_attention(&ctx, impl == 0 ? "native" : "cudnn") != 0) { continue; }
+        if (impl == 1) { kernels_set_attention(&ctx, "auto"); }
+        attention_forward(&ctx, ao, lse, fq, ac.B, ac.T, ac.C, ac.NH);
+        char nm[96];
+        snprintf(nm, sizeof(nm), "GPT-2 shape: attention_forward T 1024, 12 x 64 [%s]", impl == 0 ? "native" : "cudnn");
+        check_stored(nm, ao, ar, nao, dt, 2 * u, 1.0); // |V| <= 1: a rounded P costs at most u in absolute terms
+    }
+    kernels_set_attention(&ctx, "auto");
+    // LM head: loss of 8 rows over the padded GPT-2 vocabulary (V 50257 of Vp 50304)
+    int32_t tgt[8] = {0, 50256, 17, -1, 31337, 5, 50000, 220};
+    ClsCtx cc = {8, 768, 50257, 50304, NULL, NULL, tgt, 1.0};
+    size_t nx = (size_t)cc.BT * cc.C, nwte = (size_t)cc.Vp * cc.C;
+    cc.x = (double*)mallocCheck(nx * 8); cc.wte = (double*)mallocCheck(nwte * 8);
+    fill_rand(cc.x, nx, 1.0); fill_rand(cc.wte, nwte, 0.05);
+    for (size_t k = (size_t)cc.V * cc.C; k < nwte; k++) { cc.wte[k] = 0.0; }
+    round_inputs(cc.x, nx, dt); round_inputs(cc.wte, nwte, dt);
+    float *cx = to_float(cc.x, nx), *cw = to_float(cc.wte, nwte);
+    float losses[8];
+    float* chunk = (float*)mallocCheck(sizeof(float) * 8 * cc.Vp);
+    classifier_forward_backward(&ctx, losses, NULL, NULL, chunk, 8, cx, cw, tgt, 0.0f, cc.BT, cc.C, cc.V, cc.Vp, 0);
+    int ok = 1;
+    double worst = 0.0;
+    for (int r = 0; r < cc.BT; r++) {
+        ClsCtx one = cc;
+        one.BT = 1; one.x = cc.x + (size_t)r * cc.C; one.tgt = tgt + r;
+        double want = cls_loss(&one), tol = 4 * u * (1.0 + fabs(want)); // logits rounded once: loss within a few u
+        double d = fabs(losses[r] - want);
+        if (!(d <= tol)) { ok = 0; }
+        if (d > worst) { worst = d; }
+    }
+    report(ok && losses[3] == 0.0f, "GPT-2 shape: LM head losses over the padded 50304-row vocabulary (masked target 0)",
+           "max abs difference %.3g (tolerance 4u (1 + |loss|))", worst);
+    free(mc.inp); free(mc.w); free(mc.b); free(fi); free(fw); free(fb); free(out); free(ref);
+    free(gi); free(go); free(gr);
+    free(lc.inp); free(lc.w); free(lc.b); free(li); free(lw); free(lb); free(lo); free(mean); free(rstd); free(lr);
+    free(ac.qkv); free(fq); free(ao); free(lse); free(ar);
+    free(cc.x); free(cc.wte); free(cx); free(cw); free(chunk);
+#ifndef KERNELS_CUDA
+    kernels_ctx_free(&ctx);
+#endif
+}
+
 // --- AdamW against the closed form in double
 static void test_adamw(void) {
     enum { N = 37 };
@@ -1327,6 +1431,7 @@ int main(int argc, char** argv) {
                 test_adamw();
             }
             test_ops_dtype();
+            test_ops_gpt2_shapes();
         }
         char mp[1024], sp[1024];
         snprintf(mp, sizeof(mp), "%s/ref_model.bin", ref_dir);
