@@ -326,18 +326,21 @@ __device__ double kernels__block_sum_d(double v) {
 // ----------------------------------------------------------------------------
 // Encoder. CPU twin: encoder_forward / encoder_backward.
 
-__global__ void kernels__encoder_forward(floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe, int B, int T, int C) {
+__global__ void kernels__encoder_forward(floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe, int vocab_lo,
+                                         int vocab_n, int B, int T, int C) {
     size_t n = (size_t)B * T * C;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         size_t row = i / C;
-        int c = (int)(i % C), t = (int)(row % T);
-        out[i] = kernels__x(kernels__f(wte[(size_t)tok[row] * C + c]) + kernels__f(wpe[(size_t)t * C + c]));
+        int c = (int)(i % C), t = (int)(row % T), v = tok[row] - vocab_lo;
+        float e = v >= 0 && v < vocab_n ? kernels__f(wte[(size_t)v * C + c]) : 0.0f;
+        out[i] = kernels__x(wpe ? e + kernels__f(wpe[(size_t)t * C + c]) : e);
     }
 }
 
 static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe,
-                            int B, int T, int C) {
-    kernels__encoder_forward<<<kernels__blocks((size_t)B * T * C, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, B, T, C);
+                            int vocab_lo, int vocab_n, int B, int T, int C) {
+    kernels__encoder_forward<<<kernels__blocks((size_t)B * T * C, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, vocab_lo,
+                                                                                                vocab_n, B, T, C);
     launchCheck();
 }
 
@@ -355,16 +358,17 @@ __global__ void kernels__encoder_backward_wpe(float* dwpe, const floatX* dout, i
 // token in position order); block k handles the run of equal tokens that starts at sorted index k, if one does,
 // its threads striding over the channels: every sum is in a fixed order, and no two blocks touch the same row.
 __global__ void kernels__encoder_backward_wte(float* dwte, const floatX* dout, const int32_t* sorted_tok, const int32_t* sorted_pos,
-                                              int BT, int C) {
+                                              int vocab_lo, int vocab_n, int BT, int C) {
     int k = blockIdx.x;
     if (k >= BT || (k > 0 && sorted_tok[k] == sorted_tok[k - 1])) { return; }
     int tokv = sorted_tok[k];
+    if (tokv < vocab_lo || tokv >= vocab_lo + vocab_n) { return; } // another rank's slice of the vocabulary
     int end = k + 1;
     while (end < BT && sorted_tok[end] == tokv) { end++; }
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float s = 0.0f;
         for (int j = k; j < end; j++) { s += kernels__f(dout[(size_t)sorted_pos[j] * C + c]); }
-        dwte[(size_t)tokv * C + c] += s;
+        dwte[(size_t)(tokv - vocab_lo) * C + c] += s;
     }
 }
 
@@ -373,7 +377,7 @@ __global__ void kernels__iota(int32_t* x, int n) {
 }
 
 static void encoder_backward(const KernelCtx* cctx, float* dwte, float* dwpe, const floatX* dout, const int32_t* tok,
-                             int B, int T, int C) {
+                             int vocab_lo, int vocab_n, int B, int T, int C) {
     KernelCtx* ctx = (KernelCtx*)cctx; // the sort buffers grow on first use
     int BT = B * T;
     if (BT > ctx->sort_capacity) {
@@ -390,15 +394,17 @@ static void encoder_backward(const KernelCtx* cctx, float* dwte, float* dwpe, co
         ctx->bytes += 4 * (size_t)BT * sizeof(int32_t) + ctx->sort_temp_bytes;
         ctx->sort_capacity = BT;
     }
-    kernels__encoder_backward_wpe<<<kernels__blocks((size_t)T * C, 256), 256, 0, ctx->stream>>>(dwpe, dout, B, T, C);
-    launchCheck();
+    if (dwpe) {
+        kernels__encoder_backward_wpe<<<kernels__blocks((size_t)T * C, 256), 256, 0, ctx->stream>>>(dwpe, dout, B, T, C);
+        launchCheck();
+    }
     gpuCheck(cudaMemcpyAsync(ctx->sort_keys_in, tok, (size_t)BT * sizeof(int32_t), cudaMemcpyDeviceToDevice, ctx->stream));
     kernels__iota<<<kernels__blocks(BT, 256), 256, 0, ctx->stream>>>(ctx->sort_vals_in, BT);
     launchCheck();
     size_t temp = ctx->sort_temp_bytes;
     gpuCheck(cub::DeviceRadixSort::SortPairs(ctx->sort_temp, temp, ctx->sort_keys_in, ctx->sort_keys_out, ctx->sort_vals_in,
                                              ctx->sort_vals_out, BT, 0, 32, ctx->stream));
-    kernels__encoder_backward_wte<<<BT, 256, 0, ctx->stream>>>(dwte, dout, ctx->sort_keys_out, ctx->sort_vals_out, BT, C);
+    kernels__encoder_backward_wte<<<BT, 256, 0, ctx->stream>>>(dwte, dout, ctx->sort_keys_out, ctx->sort_vals_out, vocab_lo, vocab_n, BT, C);
     launchCheck();
 }
 

@@ -68,12 +68,14 @@ static void params_to_f32(const KernelCtx* ctx, float* host_dst, const floatX* s
 // ----------------------------------------------------------------------------
 // Forward and backward of the GPT-2 ops
 
-// out (B,T,C) = wte[tok] + wpe[t].  tok: (B,T) device tokens.
+// out (B,T,C) = wte[tok] + wpe[t].  tok: (B,T) device tokens. wte holds the vocabulary rows [vocab_lo, vocab_lo +
+// vocab_n) (all of them: 0 and Vp; a slice under tensor parallelism, where a token outside it contributes zero);
+// wpe may be NULL (not added).
 static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe,
-                            int B, int T, int C);
-// dwte[tok] += dout, dwpe[t] += dout (both accumulate; deterministic).
+                            int vocab_lo, int vocab_n, int B, int T, int C);
+// dwte[tok] += dout for the tokens of the slice, dwpe[t] += dout (both accumulate; deterministic; dwpe may be NULL).
 static void encoder_backward(const KernelCtx* ctx, float* dwte, float* dwpe, const floatX* dout, const int32_t* tok,
-                             int B, int T, int C);
+                             int vocab_lo, int vocab_n, int B, int T, int C);
 // out = LN(inp) with weight w, bias b; mean, rstd (BT) fp32.
 static void layernorm_forward(const KernelCtx* ctx, floatX* out, float* mean, float* rstd, const floatX* inp,
                               const floatX* w, const floatX* b, int BT, int C);

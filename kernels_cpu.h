@@ -294,22 +294,24 @@ static inline float kernels__tanhf(float u) {
 // encoder: x[b,t,:] = wte[tok[b,t],:] + wpe[t,:]
 
 static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe,
-                            int B, int T, int C) {
+                            int vocab_lo, int vocab_n, int B, int T, int C) {
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             float* o = out + ((size_t)b * T + t) * C;
-            const float* e = wte + (size_t)tok[b * T + t] * C;
-            const float* p = wpe + (size_t)t * C;
-            for (int i = 0; i < C; i++) { o[i] = e[i] + p[i]; }
+            int v = tok[b * T + t] - vocab_lo;
+            const float* e = v >= 0 && v < vocab_n ? wte + (size_t)v * C : NULL;
+            const float* p = wpe ? wpe + (size_t)t * C : NULL;
+            for (int i = 0; i < C; i++) { o[i] = e && p ? e[i] + p[i] : e ? e[i] : p ? p[i] : 0.0f; }
             kernels__store_row(ctx, o, C);
         }
     }
 }
 
-// dwte[tok] += dout, dwpe[t] += dout. Threads split the channels, so repeated tokens never race.
+// dwte[tok - vocab_lo] += dout for tokens of the slice, dwpe[t] += dout. Threads split the channels, so repeated
+// tokens never race.
 static void encoder_backward(const KernelCtx* ctx, float* dwte, float* dwpe, const floatX* dout, const int32_t* tok,
-                             int B, int T, int C) {
+                             int vocab_lo, int vocab_n, int B, int T, int C) {
     (void)ctx;
     #pragma omp parallel
     {
@@ -318,9 +320,15 @@ static void encoder_backward(const KernelCtx* ctx, float* dwte, float* dwpe, con
         for (int b = 0; b < B; b++) {
             for (int t = 0; t < T; t++) {
                 const float* d = dout + ((size_t)b * T + t) * C;
-                float* we = dwte + (size_t)tok[b * T + t] * C;
-                float* pe = dwpe + (size_t)t * C;
-                for (int i = c0; i < c1; i++) { we[i] += d[i]; pe[i] += d[i]; }
+                int v = tok[b * T + t] - vocab_lo;
+                if (v >= 0 && v < vocab_n) {
+                    float* we = dwte + (size_t)v * C;
+                    for (int i = c0; i < c1; i++) { we[i] += d[i]; }
+                }
+                if (dwpe) {
+                    float* pe = dwpe + (size_t)t * C;
+                    for (int i = c0; i < c1; i++) { pe[i] += d[i]; }
+                }
             }
         }
     }

@@ -1092,7 +1092,7 @@ static void gpt_forward(GPT* m, const int32_t* host_tokens, int B, int T) {
     dev_copy_h2d(&m->ctx, a->tokens, host_tokens, (size_t)BT * sizeof(int32_t));
     m->B = B;
     m->T = T;
-    encoder_forward(&m->ctx, a->encoded, a->tokens, m->p.wte, m->p.wpe, B, T, C);
+    encoder_forward(&m->ctx, a->encoded, a->tokens, m->p.wte, m->p.wpe, 0, g->padded_vocab_size, B, T, C);
     BlockActs b0 = block_acts(m, 0);
     layernorm_forward(&m->ctx, b0.ln1, b0.ln1_mean, b0.ln1_rstd, a->encoded, m->p.layers[0].ln1w, m->p.layers[0].ln1b, BT, C);
     for (int l = 0; l < L; l++) { block_forward(m, l, 1); }
@@ -1257,7 +1257,7 @@ static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dlos
     // on the first micro-step: all maxT rows, since rows past T get no gradient and an in-place reduce-scatter
     // (ZeRO-1) may have left unowned parts of the buffer undefined
     if (!acc) { dev_zero(&m->ctx, m->g.wpe, sizeof(float) * g->max_seq_len * C); }
-    encoder_backward(&m->ctx, m->g.wte, m->g.wpe, a->dres, a->tokens, B, T, C);
+    encoder_backward(&m->ctx, m->g.wte, m->g.wpe, a->dres, a->tokens, 0, g->padded_vocab_size, B, T, C);
     grad_bucket_release(m, bc, 0);
 }
 

@@ -125,7 +125,7 @@ static void stage_encoder_forward(const KernelCtx* ctx, float* out, const int32_
     size_t n = (size_t)B * T * C;
     floatX *o = stage_x(out, n), *we = stage_x(wte, (size_t)V * C), *pe = stage_x(wpe, (size_t)maxT * C);
     int32_t* t = stage_i(tok, (size_t)B * T);
-    encoder_forward(ctx, o, t, we, pe, B, T, C);
+    encoder_forward(ctx, o, t, we, pe, 0, V, B, T, C);
     stage_down_x(out, o, n);
     stage_free(we); stage_free(pe); stage_free(t);
 }
@@ -134,7 +134,7 @@ static void stage_encoder_backward(const KernelCtx* ctx, float* dwte, float* dwp
     float *we = stage_f(dwte, (size_t)V * C), *pe = stage_f(dwpe, (size_t)maxT * C);
     floatX* d = stage_x(dout, (size_t)B * T * C);
     int32_t* t = stage_i(tok, (size_t)B * T);
-    encoder_backward(ctx, we, pe, d, t, B, T, C);
+    encoder_backward(ctx, we, pe, d, t, 0, V, B, T, C);
     stage_down_f(dwte, we, (size_t)V * C); stage_down_f(dwpe, pe, (size_t)maxT * C);
     stage_free(d); stage_free(t);
 }
@@ -177,8 +177,8 @@ static void stage_adamw_update(const KernelCtx* ctx, float* params, float* maste
 
 #else
 
-#define ENCODER_FORWARD(ctx, out, tok, wte, wpe, B, T, C, V, maxT) encoder_forward(ctx, out, tok, wte, wpe, B, T, C)
-#define ENCODER_BACKWARD(ctx, dwte, dwpe, dout, tok, B, T, C, V, maxT) encoder_backward(ctx, dwte, dwpe, dout, tok, B, T, C)
+#define ENCODER_FORWARD(ctx, out, tok, wte, wpe, B, T, C, V, maxT) encoder_forward(ctx, out, tok, wte, wpe, 0, V, B, T, C)
+#define ENCODER_BACKWARD(ctx, dwte, dwpe, dout, tok, B, T, C, V, maxT) encoder_backward(ctx, dwte, dwpe, dout, tok, 0, V, B, T, C)
 
 #endif // KERNELS_CUDA
 #endif // STAGE_OPS_H
