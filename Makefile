@@ -158,7 +158,7 @@ ifeq ($(PCRE2_OK)$(CJSON_OK),yesyes)
 endif
 BINS += tests/test_dataloader tests/test_runs tests/test_precision bench_checksum
 ifneq ($(MPICC),)
-  BINS += bench_comm tests/test_comm
+  BINS += bench_comm tests/test_comm tests/test_tp
 endif
 
 # --- feature stamps: build/<binary>.features, rewritten only when the text changes --------------------------
@@ -175,6 +175,7 @@ FEATURES_tests/test_precision = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_bench_comm = $(CC_DESC) $(OPT); $(F_OMP); $(F_MPI)
 FEATURES_bench_checksum = $(CC_DESC) $(OPT); $(F_XXHASH)
 FEATURES_tests/test_comm = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
+FEATURES_tests/test_tp = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON); $(F_XXHASH)
 FEATURES_train_gpt_cu = $(F_CUDA)$(F_CUDA_MPI); $(PRECISION); $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt_cu = $(F_CUDA)$(F_CUDA_MPI); FP32; $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt_cu_bf16 = $(F_CUDA)$(F_CUDA_MPI); BF16; $(F_CJSON); $(F_XXHASH)
@@ -203,6 +204,10 @@ train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 # test_gpt includes train_gpt.c (with TRAIN_GPT_NO_MAIN) so the tests exercise the real code.
 test_gpt: test_gpt.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,test_gpt)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
+
+# test_tp: the tensor-parallel building blocks (tp.h) under mpirun against the single-rank ops
+tests/test_tp: tests/test_tp.c train_gpt.c tp.h $(HEADERS) $(call stamp,tests/test_tp)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 # test_hf: Hugging Face checkpoints in and out (includes train_gpt.c; runs ./train_gpt --export-hf in child processes)
 tests/test_hf: tests/test_hf.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,tests/test_hf)
@@ -280,7 +285,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf tests/test_precision train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu
+	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_hf tests/test_precision tests/test_tp train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu
 	rm -rf build
 
 # ==============================================================================================================

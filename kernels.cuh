@@ -966,6 +966,68 @@ static void classifier_forward_backward(const KernelCtx* ctx, float* losses, flo
     }
 }
 
+// CPU twins: classifier_vp_stats, classifier_vp_apply (vocabulary-parallel cross-entropy), one block per row.
+__global__ void kernels__vp_stats(float* stats, const floatX* logits, const int32_t* targets, int vocab_lo, int Vp_l, int real) {
+    int r = blockIdx.x;
+    const floatX* z = logits + (size_t)r * Vp_l;
+    __shared__ float red[32];
+    __shared__ float bcast;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < real; j += blockDim.x) { m = fmaxf(m, kernels__f(z[j])); }
+    m = kernels__warp_max(m);
+    if (lane == 0) { red[warp] = m; }
+    __syncthreads();
+    if (threadIdx.x == 0) { float t = -INFINITY; for (int w = 0; w < nw; w++) { t = fmaxf(t, red[w]); } bcast = t; }
+    __syncthreads();
+    m = bcast;
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < real; j += blockDim.x) { s += __expf(kernels__f(z[j]) - m); }
+    s = kernels__warp_sum(s);
+    __syncthreads();
+    if (lane == 0) { red[warp] = s; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (int w = 0; w < nw; w++) { t += red[w]; }
+        int tg = targets[r] - vocab_lo;
+        stats[3 * r] = m;
+        stats[3 * r + 1] = real > 0 ? t : 0.0f;
+        stats[3 * r + 2] = targets[r] >= 0 && tg >= 0 && tg < real ? kernels__f(z[tg]) : 0.0f;
+    }
+}
+
+static void classifier_vp_stats(const KernelCtx* ctx, float* stats, const floatX* logits, const int32_t* targets, int rows,
+                                int vocab_lo, int Vp_l, int V) {
+    int real = V - vocab_lo < Vp_l ? V - vocab_lo : Vp_l;
+    if (real < 0) { real = 0; }
+    kernels__vp_stats<<<rows, 1024, 0, ctx->stream>>>(stats, logits, targets, vocab_lo, Vp_l, real);
+    launchCheck();
+}
+
+__global__ void kernels__vp_apply(float* losses, floatX* logits, const float* stats, const int32_t* targets, float dloss_scale,
+                                  int vocab_lo, int Vp_l, int real, int want_grad) {
+    int r = blockIdx.x, tgt = targets[r];
+    float M = stats[3 * r], S = stats[3 * r + 1], zt = stats[3 * r + 2];
+    if (threadIdx.x == 0) { losses[r] = tgt >= 0 ? M + logf(S) - zt : 0.0f; }
+    if (!want_grad) { return; }
+    floatX* z = logits + (size_t)r * Vp_l;
+    float sc = tgt >= 0 ? dloss_scale : 0.0f, inv = 1.0f / S;
+    int t = tgt - vocab_lo;
+    for (int j = threadIdx.x; j < Vp_l; j += blockDim.x) {
+        float g = j < real ? sc * (__expf(kernels__f(z[j]) - M) * inv - (j == t ? 1.0f : 0.0f)) : 0.0f;
+        z[j] = kernels__x(g);
+    }
+}
+
+static void classifier_vp_apply(const KernelCtx* ctx, float* losses, floatX* logits, const float* stats, const int32_t* targets,
+                                float dloss_scale, int rows, int vocab_lo, int Vp_l, int V, int want_grad) {
+    int real = V - vocab_lo < Vp_l ? V - vocab_lo : Vp_l;
+    if (real < 0) { real = 0; }
+    kernels__vp_apply<<<rows, 1024, 0, ctx->stream>>>(losses, logits, stats, targets, dloss_scale, vocab_lo, Vp_l, real, want_grad);
+    launchCheck();
+}
+
 // CPU twin: classifier_logits_row. out (Vp) fp32 = x (C) @ wte^T, through a floatX row as the stored logits are.
 static void classifier_logits_row(const KernelCtx* cctx, float* out, const floatX* x, const floatX* wte, int C, int Vp) {
     KernelCtx* ctx = (KernelCtx*)cctx;

@@ -112,6 +112,18 @@ static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX*
 static void classifier_forward_backward(const KernelCtx* ctx, float* losses, floatX* dx, float* dwte, floatX* chunk,
                                         int chunk_rows, const floatX* x, const floatX* wte, const int32_t* targets,
                                         float dloss_scale, int BT, int C, int V, int Vp, int acc);
+// Vocabulary-parallel cross-entropy (tensor parallelism), the two halves around the reductions the caller makes
+// across ranks. logits (rows, Vp_l) holds this rank's columns [vocab_lo, vocab_lo + Vp_l) of the vocabulary; columns
+// at or past V (padding) take no part. stats: 3 floats per row.
+// classifier_vp_stats writes the local statistics: the maximum over the real local columns (-inf if none), the sum of
+// exp(z - that maximum), and the target's logit if this rank holds the target (else 0).
+static void classifier_vp_stats(const KernelCtx* ctx, float* stats, const floatX* logits, const int32_t* targets, int rows,
+                                int vocab_lo, int Vp_l, int V);
+// classifier_vp_apply takes the global statistics (the maximum M, the sum S of exp(z - M) over the whole vocabulary,
+// the target's logit zt): losses (rows) = M + log S - zt (0 where the target is -1); with want_grad, logits become
+// dlogits = dloss_scale (exp(z - M) / S - onehot(target)) in place (padding 0).
+static void classifier_vp_apply(const KernelCtx* ctx, float* losses, floatX* logits, const float* stats, const int32_t* targets,
+                                float dloss_scale, int rows, int vocab_lo, int Vp_l, int V, int want_grad);
 // One row of logits (sampling): out (Vp) fp32 = round(x (C) @ wte^T).
 static void classifier_logits_row(const KernelCtx* ctx, float* out, const floatX* x, const floatX* wte, int C, int Vp);
 

@@ -661,6 +661,43 @@ static void classifier_forward_backward(const KernelCtx* ctx, float* losses, flo
     }
 }
 
+// Vocabulary-parallel cross-entropy (kernels.h): local statistics, then the loss and dlogits from the global ones.
+static void classifier_vp_stats(const KernelCtx* ctx, float* stats, const floatX* logits, const int32_t* targets, int rows,
+                                int vocab_lo, int Vp_l, int V) {
+    (void)ctx;
+    int real = V - vocab_lo < Vp_l ? V - vocab_lo : Vp_l; // this rank's columns that are real vocabulary
+    #pragma omp parallel for
+    for (int r = 0; r < rows; r++) {
+        const float* z = logits + (size_t)r * Vp_l;
+        float m = -INFINITY, s = 0.0f;
+        for (int j = 0; j < real; j++) { m = z[j] > m ? z[j] : m; }
+        for (int j = 0; j < real; j++) { s += kernels__expf(z[j] - m); }
+        int t = targets[r] - vocab_lo;
+        stats[3 * r] = m;
+        stats[3 * r + 1] = real > 0 ? s : 0.0f;
+        stats[3 * r + 2] = targets[r] >= 0 && t >= 0 && t < real ? z[t] : 0.0f;
+    }
+}
+
+static void classifier_vp_apply(const KernelCtx* ctx, float* losses, floatX* logits, const float* stats, const int32_t* targets,
+                                float dloss_scale, int rows, int vocab_lo, int Vp_l, int V, int want_grad) {
+    int real = V - vocab_lo < Vp_l ? V - vocab_lo : Vp_l;
+    if (real < 0) { real = 0; }
+    #pragma omp parallel for
+    for (int r = 0; r < rows; r++) {
+        float M = stats[3 * r], S = stats[3 * r + 1], zt = stats[3 * r + 2];
+        int tgt = targets[r];
+        losses[r] = tgt >= 0 ? M + logf(S) - zt : 0.0f;
+        if (!want_grad) { continue; }
+        float* z = logits + (size_t)r * Vp_l;
+        float sc = tgt >= 0 ? dloss_scale : 0.0f, inv = 1.0f / S;
+        int t = tgt - vocab_lo;
+        for (int j = 0; j < real; j++) { z[j] = sc * (kernels__expf(z[j] - M) * inv - (j == t ? 1.0f : 0.0f)); }
+        for (int j = real; j < Vp_l; j++) { z[j] = 0.0f; }
+        kernels__store_row(ctx, z, Vp_l);
+    }
+}
+
 // Logits of one row (sampling): out (Vp) = x (C) @ wte^T, rounded as the stored logits are.
 static void classifier_logits_row(const KernelCtx* ctx, float* out, const floatX* x, const floatX* wte, int C, int Vp) {
     kernels__gemm(0, 1, 1, Vp, C, 1.0f, x, C, wte, C, 0.0f, out, Vp);

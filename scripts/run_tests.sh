@@ -103,6 +103,10 @@ if [ -x tests/test_comm ] && command -v mpirun >/dev/null 2>&1; then
     for np in 1 2 3 4; do
         run "test_comm -np $np" $MPIRUN -np $np ./tests/test_comm
     done
+    # the tensor-parallel building blocks against the single-rank ops, in groups of 1, 2 and 4 ranks
+    for np in 1 2 4; do
+        [ -x tests/test_tp ] && run "test_tp -np $np" $MPIRUN -np $np ./tests/test_tp
+    done
     expect_fail "test_comm: a hung rank is named at the timeout" "rank\(s\) 1 never arrived" \
         timeout 120 $MPIRUN -np 2 ./tests/test_comm --hang-test --timeout 3
     expect_fail "test_comm: a killed rank ends the job, named by mpirun" "rank 1" \

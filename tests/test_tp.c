@@ -1,0 +1,156 @@
+/*
+tests/test_tp.c: the tensor-parallel building blocks of tp.h against the single-rank ops, forward and backward, on
+every rank of a tensor-parallel group of the whole world (mpirun -np 1, 2, 4):
+  column-parallel and row-parallel linear layers, the vocabulary-parallel embedding, and the vocabulary-parallel
+  cross-entropy with a vocabulary that needs padding to divide by the group (V 13 padded to 16), a masked target and
+  chunks of rows.
+Every rank makes the same full-size random data, computes the reference with the plain ops on the whole weights, and
+checks its own slice of the tensor-parallel result. Tolerance 1e-5 absolute + 1e-5 relative: the parallel versions
+sum the same float32 terms in another order (split over ranks, then reduced).
+
+    make tests/test_tp && mpirun -np 2 ./tests/test_tp
+*/
+#define TRAIN_GPT_NO_MAIN
+#include "train_gpt.c" // defines: the kernels, comm.h, ParallelContext
+#include "tp.h"        // defines: tp_column_linear_*, tp_row_linear_*, tp_embedding_*, tp_cross_entropy
+
+static ParallelContext g_pc;
+static KernelCtx g_ctx;
+static int g_pass, g_fail;
+
+// A check on every rank: it passes only if it passes on all; rank 0 prints it.
+static void tcheck(int ok, const char* name, const char* detail) {
+    double bad = ok ? 0.0 : 1.0;
+    comm_allreduce_max_f64(&g_pc.world, &bad, 1);
+    if (g_pc.world_rank == 0) {
+        printf("%s %s (tp %d)%s%s\n", bad == 0.0 ? "PASS" : "FAIL", name, g_pc.tp, detail[0] ? ": " : "", detail);
+        fflush(stdout);
+    }
+    if (bad == 0.0) { g_pass++; } else { g_fail++; }
+}
+
+// |got - want| <= 1e-5 + 1e-5 |want| elementwise (NaN fails); detail names the worst element.
+static void close_check(const char* name, const float* got, const float* want, size_t n) {
+    size_t bad = 0, worst = 0;
+    double wd = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= 1e-5 + 1e-5 * fabs(want[i]))) { bad++; }
+        if (!(d <= wd)) { wd = d; worst = i; }
+    }
+    char detail[160] = "";
+    if (bad) { snprintf(detail, sizeof(detail), "%zu of %zu out of tolerance; element %zu: %.9g vs %.9g", bad, n, worst, got[worst], want[worst]); }
+    tcheck(bad == 0, name, detail);
+}
+
+static uint64_t g_rng = 12345;
+static void fill(float* x, size_t n, float scale) { for (size_t i = 0; i < n; i++) { x[i] = scale * (2.0f * rng_uniform(&g_rng) - 1.0f); } }
+static float* alloc(size_t n) { float* p = (float*)callocCheck(n ? n : 1, sizeof(float)); return p; }
+
+enum { B = 2, T = 5, BT = B * T, C = 8, OC = 12, V = 13, VP = 16 };
+
+static void test_column(void) {
+    int tp = g_pc.tp, r = g_pc.tp_rank, OCl = OC / tp;
+    float *x = alloc(BT * C), *w = alloc(OC * C), *b = alloc(OC), *dy = alloc(BT * OC);
+    fill(x, BT * C, 1.0f); fill(w, OC * C, 0.5f); fill(b, OC, 0.5f); fill(dy, BT * OC, 1.0f);
+    // reference: the whole layer
+    float *y = alloc(BT * OC), *dx = alloc(BT * C), *dw = alloc(OC * C), *db = alloc(OC);
+    matmul_forward(&g_ctx, y, x, w, b, BT, C, OC);
+    matmul_backward(&g_ctx, dx, dw, db, dy, x, w, BT, C, OC, 0);
+    // this rank's rows of W and b, columns of y and dy
+    float *wl = w + (size_t)r * OCl * C, *bl = b + (size_t)r * OCl;
+    float *yl = alloc(BT * OCl), *dyl = alloc(BT * OCl), *ylw = alloc(BT * OCl);
+    for (int i = 0; i < BT; i++) { for (int j = 0; j < OCl; j++) { dyl[i * OCl + j] = dy[i * OC + r * OCl + j]; ylw[i * OCl + j] = y[i * OC + r * OCl + j]; } }
+    float *dxt = alloc(BT * C), *dwl = alloc(OCl * C), *dbl = alloc(OCl), *host = alloc(BT * C);
+    tp_column_linear_forward(&g_ctx, yl, x, wl, bl, BT, C, OCl);
+    close_check("column-parallel linear: forward (this rank's columns of y)", yl, ylw, (size_t)BT * OCl);
+    tp_column_linear_backward(&g_ctx, &g_pc.tp_group, host, dxt, dwl, dbl, dyl, x, wl, BT, C, OCl, 0);
+    close_check("column-parallel linear: dx all-reduced equals the whole layer's", dxt, dx, (size_t)BT * C);
+    close_check("column-parallel linear: dW of this rank's rows", dwl, dw + (size_t)r * OCl * C, (size_t)OCl * C);
+    close_check("column-parallel linear: db of this rank's rows", dbl, db + (size_t)r * OCl, OCl);
+    free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db); free(yl); free(dyl); free(ylw);
+    free(dxt); free(dwl); free(dbl); free(host);
+}
+
+static void test_row(void) {
+    int tp = g_pc.tp, r = g_pc.tp_rank, Cl = C / tp;
+    float *x = alloc(BT * C), *w = alloc(OC * C), *dy = alloc(BT * OC);
+    fill(x, BT * C, 1.0f); fill(w, OC * C, 0.5f); fill(dy, BT * OC, 1.0f);
+    float *y = alloc(BT * OC), *dx = alloc(BT * C), *dw = alloc(OC * C);
+    matmul_forward(&g_ctx, y, x, w, NULL, BT, C, OC);
+    matmul_backward(&g_ctx, dx, dw, NULL, dy, x, w, BT, C, OC, 0);
+    // this rank's columns of W and x
+    float *wl = alloc(OC * Cl), *xl = alloc(BT * Cl), *dxw = alloc(BT * Cl), *dww = alloc(OC * Cl);
+    for (int o = 0; o < OC; o++) { for (int c = 0; c < Cl; c++) { wl[o * Cl + c] = w[o * C + r * Cl + c]; dww[o * Cl + c] = dw[o * C + r * Cl + c]; } }
+    for (int i = 0; i < BT; i++) { for (int c = 0; c < Cl; c++) { xl[i * Cl + c] = x[i * C + r * Cl + c]; dxw[i * Cl + c] = dx[i * C + r * Cl + c]; } }
+    float *yt = alloc(BT * OC), *dxl = alloc(BT * Cl), *dwl = alloc(OC * Cl), *host = alloc(BT * OC);
+    tp_row_linear_forward(&g_ctx, &g_pc.tp_group, host, yt, xl, wl, BT, Cl, OC);
+    close_check("row-parallel linear: forward all-reduced equals the whole layer's", yt, y, (size_t)BT * OC);
+    tp_row_linear_backward(&g_ctx, dxl, dwl, dy, xl, wl, BT, Cl, OC, 0);
+    close_check("row-parallel linear: dx of this rank's columns", dxl, dxw, (size_t)BT * Cl);
+    close_check("row-parallel linear: dW of this rank's columns", dwl, dww, (size_t)OC * Cl);
+    free(x); free(w); free(dy); free(y); free(dx); free(dw); free(wl); free(xl); free(dxw); free(dww); free(yt); free(dxl);
+    free(dwl); free(host);
+}
+
+static void test_embedding(void) {
+    int lo, nl;
+    tp_vocab_slice(&g_pc.tp_group, VP, &lo, &nl);
+    int32_t tok[BT] = {0, 12, 3, 7, 12, 15, 1, 8, 4, 11}; // repeated tokens; 15 is a padding row's id
+    float *wte = alloc(VP * C), *wpe = alloc(T * C), *dout = alloc(BT * C);
+    fill(wte, VP * C, 1.0f); fill(wpe, T * C, 1.0f); fill(dout, BT * C, 1.0f);
+    float *out = alloc(BT * C), *dwte = alloc(VP * C), *dwpe = alloc(T * C);
+    encoder_forward(&g_ctx, out, tok, wte, wpe, 0, VP, B, T, C);
+    encoder_backward(&g_ctx, dwte, dwpe, dout, tok, 0, VP, B, T, C);
+    float *outt = alloc(BT * C), *dwtel = alloc((size_t)nl * C), *dwpet = alloc(T * C), *host = alloc(BT * C);
+    tp_embedding_forward(&g_ctx, &g_pc.tp_group, host, outt, tok, wte + (size_t)lo * C, wpe, lo, nl, B, T, C);
+    close_check("vocab-parallel embedding: forward all-reduced equals the whole table's", outt, out, (size_t)BT * C);
+    tp_embedding_backward(&g_ctx, dwtel, dwpet, dout, tok, lo, nl, B, T, C);
+    close_check("vocab-parallel embedding: dwte of this rank's vocabulary rows", dwtel, dwte + (size_t)lo * C, (size_t)nl * C);
+    close_check("vocab-parallel embedding: dwpe (replicated) on every rank", dwpet, dwpe, (size_t)T * C);
+    free(wte); free(wpe); free(dout); free(out); free(dwte); free(dwpe); free(outt); free(dwtel); free(dwpet); free(host);
+}
+
+static void test_cross_entropy(void) {
+    int lo, nl;
+    tp_vocab_slice(&g_pc.tp_group, VP, &lo, &nl);
+    int32_t tgt[BT] = {0, 12, 3, -1, 7, 12, 1, 8, 4, 11}; // every slice holds a target (tp <= 4); one masked
+    float *x = alloc(BT * C), *wte = alloc(VP * C);
+    fill(x, BT * C, 1.0f); fill(wte, VP * C, 1.0f);
+    for (size_t i = (size_t)V * C; i < (size_t)VP * C; i++) { wte[i] = 0.0f; } // padding rows are zero
+    const float scale = 1.0f / BT;
+    float *losses = alloc(BT), *dx = alloc(BT * C), *dwte = alloc(VP * C), *chunk = alloc(3 * VP);
+    classifier_forward_backward(&g_ctx, losses, dx, dwte, chunk, 3, x, wte, tgt, scale, BT, C, V, VP, 0);
+    float *lt = alloc(BT), *dxt = alloc(BT * C), *dwtel = alloc((size_t)nl * C), *chl = alloc((size_t)3 * nl);
+    float *stats = alloc(9), *host = alloc(3 * C > 9 ? 3 * C : 9);
+    tp_cross_entropy(&g_ctx, &g_pc.tp_group, host, stats, lt, dxt, dwtel, chl, 3, x, wte + (size_t)lo * C, tgt, scale, lo, nl, V,
+                     BT, C, 0);
+    close_check("vocab-parallel cross-entropy: losses equal the whole vocabulary's (never gathering logits)", lt, losses, BT);
+    close_check("vocab-parallel cross-entropy: dx all-reduced", dxt, dx, (size_t)BT * C);
+    close_check("vocab-parallel cross-entropy: dwte of this rank's rows (padding rows zero)", dwtel, dwte + (size_t)lo * C, (size_t)nl * C);
+    // evaluation: losses only
+    float* le = alloc(BT);
+    tp_cross_entropy(&g_ctx, &g_pc.tp_group, host, stats, le, NULL, NULL, chl, 3, x, wte + (size_t)lo * C, tgt, 0.0f, lo, nl, V, BT, C, 0);
+    close_check("vocab-parallel cross-entropy: evaluation losses", le, losses, BT);
+    free(x); free(wte); free(losses); free(dx); free(dwte); free(chunk); free(lt); free(dxt); free(dwtel); free(chl); free(stats);
+    free(host); free(le);
+}
+
+int main(int argc, char** argv) {
+    parallel_init(&g_pc, &argc, &argv);
+    parallel_set_layout(&g_pc, g_pc.world_size, 1, 60.0); // one tensor-parallel group of every rank
+    if (VP % g_pc.tp != 0 || C % g_pc.tp != 0 || OC % g_pc.tp != 0) {
+        if (g_pc.world_rank == 0) { printf("test_tp: %d ranks do not divide the test's sizes (use 1, 2 or 4)\n", g_pc.tp); }
+        parallel_finalize(&g_pc);
+        return 1;
+    }
+    kernels_ctx_init(&g_ctx, DTYPE_FP32, T, C);
+    test_column();
+    test_row();
+    test_embedding();
+    test_cross_entropy();
+    kernels_ctx_free(&g_ctx);
+    if (g_pc.world_rank == 0) { printf("%d passed, %d failed\n", g_pass, g_fail); }
+    parallel_finalize(&g_pc);
+    return g_fail ? 1 : 0;
+}
