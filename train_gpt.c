@@ -379,13 +379,22 @@ typedef struct {
     int decay;
     int tp_split;
     int init;           // INIT_*
+    // tensor parallelism (--tp): rows, cols and offset above are this rank's slice in its local flat layout; the
+    // logical (unsplit, llm.c) tensor is grows x gcols at goffset of the logical flat layout. A split tensor is cut
+    // along its output dimension (TP_COLUMN: rows of a matrix, the columns of a bias row; TP_VOCAB: rows) or its
+    // input dimension (TP_ROW: columns) into tp equal parts, each part made of `blocks` equal runs (3 for the fused
+    // q, k, v, so that a rank holds whole heads of each).
+    size_t grows, gcols, goffset;
+    int blocks;
 } ParamEntry;
 
 typedef struct {
     GPTConfig cfg;
+    int tp, tp_rank;         // tensor-parallel size and this rank's index (1, 0: the whole model)
     ParamEntry* table;       // (num_tensors) in file order
     int num_tensors;
-    size_t num_params;       // n, padded vocabulary rows included (as llm.c counts them)
+    size_t num_params;       // n, padded vocabulary rows included (as llm.c counts them); this rank's share under tp
+    size_t logical_params;   // the whole model's count (num_params when tp is 1)
     size_t embed_size;       // wte + wpe floats: flat [0, embed_size)
     size_t layer_size;       // floats per layer
     size_t lnf_offset;       // flat offset of lnfw
@@ -407,48 +416,117 @@ typedef struct {
     float* lnfb;             // (C)
 } GradViews;
 
-static void layout_build(ParamLayout* pl, const GPTConfig* g) {
+// Elements of a tensor of rows x cols split by tp (the local share; TP_NONE tensors are whole on every rank).
+#define TP_LOCAL(rows, cols, split, tpn) ((size_t)(rows) * (cols) / ((split) == TP_NONE ? 1 : (size_t)(tpn)))
+
+// Whether the model's shape splits over tp ranks (whole heads, whole vocabulary rows); 0 with a message otherwise.
+static int layout_tp_valid(const GPTConfig* g, int tp, char* err, size_t cap) {
+    if (tp < 1) { snprintf(err, cap, "tensor-parallel size %d", tp); return 0; }
+    if (g->num_heads % tp != 0) { snprintf(err, cap, "%d heads do not divide by tensor-parallel size %d", g->num_heads, tp); return 0; }
+    if (g->padded_vocab_size % tp != 0) {
+        snprintf(err, cap, "the padded vocabulary (%d rows) does not divide by tensor-parallel size %d", g->padded_vocab_size, tp);
+        return 0;
+    }
+    return 1;
+}
+
+// The layout of tensor-parallel rank tp_rank of tp (1, 0: the whole model). The local flat layout keeps the logical
+// one's order with every split tensor shrunk to its share.
+static void layout_build_tp(ParamLayout* pl, const GPTConfig* g, int tp, int tp_rank) {
+    char err[200];
+    if (!layout_tp_valid(g, tp, err, sizeof(err))) { fatal("--tp %d: %s", tp, err); }
     int L = g->num_layers;
     size_t C = (size_t)g->channels;
     pl->cfg = *g;
+    pl->tp = tp;
+    pl->tp_rank = tp_rank;
     pl->num_tensors = 4 + NUM_LAYER_PARAMS * L;
     pl->table = (ParamEntry*)callocCheck(pl->num_tensors, sizeof(ParamEntry));
-    // in-memory offsets
-    size_t layer_off[NUM_LAYER_PARAMS];
+    // in-memory offsets, local and logical
+    size_t layer_off[NUM_LAYER_PARAMS], layer_goff[NUM_LAYER_PARAMS];
     size_t layer_rows[NUM_LAYER_PARAMS], layer_cols[NUM_LAYER_PARAMS];
     int layer_decay[NUM_LAYER_PARAMS], layer_tp[NUM_LAYER_PARAMS], layer_init[NUM_LAYER_PARAMS];
     const char* layer_name[NUM_LAYER_PARAMS];
-    size_t off = 0;
+    size_t off = 0, goff = 0;
     int k = 0;
-#define X_LAYOUT(name, rows, cols, decay, tp, init) \
-    layer_off[k] = off; layer_rows[k] = (rows); layer_cols[k] = (cols); layer_decay[k] = decay; layer_tp[k] = tp; \
-    layer_init[k] = init; layer_name[k] = #name; off += (size_t)(rows) * (cols); k++;
+#define X_LAYOUT(name, rows, cols, decay, tps, init) \
+    layer_off[k] = off; layer_goff[k] = goff; layer_rows[k] = (rows); layer_cols[k] = (cols); layer_decay[k] = decay; \
+    layer_tp[k] = tps; layer_init[k] = init; layer_name[k] = #name; \
+    off += TP_LOCAL(rows, cols, tps, tp); goff += (size_t)(rows) * (cols); k++;
     GPT_LAYER_PARAMS(X_LAYOUT)
 #undef X_LAYOUT
+    size_t glayer = goff;
+    size_t Vp = (size_t)g->padded_vocab_size, maxT = (size_t)g->max_seq_len;
     pl->layer_size = off;
-    pl->embed_size = (size_t)g->padded_vocab_size * C + (size_t)g->max_seq_len * C;
+    pl->embed_size = Vp / tp * C + maxT * C;
     pl->lnf_offset = pl->embed_size + pl->layer_size * L;
     pl->num_params = pl->lnf_offset + 2 * C;
+    size_t gembed = Vp * C + maxT * C, glnf = gembed + glayer * L;
+    pl->logical_params = glnf + 2 * C;
     // table in llm.c's file order
     int t = 0;
     ParamEntry* e;
     e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "wte"); e->layer = -1; e->kind = -1;
-    e->rows = g->padded_vocab_size; e->cols = C; e->offset = 0; e->decay = 1; e->tp_split = TP_VOCAB; e->init = INIT_NORMAL;
+    e->grows = Vp; e->gcols = C; e->goffset = 0; e->offset = 0; e->decay = 1; e->tp_split = TP_VOCAB; e->init = INIT_NORMAL;
     e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "wpe"); e->layer = -1; e->kind = -1;
-    e->rows = g->max_seq_len; e->cols = C; e->offset = (size_t)g->padded_vocab_size * C; e->decay = 1; e->tp_split = TP_NONE; e->init = INIT_NORMAL;
+    e->grows = maxT; e->gcols = C; e->goffset = Vp * C; e->offset = Vp / tp * C; e->decay = 1; e->tp_split = TP_NONE; e->init = INIT_NORMAL;
     for (int kk = 0; kk < NUM_LAYER_PARAMS; kk++) {
         for (int l = 0; l < L; l++) {
             e = &pl->table[t++];
             snprintf(e->name, sizeof(e->name), "%s.%d", layer_name[kk], l);
-            e->layer = l; e->kind = kk; e->rows = layer_rows[kk]; e->cols = layer_cols[kk];
+            e->layer = l; e->kind = kk; e->grows = layer_rows[kk]; e->gcols = layer_cols[kk];
             e->offset = pl->embed_size + pl->layer_size * l + layer_off[kk];
+            e->goffset = gembed + glayer * l + layer_goff[kk];
             e->decay = layer_decay[kk]; e->tp_split = layer_tp[kk]; e->init = layer_init[kk];
         }
     }
     e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "lnfw"); e->layer = -1; e->kind = -1;
-    e->rows = 1; e->cols = C; e->offset = pl->lnf_offset; e->decay = 0; e->tp_split = TP_NONE; e->init = INIT_ONES;
+    e->grows = 1; e->gcols = C; e->offset = pl->lnf_offset; e->goffset = glnf; e->decay = 0; e->tp_split = TP_NONE; e->init = INIT_ONES;
     e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "lnfb"); e->layer = -1; e->kind = -1;
-    e->rows = 1; e->cols = C; e->offset = pl->lnf_offset + C; e->decay = 0; e->tp_split = TP_NONE; e->init = INIT_ZEROS;
+    e->grows = 1; e->gcols = C; e->offset = pl->lnf_offset + C; e->goffset = glnf + C; e->decay = 0; e->tp_split = TP_NONE; e->init = INIT_ZEROS;
+    // local shapes: the output dimension of column-parallel and vocabulary tensors, the input one of row-parallel
+    for (int i = 0; i < pl->num_tensors; i++) {
+        e = &pl->table[i];
+        e->rows = e->grows; e->cols = e->gcols;
+        e->blocks = strncmp(e->name, "qkv", 3) == 0 ? 3 : 1;
+        if (e->tp_split == TP_VOCAB || (e->tp_split == TP_COLUMN && e->grows > 1)) { e->rows = e->grows / tp; }
+        else if (e->tp_split == TP_COLUMN || e->tp_split == TP_ROW) { e->cols = e->gcols / tp; }
+    }
+}
+
+static void layout_build(ParamLayout* pl, const GPTConfig* g) { layout_build_tp(pl, g, 1, 0); }
+
+// Copies between a logical (whole-model) flat buffer and a rank's local one, tensor by tensor: to_local takes this
+// rank's share of every tensor (slicing on load), else it puts the local share back into its place in the logical
+// buffer (one rank's part of gathering on save).
+static void layout_copy_tp(const ParamLayout* pl, float* logical, float* local, int to_local) {
+    int tp = pl->tp, r = pl->tp_rank;
+    for (int i = 0; i < pl->num_tensors; i++) {
+        const ParamEntry* e = &pl->table[i];
+        float* gsrc = logical + e->goffset;
+        float* lsrc = local + e->offset;
+        if (e->tp_split == TP_NONE || tp == 1) {
+            if (to_local) { memcpy(lsrc, gsrc, e->grows * e->gcols * sizeof(float)); }
+            else { memcpy(gsrc, lsrc, e->grows * e->gcols * sizeof(float)); }
+            continue;
+        }
+        // the tensor as grows runs of gcols; a split takes, from each run (or from the whole tensor when the split is
+        // along rows), `blocks` pieces of (output dimension / blocks / tp) at this rank's place in each block
+        int by_rows = e->tp_split == TP_VOCAB || (e->tp_split == TP_COLUMN && e->grows > 1);
+        size_t outer = by_rows ? 1 : e->grows;                        // runs the split repeats in
+        size_t dim = by_rows ? e->grows : e->gcols;                   // the split dimension's length
+        size_t unit = by_rows ? e->gcols : 1;                         // elements per index of that dimension
+        size_t block = dim / e->blocks, piece = block / tp;           // a block, and this rank's share of it
+        size_t lrun = (size_t)e->blocks * piece * unit;               // local elements per run
+        for (size_t o = 0; o < outer; o++) {
+            for (int b = 0; b < e->blocks; b++) {
+                float* g = gsrc + o * dim * unit + ((size_t)b * block + (size_t)r * piece) * unit;
+                float* l = lsrc + o * lrun + (size_t)b * piece * unit;
+                if (to_local) { memcpy(l, g, piece * unit * sizeof(float)); }
+                else { memcpy(g, l, piece * unit * sizeof(float)); }
+            }
+        }
+    }
 }
 
 static void layout_free(ParamLayout* pl) { free(pl->table); }
@@ -457,12 +535,13 @@ static void layout_free(ParamLayout* pl) { free(pl->table); }
 // body serves the parameters' views (floatX) and the gradients' (fp32).
 #define VIEWS_BIND_LAYER(v, pl, l, p) do { \
         size_t C = (size_t)(pl)->cfg.channels; \
+        int tp__ = (pl)->tp; \
         __typeof__(v) v__ = (v); \
         int l__ = (l); \
         __typeof__(p) p__ = (p); \
         GPT_LAYER_PARAMS(X_BIND) \
     } while (0)
-#define X_BIND(name, rows, cols, decay, tp, init) v__->layers[l__].name = p__; p__ += (size_t)(rows) * (cols);
+#define X_BIND(name, rows, cols, decay, tps, init) v__->layers[l__].name = p__; p__ += TP_LOCAL(rows, cols, tps, tp__);
 
 // Points the views at a flat buffer laid out as the table says.
 #define VIEWS_BIND(v, pl, base, LayerType) do { \
@@ -470,7 +549,7 @@ static void layout_free(ParamLayout* pl) { free(pl->table); }
         size_t C_ = (size_t)(pl)->cfg.channels; \
         if (!(v)->layers) { (v)->layers = (LayerType*)callocCheck(L_, sizeof(LayerType)); } \
         (v)->wte = (base); \
-        (v)->wpe = (base) + (size_t)(pl)->cfg.padded_vocab_size * C_; \
+        (v)->wpe = (base) + (size_t)(pl)->cfg.padded_vocab_size / (pl)->tp * C_; \
         for (int l_ = 0; l_ < L_; l_++) { VIEWS_BIND_LAYER(v, pl, l_, (base) + (pl)->embed_size + (pl)->layer_size * l_); } \
         (v)->lnfw = (base) + (pl)->lnf_offset; \
         (v)->lnfb = (v)->lnfw + C_; \

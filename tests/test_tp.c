@@ -3,7 +3,7 @@ tests/test_tp.c: the tensor-parallel building blocks of tp.h against the single-
 every rank of a tensor-parallel group of the whole world (mpirun -np 1, 2, 4):
   column-parallel and row-parallel linear layers, the vocabulary-parallel embedding, and the vocabulary-parallel
   cross-entropy with a vocabulary that needs padding to divide by the group (V 13 padded to 16), a masked target and
-  chunks of rows.
+  chunks of rows; and the tensor-parallel parameter layout (slices, heads, views, refusals).
 Every rank makes the same full-size random data, computes the reference with the plain ops on the whole weights, and
 checks its own slice of the tensor-parallel result. Tolerance 1e-5 absolute + 1e-5 relative: the parallel versions
 sum the same float32 terms in another order (split over ranks, then reduced).
@@ -136,6 +136,78 @@ static void test_cross_entropy(void) {
     free(host); free(le);
 }
 
+// The tensor-parallel parameter layout (train_gpt.c's layout_build_tp): for tp 1, 2 and 4, every rank's slice of a
+// logical buffer whose values are their own indices, put back, rebuilds the logical buffer exactly; the fused q, k, v
+// rows split by heads (rank r holds rows [r C/tp, (r+1) C/tp) of each of q, k and v); the views bound on a local
+// buffer agree with the table's offsets; a shape that does not split is refused.
+static void test_layout(void) {
+    GPTConfig g = {8, 13, 16, 2, 4, 16}; // maxT 8, V 13, Vp 16, L 2, NH 4, C 16
+    ParamLayout whole;
+    layout_build(&whole, &g);
+    size_t n = whole.num_params;
+    float* logical = alloc(n);
+    for (size_t i = 0; i < n; i++) { logical[i] = (float)i; }
+    for (int tp = 1; tp <= 4; tp *= 2) {
+        float* rebuilt = alloc(n);
+        for (size_t i = 0; i < n; i++) { rebuilt[i] = NAN; }
+        int heads_ok = 1, views_ok = 1;
+        size_t local_total = 0;
+        for (int r = 0; r < tp; r++) {
+            ParamLayout pl;
+            layout_build_tp(&pl, &g, tp, r);
+            local_total += pl.num_params;
+            float* local = alloc(pl.num_params);
+            layout_copy_tp(&pl, logical, local, 1);
+            layout_copy_tp(&pl, rebuilt, local, 0);
+            // qkvw.0: local row i of block b is logical row b*C + r*C/tp + i
+            for (int t = 0; t < pl.num_tensors; t++) {
+                const ParamEntry* e = &pl.table[t];
+                if (strcmp(e->name, "qkvw.0") != 0) { continue; }
+                size_t per = (size_t)g.channels / tp;
+                for (int b = 0; b < 3; b++) {
+                    for (size_t i = 0; i < per; i++) {
+                        size_t lrow = b * per + i, grow = (size_t)b * g.channels + r * per + i;
+                        heads_ok &= local[e->offset + lrow * e->cols] == logical[e->goffset + grow * e->gcols];
+                    }
+                }
+            }
+            // the views of a local buffer point where the table says
+            ParamViews v;
+            memset(&v, 0, sizeof(v));
+            floatX* base = (floatX*)local;
+            views_bind(&v, &pl, base);
+            for (int t = 0; t < pl.num_tensors; t++) {
+                const ParamEntry* e = &pl.table[t];
+                if (e->layer < 0) { continue; }
+                floatX** fields = (floatX**)&v.layers[e->layer];
+                views_ok &= fields[e->kind] == base + e->offset;
+            }
+            views_ok &= v.lnfw == base + pl.lnf_offset && v.wpe == base + pl.table[1].offset;
+            free(v.layers);
+            free(local);
+            layout_free(&pl);
+        }
+        size_t diff = 0;
+        for (size_t i = 0; i < n; i++) { diff += rebuilt[i] != logical[i]; }
+        char name[160], detail[160];
+        snprintf(name, sizeof(name), "tp layout %d: every rank's slices put back rebuild the logical model exactly", tp);
+        snprintf(detail, sizeof(detail), "%zu of %zu values differ", diff, n);
+        tcheck(diff == 0 && local_total >= n, name, diff ? detail : "");
+        snprintf(name, sizeof(name), "tp layout %d: q, k and v split by heads; the views agree with the table", tp);
+        tcheck(heads_ok && views_ok, name, heads_ok ? (views_ok ? "" : "a view points elsewhere") : "a qkv row is not its head's");
+        free(rebuilt);
+    }
+    char err[200];
+    GPTConfig odd = g;
+    odd.num_heads = 3; odd.channels = 12;
+    tcheck(!layout_tp_valid(&odd, 2, err, sizeof(err)) && strstr(err, "heads") != NULL, "tp layout: 3 heads over 2 ranks are refused", err);
+    odd = g;
+    odd.padded_vocab_size = 14;
+    tcheck(!layout_tp_valid(&odd, 4, err, sizeof(err)) && strstr(err, "vocabulary") != NULL, "tp layout: a vocabulary of 14 rows over 4 ranks is refused", err);
+    free(logical);
+    layout_free(&whole);
+}
+
 int main(int argc, char** argv) {
     parallel_init(&g_pc, &argc, &argv);
     parallel_set_layout(&g_pc, g_pc.world_size, 1, 60.0); // one tensor-parallel group of every rank
@@ -149,6 +221,7 @@ int main(int argc, char** argv) {
     test_row();
     test_embedding();
     test_cross_entropy();
+    test_layout();
     kernels_ctx_free(&g_ctx);
     if (g_pc.world_rank == 0) { printf("%d passed, %d failed\n", g_pass, g_fail); }
     parallel_finalize(&g_pc);
