@@ -438,11 +438,10 @@ static int encoder__load_json(Encoder* e, const char* path) {
         if (problem) { goto fail; }
         if (key_len == 0) { problem = "empty key"; goto fail; }
         bad_id = it->valuedouble;
-        if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0) || it->valuedouble != (double)(uint64_t)it->valuedouble) {
-            problem = "the id is not a non-negative integer";
-            goto fail;
-        }
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0)) { problem = "the id is not a non-negative integer"; goto fail; }
+        // the range first: converting a double past an integer type's range (1e26, say) is undefined behaviour
         if (it->valuedouble + 1 >= TOKENIZER_MAX_VOCAB) { problem = "id too large"; goto fail; } // id + 1 fits in 20 bits
+        if (it->valuedouble != (double)(uint32_t)it->valuedouble) { problem = "the id is not a non-negative integer"; goto fail; }
         ids[k] = (uint32_t)it->valuedouble;
         offs[k] = (uint32_t)bytes_len;
         bytes_len += key_len;

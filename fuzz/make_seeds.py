@@ -133,6 +133,8 @@ def make_vocab_seeds(tokens, merges):
     write("vocab", "unterminated", js[:200] + sep + bpe)
     write("vocab", "no_separator", js)
     write("vocab", "empty_object", b"{}" + sep + bpe)
+    # a fuzz finding: an id past every integer type (1.1e26) was converted to uint64_t (undefined behaviour)
+    write("vocab", "id_astronomical", js.replace(b'"#": 2', b'"#": 110000000000000000000000000') + sep + bpe)
     # generated vocabularies (first byte 0, see fuzz/vocab.c): settings, merges as pairs of uint16, then text
     def gen(mult, add, flags, pairs, text):
         return bytes([0, mult, add, len(pairs), flags]) + b"".join(struct.pack("<HH", a, b) for a, b in pairs) + text

@@ -412,6 +412,7 @@ static void test_encoder_errors(const char* vocab_dir) {
         {"bpe_bad_continuation_byte", 15, "invalid UTF-8"},
         {"json_syntax_error_names_line_and_column", 16, "line 3, column 6: syntax error"},
         {"json_fractional_id", 17, "not a non-negative integer"},
+        {"json_id_past_every_integer_type", 18, "id too large"}, // a fuzz finding: 1.1e26 was cast to uint64_t (UB)
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         remove(jpath);
@@ -453,6 +454,7 @@ static void test_encoder_errors(const char* vocab_dir) {
             case 15: b2 = (char*)mallocCheck(nbpe + 32); bl = (size_t)snprintf(b2, nbpe + 32, "#version: 0.2\n\xC4\x20 t\n"); bdata = b2; break;
             case 16: jdata = "{\"a\": 0,\n \"b\": 1,\n \"c\" 2}"; jl = strlen(jdata); break; // the ':' is missing
             case 17: jdata = "{\"a\": 0.5}"; jl = strlen(jdata); break;
+            case 18: jdata = "{\"a\": 110000000000000000000000000}"; jl = strlen(jdata); break;
         }
         FILE* fp = fopenCheck(jpath, "wb");
         fwriteCheck(jdata, 1, jl, fp, jpath);
