@@ -128,6 +128,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("seq-len", "-t", seq_len, 1, 1 << 20, "sequence length (T), at most the model's context"),
     FLAG_I("total-batch-size", "-d", total_batch_size, 0, 1e12, "tokens per optimizer step over all processes; 0: B*T*processes"),
     FLAG_I("steps", "-x", steps, 0, 1e9, "optimizer steps to train"),
+    FLAG_I("seed", NULL, seed, 0, 2147483647, "seed for initialisation, data order and sampling"),
     FLAG_I("recompute", NULL, recompute, 0, 2, "activations recomputed in backward: 0 none; 1 GELU and LayerNorm outputs (llm.c); 2 whole blocks, keeping only each block's input (Megatron's full recomputation)"),
     FLAG_S("attention", NULL, attention, "attention implementation: auto | native (our kernels; the only one on the CPU) | cudnn (cuDNN's fused flash attention: GPU builds with cuDNN, bf16/fp16)"),
     FLAG_S("dtype", NULL, dtype, "storage of activations and the compute copy of the parameters: fp32 | bf16 | fp16 (fp32 master weights, moments and gradients in all; the CPU emulates bf16/fp16 by rounding each stored value)"),
@@ -135,7 +136,6 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("loss-scale-growth", NULL, loss_scale_growth, 1, 1e6, "--dtype fp16: the scale's factor after --loss-scale-window clean steps in a row (growth_factor)"),
     FLAG_F("loss-scale-backoff", NULL, loss_scale_backoff, 1e-6, 1, "--dtype fp16: the scale's factor after a step with an inf/NaN gradient, which is skipped (backoff_factor)"),
     FLAG_I("loss-scale-window", NULL, loss_scale_window, 1, 1e9, "--dtype fp16: clean steps in a row before the scale grows (growth_interval)"),
-    FLAG_I("seed", NULL, seed, 0, 2147483647, "seed for initialisation, data order and sampling"),
     FLAG_F("lr", "-l", lr, 0, 10, "peak learning rate"),
     FLAG_S("lr-schedule", NULL, lr_schedule, "cosine | linear | constant (all with linear warmup)"),
     FLAG_I("warmup", "-u", warmup, 0, 1e9, "warmup steps"),
@@ -209,7 +209,8 @@ static void flag_value_string(const FlagSpec* f, const Config* c, char* buf, siz
 
 // --help prints the flags by topic: each group starts at the flag named here.
 static const char* const FLAG_GROUPS[][2] = {
-    {"model", "model"}, {"train", "data"}, {"batch-size", "batch and length of the run"}, {"lr", "optimizer"},
+    {"model", "model"}, {"train", "data"}, {"batch-size", "batch and length of the run"},
+    {"recompute", "memory, precision and kernels"}, {"lr", "optimizer"},
     {"nan-policy", "non-finite steps"}, {"zero", "parallelism and threads"}, {"val-every", "evaluation and samples"},
     {"checkpoint-every", "checkpoints and logs"}, {"bench", "benchmark"},
 };
