@@ -914,16 +914,14 @@ static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX*
 // dloss_scale (softmax - onehot) (floatX, padded columns zero), never materialising fp32 probabilities; then dx
 // and dwte by cuBLASLt.
 
-__global__ void kernels__classifier_softmax(floatX* logits, float* losses, const int32_t* targets, float dloss_scale, int V, int Vp,
-                                            int want_grad) {
-    int r = blockIdx.x;
-    floatX* z = logits + (size_t)r * Vp;
-    int tgt = targets[r];
+// The maximum m of z[0..n) and the sum s of exp(z - m), by the whole block (blockDim.x a multiple of 32), each
+// combined over the warps in a fixed order; every thread receives both.
+__device__ void kernels__row_max_sumexp(const floatX* z, int n, float* m_out, float* s_out) {
     __shared__ float red[32];
     __shared__ float bcast;
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
     float m = -INFINITY;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) { m = fmaxf(m, kernels__f(z[j])); }
+    for (int j = threadIdx.x; j < n; j += blockDim.x) { m = fmaxf(m, kernels__f(z[j])); }
     m = kernels__warp_max(m);
     if (lane == 0) { red[warp] = m; }
     __syncthreads();
@@ -931,14 +929,25 @@ __global__ void kernels__classifier_softmax(floatX* logits, float* losses, const
     __syncthreads();
     m = bcast;
     float s = 0.0f;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) { s += __expf(kernels__f(z[j]) - m); }
+    for (int j = threadIdx.x; j < n; j += blockDim.x) { s += __expf(kernels__f(z[j]) - m); }
     s = kernels__warp_sum(s);
     __syncthreads();
     if (lane == 0) { red[warp] = s; }
     __syncthreads();
     if (threadIdx.x == 0) { float t = 0.0f; for (int w = 0; w < nw; w++) { t += red[w]; } bcast = t; }
     __syncthreads();
-    float lse = m + logf(bcast);
+    *m_out = m;
+    *s_out = bcast;
+}
+
+__global__ void kernels__classifier_softmax(floatX* logits, float* losses, const int32_t* targets, float dloss_scale, int V, int Vp,
+                                            int want_grad) {
+    int r = blockIdx.x;
+    floatX* z = logits + (size_t)r * Vp;
+    int tgt = targets[r];
+    float m, sum;
+    kernels__row_max_sumexp(z, V, &m, &sum);
+    float lse = m + logf(sum);
     if (threadIdx.x == 0) { losses[r] = tgt >= 0 ? lse - kernels__f(z[tgt]) : 0.0f; }
     __syncthreads(); // z[tgt] is read above before any thread overwrites it
     if (!want_grad) { return; }
@@ -970,29 +979,12 @@ static void classifier_forward_backward(const KernelCtx* ctx, float* losses, flo
 __global__ void kernels__vp_stats(float* stats, const floatX* logits, const int32_t* targets, int vocab_lo, int Vp_l, int real) {
     int r = blockIdx.x;
     const floatX* z = logits + (size_t)r * Vp_l;
-    __shared__ float red[32];
-    __shared__ float bcast;
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-    float m = -INFINITY;
-    for (int j = threadIdx.x; j < real; j += blockDim.x) { m = fmaxf(m, kernels__f(z[j])); }
-    m = kernels__warp_max(m);
-    if (lane == 0) { red[warp] = m; }
-    __syncthreads();
-    if (threadIdx.x == 0) { float t = -INFINITY; for (int w = 0; w < nw; w++) { t = fmaxf(t, red[w]); } bcast = t; }
-    __syncthreads();
-    m = bcast;
-    float s = 0.0f;
-    for (int j = threadIdx.x; j < real; j += blockDim.x) { s += __expf(kernels__f(z[j]) - m); }
-    s = kernels__warp_sum(s);
-    __syncthreads();
-    if (lane == 0) { red[warp] = s; }
-    __syncthreads();
+    float m, s;
+    kernels__row_max_sumexp(z, real, &m, &s);
     if (threadIdx.x == 0) {
-        float t = 0.0f;
-        for (int w = 0; w < nw; w++) { t += red[w]; }
         int tg = targets[r] - vocab_lo;
         stats[3 * r] = m;
-        stats[3 * r + 1] = real > 0 ? t : 0.0f;
+        stats[3 * r + 1] = real > 0 ? s : 0.0f;
         stats[3 * r + 2] = targets[r] >= 0 && tg >= 0 && tg < real ? kernels__f(z[tg]) : 0.0f;
     }
 }
