@@ -449,6 +449,42 @@ static void check_stored(const char* name, const float* got, const double* ref, 
     check_close(nm, got, ref, n, atol, units * u);
 }
 
+// The matmul with bias in the storage type dt, on 16-bit inputs (w and b scaled by wscale, bscale), against the
+// double reference: check_stored's two checks, under `name`.
+static void check_matmul_stored(const KernelCtx* ctx, int dt, const char* name, int BT, int C, int OC, double wscale,
+                                double bscale, double atol) {
+    MatmulCtx mc = {BT, C, OC, NULL, NULL, NULL, NULL};
+    size_t ni = (size_t)mc.BT * mc.C, nw = (size_t)mc.OC * mc.C, no = (size_t)mc.BT * mc.OC;
+    mc.inp = (double*)mallocCheck(ni * 8); mc.w = (double*)mallocCheck(nw * 8); mc.b = (double*)mallocCheck(mc.OC * 8);
+    fill_rand(mc.inp, ni, 1.0); fill_rand(mc.w, nw, wscale); fill_rand(mc.b, mc.OC, bscale);
+    round_inputs(mc.inp, ni, dt); round_inputs(mc.w, nw, dt); round_inputs(mc.b, mc.OC, dt);
+    float *fi = to_float(mc.inp, ni), *fw = to_float(mc.w, nw), *fb = to_float(mc.b, mc.OC);
+    float* out = (float*)mallocCheck(no * 4);
+    double* ref = (double*)mallocCheck(no * 8);
+    matmul_forward(ctx, out, fi, fw, fb, mc.BT, mc.C, mc.OC);
+    matmul_ref(&mc, ref);
+    check_stored(name, out, ref, no, dt, atol, 1.0);
+    free(mc.inp); free(mc.w); free(mc.b); free(fi); free(fw); free(fb); free(out); free(ref);
+}
+
+// LayerNorm in the storage type dt against the double reference, held to 2u (see test_ops_dtype).
+static void check_layernorm_stored(const KernelCtx* ctx, int dt, const char* name, int BT, int C, double atol) {
+    LnCtx lc = {BT, C, NULL, NULL, NULL, NULL};
+    size_t n = (size_t)lc.BT * lc.C;
+    lc.inp = (double*)mallocCheck(n * 8); lc.w = (double*)mallocCheck(lc.C * 8); lc.b = (double*)mallocCheck(lc.C * 8);
+    fill_rand(lc.inp, n, 2.0); fill_rand(lc.w, lc.C, 1.0); fill_rand(lc.b, lc.C, 0.5);
+    round_inputs(lc.inp, n, dt); round_inputs(lc.w, lc.C, dt); round_inputs(lc.b, lc.C, dt);
+    float *li = to_float(lc.inp, n), *lw = to_float(lc.w, lc.C), *lb = to_float(lc.b, lc.C);
+    float* lo = (float*)mallocCheck(n * 4);
+    float* mean = (float*)mallocCheck(lc.BT * 4);
+    float* rstd = (float*)mallocCheck(lc.BT * 4);
+    double* lr = (double*)mallocCheck(n * 8);
+    layernorm_forward(ctx, lo, mean, rstd, li, lw, lb, lc.BT, lc.C);
+    ln_ref(&lc, lr);
+    check_stored(name, lo, lr, n, dt, atol, 2.0);
+    free(lc.inp); free(lc.w); free(lc.b); free(li); free(lw); free(lb); free(lo); free(mean); free(rstd); free(lr);
+}
+
 static void test_ops_dtype(void) {
     for (int dt = DTYPE_BF16; dt <= DTYPE_FP16; dt++) {
 #ifdef KERNELS_CUDA
@@ -459,18 +495,7 @@ static void test_ops_dtype(void) {
         kernels_ctx_init(&ctx, dt, 8, 64);
 #endif
         // matmul with bias
-        MatmulCtx mc = {5, 7, 9, NULL, NULL, NULL, NULL};
-        size_t ni = mc.BT * mc.C, nw = mc.OC * mc.C, no = mc.BT * mc.OC;
-        mc.inp = (double*)mallocCheck(ni * 8); mc.w = (double*)mallocCheck(nw * 8); mc.b = (double*)mallocCheck(mc.OC * 8);
-        fill_rand(mc.inp, ni, 1.0); fill_rand(mc.w, nw, 0.5); fill_rand(mc.b, mc.OC, 0.5);
-        round_inputs(mc.inp, ni, dt); round_inputs(mc.w, nw, dt); round_inputs(mc.b, mc.OC, dt);
-        float *fi = to_float(mc.inp, ni), *fw = to_float(mc.w, nw), *fb = to_float(mc.b, mc.OC);
-        float* out = (float*)mallocCheck(no * 4);
-        double* ref = (double*)mallocCheck(no * 8);
-        matmul_forward(&ctx, out, fi, fw, fb, mc.BT, mc.C, mc.OC);
-        matmul_ref(&mc, ref);
-        check_stored("matmul_forward", out, ref, no, dt, 1e-6, 1.0);
-        free(mc.inp); free(mc.w); free(mc.b); free(fi); free(fw); free(fb); free(out); free(ref);
+        check_matmul_stored(&ctx, dt, "matmul_forward", 5, 7, 9, 0.5, 0.5, 1e-6);
         // GELU
         enum { NG = 203 }; // not a multiple of a 16-byte pack: the packed kernels' tail runs too
         double gx[NG], gr[NG];
@@ -479,19 +504,7 @@ static void test_ops_dtype(void) {
         gelu_forward(&ctx, go, gi, NG);
         check_stored("gelu_forward", go, gr, NG, dt, 1e-6, 1.0);
         // LayerNorm
-        LnCtx lc = {6, 16, NULL, NULL, NULL, NULL};
-        size_t n = (size_t)lc.BT * lc.C;
-        lc.inp = (double*)mallocCheck(n * 8); lc.w = (double*)mallocCheck(lc.C * 8); lc.b = (double*)mallocCheck(lc.C * 8);
-        fill_rand(lc.inp, n, 2.0); fill_rand(lc.w, lc.C, 1.0); fill_rand(lc.b, lc.C, 0.5);
-        round_inputs(lc.inp, n, dt); round_inputs(lc.w, lc.C, dt); round_inputs(lc.b, lc.C, dt);
-        float *li = to_float(lc.inp, n), *lw = to_float(lc.w, lc.C), *lb = to_float(lc.b, lc.C);
-        float* lo = (float*)mallocCheck(n * 4);
-        float mean[16], rstd[16];
-        double* lr = (double*)mallocCheck(n * 8);
-        layernorm_forward(&ctx, lo, mean, rstd, li, lw, lb, lc.BT, lc.C);
-        ln_ref(&lc, lr);
-        check_stored("layernorm_forward", lo, lr, n, dt, 1e-5, 2.0);
-        free(lc.inp); free(lc.w); free(lc.b); free(li); free(lw); free(lb); free(lo); free(lr);
+        check_layernorm_stored(&ctx, dt, "layernorm_forward", 6, 16, 1e-5);
         // causal attention, forward and backward (head size 16: cuDNN's flash attention needs a multiple of 8), with
         // every implementation the backend has (the CPU: native; a CUDA build with cuDNN: cudnn and native). The
         // backward against finite differences of the double reference, to 8u of the largest gradient: each element
@@ -553,17 +566,7 @@ static void test_ops_gpt2_shapes(void) {
 #endif
     double u = dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048;
     // QKV matmul: (128, 768) -> (128, 2304) with bias
-    MatmulCtx mc = {128, 768, 2304, NULL, NULL, NULL, NULL};
-    size_t ni = (size_t)mc.BT * mc.C, nw = (size_t)mc.OC * mc.C, no = (size_t)mc.BT * mc.OC;
-    mc.inp = (double*)mallocCheck(ni * 8); mc.w = (double*)mallocCheck(nw * 8); mc.b = (double*)mallocCheck(mc.OC * 8);
-    fill_rand(mc.inp, ni, 1.0); fill_rand(mc.w, nw, 0.05); fill_rand(mc.b, mc.OC, 0.1);
-    round_inputs(mc.inp, ni, dt); round_inputs(mc.w, nw, dt); round_inputs(mc.b, mc.OC, dt);
-    float *fi = to_float(mc.inp, ni), *fw = to_float(mc.w, nw), *fb = to_float(mc.b, mc.OC);
-    float* out = (float*)mallocCheck(no * 4);
-    double* ref = (double*)mallocCheck(no * 8);
-    matmul_forward(&ctx, out, fi, fw, fb, mc.BT, mc.C, mc.OC);
-    matmul_ref(&mc, ref);
-    check_stored("GPT-2 shape: matmul_forward 128 x 768 -> 2304", out, ref, no, dt, 1e-4, 1.0);
+    check_matmul_stored(&ctx, dt, "GPT-2 shape: matmul_forward 128 x 768 -> 2304", 128, 768, 2304, 0.05, 0.1, 1e-4);
     // GELU over (128, 3072)
     size_t ng = (size_t)128 * 3072;
     float* gi = (float*)mallocCheck(ng * 4);
@@ -573,19 +576,7 @@ static void test_ops_gpt2_shapes(void) {
     gelu_forward(&ctx, go, gi, ng);
     check_stored("GPT-2 shape: gelu_forward 128 x 3072", go, gr, ng, dt, 1e-6, 1.0);
     // LayerNorm over (128, 768)
-    LnCtx lc = {128, 768, NULL, NULL, NULL, NULL};
-    size_t n = (size_t)lc.BT * lc.C;
-    lc.inp = (double*)mallocCheck(n * 8); lc.w = (double*)mallocCheck(lc.C * 8); lc.b = (double*)mallocCheck(lc.C * 8);
-    fill_rand(lc.inp, n, 2.0); fill_rand(lc.w, lc.C, 1.0); fill_rand(lc.b, lc.C, 0.5);
-    round_inputs(lc.inp, n, dt); round_inputs(lc.w, lc.C, dt); round_inputs(lc.b, lc.C, dt);
-    float *li = to_float(lc.inp, n), *lw = to_float(lc.w, lc.C), *lb = to_float(lc.b, lc.C);
-    float* lo = (float*)mallocCheck(n * 4);
-    float* mean = (float*)mallocCheck(lc.BT * 4);
-    float* rstd = (float*)mallocCheck(lc.BT * 4);
-    double* lr = (double*)mallocCheck(n * 8);
-    layernorm_forward(&ctx, lo, mean, rstd, li, lw, lb, lc.BT, lc.C);
-    ln_ref(&lc, lr);
-    check_stored("GPT-2 shape: layernorm_forward 128 x 768", lo, lr, n, dt, 1e-4, 2.0);
+    check_layernorm_stored(&ctx, dt, "GPT-2 shape: layernorm_forward 128 x 768", 128, 768, 1e-4);
     // causal attention, B 1, T 1024, 12 heads of 64, every implementation the backend has
     AttCtx ac = {1, 1024, 768, 12, NULL, NULL};
     size_t nq = (size_t)ac.B * ac.T * 3 * ac.C, nao = (size_t)ac.B * ac.T * ac.C;
@@ -630,9 +621,7 @@ static void test_ops_gpt2_shapes(void) {
     }
     report(ok && losses[3] == 0.0f, "GPT-2 shape: LM head losses over the padded 50304-row vocabulary (masked target 0)",
            "max abs difference %.3g (tolerance 4u (1 + |loss|))", worst);
-    free(mc.inp); free(mc.w); free(mc.b); free(fi); free(fw); free(fb); free(out); free(ref);
     free(gi); free(go); free(gr);
-    free(lc.inp); free(lc.w); free(lc.b); free(li); free(lw); free(lb); free(lo); free(mean); free(rstd); free(lr);
     free(ac.qkv); free(fq); free(ao); free(lse); free(ar);
     free(cc.x); free(cc.wte); free(cx); free(cw); free(chunk);
 #ifndef KERNELS_CUDA
