@@ -494,21 +494,6 @@ static void hf_load_params(HfCheckpoint* ck, const ParamLayout* pl, float* param
 // ----------------------------------------------------------------------------
 // Writing a checkpoint
 
-// Creates dir and its parents if missing; exits naming it if that fails or it is not a directory.
-static void hf__mkdirs(const char* dir) {
-    char p[4096];
-    snprintf(p, sizeof(p), "%s", dir);
-    for (char* q = p + 1; *q; q++) {
-        if (*q != '/') { continue; }
-        *q = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) { fatal("--export-hf %s: cannot create '%s': %s", dir, p, strerror(errno)); }
-        *q = '/';
-    }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) { fatal("--export-hf %s: cannot create it: %s", dir, strerror(errno)); }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { fatal("--export-hf %s: not a directory", dir); }
-}
-
 // Copies file src to dst atomically.
 static void hf__copy_file(const char* src, const char* dst) {
     FILE* in = fopenCheck(src, "rb");
@@ -545,7 +530,7 @@ static int hf__find_gpt2_vocab(char* out, size_t cap) {
 // model.safetensors, config.json, and for GPT-2's vocabulary vocab.json, merges.txt, tokenizer_config.json.
 static void hf_export(const char* dir, const ParamLayout* pl, const float* params) {
     const GPTConfig* g = &pl->cfg;
-    hf__mkdirs(dir);
+    make_dirs("--export-hf", dir);
     atomic_clean_stale(dir);
     // the tensors in model order (wte, wpe, h.0.*, ..., ln_f.*), as save_pretrained names them
     int n = pl->num_tensors;

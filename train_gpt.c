@@ -1559,17 +1559,7 @@ static int fault_injected(const char* kind, int rank, int step) {
 // Creates --out (and its parents) if missing and proves it writable, at start rather than at the first checkpoint
 // hours in. Rank 0 only.
 static void prepare_out_dir(const char* dir) {
-    char path[2048];
-    snprintf(path, sizeof(path), "%s", dir);
-    for (char* q = path + 1; *q; q++) {
-        if (*q != '/') { continue; }
-        *q = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST) { fatal("--out %s: cannot create '%s': %s", dir, path, strerror(errno)); }
-        *q = '/';
-    }
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) { fatal("--out %s: cannot create it: %s", dir, strerror(errno)); }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { fatal("--out %s: not a directory", dir); }
+    make_dirs("--out", dir);
     char probe[2200];
     snprintf(probe, sizeof(probe), "%s/.write_test.%d", dir, (int)getpid());
     FILE* fp = fopen(probe, "wb");

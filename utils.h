@@ -162,6 +162,22 @@ static size_t mul_size_check(size_t a, size_t b, const char* file, int line) {
 }
 #define mulSize(a, b) mul_size_check((size_t)(a), (size_t)(b), __FILE__, __LINE__)
 
+// Creates dir and its parents if missing (mkdir -p); exits naming `flag` and the path if that fails or dir is not a
+// directory.
+static void make_dirs(const char* flag, const char* dir) {
+    char p[4096];
+    snprintf(p, sizeof(p), "%s", dir);
+    for (char* q = p + 1; *q; q++) {
+        if (*q != '/') { continue; }
+        *q = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) { fatal("%s %s: cannot create '%s': %s", flag, dir, p, strerror(errno)); }
+        *q = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) { fatal("%s %s: cannot create it: %s", flag, dir, strerror(errno)); }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { fatal("%s %s: not a directory", flag, dir); }
+}
+
 // ----------------------------------------------------------------------------
 // atomic file writes: write to "<path>.tmp.<host>.<pid>", fsync, rename into place, fsync the directory. A failed or
 // interrupted write never destroys the previous file at <path>; fatal() removes the temporary file of a write in
