@@ -742,7 +742,7 @@ static float* host_copy_f32(const KernelCtx* ctx, const float* dev, size_t n) {
 
 // Forward-backward of the last forward against y, returning its mean loss (the device's loss sum, read back).
 static float fwd_bwd_loss(GPT* m, const int32_t* y, float dloss_scale, BackwardComm* bc) {
-    gpt_take_loss_sum(m);
+    gpt_clear_loss_sum(m);
     gpt_forward_backward(m, y, dloss_scale, bc);
     return (float)(gpt_take_loss_sum(m) / ((double)m->B * m->T));
 }

@@ -1197,12 +1197,15 @@ static void block_recompute(GPT* m, int l) {
     block_forward(m, l, 0);
 }
 
+// Zeroes the device's loss sum without reading it (no synchronisation).
+static void gpt_clear_loss_sum(GPT* m) { dev_zero(&m->ctx, m->acts.scalars, sizeof(double)); }
+
 // The sum of the token losses accumulated on the device since the last call (one read-back), then reset.
 static double gpt_take_loss_sum(GPT* m) {
     double s;
     dev_copy_d2h(&m->ctx, &s, m->acts.scalars, sizeof(double));
     dev_sync(&m->ctx);
-    dev_zero(&m->ctx, m->acts.scalars, sizeof(double));
+    gpt_clear_loss_sum(m);
     return s;
 }
 
@@ -1440,7 +1443,7 @@ static void loss_scale_update(LossScale* ls, const Config* c, int found_inf) {
 // and their order are the same whatever the number of ranks.
 static float evaluate(GPT* m, DataLoader* val, int steps, ParallelContext* pc) {
     dataloader_reset(val);
-    gpt_take_loss_sum(m); // start from zero
+    gpt_clear_loss_sum(m);
     for (int i = 0; i < steps; i++) {
         dataloader_next_batch(val);
         if (i % pc->dp != pc->dp_rank) { continue; }
@@ -1706,7 +1709,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     int poison = fault_injected("nan", pcp->world_rank, step);
     if (poison) { dloss_scale = NAN; }
     if (fault_injected("overflow", pcp->world_rank, step)) { dloss_scale = INFINITY; } // gradients overflow, loss fine
-    gpt_take_loss_sum(mp); // (an evaluation may have left its sum)
+    gpt_clear_loss_sum(mp);
     for (int micro = 0; micro < grad_accum; micro++) {
         const int32_t* x;
         const int32_t* y;
