@@ -92,17 +92,18 @@ static void tp_cross_entropy(const KernelCtx* ctx, CommGroup* g, float* host, fl
         if (g->size > 1) {
             dev_copy_d2h(ctx, host, stats, (size_t)3 * rows * sizeof(float));
             dev_sync(ctx);
-            double* mx = (double*)mallocCheck(sizeof(double) * 2 * (size_t)rows);
+            double* mx = (double*)mallocCheck(sizeof(double) * (size_t)rows);     // per row: the maximum
+            double* st = (double*)mallocCheck(sizeof(double) * 2 * (size_t)rows); // the sum, the target logit
             for (int r = 0; r < rows; r++) { mx[r] = host[3 * r]; }
             comm_allreduce_max_f64(g, mx, (size_t)rows);
             for (int r = 0; r < rows; r++) {
                 float m = host[3 * r], M = (float)mx[r];
-                // this rank's share of the sum, rescaled to the global maximum (0 if it holds no real column)
-                mx[rows + r] = host[3 * r + 1] > 0.0f ? (double)host[3 * r + 1] * exp((double)m - M) : 0.0;
+                // this rank's share of the sum, rescaled to the global maximum (0 if it holds no real column), and its
+                // target logit (0 unless it holds the target)
+                st[2 * r] = host[3 * r + 1] > 0.0f ? (double)host[3 * r + 1] * exp((double)m - M) : 0.0;
+                st[2 * r + 1] = host[3 * r + 2];
                 host[3 * r] = M;
             }
-            double* st = (double*)mallocCheck(sizeof(double) * 2 * (size_t)rows);
-            for (int r = 0; r < rows; r++) { st[2 * r] = mx[rows + r]; st[2 * r + 1] = host[3 * r + 2]; }
             comm_allreduce_sum_f64(g, st, 2 * (size_t)rows);
             for (int r = 0; r < rows; r++) { host[3 * r + 1] = (float)st[2 * r]; host[3 * r + 2] = (float)st[2 * r + 1]; }
             free(mx);
