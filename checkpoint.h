@@ -284,8 +284,9 @@ static StateKind state_kind(const char* path, const uint64_t* h) {
 }
 
 // Before any big allocation: the checkpoint of `step` must be a complete pair with a state of the right size.
-// Returns the checksum kind its state uses (the model file's checksum must be computed with it).
-static int checkpoint_check_files(const char* dir, int step, size_t num_params) {
+// Returns what its state's header says: the checksum kind (the model file's checksum must be computed with it) and
+// whether master weights follow the moments.
+static StateKind checkpoint_check_files(const char* dir, int step, size_t num_params) {
     char mp[2048], sp[2048];
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
     if (!file_exists(mp)) { fatal("checkpoint model '%s' does not exist (named by '%s/latest')", mp, dir); }
@@ -300,7 +301,7 @@ static int checkpoint_check_files(const char* dir, int step, size_t num_params) 
     StateKind k = state_kind(sp, h);
     long long expect = state_file_bytes(num_params, k.has_master);
     if (actual != expect) { fatal("checkpoint state '%s' is %s: %lld bytes, expected %lld", sp, actual < expect ? "truncated" : "too long", actual, expect); }
-    return k.sum_kind;
+    return k;
 }
 
 // Reads one optimizer vector (n floats) through a chunk buffer, keeping this rank's owned range in `mine` (device).
@@ -334,11 +335,11 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
     char mp[2048], sp[2048];
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
     size_t n = m->layout.num_params;
-    int kind = checkpoint_check_files(dir, step, n); // the pair, the size, magic and version
+    StateKind sk = checkpoint_check_files(dir, step, n); // the pair, the size, magic and version
+    int kind = sk.sum_kind;
     FILE* fp = fopenCheck(sp, "rb");
     uint64_t h[ST_HEADER_WORDS];
     freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
-    StateKind sk = state_kind(sp, h);
     float* chunk = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
     Checksum sum;
     checksum_begin(&sum, kind);

@@ -1861,7 +1861,7 @@ int main(int argc, char** argv) {
         fatal("--model: unknown model '%s' (d<N>, gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B)", c.model);
     }
     int resume_sum_kind = CHECKSUM_DEFAULT;
-    if (resume_step >= 0) { resume_sum_kind = checkpoint_check_files(c.resume, resume_step, gpt_num_params(&gc)); }
+    if (resume_step >= 0) { resume_sum_kind = checkpoint_check_files(c.resume, resume_step, gpt_num_params(&gc)).sum_kind; }
     if (c.export_hf[0]) {
         // --init FILE --export-hf DIR: load, write the Hugging Face checkpoint, exit (no data, no training)
         if (pc.world_size > 1) { fatal("--export-hf runs in one process, not under mpirun (%d ranks)", pc.world_size); }

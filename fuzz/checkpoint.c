@@ -135,7 +135,7 @@ static void run(void* arg) {
     ts.loss_scale.scale = 1.0f;
     // as main(): the pair and the state's size and version first, then the model file checksummed with the kind
     // the state names
-    int kind = checkpoint_check_files(g_dir, step, g_model.layout.num_params);
+    int kind = checkpoint_check_files(g_dir, step, g_model.layout.num_params).sum_kind;
     checkpoint_load_state(g_dir, step, &g_model, &g_zero, &ts, g_model_sum[kind]);
     if (ts.step != step) { fuzz_fail("loaded step %d from a checkpoint named %d", ts.step, step); }
     DataLoader* dl = &g_loader[ts.data_state[1] == 1];
