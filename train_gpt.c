@@ -1065,8 +1065,7 @@ static void gpt_alloc_grads(GPT* m, int stage, int dp) {
 
 // The optimizer over this model's parameters: one segment per tensor, carrying the tensor's weight-decay flag;
 // fp32 master weights when the compute copy is 16-bit.
-// The collectives run on host copies of the device buffers when `staged` (always in a GPU build until NCCL lands;
-// --comm staged on the CPU, where it tests that path).
+// The collectives run on host copies of the device buffers when `staged` (see comm_is_staged).
 static void gpt_zero_init_staged(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* dp_group, int staged) {
     ZeroSegment* segs = (ZeroSegment*)mallocCheck(sizeof(ZeroSegment) * m->layout.num_tensors);
     for (int i = 0; i < m->layout.num_tensors; i++) {
@@ -1077,12 +1076,19 @@ static void gpt_zero_init_staged(ZeroOptimizer* z, const GPT* m, int stage, Comm
     free(segs);
 }
 
-static void gpt_zero_init(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* dp_group) {
+// Whether the collectives stage device buffers through host copies for --comm `comm`: always in a GPU build (its MPI
+// path; NCCL is not built yet), on the CPU only with --comm staged (which tests that path).
+static int comm_is_staged(const char* comm) {
 #ifdef KERNELS_CUDA
-    gpt_zero_init_staged(z, m, stage, dp_group, 1);
+    (void)comm;
+    return 1;
 #else
-    gpt_zero_init_staged(z, m, stage, dp_group, 0);
+    return strcmp(comm, "staged") == 0;
 #endif
+}
+
+static void gpt_zero_init(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* dp_group) {
+    gpt_zero_init_staged(z, m, stage, dp_group, comm_is_staged("auto"));
 }
 
 static float* gpt_grad_slot(GPT* m, int slot) {
@@ -1925,12 +1931,7 @@ int main(int argc, char** argv) {
               "with cuDNN and bf16/fp16 storage)", c.attention);
     }
     ZeroOptimizer zopt;
-#ifdef KERNELS_CUDA
-    int staged = 1; // the GPU's collectives: MPI on pinned host copies (NCCL is not built yet)
-#else
-    int staged = strcmp(c.comm, "staged") == 0;
-#endif
-    gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, staged);
+    gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, comm_is_staged(c.comm));
     // parameters stream into the model a chunk at a time (a Hugging Face checkpoint, whose Conv1D weights are
     // transposed on the way, still goes through one host copy of the model)
     uint64_t model_sum = 0;
