@@ -96,6 +96,21 @@ if [ -x tests/test_cudnn_graph ]; then
     ./tests/test_cudnn_graph > gpu_cudnn_graph.log 2>&1 && ok "cudnn graphs: $(tail -n 1 gpu_cudnn_graph.log)" || { bad "cudnn graphs"; tail -n 5 gpu_cudnn_graph.log; }
 fi
 
+# follows A B TOL [decreasing]: the training losses of log A follow log B's, step for step, within TOL relative (and,
+# with `decreasing`, A's last loss is below its first); prints both columns and the worst difference
+follows() {
+    python3 - "$@" <<'PY'
+import json, sys
+def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"step"' in l and "val_loss" not in l]
+a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+worst = max(abs(x - y) / abs(y) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
+print("step  %-12s %s" % (sys.argv[1], sys.argv[2]))
+for i, (x, y) in enumerate(zip(a, b)): print("%4d  %.6f  %.6f" % (i + 1, x, y))
+print("max relative difference %.3g over %d steps (tolerance %g)" % (worst, len(a), tol))
+sys.exit(0 if worst <= tol and (len(sys.argv) < 5 or a[-1] < a[0]) else 1)
+PY
+}
+
 stage "whole model: train_gpt_cu (bf16) against the CPU's bf16 emulation, 10 steps"
 # tokens: the bytes of tinyshakespeare as token ids (no tokenizer needed), 90% train
 python3 - <<'PY'
@@ -123,25 +138,9 @@ timeout 300 ./train_gpt $common --dtype bf16 --log /tmp/gpu_cpu.jsonl > gpu_trai
 if [ $rc1 -ne 0 ] || [ $rc2 -ne 0 ]; then
     bad "trajectory runs (train_gpt_cu exit $rc1, train_gpt exit $rc2)"; tail -n 3 gpu_train_cu.log gpu_train_cpu.log
 else
-    python3 - <<'PY' && ok "trajectory: GPU bf16 follows the CPU's bf16 emulation (tolerance 2e-2 relative per step)" || bad "trajectory: GPU bf16 and CPU bf16 emulation differ"
-import json, sys
-def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"step"' in l and "val_loss" not in l]
-a, b = losses("/tmp/gpu_cu.jsonl"), losses("/tmp/gpu_cpu.jsonl")
-worst = max(abs(x - y) / abs(y) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
-print("step  gpu bf16    cpu bf16 (emulated)")
-for i, (x, y) in enumerate(zip(a, b)): print("%4d  %.6f  %.6f" % (i + 1, x, y))
-print("max relative difference %.3g" % worst)
-sys.exit(0 if worst <= 2e-2 and a[-1] < a[0] else 1)
-PY
+    follows /tmp/gpu_cu.jsonl /tmp/gpu_cpu.jsonl 2e-2 decreasing && ok "trajectory: GPU bf16 follows the CPU's bf16 emulation (tolerance 2e-2 relative per step)" || bad "trajectory: GPU bf16 and CPU bf16 emulation differ"
     if [ -s /tmp/gpu_cudnn.jsonl ]; then
-        python3 - <<'PY' && ok "trajectory: cuDNN attention follows the native kernels (2e-2 relative per step)" || bad "trajectory: cuDNN and native attention differ"
-import json, sys
-def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"step"' in l and "val_loss" not in l]
-a, b = losses("/tmp/gpu_cudnn.jsonl"), losses("/tmp/gpu_cu.jsonl")
-worst = max(abs(x - y) / abs(y) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
-print("cudnn vs native: max relative difference %.3g over %d steps" % (worst, len(a)))
-sys.exit(0 if worst <= 2e-2 else 1)
-PY
+        follows /tmp/gpu_cudnn.jsonl /tmp/gpu_cu.jsonl 2e-2 && ok "trajectory: cuDNN attention follows the native kernels (2e-2 relative per step)" || bad "trajectory: cuDNN and native attention differ"
     fi
 fi
 
@@ -152,14 +151,7 @@ if command -v mpirun > /dev/null 2>&1 && ./train_gpt_cu --version 2>&1 | grep -q
     timeout 120 ./train_gpt_cu $common2 --log /tmp/gpu_dp1.jsonl > gpu_dp1.log 2>&1
     for z in 0 1 2; do
         timeout 180 $MPIRUN ./train_gpt_cu $common2 --zero $z --log /tmp/gpu_dp2_z$z.jsonl > gpu_dp2_z$z.log 2>&1 || { bad "2 processes --zero $z"; tail -n 3 gpu_dp2_z$z.log; continue; }
-        python3 - "$z" <<'PY' && ok "2 processes --zero $z follow one process (1e-2 relative)" || bad "2 processes --zero $z differ from one process"
-import json, sys
-def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"step"' in l and "val_loss" not in l]
-a, b = losses("/tmp/gpu_dp1.jsonl"), losses("/tmp/gpu_dp2_z%s.jsonl" % sys.argv[1])
-worst = max(abs(x - y) / abs(y) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
-print("max relative difference %.3g over %d steps" % (worst, len(a)))
-sys.exit(0 if worst <= 1e-2 else 1)
-PY
+        follows /tmp/gpu_dp1.jsonl /tmp/gpu_dp2_z$z.jsonl 1e-2 && ok "2 processes --zero $z follow one process (1e-2 relative)" || bad "2 processes --zero $z differ from one process"
     done
 else
     echo "(no mpirun, or train_gpt_cu built without MPI here: the multi-process check is skipped)"
