@@ -934,6 +934,31 @@ static void test_mixed_precision(void) {
         }
     }
 
+    // 8. saving and inspecting leave a 16-bit run unchanged: 2 ranks in bf16 (master weights in every checkpoint),
+    // ZeRO 1 with plain MPI and ZeRO 2 through the staged path, with a checkpoint every 3 steps, validation every 4
+    // and a sample every 5, give the losses of the same run with none of them, bit for bit
+    if (system("command -v mpirun > /dev/null 2>&1") == 0) {
+        char vshard[1024];
+        snprintf(vshard, sizeof(vshard), "%s/mval_000000.bin", TMP);
+        write_shard(vshard, 1000, 101, 22, 20240520, 1, 1000);
+        for (int z = 1; z <= 2; z++) {
+            const char* comm = z == 1 ? "mpi" : "staged";
+            char la[1024], lb[1024];
+            snprintf(la, sizeof(la), "%s/inert_z%d_quiet.jsonl", TMP, z);
+            snprintf(lb, sizeof(lb), "%s/inert_z%d_busy.jsonl", TMP, z);
+            snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --dtype bf16 --total-batch-size 32 --zero %d --comm %s --steps 10 "
+                     "--log %s", common, z, comm, la);
+            int rq = run_capture(cmd, out, sizeof(out));
+            snprintf(cmd, sizeof(cmd), "rm -rf %s/inert_o && " MPIRUN " -np 2 ./train_gpt %s --dtype bf16 --total-batch-size 32 --zero %d "
+                     "--comm %s --steps 10 --checkpoint-every 3 --out %s/inert_o --val %s --val-every 4 --val-steps 3 --sample-every 5 "
+                     "--gen-tokens 4 --log %s", TMP, common, z, comm, TMP, vshard, lb);
+            int rb = run_capture(cmd, out, sizeof(out));
+            snprintf(name, sizeof(name), "bf16, 2 ranks, --zero %d --comm %s: checkpoints, evaluation and samples leave the run unchanged, bit for bit", z, comm);
+            if (rq != 0 || rb != 0 || !strstr(out, "sample: ")) { report(0, name, "exit %d / %d or no sample: %.300s", rq, rb, out); continue; }
+            compare_losses(name, la, 0, lb, 10, 0.0);
+        }
+    }
+
     // 7. shards larger than the state's streaming chunk (4M floats): d4 (16M parameters) on 2 ranks with ZeRO 1 in
     // bf16 streams each rank's moments and master weights in several chunks, out and back in; the resumed run must
     // equal the uninterrupted one bit for bit
