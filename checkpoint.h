@@ -85,27 +85,79 @@ static int all_finite(const float* x, size_t n) {
     return ok;
 }
 
-// Rank 0 writes one optimizer vector (m, v or the master weights; device memory, this rank's shard in `mine`)
-// shard by shard, adding it to the checksum; the other ranks send theirs. Everything passes through the host
-// buffer `buf` (STATE_CHUNK_FLOATS floats on every rank) one chunk at a time: the owner copies a chunk of its shard
-// into it and sends it, rank 0 receives it there (or copies its own) and writes it.
-static void stream_shard_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, float* buf, Checksum* h) {
-    int owners = z->stage == 0 ? 1 : z->size; // stage 0: rank 0 holds everything
-    for (int r = 0; r < owners; r++) {
-        size_t lo, hi;
-        shard_range(z, r, &lo, &hi);
-        for (size_t off = lo; off < hi; off += STATE_CHUNK_FLOATS) {
-            size_t cnt = hi - off < STATE_CHUNK_FLOATS ? hi - off : STATE_CHUNK_FLOATS;
-            if (z->rank == r) {
-                dev_copy_d2h(z->ctx, buf, mine + (off - lo), cnt * sizeof(float));
-                dev_sync(z->ctx);
+// Under tensor parallelism a logical tensor's elements are spread over the group (tp_run): these move them between
+// a piece of the logical vector and one rank's packed part. pack_runs walks the runs of tensor e's logical elements
+// [ka, kb) that tensor-parallel rank t holds (gathering: a replicated run only for rank 0) and whose local flat
+// index (e->offset + run.local ...) lies in [lo, hi); to_pack copies them from `logical` (element ka of the tensor
+// at logical[0]) into pack, in order, else back. Returns how many; the packed elements are a contiguous local range
+// (tp_run's monotone map), starting at *first. pack NULL: only counts.
+static size_t pack_runs(const ParamEntry* e, int tp, int t, int gathering, size_t ka, size_t kb, size_t lo, size_t hi,
+                        float* logical, float* pack, int to_pack, size_t* first) {
+    size_t count = 0;
+    *first = 0;
+    for (size_t k = ka; k < kb;) {
+        TpRun run = tp_run(e, tp, k, kb - k);
+        if (tp_run_mine(&run, t, gathering)) {
+            size_t a = e->offset + run.local, b = a + run.len; // its local flat range
+            size_t s = a > lo ? a : lo, x = b < hi ? b : hi;
+            if (s < x) {
+                if (count == 0) { *first = s; }
+                float* g = logical + (k - ka) + (s - a);
+                if (pack && to_pack) { memcpy(pack + count, g, (x - s) * sizeof(float)); }
+                else if (pack) { memcpy(g, pack + count, (x - s) * sizeof(float)); }
+                count += x - s;
             }
-            if (r != 0 && z->rank == 0) { comm_recv(z->group, buf, cnt * sizeof(float), r, 7); }
-            else if (r != 0 && z->rank == r) { comm_send(z->group, buf, cnt * sizeof(float), 0, 7); }
-            if (z->rank == 0) {
-                fwriteCheck(buf, sizeof(float), cnt, fp, path);
-                checksum_add(h, buf, cnt * sizeof(float));
+        }
+        k += run.len;
+    }
+    return count;
+}
+
+// Rank 0 writes one optimizer vector (m, v or the master weights: device memory, this rank's shard `mine` of its
+// tensor-parallel share) in the logical flat layout, adding it to the checksum; the other ranks send their parts.
+// The logical vector goes out in chunks of STATE_CHUNK_FLOATS, each cut at tensor boundaries; the elements of a
+// tensor piece held by tensor-parallel rank t form a contiguous local range, of which data-parallel rank d holds the
+// part inside its shard. Every rank walks the same pieces in the same order: the holder (d, t) copies its part into
+// `part` and sends it, rank 0 receives it there (or copies its own) and puts each element in place. buf and part:
+// STATE_CHUNK_FLOATS floats of host memory on every rank.
+static void stream_shard_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, const GPT* m,
+                             ParallelContext* pc, float* buf, float* part, Checksum* h) {
+    const ParamLayout* pl = &m->layout;
+    int owners = z->stage == 0 ? 1 : z->size; // stage 0: data-parallel rank 0 holds everything
+    int me = pc->world_rank;
+    size_t n = pl->logical_params;
+    for (size_t c0 = 0; c0 < n; c0 += STATE_CHUNK_FLOATS) {
+        size_t cnt = n - c0 < STATE_CHUNK_FLOATS ? n - c0 : STATE_CHUNK_FLOATS;
+        for (int i = 0; i < pl->num_tensors; i++) {
+            const ParamEntry* e = &pl->table[i];
+            size_t g0 = e->goffset, g1 = g0 + e->grows * e->gcols;
+            if (g1 <= c0 || g0 >= c0 + cnt) { continue; }
+            size_t ka = (c0 > g0 ? c0 : g0) - g0, kb = (c0 + cnt < g1 ? c0 + cnt : g1) - g0;
+            for (int t = 0; t < pl->tp; t++) {
+                for (int d = 0; d < owners; d++) {
+                    size_t lo, hi, first;
+                    shard_range(z, d, &lo, &hi);
+                    int src = d * pc->tp * pc->pp + t; // the world rank of (dp d, tp t) in pipeline stage 0
+                    float* piece = buf + (g0 + ka - c0);
+                    if (me == src) {
+                        size_t k = pack_runs(e, pl->tp, t, 1, ka, kb, lo, hi, piece, NULL, 1, &first);
+                        if (k) {
+                            dev_copy_d2h(z->ctx, part, mine + (first - z->lo), k * sizeof(float));
+                            dev_sync(z->ctx);
+                            if (me != 0) { comm_send(&pc->world, part, k * sizeof(float), 0, 7); }
+                        }
+                    }
+                    if (me == 0) {
+                        size_t k = pack_runs(e, pl->tp, t, 1, ka, kb, lo, hi, piece, NULL, 1, &first);
+                        if (k && src != 0) { comm_recv(&pc->world, part, k * sizeof(float), src, 7); }
+                        pack_runs(e, pl->tp, t, 1, ka, kb, lo, hi, piece, part, 0, &first);
+                    }
+                }
             }
+        }
+        if (me == 0) {
+            fwriteCheck(buf, sizeof(float), cnt, fp, path);
+            checksum_add(h, buf, cnt * sizeof(float));
         }
     }
 }
@@ -187,19 +239,27 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
                             const Config* c) {
     int writer = pc->world_rank == 0;
     size_t S = z->hi - z->lo;
-    float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float)); // the host staging of every device read
+    float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float)); // a chunk of the file (rank 0)
+    float* part = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float)); // the host staging of every device read
     double bad = !device_all_finite(z->ctx, z->m, S, buf) || !device_all_finite(z->ctx, z->v, S, buf) ||
-                 (z->master && !device_all_finite(z->ctx, z->master, S, buf)) || (writer && !gpt_params_finite(m));
+                 (z->master && !device_all_finite(z->ctx, z->master, S, buf)) || !gpt_params_finite(m);
     comm_allreduce_max_f64(&pc->world, &bad, 1);
     if (bad) { fatal("step %d: the model or optimizer state holds non-finite values: no checkpoint written (the last one in '%s' is intact)", ts->step, dir); }
     char mp[2048], sp[2048], lp[2048];
     checkpoint_paths(dir, ts->step, mp, sp, sizeof(mp));
     AtomicFile af;
     uint64_t h[ST_HEADER_WORDS] = {0};
-    if (writer) {
+    if (pc->dp_rank == 0) {
+        // the compute copy, a chunk at a time in the whole model's layout: data-parallel rank 0's tensor-parallel group
+        // gathers it (the stream's gets are collective), rank 0 writes
         GptStreamTarget t;
-        ParamStream from_model = gpt_stream(m, NULL, &t); // the compute copy, a chunk at a time
-        h[ST_MODEL_SUM] = model_save_stream(mp, &m->layout, &from_model);
+        ParamStream local = gpt_stream(m, NULL, &t);
+        TpStream tps;
+        ParamStream from_model = tp_stream(&tps, &m->layout, &local, &pc->tp_group);
+        h[ST_MODEL_SUM] = model_save_stream(writer ? mp : NULL, &m->glayout, &from_model);
+        tp_stream_free(&tps);
+    }
+    if (writer) {
         utils_tmp_register(mp); // unpaired until the state is committed: removed if anything fails before that
         atomic_open(&af, sp);
         // the payload checksum is only known after writing: write the header, the payload, then the header again
@@ -207,13 +267,13 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
     }
     Checksum sum;
     checksum_begin(&sum, CHECKSUM_DEFAULT);
-    stream_shard_out(writer ? af.fp : NULL, sp, z->m, z, buf, &sum);
-    stream_shard_out(writer ? af.fp : NULL, sp, z->v, z, buf, &sum);
-    if (z->master) { stream_shard_out(writer ? af.fp : NULL, sp, z->master, z, buf, &sum); }
+    stream_shard_out(writer ? af.fp : NULL, sp, z->m, z, m, pc, buf, part, &sum);
+    stream_shard_out(writer ? af.fp : NULL, sp, z->v, z, m, pc, buf, part, &sum);
+    if (z->master) { stream_shard_out(writer ? af.fp : NULL, sp, z->master, z, m, pc, buf, part, &sum); }
     if (writer) {
         const GPTConfig* g = &m->cfg;
         h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = STATE_VERSION; h[ST_STEP] = ts->step;
-        h[ST_NUM_PARAMS] = m->layout.num_params; h[ST_RNG] = ts->rng;
+        h[ST_NUM_PARAMS] = m->layout.logical_params; h[ST_RNG] = ts->rng;
         h[ST_MAXT] = g->max_seq_len; h[ST_V] = g->vocab_size; h[ST_L] = g->num_layers; h[ST_NH] = g->num_heads;
         h[ST_C] = g->channels; h[ST_VP] = g->padded_vocab_size; h[ST_ZERO] = z->stage; h[ST_WORLD] = pc->world_size;
         h[ST_B] = c->batch_size; h[ST_T] = c->seq_len; h[ST_ADAM_T] = ts->adam_t; h[ST_SKIPPED] = ts->skipped_in_a_row;
@@ -235,6 +295,7 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         printf("checkpoint: wrote %s and %s%s\n", mp, sp, pruned ? " (older ones pruned, --keep-checkpoints)" : "");
     }
     free(buf);
+    free(part);
     comm_barrier(&pc->world);
 }
 
@@ -304,25 +365,37 @@ static StateKind checkpoint_check_files(const char* dir, int step, size_t num_pa
     return k;
 }
 
-// Reads one optimizer vector (n floats) through a chunk buffer, keeping this rank's owned range in `mine` (device).
-// With `params` instead (master weights into a run that keeps none), every element becomes the compute copy's value,
-// checked finite on the way.
-static void stream_shard_in(FILE* fp, const char* path, float* mine, GPT* params, const ZeroOptimizer* z, float* chunk, Checksum* h) {
+// Reads one optimizer vector (the logical layout's n floats) through a chunk buffer, keeping what this rank holds:
+// of each tensor piece, its tensor-parallel share's elements inside its owned range go to `mine` (device) in one
+// copy. With `params` instead (master weights into a run that keeps none), every element of the rank's share becomes
+// the compute copy's value, checked finite on the way. part: STATE_CHUNK_FLOATS floats of host scratch.
+static void stream_shard_in(FILE* fp, const char* path, float* mine, GPT* params, const ZeroOptimizer* z, const GPT* m,
+                            float* chunk, float* part, Checksum* h) {
+    const ParamLayout* pl = &m->layout;
     size_t own_lo, own_hi;
     shard_range(z, z->rank, &own_lo, &own_hi);
-    for (size_t off = 0; off < z->n; off += STATE_CHUNK_FLOATS) {
-        size_t cnt = z->n - off < STATE_CHUNK_FLOATS ? z->n - off : STATE_CHUNK_FLOATS;
+    if (params) { own_lo = 0; own_hi = pl->num_params; }
+    size_t n = pl->logical_params;
+    for (size_t c0 = 0; c0 < n; c0 += STATE_CHUNK_FLOATS) {
+        size_t cnt = n - c0 < STATE_CHUNK_FLOATS ? n - c0 : STATE_CHUNK_FLOATS;
         freadCheck(chunk, sizeof(float), cnt, fp, path);
         checksum_add(h, chunk, cnt * sizeof(float));
         if (params) {
             for (size_t i = 0; i < cnt; i++) {
-                if (!isfinite(chunk[i])) { fatal("checkpoint state '%s': master weight %zu is not finite", path, off + i); }
+                if (!isfinite(chunk[i])) { fatal("checkpoint state '%s': master weight %zu is not finite", path, c0 + i); }
             }
-            params_from_f32(&params->ctx, params->params + off, chunk, cnt);
-            continue;
         }
-        size_t s = off > own_lo ? off : own_lo, e = off + cnt < own_hi ? off + cnt : own_hi;
-        if (mine && s < e) { dev_copy_h2d(z->ctx, mine + (s - z->lo), chunk + (s - off), (e - s) * sizeof(float)); }
+        if (!mine && !params) { continue; }
+        for (int i = 0; i < pl->num_tensors; i++) {
+            const ParamEntry* e = &pl->table[i];
+            size_t g0 = e->goffset, g1 = g0 + e->grows * e->gcols;
+            if (g1 <= c0 || g0 >= c0 + cnt) { continue; }
+            size_t ka = (c0 > g0 ? c0 : g0) - g0, kb = (c0 + cnt < g1 ? c0 + cnt : g1) - g0, first;
+            size_t k = pack_runs(e, pl->tp, pl->tp_rank, 0, ka, kb, own_lo, own_hi, chunk + (g0 + ka - c0), part, 1, &first);
+            if (k == 0) { continue; }
+            if (params) { params_from_f32(&params->ctx, params->params + first, part, k); }
+            else { dev_copy_h2d(z->ctx, mine + (first - z->lo), part, k * sizeof(float)); }
+        }
     }
 }
 
@@ -334,19 +407,21 @@ static void stream_shard_in(FILE* fp, const char* path, float* mine, GPT* params
 static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimizer* z, TrainState* ts, uint64_t model_sum) {
     char mp[2048], sp[2048];
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
-    size_t n = m->layout.num_params;
+    size_t n = m->layout.logical_params;
     StateKind sk = checkpoint_check_files(dir, step, n); // the pair, the size, magic and version
     int kind = sk.sum_kind;
     FILE* fp = fopenCheck(sp, "rb");
     uint64_t h[ST_HEADER_WORDS];
     freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, fp, sp);
     float* chunk = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
+    float* part = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
     Checksum sum;
     checksum_begin(&sum, kind);
-    stream_shard_in(fp, sp, z->m, NULL, z, chunk, &sum);
-    stream_shard_in(fp, sp, z->v, NULL, z, chunk, &sum);
-    if (sk.has_master) { stream_shard_in(fp, sp, z->master, z->master ? NULL : m, z, chunk, &sum); }
+    stream_shard_in(fp, sp, z->m, NULL, z, m, chunk, part, &sum);
+    stream_shard_in(fp, sp, z->v, NULL, z, m, chunk, part, &sum);
+    if (sk.has_master) { stream_shard_in(fp, sp, z->master, z->master ? NULL : m, z, m, chunk, part, &sum); }
     free(chunk);
+    free(part);
     fclose(fp);
     // (a corrupt state exits here: whatever it put into the parameters above is never used)
     if (state_header_sum(h, &sum) != h[ST_STATE_SUM]) { fatal("checkpoint state '%s' is corrupt: %s checksum mismatch", sp, checksum_name(kind)); }

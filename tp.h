@@ -2,8 +2,8 @@
 tp.h: the building blocks of Megatron-style tensor parallelism, written once over the kernel interface (kernels.h)
 and the collectives of comm.h: the column- and row-parallel linear layers, the vocabulary-parallel embedding and the
 vocabulary-parallel cross-entropy (the tied LM head), each forward and backward, for the ranks of one tensor-parallel
-group. Tested against the single-rank ops under mpirun (tests/test_tp.c); the model wires them in with --tp (issue 11,
-next), so the trainer does not use them yet.
+group. Tested against the single-rank ops under mpirun (tests/test_tp.c); train_gpt.c wires them into the model
+(--tp, --sequence-parallel).
 
 Every rank of the group holds a slice of the weights and the whole of the activations it needs:
   column-parallel  y_l = x W_l^T + b_l        W_l: rows [r OC/tp, (r+1) OC/tp) of W, y_l the matching columns of y;
@@ -14,7 +14,11 @@ Every rank of the group holds a slice of the weights and the whole of the activa
   vocab embedding  out = all-reduce(wte_l[tok] or 0) + wpe: each rank looks up the tokens of its vocabulary slice
   vocab cross-entropy: logits_l = x wte_l^T over the rank's slice; the softmax's maximum and sum of exponentials are
                    combined across ranks (one max and one sum all-reduce of 3 floats per row), never the logits;
-                   dx = all-reduce(dlogits_l wte_l), dwte_l local.
+                   dx = sum over ranks of dlogits_l wte_l (reduced by the caller), dwte_l local.
+  sequence parallel (Megatron's): the replicated region (residual stream, LayerNorms) is split along the tokens, R =
+                   BT/tp rows per rank; an all-reduce of a row-parallel output becomes a reduce-scatter of its rows,
+                   and the whole rows a column-parallel matmul needs are all-gathered first (same bytes on the wire as
+                   one all-reduce, the region's activations cut by tp).
 The reductions run on host copies (comm.h's collectives take host memory; on the CPU the copies are plain memory
 moves): activations are floatX, reduced in fp32 and rounded once.
 */
@@ -27,6 +31,35 @@ static void tp_allreduce_x(const KernelCtx* ctx, CommGroup* g, floatX* buf, size
     params_to_f32(ctx, host, buf, n);
     comm_allreduce_sum_f32(g, host, n);
     params_from_f32(ctx, buf, host, n);
+}
+
+// Sequence parallelism's two collectives over the rows of (rows, C) floatX tensors, split into g->size equal parts
+// of R rows (rank r holds rows [r R, (r+1) R)). host: R C + g->size R C floats of scratch.
+// full (size R, C) = the parts of every rank, in rank order.
+static void tp_allgather_rows_x(const KernelCtx* ctx, CommGroup* g, float* host, floatX* full, const floatX* part, size_t R, size_t C) {
+    float* mine = host;
+    float* all = host + R * C;
+    params_to_f32(ctx, mine, part, R * C);
+    comm_allgather_f32(g, mine, all, R * C);
+    params_from_f32(ctx, full, all, (size_t)g->size * R * C);
+}
+
+// part (R, C) = this rank's rows of the sum over ranks of full (size R, C): reduced in fp32, rounded once.
+static void tp_reduce_scatter_rows_x(const KernelCtx* ctx, CommGroup* g, float* host, floatX* part, const floatX* full, size_t R, size_t C) {
+    float* all = host + R * C;
+    float* mine = host;
+    params_to_f32(ctx, all, full, (size_t)g->size * R * C);
+    comm_reduce_scatter_sum_f32(g, all, mine, R * C);
+    params_from_f32(ctx, part, mine, R * C);
+}
+
+// Sum of an fp32 device buffer (gradients) over the group, in place; host: n floats of scratch.
+static void tp_allreduce_f32(const KernelCtx* ctx, CommGroup* g, float* buf, size_t n, float* host) {
+    if (g->size == 1) { return; }
+    dev_copy_d2h(ctx, host, buf, n * sizeof(float));
+    dev_sync(ctx);
+    comm_allreduce_sum_f32(g, host, n);
+    dev_copy_h2d(ctx, buf, host, n * sizeof(float));
 }
 
 // The rows [vocab_lo, vocab_lo + vocab_n) of a vocabulary of Vp rows this rank of g holds (Vp divides by g->size).
@@ -77,8 +110,9 @@ static void tp_row_linear_backward(const KernelCtx* ctx, floatX* dx_l, float* dw
 
 // The LM head + cross-entropy over this rank's vocabulary slice wte_l (Vp_l rows from vocab_lo; V real rows in the
 // whole vocabulary), chunked over rows like classifier_forward_backward (chunk: chunk_rows x Vp_l floatX). losses
-// (BT) are the full losses, the same on every rank. With dx: dx (BT, C) = dloss/dx (all-reduced) and dwte_l (+)= by
-// acc. stats: 3 chunk_rows floats (device); host: max(3 chunk_rows, chunk_rows C) floats.
+// (BT) are the full losses, the same on every rank. With dx: dx (BT, C) = this rank's part of dloss/dx (the caller
+// sums the parts over the group: an all-reduce, or a reduce-scatter under sequence parallelism) and dwte_l (+)= by
+// acc. stats: 3 chunk_rows floats (device); host: 3 chunk_rows floats.
 // Per row: M = max over ranks of the local maxima m_r; S = sum over ranks of s_r exp(m_r - M) (each s_r is the sum of
 // exp(z - m_r) over the rank's columns); the target's logit comes from the rank that holds it.
 static void tp_cross_entropy(const KernelCtx* ctx, CommGroup* g, float* host, float* stats, float* losses, floatX* dx,
@@ -112,9 +146,8 @@ static void tp_cross_entropy(const KernelCtx* ctx, CommGroup* g, float* host, fl
         }
         classifier_vp_apply(ctx, losses + r0, chunk, stats, targets + r0, dloss_scale, rows, vocab_lo, Vp_l, V, dx != NULL);
         if (dx) {
-            // dx_r (rows, C) = dlogits_l (rows, Vp_l) wte_l (Vp_l, C), summed over ranks; dwte_l (+)= dlogits_l^T x_r
+            // dx_r (rows, C) = dlogits_l (rows, Vp_l) wte_l (Vp_l, C), this rank's part; dwte_l (+)= dlogits_l^T x_r
             matmul_backward(ctx, dx + (size_t)r0 * C, dwte_l, NULL, chunk, xr, wte_l, rows, C, Vp_l, acc || r0 > 0);
-            tp_allreduce_x(ctx, g, dx + (size_t)r0 * C, (size_t)rows * C, host);
         }
     }
 }

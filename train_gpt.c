@@ -39,6 +39,7 @@ loop.
 #endif
 #include "comm.h"         // defines: ParallelContext, CommGroup, parallel_init, comm_allreduce_*, comm_broadcast, ...
 #include "zero.h"         // defines: ZeroOptimizer, zero_init, zero_bucket_ready, zero_wait_all, zero_adamw_step
+#include "tp.h"           // defines: tp_cross_entropy, tp_allreduce_x, tp_allgather_rows_x, tp_reduce_scatter_rows_x
 #include "dataloader.h"   // defines: DataLoader, dataloader_init, dataloader_next_batch, dataloader_get/set_state
 #include "tokenizer.h"    // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_free
 // hf_gpt2.h (Hugging Face checkpoints) is included after the model-file section below: it uses the model layout
@@ -84,6 +85,8 @@ typedef struct {
     int seed;
     // parallel
     int zero;
+    int tp;                  // tensor-parallel size (ranks per group; the data-parallel size is processes / tp)
+    int sequence_parallel;   // 1: Megatron's sequence parallelism in the tensor-parallel groups
     float comm_timeout;
     int threads;
     // periodic work
@@ -145,6 +148,8 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("nan-policy", NULL, nan_policy, "a step whose loss or gradient norm is not finite: stop (error, no checkpoint of that state) | skip (no update; stop after --max-skipped-steps in a row)"),
     FLAG_I("max-skipped-steps", NULL, max_skipped_steps, 1, 1e6, "--nan-policy skip: stop after this many non-finite steps in a row"),
     FLAG_I("zero", "-z", zero, 0, 2, "ZeRO stage: 0 (all-reduce), 1 (sharded optimizer), 2 (sharded gradients too)"),
+    FLAG_I("tp", NULL, tp, 1, 64, "tensor-parallel size (Megatron): attention heads, the MLP and the vocabulary split over this many adjacent ranks; processes = dp x tp"),
+    FLAG_I("sequence-parallel", NULL, sequence_parallel, 0, 1, "with --tp > 1: split the LayerNorm and residual activations along the tokens too (reduce-scatter and all-gather in place of each all-reduce)"),
     FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU, not built yet)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
@@ -186,6 +191,7 @@ static void config_defaults(Config* c) {
     c->max_skipped_steps = 5;
     c->keep_checkpoints = 3;
     c->seed = 1337;
+    c->tp = 1;
     c->comm_timeout = 300.0f;
     c->val_every = 0;
     c->val_steps = 20;
@@ -417,6 +423,8 @@ typedef struct {
     float* lnfb;             // (C)
 } GradViews;
 
+#define TP_MAX 64 // the largest tensor-parallel group (a node's GPUs, with room)
+
 // Elements of a tensor of rows x cols split by tp (the local share; TP_NONE tensors are whole on every rank).
 #define TP_LOCAL(rows, cols, split, tpn) ((size_t)(rows) * (cols) / ((split) == TP_NONE ? 1 : (size_t)(tpn)))
 
@@ -436,6 +444,7 @@ static int layout_tp_valid(const GPTConfig* g, int tp, char* err, size_t cap) {
 static void layout_build_tp(ParamLayout* pl, const GPTConfig* g, int tp, int tp_rank) {
     char err[200];
     if (!layout_tp_valid(g, tp, err, sizeof(err))) { fatal("--tp %d: %s", tp, err); }
+    if (tp > TP_MAX) { fatal("--tp %d: at most %d", tp, TP_MAX); }
     int L = g->num_layers;
     size_t C = (size_t)g->channels;
     pl->cfg = *g;
@@ -497,35 +506,75 @@ static void layout_build_tp(ParamLayout* pl, const GPTConfig* g, int tp, int tp_
 
 static void layout_build(ParamLayout* pl, const GPTConfig* g) { layout_build_tp(pl, g, 1, 0); }
 
+// Where a logical tensor's elements live under tensor parallelism. A split tensor is cut along its split dimension
+// (rows for TP_VOCAB and TP_COLUMN matrices, columns for TP_ROW and TP_COLUMN biases) into `blocks` equal blocks, each
+// cut into tp equal pieces; rank t holds piece t of every block, in block order. The map from a logical index to
+// (owner, local index) is monotone for each owner, so the elements of any logical interval that one rank holds are
+// a contiguous local interval, in the same order: moving a logical range to or from a rank is one contiguous copy
+// on the rank's side and a walk over runs on the logical side.
+typedef struct {
+    int owner;      // tensor-parallel rank holding the run; -1 when every rank holds it (replicated, or tp 1)
+    size_t local;   // index of its first element in the owner's share of the tensor
+    size_t len;     // elements, consecutive in both the logical tensor and the share
+} TpRun;
+
+// The run that starts at logical index k of tensor e (0 <= k < grows*gcols), at most max elements long.
+static TpRun tp_run(const ParamEntry* e, int tp, size_t k, size_t max) {
+    TpRun run;
+    size_t n = e->grows * e->gcols;
+    if (e->tp_split == TP_NONE || tp == 1) {
+        run.owner = -1; run.local = k; run.len = n - k < max ? n - k : max;
+        return run;
+    }
+    int by_rows = e->tp_split == TP_VOCAB || (e->tp_split == TP_COLUMN && e->grows > 1);
+    size_t outer = by_rows ? n : e->gcols;          // elements per repetition of the split (the tensor, or a row)
+    size_t unit = by_rows ? e->gcols : 1;           // elements per index of the split dimension
+    size_t dim = outer / unit, block = dim / e->blocks, piece = block / tp;
+    size_t o = k / outer, r = k % outer, idx = r / unit, within = r % unit;
+    size_t b = idx / block, w = idx % block;
+    run.owner = (int)(w / piece);
+    run.local = o * (outer / tp) + (b * piece + w % piece) * unit + within;
+    run.len = (piece - w % piece) * unit - within;
+    if (run.len > max) { run.len = max; }
+    return run;
+}
+
+// Whether a run belongs to rank t when gathering (a replicated run is taken from rank 0) or when scattering (every
+// rank keeps a replicated run).
+static int tp_run_mine(const TpRun* run, int t, int gathering) { return run->owner == t || (run->owner < 0 && (!gathering || t == 0)); }
+
+// The contiguous local interval [*lo, *lo + count) of tensor e's share that rank t holds of the logical elements
+// [k0, k1) (gathering: replicated elements count for rank 0 only); returns count.
+static size_t tp_local_span(const ParamEntry* e, int tp, int t, size_t k0, size_t k1, int gathering, size_t* lo) {
+    size_t count = 0;
+    *lo = 0;
+    for (size_t k = k0; k < k1;) {
+        TpRun run = tp_run(e, tp, k, k1 - k);
+        if (tp_run_mine(&run, t, gathering)) {
+            if (count == 0) { *lo = run.local; }
+            count += run.len;
+        }
+        k += run.len;
+    }
+    return count;
+}
+
 // Copies between a logical (whole-model) flat buffer and a rank's local one, tensor by tensor: to_local takes this
 // rank's share of every tensor (slicing on load), else it puts the local share back into its place in the logical
 // buffer (one rank's part of gathering on save).
 static void layout_copy_tp(const ParamLayout* pl, float* logical, float* local, int to_local) {
-    int tp = pl->tp, r = pl->tp_rank;
     for (int i = 0; i < pl->num_tensors; i++) {
         const ParamEntry* e = &pl->table[i];
-        float* gsrc = logical + e->goffset;
-        float* lsrc = local + e->offset;
-        if (e->tp_split == TP_NONE || tp == 1) {
-            if (to_local) { memcpy(lsrc, gsrc, e->grows * e->gcols * sizeof(float)); }
-            else { memcpy(gsrc, lsrc, e->grows * e->gcols * sizeof(float)); }
-            continue;
-        }
-        // the tensor as grows runs of gcols; a split takes, from each run (or from the whole tensor when the split is
-        // along rows), `blocks` pieces of (output dimension / blocks / tp) at this rank's place in each block
-        int by_rows = e->tp_split == TP_VOCAB || (e->tp_split == TP_COLUMN && e->grows > 1);
-        size_t outer = by_rows ? 1 : e->grows;                        // runs the split repeats in
-        size_t dim = by_rows ? e->grows : e->gcols;                   // the split dimension's length
-        size_t unit = by_rows ? e->gcols : 1;                         // elements per index of that dimension
-        size_t block = dim / e->blocks, piece = block / tp;           // a block, and this rank's share of it
-        size_t lrun = (size_t)e->blocks * piece * unit;               // local elements per run
-        for (size_t o = 0; o < outer; o++) {
-            for (int b = 0; b < e->blocks; b++) {
-                float* g = gsrc + o * dim * unit + ((size_t)b * block + (size_t)r * piece) * unit;
-                float* l = lsrc + o * lrun + (size_t)b * piece * unit;
-                if (to_local) { memcpy(l, g, piece * unit * sizeof(float)); }
-                else { memcpy(g, l, piece * unit * sizeof(float)); }
+        size_t n = e->grows * e->gcols;
+        for (size_t k = 0; k < n;) {
+            TpRun run = tp_run(e, pl->tp, k, n - k);
+            if (tp_run_mine(&run, pl->tp_rank, 0)) {
+                float* g = logical + e->goffset + k;
+                float* l = local + e->offset + run.local;
+                if (to_local) { memcpy(l, g, run.len * sizeof(float)); }
+                else { memcpy(g, l, run.len * sizeof(float)); }
             }
+            k += run.len;
         }
     }
 }
@@ -813,15 +862,16 @@ static uint64_t model_load_params(const char* path, FILE* fp, int version, const
 }
 
 // Saves an llm.c version-3 (fp32) model file atomically from a stream, chunk by chunk in llm.c's file order; returns
-// the checksum of the whole file (header and payload).
+// the checksum of the whole file (header and payload). path NULL: reads the stream in the same order and writes
+// nothing (the other ranks of a tensor-parallel group, whose gets are collective).
 static uint64_t model_save_stream(const char* path, const ParamLayout* pl, ParamStream* src) {
     AtomicFile af;
-    atomic_open(&af, path);
+    if (path) { atomic_open(&af, path); }
     int32_t h[256] = {0};
     const GPTConfig* g = &pl->cfg;
     h[0] = MODEL_MAGIC; h[1] = 3; h[2] = g->max_seq_len; h[3] = g->vocab_size; h[4] = g->num_layers;
     h[5] = g->num_heads; h[6] = g->channels; h[7] = g->padded_vocab_size;
-    fwriteCheck(h, sizeof(int32_t), 256, af.fp, path);
+    if (path) { fwriteCheck(h, sizeof(int32_t), 256, af.fp, path); }
     Checksum sum;
     checksum_begin(&sum, CHECKSUM_DEFAULT);
     checksum_add(&sum, h, sizeof(h));
@@ -832,12 +882,12 @@ static uint64_t model_save_stream(const char* path, const ParamLayout* pl, Param
         for (size_t k = 0; k < n; k += PARAM_CHUNK) {
             size_t cnt = n - k < PARAM_CHUNK ? n - k : PARAM_CHUNK;
             src->get(src->self, e->offset + k, buf, cnt);
-            fwriteCheck(buf, sizeof(float), cnt, af.fp, path);
+            if (path) { fwriteCheck(buf, sizeof(float), cnt, af.fp, path); }
             checksum_add(&sum, buf, cnt * sizeof(float));
         }
     }
     free(buf);
-    atomic_commit(&af);
+    if (path) { atomic_commit(&af); }
     return checksum_end(&sum);
 }
 
@@ -845,6 +895,88 @@ static uint64_t model_save(const char* path, const ParamLayout* pl, const float*
     ParamStream s = host_stream((float*)params);
     return model_save_stream(path, pl, &s);
 }
+
+// A logical (whole-model) stream over a tensor-parallel rank's local stream: offsets and counts are the logical
+// layout's (what files hold), each call within one tensor. put keeps the elements this rank holds (files load on
+// every rank and each keeps its share); get is a collective over the tensor-parallel group: every rank hands in the
+// contiguous part of the range it holds, an all-gather shares them, and every rank reassembles the logical range
+// by walking its runs (a replicated tensor comes from rank 0).
+typedef struct {
+    const ParamLayout* pl;   // this rank's layout (tp, tp_rank and both offsets of every tensor)
+    ParamStream* local;
+    CommGroup* group;        // the tensor-parallel group
+    float* buf;              // scratch: this rank's part, then the gathered parts
+    size_t cap;
+} TpStream;
+
+static const ParamEntry* tp_stream_tensor(const TpStream* s, size_t off, size_t n) {
+    for (int i = 0; i < s->pl->num_tensors; i++) {
+        const ParamEntry* e = &s->pl->table[i];
+        if (off >= e->goffset && off + n <= e->goffset + e->grows * e->gcols) { return e; }
+    }
+    fatal("internal: logical range [%zu, %zu) is not inside one tensor", off, off + n);
+}
+
+static float* tp_stream_scratch(TpStream* s, size_t n) {
+    if (n > s->cap) {
+        free(s->buf);
+        s->buf = (float*)mallocCheck(n * sizeof(float));
+        s->cap = n;
+    }
+    return s->buf;
+}
+
+static void tp_stream_put(void* self, size_t off, const float* x, size_t n) {
+    TpStream* s = (TpStream*)self;
+    const ParamEntry* e = tp_stream_tensor(s, off, n);
+    float* part = tp_stream_scratch(s, n);
+    size_t k0 = off - e->goffset, lo = 0, count = 0;
+    for (size_t k = k0; k < k0 + n;) {
+        TpRun run = tp_run(e, s->pl->tp, k, k0 + n - k);
+        if (tp_run_mine(&run, s->pl->tp_rank, 0)) {
+            if (count == 0) { lo = run.local; }
+            memcpy(part + count, x + (k - k0), run.len * sizeof(float));
+            count += run.len;
+        }
+        k += run.len;
+    }
+    if (count) { s->local->put(s->local->self, e->offset + lo, part, count); }
+}
+
+static void tp_stream_get(void* self, size_t off, float* x, size_t n) {
+    TpStream* s = (TpStream*)self;
+    const ParamEntry* e = tp_stream_tensor(s, off, n);
+    int tp = s->pl->tp;
+    size_t k0 = off - e->goffset, lo;
+    size_t counts[TP_MAX], start[TP_MAX];
+    for (int t = 0; t < tp; t++) { counts[t] = tp_local_span(e, tp, t, k0, k0 + n, 1, &start[t]); }
+    float* mine = tp_stream_scratch(s, 2 * n);
+    float* all = mine + n;
+    size_t cnt = tp_local_span(e, tp, s->pl->tp_rank, k0, k0 + n, 1, &lo);
+    if (cnt) { s->local->get(s->local->self, e->offset + lo, mine, cnt); }
+    comm_allgatherv_f32(s->group, mine, all, counts);
+    // rank t's part starts after those of ranks below it; its runs come in logical order
+    size_t cursor[TP_MAX];
+    for (int t = 0; t < tp; t++) { cursor[t] = t == 0 ? 0 : cursor[t - 1] + counts[t - 1]; }
+    for (size_t k = k0; k < k0 + n;) {
+        TpRun run = tp_run(e, tp, k, k0 + n - k);
+        int t = run.owner < 0 ? 0 : run.owner;
+        memcpy(x + (k - k0), all + cursor[t], run.len * sizeof(float));
+        cursor[t] += run.len;
+        k += run.len;
+    }
+}
+
+// The logical stream over `local` (free with tp_stream_free); with tp 1 the local stream itself is logical.
+static ParamStream tp_stream(TpStream* s, const ParamLayout* pl, ParamStream* local, CommGroup* group) {
+    memset(s, 0, sizeof(*s));
+    if (pl->tp == 1) { return *local; }
+    s->pl = pl; s->local = local; s->group = group;
+    ParamStream out = {tp_stream_put, tp_stream_get, s};
+    return out;
+}
+
+static void tp_stream_free(TpStream* s) { free(s->buf); s->buf = NULL; s->cap = 0; }
 
 // Hugging Face GPT-2 checkpoints (safetensors + config.json), in and out: needs the layout and check_finite_tensor
 #include "hf_gpt2.h"      // defines: hf_is_checkpoint_path, hf_supported, HfCheckpoint, hf_open, hf_load_params, hf_export
@@ -857,33 +989,41 @@ static uint64_t model_save(const char* path, const ParamLayout* pl, const float*
 // MLP pre-activation), L2 layers of everything else inside a block (1 when recompute == 2: backward reruns the
 // block's forward from its input, residual3 of the layer before, which is always kept).
 
+// Under tensor parallelism (--tp) every rank holds its share of the split layers' activations: qkv, the attention
+// output and its log-sum-exps, the MLP's hidden activations and the logits have Ct = C/tp channels, NHt = NH/tp
+// heads, Vpt = Vp/tp vocabulary columns; the rest (the residual stream, LayerNorms) is replicated, R = BT rows. With
+// --sequence-parallel that region is split along the tokens instead: R = BT/tp rows per rank, and the whole rows a
+// column-parallel matmul needs are all-gathered into `gathered` when needed (in forward and again in backward).
+
 // name, element type, 1 if the type is floatX (stored in --dtype on a GPU), element count
 #define GPT_ACTIVATIONS(X) \
-    X(encoded,   floatX,  1, (size_t)BT * C)           /* (B,T,C) token + position embedding */ \
-    X(ln1,       floatX,  1, (size_t)L1 * BT * C)      /* (L1,B,T,C) */ \
-    X(ln1_mean,  float,   0, (size_t)L2 * BT)          /* (L2,B,T) */ \
-    X(ln1_rstd,  float,   0, (size_t)L2 * BT)          /* (L2,B,T) */ \
-    X(qkv,       floatX,  1, (size_t)L2 * BT * 3 * C)  /* (L2,B,T,3C) */ \
-    X(atty,      floatX,  1, (size_t)L2 * BT * C)      /* (L2,B,T,C) attention output before the projection */ \
-    X(att_lse,   float,   0, (size_t)L2 * B * NH * T)  /* (L2,B,NH,T) log-sum-exp of each attention row */ \
-    X(residual2, floatX,  1, (size_t)L2 * BT * C)      /* (L2,B,T,C) after the attention residual */ \
-    X(ln2,       floatX,  1, (size_t)L1 * BT * C)      /* (L1,B,T,C) */ \
-    X(ln2_mean,  float,   0, (size_t)L2 * BT)          /* (L2,B,T) */ \
-    X(ln2_rstd,  float,   0, (size_t)L2 * BT)          /* (L2,B,T) */ \
-    X(fch,       floatX,  1, (size_t)L2 * BT * 4 * C)  /* (L2,B,T,4C) MLP pre-activation */ \
-    X(fch_gelu,  floatX,  1, (size_t)L1 * BT * 4 * C)  /* (L1,B,T,4C) */ \
-    X(residual3, floatX,  1, (size_t)L * BT * C)       /* (L,B,T,C) layer output */ \
-    X(lnf,       floatX,  1, (size_t)BT * C)           /* (B,T,C) */ \
-    X(lnf_mean,  float,   0, (size_t)BT)               /* (B,T) */ \
-    X(lnf_rstd,  float,   0, (size_t)BT)               /* (B,T) */ \
+    X(encoded,   floatX,  1, (size_t)R * C)            /* (R,C) token + position embedding */ \
+    X(ln1,       floatX,  1, (size_t)L1 * R * C)       /* (L1,R,C) */ \
+    X(ln1_mean,  float,   0, (size_t)L2 * R)           /* (L2,R) */ \
+    X(ln1_rstd,  float,   0, (size_t)L2 * R)           /* (L2,R) */ \
+    X(qkv,       floatX,  1, (size_t)L2 * BT * 3 * Ct) /* (L2,B,T,3Ct) */ \
+    X(atty,      floatX,  1, (size_t)L2 * BT * Ct)     /* (L2,B,T,Ct) attention output before the projection */ \
+    X(att_lse,   float,   0, (size_t)L2 * B * NHt * T) /* (L2,B,NHt,T) log-sum-exp of each attention row */ \
+    X(residual2, floatX,  1, (size_t)L2 * R * C)       /* (L2,R,C) after the attention residual */ \
+    X(ln2,       floatX,  1, (size_t)L1 * R * C)       /* (L1,R,C) */ \
+    X(ln2_mean,  float,   0, (size_t)L2 * R)           /* (L2,R) */ \
+    X(ln2_rstd,  float,   0, (size_t)L2 * R)           /* (L2,R) */ \
+    X(fch,       floatX,  1, (size_t)L2 * BT * 4 * Ct) /* (L2,B,T,4Ct) MLP pre-activation */ \
+    X(fch_gelu,  floatX,  1, (size_t)L1 * BT * 4 * Ct) /* (L1,B,T,4Ct) */ \
+    X(residual3, floatX,  1, (size_t)L * R * C)        /* (L,R,C) layer output */ \
+    X(lnf,       floatX,  1, (size_t)R * C)            /* (R,C) */ \
+    X(lnf_mean,  float,   0, (size_t)R)                /* (R) */ \
+    X(lnf_rstd,  float,   0, (size_t)R)                /* (R) */ \
     X(losses,    float,   0, (size_t)BT)               /* (B,T) per-token loss */ \
     X(proj,      floatX,  1, (size_t)BT * C)           /* (B,T,C) projection output before the residual add */ \
-    X(dres,      floatX,  1, (size_t)BT * C)           /* (B,T,C) gradient of the residual stream */ \
+    X(dres,      floatX,  1, (size_t)R * C)            /* (R,C) gradient of the residual stream */ \
     X(dtmp,      floatX,  1, (size_t)BT * C)           /* (B,T,C) gradient scratch */ \
-    X(dqkv,      floatX,  1, (size_t)BT * 3 * C)       /* (B,T,3C) */ \
-    X(dfch,      floatX,  1, (size_t)BT * 4 * C)       /* (B,T,4C) */ \
-    X(logits,    floatX,  1, (size_t)chunk_rows * Vp)  /* (chunk_rows,Vp) classifier chunk, logits then their gradient */ \
-    X(logits_row, float,   0, (size_t)Vp)               /* (Vp) one row of logits, for sampling */ \
+    X(dqkv,      floatX,  1, (size_t)BT * 3 * Ct)      /* (B,T,3Ct) */ \
+    X(dfch,      floatX,  1, (size_t)BT * 4 * Ct)      /* (B,T,4Ct) */ \
+    X(gathered,  floatX,  1, (size_t)(R < BT) * BT * C) /* (B,T,C) sequence parallel: rows all-gathered from R */ \
+    X(logits,    floatX,  1, (size_t)chunk_rows * Vpt) /* (chunk_rows,Vpt) classifier chunk, logits then their gradient */ \
+    X(logits_row, float,   0, (size_t)Vpt)              /* (Vpt) one row of logits, for sampling */ \
+    X(ce_stats,  float,   0, (size_t)(Vpt < Vp) * 3 * chunk_rows) /* tensor parallel: per-row softmax statistics */ \
     X(tokens,    int32_t, 0, (size_t)BT)              /* (B,T) input tokens of the last forward */ \
     X(targets,   int32_t, 0, (size_t)BT)              /* (B,T) their targets */ \
     X(scalars,   double,  0, (size_t)2)                /* [0] sum of the step's token losses, read once per step */
@@ -898,6 +1038,9 @@ typedef struct {
     int chunk_rows;
     int recompute;       // 0, 1, 2 (--recompute)
     int L1, L2;          // layers held by the L1 and L2 families above (L, or 1 when recomputed)
+    int tp, sp;          // tensor-parallel size, sequence parallelism (the shapes above)
+    float* host;         // tp > 1: host staging of the tensor-parallel collectives (host_floats of them)
+    size_t host_floats;
 } Activations;
 
 // Layer l's slot in a family that holds `layers` layers (1: every layer shares slot 0).
@@ -905,6 +1048,7 @@ static size_t act_slot(int layers, int l) { return layers == 1 ? 0 : (size_t)l; 
 
 // Rows of the classifier chunk: as many as fit in the backend's logits budget (64 MB on the CPU, where the chunk
 // stays in cache-friendly sizes; 512 MB on a GPU, where bigger matmuls run faster), at least 1, at most BT.
+// Vp: the vocabulary columns this rank computes.
 static int classifier_chunk_rows(int BT, int Vp) {
     long rows = (long)(KERNELS_LOGITS_CHUNK_BYTES / (sizeof(floatX) * (size_t)Vp));
     if (rows < 1) { rows = 1; }
@@ -913,11 +1057,13 @@ static int classifier_chunk_rows(int BT, int Vp) {
 }
 
 // Bytes of each activation (sizes, optional) and in total, each rounded up to 64 bytes: the table's element counts
-// times their types' sizes on this backend (so what the memory table prints is what is allocated).
-static size_t activations_bytes(const GPTConfig* g, int B, int T, int recompute, size_t* sizes) {
-    size_t BT = (size_t)B * T, C = g->channels, L = g->num_layers, NH = g->num_heads, Vp = g->padded_vocab_size;
+// times their types' sizes on this backend (so what the memory table prints is what is allocated). tp, sp: the
+// tensor-parallel size and sequence parallelism (1, 0: the whole model).
+static size_t activations_bytes_tp(const GPTConfig* g, int tp, int sp, int B, int T, int recompute, size_t* sizes) {
+    size_t BT = (size_t)B * T, C = g->channels, L = g->num_layers, Vp = g->padded_vocab_size;
+    size_t Ct = C / tp, NHt = (size_t)g->num_heads / tp, Vpt = Vp / tp, R = sp ? BT / tp : BT;
     size_t L1 = recompute >= 1 ? 1 : L, L2 = recompute == 2 ? 1 : L;
-    size_t chunk_rows = classifier_chunk_rows((int)BT, (int)Vp);
+    size_t chunk_rows = classifier_chunk_rows((int)BT, (int)Vpt);
     size_t total = 0;
     int i = 0;
 #define X_SIZE(name, type, fx, size) { size_t s_ = mulSize((size), sizeof(type)); s_ = (s_ + 63) / 64 * 64; if (sizes) { sizes[i] = s_; } total += s_; i++; }
@@ -926,10 +1072,14 @@ static size_t activations_bytes(const GPTConfig* g, int B, int T, int recompute,
     return total;
 }
 
+static size_t activations_bytes(const GPTConfig* g, int B, int T, int recompute, size_t* sizes) {
+    return activations_bytes_tp(g, 1, 0, B, T, recompute, sizes);
+}
+
 // The same bytes with floatX stored in `dtype` (what a GPU build allocates for that --dtype).
-static size_t activations_device_bytes(const GPTConfig* g, int B, int T, int recompute, int dtype) {
+static size_t activations_device_bytes_tp(const GPTConfig* g, int tp, int sp, int B, int T, int recompute, int dtype) {
     size_t sizes[64], total = 0;
-    activations_bytes(g, B, T, recompute, sizes);
+    activations_bytes_tp(g, tp, sp, B, T, recompute, sizes);
     int i = 0;
 #define X_DEV(name, type, fx, size) total += sizes[i++] / sizeof(type) * ((fx) ? dtype_bytes(dtype) : sizeof(type));
     GPT_ACTIVATIONS(X_DEV)
@@ -937,12 +1087,18 @@ static size_t activations_device_bytes(const GPTConfig* g, int B, int T, int rec
     return total;
 }
 
-static void activations_alloc(Activations* a, const KernelCtx* ctx, const GPTConfig* g, int B, int T, int recompute) {
+static size_t activations_device_bytes(const GPTConfig* g, int B, int T, int recompute, int dtype) {
+    return activations_device_bytes_tp(g, 1, 0, B, T, recompute, dtype);
+}
+
+static void activations_alloc_tp(Activations* a, const KernelCtx* ctx, const GPTConfig* g, int tp, int sp, int B, int T, int recompute) {
     size_t sizes[64];
-    a->total_bytes = activations_bytes(g, B, T, recompute, sizes);
+    a->total_bytes = activations_bytes_tp(g, tp, sp, B, T, recompute, sizes);
     a->recompute = recompute;
     a->L1 = recompute >= 1 ? 1 : g->num_layers;
     a->L2 = recompute == 2 ? 1 : g->num_layers;
+    a->tp = tp;
+    a->sp = sp;
     a->base = dev_alloc(ctx, a->total_bytes);
     char* p = (char*)a->base;
     int i = 0;
@@ -951,7 +1107,20 @@ static void activations_alloc(Activations* a, const KernelCtx* ctx, const GPTCon
 #undef X_CARVE
     a->B = B;
     a->T = T;
-    a->chunk_rows = classifier_chunk_rows(B * T, g->padded_vocab_size);
+    a->chunk_rows = classifier_chunk_rows(B * T, g->padded_vocab_size / tp);
+    // the largest staging: an all-gather or reduce-scatter of (B,T,C) rows with its R-row side, or the statistics of
+    // a logits chunk, or a whole row of logits
+    a->host = NULL;
+    a->host_floats = 0;
+    if (tp > 1) {
+        size_t BTC = (size_t)B * T * g->channels;
+        a->host_floats = 2 * BTC + 3 * (size_t)a->chunk_rows + (size_t)g->padded_vocab_size;
+        a->host = (float*)dev_host_alloc(ctx, mulSize(a->host_floats, sizeof(float)));
+    }
+}
+
+static void activations_alloc(Activations* a, const KernelCtx* ctx, const GPTConfig* g, int B, int T, int recompute) {
+    activations_alloc_tp(a, ctx, g, 1, 0, B, T, recompute);
 }
 
 // ----------------------------------------------------------------------------
@@ -959,8 +1128,17 @@ static void activations_alloc(Activations* a, const KernelCtx* ctx, const GPTCon
 
 typedef struct {
     KernelCtx ctx;        // the backend's execution context (--dtype lives in it: ctx.dtype)
-    ParamLayout layout;
+    ParamLayout layout;   // this rank's parameters (its tensor-parallel share)
+    ParamLayout glayout;  // the whole model's (logical, llm.c's): what files hold; the same as layout when tp is 1
     GPTConfig cfg;
+    // tensor parallelism (--tp): the group (NULL when tp is 1), sequence parallelism, this rank's vocabulary rows,
+    // and the local ranges of gradients this rank adds to the global norm (NULL: all of them; the other ranks of a
+    // tensor-parallel group leave out the replicated tensors, which rank 0 counts once)
+    int tp, tp_rank, sp;
+    CommGroup* tp_group;
+    int vocab_lo, vocab_n;
+    size_t (*norm_ranges)[2];
+    int num_norm_ranges;
     floatX* params;       // (n_pad) flat parameters: the compute copy (the master weights too in fp32)
     ParamViews p;
     // gradients (fp32): stages 0/1 keep a full flat buffer; stage 2 keeps only an arena of reused regions
@@ -972,15 +1150,51 @@ typedef struct {
     int B, T;             // shape of the last forward
 } GPT;
 
-// The execution context (storage type dtype; scratch for sequences up to T), then the parameter buffer, zeroed.
-static void gpt_alloc_params(GPT* m, const GPTConfig* cfg, int dp, int dtype, int T) {
+// The execution context (storage type dtype; scratch for sequences up to T), then the parameter buffer, zeroed:
+// this rank's share of the model under tensor parallelism (tp_group: NULL or a group of one for the whole model).
+static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
     memset(m, 0, sizeof(*m));
+    m->tp = tp_group ? tp_group->size : 1;
+    m->tp_rank = tp_group ? tp_group->rank : 0;
+    m->tp_group = m->tp > 1 ? tp_group : NULL;
+    m->sp = m->tp > 1 && sp;
     kernels_ctx_init(&m->ctx, dtype, T, cfg->channels);
     m->cfg = *cfg;
-    layout_build(&m->layout, cfg);
+    layout_build_tp(&m->layout, cfg, m->tp, m->tp_rank);
+    layout_build(&m->glayout, cfg);
+    m->vocab_n = cfg->padded_vocab_size / m->tp;
+    m->vocab_lo = m->tp_rank * m->vocab_n;
+    if (m->tp > 1 && m->tp_rank > 0) {
+        // the split tensors' ranges, merged where they touch (in the local flat layout's order)
+        m->norm_ranges = (size_t(*)[2])mallocCheck(sizeof(size_t[2]) * (size_t)m->layout.num_tensors);
+        size_t (*order)[2] = (size_t(*)[2])mallocCheck(sizeof(size_t[2]) * (size_t)m->layout.num_tensors);
+        int n = 0;
+        for (int i = 0; i < m->layout.num_tensors; i++) {
+            const ParamEntry* e = &m->layout.table[i];
+            if (e->tp_split != TP_NONE) { order[n][0] = e->offset; order[n][1] = e->offset + e->rows * e->cols; n++; }
+        }
+        // insertion sort by offset (the table is in file order); a few hundred entries
+        for (int i = 1; i < n; i++) {
+            for (int j = i; j > 0 && order[j - 1][0] > order[j][0]; j--) {
+                size_t t0 = order[j][0], t1 = order[j][1];
+                order[j][0] = order[j - 1][0]; order[j][1] = order[j - 1][1]; order[j - 1][0] = t0; order[j - 1][1] = t1;
+            }
+        }
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            if (k > 0 && m->norm_ranges[k - 1][1] == order[i][0]) { m->norm_ranges[k - 1][1] = order[i][1]; continue; }
+            m->norm_ranges[k][0] = order[i][0]; m->norm_ranges[k][1] = order[i][1]; k++;
+        }
+        m->num_norm_ranges = k;
+        free(order);
+    }
     size_t n_pad = zero_padded_size(m->layout.num_params, dp);
     m->params = (floatX*)dev_alloc(&m->ctx, mulSize(n_pad, sizeof(floatX)));
     views_bind(&m->p, &m->layout, m->params);
+}
+
+static void gpt_alloc_params(GPT* m, const GPTConfig* cfg, int dp, int dtype, int T) {
+    gpt_alloc_params_tp(m, cfg, dp, NULL, 0, dtype, T);
 }
 
 // The compute copy of the parameters from fp32 values in host memory (host: num_params floats, the flat layout),
@@ -1057,7 +1271,7 @@ static void gpt_alloc_grads(GPT* m, int stage, int dp) {
         m->grad_arena = buf;
         m->g.layers = (LayerGrads*)callocCheck(m->cfg.num_layers, sizeof(LayerGrads));
         m->g.wte = buf;
-        m->g.wpe = buf + (size_t)m->cfg.padded_vocab_size * m->cfg.channels;
+        m->g.wpe = buf + (size_t)m->vocab_n * m->cfg.channels;
         m->g.lnfw = buf + m->layout.embed_size;
         m->g.lnfb = m->g.lnfw + m->cfg.channels;
     }
@@ -1100,9 +1314,12 @@ static void gpt_free(GPT* m) {
     dev_free(&m->ctx, m->grads);
     dev_free(&m->ctx, m->grad_arena);
     dev_free(&m->ctx, m->acts.base);
+    dev_host_free(&m->ctx, m->acts.host);
     free(m->p.layers);
     free(m->g.layers);
+    free(m->norm_ranges);
     layout_free(&m->layout);
+    layout_free(&m->glayout);
     kernels_ctx_free(&m->ctx);
 }
 
@@ -1112,75 +1329,114 @@ static void gpt_free(GPT* m) {
 
 // Layer l's activations (the slots of its families, see the activation table).
 typedef struct {
-    const floatX* in;    // (B,T,C) the block's input: encoded, or residual3 of layer l-1 (always kept)
+    const floatX* in;    // (R,C) the block's input: encoded, or residual3 of layer l-1 (always kept)
     floatX *ln1, *qkv, *atty, *res2, *ln2, *fch, *fchg;
     float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
 } BlockActs;
 
+// Rows of the residual stream this rank holds for the last forward: all B*T, or 1/tp of them under sequence
+// parallelism.
+static int gpt_rows(const GPT* m) { return m->sp ? m->B * m->T / m->tp : m->B * m->T; }
+
 static BlockActs block_acts(GPT* m, int l) {
     Activations* a = &m->acts;
-    size_t BT = (size_t)m->B * m->T, C = m->cfg.channels, NH = m->cfg.num_heads;
+    size_t BT = (size_t)m->B * m->T, R = (size_t)gpt_rows(m), C = m->cfg.channels;
+    size_t Ct = C / m->tp, NHt = (size_t)m->cfg.num_heads / m->tp;
     size_t s1 = act_slot(a->L1, l), s2 = act_slot(a->L2, l);
     BlockActs b;
-    b.in = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
-    b.ln1 = a->ln1 + s1 * BT * C;
-    b.ln1_mean = a->ln1_mean + s2 * BT;
-    b.ln1_rstd = a->ln1_rstd + s2 * BT;
-    b.qkv = a->qkv + s2 * BT * 3 * C;
-    b.atty = a->atty + s2 * BT * C;
-    b.lse = a->att_lse + s2 * NH * BT;
-    b.res2 = a->residual2 + s2 * BT * C;
-    b.ln2 = a->ln2 + s1 * BT * C;
-    b.ln2_mean = a->ln2_mean + s2 * BT;
-    b.ln2_rstd = a->ln2_rstd + s2 * BT;
-    b.fch = a->fch + s2 * BT * 4 * C;
-    b.fchg = a->fch_gelu + s1 * BT * 4 * C;
+    b.in = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * R * C;
+    b.ln1 = a->ln1 + s1 * R * C;
+    b.ln1_mean = a->ln1_mean + s2 * R;
+    b.ln1_rstd = a->ln1_rstd + s2 * R;
+    b.qkv = a->qkv + s2 * BT * 3 * Ct;
+    b.atty = a->atty + s2 * BT * Ct;
+    b.lse = a->att_lse + s2 * NHt * BT;
+    b.res2 = a->residual2 + s2 * R * C;
+    b.ln2 = a->ln2 + s1 * R * C;
+    b.ln2_mean = a->ln2_mean + s2 * R;
+    b.ln2_rstd = a->ln2_rstd + s2 * R;
+    b.fch = a->fch + s2 * BT * 4 * Ct;
+    b.fchg = a->fch_gelu + s1 * BT * 4 * Ct;
     return b;
+}
+
+// The two points where the replicated (or sequence-parallel) region meets the tensor-parallel one.
+// Entering: the whole rows (B*T, C) of x for a column-parallel matmul: x itself, or under sequence parallelism the
+// rows of every rank all-gathered into `gathered` (valid until the next call).
+static const floatX* tp_enter(GPT* m, const floatX* x) {
+    if (!m->sp) { return x; }
+    kernels_range_push(&m->ctx, "all-gather rows (sequence parallel)");
+    tp_allgather_rows_x(&m->ctx, m->tp_group, m->acts.host, m->acts.gathered, x, (size_t)gpt_rows(m), (size_t)m->cfg.channels);
+    kernels_range_pop(&m->ctx);
+    return m->acts.gathered;
+}
+
+// Leaving: y (B*T, C) holds this rank's part of a sum over the group (a row-parallel output, or the input gradient
+// of a column-parallel matmul); out receives the sum: all-reduced in place (out == y), or under sequence
+// parallelism this rank's R rows of it, reduce-scattered (out may be y). Nothing to do with tp 1.
+static void tp_leave(GPT* m, floatX* out, floatX* y) {
+    if (m->tp == 1) { return; }
+    size_t C = (size_t)m->cfg.channels;
+    kernels_range_push(&m->ctx, m->sp ? "reduce-scatter rows (sequence parallel)" : "all-reduce (tensor parallel)");
+    if (m->sp) { tp_reduce_scatter_rows_x(&m->ctx, m->tp_group, m->acts.host, out, y, (size_t)gpt_rows(m), C); }
+    else { tp_allreduce_x(&m->ctx, m->tp_group, y, (size_t)m->B * m->T * C, m->acts.host); }
+    kernels_range_pop(&m->ctx);
 }
 
 // Block l from its ln1 (already computed) through the MLP's GELU; with `finish`, also the MLP projection, the
 // residual add into residual3[l] and the next LayerNorm (ln1 of layer l+1, or lnf). Without it, this is the
 // recomputation --recompute 2 runs in backward: the same kernels on the same inputs, so the same bits.
+// Tensor parallel (Megatron): qkv and fc are column-parallel (this rank's heads, its quarter of the MLP), the two
+// projections row-parallel (partial sums, reduced by tp_leave before the bias, residual and LayerNorm).
 static void block_forward(GPT* m, int l, int finish) {
     Activations* a = &m->acts;
     const GPTConfig* g = &m->cfg;
-    int B = m->B, T = m->T, BT = B * T, C = g->channels, NH = g->num_heads, L = g->num_layers;
+    int B = m->B, T = m->T, BT = B * T, R = gpt_rows(m), C = g->channels, L = g->num_layers;
+    int Ct = C / m->tp, NHt = g->num_heads / m->tp;
     LayerParams* w = &m->p.layers[l];
     BlockActs b = block_acts(m, l);
     char range[32];
     snprintf(range, sizeof(range), "%s layer %d", finish ? "forward" : "recompute", l);
     kernels_range_push(&m->ctx, range);
-    matmul_forward(&m->ctx, b.qkv, b.ln1, w->qkvw, w->qkvb, BT, C, 3 * C);
-    attention_forward(&m->ctx, b.atty, b.lse, b.qkv, B, T, C, NH);
-    matmul_forward(&m->ctx, a->proj, b.atty, w->attprojw, NULL, BT, C, C);
-    residual_layernorm_forward(&m->ctx, b.res2, b.ln2, b.ln2_mean, b.ln2_rstd, b.in, a->proj, w->attprojb, w->ln2w, w->ln2b, BT, C);
-    matmul_forward(&m->ctx, b.fch, b.ln2, w->fcw, w->fcb, BT, C, 4 * C);
-    gelu_forward(&m->ctx, b.fchg, b.fch, (size_t)BT * 4 * C);
+    matmul_forward(&m->ctx, b.qkv, tp_enter(m, b.ln1), w->qkvw, w->qkvb, BT, C, 3 * Ct);
+    attention_forward(&m->ctx, b.atty, b.lse, b.qkv, B, T, Ct, NHt);
+    matmul_forward(&m->ctx, a->proj, b.atty, w->attprojw, NULL, BT, Ct, C);
+    tp_leave(m, a->proj, a->proj);
+    residual_layernorm_forward(&m->ctx, b.res2, b.ln2, b.ln2_mean, b.ln2_rstd, b.in, a->proj, w->attprojb, w->ln2w, w->ln2b, R, C);
+    matmul_forward(&m->ctx, b.fch, tp_enter(m, b.ln2), w->fcw, w->fcb, BT, C, 4 * Ct);
+    gelu_forward(&m->ctx, b.fchg, b.fch, (size_t)BT * 4 * Ct);
     if (!finish) { kernels_range_pop(&m->ctx); return; }
-    floatX* res3 = a->residual3 + (size_t)l * BT * C;
-    matmul_forward(&m->ctx, a->proj, b.fchg, w->fcprojw, NULL, BT, 4 * C, C);
+    floatX* res3 = a->residual3 + (size_t)l * R * C;
+    matmul_forward(&m->ctx, a->proj, b.fchg, w->fcprojw, NULL, BT, 4 * Ct, C);
+    tp_leave(m, a->proj, a->proj);
     if (l + 1 < L) {
         LayerParams* nw = &m->p.layers[l + 1];
         BlockActs nb = block_acts(m, l + 1);
-        residual_layernorm_forward(&m->ctx, res3, nb.ln1, nb.ln1_mean, nb.ln1_rstd, b.res2, a->proj, w->fcprojb, nw->ln1w, nw->ln1b, BT, C);
+        residual_layernorm_forward(&m->ctx, res3, nb.ln1, nb.ln1_mean, nb.ln1_rstd, b.res2, a->proj, w->fcprojb, nw->ln1w, nw->ln1b, R, C);
     } else {
-        residual_layernorm_forward(&m->ctx, res3, a->lnf, a->lnf_mean, a->lnf_rstd, b.res2, a->proj, w->fcprojb, m->p.lnfw, m->p.lnfb, BT, C);
+        residual_layernorm_forward(&m->ctx, res3, a->lnf, a->lnf_mean, a->lnf_rstd, b.res2, a->proj, w->fcprojb, m->p.lnfw, m->p.lnfb, R, C);
     }
     kernels_range_pop(&m->ctx);
 }
 
-// host_tokens: (B,T) in host memory, copied to the device first.
+// host_tokens: (B,T) in host memory, copied to the device first. Under tensor parallelism every rank looks up the
+// tokens of its vocabulary rows (the others give zero) and rank 0 adds the position embedding; the sum over the
+// group (tp_leave) is the embedding, exactly: each element is one nonzero term plus zeros.
 static void gpt_forward(GPT* m, const int32_t* host_tokens, int B, int T) {
     const GPTConfig* g = &m->cfg;
     Activations* a = &m->acts;
     int L = g->num_layers, C = g->channels, BT = B * T;
     if (B * T > a->B * a->T || T > a->T) { fatal("internal: forward (%d,%d) larger than the activations (%d,%d)", B, T, a->B, a->T); }
+    if (m->sp && BT % m->tp != 0) { fatal("internal: sequence-parallel forward of %d tokens over %d ranks", BT, m->tp); }
     dev_copy_h2d(&m->ctx, a->tokens, host_tokens, (size_t)BT * sizeof(int32_t));
     m->B = B;
     m->T = T;
-    encoder_forward(&m->ctx, a->encoded, a->tokens, m->p.wte, m->p.wpe, 0, g->padded_vocab_size, B, T, C);
+    int R = gpt_rows(m);
+    floatX* emb = m->sp ? a->proj : a->encoded; // the whole rows, before the reduce-scatter
+    encoder_forward(&m->ctx, emb, a->tokens, m->p.wte, m->tp_rank == 0 ? m->p.wpe : NULL, m->vocab_lo, m->vocab_n, B, T, C);
+    tp_leave(m, a->encoded, emb);
     BlockActs b0 = block_acts(m, 0);
-    layernorm_forward(&m->ctx, b0.ln1, b0.ln1_mean, b0.ln1_rstd, a->encoded, m->p.layers[0].ln1w, m->p.layers[0].ln1b, BT, C);
+    layernorm_forward(&m->ctx, b0.ln1, b0.ln1_mean, b0.ln1_rstd, a->encoded, m->p.layers[0].ln1w, m->p.layers[0].ln1b, R, C);
     for (int l = 0; l < L; l++) { block_forward(m, l, 1); }
 }
 
@@ -1190,16 +1446,16 @@ static void gpt_forward(GPT* m, const int32_t* host_tokens, int B, int T) {
 static void block_recompute(GPT* m, int l) {
     Activations* a = &m->acts;
     if (a->recompute == 0) { return; }
-    int BT = m->B * m->T, C = m->cfg.channels;
+    int BT = m->B * m->T, R = gpt_rows(m), C = m->cfg.channels;
     LayerParams* w = &m->p.layers[l];
     BlockActs b = block_acts(m, l);
     if (a->recompute == 1) {
-        layernorm_apply(&m->ctx, b.ln1, b.in, b.ln1_mean, b.ln1_rstd, w->ln1w, w->ln1b, BT, C);
-        layernorm_apply(&m->ctx, b.ln2, b.res2, b.ln2_mean, b.ln2_rstd, w->ln2w, w->ln2b, BT, C);
-        gelu_forward(&m->ctx, b.fchg, b.fch, (size_t)BT * 4 * C);
+        layernorm_apply(&m->ctx, b.ln1, b.in, b.ln1_mean, b.ln1_rstd, w->ln1w, w->ln1b, R, C);
+        layernorm_apply(&m->ctx, b.ln2, b.res2, b.ln2_mean, b.ln2_rstd, w->ln2w, w->ln2b, R, C);
+        gelu_forward(&m->ctx, b.fchg, b.fch, (size_t)BT * 4 * C / m->tp);
         return;
     }
-    layernorm_forward(&m->ctx, b.ln1, b.ln1_mean, b.ln1_rstd, b.in, w->ln1w, w->ln1b, BT, C);
+    layernorm_forward(&m->ctx, b.ln1, b.ln1_mean, b.ln1_rstd, b.in, w->ln1w, w->ln1b, R, C);
     block_forward(m, l, 0);
 }
 
@@ -1215,15 +1471,29 @@ static double gpt_take_loss_sum(GPT* m) {
     return s;
 }
 
-// Adds the token losses of the last forward against host_targets (B,T) to the device's loss sum, without gradients.
-static void gpt_eval_loss(GPT* m, const int32_t* host_targets) {
+// The LM head (tied to wte) and the cross-entropy of the last forward against the device targets: token losses
+// into a->losses; with dx, dx (B*T, C) = this rank's part of dloss/dlnf (all of it with tp 1) and dwte (+)= by acc.
+// Under tensor parallelism the vocabulary is split: the softmax's statistics are combined across the group, never
+// the logits.
+static void gpt_lm_head(GPT* m, floatX* dx, float dloss_scale, int acc) {
     Activations* a = &m->acts;
     const GPTConfig* g = &m->cfg;
     int BT = m->B * m->T;
-    dev_copy_h2d(&m->ctx, a->targets, host_targets, (size_t)BT * sizeof(int32_t));
-    classifier_forward_backward(&m->ctx, a->losses, NULL, NULL, a->logits, a->chunk_rows, a->lnf, m->p.wte, a->targets,
-                                0.0f, BT, g->channels, g->vocab_size, g->padded_vocab_size, 0);
+    const floatX* lnf = tp_enter(m, a->lnf);
+    if (m->tp == 1) {
+        classifier_forward_backward(&m->ctx, a->losses, dx, dx ? m->g.wte : NULL, a->logits, a->chunk_rows, lnf, m->p.wte,
+                                    a->targets, dloss_scale, BT, g->channels, g->vocab_size, g->padded_vocab_size, acc);
+    } else {
+        tp_cross_entropy(&m->ctx, m->tp_group, a->host, a->ce_stats, a->losses, dx, dx ? m->g.wte : NULL, a->logits, a->chunk_rows,
+                         lnf, m->p.wte, a->targets, dloss_scale, m->vocab_lo, m->vocab_n, g->vocab_size, BT, g->channels, acc);
+    }
     sum_accumulate(&m->ctx, a->scalars, a->losses, (size_t)BT);
+}
+
+// Adds the token losses of the last forward against host_targets (B,T) to the device's loss sum, without gradients.
+static void gpt_eval_loss(GPT* m, const int32_t* host_targets) {
+    dev_copy_h2d(&m->ctx, m->acts.targets, host_targets, (size_t)m->B * m->T * sizeof(int32_t));
+    gpt_lm_head(m, NULL, 0.0f, 0);
 }
 
 // ----------------------------------------------------------------------------
@@ -1237,6 +1507,7 @@ typedef struct {
     ZeroOptimizer* z;   // NULL: no reduction (single process)
     int reduce;         // start reductions during this backward
     int first_micro;    // first micro-step of the optimizer step: gradients are overwritten, not accumulated
+    int last_micro;     // last micro-step: the accumulated gradients are final after this backward
 } BackwardComm;
 
 static void bucket_range(const GPT* m, int bucket, size_t* lo, size_t* hi) {
@@ -1282,27 +1553,39 @@ static void backward_progress(BackwardComm* bc) {
     if (bc->z && bc->z->num_pending > 0) { zero_progress(bc->z); }
 }
 
+// Sequence parallelism leaves each rank with the LayerNorm weights' gradients of its own rows only: their sum over
+// the group is the gradient. Summed once the gradients of the step are final (the last micro-step; every micro-step
+// in the stage-2 arena, whose gradients are reduced every micro-step), so accumulated parts are summed once.
+static void tp_sum_partial_grads(GPT* m, BackwardComm* bc, float* g, size_t n) {
+    if (!m->sp || !(bc->last_micro || m->grad_arena)) { return; }
+    tp_allreduce_f32(&m->ctx, m->tp_group, g, n, m->acts.host);
+}
+
 // host_targets: (B,T) in host memory. The token losses are added to the device's loss sum (gpt_take_loss_sum).
+// Tensor parallel: the conjugates of the forward's collectives. A column-parallel matmul's input gradient is a
+// partial sum (tp_leave reduces it); a row-parallel one needs the whole output gradient, which every rank holds
+// (or gathers, under sequence parallelism: tp_enter).
 static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dloss_scale, BackwardComm* bc) {
     const GPTConfig* g = &m->cfg;
     Activations* a = &m->acts;
-    int B = m->B, T = m->T, L = g->num_layers, C = g->channels, NH = g->num_heads, BT = B * T;
-    size_t btc = (size_t)BT * C;
+    int B = m->B, T = m->T, L = g->num_layers, C = g->channels, BT = B * T, R = gpt_rows(m);
+    int Ct = C / m->tp, NHt = g->num_heads / m->tp;
+    size_t rc = (size_t)R * C;
     // parameter gradients: overwritten on the first micro-step (and always in the reused stage-2 arena), else +=
     int acc = !bc->first_micro && !m->grad_arena;
     // LM head + cross-entropy + their backward: dtmp = dloss/dlnf, dwte (+)= ...
     grad_bucket_acquire(m, bc, 0);
     kernels_range_push(&m->ctx, "LM head");
     dev_copy_h2d(&m->ctx, a->targets, host_targets, (size_t)BT * sizeof(int32_t));
-    classifier_forward_backward(&m->ctx, a->losses, a->dtmp, m->g.wte, a->logits, a->chunk_rows, a->lnf, m->p.wte,
-                                a->targets, dloss_scale, BT, C, g->vocab_size, g->padded_vocab_size, acc);
-    sum_accumulate(&m->ctx, a->scalars, a->losses, (size_t)BT);
+    gpt_lm_head(m, a->dtmp, dloss_scale, acc);
+    tp_leave(m, a->dtmp, a->dtmp);
     kernels_range_pop(&m->ctx);
     // final LayerNorm
     grad_bucket_acquire(m, bc, L + 1);
-    dev_zero(&m->ctx, a->dres, btc * sizeof(floatX));
-    layernorm_backward(&m->ctx, a->dres, m->g.lnfw, m->g.lnfb, a->dtmp, a->residual3 + (L - 1) * btc,
-                       m->p.lnfw, a->lnf_mean, a->lnf_rstd, BT, C, acc);
+    dev_zero(&m->ctx, a->dres, rc * sizeof(floatX));
+    layernorm_backward(&m->ctx, a->dres, m->g.lnfw, m->g.lnfb, a->dtmp, a->residual3 + (L - 1) * rc,
+                       m->p.lnfw, a->lnf_mean, a->lnf_rstd, R, C, acc);
+    tp_sum_partial_grads(m, bc, m->g.lnfw, 2 * (size_t)C); // lnfw, lnfb
     grad_bucket_release(m, bc, L + 1);
     for (int l = L - 1; l >= 0; l--) {
         grad_bucket_acquire(m, bc, 1 + l);
@@ -1313,40 +1596,36 @@ static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dlos
         LayerParams* w = &m->p.layers[l];
         LayerGrads* dw = &m->g.layers[l];
         BlockActs b = block_acts(m, l);
-        const floatX* in = b.in;
-        const floatX* ln1 = b.ln1;
-        const floatX* qkv = b.qkv;
-        const floatX* atty = b.atty;
-        const float* lse = b.lse;
-        const floatX* res2 = b.res2;
-        const floatX* ln2 = b.ln2;
-        const floatX* fch = b.fch;
-        const floatX* fchg = b.fchg;
         // MLP: dres is the gradient of residual3 = res2 + fcproj(gelu(fc(ln2)))
-        matmul_backward(&m->ctx, a->dfch, dw->fcprojw, dw->fcprojb, a->dres, fchg, w->fcprojw, BT, 4 * C, C, acc);
+        matmul_backward(&m->ctx, a->dfch, dw->fcprojw, dw->fcprojb, tp_enter(m, a->dres), b.fchg, w->fcprojw, BT, 4 * Ct, C, acc);
         backward_progress(bc);
-        gelu_backward(&m->ctx, a->dfch, fch, a->dfch, btc * 4);
-        matmul_backward(&m->ctx, a->dtmp, dw->fcw, dw->fcb, a->dfch, ln2, w->fcw, BT, C, 4 * C, acc);
+        gelu_backward(&m->ctx, a->dfch, b.fch, a->dfch, (size_t)BT * 4 * Ct);
+        matmul_backward(&m->ctx, a->dtmp, dw->fcw, dw->fcb, a->dfch, tp_enter(m, b.ln2), w->fcw, BT, C, 4 * Ct, acc);
+        tp_leave(m, a->dtmp, a->dtmp);
         backward_progress(bc);
-        layernorm_backward(&m->ctx, a->dres, dw->ln2w, dw->ln2b, a->dtmp, res2, w->ln2w,
-                           b.ln2_mean, b.ln2_rstd, BT, C, acc);
+        layernorm_backward(&m->ctx, a->dres, dw->ln2w, dw->ln2b, a->dtmp, b.res2, w->ln2w,
+                           b.ln2_mean, b.ln2_rstd, R, C, acc);
         // attention: dres is now the gradient of residual2 = in + attproj(attention(qkv(ln1)))
-        matmul_backward(&m->ctx, a->dtmp, dw->attprojw, dw->attprojb, a->dres, atty, w->attprojw, BT, C, C, acc);
+        matmul_backward(&m->ctx, a->dtmp, dw->attprojw, dw->attprojb, tp_enter(m, a->dres), b.atty, w->attprojw, BT, Ct, C, acc);
         backward_progress(bc);
-        attention_backward(&m->ctx, a->dqkv, a->dtmp, qkv, atty, lse, B, T, C, NH);
+        attention_backward(&m->ctx, a->dqkv, a->dtmp, b.qkv, b.atty, b.lse, B, T, Ct, NHt);
         backward_progress(bc);
-        matmul_backward(&m->ctx, a->dtmp, dw->qkvw, dw->qkvb, a->dqkv, ln1, w->qkvw, BT, C, 3 * C, acc);
-        layernorm_backward(&m->ctx, a->dres, dw->ln1w, dw->ln1b, a->dtmp, in, w->ln1w,
-                           b.ln1_mean, b.ln1_rstd, BT, C, acc);
+        matmul_backward(&m->ctx, a->dtmp, dw->qkvw, dw->qkvb, a->dqkv, tp_enter(m, b.ln1), w->qkvw, BT, C, 3 * Ct, acc);
+        tp_leave(m, a->dtmp, a->dtmp);
+        layernorm_backward(&m->ctx, a->dres, dw->ln1w, dw->ln1b, a->dtmp, b.in, w->ln1w,
+                           b.ln1_mean, b.ln1_rstd, R, C, acc);
+        tp_sum_partial_grads(m, bc, dw->ln1w, 2 * (size_t)C); // ln1w, ln1b
+        tp_sum_partial_grads(m, bc, dw->ln2w, 2 * (size_t)C); // ln2w, ln2b
         kernels_range_pop(&m->ctx);
         grad_bucket_release(m, bc, 1 + l);
     }
     backward_progress(bc);
     // the encoder scatters into dwte (already written by the LM head above) and into dwpe, which starts from zero
     // on the first micro-step: all maxT rows, since rows past T get no gradient and an in-place reduce-scatter
-    // (ZeRO-1) may have left unowned parts of the buffer undefined
+    // (ZeRO-1) may have left unowned parts of the buffer undefined. Every rank of a tensor-parallel group holds the
+    // whole residual gradient (or gathers it), so each computes the whole dwpe, identical across the group.
     if (!acc) { dev_zero(&m->ctx, m->g.wpe, sizeof(float) * g->max_seq_len * C); }
-    encoder_backward(&m->ctx, m->g.wte, m->g.wpe, a->dres, a->tokens, 0, g->padded_vocab_size, B, T, C);
+    encoder_backward(&m->ctx, m->g.wte, m->g.wpe, tp_enter(m, a->dres), a->tokens, m->vocab_lo, m->vocab_n, B, T, C);
     grad_bucket_release(m, bc, 0);
 }
 
@@ -1379,7 +1658,9 @@ typedef struct {
 static float grad_norm_reduced(GPT* m, ZeroOptimizer* z) {
     kernels_range_push(&m->ctx, "gradient reductions and norm");
     zero_wait_all(z);
-    float norm = (float)sqrt(zero_grad_sumsq(z, m->grads));
+    double sumsq = zero_grad_sumsq(z, m->grads, (const size_t(*)[2])m->norm_ranges, m->num_norm_ranges);
+    if (m->tp_group) { comm_allreduce_sum_f64(m->tp_group, &sumsq, 1); } // the split tensors' parts, and rank 0's rest
+    float norm = (float)sqrt(sumsq);
     kernels_range_pop(&m->ctx);
     return norm;
 }
@@ -1463,15 +1744,27 @@ static float evaluate(GPT* m, DataLoader* val, int steps, ParallelContext* pc) {
 
 // Draws toks[1..n) one at a time after the prompt toks[0] (temperature 1): token t comes from the softmax of the
 // logits at position t - 1 over the real vocabulary, by inverse CDF with one uniform draw from rng.
-// probs: (Vp) host scratch, receiving one row of logits per token.
+// probs: (Vp) host scratch, receiving one row of logits per token. toks: room for the forward's whole length (see
+// below). Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns,
+// an all-gather gives all of them the row, and group rank 0's draw is broadcast (every rank draws, so the RNGs stay
+// in step).
 static void sample_tokens(GPT* m, int32_t* toks, int n, float* probs, uint64_t* rng) {
     const GPTConfig* g = &m->cfg;
     for (int t = 1; t < n; t++) {
-        gpt_forward(m, toks, 1, t);
-        classifier_logits_row(&m->ctx, m->acts.logits_row, m->acts.lnf + (size_t)(t - 1) * g->channels, m->p.wte,
-                              g->channels, g->padded_vocab_size);
-        dev_copy_d2h(&m->ctx, probs, m->acts.logits_row, sizeof(float) * g->padded_vocab_size);
-        dev_sync(&m->ctx);
+        // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them, the ones after
+        // t - 1 padding that position t - 1 of a causal model never sees
+        int tf = m->sp ? (t + m->tp - 1) / m->tp * m->tp : t;
+        gpt_forward(m, toks, 1, tf);
+        const floatX* lnf = tp_enter(m, m->acts.lnf);
+        classifier_logits_row(&m->ctx, m->acts.logits_row, lnf + (size_t)(t - 1) * g->channels, m->p.wte, g->channels, m->vocab_n);
+        if (m->tp == 1) {
+            dev_copy_d2h(&m->ctx, probs, m->acts.logits_row, sizeof(float) * g->padded_vocab_size);
+            dev_sync(&m->ctx);
+        } else {
+            dev_copy_d2h(&m->ctx, m->acts.host, m->acts.logits_row, sizeof(float) * m->vocab_n);
+            dev_sync(&m->ctx);
+            comm_allgather_f32(m->tp_group, m->acts.host, probs, (size_t)m->vocab_n);
+        }
         float mx = -INFINITY;
         for (int j = 0; j < g->vocab_size; j++) { mx = probs[j] > mx ? probs[j] : mx; }
         double sum = 0.0;
@@ -1480,18 +1773,22 @@ static void sample_tokens(GPT* m, int32_t* toks, int n, float* probs, uint64_t* 
         int next = g->vocab_size - 1;
         for (int j = 0; j < g->vocab_size; j++) { cdf += probs[j]; if (coin < cdf) { next = j; break; } }
         toks[t] = next;
+        if (m->tp_group) { comm_broadcast(m->tp_group, &toks[t], sizeof(int32_t), 0); }
     }
 }
 
-// Samples gen_tokens tokens after an end-of-text prompt and prints them, decoded if a tokenizer is loaded.
-static void generate(GPT* m, const Tokenizer* tok, int have_tok, int gen_tokens, int T, uint64_t* rng) {
+// Samples gen_tokens tokens after an end-of-text prompt and prints them (when `print`), decoded if a tokenizer is
+// loaded.
+static void generate(GPT* m, const Tokenizer* tok, int have_tok, int gen_tokens, int T, uint64_t* rng, int print) {
     const GPTConfig* g = &m->cfg;
     int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
     int n = gen_tokens + 1 < T ? gen_tokens + 1 : T;
     int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * T);
     float* probs = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
-    toks[0] = eot;
+    for (int t = 0; t < T; t++) { toks[t] = eot; }
+    if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t), 0); } // the prompt of the rank with the tokenizer
     sample_tokens(m, toks, n, probs, rng);
+    if (!print) { free(toks); free(probs); return; }
     printf("sample: ");
     for (int t = 1; t < n; t++) {
         const char* piece = have_tok ? tokenizer_decode(tok, (uint32_t)toks[t]) : NULL;
@@ -1529,7 +1826,7 @@ static long peak_rss_kb(void) {
 // 12 * L * C * T (forward and backward, the full T x T as is the custom).
 static double flops_per_token(const GPT* m, int T) {
     const GPTConfig* g = &m->cfg;
-    return 6.0 * (double)m->layout.num_params + 12.0 * g->num_layers * (double)g->channels * T;
+    return 6.0 * (double)m->glayout.num_params + 12.0 * g->num_layers * (double)g->channels * T;
 }
 
 // ----------------------------------------------------------------------------
@@ -1635,7 +1932,7 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
                            unsigned long long train_tokens) {
     const GPTConfig* g = &mp->cfg;
     int B = cp->batch_size, T = cp->seq_len, master = pcp->world_rank == 0;
-    size_t n = mp->layout.num_params;
+    size_t n = mp->glayout.num_params;
     // what this backend allocates: the compute copy (floatX), gradients (fp32, with the stage-2 shard), optimizer
     // state (moments and master weights, fp32), activations (the table's types) with the kernels' scratch
     double mem[4] = {
@@ -1656,13 +1953,15 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         }
         printf("+----------------------+------------------------------------------+\n");
         printf("| model                | L %d, C %d, NH %d, maxT %d, V %d (Vp %d)\n", g->num_layers, g->channels, g->num_heads, g->max_seq_len, g->vocab_size, g->padded_vocab_size);
-        printf("| parameters           | %zu (%.1f M)\n", n, n / 1e6);
-        printf("| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each\n", pcp->world_size, pcp->dp, pcp->tp, pcp->pp, kernels_num_threads());
+        printf("| parameters           | %zu (%.1f M)", n, n / 1e6);
+        if (mp->tp > 1) { printf(", %zu (%.1f M) per tensor-parallel rank", mp->layout.num_params, mp->layout.num_params / 1e6); }
+        printf("\n| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each%s\n", pcp->world_size, pcp->dp, pcp->tp, pcp->pp,
+               kernels_num_threads(), mp->sp ? "; sequence parallel" : "");
         printf("| matmuls              | %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
         printf("| gradient accumulation| %d micro-steps of %d x %d per process\n", grad_accum, B, T);
         // where the time goes, from the shapes: the matmuls are compute-limited (each weight is reused B*T times
         // per micro-step); the optimizer streams ~7 floats per parameter once per step and is memory-limited
-        double step_flops = flops_per_token(mp, T) * (double)cp->total_batch_size / pcp->dp;
+        double step_flops = flops_per_token(mp, T) * (double)cp->total_batch_size / pcp->dp / mp->tp;
         double opt_bytes = 7.0 * sizeof(float) * (double)(zp->hi - zp->lo);
         printf("| work per step, rank  | %.1f GFLOP of forward/backward (compute-limited: %d tokens reuse each weight), "
                "%.2f GB of AdamW memory traffic (memory-limited)\n", step_flops / 1e9, B * T, opt_bytes / 1e9);
@@ -1682,7 +1981,7 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         if (sizeof(floatX) > dtype_bytes(dt)) {
             char pa[32], ac[32];
             fmt_bytes(pa, sizeof(pa), (double)zp->n_pad * dtype_bytes(dt));
-            fmt_bytes(ac, sizeof(ac), (double)activations_device_bytes(g, B, T, cp->recompute, dt));
+            fmt_bytes(ac, sizeof(ac), (double)activations_device_bytes_tp(g, mp->tp, mp->sp, B, T, cp->recompute, dt));
             printf("  with %s storage (a GPU build): parameters %s, activations %s per rank\n", dtype_name(dt), pa, ac);
         }
         fflush(stdout);
@@ -1725,6 +2024,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
         gpt_forward(mp, x, B, T);
         tf += now_seconds() - tf0;
         bcp->first_micro = micro == 0;
+        bcp->last_micro = micro == grad_accum - 1;
         bcp->reduce = (cp->zero >= 1 || pcp->dp > 1) && zero_reduces_on(zp, micro == grad_accum - 1);
         double tb0 = now_seconds();
         gpt_forward_backward(mp, y, dloss_scale, bcp);
@@ -1813,7 +2113,7 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         // and with 16-bit storage (a GPU build)
         printf("bench-row: dtype %s recompute %d ms %.1f tokens_per_s %.0f activation_bytes %zu device_activation_bytes %zu\n",
                dtype_name(mp->ctx.dtype), cp->recompute, ms, tok_s, mp->acts.total_bytes,
-               activations_device_bytes(&mp->cfg, B, T, cp->recompute, mp->ctx.dtype));
+               activations_device_bytes_tp(&mp->cfg, mp->tp, mp->sp, B, T, cp->recompute, mp->ctx.dtype));
 #ifdef KERNELS_CUDA
         size_t mem_free = 0, mem_total = 0;
         if (cudaMemGetInfo(&mem_free, &mem_total) == cudaSuccess) {
@@ -1831,7 +2131,7 @@ int main(int argc, char** argv) {
     Config c;
     config_defaults(&c);
     parse_flags(&c, argc, argv);
-    parallel_set_layout(&pc, 1, 1, c.comm_timeout);
+    parallel_set_layout(&pc, c.tp, 1, c.comm_timeout); // a world that does not divide by --tp ends here, one message
     int master = pc.world_rank == 0;
 #ifdef _OPENMP
     if (c.threads > 0) { omp_set_num_threads(c.threads); }
@@ -1887,6 +2187,13 @@ int main(int argc, char** argv) {
     }
     int B = c.batch_size, T = c.seq_len;
     if (T > gc.max_seq_len) { fatal("--seq-len %d is above the model's context length %d", T, gc.max_seq_len); }
+    if (c.tp > 1) {
+        char tperr[200];
+        if (!layout_tp_valid(&gc, c.tp, tperr, sizeof(tperr))) { fatal("--tp %d: %s", c.tp, tperr); }
+        if (c.sequence_parallel && T % c.tp != 0) {
+            fatal("--sequence-parallel: --seq-len %d does not divide by --tp %d (each rank holds 1/tp of every sequence's tokens)", T, c.tp);
+        }
+    }
     // every derived count in 64 bits, range-checked before it is narrowed
     const int64_t MAX_MICRO_TOKENS = (int64_t)1 << 30, MAX_GRAD_ACCUM = 1 << 20;
     if ((int64_t)B * T > MAX_MICRO_TOKENS) {
@@ -1925,7 +2232,7 @@ int main(int argc, char** argv) {
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
     GPT model;
-    gpt_alloc_params(&model, &gc, pc.dp, dtype_parse(c.dtype), T);
+    gpt_alloc_params_tp(&model, &gc, pc.dp, &pc.tp_group, c.sequence_parallel, dtype_parse(c.dtype), T);
     if (kernels_set_attention(&model.ctx, c.attention) != 0) {
         fatal("--attention %s: not available in this build (the CPU has native attention only; cudnn needs a CUDA build "
               "with cuDNN and bf16/fp16 storage)", c.attention);
@@ -1934,19 +2241,27 @@ int main(int argc, char** argv) {
     gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, comm_is_staged(c.comm));
     // parameters stream into the model a chunk at a time (a Hugging Face checkpoint, whose Conv1D weights are
     // transposed on the way, still goes through one host copy of the model)
+    // Files and the initialisation are in the whole model's layout; under tensor parallelism each rank keeps its
+    // share (the stream slices), so a fresh model is the same whatever --tp.
     uint64_t model_sum = 0;
     GptStreamTarget target;
-    ParamStream into_model = gpt_stream(&model, &zopt, &target);
-    if (model_fp) { model_sum = model_load_stream(init_path, model_fp, model_version, &model.layout, &into_model, resume_sum_kind); }
-    else if (!from_hf) { init_params_stream(&into_model, &model.layout, (uint64_t)c.seed); }
+    ParamStream into_local = gpt_stream(&model, &zopt, &target);
+    TpStream tps;
+    ParamStream into_model = tp_stream(&tps, &model.layout, &into_local, &pc.tp_group);
+    if (model_fp) { model_sum = model_load_stream(init_path, model_fp, model_version, &model.glayout, &into_model, resume_sum_kind); }
+    else if (!from_hf) { init_params_stream(&into_model, &model.glayout, (uint64_t)c.seed); }
     else {
-        float* host = (float*)mallocCheck(mulSize(model.layout.num_params, sizeof(float)));
-        hf_load_params(&hf, &model.layout, host);
-        gpt_set_params(&model, &zopt, host);
+        float* host = (float*)mallocCheck(mulSize(model.glayout.num_params, sizeof(float)));
+        hf_load_params(&hf, &model.glayout, host);
+        for (int i = 0; i < model.glayout.num_tensors; i++) {
+            const ParamEntry* e = &model.glayout.table[i];
+            into_model.put(into_model.self, e->offset, host + e->offset, e->rows * e->cols);
+        }
         free(host);
     }
+    tp_stream_free(&tps);
     gpt_alloc_grads(&model, c.zero, pc.dp);
-    activations_alloc(&model.acts, &model.ctx, &gc, B, T, c.recompute);
+    activations_alloc_tp(&model.acts, &model.ctx, &gc, model.tp, model.sp, B, T, c.recompute);
 
     TrainState ts;
     memset(&ts, 0, sizeof(ts));
@@ -1978,8 +2293,9 @@ int main(int argc, char** argv) {
         if (!logf) { fatal("--log: cannot open '%s': %s", c.log, strerror(errno)); }
         // one line saying what ran (readers of step lines skip it: it has no "step")
         fprintf(logf, "{\"run\": {\"start_step\": %d, \"dtype\": \"%s\", \"recompute\": %d, \"zero\": %d, \"processes\": %d, "
-                "\"tokens_per_step\": %ld, \"activation_bytes\": %.0f}}\n", ts.step, dtype_name(model.ctx.dtype), c.recompute,
-                c.zero, pc.world_size, c.total_batch_size, (double)model.acts.total_bytes);
+                "\"dp\": %d, \"tp\": %d, \"sequence_parallel\": %d, \"tokens_per_step\": %ld, \"activation_bytes\": %.0f}}\n",
+                ts.step, dtype_name(model.ctx.dtype), c.recompute, c.zero, pc.world_size, pc.dp, pc.tp, model.sp,
+                c.total_batch_size, (double)model.acts.total_bytes);
         fflush(logf);
     }
 
@@ -2011,8 +2327,9 @@ int main(int argc, char** argv) {
                 if (logf) { fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g}\n", step, last_val); fflush(logf); }
             }
         }
-        if (master && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
-            generate(&model, &tokenizer, have_tok, c.gen_tokens, T, &ts.rng);
+        // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints)
+        if (pc.dp_rank == 0 && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
+            generate(&model, &tokenizer, have_tok, c.gen_tokens, T, &ts.rng, master);
         }
         if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
             TrainState cur = ts;

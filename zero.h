@@ -221,10 +221,17 @@ static float* zero_owned_grads(ZeroOptimizer* z, float* full_grads) {
 }
 
 // Global squared L2 norm of the reduced gradient (padding is zero and adds nothing). Exact across shard boundaries:
-// each rank sums its owned range in double, then one all-reduce.
-static double zero_grad_sumsq(ZeroOptimizer* z, float* full_grads) {
+// each rank sums its owned range in double, then one all-reduce. ranges (NULL: everything): only the parts of the
+// owned range inside these nranges [lo, hi) flat ranges count (tensor parallelism: the ranks other than 0 of a
+// tensor-parallel group leave out the replicated tensors, so that the sum over the group counts them once).
+static double zero_grad_sumsq(ZeroOptimizer* z, float* full_grads, const size_t (*ranges)[2], int nranges) {
     dev_zero(z->ctx, z->scalars, sizeof(double));
-    sum_squares_accumulate(z->ctx, z->scalars, zero_owned_grads(z, full_grads), z->hi - z->lo);
+    float* owned = zero_owned_grads(z, full_grads);
+    if (!ranges) { sum_squares_accumulate(z->ctx, z->scalars, owned, z->hi - z->lo); }
+    for (int i = 0; ranges && i < nranges; i++) {
+        size_t s = ranges[i][0] > z->lo ? ranges[i][0] : z->lo, e = ranges[i][1] < z->hi ? ranges[i][1] : z->hi;
+        if (s < e) { sum_squares_accumulate(z->ctx, z->scalars, owned + (s - z->lo), e - s); }
+    }
     double s;
     dev_copy_d2h(z->ctx, &s, z->scalars, sizeof(double));
     dev_sync(z->ctx);

@@ -122,11 +122,12 @@ static void test_cross_entropy(void) {
     float *losses = alloc(BT), *dx = alloc(BT * C), *dwte = alloc(VP * C), *chunk = alloc(3 * VP);
     classifier_forward_backward(&g_ctx, losses, dx, dwte, chunk, 3, x, wte, tgt, scale, BT, C, V, VP, 0);
     float *lt = alloc(BT), *dxt = alloc(BT * C), *dwtel = alloc((size_t)nl * C), *chl = alloc((size_t)3 * nl);
-    float *stats = alloc(9), *host = alloc(3 * C > 9 ? 3 * C : 9);
+    float *stats = alloc(9), *host = alloc(BT * C);
     tp_cross_entropy(&g_ctx, &g_pc.tp_group, host, stats, lt, dxt, dwtel, chl, 3, x, wte + (size_t)lo * C, tgt, scale, lo, nl, V,
                      BT, C, 0);
     close_check("vocab-parallel cross-entropy: losses equal the whole vocabulary's (never gathering logits)", lt, losses, BT);
-    close_check("vocab-parallel cross-entropy: dx all-reduced", dxt, dx, (size_t)BT * C);
+    tp_allreduce_x(&g_ctx, &g_pc.tp_group, dxt, (size_t)BT * C, host);
+    close_check("vocab-parallel cross-entropy: dx, its parts summed over the group", dxt, dx, (size_t)BT * C);
     close_check("vocab-parallel cross-entropy: dwte of this rank's rows (padding rows zero)", dwtel, dwte + (size_t)lo * C, (size_t)nl * C);
     // evaluation: losses only
     float* le = alloc(BT);
@@ -134,6 +135,31 @@ static void test_cross_entropy(void) {
     close_check("vocab-parallel cross-entropy: evaluation losses", le, losses, BT);
     free(x); free(wte); free(losses); free(dx); free(dwte); free(chunk); free(lt); free(dxt); free(dwtel); free(chl); free(stats);
     free(host); free(le);
+}
+
+// Sequence parallelism's collectives: every rank makes the same full (rows, C) tensors of each rank's contribution;
+// the reduce-scatter gives this rank its rows of their sum, the all-gather rebuilds the whole from every rank's rows.
+// The sum is over tp values in rank order in the reference; MPI may add them in another order (tolerance 1e-5).
+static void test_sequence_parallel(void) {
+    int tp = g_pc.tp, r = g_pc.tp_rank;
+    const size_t R = 4, rows = R * (size_t)tp; // 4 rows per rank
+    float* contrib = alloc((size_t)tp * rows * C); // rank q's contribution: contrib + q rows C
+    fill(contrib, (size_t)tp * rows * C, 1.0f);
+    float *sum = alloc(rows * C), *part = alloc(R * C), *full = alloc(rows * C), *host = alloc(R * C + rows * C);
+    for (int q = 0; q < tp; q++) {
+        for (size_t i = 0; i < rows * C; i++) { sum[i] += contrib[(size_t)q * rows * C + i]; }
+    }
+    tp_reduce_scatter_rows_x(&g_ctx, &g_pc.tp_group, host, part, contrib + (size_t)r * rows * C, R, C);
+    close_check("sequence parallel: reduce-scatter gives this rank its rows of the sum", part, sum + (size_t)r * R * C, R * C);
+    tp_allgather_rows_x(&g_ctx, &g_pc.tp_group, host, full, sum + (size_t)r * R * C, R, C);
+    close_check("sequence parallel: all-gather rebuilds every row from the ranks' shares", full, sum, rows * C);
+    float grads[C];
+    for (int i = 0; i < C; i++) { grads[i] = (float)(r + 1) * (i + 1); }
+    tp_allreduce_f32(&g_ctx, &g_pc.tp_group, grads, C, host);
+    float want[C];
+    for (int i = 0; i < C; i++) { want[i] = (float)(tp * (tp + 1) / 2) * (i + 1); }
+    close_check("sequence parallel: gradient all-reduce sums the ranks' partial LayerNorm gradients", grads, want, C);
+    free(contrib); free(sum); free(part); free(full); free(host);
 }
 
 // The tensor-parallel parameter layout (train_gpt.c's layout_build_tp): for tp 1, 2 and 4, every rank's slice of a
@@ -221,6 +247,7 @@ int main(int argc, char** argv) {
     test_row();
     test_embedding();
     test_cross_entropy();
+    test_sequence_parallel();
     test_layout();
     kernels_ctx_free(&g_ctx);
     if (g_pc.world_rank == 0) { printf("%d passed, %d failed\n", g_pass, g_fail); }
