@@ -769,7 +769,7 @@ static void check_reference(const char* model_path, const char* state_path, Para
         memcpy(logits + r * V, row, V * 4);
     }
     check_close_f("reference logits", logits, s.logits, BT * V, 1e-5, 1e-4);
-    BackwardComm bc = {NULL, 0, 1};
+    BackwardComm bc = {NULL, 0, 1, 1};
     float loss = fwd_bwd_loss(&m, s.y, 1.0f / BT, &bc);
     report(fabsf(loss - s.loss) <= 1e-5f * (1 + fabsf(s.loss)), "reference loss", "got %.9g, expected %.9g", loss, s.loss);
     int all_ok = 1;
@@ -825,7 +825,7 @@ static void check_trajectory(const char* dir, ParallelContext* pc) {
     Config c;
     config_defaults(&c);
     c.lr = g_traj_lr; strcpy(c.lr_schedule, "constant"); c.warmup = 0; c.weight_decay = 0.1f; c.grad_clip = 1.0f; c.steps = 10;
-    BackwardComm bc = {NULL, 0, 1};
+    BackwardComm bc = {NULL, 0, 1, 1};
     int bad = 0;
     char detail[2048] = "";
     size_t dl = 0;
@@ -1044,7 +1044,7 @@ static void check_sched_trajectory(const char* dir, ParallelContext* pc) {
     config_defaults(&c);
     c.lr = 3e-3f; strcpy(c.lr_schedule, "cosine"); c.warmup = 3; c.final_lr_frac = 0.1f; c.weight_decay = 0.5f;
     c.grad_clip = 1.0f; c.steps = 12;
-    BackwardComm bc = {NULL, 0, 1};
+    BackwardComm bc = {NULL, 0, 1, 1};
     double worst_loss = 0, worst_lr = 0, worst_norm = 0;
     for (int step = 0; step < 12; step++) {
         gpt_forward(&m, s.x, s.B, s.T);
@@ -1167,7 +1167,7 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
         Config c;
         config_defaults(&c);
         c.lr = 1e-3f; strcpy(c.lr_schedule, "constant"); c.weight_decay = 0.1f; c.grad_clip = 1.0f; c.steps = STEPS;
-        BackwardComm bc = {NULL, 0, 1};
+        BackwardComm bc = {NULL, 0, 1, 1};
         float S = dt == DTYPE_FP16 ? 1024.0f : 1.0f;
         size_t unrounded = 0;
         for (int step = 0; step < STEPS; step++) {
@@ -1216,7 +1216,7 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
         Config c;
         config_defaults(&c);
         c.lr = 1e-5f; c.weight_decay = 0.0f;
-        BackwardComm bc = {NULL, 0, 1};
+        BackwardComm bc = {NULL, 0, 1, 1};
         size_t n = m.layout.num_params;
         float* before = (float*)mallocCheck(n * sizeof(float));
         memcpy(before, m.params, n * sizeof(float));
@@ -1270,7 +1270,7 @@ static void test_recompute(const char* model_path, ParallelContext* pc, int dtyp
     for (int k = 0; k < 3; k++) {
         build_model_as(&m[k], &z[k], pc, model_path, 2, 8, dtype, k);
         bytes[k] = m[k].acts.total_bytes;
-        BackwardComm bc = {NULL, 0, 1};
+        BackwardComm bc = {NULL, 0, 1, 1};
         gpt_forward(&m[k], x, 2, 8);
         loss[k] = fwd_bwd_loss(&m[k], y, 1.0f / 16, &bc);
     }

@@ -1874,24 +1874,31 @@ static void prepare_out_dir(const char* dir) {
     unlink(probe);
 }
 
-// Checks that every data-parallel rank holds the same parameters (they must, after each optimizer step).
-static int params_agree(GPT* m, ParallelContext* pc) {
+// Checks that every rank of `group` holds the same parameters (they must, after each optimizer step): all of them
+// across a data-parallel group; the replicated tensors (LayerNorms, biases after a row-parallel layer, wpe) across a
+// tensor-parallel group, whose ranks update them from identical gradients.
+static int params_agree(GPT* m, CommGroup* group, int replicated_only) {
     GptStreamTarget t;
     ParamStream s = gpt_stream(m, NULL, &t);
     float* buf = (float*)mallocCheck(PARAM_CHUNK * sizeof(float));
     Checksum c;
     checksum_begin(&c, CHECKSUM_DEFAULT);
-    for (size_t off = 0; off < m->layout.num_params; off += PARAM_CHUNK) {
-        size_t cnt = m->layout.num_params - off < PARAM_CHUNK ? m->layout.num_params - off : PARAM_CHUNK;
-        s.get(s.self, off, buf, cnt);
-        checksum_add(&c, buf, cnt * sizeof(float));
+    for (int i = 0; i < m->layout.num_tensors; i++) {
+        const ParamEntry* e = &m->layout.table[i];
+        if (replicated_only && e->tp_split != TP_NONE) { continue; }
+        size_t n = e->rows * e->cols;
+        for (size_t off = 0; off < n; off += PARAM_CHUNK) {
+            size_t cnt = n - off < PARAM_CHUNK ? n - off : PARAM_CHUNK;
+            s.get(s.self, e->offset + off, buf, cnt);
+            checksum_add(&c, buf, cnt * sizeof(float));
+        }
     }
     free(buf);
     uint64_t sum = checksum_end(&c);
     uint64_t root = sum;
-    comm_broadcast(&pc->dp_group, &root, sizeof(root), 0);
+    comm_broadcast(group, &root, sizeof(root), 0);
     double bad = root != sum ? 1.0 : 0.0;
-    comm_allreduce_max_f64(&pc->dp_group, &bad, 1);
+    comm_allreduce_max_f64(group, &bad, 1);
     return bad == 0.0;
 }
 
@@ -2381,10 +2388,18 @@ int main(int argc, char** argv) {
     if (c.bench) {
         bench_report(&c, &model, &zopt, &pc, t_bench, t_forward, t_backward, wait_bench, timed_steps);
     } else {
+        // every group's verdict, gathered over the world (a group that disagrees anywhere fails the job)
         if (pc.dp > 1) {
-            int agree = params_agree(&model, &pc);
-            if (master) { printf("parameters after training: %s on all %d data-parallel ranks\n", agree ? "identical" : "DIFFERENT", pc.dp); }
-            if (!agree) { fatal("data-parallel ranks ended with different parameters"); }
+            double bad = !params_agree(&model, &pc.dp_group, 0);
+            comm_allreduce_max_f64(&pc.world, &bad, 1);
+            if (master) { printf("parameters after training: %s on all %d data-parallel ranks\n", bad == 0.0 ? "identical" : "DIFFERENT", pc.dp); }
+            if (bad != 0.0) { fatal("data-parallel ranks ended with different parameters"); }
+        }
+        if (pc.tp > 1) {
+            double bad = !params_agree(&model, &pc.tp_group, 1);
+            comm_allreduce_max_f64(&pc.world, &bad, 1);
+            if (master) { printf("replicated parameters after training: %s on all %d tensor-parallel ranks\n", bad == 0.0 ? "identical" : "DIFFERENT", pc.tp); }
+            if (bad != 0.0) { fatal("tensor-parallel ranks ended with different replicated parameters"); }
         }
     }
     if (!c.bench && master) {

@@ -57,12 +57,13 @@ static jmp_buf* utils_fatal_jmp; // set by a fuzz harness around each input; fat
 // Prints "error: <message>" to stderr, removes temporary files of writes in progress, and exits with status 1.
 // The message should name the file or flag.
 static void __attribute__((noreturn, format(printf, 1, 2))) fatal(const char* fmt, ...) {
+    // one write of the whole line, so that the same error from several ranks of a job does not interleave
+    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "error: %s\n", msg);
     fflush(stderr);
     utils_tmp_remove_all();
 #ifdef FUZZING

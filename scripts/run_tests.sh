@@ -83,6 +83,7 @@ if grep -q openblas <(ldd ./test_gpt 2>/dev/null); then
     done
 fi
 run test_runs ./tests/test_runs
+run test_tp_runs ./tests/test_tp_runs
 [ -x tests/test_dataloader ] && run test_dataloader ./tests/test_dataloader
 run test_precision ./tests/test_precision
 # the cuDNN attention graphs finalize without a GPU (built wherever nvcc and cuDNN are)

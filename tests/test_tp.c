@@ -162,6 +162,98 @@ static void test_sequence_parallel(void) {
     free(contrib); free(sum); free(part); free(full); free(host);
 }
 
+// The whole model under tensor parallelism against one process, first step: every rank builds the reference model
+// (tp 1) and its tensor-parallel share from the same file, runs one forward and backward on the same batch, and
+// checks its token losses and its share of every parameter gradient against the reference's, sliced to the share.
+// Tolerances, per tensor, relative to the tensor's largest reference gradient g_max: fp32 |d| <= 1e-5 g_max + 1e-4
+// |ref| (the same float32 terms summed in another order: split over ranks, then reduced); bf16/fp16 2e-2 g_max (the
+// row-parallel partial sums are rounded to 16 bits before their reduction and once after, where one process rounds
+// the whole sum once: about one unit in the last place of bf16, 2^-8, on activations, which the backward carries
+// into every gradient). A gradient that misses a rank's part, or counts it twice, is off by its whole size.
+static void test_whole_model(int dtype, int sp, int recompute) {
+    GPTConfig g;
+    int version;
+    FILE* fp;
+    model_read_header("tests/ref/ref_model.bin", &g, &version, &fp);
+    ParamLayout whole;
+    layout_build(&whole, &g);
+    float* params = alloc(whole.num_params);
+    model_load_params("tests/ref/ref_model.bin", fp, version, &whole, params);
+    const int Bm = 2, Tm = 8, BTm = Bm * Tm;
+    int32_t tok[BTm + 1];
+    uint64_t s = 99;
+    for (int i = 0; i <= BTm; i++) { tok[i] = (int32_t)(rng_next(&s) % g.vocab_size); }
+    tok[5] = -1; // a masked target (inputs are tok[0..BT) with the mask read as token 0, targets tok[1..BT])
+    int32_t in[BTm], tgt[BTm];
+    for (int i = 0; i < BTm; i++) { in[i] = tok[i] < 0 ? 0 : tok[i]; tgt[i] = tok[i + 1]; }
+    BackwardComm bc = {NULL, 0, 1, 1};
+    // the reference
+    GPT ref;
+    gpt_alloc_params(&ref, &g, 1, dtype, Tm);
+    gpt_set_params(&ref, NULL, params);
+    gpt_alloc_grads(&ref, 0, 1);
+    activations_alloc(&ref.acts, &ref.ctx, &g, Bm, Tm, 0);
+    gpt_forward(&ref, in, Bm, Tm);
+    gpt_forward_backward(&ref, tgt, 1.0f / BTm, &bc);
+    // this rank's share, loaded through the logical stream as the trainer does
+    GPT m;
+    gpt_alloc_params_tp(&m, &g, 1, &g_pc.tp_group, sp, dtype, Tm);
+    GptStreamTarget target;
+    ParamStream local = gpt_stream(&m, NULL, &target);
+    TpStream tps;
+    ParamStream into = tp_stream(&tps, &m.layout, &local, &g_pc.tp_group);
+    for (int i = 0; i < m.glayout.num_tensors; i++) {
+        const ParamEntry* e = &m.glayout.table[i];
+        into.put(into.self, e->offset, params + e->offset, e->rows * e->cols);
+    }
+    tp_stream_free(&tps);
+    gpt_alloc_grads(&m, 0, 1);
+    activations_alloc_tp(&m.acts, &m.ctx, &g, m.tp, m.sp, Bm, Tm, recompute);
+    gpt_forward(&m, in, Bm, Tm);
+    gpt_forward_backward(&m, tgt, 1.0f / BTm, &bc);
+    char what[96];
+    snprintf(what, sizeof(what), "whole model, %s%s%s", dtype_name(dtype), sp ? ", sequence parallel" : "",
+             recompute ? (recompute == 1 ? ", --recompute 1" : ", --recompute 2") : "");
+    // losses: the same on every rank of the group
+    float fp32_tol = dtype == DTYPE_FP32 ? 1e-5f : 2e-2f;
+    size_t bad = 0;
+    for (int i = 0; i < BTm; i++) { bad += !(fabsf(m.acts.losses[i] - ref.acts.losses[i]) <= fp32_tol * (1.0f + fabsf(ref.acts.losses[i]))); }
+    char name[200], detail[200] = "";
+    snprintf(name, sizeof(name), "%s: token losses equal one process's", what);
+    snprintf(detail, sizeof(detail), "%zu of %d out of tolerance", bad, BTm);
+    tcheck(bad == 0, name, bad ? detail : "");
+    // gradients: the reference's, sliced to this rank's share
+    float* ref_logical = ref.grads;
+    float* want = alloc(m.layout.num_params);
+    layout_copy_tp(&m.layout, ref_logical, want, 1);
+    double worst = 0.0;
+    char worst_name[64] = "-";
+    bad = 0;
+    for (int i = 0; i < m.layout.num_tensors; i++) {
+        const ParamEntry* e = &m.layout.table[i];
+        size_t n = e->rows * e->cols;
+        const float* got = m.grads + e->offset;
+        const float* w = want + e->offset;
+        double gmax = 0.0;
+        for (size_t j = 0; j < n; j++) { gmax = fabs(w[j]) > gmax ? fabs(w[j]) : gmax; }
+        for (size_t j = 0; j < n; j++) {
+            double d = fabs((double)got[j] - w[j]);
+            double tol = dtype == DTYPE_FP32 ? 1e-5 * gmax + 1e-4 * fabs(w[j]) : 2e-2 * gmax;
+            if (!(d <= tol)) { bad++; }
+            if (gmax > 0 && d / gmax > worst) { worst = d / gmax; snprintf(worst_name, sizeof(worst_name), "%s[%zu]", e->name, j); }
+        }
+    }
+    snprintf(name, sizeof(name), "%s: this rank's share of every gradient equals one process's", what);
+    snprintf(detail, sizeof(detail), "%zu of %zu out of tolerance; worst %.3g of its tensor's largest at %s", bad,
+             m.layout.num_params, worst, worst_name);
+    tcheck(bad == 0, name, detail);
+    free(want);
+    free(params);
+    gpt_free(&m);
+    gpt_free(&ref);
+    layout_free(&whole);
+}
+
 // The tensor-parallel parameter layout (train_gpt.c's layout_build_tp): for tp 1, 2 and 4, every rank's slice of a
 // logical buffer whose values are their own indices, put back, rebuilds the logical buffer exactly; the fused q, k, v
 // rows split by heads (rank r holds rows [r C/tp, (r+1) C/tp) of each of q, k and v); the views bound on a local
@@ -249,6 +341,13 @@ int main(int argc, char** argv) {
     test_cross_entropy();
     test_sequence_parallel();
     test_layout();
+    const int dtypes[3] = {DTYPE_FP32, DTYPE_BF16, DTYPE_FP16};
+    for (int d = 0; d < 3; d++) {
+        for (int sp = 0; sp <= 1; sp++) { test_whole_model(dtypes[d], sp, 0); }
+    }
+    test_whole_model(DTYPE_FP32, 1, 1);
+    test_whole_model(DTYPE_FP32, 1, 2);
+    test_whole_model(DTYPE_BF16, 0, 2);
     kernels_ctx_free(&g_ctx);
     if (g_pc.world_rank == 0) { printf("%d passed, %d failed\n", g_pass, g_fail); }
     parallel_finalize(&g_pc);
