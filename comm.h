@@ -134,6 +134,12 @@ static void __attribute__((noreturn)) mpi_check_fail(int err, const char* stmt, 
 
 struct ParallelContext;
 
+// The operations, for the monitor's records, the error messages and the byte counts.
+enum CommOp {
+    COMM_OP_ALLREDUCE, COMM_OP_REDUCE_SCATTER, COMM_OP_ALLGATHER, COMM_OP_BROADCAST,
+    COMM_OP_SEND, COMM_OP_RECV, COMM_OP_BARRIER, COMM_OP_COUNT_
+};
+
 // One communicator: a set of ranks that run the same collectives in the same order.
 typedef struct CommGroup {
     int rank, size;               // this process's rank in the group; number of members (0: not set up)
@@ -141,6 +147,8 @@ typedef struct CommGroup {
     int slot;                     // index of this group's counters in the monitor record
     int* world_ranks;             // (size,) world rank of each member, by group rank
     int64_t seq;                  // collectives this rank has started on the group (numbered from 1)
+    int64_t op_calls[COMM_OP_COUNT_]; // per CommOp: operations this rank started on the group (for benchmarks)
+    double op_bytes[COMM_OP_COUNT_];  // per CommOp: their payload in bytes (see comm_sent_bytes)
     struct ParallelContext* pc;   // owner (timeout, chunk limit, monitor)
 #ifdef USE_MPI
     MPI_Comm comm;
@@ -179,14 +187,25 @@ typedef struct ParallelContext {
 } ParallelContext;
 // A ParallelContext must not be copied or moved after parallel_init: its groups point back at it.
 
-enum CommOp {
-    COMM_OP_ALLREDUCE, COMM_OP_REDUCE_SCATTER, COMM_OP_ALLGATHER, COMM_OP_BROADCAST,
-    COMM_OP_SEND, COMM_OP_RECV, COMM_OP_BARRIER, COMM_OP_COUNT_
-};
 static const char* const comm_op_names[COMM_OP_COUNT_] = {
     "allreduce", "reduce-scatter", "allgather", "broadcast", "send", "recv", "barrier"
 };
 static const char* const comm_slot_names[COMM_MAX_GROUPS] = { "world", "dp", "tp", "pp" };
+
+// The bytes this rank sends for `payload` bytes of an operation on a group of p ranks, as a ring does it (what NCCL
+// calls bus bytes): an all-reduce sends 2 (p-1)/p of the buffer, a reduce-scatter (of the whole input) and an
+// all-gather (of the whole output) (p-1)/p, a broadcast and a send the buffer, a receive nothing. The payload of an
+// all-reduce or broadcast is its buffer, of a reduce-scatter its input, of an all-gather its output.
+static double comm_sent_bytes(int op, double payload, int p) {
+    if (p <= 1) { return 0.0; }
+    double f = (double)(p - 1) / p;
+    switch (op) {
+    case COMM_OP_ALLREDUCE: return 2.0 * f * payload;
+    case COMM_OP_REDUCE_SCATTER: case COMM_OP_ALLGATHER: return f * payload;
+    case COMM_OP_BROADCAST: case COMM_OP_SEND: return payload;
+    default: return 0.0;
+    }
+}
 
 // A started operation. Need not be initialized before a start call; must not be reused while pending.
 // comm_wait / comm_test on a finished or zeroed request return at once.
@@ -319,6 +338,8 @@ static void comm__begin(CommRequest* req, CommGroup* g, int op, size_t count, co
     req->unit = unit;
     req->start_time = now_seconds();
     req->peer = -1;
+    g->op_calls[op]++;
+    g->op_bytes[op] += (double)count * (unit == NULL ? 0 : unit[0] == 'f' ? 4 : unit[0] == 'd' ? 8 : 1);
     if (collective) {
         g->seq++;
         req->seq = g->seq;

@@ -1934,20 +1934,26 @@ static void check_config_agreement(ParallelContext* pc, const Config* c) {
 // ----------------------------------------------------------------------------
 // The parts of main: the plan printed at start, one training step, the benchmark report
 
+// What this rank allocates, in bytes: [0] the compute copy of the parameters (floatX), [1] gradients (fp32, with the
+// stage-2 shard), [2] optimizer state (moments and master weights, fp32), [3] activations (the table's types) with
+// the kernels' scratch. Returns the total.
+static double rank_memory(const GPT* mp, const ZeroOptimizer* zp, double mem[4]) {
+    double shard = zp->gshard ? (double)zp->shard * sizeof(float) : 0.0;
+    mem[0] = (double)zp->n_pad * sizeof(floatX);
+    mem[1] = (double)mp->grad_floats * sizeof(float) + shard;
+    mem[2] = (double)zero_state_bytes(zp) - shard;
+    mem[3] = (double)mp->acts.total_bytes + (double)kernels_ctx_bytes(&mp->ctx);
+    return mem[0] + mem[1] + mem[2] + mem[3];
+}
+
 // The resolved configuration and every rank's memory (collective: each rank contributes its sizes; rank 0 prints).
 static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer* zp, ParallelContext* pcp, int grad_accum,
                            unsigned long long train_tokens) {
     const GPTConfig* g = &mp->cfg;
     int B = cp->batch_size, T = cp->seq_len, master = pcp->world_rank == 0;
     size_t n = mp->glayout.num_params;
-    // what this backend allocates: the compute copy (floatX), gradients (fp32, with the stage-2 shard), optimizer
-    // state (moments and master weights, fp32), activations (the table's types) with the kernels' scratch
-    double mem[4] = {
-        (double)zp->n_pad * sizeof(floatX),
-        (double)mp->grad_floats * sizeof(float) + (zp->gshard ? (double)zp->shard * sizeof(float) : 0.0),
-        (double)zero_state_bytes(zp) - (zp->gshard ? (double)zp->shard * sizeof(float) : 0.0),
-        (double)mp->acts.total_bytes + (double)kernels_ctx_bytes(&mp->ctx),
-    };
+    double mem[4];
+    rank_memory(mp, zp, mem);
     double* all_mem = (double*)callocCheck((size_t)pcp->world_size * 4, sizeof(double));
     memcpy(all_mem + (size_t)pcp->world_rank * 4, mem, sizeof(mem));
     comm_allreduce_sum_f64(&pcp->world, all_mem, (size_t)pcp->world_size * 4);
@@ -2075,10 +2081,51 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     return r;
 }
 
-// --bench: time per step and its parts, how much of the gradient communication backward hides, memory, figure last.
+// What this rank has communicated on its data- and tensor-parallel groups so far: per operation, the calls and the
+// payload bytes (comm.h counts them as the collectives start).
+typedef struct {
+    double bytes[2][COMM_OP_COUNT_];
+    int64_t calls[2][COMM_OP_COUNT_];
+} CommCounts;
+
+static void comm_counts_take(CommCounts* c, const ParallelContext* pc) {
+    const CommGroup* gs[2] = {&pc->dp_group, &pc->tp_group};
+    for (int k = 0; k < 2; k++) {
+        memcpy(c->bytes[k], gs[k]->op_bytes, sizeof(c->bytes[k]));
+        memcpy(c->calls[k], gs[k]->op_calls, sizeof(c->calls[k]));
+    }
+}
+
+// Rank 0's communication per step since `since` (steps of them): one line per group and operation with the bytes the
+// rank sends by the ring model (comm_sent_bytes), and one "bench-comm:" line with the totals for scripts.
+static void comm_counts_print(const CommCounts* since, const ParallelContext* pc, int steps) {
+    CommCounts now;
+    comm_counts_take(&now, pc);
+    const CommGroup* gs[2] = {&pc->dp_group, &pc->tp_group};
+    double total[2] = {0.0, 0.0};
+    for (int k = 0; k < 2; k++) {
+        for (int op = 0; op < COMM_OP_COUNT_; op++) {
+            double payload = (now.bytes[k][op] - since->bytes[k][op]) / steps;
+            double calls = (double)(now.calls[k][op] - since->calls[k][op]) / steps;
+            double sent = comm_sent_bytes(op, payload, gs[k]->size);
+            if (calls == 0.0 || gs[k]->size == 1) { continue; }
+            total[k] += sent;
+            char pb[32], sb[32];
+            fmt_bytes(pb, sizeof(pb), payload);
+            fmt_bytes(sb, sizeof(sb), sent);
+            printf("bench: %s group (%d ranks): %-14s %5.0f calls/step, payload %s, sends %s per rank per step\n",
+                   gs[k]->name, gs[k]->size, comm_op_names[op], calls, pb, sb);
+        }
+    }
+    printf("bench-comm: dp_sent_bytes_per_step %.0f tp_sent_bytes_per_step %.0f\n", total[0], total[1]);
+}
+
+// --bench: time per step and its parts, how much of the gradient communication backward hides, communication per
+// step, memory, figure last. comm0: the communication counts when the timed steps began.
 static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelContext* pcp, double t_bench, double t_forward,
-                         double t_backward, double wait_bench, int timed_steps) {
+                         double t_backward, double wait_bench, int timed_steps, const CommCounts* comm0) {
     int B = cp->batch_size, T = cp->seq_len, master = pcp->world_rank == 0;
+    if (master && (pcp->dp > 1 || pcp->tp > 1)) { comm_counts_print(comm0, pcp, timed_steps); }
     double fpt = flops_per_token(mp, T);
     double ms = t_bench / timed_steps * 1e3;
     double tok_s = cp->total_batch_size / (t_bench / timed_steps);
@@ -2118,9 +2165,10 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         printf("bench: per step: forward %.1f ms, LM head + backward %.1f ms, optimizer and the rest %.1f ms\n", fwd, bwd, ms - fwd - bwd);
         // one line for scripts/bench_dtypes.sh's table: what ran, the time, and the activation bytes allocated here
         // and with 16-bit storage (a GPU build)
-        printf("bench-row: dtype %s recompute %d ms %.1f tokens_per_s %.0f activation_bytes %zu device_activation_bytes %zu\n",
-               dtype_name(mp->ctx.dtype), cp->recompute, ms, tok_s, mp->acts.total_bytes,
-               activations_device_bytes_tp(&mp->cfg, mp->tp, mp->sp, B, T, cp->recompute, mp->ctx.dtype));
+        double mem[4], rank_total = rank_memory(mp, zp, mem);
+        printf("bench-row: dtype %s recompute %d ms %.1f tokens_per_s %.0f activation_bytes %zu device_activation_bytes %zu "
+               "rank_bytes %.0f param_bytes %.0f\n", dtype_name(mp->ctx.dtype), cp->recompute, ms, tok_s, mp->acts.total_bytes,
+               activations_device_bytes_tp(&mp->cfg, mp->tp, mp->sp, B, T, cp->recompute, mp->ctx.dtype), rank_total, mem[0]);
 #ifdef KERNELS_CUDA
         size_t mem_free = 0, mem_total = 0;
         if (cudaMemGetInfo(&mem_free, &mem_total) == cudaSuccess) {
@@ -2319,6 +2367,8 @@ int main(int argc, char** argv) {
     double fpt = flops_per_token(&model, T);
     double t_train = 0.0, t_bench = 0.0, t_backward = 0.0, t_forward = 0.0, wait_bench = 0.0;
     int timed_steps = 0;
+    CommCounts comm0;
+    memset(&comm0, 0, sizeof(comm0));
     float last_val = -1.0f;
     int start_step = ts.step;
     int resumed = resume_step >= 0;
@@ -2346,6 +2396,7 @@ int main(int argc, char** argv) {
         }
         if (last) { break; }
         maybe_inject_fault(pc.world_rank, step);
+        if (c.bench && step == start_step + 1) { comm_counts_take(&comm0, &pc); } // the timed steps begin
 
         StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens, grad_accum, step);
         StepStats st = sr.stats;
@@ -2386,7 +2437,7 @@ int main(int argc, char** argv) {
     }
 
     if (c.bench) {
-        bench_report(&c, &model, &zopt, &pc, t_bench, t_forward, t_backward, wait_bench, timed_steps);
+        bench_report(&c, &model, &zopt, &pc, t_bench, t_forward, t_backward, wait_bench, timed_steps, &comm0);
     } else {
         // every group's verdict, gathered over the world (a group that disagrees anywhere fails the job)
         if (pc.dp > 1) {

@@ -145,13 +145,18 @@ else
 fi
 
 if command -v mpirun > /dev/null 2>&1 && ./train_gpt_cu --version 2>&1 | grep -q mpi; then
-    stage "2 processes sharing the GPU (MPI through pinned host memory), ZeRO 0/1/2, against one process"
+    stage "2 processes sharing the GPU (MPI through pinned host memory), ZeRO 0/1/2 and tensor parallel, against one process"
     MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
     common2="--model d4 --train /tmp/gpu_check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7"
     timeout 120 ./train_gpt_cu $common2 --log /tmp/gpu_dp1.jsonl > gpu_dp1.log 2>&1
     for z in 0 1 2; do
         timeout 180 $MPIRUN ./train_gpt_cu $common2 --zero $z --log /tmp/gpu_dp2_z$z.jsonl > gpu_dp2_z$z.log 2>&1 || { bad "2 processes --zero $z"; tail -n 3 gpu_dp2_z$z.log; continue; }
         follows /tmp/gpu_dp1.jsonl /tmp/gpu_dp2_z$z.jsonl 1e-2 && ok "2 processes --zero $z follow one process (1e-2 relative)" || bad "2 processes --zero $z differ from one process"
+    done
+    # tensor parallel on one GPU: the two halves of every layer in two processes, their collectives through MPI
+    for sp in 0 1; do
+        timeout 180 $MPIRUN ./train_gpt_cu $common2 --tp 2 --sequence-parallel $sp --log /tmp/gpu_tp2_sp$sp.jsonl > gpu_tp2_sp$sp.log 2>&1 || { bad "--tp 2 --sequence-parallel $sp"; tail -n 3 gpu_tp2_sp$sp.log; continue; }
+        follows /tmp/gpu_dp1.jsonl /tmp/gpu_tp2_sp$sp.jsonl 1e-2 && ok "--tp 2 --sequence-parallel $sp (2 processes) follows one process (1e-2 relative)" || bad "--tp 2 --sequence-parallel $sp differs from one process"
     done
 else
     echo "(no mpirun, or train_gpt_cu built without MPI here: the multi-process check is skipped)"
