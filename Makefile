@@ -189,7 +189,7 @@ $(foreach b,$(BINS),$(shell printf '%s\n' '$(FEATURES_$(b))' | cmp -s - $(call s
 # what a binary prints for --version: the commit and its features (utils.h print_version)
 BUILD_DEFS = -DBUILD_COMMIT='"$(BUILD_COMMIT)"' -DBUILD_FEATURES='"$(FEATURES_$@)"'
 
-.PHONY: all test run bench plot clean asan report
+.PHONY: all test run bench bench-tp plot clean asan report
 all: report $(BINS)
 	@for b in $(BINS); do printf 'make: built %-22s with %s\n' "$$b" "$$(cat build/$$(echo $$b | tr / _).features)"; done
 
@@ -283,6 +283,10 @@ plot:
 # One row per --dtype x --recompute (scripts/bench_dtypes.sh): ms/step, tokens/s, activation bytes.
 bench: train_gpt
 	bash scripts/bench_dtypes.sh d12 4 64 5
+
+# tensor parallel (scripts/bench_tp.sh): tp 1 against tp 2 with and without sequence parallelism, GPT-2 124M
+bench-tp: train_gpt
+	bash scripts/bench_tp.sh d12 4 64 3
 
 # a sub-make with other flags: the stamps record them, so a later plain `make` rebuilds the normal binaries
 SAN = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer

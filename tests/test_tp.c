@@ -202,11 +202,32 @@ static void test_whole_model(int dtype, int sp, int recompute) {
     ParamStream local = gpt_stream(&m, NULL, &target);
     TpStream tps;
     ParamStream into = tp_stream(&tps, &m.layout, &local, &g_pc.tp_group);
+    // in chunks of 37 values, which start inside rows as a big model's file chunks do
     for (int i = 0; i < m.glayout.num_tensors; i++) {
         const ParamEntry* e = &m.glayout.table[i];
-        into.put(into.self, e->offset, params + e->offset, e->rows * e->cols);
+        for (size_t k = 0; k < e->rows * e->cols; k += 37) {
+            size_t cnt = e->rows * e->cols - k < 37 ? e->rows * e->cols - k : 37;
+            into.put(into.self, e->offset + k, params + e->offset + k, cnt);
+        }
+    }
+    // ... and gathered back the same way (the collective get of checkpoints), they are the file's values exactly
+    float* back = alloc(whole.num_params);
+    for (int i = 0; i < m.glayout.num_tensors; i++) {
+        const ParamEntry* e = &m.glayout.table[i];
+        for (size_t k = 0; k < e->rows * e->cols; k += 37) {
+            size_t cnt = e->rows * e->cols - k < 37 ? e->rows * e->cols - k : 37;
+            into.get(into.self, e->offset + k, back + e->offset + k, cnt);
+        }
     }
     tp_stream_free(&tps);
+    if (dtype == DTYPE_FP32) {
+        size_t diff = 0;
+        for (size_t i = 0; i < whole.num_params; i++) { diff += back[i] != params[i]; }
+        char dd[64];
+        snprintf(dd, sizeof(dd), "%zu of %zu values differ", diff, whole.num_params);
+        tcheck(diff == 0, "whole model: sliced on load and gathered back in 37-value chunks, the model is the file's, exactly", diff ? dd : "");
+    }
+    free(back);
     gpt_alloc_grads(&m, 0, 1);
     activations_alloc_tp(&m.acts, &m.ctx, &g, m.tp, m.sp, Bm, Tm, recompute);
     gpt_forward(&m, in, Bm, Tm);
@@ -268,7 +289,7 @@ static void test_layout(void) {
     for (int tp = 1; tp <= 4; tp *= 2) {
         float* rebuilt = alloc(n);
         for (size_t i = 0; i < n; i++) { rebuilt[i] = NAN; }
-        int heads_ok = 1, views_ok = 1;
+        int heads_ok = 1, views_ok = 1, runs_ok = 1;
         size_t local_total = 0;
         for (int r = 0; r < tp; r++) {
             ParamLayout pl;
@@ -277,6 +298,31 @@ static void test_layout(void) {
             float* local = alloc(pl.num_params);
             layout_copy_tp(&pl, logical, local, 1);
             layout_copy_tp(&pl, rebuilt, local, 0);
+            // runs from any start, as chunked file reads cut tensors (mid-row included): every element of a run this
+            // rank holds is where the slicing put it, and the rank's runs of a range are one contiguous local range
+            for (int t = 0; t < pl.num_tensors; t++) {
+                const ParamEntry* e = &pl.table[t];
+                size_t tn = e->grows * e->gcols;
+                for (size_t k0 = 0; k0 < tn; k0 += 5) {
+                    size_t k1 = k0 + 1 + (k0 * 13) % 61;
+                    if (k1 > tn) { k1 = tn; }
+                    size_t next_local = 0, held = 0, first;
+                    for (size_t k = k0; k < k1;) {
+                        TpRun run = tp_run(e, tp, k, k1 - k);
+                        runs_ok &= run.len >= 1 && run.len <= k1 - k;
+                        if (tp_run_mine(&run, r, 0)) {
+                            runs_ok &= held == 0 || run.local == next_local;
+                            for (size_t x = 0; x < run.len; x++) {
+                                runs_ok &= local[e->offset + run.local + x] == logical[e->goffset + k + x];
+                            }
+                            next_local = run.local + run.len;
+                            held += run.len;
+                        }
+                        k += run.len ? run.len : 1;
+                    }
+                    runs_ok &= tp_local_span(e, tp, r, k0, k1, 0, &first) == held;
+                }
+            }
             // qkvw.0: local row i of block b is logical row b*C + r*C/tp + i
             for (int t = 0; t < pl.num_tensors; t++) {
                 const ParamEntry* e = &pl.table[t];
@@ -311,6 +357,8 @@ static void test_layout(void) {
         snprintf(name, sizeof(name), "tp layout %d: every rank's slices put back rebuild the logical model exactly", tp);
         snprintf(detail, sizeof(detail), "%zu of %zu values differ", diff, n);
         tcheck(diff == 0 && local_total >= n, name, diff ? detail : "");
+        snprintf(name, sizeof(name), "tp layout %d: runs from any start (mid-row too) hold the sliced elements, contiguous per rank", tp);
+        tcheck(runs_ok, name, runs_ok ? "" : "a run maps an element elsewhere, or a rank's part is not contiguous");
         snprintf(name, sizeof(name), "tp layout %d: q, k and v split by heads; the views agree with the table", tp);
         tcheck(heads_ok && views_ok, name, heads_ok ? (views_ok ? "" : "a view points elsewhere") : "a qkv row is not its head's");
         free(rebuilt);
