@@ -1132,7 +1132,7 @@ static size_t count_unrounded(GPT* m) {
     size_t sizes[64], bad = 0;
     activations_bytes(&m->cfg, m->acts.B, m->acts.T, m->acts.recompute, sizes);
     int i = 0, dt = m->ctx.dtype;
-#define X_CHECK(name, type, fx, size) \
+#define X_CHECK(name, type, fx, kept, size) \
     if (fx) { const float* x_ = (const float*)(const void*)m->acts.name; \
               for (size_t j = 0; j < sizes[i] / sizeof(type); j++) { bad += round_dtype(x_[j], dt) != x_[j]; } } \
     i++;

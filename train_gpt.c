@@ -398,6 +398,15 @@ typedef struct {
 typedef struct {
     GPTConfig cfg;
     int tp, tp_rank;         // tensor-parallel size and this rank's index (1, 0: the whole model)
+    // pipeline parallelism (--pp): this rank holds the blocks of its chunks (layer_slot[l] >= 0: the l-th block is
+    // its local layer layer_slot[l]), the embeddings on the first stage (wte, wpe), the tied wte again and the final
+    // LayerNorm on the last (pp 1: everything)
+    int pp, pp_rank, V;      // pipeline size, this rank's stage, chunks per rank
+    int* chunk_first;        // (pp V + 1) global chunk g holds blocks [chunk_first[g], chunk_first[g + 1])
+    int* layer_slot;         // (L) local index of each block, -1 when another stage holds it
+    int* local_layers;       // (num_local_layers) the blocks this rank holds, ascending
+    int num_local_layers;
+    int has_wte, has_wpe, has_lnf;
     ParamEntry* table;       // (num_tensors) in file order
     int num_tensors;
     size_t num_params;       // n, padded vocabulary rows included (as llm.c counts them); this rank's share under tp
@@ -439,19 +448,38 @@ static int layout_tp_valid(const GPTConfig* g, int tp, char* err, size_t cap) {
     return 1;
 }
 
-// The layout of tensor-parallel rank tp_rank of tp (1, 0: the whole model). The local flat layout keeps the logical
-// one's order with every split tensor shrunk to its share.
-static void layout_build_tp(ParamLayout* pl, const GPTConfig* g, int tp, int tp_rank) {
+// The layout of tensor-parallel rank tp_rank of tp on pipeline stage pp_rank of pp with V chunks per rank, the
+// model cut into chunks at chunk_first (pp V + 1 entries; NULL when pp is 1). The local flat layout keeps the
+// logical one's order with every split tensor shrunk to its share and the tensors of other stages left out.
+static void layout_build_3d(ParamLayout* pl, const GPTConfig* g, int tp, int tp_rank, int pp, int pp_rank, int V, const int* chunk_first) {
     char err[200];
     if (!layout_tp_valid(g, tp, err, sizeof(err))) { fatal("--tp %d: %s", tp, err); }
     if (tp > TP_MAX) { fatal("--tp %d: at most %d", tp, TP_MAX); }
-    int L = g->num_layers;
+    int L = g->num_layers, G = pp * V;
     size_t C = (size_t)g->channels;
+    memset(pl, 0, sizeof(*pl));
     pl->cfg = *g;
     pl->tp = tp;
     pl->tp_rank = tp_rank;
-    pl->num_tensors = 4 + NUM_LAYER_PARAMS * L;
-    pl->table = (ParamEntry*)callocCheck(pl->num_tensors, sizeof(ParamEntry));
+    pl->pp = pp;
+    pl->pp_rank = pp_rank;
+    pl->V = V;
+    pl->chunk_first = (int*)mallocCheck(sizeof(int) * (size_t)(G + 1));
+    for (int k = 0; k <= G; k++) { pl->chunk_first[k] = chunk_first ? chunk_first[k] : (k == 0 ? 0 : L); }
+    pl->layer_slot = (int*)mallocCheck(sizeof(int) * (size_t)L);
+    pl->local_layers = (int*)mallocCheck(sizeof(int) * (size_t)L);
+    for (int l = 0; l < L; l++) { pl->layer_slot[l] = -1; }
+    for (int l = 0; l < L; l++) {
+        for (int k = 0; k < G; k++) {
+            if (k % pp == pp_rank && l >= pl->chunk_first[k] && l < pl->chunk_first[k + 1]) {
+                pl->layer_slot[l] = pl->num_local_layers;
+                pl->local_layers[pl->num_local_layers++] = l;
+            }
+        }
+    }
+    pl->has_wte = pp_rank == 0 || pp_rank == pp - 1; // tied: the embedding's and the LM head's
+    pl->has_wpe = pp_rank == 0;
+    pl->has_lnf = pp_rank == pp - 1;
     // in-memory offsets, local and logical
     size_t layer_off[NUM_LAYER_PARAMS], layer_goff[NUM_LAYER_PARAMS];
     size_t layer_rows[NUM_LAYER_PARAMS], layer_cols[NUM_LAYER_PARAMS];
@@ -467,33 +495,43 @@ static void layout_build_tp(ParamLayout* pl, const GPTConfig* g, int tp, int tp_
 #undef X_LAYOUT
     size_t glayer = goff;
     size_t Vp = (size_t)g->padded_vocab_size, maxT = (size_t)g->max_seq_len;
+    size_t wte_local = pl->has_wte ? Vp / tp * C : 0;
     pl->layer_size = off;
-    pl->embed_size = Vp / tp * C + maxT * C;
-    pl->lnf_offset = pl->embed_size + pl->layer_size * L;
-    pl->num_params = pl->lnf_offset + 2 * C;
+    pl->embed_size = wte_local + (pl->has_wpe ? maxT * C : 0);
+    pl->lnf_offset = pl->embed_size + pl->layer_size * pl->num_local_layers;
+    pl->num_params = pl->lnf_offset + (pl->has_lnf ? 2 * C : 0);
     size_t gembed = Vp * C + maxT * C, glnf = gembed + glayer * L;
     pl->logical_params = glnf + 2 * C;
-    // table in llm.c's file order
+    // table in llm.c's file order, the tensors this rank holds
+    pl->table = (ParamEntry*)callocCheck(4 + NUM_LAYER_PARAMS * (size_t)L, sizeof(ParamEntry));
     int t = 0;
     ParamEntry* e;
-    e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "wte"); e->layer = -1; e->kind = -1;
-    e->grows = Vp; e->gcols = C; e->goffset = 0; e->offset = 0; e->decay = 1; e->tp_split = TP_VOCAB; e->init = INIT_NORMAL;
-    e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "wpe"); e->layer = -1; e->kind = -1;
-    e->grows = maxT; e->gcols = C; e->goffset = Vp * C; e->offset = Vp / tp * C; e->decay = 1; e->tp_split = TP_NONE; e->init = INIT_NORMAL;
+    if (pl->has_wte) {
+        e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "wte"); e->layer = -1; e->kind = -1;
+        e->grows = Vp; e->gcols = C; e->goffset = 0; e->offset = 0; e->decay = 1; e->tp_split = TP_VOCAB; e->init = INIT_NORMAL;
+    }
+    if (pl->has_wpe) {
+        e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "wpe"); e->layer = -1; e->kind = -1;
+        e->grows = maxT; e->gcols = C; e->goffset = Vp * C; e->offset = wte_local; e->decay = 1; e->tp_split = TP_NONE; e->init = INIT_NORMAL;
+    }
     for (int kk = 0; kk < NUM_LAYER_PARAMS; kk++) {
         for (int l = 0; l < L; l++) {
+            if (pl->layer_slot[l] < 0) { continue; }
             e = &pl->table[t++];
             snprintf(e->name, sizeof(e->name), "%s.%d", layer_name[kk], l);
             e->layer = l; e->kind = kk; e->grows = layer_rows[kk]; e->gcols = layer_cols[kk];
-            e->offset = pl->embed_size + pl->layer_size * l + layer_off[kk];
+            e->offset = pl->embed_size + pl->layer_size * pl->layer_slot[l] + layer_off[kk];
             e->goffset = gembed + glayer * l + layer_goff[kk];
             e->decay = layer_decay[kk]; e->tp_split = layer_tp[kk]; e->init = layer_init[kk];
         }
     }
-    e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "lnfw"); e->layer = -1; e->kind = -1;
-    e->grows = 1; e->gcols = C; e->offset = pl->lnf_offset; e->goffset = glnf; e->decay = 0; e->tp_split = TP_NONE; e->init = INIT_ONES;
-    e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "lnfb"); e->layer = -1; e->kind = -1;
-    e->grows = 1; e->gcols = C; e->offset = pl->lnf_offset + C; e->goffset = glnf + C; e->decay = 0; e->tp_split = TP_NONE; e->init = INIT_ZEROS;
+    if (pl->has_lnf) {
+        e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "lnfw"); e->layer = -1; e->kind = -1;
+        e->grows = 1; e->gcols = C; e->offset = pl->lnf_offset; e->goffset = glnf; e->decay = 0; e->tp_split = TP_NONE; e->init = INIT_ONES;
+        e = &pl->table[t++]; snprintf(e->name, sizeof(e->name), "lnfb"); e->layer = -1; e->kind = -1;
+        e->grows = 1; e->gcols = C; e->offset = pl->lnf_offset + C; e->goffset = glnf + C; e->decay = 0; e->tp_split = TP_NONE; e->init = INIT_ZEROS;
+    }
+    pl->num_tensors = t;
     // local shapes: the output dimension of column-parallel and vocabulary tensors, the input one of row-parallel
     for (int i = 0; i < pl->num_tensors; i++) {
         e = &pl->table[i];
@@ -502,6 +540,20 @@ static void layout_build_tp(ParamLayout* pl, const GPTConfig* g, int tp, int tp_
         if (e->tp_split == TP_VOCAB || (e->tp_split == TP_COLUMN && e->grows > 1)) { e->rows = e->grows / tp; }
         else if (e->tp_split == TP_COLUMN || e->tp_split == TP_ROW) { e->cols = e->gcols / tp; }
     }
+}
+
+// The layout of tensor-parallel rank tp_rank of tp (1, 0: the whole model), without pipeline stages.
+static void layout_build_tp(ParamLayout* pl, const GPTConfig* g, int tp, int tp_rank) {
+    layout_build_3d(pl, g, tp, tp_rank, 1, 0, 1, NULL);
+}
+
+// The pipeline stage that holds a tensor (the first one for the tied wte, which the last stage holds too).
+static int layout_holder_stage(const ParamLayout* pl, const ParamEntry* e) {
+    if (e->layer < 0) { return strncmp(e->name, "lnf", 3) == 0 ? pl->pp - 1 : 0; }
+    for (int k = 0; k < pl->pp * pl->V; k++) {
+        if (e->layer >= pl->chunk_first[k] && e->layer < pl->chunk_first[k + 1]) { return k % pl->pp; }
+    }
+    return 0;
 }
 
 static void layout_build(ParamLayout* pl, const GPTConfig* g) { layout_build_tp(pl, g, 1, 0); }
@@ -579,7 +631,12 @@ static void layout_copy_tp(const ParamLayout* pl, float* logical, float* local, 
     }
 }
 
-static void layout_free(ParamLayout* pl) { free(pl->table); }
+static void layout_free(ParamLayout* pl) {
+    free(pl->table);
+    free(pl->chunk_first);
+    free(pl->layer_slot);
+    free(pl->local_layers);
+}
 
 // Points layer l's views at `p`, a layer-sized region (the table's shapes use C, hence the local). A macro, so one
 // body serves the parameters' views (floatX) and the gradients' (fp32).
@@ -593,16 +650,18 @@ static void layout_free(ParamLayout* pl) { free(pl->table); }
     } while (0)
 #define X_BIND(name, rows, cols, decay, tps, init) v__->layers[l__].name = p__; p__ += TP_LOCAL(rows, cols, tps, tp__);
 
-// Points the views at a flat buffer laid out as the table says.
+// Points the views at a flat buffer laid out as the table says (NULL for what other pipeline stages hold).
 #define VIEWS_BIND(v, pl, base, LayerType) do { \
         int L_ = (pl)->cfg.num_layers; \
         size_t C_ = (size_t)(pl)->cfg.channels; \
         if (!(v)->layers) { (v)->layers = (LayerType*)callocCheck(L_, sizeof(LayerType)); } \
-        (v)->wte = (base); \
-        (v)->wpe = (base) + (size_t)(pl)->cfg.padded_vocab_size / (pl)->tp * C_; \
-        for (int l_ = 0; l_ < L_; l_++) { VIEWS_BIND_LAYER(v, pl, l_, (base) + (pl)->embed_size + (pl)->layer_size * l_); } \
-        (v)->lnfw = (base) + (pl)->lnf_offset; \
-        (v)->lnfb = (v)->lnfw + C_; \
+        (v)->wte = (pl)->has_wte ? (base) : NULL; \
+        (v)->wpe = (pl)->has_wpe ? (base) + ((pl)->has_wte ? (size_t)(pl)->cfg.padded_vocab_size / (pl)->tp * C_ : 0) : NULL; \
+        for (int i_ = 0; i_ < (pl)->num_local_layers; i_++) { \
+            VIEWS_BIND_LAYER(v, pl, (pl)->local_layers[i_], (base) + (pl)->embed_size + (pl)->layer_size * i_); \
+        } \
+        (v)->lnfw = (pl)->has_lnf ? (base) + (pl)->lnf_offset : NULL; \
+        (v)->lnfb = (pl)->has_lnf ? (v)->lnfw + C_ : NULL; \
     } while (0)
 
 static void views_bind(ParamViews* v, const ParamLayout* pl, floatX* base) { VIEWS_BIND(v, pl, base, LayerParams); }
@@ -995,49 +1054,57 @@ static void tp_stream_free(TpStream* s) { free(s->buf); s->buf = NULL; s->cap = 
 // --sequence-parallel that region is split along the tokens instead: R = BT/tp rows per rank, and the whole rows a
 // column-parallel matmul needs are all-gathered into `gathered` when needed (in forward and again in backward).
 
-// name, element type, 1 if the type is floatX (stored in --dtype on a GPU), element count
+// Pipeline parallelism (--pp) keeps the activations of several micro-batches alive at once (the schedule says how
+// many): the families marked `kept` below, from a chunk's forward to its backward, get one copy per micro-batch in
+// flight (a slot, sized for the largest chunk this rank holds, L blocks); the scratch families are shared. Without
+// pipelining there is one slot holding every block. The LM head's scratch exists only where the head is.
+
+// name, element type, 1 if the type is floatX (stored in --dtype on a GPU), 1 if kept per micro-batch, element count
 #define GPT_ACTIVATIONS(X) \
-    X(encoded,   floatX,  1, (size_t)R * C)            /* (R,C) token + position embedding */ \
-    X(ln1,       floatX,  1, (size_t)L1 * R * C)       /* (L1,R,C) */ \
-    X(ln1_mean,  float,   0, (size_t)L2 * R)           /* (L2,R) */ \
-    X(ln1_rstd,  float,   0, (size_t)L2 * R)           /* (L2,R) */ \
-    X(qkv,       floatX,  1, (size_t)L2 * BT * 3 * Ct) /* (L2,B,T,3Ct) */ \
-    X(atty,      floatX,  1, (size_t)L2 * BT * Ct)     /* (L2,B,T,Ct) attention output before the projection */ \
-    X(att_lse,   float,   0, (size_t)L2 * B * NHt * T) /* (L2,B,NHt,T) log-sum-exp of each attention row */ \
-    X(residual2, floatX,  1, (size_t)L2 * R * C)       /* (L2,R,C) after the attention residual */ \
-    X(ln2,       floatX,  1, (size_t)L1 * R * C)       /* (L1,R,C) */ \
-    X(ln2_mean,  float,   0, (size_t)L2 * R)           /* (L2,R) */ \
-    X(ln2_rstd,  float,   0, (size_t)L2 * R)           /* (L2,R) */ \
-    X(fch,       floatX,  1, (size_t)L2 * BT * 4 * Ct) /* (L2,B,T,4Ct) MLP pre-activation */ \
-    X(fch_gelu,  floatX,  1, (size_t)L1 * BT * 4 * Ct) /* (L1,B,T,4Ct) */ \
-    X(residual3, floatX,  1, (size_t)L * R * C)        /* (L,R,C) layer output */ \
-    X(lnf,       floatX,  1, (size_t)R * C)            /* (R,C) */ \
-    X(lnf_mean,  float,   0, (size_t)R)                /* (R) */ \
-    X(lnf_rstd,  float,   0, (size_t)R)                /* (R) */ \
-    X(losses,    float,   0, (size_t)BT)               /* (B,T) per-token loss */ \
-    X(proj,      floatX,  1, (size_t)BT * C)           /* (B,T,C) projection output before the residual add */ \
-    X(dres,      floatX,  1, (size_t)R * C)            /* (R,C) gradient of the residual stream */ \
-    X(dtmp,      floatX,  1, (size_t)BT * C)           /* (B,T,C) gradient scratch */ \
-    X(dqkv,      floatX,  1, (size_t)BT * 3 * Ct)      /* (B,T,3Ct) */ \
-    X(dfch,      floatX,  1, (size_t)BT * 4 * Ct)      /* (B,T,4Ct) */ \
-    X(gathered,  floatX,  1, (size_t)(R < BT) * BT * C) /* (B,T,C) sequence parallel: rows all-gathered from R */ \
-    X(logits,    floatX,  1, (size_t)chunk_rows * Vpt) /* (chunk_rows,Vpt) classifier chunk, logits then their gradient */ \
-    X(logits_row, float,   0, (size_t)Vpt)              /* (Vpt) one row of logits, for sampling */ \
-    X(ce_stats,  float,   0, (size_t)(Vpt < Vp) * 3 * chunk_rows) /* tensor parallel: per-row softmax statistics */ \
-    X(tokens,    int32_t, 0, (size_t)BT)              /* (B,T) input tokens of the last forward */ \
-    X(targets,   int32_t, 0, (size_t)BT)              /* (B,T) their targets */ \
-    X(scalars,   double,  0, (size_t)2)                /* [0] sum of the step's token losses, read once per step */
+    X(encoded,   floatX,  1, 1, (size_t)R * C)            /* (R,C) the chunk's input: the embedding, or the previous stage's output */ \
+    X(ln1,       floatX,  1, 1, (size_t)L1 * R * C)       /* (L1,R,C) */ \
+    X(ln1_mean,  float,   0, 1, (size_t)L2 * R)           /* (L2,R) */ \
+    X(ln1_rstd,  float,   0, 1, (size_t)L2 * R)           /* (L2,R) */ \
+    X(qkv,       floatX,  1, 1, (size_t)L2 * BT * 3 * Ct) /* (L2,B,T,3Ct) */ \
+    X(atty,      floatX,  1, 1, (size_t)L2 * BT * Ct)     /* (L2,B,T,Ct) attention output before the projection */ \
+    X(att_lse,   float,   0, 1, (size_t)L2 * B * NHt * T) /* (L2,B,NHt,T) log-sum-exp of each attention row */ \
+    X(residual2, floatX,  1, 1, (size_t)L2 * R * C)       /* (L2,R,C) after the attention residual */ \
+    X(ln2,       floatX,  1, 1, (size_t)L1 * R * C)       /* (L1,R,C) */ \
+    X(ln2_mean,  float,   0, 1, (size_t)L2 * R)           /* (L2,R) */ \
+    X(ln2_rstd,  float,   0, 1, (size_t)L2 * R)           /* (L2,R) */ \
+    X(fch,       floatX,  1, 1, (size_t)L2 * BT * 4 * Ct) /* (L2,B,T,4Ct) MLP pre-activation */ \
+    X(fch_gelu,  floatX,  1, 1, (size_t)L1 * BT * 4 * Ct) /* (L1,B,T,4Ct) */ \
+    X(residual3, floatX,  1, 1, (size_t)L * R * C)        /* (L,R,C) block outputs */ \
+    X(lnf,       floatX,  1, 1, (size_t)R * C)            /* (R,C) final LayerNorm (scratch for a chunk's last block elsewhere) */ \
+    X(lnf_mean,  float,   0, 1, (size_t)R)                /* (R) */ \
+    X(lnf_rstd,  float,   0, 1, (size_t)R)                /* (R) */ \
+    X(tokens,    int32_t, 0, 1, (size_t)BT)               /* (B,T) input tokens of the forward */ \
+    X(targets,   int32_t, 0, 1, (size_t)BT)               /* (B,T) their targets */ \
+    X(losses,    float,   0, 0, (size_t)BT)               /* (B,T) per-token loss */ \
+    X(proj,      floatX,  1, 0, (size_t)BT * C)           /* (B,T,C) projection output before the residual add */ \
+    X(dres,      floatX,  1, 0, (size_t)R * C)            /* (R,C) gradient of the residual stream */ \
+    X(dtmp,      floatX,  1, 0, (size_t)BT * C)           /* (B,T,C) gradient scratch */ \
+    X(dqkv,      floatX,  1, 0, (size_t)BT * 3 * Ct)      /* (B,T,3Ct) */ \
+    X(dfch,      floatX,  1, 0, (size_t)BT * 4 * Ct)      /* (B,T,4Ct) */ \
+    X(gathered,  floatX,  1, 0, (size_t)(R < BT) * BT * C) /* (B,T,C) sequence parallel: rows all-gathered from R */ \
+    X(logits,    floatX,  1, 0, (size_t)H * chunk_rows * Vpt) /* (chunk_rows,Vpt) classifier chunk, logits then their gradient */ \
+    X(logits_row, float,   0, 0, (size_t)H * Vpt)          /* (Vpt) one row of logits, for sampling */ \
+    X(ce_stats,  float,   0, 0, (size_t)H * (Vpt < Vp) * 3 * chunk_rows) /* tensor parallel: per-row softmax statistics */ \
+    X(scalars,   double,  0, 0, (size_t)2)                /* [0] sum of the step's token losses, read once per step */
 
 typedef struct {
-#define X_FIELD(name, type, fx, size) type* name;
+#define X_FIELD(name, type, fx, kept, size) type* name;
     GPT_ACTIVATIONS(X_FIELD)
 #undef X_FIELD
     void* base;
-    size_t total_bytes;
+    size_t total_bytes;  // all slots and the scratch
+    size_t slot_bytes;   // one slot's kept families
+    int nslots;
     int B, T;            // allocated for at most this
     int chunk_rows;
     int recompute;       // 0, 1, 2 (--recompute)
-    int L1, L2;          // layers held by the L1 and L2 families above (L, or 1 when recomputed)
+    int layers;          // blocks per slot (the largest chunk this rank holds)
+    int L1, L2;          // layers held by the L1 and L2 families above (layers, or 1 when recomputed)
     int tp, sp;          // tensor-parallel size, sequence parallelism (the shapes above)
     float* host;         // tp > 1: host staging of the tensor-parallel collectives (host_floats of them)
     size_t host_floats;
@@ -1056,67 +1123,98 @@ static int classifier_chunk_rows(int BT, int Vp) {
     return (int)rows;
 }
 
-// Bytes of each activation (sizes, optional) and in total, each rounded up to 64 bytes: the table's element counts
-// times their types' sizes on this backend (so what the memory table prints is what is allocated). tp, sp: the
-// tensor-parallel size and sequence parallelism (1, 0: the whole model).
-static size_t activations_bytes_tp(const GPTConfig* g, int tp, int sp, int B, int T, int recompute, size_t* sizes) {
-    size_t BT = (size_t)B * T, C = g->channels, L = g->num_layers, Vp = g->padded_vocab_size;
-    size_t Ct = C / tp, NHt = (size_t)g->num_heads / tp, Vpt = Vp / tp, R = sp ? BT / tp : BT;
+// The shape of a rank's activations: tensor parallelism, sequence parallelism, the blocks per slot, whether the
+// LM head is here, the slots (micro-batches in flight).
+typedef struct { int tp, sp, layers, head, nslots; } ActShape;
+
+// Bytes of each activation family for one slot (sizes, optional) each rounded up to 64 bytes, and in total with
+// `nslots` copies of the kept ones: the table's element counts times their types' sizes on this backend (so what
+// the memory table prints is what is allocated). dtype >= 0: with floatX stored in that type instead (what a GPU
+// build allocates for that --dtype).
+static size_t activations_bytes_shape(const GPTConfig* g, const ActShape* sh, int B, int T, int recompute, int dtype, size_t* sizes) {
+    size_t BT = (size_t)B * T, C = g->channels, L = sh->layers, Vp = g->padded_vocab_size, H = sh->head;
+    size_t Ct = C / sh->tp, NHt = (size_t)g->num_heads / sh->tp, Vpt = Vp / sh->tp, R = sh->sp ? BT / sh->tp : BT;
     size_t L1 = recompute >= 1 ? 1 : L, L2 = recompute == 2 ? 1 : L;
     size_t chunk_rows = classifier_chunk_rows((int)BT, (int)Vpt);
     size_t total = 0;
     int i = 0;
-#define X_SIZE(name, type, fx, size) { size_t s_ = mulSize((size), sizeof(type)); s_ = (s_ + 63) / 64 * 64; if (sizes) { sizes[i] = s_; } total += s_; i++; }
+#define X_SIZE(name, type, fx, kept, size) { \
+        size_t s_ = mulSize((size), sizeof(type)); s_ = (s_ + 63) / 64 * 64; if (sizes) { sizes[i] = s_; } \
+        size_t d_ = dtype < 0 ? s_ : s_ / sizeof(type) * ((fx) ? dtype_bytes(dtype) : sizeof(type)); \
+        total += (kept) ? d_ * (size_t)sh->nslots : d_; i++; }
     GPT_ACTIVATIONS(X_SIZE)
 #undef X_SIZE
     return total;
+}
+
+static size_t activations_bytes_tp(const GPTConfig* g, int tp, int sp, int B, int T, int recompute, size_t* sizes) {
+    ActShape sh = {tp, sp, g->num_layers, 1, 1};
+    return activations_bytes_shape(g, &sh, B, T, recompute, -1, sizes);
 }
 
 static size_t activations_bytes(const GPTConfig* g, int B, int T, int recompute, size_t* sizes) {
     return activations_bytes_tp(g, 1, 0, B, T, recompute, sizes);
 }
 
-// The same bytes with floatX stored in `dtype` (what a GPU build allocates for that --dtype).
 static size_t activations_device_bytes_tp(const GPTConfig* g, int tp, int sp, int B, int T, int recompute, int dtype) {
-    size_t sizes[64], total = 0;
-    activations_bytes_tp(g, tp, sp, B, T, recompute, sizes);
-    int i = 0;
-#define X_DEV(name, type, fx, size) total += sizes[i++] / sizeof(type) * ((fx) ? dtype_bytes(dtype) : sizeof(type));
-    GPT_ACTIVATIONS(X_DEV)
-#undef X_DEV
-    return total;
+    ActShape sh = {tp, sp, g->num_layers, 1, 1};
+    return activations_bytes_shape(g, &sh, B, T, recompute, dtype, NULL);
 }
 
 static size_t activations_device_bytes(const GPTConfig* g, int B, int T, int recompute, int dtype) {
     return activations_device_bytes_tp(g, 1, 0, B, T, recompute, dtype);
 }
 
-static void activations_alloc_tp(Activations* a, const KernelCtx* ctx, const GPTConfig* g, int tp, int sp, int B, int T, int recompute) {
+// One allocation: the scratch families, then sh->nslots copies of the kept ones. `a` points at slot 0;
+// activations_slot gives the others.
+static void activations_alloc_shape(Activations* a, const KernelCtx* ctx, const GPTConfig* g, const ActShape* sh, int B, int T, int recompute) {
     size_t sizes[64];
-    a->total_bytes = activations_bytes_tp(g, tp, sp, B, T, recompute, sizes);
+    memset(a, 0, sizeof(*a));
+    a->total_bytes = activations_bytes_shape(g, sh, B, T, recompute, -1, sizes);
     a->recompute = recompute;
-    a->L1 = recompute >= 1 ? 1 : g->num_layers;
-    a->L2 = recompute == 2 ? 1 : g->num_layers;
-    a->tp = tp;
-    a->sp = sp;
+    a->layers = sh->layers;
+    a->L1 = recompute >= 1 ? 1 : sh->layers;
+    a->L2 = recompute == 2 ? 1 : sh->layers;
+    a->tp = sh->tp;
+    a->sp = sh->sp;
+    a->nslots = sh->nslots;
     a->base = dev_alloc(ctx, a->total_bytes);
     char* p = (char*)a->base;
     int i = 0;
-#define X_CARVE(name, type, fx, size) a->name = (type*)(void*)p; p += sizes[i++];
+#define X_CARVE(name, type, fx, kept, size) if (!(kept)) { a->name = (type*)(void*)p; p += sizes[i]; } i++;
+    GPT_ACTIVATIONS(X_CARVE)
+#undef X_CARVE
+    i = 0;
+    a->slot_bytes = 0;
+#define X_CARVE(name, type, fx, kept, size) if (kept) { a->name = (type*)(void*)p; p += sizes[i]; a->slot_bytes += sizes[i]; } i++;
     GPT_ACTIVATIONS(X_CARVE)
 #undef X_CARVE
     a->B = B;
     a->T = T;
-    a->chunk_rows = classifier_chunk_rows(B * T, g->padded_vocab_size / tp);
+    a->chunk_rows = classifier_chunk_rows(B * T, g->padded_vocab_size / sh->tp);
     // the largest staging: an all-gather or reduce-scatter of (B,T,C) rows with its R-row side, or the statistics of
     // a logits chunk, or a whole row of logits
     a->host = NULL;
     a->host_floats = 0;
-    if (tp > 1) {
+    if (sh->tp > 1) {
         size_t BTC = (size_t)B * T * g->channels;
         a->host_floats = 2 * BTC + 3 * (size_t)a->chunk_rows + (size_t)g->padded_vocab_size;
         a->host = (float*)dev_host_alloc(ctx, mulSize(a->host_floats, sizeof(float)));
     }
+}
+
+// Slot k of an allocation (k < nslots): the same scratch, the k-th copy of the kept families.
+static Activations activations_slot(const Activations* a0, int k) {
+    Activations a = *a0;
+#define X_SHIFT(name, type, fx, kept, size) if (kept) { a.name = (type*)(void*)((char*)a0->name + (size_t)k * a0->slot_bytes); }
+    GPT_ACTIVATIONS(X_SHIFT)
+#undef X_SHIFT
+    return a;
+}
+
+static void activations_alloc_tp(Activations* a, const KernelCtx* ctx, const GPTConfig* g, int tp, int sp, int B, int T, int recompute) {
+    ActShape sh = {tp, sp, g->num_layers, 1, 1};
+    activations_alloc_shape(a, ctx, g, &sh, B, T, recompute);
 }
 
 static void activations_alloc(Activations* a, const KernelCtx* ctx, const GPTConfig* g, int B, int T, int recompute) {
@@ -1137,6 +1235,9 @@ typedef struct {
     int tp, tp_rank, sp;
     CommGroup* tp_group;
     int vocab_lo, vocab_n;
+    // pipeline parallelism (--pp): the group (NULL when pp is 1) and this rank's stage
+    int pp, pp_rank;
+    CommGroup* pp_group;
     size_t (*norm_ranges)[2];
     int num_norm_ranges;
     floatX* params;       // (n_pad) flat parameters: the compute copy (the master weights too in fp32)
@@ -1146,32 +1247,57 @@ typedef struct {
     float* grad_arena;    // stage 2: [wte+wpe | lnfw+lnfb | layer slot 0 | layer slot 1]
     size_t grad_floats;   // floats of gradient memory actually allocated (full buffer or arena)
     GradViews g;
-    Activations acts;
+    Activations acts;     // the activations in use: slot 0 of the allocation, or the slot of a micro-batch in flight
+    Activations acts0;    // the allocation (its slot 0)
+    int chunk_lo, chunk_hi; // the blocks of the chunk being run (all of them without pipelining)
     int B, T;             // shape of the last forward
 } GPT;
 
+// How the model is split over processes besides data parallelism: the tensor-parallel group and sequence
+// parallelism, the pipeline group, its chunks per rank and where the blocks are cut (NULL groups: not split).
+typedef struct {
+    CommGroup* tp_group;
+    int sp;
+    CommGroup* pp_group;
+    int V;                  // chunks per pipeline rank (1 unless interleaved)
+    const int* chunk_first; // (pp V + 1) block boundaries of the chunks; NULL when pp is 1
+} ModelSplit;
+
+// Whether tensor e's gradient enters this rank's part of the global norm (see gpt_alloc_params_split).
+static int gpt_norm_counts(const GPT* m, const ParamEntry* e) {
+    if (e->tp_split == TP_NONE && m->tp_rank > 0) { return 0; }
+    if (m->pp > 1 && m->pp_rank == m->pp - 1 && strcmp(e->name, "wte") == 0) { return 0; }
+    return 1;
+}
+
 // The execution context (storage type dtype; scratch for sequences up to T), then the parameter buffer, zeroed:
-// this rank's share of the model under tensor parallelism (tp_group: NULL or a group of one for the whole model).
-static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
+// this rank's share of the model under tensor and pipeline parallelism.
+static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const ModelSplit* ms, int dtype, int T) {
     memset(m, 0, sizeof(*m));
-    m->tp = tp_group ? tp_group->size : 1;
-    m->tp_rank = tp_group ? tp_group->rank : 0;
-    m->tp_group = m->tp > 1 ? tp_group : NULL;
-    m->sp = m->tp > 1 && sp;
+    m->tp = ms->tp_group ? ms->tp_group->size : 1;
+    m->tp_rank = ms->tp_group ? ms->tp_group->rank : 0;
+    m->tp_group = m->tp > 1 ? ms->tp_group : NULL;
+    m->sp = m->tp > 1 && ms->sp;
+    m->pp = ms->pp_group ? ms->pp_group->size : 1;
+    m->pp_rank = ms->pp_group ? ms->pp_group->rank : 0;
+    m->pp_group = m->pp > 1 ? ms->pp_group : NULL;
     kernels_ctx_init(&m->ctx, dtype, T, cfg->channels);
     m->cfg = *cfg;
-    layout_build_tp(&m->layout, cfg, m->tp, m->tp_rank);
+    layout_build_3d(&m->layout, cfg, m->tp, m->tp_rank, m->pp, m->pp_rank, m->pp > 1 ? ms->V : 1, m->pp > 1 ? ms->chunk_first : NULL);
     layout_build(&m->glayout, cfg);
     m->vocab_n = cfg->padded_vocab_size / m->tp;
     m->vocab_lo = m->tp_rank * m->vocab_n;
-    if (m->tp > 1 && m->tp_rank > 0) {
-        // the split tensors' ranges, merged where they touch (in the local flat layout's order)
+    // the gradients this rank adds to the global norm: the split tensors, and the replicated ones on tensor-parallel
+    // rank 0 only; the tied wte once, on the first stage (the last stage's copy has the same, summed gradient)
+    int counted_all = 1;
+    for (int i = 0; i < m->layout.num_tensors; i++) { counted_all &= gpt_norm_counts(m, &m->layout.table[i]); }
+    if (!counted_all) {
         m->norm_ranges = (size_t(*)[2])mallocCheck(sizeof(size_t[2]) * (size_t)m->layout.num_tensors);
         size_t (*order)[2] = (size_t(*)[2])mallocCheck(sizeof(size_t[2]) * (size_t)m->layout.num_tensors);
         int n = 0;
         for (int i = 0; i < m->layout.num_tensors; i++) {
             const ParamEntry* e = &m->layout.table[i];
-            if (e->tp_split != TP_NONE) { order[n][0] = e->offset; order[n][1] = e->offset + e->rows * e->cols; n++; }
+            if (gpt_norm_counts(m, e)) { order[n][0] = e->offset; order[n][1] = e->offset + e->rows * e->cols; n++; }
         }
         // insertion sort by offset (the table is in file order); a few hundred entries
         for (int i = 1; i < n; i++) {
@@ -1191,6 +1317,11 @@ static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup*
     size_t n_pad = zero_padded_size(m->layout.num_params, dp);
     m->params = (floatX*)dev_alloc(&m->ctx, mulSize(n_pad, sizeof(floatX)));
     views_bind(&m->p, &m->layout, m->params);
+}
+
+static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
+    ModelSplit ms = {tp_group, sp, NULL, 1, NULL};
+    gpt_alloc_params_split(m, cfg, dp, &ms, dtype, T);
 }
 
 static void gpt_alloc_params(GPT* m, const GPTConfig* cfg, int dp, int dtype, int T) {
@@ -1315,6 +1446,8 @@ static void gpt_free(GPT* m) {
     dev_free(&m->ctx, m->grad_arena);
     dev_free(&m->ctx, m->acts.base);
     dev_host_free(&m->ctx, m->acts.host);
+    m->acts.base = NULL;
+    m->acts.host = NULL;
     free(m->p.layers);
     free(m->g.layers);
     free(m->norm_ranges);
@@ -1342,9 +1475,10 @@ static BlockActs block_acts(GPT* m, int l) {
     Activations* a = &m->acts;
     size_t BT = (size_t)m->B * m->T, R = (size_t)gpt_rows(m), C = m->cfg.channels;
     size_t Ct = C / m->tp, NHt = (size_t)m->cfg.num_heads / m->tp;
-    size_t s1 = act_slot(a->L1, l), s2 = act_slot(a->L2, l);
+    int li = l - m->chunk_lo; // the block's index in its chunk (and the slot's families)
+    size_t s1 = act_slot(a->L1, li), s2 = act_slot(a->L2, li);
     BlockActs b;
-    b.in = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * R * C;
+    b.in = li == 0 ? a->encoded : a->residual3 + (size_t)(li - 1) * R * C;
     b.ln1 = a->ln1 + s1 * R * C;
     b.ln1_mean = a->ln1_mean + s2 * R;
     b.ln1_rstd = a->ln1_rstd + s2 * R;
@@ -1406,10 +1540,14 @@ static void block_forward(GPT* m, int l, int finish) {
     matmul_forward(&m->ctx, b.fch, tp_enter(m, b.ln2), w->fcw, w->fcb, BT, C, 4 * Ct);
     gelu_forward(&m->ctx, b.fchg, b.fch, (size_t)BT * 4 * Ct);
     if (!finish) { kernels_range_pop(&m->ctx); return; }
-    floatX* res3 = a->residual3 + (size_t)l * R * C;
+    floatX* res3 = a->residual3 + (size_t)(l - m->chunk_lo) * R * C;
     matmul_forward(&m->ctx, a->proj, b.fchg, w->fcprojw, NULL, BT, 4 * Ct, C);
     tp_leave(m, a->proj, a->proj);
-    if (l + 1 < L) {
+    if (l + 1 < L && l + 1 == m->chunk_hi) {
+        // the chunk's last block before the pipeline's next stage: the residual is its output, and the LayerNorm
+        // (into the slot's unused lnf) is recomputed there from it
+        residual_layernorm_forward(&m->ctx, res3, a->lnf, a->lnf_mean, a->lnf_rstd, b.res2, a->proj, w->fcprojb, w->ln1w, w->ln1b, R, C);
+    } else if (l + 1 < L) {
         LayerParams* nw = &m->p.layers[l + 1];
         BlockActs nb = block_acts(m, l + 1);
         residual_layernorm_forward(&m->ctx, res3, nb.ln1, nb.ln1_mean, nb.ln1_rstd, b.res2, a->proj, w->fcprojb, nw->ln1w, nw->ln1b, R, C);
@@ -1419,25 +1557,43 @@ static void block_forward(GPT* m, int l, int finish) {
     kernels_range_pop(&m->ctx);
 }
 
-// host_tokens: (B,T) in host memory, copied to the device first. Under tensor parallelism every rank looks up the
-// tokens of its vocabulary rows (the others give zero) and rank 0 adds the position embedding; the sum over the
-// group (tp_leave) is the embedding, exactly: each element is one nonzero term plus zeros.
-static void gpt_forward(GPT* m, const int32_t* host_tokens, int B, int T) {
-    const GPTConfig* g = &m->cfg;
+// Makes global pipeline chunk g the one being run (its blocks).
+static void gpt_set_chunk(GPT* m, int g) {
+    m->chunk_lo = m->layout.chunk_first[g];
+    m->chunk_hi = m->layout.chunk_first[g + 1];
+}
+
+// Forward of global chunk g for a micro-batch of (B,T) into the current activations. Chunk 0 embeds host_tokens
+// ((B,T) in host memory, copied to the device first); any other chunk starts from a->encoded, the previous chunk's
+// output. Under tensor parallelism every rank looks up the tokens of its vocabulary rows (the others give zero) and
+// rank 0 adds the position embedding; the sum over the group (tp_leave) is the embedding, exactly: each element is
+// one nonzero term plus zeros.
+static void gpt_forward_chunk(GPT* m, int g, const int32_t* host_tokens, int B, int T) {
+    const GPTConfig* gc = &m->cfg;
     Activations* a = &m->acts;
-    int L = g->num_layers, C = g->channels, BT = B * T;
+    int C = gc->channels, BT = B * T;
     if (B * T > a->B * a->T || T > a->T) { fatal("internal: forward (%d,%d) larger than the activations (%d,%d)", B, T, a->B, a->T); }
     if (m->sp && BT % m->tp != 0) { fatal("internal: sequence-parallel forward of %d tokens over %d ranks", BT, m->tp); }
-    dev_copy_h2d(&m->ctx, a->tokens, host_tokens, (size_t)BT * sizeof(int32_t));
     m->B = B;
     m->T = T;
+    gpt_set_chunk(m, g);
     int R = gpt_rows(m);
-    floatX* emb = m->sp ? a->proj : a->encoded; // the whole rows, before the reduce-scatter
-    encoder_forward(&m->ctx, emb, a->tokens, m->p.wte, m->tp_rank == 0 ? m->p.wpe : NULL, m->vocab_lo, m->vocab_n, B, T, C);
-    tp_leave(m, a->encoded, emb);
-    BlockActs b0 = block_acts(m, 0);
-    layernorm_forward(&m->ctx, b0.ln1, b0.ln1_mean, b0.ln1_rstd, a->encoded, m->p.layers[0].ln1w, m->p.layers[0].ln1b, R, C);
-    for (int l = 0; l < L; l++) { block_forward(m, l, 1); }
+    if (g == 0) {
+        dev_copy_h2d(&m->ctx, a->tokens, host_tokens, (size_t)BT * sizeof(int32_t));
+        floatX* emb = m->sp ? a->proj : a->encoded; // the whole rows, before the reduce-scatter
+        encoder_forward(&m->ctx, emb, a->tokens, m->p.wte, m->tp_rank == 0 ? m->p.wpe : NULL, m->vocab_lo, m->vocab_n, B, T, C);
+        tp_leave(m, a->encoded, emb);
+    }
+    BlockActs b0 = block_acts(m, m->chunk_lo);
+    LayerParams* w0 = &m->p.layers[m->chunk_lo];
+    layernorm_forward(&m->ctx, b0.ln1, b0.ln1_mean, b0.ln1_rstd, a->encoded, w0->ln1w, w0->ln1b, R, C);
+    for (int l = m->chunk_lo; l < m->chunk_hi; l++) { block_forward(m, l, 1); }
+}
+
+// The whole model's forward (no pipeline: this rank holds every block).
+static void gpt_forward(GPT* m, const int32_t* host_tokens, int B, int T) {
+    if (m->pp > 1) { fatal("internal: gpt_forward on a pipeline stage"); }
+    gpt_forward_chunk(m, 0, host_tokens, B, T);
 }
 
 // Before layer l's backward: brings back what --recompute dropped. Mode 1 recomputes the LayerNorm outputs from the
@@ -1510,11 +1666,20 @@ typedef struct {
     int last_micro;     // last micro-step: the accumulated gradients are final after this backward
 } BackwardComm;
 
+// Whether this rank holds bucket's tensors (pipeline stages hold some of them).
+static int gpt_has_bucket(const GPT* m, int bucket) {
+    const ParamLayout* pl = &m->layout;
+    int L = m->cfg.num_layers;
+    if (bucket == 0) { return pl->embed_size > 0; }
+    if (bucket <= L) { return pl->layer_slot[bucket - 1] >= 0; }
+    return pl->has_lnf;
+}
+
 static void bucket_range(const GPT* m, int bucket, size_t* lo, size_t* hi) {
     const ParamLayout* pl = &m->layout;
     int L = m->cfg.num_layers;
     if (bucket == 0) { *lo = 0; *hi = pl->embed_size; }
-    else if (bucket <= L) { *lo = pl->embed_size + pl->layer_size * (bucket - 1); *hi = *lo + pl->layer_size; }
+    else if (bucket <= L) { *lo = pl->embed_size + pl->layer_size * (size_t)pl->layer_slot[bucket - 1]; *hi = *lo + pl->layer_size; }
     else { *lo = pl->lnf_offset; *hi = pl->num_params; }
 }
 
@@ -1561,33 +1726,41 @@ static void tp_sum_partial_grads(GPT* m, BackwardComm* bc, float* g, size_t n) {
     tp_allreduce_f32(&m->ctx, m->tp_group, g, n, m->acts.host);
 }
 
-// host_targets: (B,T) in host memory. The token losses are added to the device's loss sum (gpt_take_loss_sum).
+// Backward of global chunk g (the last forward through it, in the current activations), ACCUMULATING parameter
+// gradients as described above. The last chunk starts from the loss: the LM head on host_targets ((B,T) in host
+// memory), its token losses added to the device's loss sum (gpt_take_loss_sum); any other chunk starts from a->dres,
+// the gradient of its output (received from the next chunk). Ends with a->dres the gradient of the chunk's input
+// (for the caller to send to the previous chunk), or, for chunk 0, with the embeddings' backward. Under pipeline
+// parallelism the embedding bucket is left for the caller, which first sums the tied wte's two gradients.
 // Tensor parallel: the conjugates of the forward's collectives. A column-parallel matmul's input gradient is a
 // partial sum (tp_leave reduces it); a row-parallel one needs the whole output gradient, which every rank holds
 // (or gathers, under sequence parallelism: tp_enter).
-static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dloss_scale, BackwardComm* bc) {
+static void gpt_backward_chunk(GPT* m, int gchunk, const int32_t* host_targets, float dloss_scale, BackwardComm* bc) {
     const GPTConfig* g = &m->cfg;
     Activations* a = &m->acts;
     int B = m->B, T = m->T, L = g->num_layers, C = g->channels, BT = B * T, R = gpt_rows(m);
     int Ct = C / m->tp, NHt = g->num_heads / m->tp;
     size_t rc = (size_t)R * C;
+    gpt_set_chunk(m, gchunk);
     // parameter gradients: overwritten on the first micro-step (and always in the reused stage-2 arena), else +=
     int acc = !bc->first_micro && !m->grad_arena;
-    // LM head + cross-entropy + their backward: dtmp = dloss/dlnf, dwte (+)= ...
-    grad_bucket_acquire(m, bc, 0);
-    kernels_range_push(&m->ctx, "LM head");
-    dev_copy_h2d(&m->ctx, a->targets, host_targets, (size_t)BT * sizeof(int32_t));
-    gpt_lm_head(m, a->dtmp, dloss_scale, acc);
-    tp_leave(m, a->dtmp, a->dtmp);
-    kernels_range_pop(&m->ctx);
-    // final LayerNorm
-    grad_bucket_acquire(m, bc, L + 1);
-    dev_zero(&m->ctx, a->dres, rc * sizeof(floatX));
-    layernorm_backward(&m->ctx, a->dres, m->g.lnfw, m->g.lnfb, a->dtmp, a->residual3 + (L - 1) * rc,
-                       m->p.lnfw, a->lnf_mean, a->lnf_rstd, R, C, acc);
-    tp_sum_partial_grads(m, bc, m->g.lnfw, 2 * (size_t)C); // lnfw, lnfb
-    grad_bucket_release(m, bc, L + 1);
-    for (int l = L - 1; l >= 0; l--) {
+    if (m->chunk_hi == L) {
+        // LM head + cross-entropy + their backward: dtmp = dloss/dlnf, dwte (+)= ...
+        grad_bucket_acquire(m, bc, 0);
+        kernels_range_push(&m->ctx, "LM head");
+        dev_copy_h2d(&m->ctx, a->targets, host_targets, (size_t)BT * sizeof(int32_t));
+        gpt_lm_head(m, a->dtmp, dloss_scale, acc);
+        tp_leave(m, a->dtmp, a->dtmp);
+        kernels_range_pop(&m->ctx);
+        // final LayerNorm
+        grad_bucket_acquire(m, bc, L + 1);
+        dev_zero(&m->ctx, a->dres, rc * sizeof(floatX));
+        layernorm_backward(&m->ctx, a->dres, m->g.lnfw, m->g.lnfb, a->dtmp, a->residual3 + (size_t)(L - 1 - m->chunk_lo) * rc,
+                           m->p.lnfw, a->lnf_mean, a->lnf_rstd, R, C, acc);
+        tp_sum_partial_grads(m, bc, m->g.lnfw, 2 * (size_t)C); // lnfw, lnfb
+        grad_bucket_release(m, bc, L + 1);
+    }
+    for (int l = m->chunk_hi - 1; l >= m->chunk_lo; l--) {
         grad_bucket_acquire(m, bc, 1 + l);
         char range[32];
         snprintf(range, sizeof(range), "backward layer %d", l);
@@ -1620,13 +1793,22 @@ static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dlos
         grad_bucket_release(m, bc, 1 + l);
     }
     backward_progress(bc);
-    // the encoder scatters into dwte (already written by the LM head above) and into dwpe, which starts from zero
-    // on the first micro-step: all maxT rows, since rows past T get no gradient and an in-place reduce-scatter
-    // (ZeRO-1) may have left unowned parts of the buffer undefined. Every rank of a tensor-parallel group holds the
-    // whole residual gradient (or gathers it), so each computes the whole dwpe, identical across the group.
+    if (gchunk > 0) { return; }
+    // the encoder scatters into dwte (already written by the LM head above, unless the head is on another pipeline
+    // stage) and into dwpe, which start from zero on the first micro-step: all rows, since rows past T get no
+    // gradient and an in-place reduce-scatter (ZeRO-1) may have left unowned parts of the buffer undefined. Every
+    // rank of a tensor-parallel group holds the whole residual gradient (or gathers it), so each computes the whole
+    // dwpe, identical across the group.
     if (!acc) { dev_zero(&m->ctx, m->g.wpe, sizeof(float) * g->max_seq_len * C); }
+    if (!acc && m->pp > 1) { dev_zero(&m->ctx, m->g.wte, sizeof(float) * (size_t)m->vocab_n * C); }
     encoder_backward(&m->ctx, m->g.wte, m->g.wpe, tp_enter(m, a->dres), a->tokens, m->vocab_lo, m->vocab_n, B, T, C);
-    grad_bucket_release(m, bc, 0);
+    if (m->pp == 1) { grad_bucket_release(m, bc, 0); }
+}
+
+// The whole model's backward after gpt_forward (no pipeline).
+static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dloss_scale, BackwardComm* bc) {
+    if (m->pp > 1) { fatal("internal: gpt_forward_backward on a pipeline stage"); }
+    gpt_backward_chunk(m, 0, host_targets, dloss_scale, bc);
 }
 
 // ----------------------------------------------------------------------------
@@ -2135,6 +2317,7 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         comm_barrier(&pcp->world);
         double t0 = now_seconds();
         for (int b = mp->cfg.num_layers + 1; b >= 0; b--) {
+            if (!gpt_has_bucket(mp, b)) { continue; }
             size_t lo, hi;
             bucket_range(mp, b, &lo, &hi);
             zero_bucket_ready(zp, b, grad_bucket_data(mp, b, lo), lo, hi, 1);

@@ -86,6 +86,7 @@ run test_runs ./tests/test_runs
 run test_tp_runs ./tests/test_tp_runs
 [ -x tests/test_dataloader ] && run test_dataloader ./tests/test_dataloader
 run test_precision ./tests/test_precision
+run test_pp ./tests/test_pp
 # the cuDNN attention graphs finalize without a GPU (built wherever nvcc and cuDNN are)
 if [ -x tests/test_cudnn_graph ]; then run test_cudnn_graph ./tests/test_cudnn_graph; fi
 # on a machine without a GPU the CUDA binaries end with one clear line, not a crash (scripts/gpu_check.sh runs them

@@ -1,0 +1,174 @@
+/*
+tests/test_pp.c: the pipeline schedules of pipeline.h without running a model. For every schedule and many (pp,
+micro-batches, virtual stages): each rank's list holds every operation once and in the schedule's order; the
+simulator runs all ranks' lists against each other without deadlock, every backward after its forward, every
+message consumed in the order it was sent; the activation memory stays within the schedule's bound; the simulated
+bubble equals the theory (p-1)/(M+p-1) for GPipe and 1F1B and is below the non-interleaved one for the interleaved
+schedule. Then the partition of blocks into chunks: contiguous, non-empty, and as balanced as exhaustive search.
+
+    make tests/test_pp && ./tests/test_pp
+*/
+#include <math.h>
+#include "pipeline.h"
+#include "tests/testing.h" // defines: check, test_summary
+
+// The order each schedule promises, checked on the list itself.
+static int order_ok(int kind, int pp, int r, int M, int V, const PpOp* ops, int n, char* why, size_t cap) {
+    if (kind == PP_GPIPE) {
+        for (int i = 0; i < n; i++) {
+            int want_fwd = i < M, want_mb = i < M ? i : i - M;
+            if (ops[i].fwd != want_fwd || ops[i].mb != want_mb) { snprintf(why, cap, "op %d", i); return 0; }
+        }
+        return 1;
+    }
+    if (kind == PP_1F1B) {
+        // warm-up forwards, then strictly alternating, backwards in micro-batch order (the oldest alive first)
+        int warm = pp - r - 1 < M ? pp - r - 1 : M;
+        int nf = 0, nb = 0;
+        for (int i = 0; i < n; i++) {
+            int expect_fwd = nf < M && (nf < warm + 1 + nb ? 1 : 0);
+            if (i < warm) { expect_fwd = 1; }
+            if (ops[i].fwd != expect_fwd) { snprintf(why, cap, "op %d is a %s", i, ops[i].fwd ? "forward" : "backward"); return 0; }
+            if (ops[i].fwd && ops[i].mb != nf) { snprintf(why, cap, "forward %d of micro-batch %d", nf, ops[i].mb); return 0; }
+            if (!ops[i].fwd && ops[i].mb != nb) { snprintf(why, cap, "backward %d of micro-batch %d", nb, ops[i].mb); return 0; }
+            if (ops[i].fwd) { nf++; } else { nb++; }
+            if (nf - nb > pp - r) { snprintf(why, cap, "%d micro-batches alive", nf - nb); return 0; }
+        }
+        return 1;
+    }
+    // interleaved: forwards take p micro-batches through chunk 0, the same p through chunk 1, ..., then the next p;
+    // backwards likewise from chunk V-1 down
+    int kf = 0, kb = 0;
+    for (int i = 0; i < n; i++) {
+        int k = ops[i].fwd ? kf++ : kb++;
+        int v = (k / pp) % V, mb = (k / (pp * V)) * pp + k % pp;
+        if (!ops[i].fwd) { v = V - 1 - v; }
+        if (ops[i].v != v || ops[i].mb != mb) { snprintf(why, cap, "op %d: chunk %d mb %d, expected chunk %d mb %d", i, ops[i].v, ops[i].mb, v, mb); return 0; }
+    }
+    return 1;
+}
+
+static void test_schedules(void) {
+    const int pps[4] = {1, 2, 3, 4}, Ms[6] = {1, 2, 3, 4, 8, 12}, Vs[3] = {1, 2, 3};
+    for (int kind = 0; kind < 3; kind++) {
+        int cases = 0, bad_order = 0, bad_sim = 0, bad_mem = 0, bad_bubble = 0, refused = 0;
+        char first_fail[400] = "";
+        double worst_gap = 0.0;
+        for (int a = 0; a < 4; a++) {
+            for (int b = 0; b < 6; b++) {
+                for (int c = 0; c < 3; c++) {
+                    int pp = pps[a], M = Ms[b], V = Vs[c];
+                    char err[300];
+                    if (!pp_schedule_valid(kind, pp, M, V, 24, err, sizeof(err))) { refused++; continue; }
+                    cases++;
+                    PpOp ops[2 * 12 * 3];
+                    for (int r = 0; r < pp; r++) {
+                        int n = pp_schedule_build(kind, pp, r, M, V, ops);
+                        char why[200];
+                        if (!order_ok(kind, pp, r, M, V, ops, n, why, sizeof(why))) {
+                            bad_order++;
+                            if (!first_fail[0]) { snprintf(first_fail, sizeof(first_fail), "order: pp %d M %d V %d rank %d: %s", pp, M, V, r, why); }
+                        }
+                    }
+                    PpSimResult res;
+                    if (pp_simulate(kind, pp, M, V, 1.0, 2.0, &res, err, sizeof(err)) != 0) {
+                        bad_sim++;
+                        if (!first_fail[0]) { snprintf(first_fail, sizeof(first_fail), "pp %d M %d V %d: %s", pp, M, V, err); }
+                        continue;
+                    }
+                    for (int r = 0; r < pp; r++) {
+                        int bound = M * V; // gpipe: every micro-batch
+                        if (kind == PP_1F1B) { bound = pp - r < M ? pp - r : M; }
+                        if (kind == PP_INTERLEAVED) { bound = (pp - r - 1) * 2 + (V - 1) * pp + 1; if (bound > M * V) { bound = M * V; } }
+                        if (res.max_alive[r] > bound || (kind == PP_GPIPE && res.max_alive[r] != M)) {
+                            bad_mem++;
+                            if (!first_fail[0]) { snprintf(first_fail, sizeof(first_fail), "memory: pp %d M %d V %d rank %d: %d alive, bound %d", pp, M, V, r, res.max_alive[r], bound); }
+                        }
+                    }
+                    double theory = pp_bubble_theory(kind, pp, M, V);
+                    double gap = res.bubble - theory;
+                    if (fabs(gap) > worst_gap) { worst_gap = fabs(gap); }
+                    // GPipe and 1F1B: exactly the theory; interleaved: never worse than 1F1B's (p-1)/(M+p-1)
+                    int ok = kind == PP_INTERLEAVED ? res.bubble <= pp_bubble_theory(PP_1F1B, pp, M, 1) + 1e-9 : fabs(gap) < 1e-9;
+                    if (!ok) {
+                        bad_bubble++;
+                        if (!first_fail[0]) { snprintf(first_fail, sizeof(first_fail), "bubble: pp %d M %d V %d: simulated %.4f, theory %.4f", pp, M, V, res.bubble, theory); }
+                    }
+                }
+            }
+        }
+        check(cases > 0 && bad_order == 0, "schedule order", "%s: %d settings (%d refused), %d rank lists out of order %s", pp_schedule_names[kind], cases, refused, bad_order, first_fail);
+        check(bad_sim == 0, "schedule runs", "%s: every rank's list runs against the others without deadlock, backwards after forwards, messages in order: %d failures %s",
+              pp_schedule_names[kind], bad_sim, first_fail);
+        check(bad_mem == 0, "schedule memory", "%s: micro-batches alive per rank within the bound (GPipe M, 1F1B p - rank, interleaved Megatron's warm-up + 1): %d over",
+              pp_schedule_names[kind], bad_mem);
+        check(bad_bubble == 0, "schedule bubble", "%s: simulated bubble (forward 1, backward 2) against the theory: %d off; largest |simulated - (p-1)/(vM+p-1)| %.4f",
+              pp_schedule_names[kind], bad_bubble, worst_gap);
+    }
+    // the interleaved schedule's bubble shrinks with V (pp 4, 8 micro-batches)
+    PpSimResult r1, r2;
+    memset(&r1, 0, sizeof(r1));
+    memset(&r2, 0, sizeof(r2));
+    char err[300];
+    int ok = pp_simulate(PP_1F1B, 4, 8, 1, 1.0, 2.0, &r1, err, sizeof(err)) == 0 &&
+             pp_simulate(PP_INTERLEAVED, 4, 8, 2, 0.5, 1.0, &r2, err, sizeof(err)) == 0; // a chunk is half a stage
+    check(ok && r2.bubble < r1.bubble, "interleaving shrinks the bubble", "pp 4, M 8: 1F1B %.3f (theory %.3f), interleaved V 2 %.3f (theory %.3f)",
+          r1.bubble, pp_bubble_theory(PP_1F1B, 4, 8, 1), r2.bubble, pp_bubble_theory(PP_INTERLEAVED, 4, 8, 2));
+    // impossible settings are refused with the reason
+    char e1[300], e2[300], e3[300], e4[300];
+    int r_a = pp_schedule_valid(PP_INTERLEAVED, 4, 6, 2, 24, e1, sizeof(e1));
+    int r_b = pp_schedule_valid(PP_INTERLEAVED, 2, 4, 2, 6, e2, sizeof(e2));
+    int r_c = pp_schedule_valid(PP_1F1B, 4, 8, 1, 3, e3, sizeof(e3));
+    int r_d = pp_schedule_valid(PP_1F1B, 2, 8, 2, 12, e4, sizeof(e4));
+    check(!r_a && strstr(e1, "multiple of --pp 4"), "refusal", "interleaved with 6 micro-batches on pp 4: %s", e1);
+    check(!r_b && strstr(e2, "divide"), "refusal", "interleaved, 6 blocks into 2 x 2 chunks: %s", e2);
+    check(!r_c && strstr(e3, "cannot fill"), "refusal", "3 blocks on pp 4: %s", e3);
+    check(!r_d && strstr(e4, "needs --pp-schedule interleaved"), "refusal", "virtual stages without interleaving: %s", e4);
+}
+
+// Exhaustive search for the smallest largest chunk cost (small L, G).
+static double brute(int L, int G, double bc, double hc, int g0, int l0) {
+    if (g0 == G - 1) { return (L - l0) * bc + hc; }
+    double best = 1e300;
+    for (int l = l0 + 1; l <= L - (G - 1 - g0); l++) {
+        double c = (l - l0) * bc, rest = brute(L, G, bc, hc, g0 + 1, l);
+        double w = c > rest ? c : rest;
+        if (w < best) { best = w; }
+    }
+    return best;
+}
+
+static void test_partition(void) {
+    int bad = 0, cases = 0;
+    for (int L = 1; L <= 10; L++) {
+        for (int G = 1; G <= L; G++) {
+            for (int h = 0; h < 3; h++) {
+                double hc = h == 0 ? 0.0 : h == 1 ? 1.5 : 5.4; // the LM head: none, 1.5 blocks, GPT-2 124M's 5.4 blocks
+                int first[16];
+                pp_partition(L, G, 0, 1.0, hc, first);
+                cases++;
+                double worst = 0.0;
+                int ok = first[0] == 0 && first[G] == L;
+                for (int g = 0; g < G; g++) {
+                    ok &= first[g + 1] > first[g];
+                    double c = (first[g + 1] - first[g]) * 1.0 + (g == G - 1 ? hc : 0.0);
+                    worst = c > worst ? c : worst;
+                }
+                ok &= fabs(worst - brute(L, G, 1.0, hc, 0, 0)) < 1e-9;
+                bad += !ok;
+            }
+        }
+    }
+    check(bad == 0, "partition", "%d of %d partitions not contiguous, empty, or worse than exhaustive search", bad, cases);
+    int first[5];
+    pp_partition(12, 2, 0, 1.0, 5.4, first);
+    check(first[1] == 9, "partition", "GPT-2 124M on 2 stages (the LM head costs 5.4 blocks): stage 0 takes blocks [0, %d), stage 1 the rest and the head", first[1]);
+    pp_partition(12, 4, 1, 1.0, 5.4, first);
+    check(first[1] == 3 && first[2] == 6, "partition", "equal chunks (interleaved): %d, %d", first[1], first[2]);
+}
+
+int main(void) {
+    test_schedules();
+    test_partition();
+    return test_summary();
+}
