@@ -113,34 +113,48 @@ static size_t pack_runs(const ParamEntry* e, int tp, int t, int gathering, size_
     return count;
 }
 
+// The part [*lo, *hi) of the flat range of n parameters (padded to dp shards of S) that data-parallel rank r owns
+// (stage 0 of ZeRO: rank 0 "owns" everything).
+static void shard_range_of(int stage, size_t S, size_t n, int r, size_t* lo, size_t* hi) {
+    if (stage == 0) { *lo = 0; *hi = n; return; }
+    size_t a = (size_t)r * S, b = a + S;
+    *lo = a < n ? a : n;
+    *hi = b < n ? b : n;
+}
+
 // Rank 0 writes one optimizer vector (m, v or the master weights: device memory, this rank's shard `mine` of its
-// tensor-parallel share) in the logical flat layout, adding it to the checksum; the other ranks send their parts.
-// The logical vector goes out in chunks of STATE_CHUNK_FLOATS, each cut at tensor boundaries; the elements of a
-// tensor piece held by tensor-parallel rank t form a contiguous local range, of which data-parallel rank d holds the
-// part inside its shard. Every rank walks the same pieces in the same order: the holder (d, t) copies its part into
-// `part` and sends it, rank 0 receives it there (or copies its own) and puts each element in place. buf and part:
-// STATE_CHUNK_FLOATS floats of host memory on every rank.
+// share of the model) in the logical flat layout, adding it to the checksum; the other ranks send their parts.
+// The logical vector goes out in chunks of STATE_CHUNK_FLOATS, each cut at tensor boundaries. A tensor lives on one
+// pipeline stage (the tied wte: its copy on the first stage), whose layout `stages[s]` every rank can build; the
+// elements of a tensor piece held by tensor-parallel rank t form a contiguous local range of that layout, of which
+// data-parallel rank d holds the part inside its shard. Every rank walks the same pieces in the same order: the
+// holder (d, s, t) copies its part into `part` and sends it, rank 0 receives it there (or copies its own) and puts
+// each element in place. buf and part: STATE_CHUNK_FLOATS floats of host memory on every rank.
 static void stream_shard_out(FILE* fp, const char* path, const float* mine, ZeroOptimizer* z, const GPT* m,
-                             ParallelContext* pc, float* buf, float* part, Checksum* h) {
-    const ParamLayout* pl = &m->layout;
+                             const ParamLayout* stages, ParallelContext* pc, float* buf, float* part, Checksum* h) {
+    const ParamLayout* gl = &m->glayout;
     int owners = z->stage == 0 ? 1 : z->size; // stage 0: data-parallel rank 0 holds everything
-    int me = pc->world_rank;
-    size_t n = pl->logical_params;
+    int me = pc->world_rank, tp = m->layout.tp;
+    size_t n = gl->logical_params;
     for (size_t c0 = 0; c0 < n; c0 += STATE_CHUNK_FLOATS) {
         size_t cnt = n - c0 < STATE_CHUNK_FLOATS ? n - c0 : STATE_CHUNK_FLOATS;
-        for (int i = 0; i < pl->num_tensors; i++) {
-            const ParamEntry* e = &pl->table[i];
-            size_t g0 = e->goffset, g1 = g0 + e->grows * e->gcols;
+        for (int i = 0; i < gl->num_tensors; i++) {
+            const ParamEntry* ge = &gl->table[i];
+            size_t g0 = ge->goffset, g1 = g0 + ge->grows * ge->gcols;
             if (g1 <= c0 || g0 >= c0 + cnt) { continue; }
             size_t ka = (c0 > g0 ? c0 : g0) - g0, kb = (c0 + cnt < g1 ? c0 + cnt : g1) - g0;
-            for (int t = 0; t < pl->tp; t++) {
+            int st = layout_holder_stage(&m->layout, ge);
+            const ParamLayout* sl = &stages[st];
+            const ParamEntry* e = layout_tensor_at(sl, g0, 1);
+            size_t S = zero_padded_size(sl->num_params, z->size) / z->size;
+            for (int t = 0; t < tp; t++) {
                 for (int d = 0; d < owners; d++) {
                     size_t lo, hi, first;
-                    shard_range(z, d, &lo, &hi);
-                    int src = d * pc->tp * pc->pp + t; // the world rank of (dp d, tp t) in pipeline stage 0
+                    shard_range_of(z->stage, S, sl->num_params, d, &lo, &hi);
+                    int src = d * pc->tp * pc->pp + st * pc->tp + t; // the world rank of (dp d, pp st, tp t)
                     float* piece = buf + (g0 + ka - c0);
                     if (me == src) {
-                        size_t k = pack_runs(e, pl->tp, t, 1, ka, kb, lo, hi, piece, NULL, 1, &first);
+                        size_t k = pack_runs(e, tp, t, 1, ka, kb, lo, hi, piece, NULL, 1, &first);
                         if (k) {
                             dev_copy_d2h(z->ctx, part, mine + (first - z->lo), k * sizeof(float));
                             dev_sync(z->ctx);
@@ -148,9 +162,9 @@ static void stream_shard_out(FILE* fp, const char* path, const float* mine, Zero
                         }
                     }
                     if (me == 0) {
-                        size_t k = pack_runs(e, pl->tp, t, 1, ka, kb, lo, hi, piece, NULL, 1, &first);
+                        size_t k = pack_runs(e, tp, t, 1, ka, kb, lo, hi, piece, NULL, 1, &first);
                         if (k && src != 0) { comm_recv(&pc->world, part, k * sizeof(float), src, 7); }
-                        pack_runs(e, pl->tp, t, 1, ka, kb, lo, hi, piece, part, 0, &first);
+                        pack_runs(e, tp, t, 1, ka, kb, lo, hi, piece, part, 0, &first);
                     }
                 }
             }
@@ -250,14 +264,14 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
     AtomicFile af;
     uint64_t h[ST_HEADER_WORDS] = {0};
     if (pc->dp_rank == 0) {
-        // the compute copy, a chunk at a time in the whole model's layout: data-parallel rank 0's tensor-parallel group
-        // gathers it (the stream's gets are collective), rank 0 writes
+        // the compute copy, a chunk at a time in the whole model's layout: the ranks of data-parallel rank 0 gather it
+        // (the stream's gets are collective over its tensor- and pipeline-parallel ranks), rank 0 writes
         GptStreamTarget t;
         ParamStream local = gpt_stream(m, NULL, &t);
-        TpStream tps;
-        ParamStream from_model = tp_stream(&tps, &m->layout, &local, &pc->tp_group);
+        ShareStream shs;
+        ParamStream from_model = share_stream(&shs, &m->layout, &m->glayout, &local, &pc->tp_group, &pc->pp_group);
         h[ST_MODEL_SUM] = model_save_stream(writer ? mp : NULL, &m->glayout, &from_model);
-        tp_stream_free(&tps);
+        share_stream_free(&shs);
     }
     if (writer) {
         utils_tmp_register(mp); // unpaired until the state is committed: removed if anything fails before that
@@ -267,9 +281,16 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
     }
     Checksum sum;
     checksum_begin(&sum, CHECKSUM_DEFAULT);
-    stream_shard_out(writer ? af.fp : NULL, sp, z->m, z, m, pc, buf, part, &sum);
-    stream_shard_out(writer ? af.fp : NULL, sp, z->v, z, m, pc, buf, part, &sum);
-    if (z->master) { stream_shard_out(writer ? af.fp : NULL, sp, z->master, z, m, pc, buf, part, &sum); }
+    // every pipeline stage's layout (their offsets and shards), as the stages built them
+    ParamLayout* stages = (ParamLayout*)mallocCheck(sizeof(ParamLayout) * (size_t)m->layout.pp);
+    for (int st = 0; st < m->layout.pp; st++) {
+        layout_build_3d(&stages[st], &m->cfg, m->layout.tp, 0, m->layout.pp, st, m->layout.V, m->layout.chunk_first);
+    }
+    stream_shard_out(writer ? af.fp : NULL, sp, z->m, z, m, stages, pc, buf, part, &sum);
+    stream_shard_out(writer ? af.fp : NULL, sp, z->v, z, m, stages, pc, buf, part, &sum);
+    if (z->master) { stream_shard_out(writer ? af.fp : NULL, sp, z->master, z, m, stages, pc, buf, part, &sum); }
+    for (int st = 0; st < m->layout.pp; st++) { layout_free(&stages[st]); }
+    free(stages);
     if (writer) {
         const GPTConfig* g = &m->cfg;
         h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = STATE_VERSION; h[ST_STEP] = ts->step;

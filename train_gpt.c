@@ -85,8 +85,13 @@ typedef struct {
     int seed;
     // parallel
     int zero;
-    int tp;                  // tensor-parallel size (ranks per group; the data-parallel size is processes / tp)
+    int tp;                  // tensor-parallel size (ranks per group; the data-parallel size is processes / (tp pp))
     int sequence_parallel;   // 1: Megatron's sequence parallelism in the tensor-parallel groups
+    int pp;                  // pipeline-parallel size (stages)
+    char pp_schedule[16];    // gpipe | 1f1b | interleaved
+    int micro_batches;       // micro-batches per optimizer step per data-parallel rank (0: from --total-batch-size)
+    int virtual_stages;      // chunks per pipeline rank (interleaved)
+    char trace[1024];        // --trace FILE: Chrome/Perfetto trace of the pipeline's first steps
     float comm_timeout;
     int threads;
     // periodic work
@@ -150,6 +155,11 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("zero", "-z", zero, 0, 2, "ZeRO stage: 0 (all-reduce), 1 (sharded optimizer), 2 (sharded gradients too)"),
     FLAG_I("tp", NULL, tp, 1, 64, "tensor-parallel size (Megatron): attention heads, the MLP and the vocabulary split over this many adjacent ranks; processes = dp x tp"),
     FLAG_I("sequence-parallel", NULL, sequence_parallel, 0, 1, "with --tp > 1: split the LayerNorm and residual activations along the tokens too (reduce-scatter and all-gather in place of each all-reduce)"),
+    FLAG_I("pp", NULL, pp, 1, 64, "pipeline-parallel size: the blocks cut into this many stages (the first also holds the embeddings, the last the LM head); processes = dp x tp x pp"),
+    FLAG_S("pp-schedule", NULL, pp_schedule, "with --pp > 1: gpipe (all forwards, then all backwards) | 1f1b (at most pp micro-batches alive) | interleaved (1F1B over --virtual-stages chunks per rank)"),
+    FLAG_I("micro-batches", NULL, micro_batches, 0, 1 << 20, "micro-batches per optimizer step and data-parallel rank (the pipeline's M); 0: --total-batch-size / (B x T x dp)"),
+    FLAG_I("virtual-stages", NULL, virtual_stages, 1, 64, "--pp-schedule interleaved: model chunks per pipeline rank"),
+    FLAG_S("trace", NULL, trace, "with --pp > 1: write a Chrome/Perfetto trace (JSON) of every rank's forward, backward, receive and optimizer spans of the first 3 steps to FILE"),
     FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU, not built yet)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
@@ -192,6 +202,9 @@ static void config_defaults(Config* c) {
     c->keep_checkpoints = 3;
     c->seed = 1337;
     c->tp = 1;
+    c->pp = 1;
+    strcpy(c->pp_schedule, "1f1b");
+    c->virtual_stages = 1;
     c->comm_timeout = 300.0f;
     c->val_every = 0;
     c->val_steps = 20;
@@ -955,28 +968,38 @@ static uint64_t model_save(const char* path, const ParamLayout* pl, const float*
     return model_save_stream(path, pl, &s);
 }
 
-// A logical (whole-model) stream over a tensor-parallel rank's local stream: offsets and counts are the logical
-// layout's (what files hold), each call within one tensor. put keeps the elements this rank holds (files load on
-// every rank and each keeps its share); get is a collective over the tensor-parallel group: every rank hands in the
-// contiguous part of the range it holds, an all-gather shares them, and every rank reassembles the logical range
-// by walking its runs (a replicated tensor comes from rank 0).
+// A logical (whole-model) stream over a rank's local stream under tensor and pipeline parallelism: offsets and counts
+// are the logical layout's (what files hold), each call within one tensor. put keeps the elements this rank holds
+// (files load on every rank and each keeps its share; tensors of other pipeline stages are skipped). get is a
+// collective over the ranks of data-parallel rank 0: the pipeline stage holding the tensor gathers it over its
+// tensor-parallel group (every rank hands in the contiguous part of the range it holds, an all-gather shares them,
+// each reassembles the logical range by walking its runs; a replicated tensor comes from rank 0), and that stage's
+// tensor-parallel rank 0 sends it to pipeline rank 0: world rank 0 ends with the values.
 typedef struct {
-    const ParamLayout* pl;   // this rank's layout (tp, tp_rank and both offsets of every tensor)
+    const ParamLayout* pl;   // this rank's layout (tp, tp_rank, pipeline stage, both offsets of every tensor)
+    const ParamLayout* gl;   // the logical layout
     ParamStream* local;
-    CommGroup* group;        // the tensor-parallel group
+    CommGroup* tp_group;
+    CommGroup* pp_group;
     float* buf;              // scratch: this rank's part, then the gathered parts
     size_t cap;
-} TpStream;
+} ShareStream;
 
-static const ParamEntry* tp_stream_tensor(const TpStream* s, size_t off, size_t n) {
-    for (int i = 0; i < s->pl->num_tensors; i++) {
-        const ParamEntry* e = &s->pl->table[i];
-        if (off >= e->goffset && off + n <= e->goffset + e->grows * e->gcols) { return e; }
+#define SHARE_TAG_PARAM 13 // pipeline messages of parameters being saved
+
+// The tensor of layout pl that holds logical range [off, off + n); NULL when none does (another stage's).
+static const ParamEntry* layout_tensor_at(const ParamLayout* pl, size_t off, size_t n) {
+    for (int i = 0; i < pl->num_tensors; i++) {
+        const ParamEntry* e = &pl->table[i];
+        if (off >= e->goffset && off < e->goffset + e->grows * e->gcols) {
+            if (off + n > e->goffset + e->grows * e->gcols) { fatal("internal: logical range [%zu, %zu) crosses tensor '%s'", off, off + n, e->name); }
+            return e;
+        }
     }
-    fatal("internal: logical range [%zu, %zu) is not inside one tensor", off, off + n);
+    return NULL;
 }
 
-static float* tp_stream_scratch(TpStream* s, size_t n) {
+static float* share_stream_scratch(ShareStream* s, size_t n) {
     if (n > s->cap) {
         free(s->buf);
         s->buf = (float*)mallocCheck(n * sizeof(float));
@@ -985,10 +1008,11 @@ static float* tp_stream_scratch(TpStream* s, size_t n) {
     return s->buf;
 }
 
-static void tp_stream_put(void* self, size_t off, const float* x, size_t n) {
-    TpStream* s = (TpStream*)self;
-    const ParamEntry* e = tp_stream_tensor(s, off, n);
-    float* part = tp_stream_scratch(s, n);
+static void share_stream_put(void* self, size_t off, const float* x, size_t n) {
+    ShareStream* s = (ShareStream*)self;
+    const ParamEntry* e = layout_tensor_at(s->pl, off, n);
+    if (!e) { return; } // another pipeline stage's
+    float* part = share_stream_scratch(s, n);
     size_t k0 = off - e->goffset, lo = 0, count = 0;
     for (size_t k = k0; k < k0 + n;) {
         TpRun run = tp_run(e, s->pl->tp, k, k0 + n - k);
@@ -1002,40 +1026,57 @@ static void tp_stream_put(void* self, size_t off, const float* x, size_t n) {
     if (count) { s->local->put(s->local->self, e->offset + lo, part, count); }
 }
 
-static void tp_stream_get(void* self, size_t off, float* x, size_t n) {
-    TpStream* s = (TpStream*)self;
-    const ParamEntry* e = tp_stream_tensor(s, off, n);
-    int tp = s->pl->tp;
-    size_t k0 = off - e->goffset, lo;
-    size_t counts[TP_MAX], start[TP_MAX];
-    for (int t = 0; t < tp; t++) { counts[t] = tp_local_span(e, tp, t, k0, k0 + n, 1, &start[t]); }
-    float* mine = tp_stream_scratch(s, 2 * n);
-    float* all = mine + n;
-    size_t cnt = tp_local_span(e, tp, s->pl->tp_rank, k0, k0 + n, 1, &lo);
-    if (cnt) { s->local->get(s->local->self, e->offset + lo, mine, cnt); }
-    comm_allgatherv_f32(s->group, mine, all, counts);
-    // rank t's part starts after those of ranks below it; its runs come in logical order
-    size_t cursor[TP_MAX];
-    for (int t = 0; t < tp; t++) { cursor[t] = t == 0 ? 0 : cursor[t - 1] + counts[t - 1]; }
-    for (size_t k = k0; k < k0 + n;) {
-        TpRun run = tp_run(e, tp, k, k0 + n - k);
-        int t = run.owner < 0 ? 0 : run.owner;
-        memcpy(x + (k - k0), all + cursor[t], run.len * sizeof(float));
-        cursor[t] += run.len;
-        k += run.len;
+static void share_stream_get(void* self, size_t off, float* x, size_t n) {
+    ShareStream* s = (ShareStream*)self;
+    const ParamLayout* pl = s->pl;
+    const ParamEntry* ge = layout_tensor_at(s->gl, off, n);
+    if (!ge) { fatal("internal: logical range [%zu, %zu) outside the model", off, off + n); }
+    int holder = layout_holder_stage(pl, ge);
+    if (pl->pp_rank == holder) {
+        const ParamEntry* e = layout_tensor_at(pl, off, n);
+        if (!e) { fatal("internal: stage %d does not hold '%s'", holder, ge->name); }
+        int tp = pl->tp;
+        size_t k0 = off - e->goffset, lo;
+        if (tp == 1) {
+            s->local->get(s->local->self, e->offset + k0, x, n);
+        } else {
+            size_t counts[TP_MAX], start[TP_MAX];
+            for (int t = 0; t < tp; t++) { counts[t] = tp_local_span(e, tp, t, k0, k0 + n, 1, &start[t]); }
+            float* mine = share_stream_scratch(s, 2 * n);
+            float* all = mine + n;
+            size_t cnt = tp_local_span(e, tp, pl->tp_rank, k0, k0 + n, 1, &lo);
+            if (cnt) { s->local->get(s->local->self, e->offset + lo, mine, cnt); }
+            comm_allgatherv_f32(s->tp_group, mine, all, counts);
+            // rank t's part starts after those of ranks below it; its runs come in logical order
+            size_t cursor[TP_MAX];
+            for (int t = 0; t < tp; t++) { cursor[t] = t == 0 ? 0 : cursor[t - 1] + counts[t - 1]; }
+            for (size_t k = k0; k < k0 + n;) {
+                TpRun run = tp_run(e, tp, k, k0 + n - k);
+                int t = run.owner < 0 ? 0 : run.owner;
+                memcpy(x + (k - k0), all + cursor[t], run.len * sizeof(float));
+                cursor[t] += run.len;
+                k += run.len;
+            }
+        }
+    }
+    if (holder != 0 && pl->tp_rank == 0) {
+        if (pl->pp_rank == holder) { comm_send(s->pp_group, x, n * sizeof(float), 0, SHARE_TAG_PARAM); }
+        if (pl->pp_rank == 0) { comm_recv(s->pp_group, x, n * sizeof(float), holder, SHARE_TAG_PARAM); }
     }
 }
 
-// The logical stream over `local` (free with tp_stream_free); with tp 1 the local stream itself is logical.
-static ParamStream tp_stream(TpStream* s, const ParamLayout* pl, ParamStream* local, CommGroup* group) {
+// The logical stream over `local` (free with share_stream_free); without tensor or pipeline parallelism the local
+// stream itself is logical.
+static ParamStream share_stream(ShareStream* s, const ParamLayout* pl, const ParamLayout* gl, ParamStream* local,
+                                CommGroup* tp_group, CommGroup* pp_group) {
     memset(s, 0, sizeof(*s));
-    if (pl->tp == 1) { return *local; }
-    s->pl = pl; s->local = local; s->group = group;
-    ParamStream out = {tp_stream_put, tp_stream_get, s};
+    if (pl->tp == 1 && pl->pp == 1) { return *local; }
+    s->pl = pl; s->gl = gl; s->local = local; s->tp_group = tp_group; s->pp_group = pp_group;
+    ParamStream out = {share_stream_put, share_stream_get, s};
     return out;
 }
 
-static void tp_stream_free(TpStream* s) { free(s->buf); s->buf = NULL; s->cap = 0; }
+static void share_stream_free(ShareStream* s) { free(s->buf); s->buf = NULL; s->cap = 0; }
 
 // Hugging Face GPT-2 checkpoints (safetensors + config.json), in and out: needs the layout and check_finite_tensor
 #include "hf_gpt2.h"      // defines: hf_is_checkpoint_path, hf_supported, HfCheckpoint, hf_open, hf_load_params, hf_export
@@ -1224,6 +1265,8 @@ static void activations_alloc(Activations* a, const KernelCtx* ctx, const GPTCon
 // ----------------------------------------------------------------------------
 // The model: parameters, gradients, activations, and the views into them.
 
+typedef struct Pipeline Pipeline; // pipeline_train.h: the schedule, slots and messages of a pipeline stage
+
 typedef struct {
     KernelCtx ctx;        // the backend's execution context (--dtype lives in it: ctx.dtype)
     ParamLayout layout;   // this rank's parameters (its tensor-parallel share)
@@ -1238,6 +1281,7 @@ typedef struct {
     // pipeline parallelism (--pp): the group (NULL when pp is 1) and this rank's stage
     int pp, pp_rank;
     CommGroup* pp_group;
+    Pipeline* pipe;       // NULL when pp is 1
     size_t (*norm_ranges)[2];
     int num_norm_ranges;
     floatX* params;       // (n_pad) flat parameters: the compute copy (the master weights too in fp32)
@@ -1842,6 +1886,7 @@ static float grad_norm_reduced(GPT* m, ZeroOptimizer* z) {
     zero_wait_all(z);
     double sumsq = zero_grad_sumsq(z, m->grads, (const size_t(*)[2])m->norm_ranges, m->num_norm_ranges);
     if (m->tp_group) { comm_allreduce_sum_f64(m->tp_group, &sumsq, 1); } // the split tensors' parts, and rank 0's rest
+    if (m->pp_group) { comm_allreduce_sum_f64(m->pp_group, &sumsq, 1); } // every stage's tensors
     float norm = (float)sqrt(sumsq);
     kernels_range_pop(&m->ctx);
     return norm;
@@ -1906,7 +1951,17 @@ static void loss_scale_update(LossScale* ls, const Config* c, int found_inf) {
 #include "checkpoint.h"   // defines: TrainState, checkpoint_save, checkpoint_prune, checkpoint_latest_step, checkpoint_check_files, checkpoint_load_state
 
 // ----------------------------------------------------------------------------
+// Pipeline parallelism: messages between stages, activation slots, the forward-only pass, the trace
+#include "pipeline_train.h" // defines: Pipeline, pipeline_init, pp_send, pp_recv, pp_forward_only, pp_write_trace
+
+// ----------------------------------------------------------------------------
 // Evaluation and sampling
+
+// A forward of (B,T) tokens through the whole model: on this rank, or through every pipeline stage.
+static void gpt_forward_any(GPT* m, const int32_t* host_tokens, int B, int T) {
+    if (m->pipe) { pp_forward_only(m->pipe, m, host_tokens, B, T); }
+    else { gpt_forward(m, host_tokens, B, T); }
+}
 
 // Mean validation loss over `steps` batches; batch i is evaluated by data-parallel rank i % dp, so the batches
 // and their order are the same whatever the number of ranks.
@@ -1916,11 +1971,12 @@ static float evaluate(GPT* m, DataLoader* val, int steps, ParallelContext* pc) {
     for (int i = 0; i < steps; i++) {
         dataloader_next_batch(val);
         if (i % pc->dp != pc->dp_rank) { continue; }
-        gpt_forward(m, val->inputs, val->B, val->T);
-        gpt_eval_loss(m, val->targets);
+        gpt_forward_any(m, val->inputs, val->B, val->T);
+        if (m->layout.has_lnf) { gpt_eval_loss(m, val->targets); } // the last pipeline stage holds the LM head
     }
     double sum = gpt_take_loss_sum(m) / ((double)val->B * val->T); // one read-back: the sum of the batch means
     comm_allreduce_sum_f64(&pc->dp_group, &sum, 1);
+    if (m->pp_group) { comm_allreduce_sum_f64(m->pp_group, &sum, 1); } // (zero on the other stages)
     return (float)(sum / steps);
 }
 
@@ -1936,7 +1992,14 @@ static void sample_tokens(GPT* m, int32_t* toks, int n, float* probs, uint64_t* 
         // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them, the ones after
         // t - 1 padding that position t - 1 of a causal model never sees
         int tf = m->sp ? (t + m->tp - 1) / m->tp * m->tp : t;
-        gpt_forward(m, toks, 1, tf);
+        gpt_forward_any(m, toks, 1, tf);
+        if (!m->layout.has_lnf) {
+            // a pipeline stage without the LM head: draws as the last stage does (the RNGs stay in step) and gets
+            // the token from it
+            (void)rng_uniform(rng);
+            comm_broadcast(m->pp_group, &toks[t], sizeof(int32_t), m->pp - 1);
+            continue;
+        }
         const floatX* lnf = tp_enter(m, m->acts.lnf);
         classifier_logits_row(&m->ctx, m->acts.logits_row, lnf + (size_t)(t - 1) * g->channels, m->p.wte, g->channels, m->vocab_n);
         if (m->tp == 1) {
@@ -1956,6 +2019,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int n, float* probs, uint64_t* 
         for (int j = 0; j < g->vocab_size; j++) { cdf += probs[j]; if (coin < cdf) { next = j; break; } }
         toks[t] = next;
         if (m->tp_group) { comm_broadcast(m->tp_group, &toks[t], sizeof(int32_t), 0); }
+        if (m->pp_group) { comm_broadcast(m->pp_group, &toks[t], sizeof(int32_t), m->pp - 1); }
     }
 }
 
@@ -2197,6 +2261,68 @@ typedef struct {
     double wait_seconds;     // blocked in waits for gradient reductions
 } StepResult;
 
+// The forwards and backwards of one optimizer step on a pipeline stage: the rank's schedule over the step's M
+// micro-batches (every stage reads all of them: the first needs the inputs, the last the targets), each forward in a
+// free activation slot, each backward in its forward's slot; messages to and from the neighbouring stages; then the
+// tied wte's two gradients summed and the embedding bucket reduced. tf, tb: seconds of forward and backward compute.
+static void pipeline_micro_steps(GPT* m, BackwardComm* bc, const Config* c, ParallelContext* pc, DataLoader* loader,
+                                 const int32_t* bench_tokens, int M, float dloss_scale, double* tf, double* tb) {
+    Pipeline* p = m->pipe;
+    int B = c->batch_size, T = c->seq_len, BT = B * T;
+    for (int mb = 0; mb < M; mb++) {
+        const int32_t* x = bench_tokens;
+        const int32_t* y = bench_tokens ? bench_tokens + 1 : NULL;
+        if (!bench_tokens) { dataloader_next_batch(loader); x = loader->inputs; y = loader->targets; }
+        memcpy(p->inputs + (size_t)mb * BT, x, sizeof(int32_t) * BT);
+        memcpy(p->targets + (size_t)mb * BT, y, sizeof(int32_t) * BT);
+    }
+    int reduces = c->zero >= 1 || pc->dp > 1;
+    double t_start = now_seconds(), busy = 0.0;
+    for (int i = 0; i < p->nops; i++) {
+        PpOp o = p->ops[i];
+        int g = o.v * p->pp + p->rank, key = o.v * M + o.mb;
+        if (o.fwd) {
+            int slot = p->free_slots[--p->nfree];
+            p->slot_of[key] = slot;
+            m->acts = activations_slot(&m->acts0, slot);
+            m->B = B; m->T = T;
+            if (g > 0) { pp_recv(p, m, m->acts.encoded, pp_msg_bytes(m), (g - 1) % p->pp, PP_TAG_ACT, g, o.mb); }
+            double t0 = now_seconds();
+            gpt_forward_chunk(m, g, p->inputs + (size_t)o.mb * BT, B, T);
+            double t1 = now_seconds();
+            busy += t1 - t0; *tf += t1 - t0;
+            pp_span(p, "forward", g, o.mb, t0, t1);
+            if (g < p->G - 1) { pp_send(p, m, pp_chunk_output(m), pp_msg_bytes(m), (g + 1) % p->pp, PP_TAG_ACT); }
+        } else {
+            int slot = p->slot_of[key];
+            m->acts = activations_slot(&m->acts0, slot);
+            m->B = B; m->T = T;
+            if (g < p->G - 1) { pp_recv(p, m, m->acts.dres, pp_msg_bytes(m), (g + 1) % p->pp, PP_TAG_GRAD, g, o.mb); }
+            bc->first_micro = o.mb == 0;
+            bc->last_micro = o.mb == M - 1;
+            bc->reduce = reduces && zero_reduces_on(bc->z, o.mb == M - 1);
+            double t0 = now_seconds();
+            gpt_backward_chunk(m, g, p->targets + (size_t)o.mb * BT, dloss_scale, bc);
+            double t1 = now_seconds();
+            busy += t1 - t0; *tb += t1 - t0;
+            pp_span(p, "backward", g, o.mb, t0, t1);
+            if (g > 0) { pp_send(p, m, m->acts.dres, pp_msg_bytes(m), (g - 1) % p->pp, PP_TAG_GRAD); }
+            p->slot_of[key] = -1;
+            p->free_slots[p->nfree++] = slot;
+        }
+    }
+    pp_wait_sends(p);
+    p->busy_seconds += busy;
+    p->step_seconds += now_seconds() - t_start;
+    pp_sum_tied_wte(p, m);
+    if (m->layout.embed_size > 0) {
+        bc->first_micro = 0;
+        bc->reduce = reduces;
+        grad_bucket_release(m, bc, 0);
+    }
+    m->acts = activations_slot(&m->acts0, 0);
+}
+
 static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, const Config* cp, ParallelContext* pcp,
                              TrainState* tsp, DataLoader* train_loader, const int32_t* bench_tokens, int grad_accum, int step) {
     StepResult r;
@@ -2210,7 +2336,8 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     if (poison) { dloss_scale = NAN; }
     if (fault_injected("overflow", pcp->world_rank, step)) { dloss_scale = INFINITY; } // gradients overflow, loss fine
     gpt_clear_loss_sum(mp);
-    for (int micro = 0; micro < grad_accum; micro++) {
+    if (mp->pipe) { pipeline_micro_steps(mp, bcp, cp, pcp, train_loader, cp->bench ? bench_tokens : NULL, grad_accum, dloss_scale, &tf, &tb); }
+    for (int micro = 0; !mp->pipe && micro < grad_accum; micro++) {
         const int32_t* x;
         const int32_t* y;
         if (cp->bench) { x = bench_tokens; y = bench_tokens + 1; }
@@ -2229,6 +2356,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     // through the reductions), so every rank takes the same decision below
     double loss_sum = gpt_take_loss_sum(mp) / ((double)B * T * grad_accum);
     if (poison) { loss_sum = NAN; }
+    if (mp->pp_group) { comm_allreduce_sum_f64(mp->pp_group, &loss_sum, 1); } // the last stage's (a NaN anywhere too)
     StepStats st;
     st.grad_norm = grad_norm_reduced(mp, zp) / scale;
     st.lr = lr_at(cp, step);
@@ -2369,7 +2497,7 @@ int main(int argc, char** argv) {
     Config c;
     config_defaults(&c);
     parse_flags(&c, argc, argv);
-    parallel_set_layout(&pc, c.tp, 1, c.comm_timeout); // a world that does not divide by --tp ends here, one message
+    parallel_set_layout(&pc, c.tp, c.pp, c.comm_timeout); // a world that does not divide by tp x pp ends here, one message
     int master = pc.world_rank == 0;
 #ifdef _OPENMP
     if (c.threads > 0) { omp_set_num_threads(c.threads); }
@@ -2438,6 +2566,13 @@ int main(int argc, char** argv) {
         fatal("--batch-size %d x --seq-len %d = %lld tokens per micro-step, above the limit %lld", B, T, (long long)B * T, (long long)MAX_MICRO_TOKENS);
     }
     int64_t tokens_per_micro = (int64_t)B * T * pc.dp;
+    if (c.micro_batches > 0) {
+        if (c.total_batch_size == 0) { c.total_batch_size = tokens_per_micro * c.micro_batches; }
+        if (c.total_batch_size != tokens_per_micro * c.micro_batches) {
+            fatal("--micro-batches %d and --total-batch-size %ld disagree: %d micro-batches of %d x %d on %d data-parallel rank(s) are %lld tokens",
+                  c.micro_batches, c.total_batch_size, c.micro_batches, B, T, pc.dp, (long long)tokens_per_micro * c.micro_batches);
+        }
+    }
     if (c.total_batch_size == 0) { c.total_batch_size = tokens_per_micro; }
     if (c.total_batch_size % tokens_per_micro != 0) {
         fatal("--total-batch-size %ld is not a multiple of batch-size x seq-len x processes = %d x %d x %d = %lld",
@@ -2450,6 +2585,28 @@ int main(int argc, char** argv) {
     }
     int grad_accum = (int)accum64;
     if (c.gen_tokens > T - 1 && c.sample_every > 0) { c.gen_tokens = T - 1; }
+    // the pipeline: its schedule over grad_accum micro-batches, and the blocks of each chunk, balanced by cost (a
+    // block's FLOPs per token, the LM head's on the last chunk)
+    int pp_kind = pp_schedule_parse(c.pp_schedule);
+    if (pp_kind < 0) { fatal("--pp-schedule: unknown schedule '%s' (gpipe, 1f1b, interleaved)", c.pp_schedule); }
+    int V = pp_kind == PP_INTERLEAVED ? c.virtual_stages : 1;
+    int* chunk_first = NULL;
+    if (c.pp > 1) {
+        char pperr[300];
+        if (!pp_schedule_valid(pp_kind, c.pp, grad_accum, c.virtual_stages, gc.num_layers, pperr, sizeof(pperr))) {
+            fatal("--pp %d --pp-schedule %s: %s", c.pp, c.pp_schedule, pperr);
+        }
+        if (c.zero == 2) {
+            fatal("--zero 2 with --pp %d: not supported (as in DeepSpeed, sharded gradients would be reduced once per micro-batch "
+                  "and stage); use --zero 1, which shards the optimizer state over the data-parallel ranks", c.pp);
+        }
+        double C = gc.channels;
+        chunk_first = (int*)mallocCheck(sizeof(int) * (size_t)(c.pp * V + 1));
+        pp_partition(gc.num_layers, c.pp * V, pp_kind == PP_INTERLEAVED, 6.0 * 12.0 * C * C + 12.0 * C * T,
+                     6.0 * C * gc.padded_vocab_size, chunk_first);
+    } else if (c.virtual_stages != 1) {
+        fatal("--virtual-stages %d needs --pp 2 or more and --pp-schedule interleaved", c.virtual_stages);
+    }
 
     // data first: bad input is reported before the big allocations
     DataLoader train_loader, val_loader;
@@ -2470,7 +2627,8 @@ int main(int argc, char** argv) {
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
     GPT model;
-    gpt_alloc_params_tp(&model, &gc, pc.dp, &pc.tp_group, c.sequence_parallel, dtype_parse(c.dtype), T);
+    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first};
+    gpt_alloc_params_split(&model, &gc, pc.dp, &split, dtype_parse(c.dtype), T);
     if (kernels_set_attention(&model.ctx, c.attention) != 0) {
         fatal("--attention %s: not available in this build (the CPU has native attention only; cudnn needs a CUDA build "
               "with cuDNN and bf16/fp16 storage)", c.attention);
@@ -2484,8 +2642,8 @@ int main(int argc, char** argv) {
     uint64_t model_sum = 0;
     GptStreamTarget target;
     ParamStream into_local = gpt_stream(&model, &zopt, &target);
-    TpStream tps;
-    ParamStream into_model = tp_stream(&tps, &model.layout, &into_local, &pc.tp_group);
+    ShareStream shs;
+    ParamStream into_model = share_stream(&shs, &model.layout, &model.glayout, &into_local, &pc.tp_group, &pc.pp_group);
     if (model_fp) { model_sum = model_load_stream(init_path, model_fp, model_version, &model.glayout, &into_model, resume_sum_kind); }
     else if (!from_hf) { init_params_stream(&into_model, &model.glayout, (uint64_t)c.seed); }
     else {
@@ -2497,9 +2655,25 @@ int main(int argc, char** argv) {
         }
         free(host);
     }
-    tp_stream_free(&tps);
+    share_stream_free(&shs);
     gpt_alloc_grads(&model, c.zero, pc.dp);
-    activations_alloc_tp(&model.acts, &model.ctx, &gc, model.tp, model.sp, B, T, c.recompute);
+    // activations: one slot (every block) without a pipeline; with one, a slot per micro-batch the schedule keeps
+    // alive on this rank, each for its largest chunk
+    Pipeline pipe;
+    ActShape shape = {model.tp, model.sp, gc.num_layers, 1, 1};
+    if (c.pp > 1) {
+        pipeline_init(&pipe, &model, pp_kind, grad_accum, V, B, T, c.trace[0] ? 3 : 0);
+        model.pipe = &pipe;
+        shape.layers = 0;
+        for (int v = 0; v < V; v++) {
+            int g = v * c.pp + pc.pp_rank, nb = chunk_first[g + 1] - chunk_first[g];
+            if (nb > shape.layers) { shape.layers = nb; }
+        }
+        shape.head = model.layout.has_lnf;
+        shape.nslots = pipe.nslots;
+    }
+    activations_alloc_shape(&model.acts, &model.ctx, &gc, &shape, B, T, c.recompute);
+    model.acts0 = model.acts;
 
     TrainState ts;
     memset(&ts, 0, sizeof(ts));

@@ -200,8 +200,8 @@ static void test_whole_model(int dtype, int sp, int recompute) {
     gpt_alloc_params_tp(&m, &g, 1, &g_pc.tp_group, sp, dtype, Tm);
     GptStreamTarget target;
     ParamStream local = gpt_stream(&m, NULL, &target);
-    TpStream tps;
-    ParamStream into = tp_stream(&tps, &m.layout, &local, &g_pc.tp_group);
+    ShareStream shs;
+    ParamStream into = share_stream(&shs, &m.layout, &m.glayout, &local, &g_pc.tp_group, &g_pc.pp_group);
     // in chunks of 37 values, which start inside rows as a big model's file chunks do
     for (int i = 0; i < m.glayout.num_tensors; i++) {
         const ParamEntry* e = &m.glayout.table[i];
@@ -219,7 +219,7 @@ static void test_whole_model(int dtype, int sp, int recompute) {
             into.get(into.self, e->offset + k, back + e->offset + k, cnt);
         }
     }
-    tp_stream_free(&tps);
+    share_stream_free(&shs);
     if (dtype == DTYPE_FP32) {
         size_t diff = 0;
         for (size_t i = 0; i < whole.num_params; i++) { diff += back[i] != params[i]; }

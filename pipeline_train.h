@@ -1,0 +1,250 @@
+/*
+pipeline_train.h: pipeline parallelism (--pp) in the trainer, split out of train_gpt.c by topic and included by it
+after the model (it uses the model's chunks, its activation slots and the collectives; not a standalone header):
+the messages between stages, the slots of the micro-batches in flight, the forward-only pass that evaluation and
+sampling run through the stages, and the spans of a step for --trace. The step itself (train_gpt.c,
+pipeline_train_step) runs the rank's schedule (pipeline.h) over these.
+
+Messages: chunk g's output goes to the rank of chunk g + 1 (tag PP_TAG_ACT), the gradient of its input to the rank of
+chunk g - 1 (PP_TAG_GRAD), over the pipeline group, each tensor-parallel rank to its counterpart (its rows under
+sequence parallelism, else the replicated whole). They travel through host buffers (the collectives take host
+memory): a send copies the tensor out and starts a non-blocking send from a pooled buffer, so the rank goes on
+computing; a receive waits. The schedules consume messages in the order they were sent (tests/test_pp), so one tag
+per direction is enough.
+*/
+#ifndef PIPELINE_TRAIN_H
+#define PIPELINE_TRAIN_H
+
+#include "pipeline.h"
+
+enum { PP_TAG_ACT = 11, PP_TAG_GRAD = 12, PP_TAG_PARAM = 13 };
+
+typedef struct {
+    CommRequest req;
+    void* host;
+    int busy;
+} PpMsg;
+
+// What --trace records: one span per forward, backward, wait for a message and optimizer step.
+typedef struct {
+    const char* what;   // "forward", "backward", "recv", "optimizer"
+    int chunk, mb, step;
+    double t0, t1;      // seconds since the run's start
+} PpSpan;
+
+struct Pipeline {
+    int kind, pp, rank, V, M, G;
+    PpOp* ops;              // this rank's schedule for M micro-batches
+    int nops;
+    int nslots;             // most micro-batches (through one chunk) alive at once: the activation slots
+    int* slot_of;           // (V M) the slot of local chunk v's micro-batch mb, -1 when none
+    int* free_slots;
+    int nfree;
+    PpMsg* sends;           // the pool of send buffers
+    int nsends;
+    void* recv_host;
+    size_t max_msg_bytes;   // B T C floatX
+    int32_t* inputs;        // (M, B T) the step's micro-batches, host
+    int32_t* targets;
+    float* wte_mine;        // first and last stage: host copies of the tied wte's two gradients (vocab_n C floats)
+    float* wte_other;
+    // --trace
+    PpSpan* spans;
+    int nspans, cap_spans;
+    int trace_steps;        // record the spans of the steps below this
+    int step;
+    double t_origin;
+    double busy_seconds, step_seconds; // compute inside a step, and the steps' wall time (for the measured bubble)
+};
+
+// The most micro-batches whose forward through one of this rank's chunks ran and whose backward did not, over the
+// schedule: the activation slots the rank needs.
+static int pp_max_alive(const PpOp* ops, int n) {
+    int alive = 0, most = 0;
+    for (int i = 0; i < n; i++) {
+        alive += ops[i].fwd ? 1 : -1;
+        if (alive > most) { most = alive; }
+    }
+    return most;
+}
+
+static void pipeline_init(Pipeline* p, const GPT* m, int kind, int M, int V, int B, int T, int trace_steps) {
+    memset(p, 0, sizeof(*p));
+    p->kind = kind;
+    p->pp = m->pp;
+    p->rank = m->pp_rank;
+    p->V = V;
+    p->M = M;
+    p->G = m->pp * V;
+    p->ops = (PpOp*)mallocCheck(sizeof(PpOp) * 2 * (size_t)M * V);
+    p->nops = pp_schedule_build(kind, p->pp, p->rank, M, V, p->ops);
+    p->nslots = pp_max_alive(p->ops, p->nops);
+    if (p->nslots < 1) { p->nslots = 1; }
+    p->slot_of = (int*)mallocCheck(sizeof(int) * (size_t)V * M);
+    for (int i = 0; i < V * M; i++) { p->slot_of[i] = -1; }
+    p->free_slots = (int*)mallocCheck(sizeof(int) * (size_t)p->nslots);
+    for (int k = 0; k < p->nslots; k++) { p->free_slots[k] = p->nslots - 1 - k; }
+    p->nfree = p->nslots;
+    p->max_msg_bytes = (size_t)B * T * m->cfg.channels * sizeof(floatX);
+    p->recv_host = dev_host_alloc(&m->ctx, p->max_msg_bytes);
+    p->inputs = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)M * B * T);
+    p->targets = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)M * B * T);
+    if (m->pp > 1 && m->layout.has_wte) {
+        size_t n = (size_t)m->vocab_n * m->cfg.channels;
+        p->wte_mine = (float*)dev_host_alloc(&m->ctx, mulSize(n, sizeof(float)));
+        p->wte_other = (float*)dev_host_alloc(&m->ctx, mulSize(n, sizeof(float)));
+    }
+    p->trace_steps = trace_steps;
+    p->t_origin = now_seconds();
+}
+
+// Waits for every send in flight (their buffers become free).
+static void pp_wait_sends(Pipeline* p) {
+    for (int i = 0; i < p->nsends; i++) {
+        if (p->sends[i].busy) { comm_wait(&p->sends[i].req); p->sends[i].busy = 0; }
+    }
+}
+
+static void pipeline_free(Pipeline* p, const GPT* m) {
+    pp_wait_sends(p);
+    for (int i = 0; i < p->nsends; i++) { dev_host_free(&m->ctx, p->sends[i].host); }
+    free(p->sends);
+    dev_host_free(&m->ctx, p->recv_host);
+    dev_host_free(&m->ctx, p->wte_mine);
+    dev_host_free(&m->ctx, p->wte_other);
+    free(p->ops); free(p->slot_of); free(p->free_slots); free(p->inputs); free(p->targets); free(p->spans);
+}
+
+// Records a span when tracing this step.
+static void pp_span(Pipeline* p, const char* what, int chunk, int mb, double t0, double t1) {
+    if (p->step >= p->trace_steps) { return; }
+    if (p->nspans == p->cap_spans) {
+        p->cap_spans = p->cap_spans ? 2 * p->cap_spans : 256;
+        p->spans = (PpSpan*)realloc(p->spans, sizeof(PpSpan) * (size_t)p->cap_spans);
+        if (!p->spans) { fatal("out of memory recording the trace"); }
+    }
+    p->spans[p->nspans++] = (PpSpan){what, chunk, mb, p->step, t0 - p->t_origin, t1 - p->t_origin};
+}
+
+// The bytes of one message for the model's current (B, T): the rank's rows of the residual stream.
+static size_t pp_msg_bytes(const GPT* m) { return (size_t)gpt_rows(m) * m->cfg.channels * sizeof(floatX); }
+
+// Sends n bytes of device memory to pipeline rank `peer` without waiting: copied into a free pooled host buffer.
+static void pp_send(Pipeline* p, GPT* m, const void* src, size_t n, int peer, int tag) {
+    PpMsg* s = NULL;
+    for (int i = 0; i < p->nsends && !s; i++) {
+        if (p->sends[i].busy && comm_test(&p->sends[i].req)) { p->sends[i].busy = 0; }
+        if (!p->sends[i].busy) { s = &p->sends[i]; }
+    }
+    if (!s) {
+        p->sends = (PpMsg*)realloc(p->sends, sizeof(PpMsg) * (size_t)(p->nsends + 1));
+        if (!p->sends) { fatal("out of memory for pipeline messages"); }
+        s = &p->sends[p->nsends++];
+        memset(s, 0, sizeof(*s));
+        s->host = dev_host_alloc(&m->ctx, p->max_msg_bytes);
+    }
+    dev_copy_d2h(&m->ctx, s->host, src, n);
+    dev_sync(&m->ctx);
+    comm_isend(m->pp_group, s->host, n, peer, tag, &s->req);
+    s->busy = 1;
+}
+
+// Receives n bytes from pipeline rank `peer` into device memory (waits for them; the time waited is a span).
+static void pp_recv(Pipeline* p, GPT* m, void* dst, size_t n, int peer, int tag, int chunk, int mb) {
+    double t0 = now_seconds();
+    comm_recv(m->pp_group, p->recv_host, n, peer, tag);
+    dev_copy_h2d(&m->ctx, dst, p->recv_host, n);
+    pp_span(p, "recv", chunk, mb, t0, now_seconds());
+}
+
+// The output of the chunk just run forward: its last block's residual.
+static floatX* pp_chunk_output(GPT* m) {
+    return m->acts.residual3 + (size_t)(m->chunk_hi - 1 - m->chunk_lo) * gpt_rows(m) * m->cfg.channels;
+}
+
+// A forward without backward through every stage (evaluation, sampling): each rank runs its chunks in order, in
+// slot 0, receiving each chunk's input from the previous rank and sending its output on. The last stage ends with
+// the final LayerNorm of the whole model in its activations.
+static void pp_forward_only(Pipeline* p, GPT* m, const int32_t* host_tokens, int B, int T) {
+    m->acts = activations_slot(&m->acts0, 0);
+    for (int v = 0; v < p->V; v++) {
+        int g = v * p->pp + p->rank;
+        m->B = B; m->T = T;
+        if (g > 0) { pp_recv(p, m, m->acts.encoded, pp_msg_bytes(m), (g - 1) % p->pp, PP_TAG_ACT, g, -1); }
+        gpt_forward_chunk(m, g, host_tokens, B, T);
+        if (g < p->G - 1) { pp_send(p, m, pp_chunk_output(m), pp_msg_bytes(m), (g + 1) % p->pp, PP_TAG_ACT); }
+    }
+    pp_wait_sends(p);
+}
+
+// The tied wte: the first stage's gradient (from the embedding) and the last stage's (from the LM head) are summed
+// on both, first + last in that order on each, so the two copies stay bit-identical (Megatron's embedding group).
+static void pp_sum_tied_wte(Pipeline* p, GPT* m) {
+    if (p->pp == 1 || !m->layout.has_wte) { return; }
+    size_t n = (size_t)m->vocab_n * m->cfg.channels;
+    int peer = p->rank == 0 ? p->pp - 1 : 0;
+    dev_copy_d2h(&m->ctx, p->wte_mine, m->g.wte, n * sizeof(float));
+    dev_sync(&m->ctx);
+    CommRequest req;
+    comm_isend(m->pp_group, p->wte_mine, n * sizeof(float), peer, PP_TAG_PARAM, &req);
+    comm_recv(m->pp_group, p->wte_other, n * sizeof(float), peer, PP_TAG_PARAM);
+    comm_wait(&req);
+    const float* first = p->rank == 0 ? p->wte_mine : p->wte_other;
+    const float* last = p->rank == 0 ? p->wte_other : p->wte_mine;
+    float* sum = p->rank == 0 ? p->wte_other : p->wte_mine; // (each element read before it is written)
+    for (size_t i = 0; i < n; i++) { sum[i] = first[i] + last[i]; }
+    dev_copy_h2d(&m->ctx, m->g.wte, sum, n * sizeof(float));
+}
+
+// --trace FILE: rank 0 gathers every rank's spans and writes a Chrome / Perfetto trace (chrome://tracing,
+// ui.perfetto.dev): one process per rank, complete events in microseconds.
+static void pp_write_trace(Pipeline* p, ParallelContext* pc, const char* path) {
+    int me = pc->world_rank;
+    double* mine = (double*)mallocCheck(sizeof(double) * 6 * (size_t)(p->nspans + 1));
+    for (int i = 0; i < p->nspans; i++) {
+        const PpSpan* s = &p->spans[i];
+        double kind = strcmp(s->what, "forward") == 0 ? 0 : strcmp(s->what, "backward") == 0 ? 1 : strcmp(s->what, "recv") == 0 ? 2 : 3;
+        double row[6] = {kind, s->chunk, s->mb, s->step, s->t0, s->t1};
+        memcpy(mine + 6 * i, row, sizeof(row));
+    }
+    AtomicFile af;
+    if (me == 0) {
+        atomic_open(&af, path);
+        fprintf(af.fp, "{\"traceEvents\": [\n");
+    }
+    static const char* const names[4] = {"forward", "backward", "recv", "optimizer"};
+    int first = 1;
+    for (int r = 0; r < pc->world_size; r++) {
+        double count = p->nspans;
+        double* rows = mine;
+        if (r != 0) {
+            if (me == r) { comm_send(&pc->world, &count, sizeof(count), 0, 21); comm_send(&pc->world, mine, sizeof(double) * 6 * (size_t)p->nspans, 0, 22); }
+            if (me == 0) {
+                comm_recv(&pc->world, &count, sizeof(count), r, 21);
+                rows = (double*)mallocCheck(sizeof(double) * 6 * (size_t)(count + 1));
+                comm_recv(&pc->world, rows, sizeof(double) * 6 * (size_t)count, r, 22);
+            }
+        }
+        if (me == 0) {
+            if (first) { first = 0; } else { fprintf(af.fp, ",\n"); }
+            fprintf(af.fp, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}}", r, r);
+            for (int i = 0; i < (int)count; i++) {
+                const double* q = rows + 6 * i;
+                int k = (int)q[0];
+                char label[64];
+                if (k == 3) { snprintf(label, sizeof(label), "optimizer (step %d)", (int)q[3] + 1); }
+                else { snprintf(label, sizeof(label), "%s chunk %d mb %d", names[k], (int)q[1], (int)q[2]); }
+                fprintf(af.fp, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 0, \"ts\": %.1f, \"dur\": %.1f, "
+                        "\"args\": {\"step\": %d}}", label, names[k], r, q[4] * 1e6, (q[5] - q[4]) * 1e6, (int)q[3] + 1);
+            }
+            if (rows != mine) { free(rows); }
+        }
+    }
+    if (me == 0) {
+        fprintf(af.fp, "\n]}\n");
+        atomic_commit(&af);
+    }
+    free(mine);
+}
+
+#endif // PIPELINE_TRAIN_H
