@@ -156,7 +156,7 @@ endif
 ifeq ($(PCRE2_OK)$(CJSON_OK),yesyes)
   BINS += tokenize tests/test_tokenizer
 endif
-BINS += tests/test_dataloader tests/test_runs tests/test_tp_runs tests/test_precision tests/test_pp bench_checksum
+BINS += tests/test_dataloader tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_precision tests/test_pp bench_checksum
 ifneq ($(MPICC),)
   BINS += bench_comm tests/test_comm tests/test_tp
 endif
@@ -171,6 +171,7 @@ FEATURES_tokenize = $(CC_DESC) $(OPT); $(F_OMP); pcre2; $(F_CJSON)
 FEATURES_tests/test_tokenizer = $(CC_DESC) $(TEST_OPT); $(F_OMP); pcre2; $(F_CJSON)
 FEATURES_tests/test_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
 FEATURES_tests/test_tp_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
+FEATURES_tests/test_pp_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
 FEATURES_tests/test_dataloader = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_tests/test_precision = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_tests/test_pp = $(CC_DESC) $(TEST_OPT)
@@ -198,7 +199,7 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h zero.h tp.h pipeline.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h
+HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h zero.h tp.h pipeline.h pipeline_train.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h
 
 train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
@@ -227,6 +228,10 @@ tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h tests/runs_common
 
 # test_tp_runs: tensor parallelism through ./train_gpt under mpirun (built like test_runs)
 tests/test_tp_runs: tests/test_tp_runs.c train_gpt.c tests/testing.h tests/runs_common.h $(HEADERS) $(call stamp,tests/test_tp_runs)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
+
+# test_pp_runs: pipeline parallelism through ./train_gpt under mpirun (built like test_runs)
+tests/test_pp_runs: tests/test_pp_runs.c train_gpt.c tests/testing.h tests/runs_common.h pipeline_train.h $(HEADERS) $(call stamp,tests/test_pp_runs)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
 # test_pp: the pipeline schedules (pipeline.h) without a model: order, deadlock, memory, bubble; the partition
@@ -299,7 +304,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu
+	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu
 	rm -rf build
 
 # ==============================================================================================================

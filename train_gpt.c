@@ -2217,6 +2217,14 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         printf("\n| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each%s\n", pcp->world_size, pcp->dp, pcp->tp, pcp->pp,
                kernels_num_threads(), mp->sp ? "; sequence parallel" : "");
         printf("| matmuls              | %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
+        if (mp->pipe) {
+            const Pipeline* p = mp->pipe;
+            const ParamLayout* pl = &mp->layout;
+            printf("| pipeline             | %s, %d stages x %d chunk(s), %d micro-batches; bubble (theory) %.1f%%; blocks per chunk:",
+                   pp_schedule_names[p->kind], p->pp, p->V, p->M, 100.0 * pp_bubble_theory(p->kind, p->pp, p->M, p->V));
+            for (int k = 0; k < p->G; k++) { printf(" [%d,%d)%s", pl->chunk_first[k], pl->chunk_first[k + 1], k == p->G - 1 ? "+head" : ""); }
+            printf("\n");
+        }
         printf("| gradient accumulation| %d micro-steps of %d x %d per process\n", grad_accum, B, T);
         // where the time goes, from the shapes: the matmuls are compute-limited (each weight is reused B*T times
         // per micro-step); the optimizer streams ~7 floats per parameter once per step and is memory-limited
@@ -2227,8 +2235,10 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         if (train_tokens) { printf("| training tokens      | %llu\n", train_tokens); }
         printf("+----------------------+------------------------------------------+\n");
         int dt = mp->ctx.dtype;
-        printf("memory per rank (ZeRO stage %d, --dtype %s, --recompute %d%s):\n", cp->zero, dtype_name(dt), cp->recompute,
-               sizeof(floatX) > dtype_bytes(dt) ? "; this CPU build stores floatX as fp32, rounded to the type" : "");
+        char slots[64] = "";
+        if (mp->pipe) { snprintf(slots, sizeof(slots), "; activations of up to %d micro-batches in flight on rank 0", mp->pipe->nslots); }
+        printf("memory per rank (ZeRO stage %d, --dtype %s, --recompute %d%s%s):\n", cp->zero, dtype_name(dt), cp->recompute,
+               sizeof(floatX) > dtype_bytes(dt) ? "; this CPU build stores floatX as fp32, rounded to the type" : "", slots);
         printf("  rank | parameters | gradients  | optimizer  | activations | total\n");
         for (int r = 0; r < pcp->world_size; r++) {
             char s[5][32];
@@ -2373,11 +2383,14 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
         }
         tsp->skipped_in_a_row++;
     } else if (!overflow) {
+        double to = now_seconds();
         optimizer_update(mp, zp, cp, st.grad_norm, st.lr, tsp->adam_t + 1, scale, tsp->sr_seed);
+        if (mp->pipe) { pp_span(mp->pipe, "optimizer", -1, -1, to, now_seconds()); }
         tsp->adam_t++;
         tsp->skipped_in_a_row = 0;
     }
     if (fp16) { loss_scale_update(&tsp->loss_scale, cp, !(loss_ok && grads_ok)); }
+    if (mp->pipe) { mp->pipe->step++; }
     double dt = now_seconds() - t0;
     r.stats = st;
     r.loss = mean_loss;
@@ -2803,11 +2816,44 @@ int main(int argc, char** argv) {
             if (master) { printf("parameters after training: %s on all %d data-parallel ranks\n", bad == 0.0 ? "identical" : "DIFFERENT", pc.dp); }
             if (bad != 0.0) { fatal("data-parallel ranks ended with different parameters"); }
         }
+        if (pc.pp > 1) {
+            // the tied wte's two copies, on the first and the last stage
+            double mine[1] = {0.0};
+            if (model.layout.has_wte) {
+                size_t n = (size_t)model.vocab_n * gc.channels;
+                float* buf = (float*)mallocCheck(n * sizeof(float));
+                params_to_f32(&model.ctx, buf, model.p.wte, n);
+                mine[0] = (double)checksum_buffer(buf, n * sizeof(float));
+                free(buf);
+            }
+            double first = pc.pp_rank == 0 ? mine[0] : 0.0, last = pc.pp_rank == pc.pp - 1 ? mine[0] : 0.0;
+            comm_allreduce_sum_f64(&pc.pp_group, &first, 1);
+            comm_allreduce_sum_f64(&pc.pp_group, &last, 1);
+            double bad = first != last;
+            comm_allreduce_max_f64(&pc.world, &bad, 1);
+            if (master) { printf("tied token embedding after training: %s on the first and last pipeline stage\n", bad == 0.0 ? "identical" : "DIFFERENT"); }
+            if (bad != 0.0) { fatal("the first and last pipeline stages ended with different copies of the tied token embedding"); }
+        }
         if (pc.tp > 1) {
             double bad = !params_agree(&model, &pc.tp_group, 1);
             comm_allreduce_max_f64(&pc.world, &bad, 1);
             if (master) { printf("replicated parameters after training: %s on all %d tensor-parallel ranks\n", bad == 0.0 ? "identical" : "DIFFERENT", pc.tp); }
             if (bad != 0.0) { fatal("tensor-parallel ranks ended with different replicated parameters"); }
+        }
+    }
+    if (model.pipe) {
+        // the measured bubble: the share of the forward/backward phase of a step each rank spent not computing,
+        // averaged over ranks and steps, next to the schedule's theory
+        double t[2] = {pipe.busy_seconds, pipe.step_seconds};
+        comm_allreduce_sum_f64(&pc.world, t, 2);
+        if (master && t[1] > 0) {
+            printf("pipeline: bubble measured %.1f%% of the forward/backward phase (mean over ranks), theory %.1f%% (%s, p %d, m %d, v %d)\n",
+                   100.0 * (1.0 - t[0] / t[1]), 100.0 * pp_bubble_theory(pipe.kind, pipe.pp, pipe.M, pipe.V), pp_schedule_names[pipe.kind],
+                   pipe.pp, pipe.M, pipe.V);
+        }
+        if (c.trace[0]) {
+            pp_write_trace(&pipe, &pc, c.trace);
+            if (master) { printf("pipeline: trace of the first %d steps written to %s (open in ui.perfetto.dev or chrome://tracing)\n", pipe.trace_steps, c.trace); }
         }
     }
     if (!c.bench && master) {
@@ -2822,6 +2868,8 @@ int main(int argc, char** argv) {
     if (have_tok) { tokenizer_free(&tokenizer); }
     free(bench_tokens);
     zero_free(&zopt);
+    if (model.pipe) { pipeline_free(&pipe, &model); }
+    free(chunk_first);
     gpt_free(&model);
     parallel_finalize(&pc);
     return 0;

@@ -84,6 +84,7 @@ if grep -q openblas <(ldd ./test_gpt 2>/dev/null); then
 fi
 run test_runs ./tests/test_runs
 run test_tp_runs ./tests/test_tp_runs
+run test_pp_runs ./tests/test_pp_runs
 [ -x tests/test_dataloader ] && run test_dataloader ./tests/test_dataloader
 run test_precision ./tests/test_precision
 run test_pp ./tests/test_pp

@@ -1,0 +1,224 @@
+/*
+tests/test_pp_runs.c: pipeline parallelism through the real binary under mpirun (oversubscribed), against one process,
+on a 4-block model (so that 2 and 4 stages and interleaving fit): --pp 2 with each schedule, --pp 4, --pp 2 x dp 2
+(ZeRO 1), --pp 2 x tp 2 (sequence parallel, --recompute 2) and the interleaved schedule with tp 2: losses, gradient
+norms (the first step's is the whole gradient's), validation losses, final parameters per element and samples over
+10 steps; the tied embedding identical on the first and last stage; checkpoints that leave the run unchanged;
+resume pp 2 -> 1 process, 1 -> pp 2 interleaved, pp 2 x tp 2 -> pp 4; bf16; the trace and the measured bubble;
+the refusals of impossible settings. The schedules themselves are tested without a model in tests/test_pp.c.
+
+    make tests/test_pp_runs && ./tests/test_pp_runs       (skipped when mpirun is missing)
+
+Like test_runs, it includes train_gpt.c (TRAIN_GPT_NO_MAIN) only for the file layouts, the model initialisation (to
+write the 4-block model) and the RNG of the shards.
+*/
+#define TRAIN_GPT_NO_MAIN
+#include "train_gpt.c"
+
+#include <sys/wait.h>
+#include "tests/testing.h" // defines: check, test_summary, run_capture
+
+#define report check
+#include "tests/runs_common.h" // defines: write_shard, compare_losses, compare_values, compare_model_files, MPIRUN
+
+static const char* DIR_PP = "/tmp/test_pp_runs";
+
+static void sample_line(const char* out, char* line, size_t cap) {
+    line[0] = '\0';
+    const char* p = strstr(out, "sample: ");
+    if (!p) { return; }
+    size_t n = strcspn(p, "\n");
+    if (n >= cap) { n = cap - 1; }
+    memcpy(line, p, n);
+    line[n] = '\0';
+}
+
+typedef struct {
+    const char* name;
+    int np;
+    const char* args;
+} Layout;
+
+// Tolerances against one process (fp32), as for tensor parallelism: the stages compute exactly what one process
+// does, except that the tied embedding's gradient is summed from its two stages (first + last) and the gradient norm
+// from per-stage parts, in another order; observed differences ~1e-7 relative in losses and norms, ~1e-6 absolute
+// in parameters. Losses, norms and validation losses 1e-5 relative; parameters 2e-6 absolute + 1e-4 relative (the
+// key biases, whose true gradient is zero, 20 lr). A stage that skips a micro-batch, a gradient sent to the wrong
+// chunk or a missing half of the tied gradient moves the first loss or norm by far more.
+static void test_pp_layouts(const char* common, const char* ref_log, const char* ref_out) {
+    char cmd[8192], out[65536], log[1024], name[256], ref_sample[512];
+    sample_line(ref_out, ref_sample, sizeof(ref_sample));
+    const Layout layouts[7] = {
+        {"pp 2, 1f1b", 2, "--pp 2 --pp-schedule 1f1b"},
+        {"pp 2, gpipe", 2, "--pp 2 --pp-schedule gpipe"},
+        {"pp 2, interleaved (2 chunks per rank)", 2, "--pp 2 --pp-schedule interleaved --virtual-stages 2"},
+        {"pp 4, 1f1b", 4, "--pp 4"},
+        {"pp 2 x dp 2, ZeRO 1", 4, "--pp 2 --zero 1"},
+        {"pp 2 x tp 2, sequence parallel, --recompute 2", 4, "--pp 2 --tp 2 --sequence-parallel 1 --recompute 2"},
+        {"pp 2 interleaved x tp 2", 4, "--pp 2 --pp-schedule interleaved --virtual-stages 2 --tp 2"},
+    };
+    for (int k = 0; k < 7; k++) {
+        const Layout* L = &layouts[k];
+        snprintf(log, sizeof(log), "%s/pp_%d.jsonl", DIR_PP, k);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s/o_%d && timeout 300 " MPIRUN " -np %d ./train_gpt %s %s --log %s --checkpoint-every 5 --out %s/o_%d "
+                 "--sample-every 10 --gen-tokens 6", DIR_PP, k, L->np, common, L->args, log, DIR_PP, k);
+        int rc = run_capture(cmd, out, sizeof(out));
+        int agree = strstr(out, "tied token embedding after training: identical") != NULL &&
+                    (!strstr(L->args, "--zero") || strstr(out, "parameters after training: identical on all 2 data-parallel")) &&
+                    (!strstr(L->args, "--tp") || strstr(out, "replicated parameters after training: identical"));
+        snprintf(name, sizeof(name), "%s: runs; the tied embedding identical on the first and last stage%s", L->name,
+                 strstr(L->args, "--zero") ? ", parameters on every data-parallel rank" : strstr(L->args, "--tp") ? ", replicated ones across tp" : "");
+        report(rc == 0 && agree, name, "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
+        if (rc != 0) { continue; }
+        snprintf(name, sizeof(name), "%s: losses equal one process's (10 steps)", L->name);
+        compare_losses(name, ref_log, 0, log, 10, 1e-5);
+        snprintf(name, sizeof(name), "%s: gradient norms equal one process's (the first step's: the whole gradient)", L->name);
+        compare_values(name, "grad_norm", ref_log, log, 10, 1e-5);
+        snprintf(name, sizeof(name), "%s: validation losses equal one process's", L->name);
+        compare_values(name, "val_loss", ref_log, log, 3, 1e-5);
+        char pa[1024], pb[1024];
+        snprintf(pa, sizeof(pa), "%s/o_ref/model_00000010.bin", DIR_PP);
+        snprintf(pb, sizeof(pb), "%s/o_%d/model_00000010.bin", DIR_PP, k);
+        snprintf(name, sizeof(name), "%s: the checkpoint's model file (gathered over the stages) equals one process's, per element", L->name);
+        compare_model_files(name, pa, pb, 2e-6, 1e-4, 20 * 1e-3);
+        char sample[512];
+        sample_line(out, sample, sizeof(sample));
+        snprintf(name, sizeof(name), "%s: samples the same tokens as one process (forward through the stages)", L->name);
+        report(sample[0] && strcmp(sample, ref_sample) == 0, name, "'%s' vs '%s'", sample, ref_sample);
+        snprintf(name, sizeof(name), "%s: prints the measured bubble next to the theory", L->name);
+        report(strstr(out, "pipeline: bubble measured") != NULL, name, "%s", "");
+    }
+    // a run that writes checkpoints and samples equals one that does neither, bit for bit
+    snprintf(log, sizeof(log), "%s/pp_quiet.jsonl", DIR_PP);
+    snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np 2 ./train_gpt %s --pp 2 --pp-schedule interleaved --virtual-stages 2 --log %s", common, log);
+    int rc = run_capture(cmd, out, sizeof(out));
+    char loud[1024];
+    snprintf(loud, sizeof(loud), "%s/pp_2.jsonl", DIR_PP);
+    if (rc != 0) { report(0, "pp 2 interleaved: checkpoints and samples leave the run unchanged", "exit %d: %.300s", rc, out); }
+    else {
+        compare_losses("pp 2 interleaved: checkpoints and samples leave the run unchanged, bit for bit", loud, 0, log, 10, 0.0);
+        compare_values("pp 2 interleaved: ... and the gradient norms", "grad_norm", loud, log, 10, 0.0);
+    }
+}
+
+// Resume on another layout: the files hold the whole model and the logical optimizer state. Steps 6-10 equal the
+// uninterrupted one process's (1e-5, as above).
+static void test_pp_resume(const char* common, const char* ref_log) {
+    char cmd[8192], out[65536], log[1024], name[256];
+    const struct { const char* from; const char* from_name; int np; const char* args; const char* to_name; } cases[3] = {
+        {"o_0", "pp 2", 1, "", "1 process"},
+        {"o_ref", "1 process", 2, "--pp 2 --pp-schedule interleaved --virtual-stages 2", "pp 2 interleaved"},
+        {"o_5", "pp 2 x tp 2", 4, "--pp 4 --pp-schedule gpipe", "pp 4 (gpipe)"},
+    };
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof(cmd), "rm -rf %s/r_%d && cp -r %s/%s %s/r_%d && cd %s/r_%d && rm -f model_00000010.bin state_00000010.bin && echo 5 > latest",
+                 DIR_PP, k, DIR_PP, cases[k].from, DIR_PP, k, DIR_PP, k);
+        if (system(cmd) != 0) { report(0, "resume setup", "%s", cmd); continue; }
+        snprintf(log, sizeof(log), "%s/res_%d.jsonl", DIR_PP, k);
+        snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np %d ./train_gpt %s %s --resume %s/r_%d --log %s", cases[k].np, common, cases[k].args,
+                 DIR_PP, k, log);
+        int rc = run_capture(cmd, out, sizeof(out));
+        snprintf(name, sizeof(name), "resume %s -> %s: continues as the uninterrupted run (steps 6-10)", cases[k].from_name, cases[k].to_name);
+        if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
+        compare_losses(name, ref_log, 5, log, 5, 1e-5);
+    }
+}
+
+// bf16: pipeline stages change no arithmetic but the tied gradient's and the norm's summation orders; what differs is
+// AdamW's stochastic rounding of the compute copy, whose random bits are keyed by an element's index in the rank's
+// local flat buffer, which a stage numbers differently: the rounding noise is another draw of the same size. So they
+// follow one process in bf16 within 5e-3 relative, as tensor parallelism does (observed 6e-5; one process's bf16 run
+// differs from its fp32 run by about as much).
+static void test_pp_bf16(const char* common) {
+    char cmd[8192], out[65536], log[1024], ref[1024];
+    snprintf(ref, sizeof(ref), "%s/b_ref.jsonl", DIR_PP);
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --dtype bf16 --log %s", common, ref);
+    int rc = run_capture(cmd, out, sizeof(out));
+    if (rc != 0) { report(0, "bf16: one process", "exit %d: %.300s", rc, out); return; }
+    snprintf(log, sizeof(log), "%s/b_pp.jsonl", DIR_PP);
+    snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np 2 ./train_gpt %s --dtype bf16 --pp 2 --pp-schedule interleaved --virtual-stages 2 --log %s", common, log);
+    rc = run_capture(cmd, out, sizeof(out));
+    if (rc != 0) { report(0, "bf16, pp 2 interleaved", "exit %d: %.300s", rc, out); return; }
+    compare_losses("bf16, pp 2 interleaved: losses follow one process's in bf16 (10 steps)", ref, 0, log, 10, 5e-3);
+}
+
+// --trace: a Chrome/Perfetto JSON with every rank's spans.
+static void test_pp_trace(const char* common) {
+    char cmd[8192], out[65536], path[1024];
+    snprintf(path, sizeof(path), "%s/trace.json", DIR_PP);
+    snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np 2 ./train_gpt %s --pp 2 --trace %s", common, path);
+    int rc = run_capture(cmd, out, sizeof(out));
+    FILE* f = fopen(path, "r");
+    char* text = (char*)callocCheck(1 << 20, 1);
+    size_t n = f ? fread(text, 1, (1 << 20) - 1, f) : 0;
+    if (f) { fclose(f); }
+    int spans = 0;
+    for (const char* q = text; (q = strstr(q, "\"ph\": \"X\"")) != NULL; q++) { spans++; }
+    // 3 steps x 4 micro-batches x (forward + backward) per rank, two ranks, plus receives and optimizer steps
+    int ok = rc == 0 && n > 0 && strncmp(text, "{\"traceEvents\": [", 17) == 0 && strstr(text, "\"rank 1\"") &&
+             strstr(text, "backward chunk 0 mb 3") && strstr(text, "forward chunk 1 mb 0") && strstr(text, "optimizer (step 3)") &&
+             spans >= 2 * 3 * 4 * 2 && text[n - 2] == '}';
+    report(ok, "--trace writes a Chrome/Perfetto trace of both ranks' forward, backward, receive and optimizer spans", "exit %d, %zu bytes, %d spans", rc, n, spans);
+    free(text);
+}
+
+// Impossible settings are refused at start with one clear line.
+static void test_pp_refusals(const char* model, const char* shard) {
+    char cmd[8192], out[65536];
+    const struct { const char* name; int np; const char* args; const char* expect; } cases[6] = {
+        {"--pp 3 on 2 ranks", 2, "--pp 3", "not divisible by tp*pp"},
+        {"more stages than blocks", 8, "--pp 8", "4 blocks cannot fill 8 pipeline chunks"},
+        {"interleaved with micro-batches that are not a multiple of pp", 2, "--pp 2 --pp-schedule interleaved --virtual-stages 2 --total-batch-size 48",
+         "multiple of --pp 2"},
+        {"--zero 2 with a pipeline", 2, "--pp 2 --zero 2", "--zero 2 with --pp 2: not supported"},
+        {"virtual stages without the interleaved schedule", 2, "--pp 2 --virtual-stages 2", "needs --pp-schedule interleaved"},
+        {"an unknown schedule", 2, "--pp 2 --pp-schedule zigzag", "unknown schedule 'zigzag'"},
+    };
+    for (int k = 0; k < 6; k++) {
+        snprintf(cmd, sizeof(cmd), "timeout 60 " MPIRUN " -np %d ./train_gpt --init %s --train %s --batch-size 2 --seq-len 8 --steps 1 --threads 1 %s",
+                 cases[k].np, model, shard, cases[k].args);
+        int rc = run_capture(cmd, out, sizeof(out));
+        char name[256];
+        snprintf(name, sizeof(name), "refused: %s", cases[k].name);
+        report(rc != 0 && rc != 124 && strstr(out, cases[k].expect) != NULL, name, "exit %d: %.300s", rc, out);
+    }
+}
+
+int main(void) {
+    if (!file_exists("./train_gpt")) { fatal("test_pp_runs: ./train_gpt is missing: run make first (from the repository root)"); }
+    if (system("command -v mpirun > /dev/null 2>&1") != 0) { printf("SKIP pipeline-parallel runs: mpirun not found\n"); return test_summary(); }
+    char cmd[8192], out[65536];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", DIR_PP, DIR_PP);
+    if (system(cmd) != 0) { fatal("test_pp_runs: cannot create %s", DIR_PP); }
+    // the model: 4 blocks of the reference model's width (maxT 16, V 101 padded to 128, NH 4, C 32), GPT-2's init
+    GPTConfig g = {16, 101, 128, 4, 4, 32};
+    ParamLayout pl;
+    layout_build(&pl, &g);
+    float* params = (float*)mallocCheck(pl.num_params * sizeof(float));
+    init_params(params, &pl, 4242);
+    char model[1024];
+    snprintf(model, sizeof(model), "%s/model_l4.bin", DIR_PP);
+    model_save(model, &pl, params);
+    free(params);
+    layout_free(&pl);
+    char shard[1024], vshard[1024], common[4096], ref_log[1024];
+    snprintf(shard, sizeof(shard), "%s/train_000000.bin", DIR_PP);
+    write_shard(shard, 8000, 101, 21, 20240520, 1, 8000);
+    snprintf(vshard, sizeof(vshard), "%s/val_000000.bin", DIR_PP);
+    write_shard(vshard, 1000, 101, 22, 20240520, 1, 1000);
+    // 64 tokens per step: 4 micro-batches of 2 x 8 (the pipeline's M), 2 with 2 data-parallel ranks
+    snprintf(common, sizeof(common), "--init %s --train %s --val %s --val-every 5 --val-steps 7 --batch-size 2 --seq-len 8 "
+             "--total-batch-size 64 --lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10", model, shard, vshard);
+    snprintf(ref_log, sizeof(ref_log), "%s/ref.jsonl", DIR_PP);
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --log %s --checkpoint-every 5 --out %s/o_ref --sample-every 10 --gen-tokens 6", common, ref_log, DIR_PP);
+    int rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "sample: "), "one process, 10 steps (the reference)", "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
+    if (rc == 0) {
+        test_pp_layouts(common, ref_log, out);
+        test_pp_resume(common, ref_log);
+        test_pp_bf16(common);
+        test_pp_trace(common);
+    }
+    test_pp_refusals(model, shard);
+    return test_summary();
+}
