@@ -191,7 +191,7 @@ $(foreach b,$(BINS),$(shell printf '%s\n' '$(FEATURES_$(b))' | cmp -s - $(call s
 # what a binary prints for --version: the commit and its features (utils.h print_version)
 BUILD_DEFS = -DBUILD_COMMIT='"$(BUILD_COMMIT)"' -DBUILD_FEATURES='"$(FEATURES_$@)"'
 
-.PHONY: all test run bench bench-tp plot clean asan report
+.PHONY: all test run bench bench-tp bench-pp plot clean asan report
 all: report $(BINS)
 	@for b in $(BINS); do printf 'make: built %-22s with %s\n' "$$b" "$$(cat build/$$(echo $$b | tr / _).features)"; done
 
@@ -297,6 +297,10 @@ bench: train_gpt
 # tensor parallel (scripts/bench_tp.sh): tp 1 against tp 2 with and without sequence parallelism, GPT-2 124M
 bench-tp: train_gpt
 	bash scripts/bench_tp.sh d12 4 64 3
+
+# pipeline parallel (scripts/bench_pp.sh): every schedule with pp 2 against one process, GPT-2 124M, 8 micro-batches
+bench-pp: train_gpt
+	bash scripts/bench_pp.sh d12 2 64 8 2
 
 # a sub-make with other flags: the stamps record them, so a later plain `make` rebuilds the normal binaries
 SAN = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
