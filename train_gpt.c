@@ -1288,7 +1288,9 @@ typedef struct {
     ParamViews p;
     // gradients (fp32): stages 0/1 keep a full flat buffer; stage 2 keeps only an arena of reused regions
     float* grads;         // (n_pad) or NULL (stage 2)
-    float* grad_arena;    // stage 2: [wte+wpe | lnfw+lnfb | layer slot 0 | layer slot 1]
+    float* grad_arena;    // stage 2: [wte+wpe | lnfw+lnfb | layer slot 0 | layer slot 1] (the parts this stage holds)
+    int arena_owner[2];   // stage 2: the bucket last bound to each layer slot (-1 none), and the slot the next takes
+    int arena_next;
     size_t grad_floats;   // floats of gradient memory actually allocated (full buffer or arena)
     GradViews g;
     Activations acts;     // the activations in use: slot 0 of the allocation, or the slot of a micro-batch in flight
@@ -1432,7 +1434,7 @@ static int gpt_params_finite(GPT* m) {
 // Gradient memory for a ZeRO stage: the full flat buffer (stages 0, 1) or the stage-2 arena.
 static size_t gpt_grad_floats(const ParamLayout* pl, int stage, int dp) {
     if (stage < 2) { return zero_padded_size(pl->num_params, dp); }
-    return pl->embed_size + 2 * (size_t)pl->cfg.channels + 2 * pl->layer_size;
+    return pl->embed_size + (pl->has_lnf ? 2 * (size_t)pl->cfg.channels : 0) + 2 * pl->layer_size;
 }
 
 static void gpt_alloc_grads(GPT* m, int stage, int dp) {
@@ -1445,10 +1447,13 @@ static void gpt_alloc_grads(GPT* m, int stage, int dp) {
     } else {
         m->grad_arena = buf;
         m->g.layers = (LayerGrads*)callocCheck(m->cfg.num_layers, sizeof(LayerGrads));
-        m->g.wte = buf;
-        m->g.wpe = buf + (size_t)m->vocab_n * m->cfg.channels;
-        m->g.lnfw = buf + m->layout.embed_size;
-        m->g.lnfb = m->g.lnfw + m->cfg.channels;
+        const ParamLayout* pl = &m->layout;
+        m->g.wte = pl->has_wte ? buf : NULL;
+        m->g.wpe = pl->has_wpe ? buf + (pl->has_wte ? (size_t)m->vocab_n * m->cfg.channels : 0) : NULL;
+        m->g.lnfw = pl->has_lnf ? buf + pl->embed_size : NULL;
+        m->g.lnfb = pl->has_lnf ? m->g.lnfw + m->cfg.channels : NULL;
+        m->arena_owner[0] = m->arena_owner[1] = -1;
+        m->arena_next = 0;
     }
 }
 
@@ -1481,7 +1486,7 @@ static void gpt_zero_init(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* 
 }
 
 static float* gpt_grad_slot(GPT* m, int slot) {
-    return m->grad_arena + m->layout.embed_size + 2 * (size_t)m->cfg.channels + (size_t)slot * m->layout.layer_size;
+    return m->grad_arena + m->layout.embed_size + (m->layout.has_lnf ? 2 * (size_t)m->cfg.channels : 0) + (size_t)slot * m->layout.layer_size;
 }
 
 static void gpt_free(GPT* m) {
@@ -1728,15 +1733,19 @@ static void bucket_range(const GPT* m, int bucket, size_t* lo, size_t* hi) {
 }
 
 // Makes bucket's gradient region writable: in stage 2 the region is reused, so its previous reduction must be
-// complete (the backward then overwrites it: every micro-step is a first one for the arena); layer l writes into
-// slot l % 2, last used by layer l + 2.
+// complete (the backward then overwrites it: every micro-step is a first one for the arena's layers), and so must
+// this bucket's previous reduction (whose share of the running shard the next one adds to). Layers take the two
+// layer slots in turn; a slot's previous layer's reduction must be complete before it is reused.
 static void grad_bucket_acquire(GPT* m, BackwardComm* bc, int bucket) {
     if (!m->grad_arena) { return; }
     zero_wait_bucket(bc->z, bucket);
     int L = m->cfg.num_layers;
     if (bucket >= 1 && bucket <= L) {
-        zero_wait_bucket(bc->z, bucket + 2);
-        grad_views_bind_layer(&m->g, &m->layout, bucket - 1, gpt_grad_slot(m, (bucket - 1) % 2));
+        int slot = m->arena_next;
+        m->arena_next ^= 1;
+        if (m->arena_owner[slot] >= 0) { zero_wait_bucket(bc->z, m->arena_owner[slot]); }
+        m->arena_owner[slot] = bucket;
+        grad_views_bind_layer(&m->g, &m->layout, bucket - 1, gpt_grad_slot(m, slot));
     }
 }
 
@@ -1744,8 +1753,8 @@ static void grad_bucket_acquire(GPT* m, BackwardComm* bc, int bucket) {
 static float* grad_bucket_data(GPT* m, int bucket, size_t lo) {
     int L = m->cfg.num_layers;
     if (!m->grad_arena) { return m->grads + lo; }
-    if (bucket == 0) { return m->g.wte; }
-    if (bucket <= L) { return gpt_grad_slot(m, (bucket - 1) % 2); }
+    if (bucket == 0) { return m->g.wte ? m->g.wte : m->g.wpe; }
+    if (bucket <= L) { return m->g.layers[bucket - 1].ln1w; } // the slot it is bound to (ln1w is a layer's first tensor)
     return m->g.lnfw;
 }
 
@@ -1786,14 +1795,16 @@ static void gpt_backward_chunk(GPT* m, int gchunk, const int32_t* host_targets, 
     int Ct = C / m->tp, NHt = g->num_heads / m->tp;
     size_t rc = (size_t)R * C;
     gpt_set_chunk(m, gchunk);
-    // parameter gradients: overwritten on the first micro-step (and always in the reused stage-2 arena), else +=
+    // parameter gradients: overwritten on the first micro-step (and always in the reused stage-2 arena), else +=;
+    // a pipeline reduces the embeddings once, after the last micro-batch, so they accumulate in the arena too
     int acc = !bc->first_micro && !m->grad_arena;
+    int acc_embed = m->pp > 1 ? !bc->first_micro : acc;
     if (m->chunk_hi == L) {
         // LM head + cross-entropy + their backward: dtmp = dloss/dlnf, dwte (+)= ...
         grad_bucket_acquire(m, bc, 0);
         kernels_range_push(&m->ctx, "LM head");
         dev_copy_h2d(&m->ctx, a->targets, host_targets, (size_t)BT * sizeof(int32_t));
-        gpt_lm_head(m, a->dtmp, dloss_scale, acc);
+        gpt_lm_head(m, a->dtmp, dloss_scale, acc_embed);
         tp_leave(m, a->dtmp, a->dtmp);
         kernels_range_pop(&m->ctx);
         // final LayerNorm
@@ -1843,8 +1854,8 @@ static void gpt_backward_chunk(GPT* m, int gchunk, const int32_t* host_targets, 
     // gradient and an in-place reduce-scatter (ZeRO-1) may have left unowned parts of the buffer undefined. Every
     // rank of a tensor-parallel group holds the whole residual gradient (or gathers it), so each computes the whole
     // dwpe, identical across the group.
-    if (!acc) { dev_zero(&m->ctx, m->g.wpe, sizeof(float) * g->max_seq_len * C); }
-    if (!acc && m->pp > 1) { dev_zero(&m->ctx, m->g.wte, sizeof(float) * (size_t)m->vocab_n * C); }
+    if (!acc_embed) { dev_zero(&m->ctx, m->g.wpe, sizeof(float) * g->max_seq_len * C); }
+    if (!acc_embed && m->pp > 1) { dev_zero(&m->ctx, m->g.wte, sizeof(float) * (size_t)m->vocab_n * C); }
     encoder_backward(&m->ctx, m->g.wte, m->g.wpe, tp_enter(m, a->dres), a->tokens, m->vocab_lo, m->vocab_n, B, T, C);
     if (m->pp == 1) { grad_bucket_release(m, bc, 0); }
 }
@@ -2326,7 +2337,7 @@ static void pipeline_micro_steps(GPT* m, BackwardComm* bc, const Config* c, Para
     p->step_seconds += now_seconds() - t_start;
     pp_sum_tied_wte(p, m);
     if (m->layout.embed_size > 0) {
-        bc->first_micro = 0;
+        bc->first_micro = 1; // (stage 2: the whole step's embedding gradient, reduced once: it overwrites the shard)
         bc->reduce = reduces;
         grad_bucket_release(m, bc, 0);
     }
@@ -2608,10 +2619,6 @@ int main(int argc, char** argv) {
         char pperr[300];
         if (!pp_schedule_valid(pp_kind, c.pp, grad_accum, c.virtual_stages, gc.num_layers, pperr, sizeof(pperr))) {
             fatal("--pp %d --pp-schedule %s: %s", c.pp, c.pp_schedule, pperr);
-        }
-        if (c.zero == 2) {
-            fatal("--zero 2 with --pp %d: not supported (as in DeepSpeed, sharded gradients would be reduced once per micro-batch "
-                  "and stage); use --zero 1, which shards the optimizer state over the data-parallel ranks", c.pp);
         }
         double C = gc.channels;
         chunk_first = (int*)mallocCheck(sizeof(int) * (size_t)(c.pp * V + 1));
