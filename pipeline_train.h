@@ -204,7 +204,7 @@ static void pp_write_trace(Pipeline* p, ParallelContext* pc, const char* path) {
     for (int i = 0; i < p->nspans; i++) {
         const PpSpan* s = &p->spans[i];
         double kind = strcmp(s->what, "forward") == 0 ? 0 : strcmp(s->what, "backward") == 0 ? 1 : strcmp(s->what, "recv") == 0 ? 2 : 3;
-        double row[6] = {kind, s->chunk, s->mb, s->step, s->t0, s->t1};
+        double row[6] = {kind, (double)s->chunk, (double)s->mb, (double)s->step, s->t0, s->t1};
         memcpy(mine + 6 * i, row, sizeof(row));
     }
     AtomicFile af;
