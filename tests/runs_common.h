@@ -1,7 +1,8 @@
 /*
 tests/runs_common.h: what the tests that drive ./train_gpt in child processes share (tests/test_runs.c,
 tests/test_tp_runs.c): test shards, reading the JSON logs, and comparing two runs' logs and model files with stated
-tolerances. Include after train_gpt.c (TRAIN_GPT_NO_MAIN) and tests/testing.h, with `report` defined as `check`.
+tolerances, and the comparisons of a parallel run (and of a resume on another layout) against one process. Include
+after train_gpt.c (TRAIN_GPT_NO_MAIN) and tests/testing.h, with `report` defined as `check`.
 */
 #ifndef RUNS_COMMON_H
 #define RUNS_COMMON_H
@@ -119,6 +120,63 @@ static void compare_model_files(const char* name, const char* path_a, const char
     layout_free(&pl);
     report(ok && bad == 0, name, "%s%zu of %zu values out of tolerance (atol %g, rtol %g; key biases %g); max abs difference %.3g at %s",
            ok ? "" : "headers or sizes differ; ", bad, pl.num_params, atol, rtol, key_atol, worst, worst_name);
+}
+
+// The "sample: ..." line of a run's output (empty if none).
+static void sample_line(const char* out, char* line, size_t cap) {
+    line[0] = '\0';
+    const char* p = strstr(out, "sample: ");
+    if (!p) { return; }
+    size_t n = strcspn(p, "\n");
+    if (n >= cap) { n = cap - 1; }
+    memcpy(line, p, n);
+    line[n] = '\0';
+}
+
+// A parallel layout to run: its name, ranks, and flags.
+typedef struct {
+    const char* name;
+    int np;
+    const char* args;
+} RunLayout;
+
+// A parallel run against one process's (both writing a checkpoint at step `steps` and a sample at the end): losses,
+// gradient norms (the first one is the whole first step's gradient), validation losses (nval of them) within rtol
+// relative, learning rates identical, the checkpoint's model file per element (2e-6 absolute + 1e-4 relative; the key
+// biases, whose true gradient is zero, 20 lr of 1e-3), the same sample.
+static void compare_run(const char* what, const char* ref_log, const char* log, int steps, int nval, double rtol,
+                        const char* ref_model, const char* model, const char* ref_out, const char* out) {
+    char name[256], a[512], b[512];
+    snprintf(name, sizeof(name), "%s: losses equal one process's (%d steps)", what, steps);
+    compare_losses(name, ref_log, 0, log, steps, rtol);
+    snprintf(name, sizeof(name), "%s: gradient norms equal one process's (the first: the whole first-step gradient)", what);
+    compare_values(name, "grad_norm", ref_log, log, steps, rtol);
+    snprintf(name, sizeof(name), "%s: validation losses equal one process's", what);
+    compare_values(name, "val_loss", ref_log, log, nval, rtol);
+    snprintf(name, sizeof(name), "%s: learning rates identical to one process's", what);
+    compare_values(name, "lr", ref_log, log, steps, 0.0);
+    snprintf(name, sizeof(name), "%s: the checkpoint's model file (gathered, llm.c's layout) equals one process's, per element", what);
+    compare_model_files(name, ref_model, model, 2e-6, 1e-4, 20 * 1e-3);
+    sample_line(ref_out, a, sizeof(a));
+    sample_line(out, b, sizeof(b));
+    snprintf(name, sizeof(name), "%s: samples the same tokens as one process", what);
+    report(b[0] && strcmp(a, b) == 0, name, "'%s' vs '%s'", b, a);
+}
+
+// Resumes a copy of checkpoint directory dir/from, rewound to step 5, on another layout (np ranks, args) to step 10:
+// the losses of steps 6-10 must equal the uninterrupted one process's (rtol).
+static void resume_case(const char* dir, int k, const char* from, const char* from_name, int np, const char* common,
+                        const char* args, const char* to_name, const char* ref_log, double rtol) {
+    char cmd[8192], out[65536], log[1024], name[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/r_%d && cp -r %s/%s %s/r_%d && cd %s/r_%d && rm -f model_00000010.bin state_00000010.bin && echo 5 > latest",
+             dir, k, dir, from, dir, k, dir, k);
+    if (system(cmd) != 0) { report(0, "resume setup", "%s", cmd); return; }
+    snprintf(log, sizeof(log), "%s/res_%d.jsonl", dir, k);
+    snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np %d ./train_gpt %s %s --resume %s/r_%d --log %s", np, common, args, dir, k, log);
+    int rc = run_capture(cmd, out, sizeof(out));
+    snprintf(name, sizeof(name), "resume %s -> %s: continues as the uninterrupted run (steps 6-10)", from_name, to_name);
+    if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); return; }
+    compare_losses(name, ref_log, 5, log, 5, rtol);
 }
 
 #endif // RUNS_COMMON_H

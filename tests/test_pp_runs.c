@@ -23,22 +23,6 @@ write the 4-block model) and the RNG of the shards.
 
 static const char* DIR_PP = "/tmp/test_pp_runs";
 
-static void sample_line(const char* out, char* line, size_t cap) {
-    line[0] = '\0';
-    const char* p = strstr(out, "sample: ");
-    if (!p) { return; }
-    size_t n = strcspn(p, "\n");
-    if (n >= cap) { n = cap - 1; }
-    memcpy(line, p, n);
-    line[n] = '\0';
-}
-
-typedef struct {
-    const char* name;
-    int np;
-    const char* args;
-} Layout;
-
 // Tolerances against one process (fp32), as for tensor parallelism: the stages compute exactly what one process
 // does, except that the tied embedding's gradient is summed from its two stages (first + last) and the gradient norm
 // from per-stage parts, in another order; observed differences ~1e-7 relative in losses and norms, ~1e-6 absolute
@@ -46,9 +30,8 @@ typedef struct {
 // key biases, whose true gradient is zero, 20 lr). A stage that skips a micro-batch, a gradient sent to the wrong
 // chunk or a missing half of the tied gradient moves the first loss or norm by far more.
 static void test_pp_layouts(const char* common, const char* ref_log, const char* ref_out) {
-    char cmd[8192], out[65536], log[1024], name[256], ref_sample[512];
-    sample_line(ref_out, ref_sample, sizeof(ref_sample));
-    const Layout layouts[8] = {
+    char cmd[8192], out[65536], log[1024], name[256];
+    const RunLayout layouts[8] = {
         {"pp 2, 1f1b", 2, "--pp 2 --pp-schedule 1f1b"},
         {"pp 2, gpipe", 2, "--pp 2 --pp-schedule gpipe"},
         {"pp 2, interleaved (2 chunks per rank)", 2, "--pp 2 --pp-schedule interleaved --virtual-stages 2"},
@@ -59,7 +42,7 @@ static void test_pp_layouts(const char* common, const char* ref_log, const char*
         {"pp 2 interleaved x tp 2", 4, "--pp 2 --pp-schedule interleaved --virtual-stages 2 --tp 2"},
     };
     for (int k = 0; k < 8; k++) {
-        const Layout* L = &layouts[k];
+        const RunLayout* L = &layouts[k];
         snprintf(log, sizeof(log), "%s/pp_%d.jsonl", DIR_PP, k);
         snprintf(cmd, sizeof(cmd), "rm -rf %s/o_%d && timeout 300 " MPIRUN " -np %d ./train_gpt %s %s --log %s --checkpoint-every 5 --out %s/o_%d "
                  "--sample-every 10 --gen-tokens 6", DIR_PP, k, L->np, common, L->args, log, DIR_PP, k);
@@ -71,21 +54,10 @@ static void test_pp_layouts(const char* common, const char* ref_log, const char*
                  strstr(L->args, "--zero") ? ", parameters on every data-parallel rank" : strstr(L->args, "--tp") ? ", replicated ones across tp" : "");
         report(rc == 0 && agree, name, "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
         if (rc != 0) { continue; }
-        snprintf(name, sizeof(name), "%s: losses equal one process's (10 steps)", L->name);
-        compare_losses(name, ref_log, 0, log, 10, 1e-5);
-        snprintf(name, sizeof(name), "%s: gradient norms equal one process's (the first step's: the whole gradient)", L->name);
-        compare_values(name, "grad_norm", ref_log, log, 10, 1e-5);
-        snprintf(name, sizeof(name), "%s: validation losses equal one process's", L->name);
-        compare_values(name, "val_loss", ref_log, log, 3, 1e-5);
         char pa[1024], pb[1024];
         snprintf(pa, sizeof(pa), "%s/o_ref/model_00000010.bin", DIR_PP);
         snprintf(pb, sizeof(pb), "%s/o_%d/model_00000010.bin", DIR_PP, k);
-        snprintf(name, sizeof(name), "%s: the checkpoint's model file (gathered over the stages) equals one process's, per element", L->name);
-        compare_model_files(name, pa, pb, 2e-6, 1e-4, 20 * 1e-3);
-        char sample[512];
-        sample_line(out, sample, sizeof(sample));
-        snprintf(name, sizeof(name), "%s: samples the same tokens as one process (forward through the stages)", L->name);
-        report(sample[0] && strcmp(sample, ref_sample) == 0, name, "'%s' vs '%s'", sample, ref_sample);
+        compare_run(L->name, ref_log, log, 10, 3, 1e-5, pa, pb, ref_out, out);
         snprintf(name, sizeof(name), "%s: prints the measured bubble next to the theory", L->name);
         report(strstr(out, "pipeline: bubble measured") != NULL, name, "%s", "");
     }
@@ -105,23 +77,13 @@ static void test_pp_layouts(const char* common, const char* ref_log, const char*
 // Resume on another layout: the files hold the whole model and the logical optimizer state. Steps 6-10 equal the
 // uninterrupted one process's (1e-5, as above).
 static void test_pp_resume(const char* common, const char* ref_log) {
-    char cmd[8192], out[65536], log[1024], name[256];
     const struct { const char* from; const char* from_name; int np; const char* args; const char* to_name; } cases[3] = {
         {"o_0", "pp 2", 1, "", "1 process"},
         {"o_ref", "1 process", 2, "--pp 2 --pp-schedule interleaved --virtual-stages 2", "pp 2 interleaved"},
         {"o_6", "pp 2 x tp 2", 4, "--pp 4 --pp-schedule gpipe", "pp 4 (gpipe)"},
     };
     for (int k = 0; k < 3; k++) {
-        snprintf(cmd, sizeof(cmd), "rm -rf %s/r_%d && cp -r %s/%s %s/r_%d && cd %s/r_%d && rm -f model_00000010.bin state_00000010.bin && echo 5 > latest",
-                 DIR_PP, k, DIR_PP, cases[k].from, DIR_PP, k, DIR_PP, k);
-        if (system(cmd) != 0) { report(0, "resume setup", "%s", cmd); continue; }
-        snprintf(log, sizeof(log), "%s/res_%d.jsonl", DIR_PP, k);
-        snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np %d ./train_gpt %s %s --resume %s/r_%d --log %s", cases[k].np, common, cases[k].args,
-                 DIR_PP, k, log);
-        int rc = run_capture(cmd, out, sizeof(out));
-        snprintf(name, sizeof(name), "resume %s -> %s: continues as the uninterrupted run (steps 6-10)", cases[k].from_name, cases[k].to_name);
-        if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
-        compare_losses(name, ref_log, 5, log, 5, 1e-5);
+        resume_case(DIR_PP, k, cases[k].from, cases[k].from_name, cases[k].np, common, cases[k].args, cases[k].to_name, ref_log, 1e-5);
     }
 }
 

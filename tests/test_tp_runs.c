@@ -20,23 +20,6 @@ Like test_runs, it includes train_gpt.c (TRAIN_GPT_NO_MAIN) only for the file la
 
 static const char* DIR_TP = "/tmp/test_tp_runs";
 
-// The "sample: ..." line of a run's output (empty if none).
-static void sample_line(const char* out, char* line, size_t cap) {
-    line[0] = '\0';
-    const char* p = strstr(out, "sample: ");
-    if (!p) { return; }
-    size_t n = strcspn(p, "\n");
-    if (n >= cap) { n = cap - 1; }
-    memcpy(line, p, n);
-    line[n] = '\0';
-}
-
-typedef struct {
-    const char* name;
-    int np;
-    const char* args;
-} Layout;
-
 // Tolerances against one process (fp32): the tensor-parallel matmuls sum the same float32 terms in another order
 // (each rank its part of the input channels, then the reduction), and the vocabulary-parallel softmax combines
 // per-rank maxima and sums; observed differences are ~1e-7 relative in losses and norms over 10 steps, ~1e-6 absolute
@@ -47,7 +30,7 @@ static void test_tp_layouts(const char* common, const char* ref_log, const char*
     char cmd[8192], out[65536], log[1024], name[256], ref_sample[512];
     sample_line(ref_out, ref_sample, sizeof(ref_sample));
     report(ref_sample[0] != '\0', "one process prints a sample", "%.200s", ref_out);
-    const Layout layouts[5] = {
+    const RunLayout layouts[5] = {
         {"tp 2", 2, "--tp 2"},
         {"tp 2, sequence parallel", 2, "--tp 2 --sequence-parallel 1"},
         {"tp 2 x dp 2, ZeRO 1", 4, "--tp 2 --zero 1"},
@@ -55,7 +38,7 @@ static void test_tp_layouts(const char* common, const char* ref_log, const char*
         {"tp 4, sequence parallel, --recompute 1", 4, "--tp 4 --sequence-parallel 1 --recompute 1"},
     };
     for (int k = 0; k < 5; k++) {
-        const Layout* L = &layouts[k];
+        const RunLayout* L = &layouts[k];
         snprintf(log, sizeof(log), "%s/tp_%d.jsonl", DIR_TP, k);
         snprintf(cmd, sizeof(cmd), "rm -rf %s/o_%d && " MPIRUN " -np %d ./train_gpt %s %s --log %s --checkpoint-every 5 --out %s/o_%d "
                  "--sample-every 10 --gen-tokens 6", DIR_TP, k, L->np, common, L->args, log, DIR_TP, k);
@@ -67,23 +50,10 @@ static void test_tp_layouts(const char* common, const char* ref_log, const char*
                  dp > 1 ? ", all of them on every data-parallel rank" : "");
         report(rc == 0 && agree, name, "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
         if (rc != 0) { continue; }
-        snprintf(name, sizeof(name), "%s: losses equal one process's (10 steps)", L->name);
-        compare_losses(name, ref_log, 0, log, 10, 1e-5);
-        snprintf(name, sizeof(name), "%s: gradient norms equal one process's", L->name);
-        compare_values(name, "grad_norm", ref_log, log, 10, 1e-5);
-        snprintf(name, sizeof(name), "%s: validation losses equal one process's", L->name);
-        compare_values(name, "val_loss", ref_log, log, 3, 1e-5);
-        snprintf(name, sizeof(name), "%s: learning rates identical to one process's", L->name);
-        compare_values(name, "lr", ref_log, log, 10, 0.0);
         char pa[1024], pb[1024];
         snprintf(pa, sizeof(pa), "%s/o_ref/model_00000010.bin", DIR_TP);
         snprintf(pb, sizeof(pb), "%s/o_%d/model_00000010.bin", DIR_TP, k);
-        snprintf(name, sizeof(name), "%s: the checkpoint's model file (gathered, llm.c's layout) equals one process's, per element", L->name);
-        compare_model_files(name, pa, pb, 2e-6, 1e-4, 20 * 1e-3);
-        char sample[512];
-        sample_line(out, sample, sizeof(sample));
-        snprintf(name, sizeof(name), "%s: samples the same tokens as one process (vocabulary-parallel logits gathered)", L->name);
-        report(sample[0] && strcmp(sample, ref_sample) == 0, name, "'%s' vs '%s'", sample, ref_sample);
+        compare_run(L->name, ref_log, log, 10, 3, 1e-5, pa, pb, ref_out, out);
     }
     // a run that writes checkpoints and samples equals one that does neither, bit for bit
     snprintf(log, sizeof(log), "%s/tp_quiet.jsonl", DIR_TP);
@@ -102,23 +72,13 @@ static void test_tp_layouts(const char* common, const char* ref_log, const char*
 // resumes on any layout: tp 2 -> 1 process, 1 process -> tp 2 x dp 2 (sequence parallel, ZeRO 2), tp 2 x dp 2 (ZeRO 1)
 // -> tp 4. Steps 6-10 of each resumed run equal the uninterrupted one process's (1e-5, as above).
 static void test_tp_resume(const char* common, const char* ref_log) {
-    char cmd[8192], out[65536], log[1024], name[256];
     const struct { const char* from; const char* from_name; int np; const char* args; const char* to_name; } cases[3] = {
         {"o_0", "tp 2", 1, "", "1 process"},
         {"o_ref", "1 process", 4, "--tp 2 --sequence-parallel 1 --zero 2", "tp 2 x dp 2 (sequence parallel, ZeRO 2)"},
         {"o_2", "tp 2 x dp 2 (ZeRO 1)", 4, "--tp 4", "tp 4"},
     };
     for (int k = 0; k < 3; k++) {
-        snprintf(cmd, sizeof(cmd), "rm -rf %s/r_%d && cp -r %s/%s %s/r_%d && cd %s/r_%d && rm -f model_00000010.bin state_00000010.bin && echo 5 > latest",
-                 DIR_TP, k, DIR_TP, cases[k].from, DIR_TP, k, DIR_TP, k);
-        if (system(cmd) != 0) { report(0, "resume setup", "%s", cmd); continue; }
-        snprintf(log, sizeof(log), "%s/res_%d.jsonl", DIR_TP, k);
-        snprintf(cmd, sizeof(cmd), MPIRUN " -np %d ./train_gpt %s %s --resume %s/r_%d --log %s", cases[k].np, common, cases[k].args,
-                 DIR_TP, k, log);
-        int rc = run_capture(cmd, out, sizeof(out));
-        snprintf(name, sizeof(name), "resume %s -> %s: continues as the uninterrupted run (steps 6-10)", cases[k].from_name, cases[k].to_name);
-        if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
-        compare_losses(name, ref_log, 5, log, 5, 1e-5);
+        resume_case(DIR_TP, k, cases[k].from, cases[k].from_name, cases[k].np, common, cases[k].args, cases[k].to_name, ref_log, 1e-5);
     }
 }
 
@@ -135,7 +95,7 @@ static void test_tp_bf16(const char* common, const char* ref_log_fp32) {
     int rc = run_capture(cmd, out, sizeof(out));
     if (rc != 0) { report(0, "bf16: one process", "exit %d: %.300s", rc, out); return; }
     compare_losses("(for scale) bf16 one process against fp32 one process", ref_log_fp32, 0, ref, 10, 1.0);
-    const Layout layouts[3] = {
+    const RunLayout layouts[3] = {
         {"bf16, tp 2", 2, "--tp 2"},
         {"bf16, tp 2, sequence parallel", 2, "--tp 2 --sequence-parallel 1"},
         {"bf16, tp 2 x dp 2, ZeRO 1", 4, "--tp 2 --zero 1"},
