@@ -4,14 +4,15 @@ bench_comm.c: bandwidth of the comm.h collectives, in the manner of nccl-tests (
 Build: make bench_comm
 Run:   OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -np 2 ./bench_comm
          [--min-bytes 1K] [--max-bytes 256M] [--factor 4] [--iters 20] [--warmup 5]
-         [--op all|allreduce|reduce_scatter|allgather|broadcast|sendrecv] [--mpi-reference]
+         [--op all|allreduce|reduce_scatter|allgather|broadcast|reduce|gather|scatter|alltoall|sendrecv] [--mpi-reference]
 
 For each operation and each size it prints one row: size in bytes, count in floats, time per operation in
 microseconds (the slowest rank's average over --iters), algorithm bandwidth algbw = size / time, bus bandwidth
 busbw = algbw * factor, and #wrong (elements that differed from the expected result in a separate checked run,
 summed over ranks). As in nccl-tests, size is the whole buffer (for reduce-scatter the send buffer, for allgather
-the receive buffer) and the busbw factors are: allreduce 2(n-1)/n, reduce-scatter and allgather (n-1)/n,
-broadcast 1. sendrecv is a ping-pong between ranks 0 and 1: time is half the round trip, factor 1.
+the receive buffer, for gather the root's receive buffer, for scatter the root's send buffer, for alltoall each rank's
+send buffer) and the busbw factors are: allreduce 2(n-1)/n, reduce-scatter, allgather, gather, scatter and alltoall
+(n-1)/n, broadcast and reduce 1 (root 0). sendrecv is a ping-pong between ranks 0 and 1: time is half the round trip, factor 1.
 --mpi-reference adds the time of the plain blocking MPI call (MPI_Allreduce, ...) for comparison with comm.h's
 non-blocking start + polling wait. The last line is the average bus bandwidth over every row printed.
 */
@@ -21,8 +22,9 @@ non-blocking start + polling wait. The last line is the average bus bandwidth ov
 
 #include "comm.h" // defines: ParallelContext, parallel_init/set_layout/finalize, comm_* collectives (now_seconds from utils.h)
 
-enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST, OP_SENDRECV, N_OPS };
-static const char* const op_names[N_OPS] = { "allreduce", "reduce_scatter", "allgather", "broadcast", "sendrecv" };
+enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST, OP_REDUCE, OP_GATHER, OP_SCATTER, OP_ALLTOALL, OP_SENDRECV, N_OPS };
+static const char* const op_names[N_OPS] = { "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "gather", "scatter",
+                                             "alltoall", "sendrecv" };
 
 typedef struct {
     size_t min_bytes, max_bytes;
@@ -73,7 +75,7 @@ static void parse_args(BenchConfig* c, int argc, char** argv) {
         if (!strcmp(a, "--version")) { print_version("bench_comm"); exit(0); }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: bench_comm [--min-bytes 1K] [--max-bytes 256M] [--factor 4] [--iters 20] [--warmup 5]\n"
-                   "                  [--op all|allreduce|reduce_scatter|allgather|broadcast|sendrecv] [--mpi-reference]\n");
+                   "                  [--op all|allreduce|reduce_scatter|allgather|broadcast|reduce|gather|scatter|alltoall|sendrecv] [--mpi-reference]\n");
             exit(0);
         }
         if (v == NULL) { fatal("flag '%s' needs a value (see --help)", a); }
@@ -88,7 +90,7 @@ static void parse_args(BenchConfig* c, int argc, char** argv) {
                 c->ops[k] = all || !strcmp(v, op_names[k]);
                 found = found || c->ops[k];
             }
-            if (!found) { fatal("--op '%s': expected all, allreduce, reduce_scatter, allgather, broadcast or sendrecv", v); }
+            if (!found) { fatal("--op '%s': expected all, allreduce, reduce_scatter, allgather, broadcast, reduce, gather, scatter, alltoall or sendrecv", v); }
         } else {
             fatal("unknown flag '%s' (see --help)", a);
         }
@@ -123,6 +125,12 @@ static void run_op(int op, Buffers* buf, size_t count, int use_mpi) {
             mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf->a, (int)slice, MPI_FLOAT, w->comm));
             break;
         case OP_BROADCAST: mpiCheck(MPI_Bcast(buf->a, (int)(count * sizeof(float)), MPI_BYTE, 0, w->comm)); break;
+        case OP_REDUCE:
+            mpiCheck(MPI_Reduce(r == 0 ? MPI_IN_PLACE : buf->a, r == 0 ? buf->a : NULL, (int)count, MPI_FLOAT, MPI_SUM, 0, w->comm));
+            break;
+        case OP_GATHER: mpiCheck(MPI_Gather(buf->b, (int)slice, MPI_FLOAT, buf->a, (int)slice, MPI_FLOAT, 0, w->comm)); break;
+        case OP_SCATTER: mpiCheck(MPI_Scatter(buf->a, (int)slice, MPI_FLOAT, buf->b, (int)slice, MPI_FLOAT, 0, w->comm)); break;
+        case OP_ALLTOALL: mpiCheck(MPI_Alltoall(buf->a, (int)slice, MPI_FLOAT, buf->b, (int)slice, MPI_FLOAT, w->comm)); break;
         case OP_SENDRECV:
             if (r == 0) {
                 mpiCheck(MPI_Send(buf->a, (int)(count * sizeof(float)), MPI_BYTE, 1, 1, w->comm));
@@ -141,6 +149,10 @@ static void run_op(int op, Buffers* buf, size_t count, int use_mpi) {
     case OP_REDUCE_SCATTER: comm_reduce_scatter_sum_f32(w, buf->a, buf->b, slice); break;
     case OP_ALLGATHER: comm_allgather_f32(w, buf->a + (size_t)r * slice, buf->a, slice); break; // in place
     case OP_BROADCAST: comm_broadcast(w, buf->a, count * sizeof(float), 0); break;
+    case OP_REDUCE: comm_reduce_sum_f32(w, buf->a, count, 0); break;
+    case OP_GATHER: comm_gather_f32(w, buf->b, buf->a, slice, 0); break;
+    case OP_SCATTER: comm_scatter_f32(w, buf->a, buf->b, slice, 0); break;
+    case OP_ALLTOALL: comm_alltoall_f32(w, buf->a, buf->b, slice); break;
     case OP_SENDRECV:
         if (r == 0) {
             comm_send(w, buf->a, count * sizeof(float), 1, 1);
@@ -185,6 +197,27 @@ static long long check_op(int op, Buffers* buf, size_t count) {
         run_op(op, buf, count, 0);
         for (size_t i = 0; i < count; i++) { wrong += !(buf->a[i] == (float)(1 + (int)(i % 7))); }
         break;
+    case OP_REDUCE:
+        run_op(op, buf, count, 0);
+        for (size_t i = 0; r == 0 && i < count; i++) { wrong += !(buf->a[i] == rank_sum + (float)(n * (int)(i % 7))); }
+        break;
+    case OP_GATHER: // rank q sends q + 1 + (i % 7); root 0 receives them in rank order
+        for (size_t i = 0; i < slice; i++) { buf->b[i] = (float)(r + 1 + (int)(i % 7)); }
+        run_op(op, buf, count, 0);
+        for (size_t i = 0; r == 0 && i < slice * (size_t)n; i++) {
+            wrong += !(buf->a[i] == (float)((int)(i / slice) + 1 + (int)((i % slice) % 7)));
+        }
+        break;
+    case OP_SCATTER: // root 0's part q is q + 1 + (i % 7)
+        for (size_t i = 0; i < slice * (size_t)n; i++) { buf->a[i] = (float)((int)(i / slice) + 1 + (int)((i % slice) % 7)); }
+        run_op(op, buf, count, 0);
+        for (size_t i = 0; i < slice; i++) { wrong += !(buf->b[i] == (float)(r + 1 + (int)(i % 7))); }
+        break;
+    case OP_ALLTOALL: // part q of rank p is 100 p + q: rank q receives 100 p + q as its part p
+        for (size_t i = 0; i < slice * (size_t)n; i++) { buf->a[i] = (float)(100 * r + (int)(i / slice)); }
+        run_op(op, buf, count, 0);
+        for (size_t i = 0; i < slice * (size_t)n; i++) { wrong += !(buf->b[i] == (float)(100 * (int)(i / slice) + r)); }
+        break;
     case OP_SENDRECV:
         memset(buf->b, 0, count * sizeof(float));
         run_op(op, buf, count, 0);
@@ -210,7 +243,10 @@ static double bus_factor(int op, int n) {
     switch (op) {
     case OP_ALLREDUCE: return 2.0 * (n - 1) / n;
     case OP_REDUCE_SCATTER:
-    case OP_ALLGATHER: return (double)(n - 1) / n;
+    case OP_ALLGATHER:
+    case OP_GATHER:
+    case OP_SCATTER:
+    case OP_ALLTOALL: return (double)(n - 1) / n;
     default: return 1.0;
     }
 }
@@ -247,7 +283,7 @@ int main(int argc, char** argv) {
             continue;
         }
         if (root) {
-            const char* f = op == OP_ALLREDUCE ? "2(n-1)/n" : (op == OP_REDUCE_SCATTER || op == OP_ALLGATHER) ? "(n-1)/n" : "1";
+            const char* f = op == OP_ALLREDUCE ? "2(n-1)/n" : bus_factor(op, 2) == 0.5 ? "(n-1)/n" : "1";
             printf("#\n# %s%s, busbw factor %s = %.3f\n", op_names[op],
                    op == OP_SENDRECV ? " (ping-pong rank 0 <-> 1, time = half round trip)" : "", f, bus_factor(op, n));
             printf("# %12s %12s %12s %12s %12s %8s%s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
@@ -255,7 +291,7 @@ int main(int argc, char** argv) {
         }
         for (size_t bytes = c.min_bytes; bytes <= c.max_bytes; bytes *= (size_t)c.factor) {
             size_t count = bytes / sizeof(float);
-            if (op == OP_REDUCE_SCATTER || op == OP_ALLGATHER) { count = count / (size_t)n * (size_t)n; }
+            if (op != OP_ALLREDUCE && op != OP_BROADCAST && op != OP_REDUCE && op != OP_SENDRECV) { count = count / (size_t)n * (size_t)n; }
             if (count == 0) { continue; }
             size_t size = count * sizeof(float);
             double wrong = (double)check_op(op, &buf, count);

@@ -22,7 +22,10 @@ group, in the same order):
   comm_allreduce_sum_f32 / _sum_f64 / _max_f64 (in place)      comm_iallreduce_* (non-blocking)
   comm_reduce_scatter_sum_f32 (equal) / comm_reduce_scatterv_sum_f32 / comm_ireduce_scatterv_sum_f32
   comm_allgather_f32 (equal) / comm_allgatherv_f32 / comm_iallgatherv_f32
-  comm_broadcast / comm_ibroadcast (bytes), comm_send / comm_recv / comm_isend / comm_irecv (bytes),
+  comm_reduce_sum_f32 / comm_gather_f32 / comm_scatter_f32 (to / from a root), comm_alltoall_f32 (equal parts),
+  each with its non-blocking comm_i... form
+  comm_broadcast / comm_ibroadcast (bytes), comm_send / comm_recv / comm_isend / comm_irecv (bytes; tags below
+  COMM_TAG_COLLECTIVE),
   comm_barrier / comm_ibarrier, comm_wait, comm_test, comm_lagging_ranks (the monitor, for tests)
 
 Collectives work on CPU buffers: float32 sums (gradients, activations), float64 sums and maxima (loss sums,
@@ -101,6 +104,7 @@ must not call it).
 #define COMM_MAX_GROUPS 4      // world, dp, tp, pp: one counter slot each in the monitor record
 #define COMM_INLINE_REQS 4     // MPI requests held inside a CommRequest before it allocates
 #define COMM_MAX_TAG 32767     // the smallest MPI_TAG_UB the standard allows
+#define COMM_TAG_COLLECTIVE COMM_MAX_TAG // the large gather, scatter and all-to-all's own messages (not for callers)
 
 // ----------------------------------------------------------------------------
 // MPI error checking
@@ -137,7 +141,8 @@ struct ParallelContext;
 // The operations, for the monitor's records, the error messages and the byte counts.
 enum CommOp {
     COMM_OP_ALLREDUCE, COMM_OP_REDUCE_SCATTER, COMM_OP_ALLGATHER, COMM_OP_BROADCAST,
-    COMM_OP_SEND, COMM_OP_RECV, COMM_OP_BARRIER, COMM_OP_COUNT_
+    COMM_OP_SEND, COMM_OP_RECV, COMM_OP_BARRIER, COMM_OP_REDUCE, COMM_OP_GATHER, COMM_OP_SCATTER, COMM_OP_ALLTOALL,
+    COMM_OP_COUNT_
 };
 
 // One communicator: a set of ranks that run the same collectives in the same order.
@@ -188,20 +193,25 @@ typedef struct ParallelContext {
 // A ParallelContext must not be copied or moved after parallel_init: its groups point back at it.
 
 static const char* const comm_op_names[COMM_OP_COUNT_] = {
-    "allreduce", "reduce-scatter", "allgather", "broadcast", "send", "recv", "barrier"
+    "allreduce", "reduce-scatter", "allgather", "broadcast", "send", "recv", "barrier", "reduce", "gather", "scatter",
+    "alltoall"
 };
 static const char* const comm_slot_names[COMM_MAX_GROUPS] = { "world", "dp", "tp", "pp" };
 
 // The bytes this rank sends for `payload` bytes of an operation on a group of p ranks, as a ring does it (what NCCL
 // calls bus bytes): an all-reduce sends 2 (p-1)/p of the buffer, a reduce-scatter (of the whole input) and an
-// all-gather (of the whole output) (p-1)/p, a broadcast and a send the buffer, a receive nothing. The payload of an
-// all-reduce or broadcast is its buffer, of a reduce-scatter its input, of an all-gather its output.
+// all-gather (of the whole output) (p-1)/p, a reduce (p-1)/p of the buffer, a broadcast and a send the buffer, a
+// receive nothing; a gather and a scatter move (p-1)/p of the root's buffer, 1/p of it per rank on average; an
+// all-to-all sends (p-1)/p of each rank's buffer. The payload of an all-reduce, reduce or broadcast is its buffer, of
+// a reduce-scatter its input, of an all-gather its output, of a gather the root's output, of a scatter the root's
+// input, of an all-to-all each rank's send buffer.
 static double comm_sent_bytes(int op, double payload, int p) {
     if (p <= 1) { return 0.0; }
     double f = (double)(p - 1) / p;
     switch (op) {
     case COMM_OP_ALLREDUCE: return 2.0 * f * payload;
-    case COMM_OP_REDUCE_SCATTER: case COMM_OP_ALLGATHER: return f * payload;
+    case COMM_OP_REDUCE_SCATTER: case COMM_OP_ALLGATHER: case COMM_OP_REDUCE: case COMM_OP_ALLTOALL: return f * payload;
+    case COMM_OP_GATHER: case COMM_OP_SCATTER: return f * payload / p;
     case COMM_OP_BROADCAST: case COMM_OP_SEND: return payload;
     default: return 0.0;
     }
@@ -1032,6 +1042,129 @@ static void comm_iallgatherv_f32(CommGroup* g, const float* sendbuf, float* recv
 #endif
 }
 
+// Starts the sum of buf (n floats) over the group into root's buf, in place (the others' buffers are unchanged).
+static void comm_ireduce_sum_f32(CommGroup* g, float* buf, size_t n, int root, CommRequest* req) {
+    comm__check_group(g, "reduce");
+    if (root < 0 || root >= g->size) { comm__die(g->pc, "reduce on group '%s': root %d is not a rank (size %d)", g->name, root, g->size); }
+    comm__check_buf(g, buf, n, "reduce", "buf");
+    comm__begin(req, g, COMM_OP_REDUCE, n, "floats", 1);
+#ifdef USE_MPI
+    size_t mc = comm__max_count(g);
+    MPI_Request* rq = comm__alloc_reqs(req, comm__chunks(n, mc));
+    size_t k = 0;
+    for (size_t c = 0; c < n; c += mc) {
+        size_t len = n - c < mc ? n - c : mc;
+        if (g->rank == root) { mpiCheck(MPI_Ireduce(MPI_IN_PLACE, buf + c, (int)len, MPI_FLOAT, MPI_SUM, root, g->comm, &rq[k++])); }
+        else { mpiCheck(MPI_Ireduce(buf + c, NULL, (int)len, MPI_FLOAT, MPI_SUM, root, g->comm, &rq[k++])); }
+    }
+#endif
+}
+
+#ifdef USE_MPI
+// The large gather, scatter and all-to-all: point-to-point messages of at most max_count floats with the
+// collectives' tag, started at once (receives before sends); appended to the request's n_have requests.
+static void comm__p2p_chunks(CommGroup* g, MPI_Request* rq, size_t* k, float* buf, size_t n, int peer, int send) {
+    size_t mc = comm__max_count(g);
+    for (size_t c = 0; c < n; c += mc) {
+        size_t len = n - c < mc ? n - c : mc;
+        if (send) { mpiCheck(MPI_Isend(buf + c, (int)len, MPI_FLOAT, peer, COMM_TAG_COLLECTIVE, g->comm, &rq[(*k)++])); }
+        else { mpiCheck(MPI_Irecv(buf + c, (int)len, MPI_FLOAT, peer, COMM_TAG_COLLECTIVE, g->comm, &rq[(*k)++])); }
+    }
+}
+#endif
+
+// Starts a gather: root's recvbuf (size x count floats) receives every rank's sendbuf (count floats) in rank order.
+// The root's own part may already be in place (sendbuf == recvbuf + root count).
+static void comm_igather_f32(CommGroup* g, const float* sendbuf, float* recvbuf, size_t count, int root, CommRequest* req) {
+    comm__check_group(g, "gather");
+    if (root < 0 || root >= g->size) { comm__die(g->pc, "gather on group '%s': root %d is not a rank (size %d)", g->name, root, g->size); }
+    size_t total = mulSize((size_t)g->size, count);
+    comm__check_buf(g, sendbuf, count, "gather", "sendbuf");
+    if (g->rank == root) { comm__check_buf(g, recvbuf, total, "gather", "recvbuf"); }
+    comm__begin(req, g, COMM_OP_GATHER, total, "floats", 1);
+    float* own = g->rank == root ? recvbuf + (size_t)root * count : NULL;
+    if (own && count > 0 && sendbuf != own) { memmove(own, sendbuf, count * sizeof(float)); }
+#ifdef USE_MPI
+    size_t mc = comm__max_count(g);
+    if (total <= mc) {
+        MPI_Request* rq = comm__alloc_reqs(req, 1);
+        if (own) { mpiCheck(MPI_Igather(MPI_IN_PLACE, 0, MPI_FLOAT, recvbuf, (int)count, MPI_FLOAT, root, g->comm, &rq[0])); }
+        else { mpiCheck(MPI_Igather(sendbuf, (int)count, MPI_FLOAT, NULL, 0, MPI_FLOAT, root, g->comm, &rq[0])); }
+        return;
+    }
+    size_t per = comm__chunks(count, mc), k = 0;
+    MPI_Request* rq = comm__alloc_reqs(req, own ? per * (size_t)(g->size - 1) : per);
+    for (int r = 0; own && r < g->size; r++) {
+        if (r != root) { comm__p2p_chunks(g, rq, &k, recvbuf + (size_t)r * count, count, r, 0); }
+    }
+    if (!own) { comm__p2p_chunks(g, rq, &k, (float*)sendbuf, count, root, 1); }
+#else
+    (void)total;
+#endif
+}
+
+// Starts a scatter: every rank's recvbuf (count floats) receives its part of root's sendbuf (size x count floats).
+// The root's part may stay in place (recvbuf == sendbuf + root count).
+static void comm_iscatter_f32(CommGroup* g, const float* sendbuf, float* recvbuf, size_t count, int root, CommRequest* req) {
+    comm__check_group(g, "scatter");
+    if (root < 0 || root >= g->size) { comm__die(g->pc, "scatter on group '%s': root %d is not a rank (size %d)", g->name, root, g->size); }
+    size_t total = mulSize((size_t)g->size, count);
+    if (g->rank == root) { comm__check_buf(g, sendbuf, total, "scatter", "sendbuf"); }
+    comm__check_buf(g, recvbuf, count, "scatter", "recvbuf");
+    comm__begin(req, g, COMM_OP_SCATTER, total, "floats", 1);
+    const float* own = g->rank == root ? sendbuf + (size_t)root * count : NULL;
+    if (own && count > 0 && recvbuf != own) { memmove(recvbuf, own, count * sizeof(float)); }
+#ifdef USE_MPI
+    size_t mc = comm__max_count(g);
+    if (total <= mc) {
+        MPI_Request* rq = comm__alloc_reqs(req, 1);
+        if (own) { mpiCheck(MPI_Iscatter(sendbuf, (int)count, MPI_FLOAT, MPI_IN_PLACE, 0, MPI_FLOAT, root, g->comm, &rq[0])); }
+        else { mpiCheck(MPI_Iscatter(NULL, 0, MPI_FLOAT, recvbuf, (int)count, MPI_FLOAT, root, g->comm, &rq[0])); }
+        return;
+    }
+    size_t per = comm__chunks(count, mc), k = 0;
+    MPI_Request* rq = comm__alloc_reqs(req, own ? per * (size_t)(g->size - 1) : per);
+    if (!own) { comm__p2p_chunks(g, rq, &k, recvbuf, count, root, 0); }
+    for (int r = 0; own && r < g->size; r++) {
+        if (r != root) { comm__p2p_chunks(g, rq, &k, (float*)sendbuf + (size_t)r * count, count, r, 1); }
+    }
+#else
+    (void)total;
+#endif
+}
+
+// Starts an all-to-all: part q (count floats) of rank r's sendbuf (size x count) lands as part r of rank q's recvbuf
+// (size x count). Not in place: the two buffers must not overlap.
+static void comm_ialltoall_f32(CommGroup* g, const float* sendbuf, float* recvbuf, size_t count, CommRequest* req) {
+    comm__check_group(g, "alltoall");
+    size_t total = mulSize((size_t)g->size, count);
+    comm__check_buf(g, sendbuf, total, "alltoall", "sendbuf");
+    comm__check_buf(g, recvbuf, total, "alltoall", "recvbuf");
+    if (total > 0 && sendbuf < recvbuf + total && recvbuf < sendbuf + total) {
+        comm__die(g->pc, "alltoall on group '%s': the send and receive buffers overlap", g->name);
+    }
+    comm__begin(req, g, COMM_OP_ALLTOALL, total, "floats", 1);
+    if (count > 0) { memcpy(recvbuf + (size_t)g->rank * count, sendbuf + (size_t)g->rank * count, count * sizeof(float)); }
+#ifdef USE_MPI
+    size_t mc = comm__max_count(g);
+    if (total <= mc) {
+        MPI_Request* rq = comm__alloc_reqs(req, 1);
+        mpiCheck(MPI_Ialltoall(sendbuf, (int)count, MPI_FLOAT, recvbuf, (int)count, MPI_FLOAT, g->comm, &rq[0]));
+        return;
+    }
+    size_t per = comm__chunks(count, mc), k = 0;
+    MPI_Request* rq = comm__alloc_reqs(req, 2 * per * (size_t)(g->size - 1));
+    for (int r = 0; r < g->size; r++) {
+        if (r != g->rank) { comm__p2p_chunks(g, rq, &k, recvbuf + (size_t)r * count, count, r, 0); }
+    }
+    for (int r = 0; r < g->size; r++) {
+        if (r != g->rank) { comm__p2p_chunks(g, rq, &k, (float*)sendbuf + (size_t)r * count, count, r, 1); }
+    }
+#else
+    (void)total;
+#endif
+}
+
 // Starts a byte broadcast from group rank root to every member.
 static void comm_ibroadcast(CommGroup* g, void* buf, size_t bytes, int root, CommRequest* req) {
     comm__check_group(g, "broadcast");
@@ -1066,8 +1199,9 @@ static void comm__check_p2p(const CommGroup* g, int peer, int tag, const char* w
     if (peer < 0 || peer >= g->size) {
         comm__die(g->pc, "%s on group '%s': peer %d is not a rank of the group (size %d)", what, g->name, peer, g->size);
     }
-    if (tag < 0 || tag > COMM_MAX_TAG) {
-        comm__die(g->pc, "%s on group '%s': tag %d is outside [0, %d]", what, g->name, tag, COMM_MAX_TAG);
+    if (tag < 0 || tag >= COMM_TAG_COLLECTIVE) {
+        comm__die(g->pc, "%s on group '%s': tag %d is outside [0, %d] (%d is the collectives')", what, g->name, tag,
+                  COMM_TAG_COLLECTIVE - 1, COMM_TAG_COLLECTIVE);
     }
 #ifndef USE_MPI
     comm__die(g->pc, "%s on group '%s': point-to-point needs another rank; this build has no MPI", what, g->name);
@@ -1173,6 +1307,30 @@ static void comm_allgather_f32(CommGroup* g, const float* sendbuf, float* recvbu
     size_t* counts = comm__equal_counts(g, sendcount);
     comm_allgatherv_f32(g, sendbuf, recvbuf, counts);
     free(counts);
+}
+
+static void comm_reduce_sum_f32(CommGroup* g, float* buf, size_t n, int root) {
+    CommRequest req;
+    comm_ireduce_sum_f32(g, buf, n, root, &req);
+    comm_wait(&req);
+}
+
+static void comm_gather_f32(CommGroup* g, const float* sendbuf, float* recvbuf, size_t count, int root) {
+    CommRequest req;
+    comm_igather_f32(g, sendbuf, recvbuf, count, root, &req);
+    comm_wait(&req);
+}
+
+static void comm_scatter_f32(CommGroup* g, const float* sendbuf, float* recvbuf, size_t count, int root) {
+    CommRequest req;
+    comm_iscatter_f32(g, sendbuf, recvbuf, count, root, &req);
+    comm_wait(&req);
+}
+
+static void comm_alltoall_f32(CommGroup* g, const float* sendbuf, float* recvbuf, size_t count) {
+    CommRequest req;
+    comm_ialltoall_f32(g, sendbuf, recvbuf, count, &req);
+    comm_wait(&req);
 }
 
 // Copies bytes from group rank root's buf into every member's buf.

@@ -449,10 +449,74 @@ static void test_pid_dead(void) {
 }
 
 // Every collective on group g.
+// Reduce, gather and scatter to and from every root, and all-to-all, for counts 0, 1, 5 and 1000 per rank, blocking
+// and not (the non-blocking request polled to completion), in place where the call allows it. Values are small
+// integers times 0.5, so every sum is exact whatever order MPI adds in.
+static void test_rooted(CommGroup* g, const char* label) {
+    static const size_t counts[] = { 0, 1, 5, 1000 };
+    int p = g->size, me = g->rank;
+    char name[256];
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+        size_t n = counts[ci], all = (size_t)p * n;
+        float* a = (float*)mallocCheck((all + 1) * sizeof(float));
+        float* b = (float*)mallocCheck((all + 1) * sizeof(float));
+        for (int root = 0; root < p; root++) {
+            for (int nb = 0; nb < 2; nb++) {
+                check_begin();
+                // reduce: root gets the sum, the others keep their buffers
+                for (size_t i = 0; i < n; i++) { a[i] = 0.5f * (float)((me + 1) * (int)(i % 97 + 1)); }
+                if (nb) { CommRequest r; comm_ireduce_sum_f32(g, a, n, root, &r); while (!comm_test(&r)) {} }
+                else { comm_reduce_sum_f32(g, a, n, root); }
+                for (size_t i = 0; i < n; i++) {
+                    float want = me == root ? 0.5f * (float)(p * (p + 1) / 2 * (int)(i % 97 + 1)) : 0.5f * (float)((me + 1) * (int)(i % 97 + 1));
+                    if (a[i] != want) { check_fail("reduce: element %zu is %g, expected %g", i, a[i], want); break; }
+                }
+                // gather (the root's part in place when nb)
+                for (size_t i = 0; i < all; i++) { b[i] = -1.0f; }
+                float* send = a;
+                if (me == root && nb) { send = b + (size_t)root * n; }
+                for (size_t i = 0; i < n; i++) { send[i] = (float)(me * 1000 + (int)i); }
+                if (nb) { CommRequest r; comm_igather_f32(g, send, b, n, root, &r); comm_wait(&r); }
+                else { comm_gather_f32(g, send, b, n, root); }
+                for (size_t i = 0; me == root && i < all; i++) {
+                    float want = (float)((int)(i / (n ? n : 1)) * 1000 + (int)(i % (n ? n : 1)));
+                    if (b[i] != want) { check_fail("gather: element %zu is %g, expected %g", i, b[i], want); break; }
+                }
+                // scatter from the root's b (its own part in place when nb)
+                for (size_t i = 0; me == root && i < all; i++) { b[i] = (float)(7 + (int)(i / (n ? n : 1)) * 1000 + (int)(i % (n ? n : 1))); }
+                float* recv = me == root && nb ? b + (size_t)root * n : a;
+                if (nb) { CommRequest r; comm_iscatter_f32(g, b, recv, n, root, &r); comm_wait(&r); }
+                else { comm_scatter_f32(g, b, recv, n, root); }
+                for (size_t i = 0; i < n; i++) {
+                    float want = (float)(7 + me * 1000 + (int)i);
+                    if (recv[i] != want) { check_fail("scatter: element %zu is %g, expected %g", i, recv[i], want); break; }
+                }
+                snprintf(name, sizeof(name), "%s: reduce, gather, scatter of %zu floats per rank, root %d%s", label, n, root,
+                         nb ? " (non-blocking, root in place)" : "");
+                check_end(name);
+            }
+        }
+        // all-to-all: part q of rank r goes to rank q as part r
+        check_begin();
+        for (size_t i = 0; i < all; i++) { a[i] = (float)(me * 100000 + (int)(i / (n ? n : 1)) * 1000 + (int)(i % (n ? n : 1))); b[i] = -1.0f; }
+        comm_alltoall_f32(g, a, b, n);
+        for (size_t i = 0; i < all; i++) {
+            int r = (int)(i / n);
+            float want = (float)(r * 100000 + me * 1000 + (int)(i % n));
+            if (b[i] != want) { check_fail("alltoall: element %zu is %g, expected %g", i, b[i], want); break; }
+        }
+        snprintf(name, sizeof(name), "%s: alltoall of %zu floats per pair", label, n);
+        check_end(name);
+        free(a);
+        free(b);
+    }
+}
+
 static void test_group(CommGroup* g, const char* label) {
     test_allreduce(g, label);
     test_reduce_scatter_allgather(g, label);
     test_broadcast(g, label);
+    test_rooted(g, label);
 #ifdef USE_MPI
     test_send_recv(g, label);
     test_monitor(g, label);
