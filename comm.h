@@ -22,6 +22,7 @@ group, in the same order):
   comm_allreduce_sum_f32 / _sum_f64 / _max_f64 (in place)      comm_iallreduce_* (non-blocking)
   comm_reduce_scatter_sum_f32 (equal) / comm_reduce_scatterv_sum_f32 / comm_ireduce_scatterv_sum_f32
   comm_allgather_f32 (equal) / comm_allgatherv_f32 / comm_iallgatherv_f32
+  comm_iallreduce_sum_bf16 / comm_ireduce_scatterv_sum_bf16 (bf16 sums, in place: compressed gradients)
   comm_reduce_sum_f32 / comm_gather_f32 / comm_scatter_f32 (to / from a root), comm_alltoall_f32 (equal parts),
   each with its non-blocking comm_i... form
   comm_broadcast / comm_ibroadcast (bytes), comm_send / comm_recv / comm_isend / comm_irecv (bytes; tags below
@@ -72,6 +73,7 @@ must not call it).
 
 #include <errno.h>
 #include <limits.h>
+#include "precision.h"    // defines: bf16_bits (the bf16 sums of compressed gradients)
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -349,7 +351,8 @@ static void comm__begin(CommRequest* req, CommGroup* g, int op, size_t count, co
     req->start_time = now_seconds();
     req->peer = -1;
     g->op_calls[op]++;
-    g->op_bytes[op] += (double)count * (unit == NULL ? 0 : unit[0] == 'f' ? 4 : unit[0] == 'd' ? 8 : 1);
+    size_t unit_bytes = unit == NULL ? 0 : strcmp(unit, "floats") == 0 ? 4 : strcmp(unit, "doubles") == 0 ? 8 : strcmp(unit, "bf16") == 0 ? 2 : 1;
+    g->op_bytes[op] += (double)count * (double)unit_bytes;
     if (collective) {
         g->seq++;
         req->seq = g->seq;
@@ -1039,6 +1042,69 @@ static void comm_iallgatherv_f32(CommGroup* g, const float* sendbuf, float* recv
     }
 #else
     (void)total;
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// bf16 sums, for compressed gradients (--grad-compress bf16): buffers of bf16 bit patterns (uint16), added as floats
+// and rounded back to bf16 (nearest even) after every addition, by a user-defined MPI operation. Half the bytes of
+// float32 on the wire; each partial sum carries bf16's 8 significant bits.
+
+#ifdef USE_MPI
+static void comm__bf16_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
+    (void)type;
+    const uint16_t* a = (const uint16_t*)in;
+    uint16_t* b = (uint16_t*)inout;
+    for (int i = 0; i < *len; i++) {
+        float x = precision__float((uint32_t)a[i] << 16), y = precision__float((uint32_t)b[i] << 16);
+        b[i] = bf16_bits(x + y);
+    }
+}
+
+static MPI_Op comm__bf16_op(void) {
+    static MPI_Op op = MPI_OP_NULL;
+    if (op == MPI_OP_NULL) { mpiCheck(MPI_Op_create(comm__bf16_sum, 1, &op)); }
+    return op;
+}
+#endif
+
+// Starts the bf16 sum of buf (n bf16 values) over the group, in place.
+static void comm_iallreduce_sum_bf16(CommGroup* g, uint16_t* buf, size_t n, CommRequest* req) {
+#ifdef USE_MPI
+    comm__iallreduce(g, buf, n, MPI_UINT16_T, sizeof(uint16_t), comm__bf16_op(), "bf16", req);
+#else
+    comm__check_group(g, "allreduce");
+    comm__begin(req, g, COMM_OP_ALLREDUCE, n, "bf16", 1);
+    (void)buf;
+#endif
+}
+
+// Starts a bf16 reduce-scatter in place: buf holds the whole input (the sum of recvcounts bf16 values); this rank's
+// slice of it (at the sum of the counts before it) receives the slice's sum over the group.
+static void comm_ireduce_scatterv_sum_bf16(CommGroup* g, uint16_t* buf, const size_t* recvcounts, CommRequest* req) {
+    comm__check_group(g, "reduce-scatter");
+    size_t total = comm__total(g, recvcounts, "reduce-scatter");
+    comm__check_buf(g, buf, total, "reduce-scatter", "buf");
+    comm__begin(req, g, COMM_OP_REDUCE_SCATTER, total, "bf16", 1);
+#ifdef USE_MPI
+    // one chunked MPI_Ireduce per rank's slice, to that rank (MPI's reduce-scatter has no in-place form that keeps
+    // the slice where it is)
+    size_t mc = comm__max_count(g);
+    size_t nreq = 0;
+    for (int r = 0; r < g->size; r++) { nreq += comm__chunks(recvcounts[r], mc); }
+    MPI_Request* rq = comm__alloc_reqs(req, nreq);
+    MPI_Op op = comm__bf16_op();
+    size_t k = 0, off = 0;
+    for (int r = 0; r < g->size; r++) {
+        for (size_t c = 0; c < recvcounts[r]; c += mc) {
+            size_t len = recvcounts[r] - c < mc ? recvcounts[r] - c : mc;
+            uint16_t* at = buf + off + c;
+            if (r == g->rank) { mpiCheck(MPI_Ireduce(MPI_IN_PLACE, at, (int)len, MPI_UINT16_T, op, r, g->comm, &rq[k])); }
+            else { mpiCheck(MPI_Ireduce(at, NULL, (int)len, MPI_UINT16_T, op, r, g->comm, &rq[k])); }
+            k++;
+        }
+        off += recvcounts[r];
+    }
 #endif
 }
 

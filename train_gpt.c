@@ -93,6 +93,7 @@ typedef struct {
     int micro_batches;       // micro-batches per optimizer step per data-parallel rank (0: from --total-batch-size)
     int virtual_stages;      // chunks per pipeline rank (interleaved)
     char trace[1024];        // --trace FILE: Chrome/Perfetto trace of the pipeline's first steps
+    char grad_compress[16];  // none | bf16: what the data-parallel gradient reductions send
     float comm_timeout;
     int threads;
     // periodic work
@@ -161,6 +162,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("micro-batches", NULL, micro_batches, 0, 1 << 20, "micro-batches per optimizer step and data-parallel rank (the pipeline's M); 0: --total-batch-size / (B x T x dp)"),
     FLAG_I("virtual-stages", NULL, virtual_stages, 1, 64, "--pp-schedule interleaved: model chunks per pipeline rank"),
     FLAG_S("trace", NULL, trace, "with --pp > 1: write a Chrome/Perfetto trace (JSON) of every rank's forward, backward, receive and optimizer spans of the first 3 steps to FILE"),
+    FLAG_S("grad-compress", NULL, grad_compress, "data-parallel gradient reductions: none (fp32) | bf16 (half the bytes: rounded to bf16, summed in bf16, as PyTorch's bf16_compress_hook)"),
     FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU, not built yet)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
@@ -205,6 +207,7 @@ static void config_defaults(Config* c) {
     c->tp = 1;
     c->pp = 1;
     strcpy(c->pp_schedule, "1f1b");
+    strcpy(c->grad_compress, "none");
     c->virtual_stages = 1;
     c->comm_timeout = 300.0f;
     c->val_every = 0;
@@ -1929,6 +1932,8 @@ int main(int argc, char** argv) {
     }
     ZeroOptimizer zopt;
     gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, comm_is_staged(c.comm));
+    if (strcmp(c.grad_compress, "bf16") == 0) { zero_set_compress(&zopt); }
+    else if (strcmp(c.grad_compress, "none") != 0) { fatal("--grad-compress: unknown method '%s' (none, bf16)", c.grad_compress); }
     // parameters stream into the model a chunk at a time (a Hugging Face checkpoint, whose Conv1D weights are
     // transposed on the way, still goes through one host copy of the model)
     // Files and the initialisation are in the whole model's layout; under tensor parallelism each rank keeps its

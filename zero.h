@@ -59,8 +59,12 @@ typedef struct {
     float* host_grads;    // (n_pad) host mirror of the gradient buffer, by flat index
     float* host_shard;    // (S) stage 2: where the reduce-scatter of the owned shard lands
     void* host_params;    // (n_pad floatX) the parameter all-gather's host buffer
+    // --grad-compress bf16: the reductions run on bf16 copies (host_bf16, by flat index) of the staged gradients
+    int compress;
+    uint16_t* host_bf16;  // (n_pad)
     float* copy_dev[ZERO_MAX_BUCKETS];        // per pending request: the device range its result goes back to
     const float* copy_host[ZERO_MAX_BUCKETS];
+    const uint16_t* copy_bf16[ZERO_MAX_BUCKETS]; // compressed: the bf16 result, widened into copy_host first
     size_t copy_n[ZERO_MAX_BUCKETS];
     ZeroSegment segments[ZERO_MAX_SEGMENTS];
     int num_segments;
@@ -119,6 +123,16 @@ static void zero_free(ZeroOptimizer* z) {
     dev_host_free(z->ctx, z->host_grads);
     dev_host_free(z->ctx, z->host_shard);
     dev_host_free(z->ctx, z->host_params);
+    free(z->host_bf16);
+}
+
+// --grad-compress bf16: the gradient reductions send bf16 (half the bytes), as PyTorch's bf16_compress_hook does:
+// each bucket (after the stage-2 running shard is added in) is rounded to bf16 on the host, summed in bf16 over the
+// group, and widened back to fp32 where its result belongs. Parameters still travel in full.
+static void zero_set_compress(ZeroOptimizer* z) {
+    z->compress = 1;
+    if (!z->host_grads) { z->host_grads = (float*)dev_host_alloc(z->ctx, mulSize(z->n_pad, sizeof(float))); }
+    z->host_bf16 = (uint16_t*)mallocCheck(mulSize(z->n_pad, sizeof(uint16_t)));
 }
 
 // Bytes of optimizer state per rank: moments, the stage-2 gradient shard, master weights.
@@ -139,6 +153,34 @@ static int zero_reduces_on(const ZeroOptimizer* z, int last_micro_step) {
     return z->stage == 2 || last_micro_step;
 }
 
+// The compressed form of zero_bucket_ready: the staged bucket (send, fp32 host) rounded to bf16 and reduced there;
+// what this rank gets (the whole bucket in stage 0, its owned slice otherwise) is widened back on the wait.
+static void zero__bucket_ready_bf16(ZeroOptimizer* z, int slot, float* bucket_grads, float* send, size_t lo, size_t hi) {
+    CommRequest* req = &z->pending[slot];
+    uint16_t* cb = z->host_bf16 + lo;
+    for (size_t i = 0; i < hi - lo; i++) { cb[i] = bf16_bits(send[i]); }
+    if (z->stage == 0) {
+        comm_iallreduce_sum_bf16(z->group, cb, hi - lo, req);
+        z->copy_dev[slot] = bucket_grads; z->copy_host[slot] = send; z->copy_bf16[slot] = cb; z->copy_n[slot] = hi - lo;
+        return;
+    }
+    size_t counts[4096];
+    if (z->size > 4096) { fatal("zero: data-parallel size %d above 4096", z->size); }
+    for (int r = 0; r < z->size; r++) {
+        size_t a = r * z->shard, b = a + z->shard;
+        size_t s = lo > a ? lo : a, e = hi < b ? hi : b;
+        counts[r] = e > s ? e - s : 0;
+    }
+    size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
+    comm_ireduce_scatterv_sum_bf16(z->group, cb, counts, req);
+    if (own_s < own_e) {
+        z->copy_dev[slot] = z->stage == 1 ? bucket_grads + (own_s - lo) : z->gshard + (own_s - z->lo);
+        z->copy_host[slot] = send + (own_s - lo);
+        z->copy_bf16[slot] = cb + (own_s - lo);
+        z->copy_n[slot] = own_e - own_s;
+    }
+}
+
 // Starts the reduction of the gradients of flat range [lo, hi), held at bucket_grads (bucket_grads[0] is the
 // gradient of flat index lo). The buffer must stay untouched until zero_wait_bucket / zero_wait_all.
 // Stage 2 on micro-steps after the first: the owner adds its accumulated shard into its own part of the send
@@ -152,6 +194,7 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
     CommRequest* req = &z->pending[slot];
     z->pending_bucket[slot] = bucket;
     z->copy_n[slot] = 0;
+    z->copy_bf16[slot] = NULL;
     z->num_pending++;
     size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
     if (z->stage == 2 && !first_micro_step && own_s < own_e) {
@@ -159,11 +202,12 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
         add_inplace(z->ctx, bucket_grads + (own_s - lo), z->gshard + (own_s - z->lo), own_e - own_s);
     }
     float* send = bucket_grads;
-    if (z->staged) {
+    if (z->staged || z->compress) {
         send = z->host_grads + lo;
         dev_copy_d2h(z->ctx, send, bucket_grads, (hi - lo) * sizeof(float));
         dev_sync(z->ctx);
     }
+    if (z->compress) { zero__bucket_ready_bf16(z, slot, bucket_grads, send, lo, hi); return; }
     if (z->stage == 0) {
         comm_iallreduce_sum_f32(z->group, send, hi - lo, req);
         if (z->staged) { z->copy_dev[slot] = bucket_grads; z->copy_host[slot] = send; z->copy_n[slot] = hi - lo; }
@@ -190,12 +234,17 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
 static void zero_wait_index(ZeroOptimizer* z, int i) {
     double t0 = now_seconds();
     comm_wait(&z->pending[i]);
+    if (z->copy_bf16[i]) {
+        float* wide = (float*)z->copy_host[i];
+        for (size_t k = 0; k < z->copy_n[i]; k++) { wide[k] = precision__float((uint32_t)z->copy_bf16[i][k] << 16); }
+    }
     if (z->copy_n[i] > 0) { dev_copy_h2d(z->ctx, z->copy_dev[i], z->copy_host[i], z->copy_n[i] * sizeof(float)); }
     z->wait_seconds += now_seconds() - t0;
     int last = z->num_pending - 1;
     z->pending[i] = z->pending[last];
     z->pending_bucket[i] = z->pending_bucket[last];
     z->copy_dev[i] = z->copy_dev[last]; z->copy_host[i] = z->copy_host[last]; z->copy_n[i] = z->copy_n[last];
+    z->copy_bf16[i] = z->copy_bf16[last];
     z->num_pending--;
 }
 
