@@ -512,11 +512,48 @@ static void test_rooted(CommGroup* g, const char* label) {
     }
 }
 
+// bf16 sums (compressed gradients): rank 0 contributes 1 + 2^-7, rank 1 2^-8, the others 0, so whatever the order
+// the one inexact addition is 1 + 2^-7 + 2^-8, halfway between two bf16 values: nearest-even gives 1 + 2^-6
+// (truncation would give 1 + 2^-7). The reduce-scatter form leaves each rank its slice of the same sums.
+static void test_bf16(CommGroup* g, const char* label) {
+    static const size_t counts[] = { 1, 5, 1000 };
+    char name[256];
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+        size_t n = counts[ci], all = n * (size_t)g->size;
+        uint16_t* buf = (uint16_t*)mallocCheck((all + 1) * sizeof(uint16_t));
+        float mine = g->rank == 0 ? 1.0f + 1.0f / 128 : g->rank == 1 ? 1.0f / 256 : 0.0f;
+        float want = g->size >= 2 ? 1.0f + 1.0f / 64 : 1.0f + 1.0f / 128;
+        check_begin();
+        for (size_t i = 0; i < n; i++) { buf[i] = bf16_bits(mine); }
+        CommRequest req;
+        comm_iallreduce_sum_bf16(g, buf, n, &req);
+        comm_wait(&req);
+        for (size_t i = 0; i < n; i++) {
+            float got = precision__float((uint32_t)buf[i] << 16);
+            if (got != want) { check_fail("allreduce: element %zu is %.9g, expected %.9g", i, got, want); break; }
+        }
+        for (size_t i = 0; i < all; i++) { buf[i] = bf16_bits(mine); }
+        size_t* rc = (size_t*)mallocCheck((size_t)g->size * sizeof(size_t));
+        for (int r = 0; r < g->size; r++) { rc[r] = n; }
+        comm_ireduce_scatterv_sum_bf16(g, buf, rc, &req);
+        comm_wait(&req);
+        for (size_t i = 0; i < n; i++) {
+            float got = precision__float((uint32_t)buf[(size_t)g->rank * n + i] << 16);
+            if (got != want) { check_fail("reduce-scatter: element %zu is %.9g, expected %.9g", i, got, want); break; }
+        }
+        snprintf(name, sizeof(name), "%s: bf16 allreduce and reduce-scatter of %zu values round every sum to nearest even", label, n);
+        check_end(name);
+        free(rc);
+        free(buf);
+    }
+}
+
 static void test_group(CommGroup* g, const char* label) {
     test_allreduce(g, label);
     test_reduce_scatter_allgather(g, label);
     test_broadcast(g, label);
     test_rooted(g, label);
+    test_bf16(g, label);
 #ifdef USE_MPI
     test_send_recv(g, label);
     test_monitor(g, label);
