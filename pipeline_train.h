@@ -9,7 +9,8 @@ Messages: chunk g's output goes to the rank of chunk g + 1 (tag PP_TAG_ACT), the
 chunk g - 1 (PP_TAG_GRAD), over the pipeline group, each tensor-parallel rank to its counterpart (its rows under
 sequence parallelism, else the replicated whole). They travel through host buffers (the collectives take host
 memory): a send copies the tensor out and starts a non-blocking send from a pooled buffer, so the rank goes on
-computing; a receive waits. The schedules consume messages in the order they were sent (tests/test_pp), so one tag
+computing; the receive of the next operation's input is started before the current operation computes, and waited
+for when that operation begins. The schedules consume messages in the order they were sent (tests/test_pp), so one tag
 per direction is enough.
 */
 #ifndef PIPELINE_TRAIN_H
@@ -43,6 +44,11 @@ struct Pipeline {
     PpMsg* sends;           // the pool of send buffers
     int nsends;
     void* recv_host;
+    // the next operation's input, received while the current one computes: a receive started ahead into early_host
+    void* early_host;
+    CommRequest early_req;
+    int early_posted, early_peer, early_tag;
+    size_t early_n;
     size_t max_msg_bytes;   // B T C floatX
     int32_t* inputs;        // (M, B T) the step's micro-batches, host
     int32_t* targets;
@@ -87,6 +93,7 @@ static void pipeline_init(Pipeline* p, const GPT* m, int kind, int M, int V, int
     p->nfree = p->nslots;
     p->max_msg_bytes = (size_t)B * T * m->cfg.channels * sizeof(floatX);
     p->recv_host = dev_host_alloc(&m->ctx, p->max_msg_bytes);
+    p->early_host = dev_host_alloc(&m->ctx, p->max_msg_bytes);
     p->inputs = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)M * B * T);
     p->targets = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)M * B * T);
     if (m->pp > 1 && m->layout.has_wte) {
@@ -110,6 +117,7 @@ static void pipeline_free(Pipeline* p, const GPT* m) {
     for (int i = 0; i < p->nsends; i++) { dev_host_free(&m->ctx, p->sends[i].host); }
     free(p->sends);
     dev_host_free(&m->ctx, p->recv_host);
+    dev_host_free(&m->ctx, p->early_host);
     dev_host_free(&m->ctx, p->wte_mine);
     dev_host_free(&m->ctx, p->wte_other);
     free(p->ops); free(p->slot_of); free(p->free_slots); free(p->inputs); free(p->targets); free(p->spans);
@@ -149,10 +157,34 @@ static void pp_send(Pipeline* p, GPT* m, const void* src, size_t n, int peer, in
     s->busy = 1;
 }
 
-// Receives n bytes from pipeline rank `peer` into device memory (waits for them; the time waited is a span).
+// Starts receiving the n bytes the next operation will need from pipeline rank `peer`, so that they arrive while
+// this rank computes (one receive ahead; messages between two ranks keep their order whenever they are posted).
+static void pp_recv_early(Pipeline* p, GPT* m, size_t n, int peer, int tag) {
+    comm_irecv(m->pp_group, p->early_host, n, peer, tag, &p->early_req);
+    p->early_posted = 1; p->early_peer = peer; p->early_tag = tag; p->early_n = n;
+}
+
+// Before operation i computes: starts the receive of operation i + 1's input, when it comes from another stage.
+static void pp_post_next(Pipeline* p, GPT* m, int i) {
+    if (i + 1 >= p->nops || p->early_posted) { return; }
+    PpOp nx = p->ops[i + 1];
+    int g = nx.v * p->pp + p->rank;
+    if (nx.fwd && g > 0) { pp_recv_early(p, m, pp_msg_bytes(m), (g - 1) % p->pp, PP_TAG_ACT); }
+    if (!nx.fwd && g < p->G - 1) { pp_recv_early(p, m, pp_msg_bytes(m), (g + 1) % p->pp, PP_TAG_GRAD); }
+}
+
+// Receives n bytes from pipeline rank `peer` into device memory: the receive started ahead, if it is this one, else
+// a new one; waits for them (the time waited is a span).
 static void pp_recv(Pipeline* p, GPT* m, void* dst, size_t n, int peer, int tag, int chunk, int mb) {
     double t0 = now_seconds();
-    comm_recv(m->pp_group, p->recv_host, n, peer, tag);
+    if (p->early_posted) {
+        if (p->early_peer != peer || p->early_tag != tag || p->early_n != n) { fatal("internal: pipeline receive posted ahead does not match"); }
+        comm_wait(&p->early_req);
+        p->early_posted = 0;
+        void* t = p->recv_host; p->recv_host = p->early_host; p->early_host = t; // (the buffer now holds the message)
+    } else {
+        comm_recv(m->pp_group, p->recv_host, n, peer, tag);
+    }
     dev_copy_h2d(&m->ctx, dst, p->recv_host, n);
     pp_span(p, "recv", chunk, mb, t0, now_seconds());
 }

@@ -1585,6 +1585,7 @@ static void pipeline_micro_steps(GPT* m, BackwardComm* bc, const Config* c, Para
             m->acts = activations_slot(&m->acts0, slot);
             m->B = B; m->T = T;
             if (g > 0) { pp_recv(p, m, m->acts.encoded, pp_msg_bytes(m), (g - 1) % p->pp, PP_TAG_ACT, g, o.mb); }
+            pp_post_next(p, m, i);
             double t0 = now_seconds();
             gpt_forward_chunk(m, g, p->inputs + (size_t)o.mb * BT, B, T);
             double t1 = now_seconds();
@@ -1596,6 +1597,7 @@ static void pipeline_micro_steps(GPT* m, BackwardComm* bc, const Config* c, Para
             m->acts = activations_slot(&m->acts0, slot);
             m->B = B; m->T = T;
             if (g < p->G - 1) { pp_recv(p, m, m->acts.dres, pp_msg_bytes(m), (g + 1) % p->pp, PP_TAG_GRAD, g, o.mb); }
+            pp_post_next(p, m, i);
             bc->first_micro = o.mb == 0;
             bc->last_micro = o.mb == M - 1;
             bc->reduce = reduces && zero_reduces_on(bc->z, o.mb == M - 1);
