@@ -153,6 +153,18 @@ static int zero_reduces_on(const ZeroOptimizer* z, int last_micro_step) {
     return z->stage == 2 || last_micro_step;
 }
 
+#define ZERO_MAX_RANKS 4096
+
+// How much of the flat range [lo, hi) each data-parallel rank owns (the reduce-scatter's counts).
+static void zero__bucket_counts(const ZeroOptimizer* z, size_t lo, size_t hi, size_t* counts) {
+    if (z->size > ZERO_MAX_RANKS) { fatal("zero: data-parallel size %d above %d", z->size, ZERO_MAX_RANKS); }
+    for (int r = 0; r < z->size; r++) {
+        size_t a = r * z->shard, b = a + z->shard;
+        size_t s = lo > a ? lo : a, e = hi < b ? hi : b;
+        counts[r] = e > s ? e - s : 0;
+    }
+}
+
 // The compressed form of zero_bucket_ready: the staged bucket (send, fp32 host) rounded to bf16 and reduced there;
 // what this rank gets (the whole bucket in stage 0, its owned slice otherwise) is widened back on the wait.
 static void zero__bucket_ready_bf16(ZeroOptimizer* z, int slot, float* bucket_grads, float* send, size_t lo, size_t hi) {
@@ -164,13 +176,8 @@ static void zero__bucket_ready_bf16(ZeroOptimizer* z, int slot, float* bucket_gr
         z->copy_dev[slot] = bucket_grads; z->copy_host[slot] = send; z->copy_bf16[slot] = cb; z->copy_n[slot] = hi - lo;
         return;
     }
-    size_t counts[4096];
-    if (z->size > 4096) { fatal("zero: data-parallel size %d above 4096", z->size); }
-    for (int r = 0; r < z->size; r++) {
-        size_t a = r * z->shard, b = a + z->shard;
-        size_t s = lo > a ? lo : a, e = hi < b ? hi : b;
-        counts[r] = e > s ? e - s : 0;
-    }
+    size_t counts[ZERO_MAX_RANKS];
+    zero__bucket_counts(z, lo, hi, counts);
     size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
     comm_ireduce_scatterv_sum_bf16(z->group, cb, counts, req);
     if (own_s < own_e) {
@@ -213,13 +220,8 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
         if (z->staged) { z->copy_dev[slot] = bucket_grads; z->copy_host[slot] = send; z->copy_n[slot] = hi - lo; }
         return;
     }
-    size_t counts[4096];
-    if (z->size > 4096) { fatal("zero: data-parallel size %d above 4096", z->size); }
-    for (int r = 0; r < z->size; r++) {
-        size_t a = r * z->shard, b = a + z->shard;
-        size_t s = lo > a ? lo : a, e = hi < b ? hi : b;
-        counts[r] = e > s ? e - s : 0;
-    }
+    size_t counts[ZERO_MAX_RANKS];
+    zero__bucket_counts(z, lo, hi, counts);
     // stage 1 reduces in place (the owned slice of the send buffer receives the sum); stage 2 into gshard
     size_t in_bucket = own_s < own_e ? own_s - lo : 0, in_shard = own_s < own_e ? own_s - z->lo : 0;
     float* dev_recv = z->stage == 1 ? bucket_grads + in_bucket : z->gshard + in_shard;
