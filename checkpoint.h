@@ -70,49 +70,6 @@ static uint64_t state_header_sum(const uint64_t* h, Checksum* payload_sum) {
     return checksum_end(payload_sum);
 }
 
-// The part of data-parallel rank r's owned range that holds real parameters: [lo, hi) clipped to n.
-static void shard_range(const ZeroOptimizer* z, int r, size_t* lo, size_t* hi) {
-    if (z->stage == 0) { *lo = 0; *hi = z->n; return; }
-    size_t a = (size_t)r * z->shard, b = a + z->shard;
-    *lo = a < z->n ? a : z->n;
-    *hi = b < z->n ? b : z->n;
-}
-
-static int all_finite(const float* x, size_t n) {
-    int ok = 1;
-    #pragma omp parallel for reduction(&& : ok)
-    for (size_t i = 0; i < n; i++) { ok = ok && isfinite(x[i]); }
-    return ok;
-}
-
-// Under tensor parallelism a logical tensor's elements are spread over the group (tp_run): these move them between
-// a piece of the logical vector and one rank's packed part. pack_runs walks the runs of tensor e's logical elements
-// [ka, kb) that tensor-parallel rank t holds (gathering: a replicated run only for rank 0) and whose local flat
-// index (e->offset + run.local ...) lies in [lo, hi); to_pack copies them from `logical` (element ka of the tensor
-// at logical[0]) into pack, in order, else back. Returns how many; the packed elements are a contiguous local range
-// (tp_run's monotone map), starting at *first. pack NULL: only counts.
-static size_t pack_runs(const ParamEntry* e, int tp, int t, int gathering, size_t ka, size_t kb, size_t lo, size_t hi,
-                        float* logical, float* pack, int to_pack, size_t* first) {
-    size_t count = 0;
-    *first = 0;
-    for (size_t k = ka; k < kb;) {
-        TpRun run = tp_run(e, tp, k, kb - k);
-        if (tp_run_mine(&run, t, gathering)) {
-            size_t a = e->offset + run.local, b = a + run.len; // its local flat range
-            size_t s = a > lo ? a : lo, x = b < hi ? b : hi;
-            if (s < x) {
-                if (count == 0) { *first = s; }
-                float* g = logical + (k - ka) + (s - a);
-                if (pack && to_pack) { memcpy(pack + count, g, (x - s) * sizeof(float)); }
-                else if (pack) { memcpy(g, pack + count, (x - s) * sizeof(float)); }
-                count += x - s;
-            }
-        }
-        k += run.len;
-    }
-    return count;
-}
-
 // The part [*lo, *hi) of the flat range of n parameters (padded to dp shards of S) that data-parallel rank r owns
 // (stage 0 of ZeRO: rank 0 "owns" everything).
 static void shard_range_of(int stage, size_t S, size_t n, int r, size_t* lo, size_t* hi) {
@@ -120,6 +77,16 @@ static void shard_range_of(int stage, size_t S, size_t n, int r, size_t* lo, siz
     size_t a = (size_t)r * S, b = a + S;
     *lo = a < n ? a : n;
     *hi = b < n ? b : n;
+}
+
+// The same for this rank's optimizer: the part of data-parallel rank r's owned range that holds real parameters.
+static void shard_range(const ZeroOptimizer* z, int r, size_t* lo, size_t* hi) { shard_range_of(z->stage, z->shard, z->n, r, lo, hi); }
+
+static int all_finite(const float* x, size_t n) {
+    int ok = 1;
+    #pragma omp parallel for reduction(&& : ok)
+    for (size_t i = 0; i < n; i++) { ok = ok && isfinite(x[i]); }
+    return ok;
 }
 
 // Rank 0 writes one optimizer vector (m, v or the master weights: device memory, this rank's shard `mine` of its

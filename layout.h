@@ -287,6 +287,33 @@ static size_t tp_local_span(const ParamEntry* e, int tp, int t, size_t k0, size_
     return count;
 }
 
+// Moves a piece of a logical tensor to or from one rank's packed part: walks the runs of tensor e's logical elements
+// [ka, kb) that tensor-parallel rank t holds (gathering: a replicated run only for rank 0) and whose local flat
+// index (e->offset + run.local ...) lies in [lo, hi); to_pack copies them from `logical` (element ka of the tensor
+// at logical[0]) into pack, in order, else back. Returns how many; the packed elements are a contiguous local range
+// (tp_run's monotone map), starting at *first. pack NULL: only counts.
+static size_t pack_runs(const ParamEntry* e, int tp, int t, int gathering, size_t ka, size_t kb, size_t lo, size_t hi,
+                        float* logical, float* pack, int to_pack, size_t* first) {
+    size_t count = 0;
+    *first = 0;
+    for (size_t k = ka; k < kb;) {
+        TpRun run = tp_run(e, tp, k, kb - k);
+        if (tp_run_mine(&run, t, gathering)) {
+            size_t a = e->offset + run.local, b = a + run.len; // its local flat range
+            size_t s = a > lo ? a : lo, x = b < hi ? b : hi;
+            if (s < x) {
+                if (count == 0) { *first = s; }
+                float* g = logical + (k - ka) + (s - a);
+                if (pack && to_pack) { memcpy(pack + count, g, (x - s) * sizeof(float)); }
+                else if (pack) { memcpy(g, pack + count, (x - s) * sizeof(float)); }
+                count += x - s;
+            }
+        }
+        k += run.len;
+    }
+    return count;
+}
+
 // Copies between a logical (whole-model) flat buffer and a rank's local one, tensor by tensor: to_local takes this
 // rank's share of every tensor (slicing on load), else it puts the local share back into its place in the logical
 // buffer (one rank's part of gathering on save).

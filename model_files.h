@@ -302,17 +302,9 @@ static void share_stream_put(void* self, size_t off, const float* x, size_t n) {
     const ParamEntry* e = layout_tensor_at(s->pl, off, n);
     if (!e) { return; } // another pipeline stage's
     float* part = share_stream_scratch(s, n);
-    size_t k0 = off - e->goffset, lo = 0, count = 0;
-    for (size_t k = k0; k < k0 + n;) {
-        TpRun run = tp_run(e, s->pl->tp, k, k0 + n - k);
-        if (tp_run_mine(&run, s->pl->tp_rank, 0)) {
-            if (count == 0) { lo = run.local; }
-            memcpy(part + count, x + (k - k0), run.len * sizeof(float));
-            count += run.len;
-        }
-        k += run.len;
-    }
-    if (count) { s->local->put(s->local->self, e->offset + lo, part, count); }
+    size_t k0 = off - e->goffset, first;
+    size_t count = pack_runs(e, s->pl->tp, s->pl->tp_rank, 0, k0, k0 + n, 0, SIZE_MAX, (float*)x, part, 1, &first);
+    if (count) { s->local->put(s->local->self, first, part, count); }
 }
 
 static void share_stream_get(void* self, size_t off, float* x, size_t n) {

@@ -1637,20 +1637,22 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     if (fault_injected("overflow", pcp->world_rank, step)) { dloss_scale = INFINITY; } // gradients overflow, loss fine
     gpt_clear_loss_sum(mp);
     if (mp->pipe) { pipeline_micro_steps(mp, bcp, cp, pcp, train_loader, cp->bench ? bench_tokens : NULL, grad_accum, dloss_scale, &tf, &tb); }
-    for (int micro = 0; !mp->pipe && micro < grad_accum; micro++) {
-        const int32_t* x;
-        const int32_t* y;
-        if (cp->bench) { x = bench_tokens; y = bench_tokens + 1; }
-        else { dataloader_next_batch(train_loader); x = train_loader->inputs; y = train_loader->targets; }
-        double tf0 = now_seconds();
-        gpt_forward(mp, x, B, T);
-        tf += now_seconds() - tf0;
-        bcp->first_micro = micro == 0;
-        bcp->last_micro = micro == grad_accum - 1;
-        bcp->reduce = (cp->zero >= 1 || pcp->dp > 1) && zero_reduces_on(zp, micro == grad_accum - 1);
-        double tb0 = now_seconds();
-        gpt_forward_backward(mp, y, dloss_scale, bcp);
-        tb += now_seconds() - tb0;
+    else {
+        for (int micro = 0; micro < grad_accum; micro++) {
+            const int32_t* x;
+            const int32_t* y;
+            if (cp->bench) { x = bench_tokens; y = bench_tokens + 1; }
+            else { dataloader_next_batch(train_loader); x = train_loader->inputs; y = train_loader->targets; }
+            double tf0 = now_seconds();
+            gpt_forward(mp, x, B, T);
+            tf += now_seconds() - tf0;
+            bcp->first_micro = micro == 0;
+            bcp->last_micro = micro == grad_accum - 1;
+            bcp->reduce = (cp->zero >= 1 || pcp->dp > 1) && zero_reduces_on(zp, micro == grad_accum - 1);
+            double tb0 = now_seconds();
+            gpt_forward_backward(mp, y, dloss_scale, bcp);
+            tb += now_seconds() - tb0;
+        }
     }
     // the mean loss and the gradient norm are the same on every rank (a NaN or inf anywhere reaches all of them
     // through the reductions), so every rank takes the same decision below
