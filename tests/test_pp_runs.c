@@ -29,7 +29,7 @@ static const char* DIR_PP = "/tmp/test_pp_runs";
 // in parameters. Losses, norms and validation losses 1e-5 relative; parameters 2e-6 absolute + 1e-4 relative (the
 // key biases, whose true gradient is zero, 20 lr). A stage that skips a micro-batch, a gradient sent to the wrong
 // chunk or a missing half of the tied gradient moves the first loss or norm by far more.
-static void test_pp_layouts(const char* common, const char* ref_log, const char* ref_out) {
+static void test_pp_layouts(const char* common, const char* quiet, const char* ref_log, const char* ref_out) {
     char cmd[8192], out[65536], log[1024], name[256];
     const RunLayout layouts[8] = {
         {"pp 2, 1f1b", 2, "--pp 2 --pp-schedule 1f1b"},
@@ -61,15 +61,15 @@ static void test_pp_layouts(const char* common, const char* ref_log, const char*
         snprintf(name, sizeof(name), "%s: prints the measured bubble next to the theory", L->name);
         report(strstr(out, "pipeline: bubble measured") != NULL, name, "%s", "");
     }
-    // a run that writes checkpoints and samples equals one that does neither, bit for bit
+    // a run that writes checkpoints, samples and evaluates equals one that does none of them, bit for bit
     snprintf(log, sizeof(log), "%s/pp_quiet.jsonl", DIR_PP);
-    snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np 2 ./train_gpt %s --pp 2 --pp-schedule interleaved --virtual-stages 2 --log %s", common, log);
+    snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np 2 ./train_gpt %s --pp 2 --pp-schedule interleaved --virtual-stages 2 --log %s", quiet, log);
     int rc = run_capture(cmd, out, sizeof(out));
     char loud[1024];
     snprintf(loud, sizeof(loud), "%s/pp_2.jsonl", DIR_PP);
-    if (rc != 0) { report(0, "pp 2 interleaved: checkpoints and samples leave the run unchanged", "exit %d: %.300s", rc, out); }
+    if (rc != 0) { report(0, "pp 2 interleaved: checkpoints, samples and evaluation leave the run unchanged", "exit %d: %.300s", rc, out); }
     else {
-        compare_losses("pp 2 interleaved: checkpoints and samples leave the run unchanged, bit for bit", loud, 0, log, 10, 0.0);
+        compare_losses("pp 2 interleaved: checkpoints, samples and evaluation leave the run unchanged, bit for bit", loud, 0, log, 10, 0.0);
         compare_values("pp 2 interleaved: ... and the gradient norms", "grad_norm", loud, log, 10, 0.0);
     }
 }
@@ -107,9 +107,12 @@ static void test_pp_bf16(const char* common) {
 
 // --trace: a Chrome/Perfetto JSON with every rank's spans.
 static void test_pp_trace(const char* common) {
-    char cmd[8192], out[65536], path[1024];
+    char cmd[12288], out[65536], path[1024];
     snprintf(path, sizeof(path), "%s/trace.json", DIR_PP);
-    snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np 2 ./train_gpt %s --pp 2 --trace %s", common, path);
+    char log[1024], plain[1024];
+    snprintf(log, sizeof(log), "%s/trace.jsonl", DIR_PP);
+    snprintf(plain, sizeof(plain), "%s/pp_0.jsonl", DIR_PP); // the same layout (1f1b) without --trace
+    snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np 2 ./train_gpt %s --pp 2 --trace %s --log %s", common, path, log);
     int rc = run_capture(cmd, out, sizeof(out));
     FILE* f = fopen(path, "r");
     char* text = (char*)callocCheck(1 << 20, 1);
@@ -122,6 +125,10 @@ static void test_pp_trace(const char* common) {
              strstr(text, "backward chunk 0 mb 3") && strstr(text, "forward chunk 1 mb 0") && strstr(text, "optimizer (step 3)") &&
              spans >= 2 * 3 * 4 * 2 && text[n - 2] == '}';
     report(ok, "--trace writes a Chrome/Perfetto trace of both ranks' forward, backward, receive and optimizer spans", "exit %d, %zu bytes, %d spans", rc, n, spans);
+    if (rc == 0) {
+        compare_losses("--trace leaves the run unchanged, bit for bit (losses)", plain, 0, log, 10, 0.0);
+        compare_values("--trace leaves the run unchanged, bit for bit (gradient norms)", "grad_norm", plain, log, 10, 0.0);
+    }
     free(text);
 }
 
@@ -163,20 +170,21 @@ int main(void) {
     model_save(model, &pl, params);
     free(params);
     layout_free(&pl);
-    char shard[1024], vshard[1024], common[4096], ref_log[1024];
+    char shard[1024], vshard[1024], common[6144], quiet[4096], ref_log[1024];
     snprintf(shard, sizeof(shard), "%s/train_000000.bin", DIR_PP);
     write_shard(shard, 8000, 101, 21, 20240520, 1, 8000);
     snprintf(vshard, sizeof(vshard), "%s/val_000000.bin", DIR_PP);
     write_shard(vshard, 1000, 101, 22, 20240520, 1, 1000);
     // 64 tokens per step: 4 micro-batches of 2 x 8 (the pipeline's M), 2 with 2 data-parallel ranks
-    snprintf(common, sizeof(common), "--init %s --train %s --val %s --val-every 5 --val-steps 7 --batch-size 2 --seq-len 8 "
-             "--total-batch-size 64 --lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10", model, shard, vshard);
+    snprintf(quiet, sizeof(quiet), "--init %s --train %s --batch-size 2 --seq-len 8 --total-batch-size 64 --lr 1e-3 --warmup 2 "
+             "--weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10", model, shard);
+    snprintf(common, sizeof(common), "%s --val %s --val-every 5 --val-steps 7", quiet, vshard); // with evaluation
     snprintf(ref_log, sizeof(ref_log), "%s/ref.jsonl", DIR_PP);
     snprintf(cmd, sizeof(cmd), "./train_gpt %s --log %s --checkpoint-every 5 --out %s/o_ref --sample-every 10 --gen-tokens 6", common, ref_log, DIR_PP);
     int rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && strstr(out, "sample: "), "one process, 10 steps (the reference)", "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
     if (rc == 0) {
-        test_pp_layouts(common, ref_log, out);
+        test_pp_layouts(common, quiet, ref_log, out);
         test_pp_resume(common, ref_log);
         test_pp_bf16(common);
         test_pp_trace(common);

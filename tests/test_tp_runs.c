@@ -26,7 +26,7 @@ static const char* DIR_TP = "/tmp/test_tp_runs";
 // in parameters. Losses, norms and validation losses 1e-5 relative; parameters as the data-parallel tests (2e-6
 // absolute + 1e-4 relative, the key biases, whose true gradient is zero, 20 lr). A rank's part missing from a sum,
 // or counted twice, moves the first loss by far more.
-static void test_tp_layouts(const char* common, const char* ref_log, const char* ref_out) {
+static void test_tp_layouts(const char* common, const char* quiet, const char* ref_log, const char* ref_out) {
     char cmd[8192], out[65536], log[1024], name[256], ref_sample[512];
     sample_line(ref_out, ref_sample, sizeof(ref_sample));
     report(ref_sample[0] != '\0', "one process prints a sample", "%.200s", ref_out);
@@ -55,15 +55,15 @@ static void test_tp_layouts(const char* common, const char* ref_log, const char*
         snprintf(pb, sizeof(pb), "%s/o_%d/model_00000010.bin", DIR_TP, k);
         compare_run(L->name, ref_log, log, 10, 3, 1e-5, pa, pb, ref_out, out);
     }
-    // a run that writes checkpoints and samples equals one that does neither, bit for bit
+    // a run that writes checkpoints, samples and evaluates equals one that does none of them, bit for bit
     snprintf(log, sizeof(log), "%s/tp_quiet.jsonl", DIR_TP);
-    snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --tp 2 --sequence-parallel 1 --log %s", common, log);
+    snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --tp 2 --sequence-parallel 1 --log %s", quiet, log);
     int rc = run_capture(cmd, out, sizeof(out));
     char loud[1024];
     snprintf(loud, sizeof(loud), "%s/tp_1.jsonl", DIR_TP);
-    if (rc != 0) { report(0, "tp 2, sequence parallel: checkpoints and samples leave the run unchanged", "exit %d: %.300s", rc, out); }
+    if (rc != 0) { report(0, "tp 2, sequence parallel: checkpoints, samples and evaluation leave the run unchanged", "exit %d: %.300s", rc, out); }
     else {
-        compare_losses("tp 2, sequence parallel: checkpoints and samples leave the run unchanged, bit for bit", loud, 0, log, 10, 0.0);
+        compare_losses("tp 2, sequence parallel: checkpoints, samples and evaluation leave the run unchanged, bit for bit", loud, 0, log, 10, 0.0);
         compare_values("tp 2, sequence parallel: ... and the gradient norms", "grad_norm", loud, log, 10, 0.0);
     }
 }
@@ -135,22 +135,22 @@ int main(void) {
     char cmd[8192], out[65536];
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", DIR_TP, DIR_TP);
     if (system(cmd) != 0) { fatal("test_tp_runs: cannot create %s", DIR_TP); }
-    char shard[1024], vshard[1024], common[4096], ref_log[1024];
+    char shard[1024], vshard[1024], common[6144], quiet[4096], ref_log[1024];
     snprintf(shard, sizeof(shard), "%s/train_000000.bin", DIR_TP);
     write_shard(shard, 8000, 101, 11, 20240520, 1, 8000);
     snprintf(vshard, sizeof(vshard), "%s/val_000000.bin", DIR_TP);
     write_shard(vshard, 1000, 101, 12, 20240520, 1, 1000);
     // 64 tokens per step: 4 micro-steps of 2 x 8 per tensor-parallel group, 2 with 2 data-parallel ranks
-    snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --train %s --val %s --val-every 5 --val-steps 7 --batch-size 2 "
-             "--seq-len 8 --total-batch-size 64 --lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10",
-             shard, vshard);
+    snprintf(quiet, sizeof(quiet), "--init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --total-batch-size 64 "
+             "--lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10", shard);
+    snprintf(common, sizeof(common), "%s --val %s --val-every 5 --val-steps 7", quiet, vshard); // with evaluation
     snprintf(ref_log, sizeof(ref_log), "%s/ref.jsonl", DIR_TP);
     snprintf(cmd, sizeof(cmd), "./train_gpt %s --log %s --checkpoint-every 5 --out %s/o_ref --sample-every 10 --gen-tokens 6",
              common, ref_log, DIR_TP);
     int rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0, "one process, 10 steps (the reference)", "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
     if (rc == 0) {
-        test_tp_layouts(common, ref_log, out);
+        test_tp_layouts(common, quiet, ref_log, out);
         test_tp_resume(common, ref_log);
         test_tp_bf16(common, ref_log);
     }
