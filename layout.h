@@ -320,17 +320,8 @@ static size_t pack_runs(const ParamEntry* e, int tp, int t, int gathering, size_
 static void layout_copy_tp(const ParamLayout* pl, float* logical, float* local, int to_local) {
     for (int i = 0; i < pl->num_tensors; i++) {
         const ParamEntry* e = &pl->table[i];
-        size_t n = e->grows * e->gcols;
-        for (size_t k = 0; k < n;) {
-            TpRun run = tp_run(e, pl->tp, k, n - k);
-            if (tp_run_mine(&run, pl->tp_rank, 0)) {
-                float* g = logical + e->goffset + k;
-                float* l = local + e->offset + run.local;
-                if (to_local) { memcpy(l, g, run.len * sizeof(float)); }
-                else { memcpy(g, l, run.len * sizeof(float)); }
-            }
-            k += run.len;
-        }
+        size_t first; // (a whole tensor's share starts at the tensor's offset)
+        pack_runs(e, pl->tp, pl->tp_rank, 0, 0, e->grows * e->gcols, 0, SIZE_MAX, logical + e->goffset, local + e->offset, to_local, &first);
     }
 }
 
