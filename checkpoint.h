@@ -230,9 +230,10 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
     checkpoint_paths(dir, ts->step, mp, sp, sizeof(mp));
     AtomicFile af;
     uint64_t h[ST_HEADER_WORDS] = {0};
-    if (pc->dp_rank == 0) {
+    if (pc->dp_rank == 0 || m->z3) {
         // the compute copy, a chunk at a time in the whole model's layout: the ranks of data-parallel rank 0 gather it
-        // (the stream's gets are collective over its tensor- and pipeline-parallel ranks), rank 0 writes
+        // (the stream's gets are collective over its tensor- and pipeline-parallel ranks, and under ZeRO-3 over the
+        // data-parallel ranks too, which hold its parts), rank 0 writes
         GptStreamTarget t;
         ParamStream local = gpt_stream(m, NULL, &t);
         ShareStream shs;
@@ -362,7 +363,7 @@ static void stream_shard_in(FILE* fp, const char* path, float* mine, GPT* params
     const ParamLayout* pl = &m->layout;
     size_t own_lo, own_hi;
     shard_range(z, z->rank, &own_lo, &own_hi);
-    if (params) { own_lo = 0; own_hi = pl->num_params; }
+    if (params && !m->z3) { own_lo = 0; own_hi = pl->num_params; } // (under ZeRO-3 the rank keeps its owned range)
     size_t n = pl->logical_params;
     for (size_t c0 = 0; c0 < n; c0 += STATE_CHUNK_FLOATS) {
         size_t cnt = n - c0 < STATE_CHUNK_FLOATS ? n - c0 : STATE_CHUNK_FLOATS;
@@ -381,7 +382,7 @@ static void stream_shard_in(FILE* fp, const char* path, float* mine, GPT* params
             size_t ka = (c0 > g0 ? c0 : g0) - g0, kb = (c0 + cnt < g1 ? c0 + cnt : g1) - g0, first;
             size_t k = pack_runs(e, pl->tp, pl->tp_rank, 0, ka, kb, own_lo, own_hi, chunk + (g0 + ka - c0), part, 1, &first);
             if (k == 0) { continue; }
-            if (params) { params_from_f32(&params->ctx, params->params + first, part, k); }
+            if (params) { params_from_f32(&params->ctx, params->params + (first - (m->z3 ? z->lo : 0)), part, k); }
             else { dev_copy_h2d(z->ctx, mine + (first - z->lo), part, k * sizeof(float)); }
         }
     }

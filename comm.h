@@ -998,8 +998,14 @@ static void comm_ireduce_scatterv_sum_f32(CommGroup* g, const float* sendbuf, fl
 // Starts an allgather with per-rank counts (zeros allowed): recvbuf (sum(counts) floats) receives every rank's
 // sendbuf, rank 0's first. In place: sendbuf == recvbuf + (sum of counts before rank). counts must be the same on
 // every rank; it is copied.
-static void comm_iallgatherv_f32(CommGroup* g, const float* sendbuf, float* recvbuf, const size_t* counts,
-                                 CommRequest* req) {
+// The all-gather of elements of `elem` bytes (MPI type `type`; unit names them for the byte counters): the body
+// behind the float and byte forms below.
+static void comm__iallgatherv(CommGroup* g, const void* sendbuf, void* recvbuf, const size_t* counts, size_t elem,
+                              const char* unit, CommRequest* req
+#ifdef USE_MPI
+                              , MPI_Datatype type
+#endif
+                              ) {
     comm__check_group(g, "allgather");
     if (counts == NULL) { comm__die(g->pc, "allgather on group '%s': counts is NULL", g->name); }
     size_t total = comm__total(g, counts, "allgather");
@@ -1007,9 +1013,10 @@ static void comm_iallgatherv_f32(CommGroup* g, const float* sendbuf, float* recv
     for (int r = 0; r < g->rank; r++) { my_off += counts[r]; }
     comm__check_buf(g, sendbuf, mine, "allgather", "sendbuf");
     comm__check_buf(g, recvbuf, total, "allgather", "recvbuf");
-    comm__begin(req, g, COMM_OP_ALLGATHER, total, "floats", 1);
+    comm__begin(req, g, COMM_OP_ALLGATHER, total, unit, 1);
+    char* recv = (char*)recvbuf;
     // own slice first, then everything runs in place
-    if (mine > 0 && sendbuf != recvbuf + my_off) { memmove(recvbuf + my_off, sendbuf, mine * sizeof(float)); }
+    if (mine > 0 && (const char*)sendbuf != recv + my_off * elem) { memmove(recv + my_off * elem, sendbuf, mine * elem); }
 #ifdef USE_MPI
     size_t mc = comm__max_count(g);
     if (total <= mc) {
@@ -1023,8 +1030,7 @@ static void comm_iallgatherv_f32(CommGroup* g, const float* sendbuf, float* recv
             off += counts[r];
         }
         MPI_Request* rq = comm__alloc_reqs(req, 1);
-        mpiCheck(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recvbuf, icounts, idispls, MPI_FLOAT, g->comm,
-                                 &rq[0]));
+        mpiCheck(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, icounts, idispls, type, g->comm, &rq[0]));
         return;
     }
     // large: every rank broadcasts its slice, chunked
@@ -1035,7 +1041,7 @@ static void comm_iallgatherv_f32(CommGroup* g, const float* sendbuf, float* recv
     for (int r = 0; r < g->size; r++) {
         for (size_t c = 0; c < counts[r]; c += mc) {
             size_t len = counts[r] - c < mc ? counts[r] - c : mc;
-            mpiCheck(MPI_Ibcast(recvbuf + off + c, (int)len, MPI_FLOAT, r, g->comm, &rq[k]));
+            mpiCheck(MPI_Ibcast(recv + (off + c) * elem, (int)len, type, r, g->comm, &rq[k]));
             k++;
         }
         off += counts[r];
@@ -1043,6 +1049,24 @@ static void comm_iallgatherv_f32(CommGroup* g, const float* sendbuf, float* recv
 #else
     (void)total;
 #endif
+}
+
+#ifdef USE_MPI
+#define COMM__ALLGATHERV(g, s, r, c, elem, unit, req, type) comm__iallgatherv(g, s, r, c, elem, unit, req, type)
+#else
+#define COMM__ALLGATHERV(g, s, r, c, elem, unit, req, type) comm__iallgatherv(g, s, r, c, elem, unit, req)
+#endif
+
+static void comm_iallgatherv_f32(CommGroup* g, const float* sendbuf, float* recvbuf, const size_t* counts,
+                                 CommRequest* req) {
+    COMM__ALLGATHERV(g, sendbuf, recvbuf, counts, sizeof(float), "floats", req, MPI_FLOAT);
+}
+
+// The same over bytes (counts in bytes): for buffers of any element type, such as the 16-bit compute copy of the
+// parameters that ZeRO-3 gathers in ranges that need not pair its elements into floats.
+static void comm_iallgatherv_bytes(CommGroup* g, const void* sendbuf, void* recvbuf, const size_t* counts,
+                                   CommRequest* req) {
+    COMM__ALLGATHERV(g, sendbuf, recvbuf, counts, 1, "bytes", req, MPI_BYTE);
 }
 
 // ----------------------------------------------------------------------------

@@ -1098,13 +1098,13 @@ __global__ void kernels__adamw(floatX* params, float* master, const float* grads
         m[k] = mi;
         v[k] = vi;
         float mhat = mi / bc1, vhat = vi / bc2;
-        float p = master ? master[k] : kernels__f(params[i]);
+        float p = master ? master[k] : kernels__f(params[k]);
         p -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p);
         if (master) {
             master[k] = p;
-            params[i] = kernels__x(round_stochastic(p, dtype, seed, (uint64_t)t, i)); // exact: already representable
+            params[k] = kernels__x(round_stochastic(p, dtype, seed, (uint64_t)t, i)); // exact: already representable
         } else {
-            params[i] = kernels__x(p);
+            params[k] = kernels__x(p);
         }
     }
 }

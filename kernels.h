@@ -151,8 +151,9 @@ typedef struct {
 } AdamWHyper;
 
 // AdamW over the flat range [lo, hi), one call for all tensors (segs: the tensors, in any order; elements in
-// no segment, the padding, are left alone). grads, m, v and master are indexed from lo (element i of the range is
-// at [i - lo]); params is the whole flat compute copy. With master (fp32 master weights, 16-bit compute copy) the
+// no segment, the padding, are left alone). params, grads, m, v and master are all indexed from lo (element i of
+// the range is at [i - lo]): the caller passes the compute copy of the range, a window of the whole flat buffer or,
+// under ZeRO-3, the only part of it this rank keeps. With master (fp32 master weights, 16-bit compute copy) the
 // update applies to master and params[i] = stochastic_round(master) (seeded by sr_seed, t, i); without, to
 // params in place (fp32 training, where the compute copy is the master).
 static void adamw_update(const KernelCtx* ctx, floatX* params, float* master, const float* grads, float* m, float* v,

@@ -742,7 +742,7 @@ static void kernels__adamw_range(const KernelCtx* ctx, floatX* params, float* ma
     float b1 = hp->beta1, b2 = hp->beta2, lr = hp->lr, eps = hp->eps, gs = hp->grad_scale;
     float bc1 = 1.0f - powf(b1, (float)hp->t);
     float bc2 = 1.0f - powf(b2, (float)hp->t);
-    float* p = master ? master : params + lo; // what the update applies to, indexed from lo
+    float* p = master ? master : params; // what the update applies to (everything is indexed from lo)
     #pragma omp parallel for simd
     for (size_t i = s; i < e; i++) {
         size_t k = i - lo;
@@ -757,7 +757,7 @@ static void kernels__adamw_range(const KernelCtx* ctx, floatX* params, float* ma
     }
     if (master) {
         #pragma omp parallel for
-        for (size_t i = s; i < e; i++) { params[i] = round_stochastic(p[i - lo], ctx->dtype, hp->sr_seed, (uint64_t)hp->t, i); }
+        for (size_t i = s; i < e; i++) { params[i - lo] = round_stochastic(p[i - lo], ctx->dtype, hp->sr_seed, (uint64_t)hp->t, i); }
     }
 }
 

@@ -358,9 +358,31 @@ static void layout_free(ParamLayout* pl) {
         (v)->lnfb = (pl)->has_lnf ? (v)->lnfw + C_ : NULL; \
     } while (0)
 
+// The working arena of ZeRO stages 2 and 3: [wte+wpe | lnfw+lnfb | layer slot 0 | layer slot 1], the parts this
+// pipeline stage holds. Stage 2 keeps its gradients in one (the layers take the two slots in turn); stage 3 also
+// gathers its parameters into one. Sized in elements.
+static size_t arena_size(const ParamLayout* pl) {
+    return pl->embed_size + (pl->has_lnf ? 2 * (size_t)pl->cfg.channels : 0) + 2 * pl->layer_size;
+}
+static size_t arena_slot_offset(const ParamLayout* pl, int slot) {
+    return pl->embed_size + (pl->has_lnf ? 2 * (size_t)pl->cfg.channels : 0) + (size_t)slot * pl->layer_size;
+}
+
+// Points the embeddings' and the final LayerNorm's views at their places in an arena (the layers are bound a slot at
+// a time by VIEWS_BIND_LAYER).
+#define ARENA_BIND(v, pl, base, LayerType) do { \
+        size_t C_ = (size_t)(pl)->cfg.channels; \
+        if (!(v)->layers) { (v)->layers = (LayerType*)callocCheck((pl)->cfg.num_layers, sizeof(LayerType)); } \
+        (v)->wte = (pl)->has_wte ? (base) : NULL; \
+        (v)->wpe = (pl)->has_wpe ? (base) + ((pl)->has_wte ? (size_t)(pl)->cfg.padded_vocab_size / (pl)->tp * C_ : 0) : NULL; \
+        (v)->lnfw = (pl)->has_lnf ? (base) + (pl)->embed_size : NULL; \
+        (v)->lnfb = (pl)->has_lnf ? (v)->lnfw + C_ : NULL; \
+    } while (0)
+
 static void views_bind(ParamViews* v, const ParamLayout* pl, floatX* base) { VIEWS_BIND(v, pl, base, LayerParams); }
 static void grad_views_bind(GradViews* v, const ParamLayout* pl, float* base) { VIEWS_BIND(v, pl, base, LayerGrads); }
 static void grad_views_bind_layer(GradViews* v, const ParamLayout* pl, int l, float* p) { VIEWS_BIND_LAYER(v, pl, l, p); }
+static void views_bind_layer(ParamViews* v, const ParamLayout* pl, int l, floatX* p) { VIEWS_BIND_LAYER(v, pl, l, p); }
 
 // Parameters of a model of this shape (padded vocabulary rows included), from the table, without allocating: the
 // size a model file must have is known before any big allocation.

@@ -154,7 +154,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("grad-clip", NULL, grad_clip, 0, 1e9, "clip the global gradient norm to this; 0 turns clipping off"),
     FLAG_S("nan-policy", NULL, nan_policy, "a step whose loss or gradient norm is not finite: stop (error, no checkpoint of that state) | skip (no update; stop after --max-skipped-steps in a row)"),
     FLAG_I("max-skipped-steps", NULL, max_skipped_steps, 1, 1e6, "--nan-policy skip: stop after this many non-finite steps in a row"),
-    FLAG_I("zero", "-z", zero, 0, 2, "ZeRO stage: 0 (all-reduce), 1 (sharded optimizer), 2 (sharded gradients too)"),
+    FLAG_I("zero", "-z", zero, 0, 3, "ZeRO stage: 0 (all-reduce), 1 (sharded optimizer), 2 (sharded gradients too), 3 (sharded parameters too)"),
     FLAG_I("tp", NULL, tp, 1, 64, "tensor-parallel size (Megatron): attention heads, the MLP and the vocabulary split over this many adjacent ranks; processes = dp x tp"),
     FLAG_I("sequence-parallel", NULL, sequence_parallel, 0, 1, "with --tp > 1: split the LayerNorm and residual activations along the tokens too (reduce-scatter and all-gather in place of each all-reduce)"),
     FLAG_I("pp", NULL, pp, 1, 64, "pipeline-parallel size: the blocks cut into this many stages (the first also holds the embeddings, the last the LM head); processes = dp x tp x pp"),
@@ -561,11 +561,20 @@ typedef struct {
     Pipeline* pipe;       // NULL when pp is 1
     size_t (*norm_ranges)[2];
     int num_norm_ranges;
-    floatX* params;       // (n_pad) flat parameters: the compute copy (the master weights too in fp32)
+    floatX* params;       // (n_pad) flat parameters: the compute copy (the master weights too in fp32); under ZeRO-3
+                          // only the owned range (S = n_pad / dp), and the views point into param_arena
+    size_t param_floats;  // elements of parameter memory actually allocated (params, and ZeRO-3's arena)
     ParamViews p;
+    // ZeRO-3 (--zero 3, zero3.h): the tensors in use are gathered from their owners into the arena, a layer at a time
+    ZeroOptimizer* z3;    // NULL unless stage 3
+    floatX* param_arena;  // [wte+wpe | lnfw+lnfb | layer slot 0 | layer slot 1] (arena_size)
+    void* param_host;     // staged collectives: the arena's host mirror
+    int pslot_layer[2];   // the layer each slot holds or is receiving (-1: none), valid until the next update
+    ZeroGather pslot_gather[2];
+    int resident;         // the embeddings and the final LayerNorm are gathered (until the next update)
     // gradients (fp32): stages 0/1 keep a full flat buffer; stage 2 keeps only an arena of reused regions
-    float* grads;         // (n_pad) or NULL (stage 2)
-    float* grad_arena;    // stage 2: [wte+wpe | lnfw+lnfb | layer slot 0 | layer slot 1] (the parts this stage holds)
+    float* grads;         // (n_pad) or NULL (stages 2, 3)
+    float* grad_arena;    // stages 2, 3: [wte+wpe | lnfw+lnfb | layer slot 0 | layer slot 1] (arena_size)
     int arena_owner[2];   // stage 2: the bucket last bound to each layer slot (-1 none), and the slot the next takes
     int arena_next;
     size_t grad_floats;   // floats of gradient memory actually allocated (full buffer or arena)
@@ -584,6 +593,7 @@ typedef struct {
     CommGroup* pp_group;
     int V;                  // chunks per pipeline rank (1 unless interleaved)
     const int* chunk_first; // (pp V + 1) block boundaries of the chunks; NULL when pp is 1
+    int zero3;              // the parameters are sharded over the data-parallel ranks (ZeRO-3)
 } ModelSplit;
 
 // Whether tensor e's gradient enters this rank's part of the global norm (see gpt_alloc_params_split).
@@ -593,8 +603,15 @@ static int gpt_norm_counts(const GPT* m, const ParamEntry* e) {
     return 1;
 }
 
+// Parameter memory for a ZeRO stage, in elements of the compute copy: the whole flat buffer (n_pad), or under
+// stage 3 the owned range and the arena the tensors in use are gathered into.
+static size_t gpt_param_floats(const ParamLayout* pl, int stage, int dp) {
+    size_t n_pad = zero_padded_size(pl->num_params, dp);
+    return stage < 3 ? n_pad : n_pad / dp + arena_size(pl);
+}
+
 // The execution context (storage type dtype; scratch for sequences up to T), then the parameter buffer, zeroed:
-// this rank's share of the model under tensor and pipeline parallelism.
+// this rank's share of the model under tensor and pipeline parallelism (and data parallelism under ZeRO-3).
 static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const ModelSplit* ms, int dtype, int T) {
     memset(m, 0, sizeof(*m));
     m->tp = ms->tp_group ? ms->tp_group->size : 1;
@@ -637,13 +654,21 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
         m->num_norm_ranges = k;
         free(order);
     }
-    size_t n_pad = zero_padded_size(m->layout.num_params, dp);
-    m->params = (floatX*)dev_alloc(&m->ctx, mulSize(n_pad, sizeof(floatX)));
-    views_bind(&m->p, &m->layout, m->params);
+    m->param_floats = gpt_param_floats(&m->layout, ms->zero3 ? 3 : 0, dp);
+    m->params = (floatX*)dev_alloc(&m->ctx, mulSize(m->param_floats, sizeof(floatX)));
+    if (!ms->zero3) {
+        views_bind(&m->p, &m->layout, m->params);
+        return;
+    }
+    // ZeRO-3: the owned range first, then the arena the tensors in use are gathered into (zero3.h)
+    size_t shard = zero_padded_size(m->layout.num_params, dp) / dp;
+    m->param_arena = m->params + shard;
+    ARENA_BIND(&m->p, &m->layout, m->param_arena, LayerParams);
+    m->pslot_layer[0] = m->pslot_layer[1] = -1;
 }
 
 static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
-    ModelSplit ms = {tp_group, sp, NULL, 1, NULL};
+    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0};
     gpt_alloc_params_split(m, cfg, dp, &ms, dtype, T);
 }
 
@@ -654,12 +679,14 @@ static void gpt_alloc_params(GPT* m, const GPTConfig* cfg, int dp, int dtype, in
 // The compute copy of the parameters from fp32 values in host memory (host: num_params floats, the flat layout),
 // rounded to the storage type; the master weights of the owned range (when kept) get the exact values.
 static void gpt_set_params(GPT* m, ZeroOptimizer* z, const float* host) {
+    if (m->z3) { fatal("internal: gpt_set_params under ZeRO-3 (use the parameter stream)"); }
     params_from_f32(&m->ctx, m->params, host, m->layout.num_params);
     if (z) { zero_set_master(z, host); }
 }
 
 // The compute copy's fp32 values into host memory (num_params floats): what model files hold.
 static void gpt_get_params(GPT* m, float* host) {
+    if (m->z3) { fatal("internal: gpt_get_params under ZeRO-3 (use the parameter stream)"); }
     params_to_f32(&m->ctx, host, m->params, m->layout.num_params);
     dev_sync(&m->ctx);
 }
@@ -667,11 +694,19 @@ static void gpt_get_params(GPT* m, float* host) {
 // The model's parameters as a ParamStream: put writes fp32 values into the compute copy (rounded to the storage
 // type) and into the master weights of the owned range; get reads the compute copy's values back. Files stream
 // through it a chunk at a time (model_load_stream, model_save_stream), so no host copy of the whole model is made.
+// Under ZeRO-3 a rank keeps only its owned range: put keeps that part, and get is collective over the data-parallel
+// group (every rank calls it with the same range): each rank reads its part, an all-gather assembles the range.
 typedef struct { GPT* m; ZeroOptimizer* z; } GptStreamTarget;
 
 static void gpt_stream_put(void* self, size_t off, const float* x, size_t n) {
     GptStreamTarget* t = (GptStreamTarget*)self;
-    params_from_f32(&t->m->ctx, t->m->params + off, x, n);
+    if (t->m->z3) {
+        const ZeroOptimizer* z3 = t->m->z3;
+        size_t s = off > z3->lo ? off : z3->lo, e = off + n < z3->hi ? off + n : z3->hi;
+        if (s < e) { params_from_f32(&t->m->ctx, t->m->params + (s - z3->lo), x + (s - off), e - s); }
+    } else {
+        params_from_f32(&t->m->ctx, t->m->params + off, x, n);
+    }
     ZeroOptimizer* z = t->z;
     if (z && z->master) {
         size_t s = off > z->lo ? off : z->lo, e = off + n < z->hi ? off + n : z->hi;
@@ -681,8 +716,19 @@ static void gpt_stream_put(void* self, size_t off, const float* x, size_t n) {
 
 static void gpt_stream_get(void* self, size_t off, float* x, size_t n) {
     GptStreamTarget* t = (GptStreamTarget*)self;
-    params_to_f32(&t->m->ctx, x, t->m->params + off, n);
+    ZeroOptimizer* z3 = t->m->z3;
+    if (!z3) {
+        params_to_f32(&t->m->ctx, x, t->m->params + off, n);
+        dev_sync(&t->m->ctx);
+        return;
+    }
+    size_t counts[ZERO_MAX_RANKS];
+    zero__bucket_counts(z3, off, off + n, counts);
+    size_t s = off > z3->lo ? off : z3->lo, e = off + n < z3->hi ? off + n : z3->hi;
+    float* mine = s < e ? x + (s - off) : x;
+    if (s < e) { params_to_f32(&t->m->ctx, mine, t->m->params + (s - z3->lo), e - s); }
     dev_sync(&t->m->ctx);
+    comm_allgatherv_f32(z3->group, mine, x, counts);
 }
 
 // t must outlive the stream. z: NULL when there are no master weights to fill (saving, or before the optimizer).
@@ -693,25 +739,26 @@ static ParamStream gpt_stream(GPT* m, ZeroOptimizer* z, GptStreamTarget* t) {
     return s;
 }
 
-// Whether every parameter of the compute copy is finite, read a chunk at a time.
+// Whether every parameter of the compute copy this rank keeps is finite, read a chunk at a time (under ZeRO-3
+// its owned range: the caller combines the ranks' verdicts).
 static int gpt_params_finite(GPT* m) {
-    GptStreamTarget t;
-    ParamStream s = gpt_stream(m, NULL, &t);
     float* buf = (float*)mallocCheck(PARAM_CHUNK * sizeof(float));
     int ok = 1;
-    for (size_t off = 0; ok && off < m->layout.num_params; off += PARAM_CHUNK) {
-        size_t cnt = m->layout.num_params - off < PARAM_CHUNK ? m->layout.num_params - off : PARAM_CHUNK;
-        s.get(s.self, off, buf, cnt);
+    size_t n = m->z3 ? m->z3->hi - m->z3->lo : m->layout.num_params;
+    for (size_t off = 0; ok && off < n; off += PARAM_CHUNK) {
+        size_t cnt = n - off < PARAM_CHUNK ? n - off : PARAM_CHUNK;
+        params_to_f32(&m->ctx, buf, m->params + off, cnt);
+        dev_sync(&m->ctx);
         for (size_t j = 0; j < cnt; j++) { ok &= isfinite(buf[j]) != 0; }
     }
     free(buf);
     return ok;
 }
 
-// Gradient memory for a ZeRO stage: the full flat buffer (stages 0, 1) or the stage-2 arena.
+// Gradient memory for a ZeRO stage: the full flat buffer (stages 0, 1) or the arena (stages 2, 3).
 static size_t gpt_grad_floats(const ParamLayout* pl, int stage, int dp) {
     if (stage < 2) { return zero_padded_size(pl->num_params, dp); }
-    return pl->embed_size + (pl->has_lnf ? 2 * (size_t)pl->cfg.channels : 0) + 2 * pl->layer_size;
+    return arena_size(pl);
 }
 
 static void gpt_alloc_grads(GPT* m, int stage, int dp) {
@@ -723,12 +770,7 @@ static void gpt_alloc_grads(GPT* m, int stage, int dp) {
         grad_views_bind(&m->g, &m->layout, buf);
     } else {
         m->grad_arena = buf;
-        m->g.layers = (LayerGrads*)callocCheck(m->cfg.num_layers, sizeof(LayerGrads));
-        const ParamLayout* pl = &m->layout;
-        m->g.wte = pl->has_wte ? buf : NULL;
-        m->g.wpe = pl->has_wpe ? buf + (pl->has_wte ? (size_t)m->vocab_n * m->cfg.channels : 0) : NULL;
-        m->g.lnfw = pl->has_lnf ? buf + pl->embed_size : NULL;
-        m->g.lnfb = pl->has_lnf ? m->g.lnfw + m->cfg.channels : NULL;
+        ARENA_BIND(&m->g, &m->layout, buf, LayerGrads);
         m->arena_owner[0] = m->arena_owner[1] = -1;
         m->arena_next = 0;
     }
@@ -737,7 +779,8 @@ static void gpt_alloc_grads(GPT* m, int stage, int dp) {
 // The optimizer over this model's parameters: one segment per tensor, carrying the tensor's weight-decay flag;
 // fp32 master weights when the compute copy is 16-bit.
 // The collectives run on host copies of the device buffers when `staged` (see comm_is_staged).
-static void gpt_zero_init_staged(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* dp_group, int staged) {
+// Under ZeRO-3 the model keeps z (its owned range is the optimizer's) and, when staged, a host mirror of its arena.
+static void gpt_zero_init_staged(ZeroOptimizer* z, GPT* m, int stage, CommGroup* dp_group, int staged) {
     ZeroSegment* segs = (ZeroSegment*)mallocCheck(sizeof(ZeroSegment) * m->layout.num_tensors);
     for (int i = 0; i < m->layout.num_tensors; i++) {
         const ParamEntry* e = &m->layout.table[i];
@@ -745,6 +788,11 @@ static void gpt_zero_init_staged(ZeroOptimizer* z, const GPT* m, int stage, Comm
     }
     zero_init(z, &m->ctx, stage, dp_group, m->layout.num_params, segs, m->layout.num_tensors, m->ctx.dtype != DTYPE_FP32, staged);
     free(segs);
+    if ((stage == 3) != (m->param_arena != NULL)) { fatal("internal: ZeRO stage %d on parameters allocated for %s", stage, m->param_arena ? "stage 3" : "stages 0-2"); }
+    if (stage == 3) {
+        m->z3 = z;
+        if (staged) { m->param_host = dev_host_alloc(&m->ctx, mulSize(arena_size(&m->layout), sizeof(floatX))); }
+    }
 }
 
 // Whether the collectives stage device buffers through host copies for --comm `comm`: always in a GPU build (its MPI
@@ -758,16 +806,15 @@ static int comm_is_staged(const char* comm) {
 #endif
 }
 
-static void gpt_zero_init(ZeroOptimizer* z, const GPT* m, int stage, CommGroup* dp_group) {
+static void gpt_zero_init(ZeroOptimizer* z, GPT* m, int stage, CommGroup* dp_group) {
     gpt_zero_init_staged(z, m, stage, dp_group, comm_is_staged("auto"));
 }
 
-static float* gpt_grad_slot(GPT* m, int slot) {
-    return m->grad_arena + m->layout.embed_size + (m->layout.has_lnf ? 2 * (size_t)m->cfg.channels : 0) + (size_t)slot * m->layout.layer_size;
-}
+static float* gpt_grad_slot(GPT* m, int slot) { return m->grad_arena + arena_slot_offset(&m->layout, slot); }
 
 static void gpt_free(GPT* m) {
     dev_free(&m->ctx, m->params);
+    dev_host_free(&m->ctx, m->param_host);
     dev_free(&m->ctx, m->grads);
     dev_free(&m->ctx, m->grad_arena);
     dev_free(&m->ctx, m->acts.base);
@@ -781,6 +828,9 @@ static void gpt_free(GPT* m) {
     layout_free(&m->glayout);
     kernels_ctx_free(&m->ctx);
 }
+
+// ZeRO-3: gathering the parameters in use (zero3.h, split out by topic)
+#include "zero3.h"        // defines: z3_resident, z3_fetch, z3_use, z3_progress, z3_invalidate
 
 // ----------------------------------------------------------------------------
 // Forward pass: tokens (B,T) -> lnf (B,T,C). The last LayerNorm of each layer is fused with its residual add:
@@ -858,8 +908,13 @@ static void block_forward(GPT* m, int l, int finish) {
     char range[32];
     snprintf(range, sizeof(range), "%s layer %d", finish ? "forward" : "recompute", l);
     kernels_range_push(&m->ctx, range);
+    // ZeRO-3: this layer's parameters are ready; the next layer's (its LayerNorm ends this block) start to travel
+    z3_use(m, l, -1);
+    if (finish && l + 1 < m->chunk_hi) { z3_fetch(m, l + 1, l); }
     matmul_forward(&m->ctx, b.qkv, tp_enter(m, b.ln1), w->qkvw, w->qkvb, BT, C, 3 * Ct);
+    z3_progress(m);
     attention_forward(&m->ctx, b.atty, b.lse, b.qkv, B, T, Ct, NHt);
+    z3_progress(m);
     matmul_forward(&m->ctx, a->proj, b.atty, w->attprojw, NULL, BT, Ct, C);
     tp_leave(m, a->proj, a->proj);
     residual_layernorm_forward(&m->ctx, b.res2, b.ln2, b.ln2_mean, b.ln2_rstd, b.in, a->proj, w->attprojb, w->ln2w, w->ln2b, R, C);
@@ -874,6 +929,7 @@ static void block_forward(GPT* m, int l, int finish) {
         // (into the slot's unused lnf) is recomputed there from it
         residual_layernorm_forward(&m->ctx, res3, a->lnf, a->lnf_mean, a->lnf_rstd, b.res2, a->proj, w->fcprojb, w->ln1w, w->ln1b, R, C);
     } else if (l + 1 < L) {
+        z3_use(m, l + 1, l);
         LayerParams* nw = &m->p.layers[l + 1];
         BlockActs nb = block_acts(m, l + 1);
         residual_layernorm_forward(&m->ctx, res3, nb.ln1, nb.ln1_mean, nb.ln1_rstd, b.res2, a->proj, w->fcprojb, nw->ln1w, nw->ln1b, R, C);
@@ -905,6 +961,7 @@ static void gpt_forward_chunk(GPT* m, int g, const int32_t* host_tokens, int B, 
     gpt_set_chunk(m, g);
     int R = gpt_rows(m);
     if (g == 0) {
+        z3_resident(m); // ZeRO-3: the embeddings (and the final LayerNorm, for the head)
         dev_copy_h2d(&m->ctx, a->tokens, host_tokens, (size_t)BT * sizeof(int32_t));
         floatX* emb = m->sp ? a->proj : a->encoded; // the whole rows, before the reduce-scatter
         encoder_forward(&m->ctx, emb, a->tokens, m->p.wte, m->tp_rank == 0 ? m->p.wpe : NULL, m->vocab_lo, m->vocab_n, B, T, C);
@@ -912,6 +969,7 @@ static void gpt_forward_chunk(GPT* m, int g, const int32_t* host_tokens, int B, 
     }
     BlockActs b0 = block_acts(m, m->chunk_lo);
     LayerParams* w0 = &m->p.layers[m->chunk_lo];
+    z3_use(m, m->chunk_lo, -1);
     layernorm_forward(&m->ctx, b0.ln1, b0.ln1_mean, b0.ln1_rstd, a->encoded, w0->ln1w, w0->ln1b, R, C);
     for (int l = m->chunk_lo; l < m->chunk_hi; l++) { block_forward(m, l, 1); }
 }
@@ -1097,6 +1155,10 @@ static void gpt_backward_chunk(GPT* m, int gchunk, const int32_t* host_targets, 
         char range[32];
         snprintf(range, sizeof(range), "backward layer %d", l);
         kernels_range_push(&m->ctx, range);
+        // ZeRO-3: this layer's parameters (still in a slot after the forward, for the last layer), and the gather of
+        // the layer below, which travels during this backward
+        z3_use(m, l, -1);
+        if (l > m->chunk_lo) { z3_fetch(m, l - 1, l); }
         block_recompute(m, l);
         LayerParams* w = &m->p.layers[l];
         LayerGrads* dw = &m->g.layers[l];
@@ -1115,6 +1177,7 @@ static void gpt_backward_chunk(GPT* m, int gchunk, const int32_t* host_targets, 
         backward_progress(bc);
         attention_backward(&m->ctx, a->dqkv, a->dtmp, b.qkv, b.atty, b.lse, B, T, Ct, NHt);
         backward_progress(bc);
+        z3_progress(m);
         matmul_backward(&m->ctx, a->dtmp, dw->qkvw, dw->qkvb, a->dqkv, tp_enter(m, b.ln1), w->qkvw, BT, C, 3 * Ct, acc);
         tp_leave(m, a->dtmp, a->dtmp);
         layernorm_backward(&m->ctx, a->dres, dw->ln1w, dw->ln1b, a->dtmp, b.in, w->ln1w,
@@ -1193,6 +1256,7 @@ static void optimizer_update(GPT* m, ZeroOptimizer* z, const Config* c, float no
     AdamWHyper hp = {lr, 0.9f, 0.95f, 1e-8f, c->weight_decay, clip / loss_scale, t, sr_seed};
     kernels_range_push(&m->ctx, "AdamW and parameter gather");
     zero_adamw_step(z, m->params, m->grads, &hp);
+    z3_invalidate(m); // ZeRO-3: the gathered copies are stale
     kernels_range_pop(&m->ctx);
 }
 
@@ -1308,6 +1372,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int n, float* probs, uint64_t* 
         toks[t] = next;
         if (m->tp_group) { comm_broadcast(m->tp_group, &toks[t], sizeof(int32_t), 0); }
         if (m->pp_group) { comm_broadcast(m->pp_group, &toks[t], sizeof(int32_t), m->pp - 1); }
+        if (m->z3) { comm_broadcast(m->z3->group, &toks[t], sizeof(int32_t), 0); } // (ZeRO-3: every data-parallel rank samples)
     }
 }
 
@@ -1321,6 +1386,7 @@ static void generate(GPT* m, const Tokenizer* tok, int have_tok, int gen_tokens,
     float* probs = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
     for (int t = 0; t < T; t++) { toks[t] = eot; }
     if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t), 0); } // the prompt of the rank with the tokenizer
+    if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t), 0); }
     sample_tokens(m, toks, n, probs, rng);
     if (!print) { free(toks); free(probs); return; }
     printf("sample: ");
@@ -1473,7 +1539,7 @@ static void check_config_agreement(ParallelContext* pc, const Config* c) {
 // the kernels' scratch. Returns the total.
 static double rank_memory(const GPT* mp, const ZeroOptimizer* zp, double mem[4]) {
     double shard = zp->gshard ? (double)zp->shard * sizeof(float) : 0.0;
-    mem[0] = (double)zp->n_pad * sizeof(floatX);
+    mem[0] = (double)mp->param_floats * sizeof(floatX);
     mem[1] = (double)mp->grad_floats * sizeof(float) + shard;
     mem[2] = (double)zero_state_bytes(zp) - shard;
     mem[3] = (double)mp->acts.total_bytes + (double)kernels_ctx_bytes(&mp->ctx);
@@ -1537,7 +1603,7 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         }
         if (sizeof(floatX) > dtype_bytes(dt)) {
             char pa[32], ac[32];
-            fmt_bytes(pa, sizeof(pa), (double)zp->n_pad * dtype_bytes(dt));
+            fmt_bytes(pa, sizeof(pa), (double)mp->param_floats * dtype_bytes(dt));
             fmt_bytes(ac, sizeof(ac), (double)activations_device_bytes_tp(g, mp->tp, mp->sp, B, T, cp->recompute, dt));
             printf("  with %s storage (a GPU build): parameters %s, activations %s per rank\n", dtype_name(dt), pa, ac);
         }
@@ -1908,6 +1974,10 @@ int main(int argc, char** argv) {
     } else if (c.virtual_stages != 1) {
         fatal("--virtual-stages %d needs --pp 2 or more and --pp-schedule interleaved", c.virtual_stages);
     }
+    if (c.zero == 3 && c.pp > 1) {
+        // (as in DeepSpeed: each micro-batch's forward and backward of a stage would gather its layers again)
+        fatal("--zero 3 with --pp %d: ZeRO-3 shards the parameters of unpipelined runs only; use --zero 1 or 2 with a pipeline", c.pp);
+    }
 
     // data first: bad input is reported before the big allocations
     DataLoader train_loader, val_loader;
@@ -1928,7 +1998,7 @@ int main(int argc, char** argv) {
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
     GPT model;
-    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first};
+    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3};
     gpt_alloc_params_split(&model, &gc, pc.dp, &split, dtype_parse(c.dtype), T);
     if (kernels_set_attention(&model.ctx, c.attention) != 0) {
         fatal("--attention %s: not available in this build (the CPU has native attention only; cudnn needs a CUDA build "
@@ -2044,8 +2114,9 @@ int main(int argc, char** argv) {
                 if (logf) { fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g}\n", step, last_val); fflush(logf); }
             }
         }
-        // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints)
-        if (pc.dp_rank == 0 && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
+        // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints;
+        // under ZeRO-3 every rank, since the forward gathers the parameters from all data-parallel ranks)
+        if ((pc.dp_rank == 0 || model.z3) && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
             generate(&model, &tokenizer, have_tok, c.gen_tokens, T, &ts.rng, master);
         }
         if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
@@ -2100,7 +2171,7 @@ int main(int argc, char** argv) {
         bench_report(&c, &model, &zopt, &pc, t_bench, t_forward, t_backward, wait_bench, timed_steps, &comm0);
     } else {
         // every group's verdict, gathered over the world (a group that disagrees anywhere fails the job)
-        if (pc.dp > 1) {
+        if (pc.dp > 1 && c.zero < 3) { // (under ZeRO-3 each rank keeps only its shard)
             double bad = !params_agree(&model, &pc.dp_group, 0);
             comm_allreduce_max_f64(&pc.world, &bad, 1);
             if (master) { printf("parameters after training: %s on all %d data-parallel ranks\n", bad == 0.0 ? "identical" : "DIFFERENT", pc.dp); }

@@ -17,6 +17,10 @@ updates the master, writes the compute copy by stochastic rounding, and the comp
   stage 2:        as stage 1, and gradients are sharded too: every micro-step reduce-scatters each bucket as soon as
                   it is final, so the full gradient buffer is never needed: backward writes a layer's gradients
                   into one of two reused layer slots (the trainer's job), the owner accumulates into gshard.
+  stage 3:        as stage 2, and the parameters are sharded too: the rank keeps only the compute copy of its owned
+                  range (the trainer's `params` is then S elements, not n_pad) and AdamW updates it in place; there
+                  is no all-gather after the update. The trainer gathers each layer's parameters just before they
+                  are used (zero_igather_range) into a small working arena, in forward and again in backward.
 
 Nothing here zeroes gradients: the first micro-step of every optimizer step overwrites them (the kernels' `acc`
 flag), the reduce-scatter of the first micro-step overwrites gshard, and later micro-steps add to both.
@@ -72,6 +76,7 @@ typedef struct {
     int pending_bucket[ZERO_MAX_BUCKETS];
     int num_pending;
     double wait_seconds;  // time spent blocked in waits for reductions (for the overlap figure)
+    double gather_seconds; // stage 3: time spent blocked in waits for parameter gathers
 } ZeroOptimizer;
 
 // Rounds n up so that the flat buffers split into `size` equal shards of a multiple of 16 floats (64 bytes).
@@ -87,7 +92,7 @@ static void zero_init(ZeroOptimizer* z, const KernelCtx* ctx, int stage, CommGro
                       const ZeroSegment* segs, int nseg, int with_master, int staged) {
     memset(z, 0, sizeof(*z));
     z->ctx = ctx;
-    if (stage < 0 || stage > 2) { fatal("--zero %d: supported stages are 0, 1, 2", stage); }
+    if (stage < 0 || stage > 3) { fatal("--zero %d: supported stages are 0, 1, 2, 3", stage); }
     if (nseg > ZERO_MAX_SEGMENTS) { fatal("zero: %d parameter segments exceed the limit %d", nseg, ZERO_MAX_SEGMENTS); }
     z->stage = stage;
     z->group = group;
@@ -101,14 +106,14 @@ static void zero_init(ZeroOptimizer* z, const KernelCtx* ctx, int stage, CommGro
     size_t S = z->hi - z->lo;
     z->m = (float*)dev_alloc(ctx, mulSize(S, sizeof(float)));
     z->v = (float*)dev_alloc(ctx, mulSize(S, sizeof(float)));
-    if (stage == 2) { z->gshard = (float*)dev_alloc(ctx, mulSize(S, sizeof(float))); }
+    if (stage >= 2) { z->gshard = (float*)dev_alloc(ctx, mulSize(S, sizeof(float))); }
     if (with_master) { z->master = (float*)dev_alloc(ctx, mulSize(S, sizeof(float))); }
     z->scalars = (double*)dev_alloc(ctx, sizeof(double));
     z->staged = staged;
     if (staged && (stage > 0 || z->size > 1)) {
         z->host_grads = (float*)dev_host_alloc(ctx, mulSize(z->n_pad, sizeof(float)));
-        if (stage == 2) { z->host_shard = (float*)dev_host_alloc(ctx, mulSize(S, sizeof(float))); }
-        if (stage > 0) { z->host_params = dev_host_alloc(ctx, mulSize(z->n_pad, sizeof(floatX))); }
+        if (stage >= 2) { z->host_shard = (float*)dev_host_alloc(ctx, mulSize(S, sizeof(float))); }
+        if (stage == 1 || stage == 2) { z->host_params = dev_host_alloc(ctx, mulSize(z->n_pad, sizeof(floatX))); }
     }
     memcpy(z->segments, segs, sizeof(ZeroSegment) * nseg);
     z->num_segments = nseg;
@@ -147,10 +152,10 @@ static void zero_set_master(ZeroOptimizer* z, const float* host_params) {
     if (z->master) { dev_copy_h2d(z->ctx, z->master, host_params + z->lo, (z->hi - z->lo) * sizeof(float)); }
 }
 
-// Does this micro-step reduce gradients? Stage 2 reduces every micro-step (unowned gradients are not kept);
+// Does this micro-step reduce gradients? Stages 2 and 3 reduce every micro-step (unowned gradients are not kept);
 // stages 0 and 1 only on the last one, when the accumulated gradients are final.
 static int zero_reduces_on(const ZeroOptimizer* z, int last_micro_step) {
-    return z->stage == 2 || last_micro_step;
+    return z->stage >= 2 || last_micro_step;
 }
 
 #define ZERO_MAX_RANKS 4096
@@ -204,7 +209,7 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
     z->copy_bf16[slot] = NULL;
     z->num_pending++;
     size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
-    if (z->stage == 2 && !first_micro_step && own_s < own_e) {
+    if (z->stage >= 2 && !first_micro_step && own_s < own_e) {
         // the running total of the owned range goes into the send buffer (on the device, before any staging)
         add_inplace(z->ctx, bucket_grads + (own_s - lo), z->gshard + (own_s - z->lo), own_e - own_s);
     }
@@ -222,7 +227,7 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
     }
     size_t counts[ZERO_MAX_RANKS];
     zero__bucket_counts(z, lo, hi, counts);
-    // stage 1 reduces in place (the owned slice of the send buffer receives the sum); stage 2 into gshard
+    // stage 1 reduces in place (the owned slice of the send buffer receives the sum); stages 2 and 3 into gshard
     size_t in_bucket = own_s < own_e ? own_s - lo : 0, in_shard = own_s < own_e ? own_s - z->lo : 0;
     float* dev_recv = z->stage == 1 ? bucket_grads + in_bucket : z->gshard + in_shard;
     float* recv = dev_recv;
@@ -266,9 +271,9 @@ static void zero_wait_all(ZeroOptimizer* z) {
     while (z->num_pending > 0) { zero_wait_index(z, z->num_pending - 1); }
 }
 
-// The gradient of the owned range after the reduction: in the full buffer for stages 0 and 1, gshard for 2.
+// The gradient of the owned range after the reduction: in the full buffer for stages 0 and 1, gshard for 2 and 3.
 static float* zero_owned_grads(ZeroOptimizer* z, float* full_grads) {
-    return z->stage == 2 ? z->gshard : full_grads + z->lo;
+    return z->stage >= 2 ? z->gshard : full_grads + z->lo;
 }
 
 // Global squared L2 norm of the reduced gradient (padding is zero and adds nothing). Exact across shard boundaries:
@@ -290,13 +295,64 @@ static double zero_grad_sumsq(ZeroOptimizer* z, float* full_grads, const size_t 
     return s;
 }
 
+// ----------------------------------------------------------------------------
+// Stage 3: gathering parameters. The compute copy of a flat range [lo, hi) is spread over the ranks that own its
+// parts; an all-gather with those parts' sizes as counts assembles it, in rank order, which is flat order.
+
+typedef struct {
+    CommRequest req;
+    floatX* dest;   // where the range goes (device memory); NULL: nothing in flight
+    void* host;     // staged: the range's host buffer, copied to dest when the gather is waited for
+    size_t n;       // elements
+} ZeroGather;
+
+// Starts gathering the compute copy of [lo, hi) into dest (dest[0] is element lo) from the owners' shards (shard:
+// this rank's owned range, S elements). Staged: through host (room for hi - lo elements). The buffers must stay
+// untouched until zero_gather_wait.
+static void zero_igather_range(ZeroOptimizer* z, const floatX* shard, floatX* dest, void* host, size_t lo, size_t hi,
+                               ZeroGather* g) {
+    if (z->stage != 3 || hi > z->n_pad || lo > hi) { fatal("internal: zero_igather_range [%zu, %zu) at stage %d", lo, hi, z->stage); }
+    size_t counts[ZERO_MAX_RANKS];
+    zero__bucket_counts(z, lo, hi, counts);
+    for (int r = 0; r < z->size; r++) { counts[r] *= sizeof(floatX); }
+    size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
+    const floatX* mine = own_s < own_e ? shard + (own_s - z->lo) : shard;
+    g->dest = dest;
+    g->host = NULL;
+    g->n = hi - lo;
+    if (z->staged) {
+        g->host = host;
+        char* at = (char*)host + (own_s < own_e ? own_s - lo : 0) * sizeof(floatX);
+        if (own_s < own_e) { dev_copy_d2h(z->ctx, at, mine, (own_e - own_s) * sizeof(floatX)); }
+        dev_sync(z->ctx);
+        comm_iallgatherv_bytes(z->group, at, host, counts, &g->req);
+        return;
+    }
+#ifdef KERNELS_CUDA
+    fatal("internal: unstaged collectives on device buffers need NCCL, which this build does not have");
+#else
+    comm_iallgatherv_bytes(z->group, mine, dest, counts, &g->req);
+#endif
+}
+
+static void zero_gather_wait(ZeroOptimizer* z, ZeroGather* g) {
+    if (!g->dest) { return; }
+    double t0 = now_seconds();
+    comm_wait(&g->req);
+    if (g->host) { dev_copy_h2d(z->ctx, g->dest, g->host, g->n * sizeof(floatX)); }
+    g->dest = NULL;
+    z->gather_seconds += now_seconds() - t0;
+}
+
 // AdamW on the owned range, one kernel call for all its tensors (a tensor that crosses a shard boundary is split
 // by the kernel, so the decay mask is exact however the shards fall). Then (stages 1, 2) the compute copy of the
-// parameters is all-gathered. hp->grad_scale carries clipping and the loss scale's inverse.
+// parameters is all-gathered. hp->grad_scale carries clipping and the loss scale's inverse. params: the whole flat
+// compute copy (n_pad), or under stage 3 the owned range only (S).
 static void zero_adamw_step(ZeroOptimizer* z, floatX* params, float* full_grads, const AdamWHyper* hp) {
-    adamw_update(z->ctx, params, z->master, zero_owned_grads(z, full_grads), z->m, z->v, z->lo, z->hi, z->segments,
+    floatX* owned = z->stage == 3 ? params : params + z->lo;
+    adamw_update(z->ctx, owned, z->master, zero_owned_grads(z, full_grads), z->m, z->v, z->lo, z->hi, z->segments,
                  z->num_segments, hp);
-    if (z->stage == 0) { return; }
+    if (z->stage == 0 || z->stage == 3) { return; }
     if (z->staged) {
         // the compute copy (floatX) all-gathered through the host: an all-gather only moves bytes, so 16-bit elements
         // travel as floats, two to a float (the shard is a multiple of 16 elements)

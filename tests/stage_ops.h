@@ -153,10 +153,10 @@ static void stage_classifier_forward_backward(const KernelCtx* ctx, float* losse
 static void stage_adamw_update(const KernelCtx* ctx, float* params, float* master, const float* grads, float* m, float* v, size_t lo, size_t hi,
                                const AdamWSegment* segs, int nseg, const AdamWHyper* hp) {
     size_t n = hi - lo;
-    floatX* p = stage_x(params, hi);
+    floatX* p = stage_x(params, n);
     float *ms = stage_f(master, n), *g = stage_f(grads, n), *mm = stage_f(m, n), *vv = stage_f(v, n);
     adamw_update(ctx, p, ms, g, mm, vv, lo, hi, segs, nseg, hp);
-    stage_down_x(params, p, hi); stage_down_f(master, ms, n); stage_down_f(m, mm, n); stage_down_f(v, vv, n);
+    stage_down_x(params, p, n); stage_down_f(master, ms, n); stage_down_f(m, mm, n); stage_down_f(v, vv, n);
     stage_free(g);
 }
 

@@ -135,15 +135,16 @@ static void test_pp_trace(const char* common) {
 // Impossible settings are refused at start with one clear line.
 static void test_pp_refusals(const char* model, const char* shard) {
     char cmd[8192], out[65536];
-    const struct { const char* name; int np; const char* args; const char* expect; } cases[5] = {
+    const struct { const char* name; int np; const char* args; const char* expect; } cases[6] = {
         {"--pp 3 on 2 ranks", 2, "--pp 3", "not divisible by tp*pp"},
         {"more stages than blocks", 8, "--pp 8", "4 blocks cannot fill 8 pipeline chunks"},
         {"interleaved with micro-batches that are not a multiple of pp", 2, "--pp 2 --pp-schedule interleaved --virtual-stages 2 --total-batch-size 48",
          "multiple of --pp 2"},
         {"virtual stages without the interleaved schedule", 2, "--pp 2 --virtual-stages 2", "needs --pp-schedule interleaved"},
         {"an unknown schedule", 2, "--pp 2 --pp-schedule zigzag", "unknown schedule 'zigzag'"},
+        {"ZeRO-3 with a pipeline", 2, "--pp 2 --zero 3", "ZeRO-3 shards the parameters of unpipelined runs only"},
     };
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 6; k++) {
         snprintf(cmd, sizeof(cmd), "timeout 60 " MPIRUN " -np %d ./train_gpt --init %s --train %s --batch-size 2 --seq-len 8 --steps 1 --threads 1 %s",
                  cases[k].np, model, shard, cases[k].args);
         int rc = run_capture(cmd, out, sizeof(out));
