@@ -196,6 +196,11 @@ static void kernels_ctx_free(KernelCtx* ctx) {
 
 static size_t kernels_ctx_bytes(const KernelCtx* ctx) { return ctx->bytes; }
 
+static size_t kernels_scratch_bytes(int max_T, int C, int nthreads) {
+    (void)max_T; (void)C; (void)nthreads;
+    return KERNELS_LT_WORKSPACE + KERNELS_STAGE_FLOATS * sizeof(float) + KERNELS_REDUCE_BLOCKS * sizeof(double);
+}
+
 // Grows a device buffer owned by the context (a synchronising cudaMalloc, only when a larger shape first appears).
 static void* kernels__grow(KernelCtx* ctx, void* p, size_t* have, size_t need) {
     if (need <= *have) { return p; }

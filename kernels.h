@@ -36,6 +36,9 @@ static void kernels_ctx_free(KernelCtx* ctx);
 // --attention IMPL for this context ("auto", "native", "cudnn"): 0, or -1 when this backend cannot.
 static int kernels_set_attention(KernelCtx* ctx, const char* impl);
 static size_t kernels_ctx_bytes(const KernelCtx* ctx);
+// What kernels_ctx_init(max_T, C) allocates with nthreads host threads, without a context (the planner): exactly
+// kernels_ctx_bytes on the CPU; on a GPU the start-up workspaces (cuBLASLt, staging, reductions), before any grows.
+static size_t kernels_scratch_bytes(int max_T, int C, int nthreads);
 // For the start-up table and benchmarks: the matmul engine, why it was chosen, the host threads per process.
 static const char* kernels_blas_name(void);
 static const char* kernels_blas_reason(void);

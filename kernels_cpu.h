@@ -192,6 +192,10 @@ static size_t kernels_ctx_bytes(const KernelCtx* ctx) {
     return (ctx->att_per_thread + ctx->ln_per_thread) * ctx->nthreads * sizeof(float);
 }
 
+static size_t kernels_scratch_bytes(int max_T, int C, int nthreads) {
+    return (kernels__attention_scratch_floats(max_T) + (size_t)2 * C) * (size_t)nthreads * sizeof(float);
+}
+
 // The store of n floatX values computed in fp32: round them to the storage type. kernels__store_rows is the
 // serial version for a row inside a parallel loop.
 static void kernels__store(const KernelCtx* ctx, floatX* x, size_t n) { round_buffer(x, n, ctx->dtype); }

@@ -109,6 +109,16 @@ typedef struct {
     // benchmark
     int bench;
     int bench_steps;
+    // planner (plan.h)
+    int plan;                // 1: print the best parallel layouts for the machine below and exit
+    int plan_nodes, plan_devices_per_node;
+    float plan_memory_gb;    // per device
+    float plan_intra_gbps, plan_inter_gbps; // link bandwidth per device, GB/s, within and between nodes
+    float plan_tflops;       // dense bf16 peak per device
+    float plan_efficiency;   // share of the peak a training step's matmuls reach
+    char plan_storage[8];    // build | gpu: floatX elements as this build stores them, or 16-bit as a GPU build does
+    int plan_top;
+    int plan_verbose;
 } Config;
 
 typedef struct {
@@ -177,6 +187,17 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("log", NULL, log, "append one JSON object per step to this file"),
     FLAG_I("bench", NULL, bench, 0, 1, "1: benchmark full training steps on synthetic tokens, print ms/step"),
     FLAG_I("bench-steps", NULL, bench_steps, 1, 1e6, "timed steps for --bench"),
+    FLAG_I("plan", NULL, plan, 0, 1, "1: the parallel-layout planner: enumerate every (dp, tp, pp, ZeRO, B, recompute, dtype) layout of the machine below for --model, --seq-len and --total-batch-size, print the best with their memory, estimated step time and command line, and exit"),
+    FLAG_I("plan-nodes", NULL, plan_nodes, 1, 1e5, "--plan: nodes"),
+    FLAG_I("plan-devices-per-node", NULL, plan_devices_per_node, 1, 1024, "--plan: devices (processes) per node"),
+    FLAG_F("plan-memory-gb", NULL, plan_memory_gb, 1e-6, 1e6, "--plan: memory per device, GB"),
+    FLAG_F("plan-intra-gbps", NULL, plan_intra_gbps, 0.001, 1e6, "--plan: link bandwidth per device within a node, GB/s"),
+    FLAG_F("plan-inter-gbps", NULL, plan_inter_gbps, 0.001, 1e6, "--plan: link bandwidth per device between nodes, GB/s"),
+    FLAG_F("plan-tflops", NULL, plan_tflops, 1e-6, 1e6, "--plan: dense bf16 peak TFLOP/s per device (MFU is against it)"),
+    FLAG_F("plan-efficiency", NULL, plan_efficiency, 1e-3, 1, "--plan: the share of the peak the matmuls of a training step reach (fp32 is counted at half of it)"),
+    FLAG_S("plan-storage", NULL, plan_storage, "--plan: build (floatX as this binary stores it: what its memory table prints) | gpu (16-bit elements, as a GPU build in bf16/fp16)"),
+    FLAG_I("plan-top", NULL, plan_top, 1, 1e6, "--plan: how many layouts to print"),
+    FLAG_I("plan-verbose", NULL, plan_verbose, 0, 1, "--plan: 1 also prints every rejected layout with its reason"),
 };
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
 
@@ -216,6 +237,16 @@ static void config_defaults(Config* c) {
     c->gen_tokens = 64;
     c->checkpoint_every = 0;
     c->bench_steps = 5;
+    // the planner's machine: 8 H100-class GPUs on NVLink in one node, 400 Gb/s InfiniBand between nodes
+    c->plan_nodes = 1;
+    c->plan_devices_per_node = 8;
+    c->plan_memory_gb = 80.0f;
+    c->plan_intra_gbps = 200.0f;
+    c->plan_inter_gbps = 50.0f;
+    c->plan_tflops = 989.0f;   // H100/H200 SXM dense bf16
+    c->plan_efficiency = 0.5f; // about what llm.c and Megatron-LM reach
+    strcpy(c->plan_storage, "build");
+    c->plan_top = 5;
 }
 
 static void flag_value_string(const FlagSpec* f, const Config* c, char* buf, size_t cap) {
@@ -235,7 +266,7 @@ static const char* const FLAG_GROUPS[][2] = {
     {"model", "model"}, {"train", "data"}, {"batch-size", "batch and length of the run"},
     {"recompute", "memory, precision and kernels"}, {"lr", "optimizer"},
     {"nan-policy", "non-finite steps"}, {"zero", "parallelism and threads"}, {"val-every", "evaluation and samples"},
-    {"checkpoint-every", "checkpoints and logs"}, {"bench", "benchmark"},
+    {"checkpoint-every", "checkpoints and logs"}, {"bench", "benchmark"}, {"plan", "planner"},
 };
 
 static void print_help(void) {
@@ -332,6 +363,10 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (c->out[0] && c->checkpoint_every == 0 && !c->bench) { fatal("--out %s needs --checkpoint-every N (how often to write a checkpoint)", c->out); }
     if (c->val[0] && c->val_every == 0) { fatal("--val is given but --val-every is 0: say how often to evaluate (--val-every N)"); }
     if (c->val_every > 0 && !c->val[0] && !c->bench) { fatal("--val-every %d needs --val PATTERN (the validation shards)", c->val_every); }
+    if (strcmp(c->plan_storage, "build") != 0 && strcmp(c->plan_storage, "gpu") != 0) { fatal("--plan-storage: '%s' is not one of build, gpu", c->plan_storage); }
+    for (int k = 0; k < NUM_FLAGS && !c->plan; k++) {
+        if (seen[k] && strncmp(FLAGS[k].name, "plan-", 5) == 0) { fatal("--%s configures the planner: it needs --plan 1", FLAGS[k].name); }
+    }
 }
 
 // The configuration as "name=value" lines (per-rank flags excluded): hashed and compared across ranks.
@@ -1307,6 +1342,10 @@ static void loss_scale_update(LossScale* ls, const Config* c, int found_inf) {
 #include "pipeline_train.h" // defines: Pipeline, pipeline_init, pp_send, pp_recv, pp_forward_only, pp_write_trace
 
 // ----------------------------------------------------------------------------
+// The per-rank memory of a layout, and the planner that searches layouts with it
+#include "plan.h"         // defines: PlanLayout, plan_partition, plan_rank_memory, plan_run
+
+// ----------------------------------------------------------------------------
 // Evaluation and sampling
 
 // A forward of (B,T) tokens through the whole model: on this rank, or through every pipeline stage.
@@ -1547,13 +1586,26 @@ static double rank_memory(const GPT* mp, const ZeroOptimizer* zp, double mem[4])
 }
 
 // The resolved configuration and every rank's memory (collective: each rank contributes its sizes; rank 0 prints).
-static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer* zp, ParallelContext* pcp, int grad_accum,
-                           unsigned long long train_tokens) {
+// The memory is what this rank allocated; the planner's prediction for the layout (plan_rank_memory) must equal it
+// (on a GPU the kernels' workspaces grow after start-up: there the prediction is checked without them).
+static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer* zp, ParallelContext* pcp, const PlanLayout* run,
+                           const int* chunk_first, int grad_accum, unsigned long long train_tokens) {
     const GPTConfig* g = &mp->cfg;
     int B = cp->batch_size, T = cp->seq_len, master = pcp->world_rank == 0;
     size_t n = mp->glayout.num_params;
-    double mem[4];
+    double mem[4], pred[4];
     rank_memory(mp, zp, mem);
+    plan_rank_memory(g, run, pcp->pp_rank, chunk_first, sizeof(floatX), pred);
+#ifdef KERNELS_CUDA
+    double scratch_now = (double)kernels_ctx_bytes(&mp->ctx), scratch_plan = (double)kernels_scratch_bytes(T, g->channels, run->threads);
+    pred[3] += scratch_now - scratch_plan;
+#endif
+    for (int k = 0; k < 4; k++) {
+        if (pred[k] != mem[k]) {
+            fatal("internal: the planner's memory for this layout (%.0f bytes of family %d) differs from what rank %d allocated (%.0f)", pred[k], k,
+                  pcp->world_rank, mem[k]);
+        }
+    }
     double* all_mem = (double*)callocCheck((size_t)pcp->world_size * 4, sizeof(double));
     memcpy(all_mem + (size_t)pcp->world_rank * 4, mem, sizeof(mem));
     comm_allreduce_sum_f64(&pcp->world, all_mem, (size_t)pcp->world_size * 4);
@@ -1601,6 +1653,13 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
             fmt_bytes(s[4], sizeof(s[4]), tot);
             printf("  %4d | %10s | %10s | %10s | %11s | %s\n", r, s[0], s[1], s[2], s[3], s[4]);
         }
+        int big = 0;
+        double big_total = -1.0;
+        for (int r = 0; r < pcp->world_size; r++) {
+            double tot = all_mem[r * 4] + all_mem[r * 4 + 1] + all_mem[r * 4 + 2] + all_mem[r * 4 + 3];
+            if (tot > big_total) { big_total = tot; big = r; }
+        }
+        printf("  largest rank: %.0f bytes (rank %d; the planner's \"memory per rank\" for this layout)\n", big_total, big);
         if (sizeof(floatX) > dtype_bytes(dt)) {
             char pa[32], ac[32];
             fmt_bytes(pa, sizeof(pa), (double)mp->param_floats * dtype_bytes(dt));
@@ -1924,6 +1983,15 @@ int main(int argc, char** argv) {
     }
     int B = c.batch_size, T = c.seq_len;
     if (T > gc.max_seq_len) { fatal("--seq-len %d is above the model's context length %d", T, gc.max_seq_len); }
+    if (c.plan) {
+        // --plan: search the layouts of the machine the flags describe, print the best, exit (no data, no model)
+        if (pc.world_size > 1) { fatal("--plan runs in one process, not under mpirun (%d ranks)", pc.world_size); }
+        PlanMachine mc = {c.plan_devices_per_node, c.plan_nodes, c.plan_memory_gb * 1e9, c.plan_intra_gbps * 1e9, c.plan_inter_gbps * 1e9,
+                          c.plan_tflops * 1e12, c.plan_efficiency, strcmp(c.plan_storage, "gpu") == 0 ? 2 : sizeof(floatX)};
+        plan_run(&c, &gc, &mc);
+        parallel_finalize(&pc);
+        return 0;
+    }
     if (c.tp > 1) {
         char tperr[200];
         if (!layout_tp_valid(&gc, c.tp, tperr, sizeof(tperr))) { fatal("--tp %d: %s", c.tp, tperr); }
@@ -1961,16 +2029,17 @@ int main(int argc, char** argv) {
     int pp_kind = pp_schedule_parse(c.pp_schedule);
     if (pp_kind < 0) { fatal("--pp-schedule: unknown schedule '%s' (gpipe, 1f1b, interleaved)", c.pp_schedule); }
     int V = pp_kind == PP_INTERLEAVED ? c.virtual_stages : 1;
+    // (the layout as the planner sees it: its memory table is the trainer's; see print_run_plan)
+    PlanLayout run = {pc.dp, c.tp, c.pp, c.tp > 1 && c.sequence_parallel, c.zero, B, T, grad_accum, c.recompute, dtype_parse(c.dtype),
+                      pp_kind, V, kernels_num_threads()};
     int* chunk_first = NULL;
     if (c.pp > 1) {
         char pperr[300];
         if (!pp_schedule_valid(pp_kind, c.pp, grad_accum, c.virtual_stages, gc.num_layers, pperr, sizeof(pperr))) {
             fatal("--pp %d --pp-schedule %s: %s", c.pp, c.pp_schedule, pperr);
         }
-        double C = gc.channels;
         chunk_first = (int*)mallocCheck(sizeof(int) * (size_t)(c.pp * V + 1));
-        pp_partition(gc.num_layers, c.pp * V, pp_kind == PP_INTERLEAVED, 6.0 * 12.0 * C * C + 12.0 * C * T,
-                     6.0 * C * gc.padded_vocab_size, chunk_first);
+        plan_partition(&gc, &run, chunk_first);
     } else if (c.virtual_stages != 1) {
         fatal("--virtual-stages %d needs --pp 2 or more and --pp-schedule interleaved", c.virtual_stages);
     }
@@ -2070,7 +2139,7 @@ int main(int argc, char** argv) {
         have_tok = 1;
     }
 
-    print_run_plan(&c, &model, &zopt, &pc, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0);
+    print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0);
 
     FILE* logf = NULL;
     if (master && c.log[0]) {

@@ -961,6 +961,148 @@ static void test_mixed_precision(void) {
     }
 }
 
+// ZeRO-3 on a model deep enough that its two layer slots take turns (4 blocks: a slot holds another layer's values
+// before each gather, so a gather that misses an element or a view left on a dropped layer shows): 3 ranks with
+// --zero 3 (and --recompute 2, whose backward reruns each block's forward from the gathered slot) equal one process
+// over 10 steps (losses and norms 2e-6 relative, parameters as the data-parallel tests above). Then a bf16 checkpoint
+// (master weights in its state) resumed by an fp32 ZeRO-3 run on 3 ranks, whose ranks take their shards of the masters
+// as parameters, equals one fp32 process resuming it (1e-5).
+static void test_zero3_deep(void) {
+    char cmd[16384], out[65536], name[256];
+    const char* D = "/tmp/test_runs_z3";
+    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", D, D);
+    if (system(cmd) != 0) { report(0, "zero3 setup", "%s", cmd); return; }
+    GPTConfig g = {16, 101, 128, 4, 4, 32};
+    ParamLayout pl;
+    layout_build(&pl, &g);
+    float* params = (float*)mallocCheck(pl.num_params * sizeof(float));
+    init_params(params, &pl, 777);
+    char model[1024], shard[1024], common[4096];
+    snprintf(model, sizeof(model), "%s/model_l4.bin", D);
+    model_save(model, &pl, params);
+    free(params);
+    layout_free(&pl);
+    snprintf(shard, sizeof(shard), "%s/train_000000.bin", D);
+    write_shard(shard, 8000, 101, 23, 20240520, 1, 8000);
+    snprintf(common, sizeof(common), "--init %s --train %s --batch-size 2 --seq-len 8 --total-batch-size 96 --lr 1e-3 --warmup 2 "
+             "--weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10", model, shard);
+    const char* runs[3][2] = { // name, extra flags
+        {"1 process", ""}, {"3 ranks --zero 3", "--zero 3"}, {"3 ranks --zero 3 --recompute 2", "--zero 3 --recompute 2"},
+    };
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof(cmd), "%s ./train_gpt %s %s --log %s/z3_%d.jsonl --checkpoint-every 10 --out %s/o%d", k ? MPIRUN " -np 3" : "",
+                 common, runs[k][1], D, k, D, k);
+        int rc = run_capture(cmd, out, sizeof(out));
+        snprintf(name, sizeof(name), "4 blocks, %s: runs", runs[k][0]);
+        report(rc == 0, name, "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
+        if (rc != 0 || k == 0) { continue; }
+        char la[1024], lb[1024], pa[1024], pb[1024];
+        snprintf(la, sizeof(la), "%s/z3_0.jsonl", D);
+        snprintf(lb, sizeof(lb), "%s/z3_%d.jsonl", D, k);
+        snprintf(name, sizeof(name), "4 blocks, %s: losses equal one process's (10 steps)", runs[k][0]);
+        compare_losses(name, la, 0, lb, 10, 2e-6);
+        snprintf(name, sizeof(name), "4 blocks, %s: gradient norms equal one process's", runs[k][0]);
+        compare_values(name, "grad_norm", la, lb, 10, 2e-6);
+        snprintf(pa, sizeof(pa), "%s/o0/model_00000010.bin", D);
+        snprintf(pb, sizeof(pb), "%s/o%d/model_00000010.bin", D, k);
+        snprintf(name, sizeof(name), "4 blocks, %s: final parameters equal one process's, per element", runs[k][0]);
+        compare_model_files(name, pa, pb, 2e-6, 1e-4, 10 * 1e-3);
+    }
+    // bf16 writes a checkpoint at step 5 (its state holds the fp32 masters); fp32 resumes it on 1 process and on 3 ZeRO-3 ranks
+    snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --dtype bf16 --zero 1 --checkpoint-every 5 --out %s/ob && cd %s/ob && "
+             "rm -f model_00000010.bin state_00000010.bin && echo 5 > latest", common, D, D);
+    int rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0, "4 blocks, bf16, 2 ranks: a checkpoint at step 5", "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --resume %s/ob --log %s/rb1.jsonl && " MPIRUN " -np 3 ./train_gpt %s --zero 3 --resume %s/ob --log %s/rb3.jsonl",
+             common, D, D, common, D, D);
+    rc = run_capture(cmd, out, sizeof(out));
+    char la[1024], lb[1024];
+    snprintf(la, sizeof(la), "%s/rb1.jsonl", D);
+    snprintf(lb, sizeof(lb), "%s/rb3.jsonl", D);
+    if (rc != 0) { report(0, "4 blocks: a bf16 checkpoint resumed in fp32 by 3 ZeRO-3 ranks", "exit %d: %.300s", rc, out); }
+    else { compare_losses("4 blocks: a bf16 checkpoint resumed in fp32 by 3 ZeRO-3 ranks equals one fp32 process resuming it", la, 0, lb, 5, 1e-5); }
+}
+
+// The planner (--plan 1): its memory per rank for a layout is the trainer's start-up table (the same code; the
+// trainer also checks the two agree at start). Each of a dozen layouts the planner lists for a 4-device machine,
+// chosen to cover ZeRO 0-3, tp, sequence parallelism, pp, recompute 0-2 and fp32/bf16, is run for one
+// benchmark step, and the largest rank's bytes in its table must be within 2% of the prediction (the bound;
+// expected exact). Then the refusals: rejected layouts are counted by reason, a machine too small says what the
+// smallest layout needs, and the planner's flags without --plan, under mpirun, or without a batch are errors.
+static void test_planner(void) {
+    char cmd[8192], name[1200];
+    static char out[1 << 20];
+    const char* base = "./train_gpt --plan 1 --init tests/ref/ref_model.bin --seq-len 8 --total-batch-size 64 --threads 1 "
+                       "--plan-nodes 1 --plan-devices-per-node 4";
+    snprintf(cmd, sizeof(cmd), "%s --plan-memory-gb 1 --plan-top 100000", base);
+    int rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "layouts fit"), "planner: lists the layouts of a 4-device machine", "exit %d: %.300s", rc, out);
+    if (rc != 0) { return; }
+    // wanted: a dozen different layouts, as "-np N ... ARGS" fragments of the planner's commands
+    const char* wanted[12] = {
+        "-np 4 ./train_gpt --model (--init) --batch-size 2 --seq-len 8 --total-batch-size 64 --zero 0 --recompute 0 --dtype fp32\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 2 --seq-len 8 --total-batch-size 64 --zero 1 --recompute 1 --dtype bf16\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 1 --seq-len 8 --total-batch-size 64 --zero 2 --recompute 2 --dtype fp32\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 2 --seq-len 8 --total-batch-size 64 --zero 3 --recompute 0 --dtype fp32\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 1 --seq-len 8 --total-batch-size 64 --zero 3 --recompute 2 --dtype bf16\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 2 --seq-len 8 --total-batch-size 64 --zero 1 --recompute 0 --dtype fp32 --tp 2\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 4 --seq-len 8 --total-batch-size 64 --zero 3 --recompute 1 --dtype bf16 --tp 2 --sequence-parallel 1\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 8 --seq-len 8 --total-batch-size 64 --zero 0 --recompute 0 --dtype fp32 --tp 4\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 2 --seq-len 8 --total-batch-size 64 --zero 1 --recompute 0 --dtype fp32 --pp 2 --pp-schedule 1f1b\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 1 --seq-len 8 --total-batch-size 64 --zero 2 --recompute 2 --dtype bf16 --pp 2 --pp-schedule 1f1b\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 2 --seq-len 8 --total-batch-size 64 --zero 0 --recompute 1 --dtype fp32 --tp 2 --pp 2 --pp-schedule 1f1b\n",
+        "-np 4 ./train_gpt --model (--init) --batch-size 4 --seq-len 8 --total-batch-size 64 --zero 2 --recompute 2 --dtype bf16 --tp 2 --sequence-parallel 1 --pp 2 --pp-schedule 1f1b\n",
+    };
+    int checked = 0;
+    double worst = 0.0;
+    for (int k = 0; k < 12; k++) {
+        const char* at = strstr(out, wanted[k]);
+        if (!at) { report(0, "planner: a wanted layout is listed", "not found: %s", wanted[k]); continue; }
+        // the prediction: the "memory per rank N bytes" just before this command on its line
+        const char* line = at;
+        while (line > out && line[-1] != '\n') { line--; }
+        double predicted = -1.0;
+        sscanf(line, " memory per rank %lf bytes", &predicted);
+        int np = 0;
+        char args[1024];
+        snprintf(args, sizeof(args), "%.*s", (int)strcspn(at + strlen("-np 4 ./train_gpt --model (--init)"), "\n"), at + strlen("-np 4 ./train_gpt --model (--init)"));
+        sscanf(at, "-np %d", &np);
+        static char run_out[65536];
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np %d ./train_gpt --init tests/ref/ref_model.bin --threads 1 --bench 1 --bench-steps 1%s", np, args);
+        rc = run_capture(cmd, run_out, sizeof(run_out));
+        const char* tbl = strstr(run_out, "largest rank: ");
+        double measured = -1.0;
+        if (tbl) { sscanf(tbl, "largest rank: %lf", &measured); }
+        double rel = predicted > 0 && measured > 0 ? fabs(predicted - measured) / measured : 1.0;
+        if (rel > worst) { worst = rel; }
+        snprintf(name, sizeof(name), "planner: predicted memory per rank within 2%% of the trainer's table:%s", args);
+        report(rc == 0 && rel <= 0.02, name, "exit %d, predicted %.0f, table %.0f bytes (%.3g)%s%.300s", rc, predicted, measured, rel,
+               rc ? ": " : "", rc ? run_out : "");
+        checked += rc == 0 && rel <= 0.02;
+    }
+    report(checked >= 10, "planner: at least 10 layouts predicted within 2%", "%d of 12, worst difference %.3g", checked, worst);
+    // rejected layouts are counted by reason (the test model has 4 heads: tp 3 cannot split them)
+    snprintf(cmd, sizeof(cmd), "./train_gpt --plan 1 --init tests/ref/ref_model.bin --seq-len 8 --total-batch-size 96 --threads 1 "
+             "--plan-devices-per-node 3 --plan-verbose 1");
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "like: 4 heads do not divide by tensor-parallel size 3") && strstr(out, "rejected: dp 1 tp 3 pp 1"),
+           "planner: rejected layouts are named with the reason (tp 3 with 4 heads)", "exit %d: %.300s", rc, out);
+    snprintf(cmd, sizeof(cmd), "%s --plan-memory-gb 0.00001", base);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "no layout fits: the smallest needs"), "planner: a machine too small says what the smallest layout needs",
+           "exit %d: %.300s", rc, out);
+    const struct { const char* args; const char* expect; } bad[3] = {
+        {"./train_gpt --init tests/ref/ref_model.bin --plan-nodes 2 --bench 1", "--plan-nodes configures the planner: it needs --plan 1"},
+        {"./train_gpt --plan 1 --init tests/ref/ref_model.bin --seq-len 8", "give the global batch"},
+        {"timeout 60 " MPIRUN " -np 2 ./train_gpt --plan 1 --init tests/ref/ref_model.bin --seq-len 8 --total-batch-size 64", "runs in one process"},
+    };
+    for (int k = 0; k < 3; k++) {
+        rc = run_capture(bad[k].args, out, sizeof(out));
+        snprintf(name, sizeof(name), "planner: refused: %s", bad[k].expect);
+        report(rc != 0 && rc != 124 && strstr(out, bad[k].expect), name, "exit %d: %.300s", rc, out);
+    }
+}
+
 int main(int argc, char** argv) {
     const char* only = NULL;
     for (int i = 1; i < argc; i++) {
@@ -971,8 +1113,9 @@ int main(int argc, char** argv) {
     if (name_selected(only, "checkpoint")) { test_checkpoint_resume(); }
     if (name_selected(only, "badinput")) { test_bad_input(); test_absurd_input(); }
     if (name_selected(only, "nan")) { test_nan_policy(); }
-    if (name_selected(only, "parallel")) { test_parallel(); }
+    if (name_selected(only, "parallel")) { test_parallel(); test_zero3_deep(); }
     if (name_selected(only, "precision")) { test_mixed_precision(); }
     if (name_selected(only, "compress")) { test_grad_compress(); }
+    if (name_selected(only, "plan")) { test_planner(); }
     return test_summary();
 }
