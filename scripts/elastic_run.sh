@@ -41,7 +41,8 @@
 #      trainer (flags, data, checkpoint): restarting would fail the same way, so the run stops (exit 1).
 # Each attempt's output goes to the terminal and to DIR/elastic/attempt_K.txt; the summary (per attempt: ranks,
 # the step it resumed from, exit status, last step, ranks lost, the error line) to the terminal and
-# DIR/elastic/summary.txt. Usage errors exit 2 before anything runs. Tested by scripts/elastic_tests.sh.
+# DIR/elastic/summary.txt. Usage errors exit 2 before anything runs; SIGINT or SIGTERM to the supervisor stops the
+# attempt in flight and ends the run with the summary (exit 130 / 143). Tested by scripts/elastic_tests.sh.
 set -u
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -66,7 +67,7 @@ while [ $# -gt 0 ]; do
             is_count "$2" || usage_error "$1: '$2' is not a whole number"
             case "$1" in --np) NP=$2 ;; --min-np) MIN_NP=$2 ;; --max-restarts) MAX_RESTARTS=$2 ;; esac
             shift 2 ;;
-        -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --) shift; break ;;
         *) usage_error "unknown option '$1' (the trainer's flags go after --; see --help)" ;;
     esac
@@ -250,12 +251,17 @@ summary() {
     } | tee "$OUT/elastic/summary.txt"
 }
 
+# interrupted STATUS: a signal to the supervisor ends the attempt in flight (its row says so) and the run
 interrupted() {
     stop_job
-    summary "interrupted by a signal during attempt $((${#A_NP[@]} + 1))"
-    exit 130
+    if [ "${attempt:-0}" -gt "${#A_NP[@]}" ]; then
+        A_NP+=("$np"); A_FROM+=("$from"); A_RC+=("-"); A_LAST+=("$(last_step "$file")"); A_LOST+=(""); A_ERR+=("stopped by the signal")
+    fi
+    summary "interrupted by a signal during attempt $attempt"
+    exit "$1"
 }
-trap interrupted INT TERM
+trap 'interrupted 130' INT
+trap 'interrupted 143' TERM
 
 # ----------------------------------------------------------------------------
 # the attempts
