@@ -124,6 +124,8 @@ fi
 run fault_tests bash scripts/fault_tests.sh
 # the kill trials once more in bf16: master weights, stochastic rounding and their state survive a kill -9 too
 run "fault_tests kill (bf16)" env FAULT_EXTRA_ARGS="--dtype bf16" FAULT_SEED=77 bash scripts/fault_tests.sh kill
+# the elastic supervisor: a killed or hung rank, restarts on the ranks that remain, giving up with a summary
+run elastic_tests bash scripts/elastic_tests.sh
 run test_build bash scripts/test_build.sh
 if [ -f scripts/test_scripts.sh ]; then
     run test_scripts bash scripts/test_scripts.sh
