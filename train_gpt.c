@@ -1892,6 +1892,11 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
                    comm_total * 1e3, exposed * 1e3, t_backward / timed_steps * 1e3, hidden * 100);
         }
     }
+    if (zp->stage == 3) {
+        double g = zp->gather_seconds / timed_steps;
+        comm_allreduce_max_f64(&pcp->world, &g, 1);
+        if (master) { printf("bench: ZeRO-3 parameter gathers: %.1f ms/step waited for (the rest travelled during compute)\n", g * 1e3); }
+    }
     double rss = (double)peak_rss_kb() * 1024.0;
     comm_allreduce_max_f64(&pcp->world, &rss, 1);
     if (master) {
@@ -2196,7 +2201,7 @@ int main(int argc, char** argv) {
         }
         if (last) { break; }
         maybe_inject_fault(pc.world_rank, step);
-        if (c.bench && step == start_step + 1) { comm_counts_take(&comm0, &pc); } // the timed steps begin
+        if (c.bench && step == start_step + 1) { comm_counts_take(&comm0, &pc); zopt.gather_seconds = 0.0; } // the timed steps begin
 
         StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens, grad_accum, step);
         StepStats st = sr.stats;
