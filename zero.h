@@ -205,14 +205,16 @@ static void zero__bucket_ready_bf16(ZeroOptimizer* z, int slot, float* bucket_gr
 }
 
 // The PowerSGD form of zero_bucket_ready: the bucket staged to the host, reduced there by powersgd_reduce (blocking),
-// and the decompressed sum copied back over the whole bucket.
+// and the decompressed sum copied back over the whole bucket. Its time counts as waiting: none of it is hidden.
 static void zero__bucket_powersgd(ZeroOptimizer* z, float* bucket_grads, size_t lo, size_t hi) {
+    double t0 = now_seconds();
     float* host = z->host_grads + lo;
     dev_copy_d2h(z->ctx, host, bucket_grads, (hi - lo) * sizeof(float));
     dev_sync(z->ctx);
     size_t floats = powersgd_reduce(z->psgd, host, lo, hi);
     dev_copy_h2d(z->ctx, bucket_grads, host, (hi - lo) * sizeof(float));
     z->grad_bytes += comm_sent_bytes(COMM_OP_ALLREDUCE, (double)floats * sizeof(float), z->size);
+    z->wait_seconds += now_seconds() - t0;
 }
 
 // Starts the reduction of the gradients of flat range [lo, hi), held at bucket_grads (bucket_grads[0] is the
