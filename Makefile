@@ -158,7 +158,7 @@ ifeq ($(PCRE2_OK)$(CJSON_OK),yesyes)
 endif
 BINS += tests/test_dataloader tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_precision tests/test_pp bench_checksum
 ifneq ($(MPICC),)
-  BINS += bench_comm tests/test_comm tests/test_tp
+  BINS += bench_comm tests/test_comm tests/test_tp tests/test_powersgd
 endif
 
 # --- feature stamps: build/<binary>.features, rewritten only when the text changes --------------------------
@@ -178,6 +178,7 @@ FEATURES_tests/test_pp = $(CC_DESC) $(TEST_OPT)
 FEATURES_bench_comm = $(CC_DESC) $(OPT); $(F_OMP); $(F_MPI)
 FEATURES_bench_checksum = $(CC_DESC) $(OPT); $(F_XXHASH)
 FEATURES_tests/test_comm = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
+FEATURES_tests/test_powersgd = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
 FEATURES_tests/test_tp = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON); $(F_XXHASH)
 FEATURES_train_gpt_cu = $(F_CUDA)$(F_CUDA_MPI); $(PRECISION); $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt_cu = $(F_CUDA)$(F_CUDA_MPI); FP32; $(F_CJSON); $(F_XXHASH)
@@ -199,7 +200,7 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h zero.h zero3.h tp.h pipeline.h pipeline_train.h plan.h layout.h model_files.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h
+HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h powersgd.h zero.h zero3.h tp.h pipeline.h pipeline_train.h plan.h layout.h model_files.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h
 
 train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
@@ -271,6 +272,10 @@ bench_checksum: bench_checksum.c utils.h $(call stamp,bench_checksum)
 tests/test_comm: tests/test_comm.c comm.h utils.h $(call stamp,tests/test_comm)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
+# test_powersgd: PowerSGD compression (powersgd.h) under mpirun against a double-precision reference
+tests/test_powersgd: tests/test_powersgd.c powersgd.h comm.h utils.h $(call stamp,tests/test_powersgd)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
+
 # `make test` and `make run` work on a fresh machine: install what is missing, then build (a sub-make, so the
 # probes above see the new packages), then run.
 test:
@@ -308,7 +313,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu
+	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu
 	rm -rf build
 
 # ==============================================================================================================

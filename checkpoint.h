@@ -23,21 +23,29 @@ checkpoint directory, and loading with every byte checked.
 // registered for removal on any error, so a failed save leaves no unpaired file, and `latest` moves last, so a
 // crash at any point leaves the previous checkpoint intact and current. An unpaired file (from a kill -9 between
 // the two renames) is never taken for a checkpoint and is removed by the next pruning.
+// With --grad-compress powersgd:R the state also holds PowerSGD's state after the optimizer's vectors (version 6):
+// the Q factors (the same on every rank, written once) and every data-parallel rank's error feedback, n floats each
+// in rank order (PowerSGD runs without tensor and pipeline parallelism, so the flat layout is the logical one).
 
 #define STATE_MAGIC 20240331
 // 3: header under the checksum, model checksum over the whole file, AdamW update count; word-wise FNV checksums
 // 4: the same with XXH3-64 checksums (xxHash).
 // 5: the checksum kind in the header (ST_SUM_KIND); the storage type, master weights after the moments when it is
 //    16-bit, the loss scaler (scale and clean-step count) and the stochastic-rounding seed.
-// All three are read (3 and 4 as having no master weights and a fresh loss scaler); 5 is written.
+// 6: version 5 followed by the PowerSGD section (ST_PSGD_*: its rank R, the number of error-feedback vectors, the
+//    Q floats); written only by runs that compress with PowerSGD, so every other checkpoint stays version 5.
+// All four are read (3 and 4 as having no master weights and a fresh loss scaler); 5 and 6 are written.
 #define STATE_VERSION_FNV 3
 #define STATE_VERSION_XXH3 4
 #define STATE_VERSION 5
+#define STATE_VERSION_PSGD 6
+#define STATE_PSGD_MAX_RANKS (1 << 20)
 #define STATE_CHUNK_FLOATS ((size_t)1 << 22)
 enum {
     ST_MAGIC = 0, ST_VERSION, ST_STEP, ST_NUM_PARAMS, ST_MODEL_SUM, ST_STATE_SUM, ST_RNG, ST_LOSS_SCALE,
     ST_MAXT, ST_V, ST_L, ST_NH, ST_C, ST_VP, ST_ZERO, ST_WORLD, ST_B, ST_T, ST_ADAM_T, ST_SKIPPED,
     ST_SUM_KIND, ST_DTYPE, ST_HAS_MASTER, ST_SCALE_CLEAN, ST_SR_SEED, // version 5
+    ST_PSGD_RANK, ST_PSGD_RANKS, ST_PSGD_Q, // version 6
     ST_DATA = 32, // DATALOADER_STATE_WORDS words
     ST_HEADER_WORDS = 64
 };
@@ -215,6 +223,27 @@ static int checkpoint_prune(const char* dir, int keep, int latest) {
     return removed;
 }
 
+// The PowerSGD section (collective over the data-parallel group; rank 0 writes): Q, then the error feedback of
+// every rank in rank order, n floats each, the other ranks' sent to rank 0 a chunk at a time (buf: rank 0's).
+static void stream_powersgd_out(FILE* fp, const char* path, const PowerSgd* ps, size_t n, float* buf, Checksum* h) {
+    CommGroup* g = ps->group;
+    if (g->rank == 0) {
+        fwriteCheck(ps->q, sizeof(float), ps->q_floats, fp, path);
+        checksum_add(h, ps->q, ps->q_floats * sizeof(float));
+    }
+    for (int d = 0; d < g->size; d++) {
+        for (size_t c0 = 0; c0 < n; c0 += STATE_CHUNK_FLOATS) {
+            size_t cnt = n - c0 < STATE_CHUNK_FLOATS ? n - c0 : STATE_CHUNK_FLOATS;
+            const float* part = ps->error + c0;
+            if (g->rank == d && d != 0) { comm_send(g, part, cnt * sizeof(float), 0, 8); }
+            if (g->rank != 0) { continue; }
+            if (d != 0) { comm_recv(g, buf, cnt * sizeof(float), d, 8); part = buf; }
+            fwriteCheck(part, sizeof(float), cnt, fp, path);
+            checksum_add(h, part, cnt * sizeof(float));
+        }
+    }
+}
+
 // Collective over the data-parallel group; rank 0 writes. Refuses (exits) to write a state that is not finite.
 static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
                             const Config* c) {
@@ -223,7 +252,8 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
     float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float)); // a chunk of the file (rank 0)
     float* part = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float)); // the host staging of every device read
     double bad = !device_all_finite(z->ctx, z->m, S, buf) || !device_all_finite(z->ctx, z->v, S, buf) ||
-                 (z->master && !device_all_finite(z->ctx, z->master, S, buf)) || !gpt_params_finite(m);
+                 (z->master && !device_all_finite(z->ctx, z->master, S, buf)) || !gpt_params_finite(m) ||
+                 (z->psgd && !powersgd_state_finite(z->psgd));
     comm_allreduce_max_f64(&pc->world, &bad, 1);
     if (bad) { fatal("step %d: the model or optimizer state holds non-finite values: no checkpoint written (the last one in '%s' is intact)", ts->step, dir); }
     char mp[2048], sp[2048], lp[2048];
@@ -257,11 +287,12 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
     stream_shard_out(writer ? af.fp : NULL, sp, z->m, z, m, stages, pc, buf, part, &sum);
     stream_shard_out(writer ? af.fp : NULL, sp, z->v, z, m, stages, pc, buf, part, &sum);
     if (z->master) { stream_shard_out(writer ? af.fp : NULL, sp, z->master, z, m, stages, pc, buf, part, &sum); }
+    if (z->psgd) { stream_powersgd_out(writer ? af.fp : NULL, sp, z->psgd, m->layout.logical_params, buf, &sum); }
     for (int st = 0; st < m->layout.pp; st++) { layout_free(&stages[st]); }
     free(stages);
     if (writer) {
         const GPTConfig* g = &m->cfg;
-        h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = STATE_VERSION; h[ST_STEP] = ts->step;
+        h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = z->psgd ? STATE_VERSION_PSGD : STATE_VERSION; h[ST_STEP] = ts->step;
         h[ST_NUM_PARAMS] = m->layout.logical_params; h[ST_RNG] = ts->rng;
         h[ST_MAXT] = g->max_seq_len; h[ST_V] = g->vocab_size; h[ST_L] = g->num_layers; h[ST_NH] = g->num_heads;
         h[ST_C] = g->channels; h[ST_VP] = g->padded_vocab_size; h[ST_ZERO] = z->stage; h[ST_WORLD] = pc->world_size;
@@ -270,6 +301,7 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         uint32_t scale_bits;
         memcpy(&scale_bits, &ts->loss_scale.scale, 4);
         h[ST_LOSS_SCALE] = scale_bits; h[ST_SCALE_CLEAN] = ts->loss_scale.clean; h[ST_SR_SEED] = ts->sr_seed;
+        if (z->psgd) { h[ST_PSGD_RANK] = z->psgd->rank; h[ST_PSGD_RANKS] = z->psgd->group->size; h[ST_PSGD_Q] = z->psgd->q_floats; }
         for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { h[ST_DATA + i] = ts->data_state[i]; }
         h[ST_STATE_SUM] = state_header_sum(h, &sum);
         fseekCheck(af.fp, 0, SEEK_SET, sp);
@@ -306,24 +338,34 @@ static int checkpoint_latest_step(const char* dir) {
     return atoi(text);
 }
 
-// What the first words of a state file say: its checksum kind and whether master weights follow the moments.
-typedef struct { int sum_kind; int has_master; } StateKind;
+// What the first words of a state file say: its checksum kind, whether master weights follow the moments, and the
+// PowerSGD section's sizes (version 6; psgd_rank 0: none).
+typedef struct { int sum_kind; int has_master; int psgd_rank; int psgd_ranks; size_t psgd_q; } StateKind;
 
 // Reads and checks the version words of a state file's header h (at least ST_HAS_MASTER + 1 words); exits on an
 // unknown version or checksum kind.
 static StateKind state_kind(const char* path, const uint64_t* h) {
-    StateKind k = {CHECKSUM_FNV, 0};
+    StateKind k = {CHECKSUM_FNV, 0, 0, 0, 0};
     if (h[ST_VERSION] == STATE_VERSION_FNV) { return k; }
     if (h[ST_VERSION] == STATE_VERSION_XXH3) { k.sum_kind = CHECKSUM_XXH3; }
-    else if (h[ST_VERSION] == STATE_VERSION) {
+    else if (h[ST_VERSION] == STATE_VERSION || h[ST_VERSION] == STATE_VERSION_PSGD) {
         if (h[ST_SUM_KIND] != CHECKSUM_FNV && h[ST_SUM_KIND] != CHECKSUM_XXH3) {
             fatal("checkpoint state '%s': unknown checksum kind %llu", path, (unsigned long long)h[ST_SUM_KIND]);
         }
         if (h[ST_HAS_MASTER] > 1) { fatal("checkpoint state '%s': corrupt header (master-weights flag %llu)", path, (unsigned long long)h[ST_HAS_MASTER]); }
         k.sum_kind = (int)h[ST_SUM_KIND];
         k.has_master = (int)h[ST_HAS_MASTER];
+        if (h[ST_VERSION] == STATE_VERSION_PSGD) {
+            if (h[ST_PSGD_RANK] < 1 || h[ST_PSGD_RANK] > POWERSGD_MAX_RANK || h[ST_PSGD_RANKS] < 1 || h[ST_PSGD_RANKS] > STATE_PSGD_MAX_RANKS) {
+                fatal("checkpoint state '%s': corrupt header (PowerSGD rank %llu, %llu error-feedback vectors)", path,
+                      (unsigned long long)h[ST_PSGD_RANK], (unsigned long long)h[ST_PSGD_RANKS]);
+            }
+            k.psgd_rank = (int)h[ST_PSGD_RANK];
+            k.psgd_ranks = (int)h[ST_PSGD_RANKS];
+            k.psgd_q = (size_t)h[ST_PSGD_Q];
+        }
     } else {
-        fatal("checkpoint state '%s': unsupported version %llu (this trainer reads versions 3, 4 and 5)", path, (unsigned long long)h[ST_VERSION]);
+        fatal("checkpoint state '%s': unsupported version %llu (this trainer reads versions 3 to 6)", path, (unsigned long long)h[ST_VERSION]);
     }
 #ifndef USE_XXHASH
     if (k.sum_kind == CHECKSUM_XXH3) {
@@ -349,7 +391,9 @@ static StateKind checkpoint_check_files(const char* dir, int step, size_t num_pa
     fclose(fp);
     if (h[ST_MAGIC] != STATE_MAGIC) { fatal("checkpoint state '%s': bad magic number %llu", sp, (unsigned long long)h[ST_MAGIC]); }
     StateKind k = state_kind(sp, h);
-    long long expect = state_file_bytes(num_params, k.has_master);
+    // Q is smaller than the matrices it factors ((n + m) R < n m for each), so below num_params
+    if (k.psgd_rank && k.psgd_q >= num_params) { fatal("checkpoint state '%s': corrupt header (%zu PowerSGD Q floats for %zu parameters)", sp, k.psgd_q, num_params); }
+    long long expect = state_file_bytes(num_params, k.has_master) + 4 * ((long long)k.psgd_q + (long long)k.psgd_ranks * (long long)num_params);
     if (actual != expect) { fatal("checkpoint state '%s' is %s: %lld bytes, expected %lld", sp, actual < expect ? "truncated" : "too long", actual, expect); }
     return k;
 }
@@ -388,6 +432,35 @@ static void stream_shard_in(FILE* fp, const char* path, float* mine, GPT* params
     }
 }
 
+// What reading a PowerSGD section did, for the note printed once the state's checksum is verified.
+enum { PSGD_LOADED = 0, PSGD_NEW_Q = 1, PSGD_FOLDED = 2, PSGD_DROPPED = 4, PSGD_ABSENT = 8 };
+
+// Reads the PowerSGD section of a state (k: its sizes; n floats per error-feedback vector) into ps: Q when this run
+// has the same rank R and the same factor sizes (else Q keeps its seeded start), and saved rank s's error feedback
+// added into this run's rank s mod W (with the same W each rank gets its own back, bit for bit; with another W the
+// sum over the ranks, which is all PowerSGD's next step depends on, is kept). ps NULL (a run without PowerSGD):
+// the section is read past, still under the checksum. Returns PSGD_* flags. chunk: STATE_CHUNK_FLOATS host floats.
+static int stream_powersgd_in(FILE* fp, const char* path, PowerSgd* ps, const StateKind* k, size_t n, float* chunk, Checksum* h) {
+    int take_q = ps && ps->rank == k->psgd_rank && ps->q_floats == k->psgd_q;
+    int W = ps ? ps->group->size : 1, me = ps ? ps->group->rank : -1;
+    int flags = !ps ? PSGD_DROPPED : (take_q ? 0 : PSGD_NEW_Q) | (W != k->psgd_ranks ? PSGD_FOLDED : 0);
+    for (int s = -1; s < k->psgd_ranks; s++) { // -1: Q
+        size_t len = s < 0 ? k->psgd_q : n;
+        for (size_t c0 = 0; c0 < len; c0 += STATE_CHUNK_FLOATS) {
+            size_t cnt = len - c0 < STATE_CHUNK_FLOATS ? len - c0 : STATE_CHUNK_FLOATS;
+            freadCheck(chunk, sizeof(float), cnt, fp, path);
+            checksum_add(h, chunk, cnt * sizeof(float));
+            if (!all_finite(chunk, cnt)) { fatal("checkpoint state '%s': a PowerSGD %s value is not finite", path, s < 0 ? "Q" : "error-feedback"); }
+            if (s < 0 && take_q) { memcpy(ps->q + c0, chunk, cnt * sizeof(float)); }
+            if (s < 0 || !ps || s % W != me) { continue; }
+            float* e = ps->error + c0;
+            if (s == me) { memcpy(e, chunk, cnt * sizeof(float)); }
+            else { for (size_t i = 0; i < cnt; i++) { e[i] += chunk[i]; } }
+        }
+    }
+    return flags;
+}
+
 // Loads the moments (this rank's shard), the master weights and the train state, and verifies both checksums.
 // model_sum is the checksum of the checkpoint's model file as loaded (model_load_params), compared with the one the
 // state recorded. Master weights: a state that has them gives them to a run that keeps them, and to an fp32 run as
@@ -409,6 +482,7 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
     stream_shard_in(fp, sp, z->m, NULL, z, m, chunk, part, &sum);
     stream_shard_in(fp, sp, z->v, NULL, z, m, chunk, part, &sum);
     if (sk.has_master) { stream_shard_in(fp, sp, z->master, z->master ? NULL : m, z, m, chunk, part, &sum); }
+    int psgd = sk.psgd_rank ? stream_powersgd_in(fp, sp, z->psgd, &sk, n, chunk, &sum) : z->psgd ? PSGD_ABSENT : PSGD_LOADED;
     free(chunk);
     free(part);
     fclose(fp);
@@ -420,11 +494,23 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
     }
     if (model_sum != h[ST_MODEL_SUM]) { fatal("checkpoint model '%s' is corrupt: checksum mismatch with '%s'", mp, sp); }
     if (h[ST_ADAM_T] > (uint64_t)step || h[ST_SKIPPED] > (uint64_t)step) { fatal("checkpoint state '%s': inconsistent update counts", sp); }
+    if (psgd != PSGD_LOADED && z->group->pc && z->group->pc->world_rank == 0) {
+        if (psgd & PSGD_ABSENT) { printf("resume: '%s' holds no PowerSGD state: the error feedback starts at zero, Q from its seed\n", sp); }
+        if (psgd & PSGD_DROPPED) {
+            printf("resume: this run does not compress with PowerSGD: the error feedback in '%s' (rank %d, %d data-parallel ranks) is dropped\n",
+                   sp, sk.psgd_rank, sk.psgd_ranks);
+        }
+        if (psgd & PSGD_NEW_Q) { printf("resume: '%s' holds PowerSGD Q factors of rank %d, this run's rank is %d: Q starts afresh from its seed\n", sp, sk.psgd_rank, z->psgd->rank); }
+        if (psgd & PSGD_FOLDED) {
+            printf("resume: the PowerSGD error feedback of %d data-parallel ranks goes to this run's %d (saved rank s to rank s mod %d; their sum is kept)\n",
+                   sk.psgd_ranks, z->psgd->group->size, z->psgd->group->size);
+        }
+    }
     ts->step = step;
     ts->adam_t = (int)h[ST_ADAM_T];
     ts->skipped_in_a_row = (int)h[ST_SKIPPED];
     ts->rng = h[ST_RNG];
-    if (h[ST_VERSION] == STATE_VERSION) {
+    if (h[ST_VERSION] == STATE_VERSION || h[ST_VERSION] == STATE_VERSION_PSGD) {
         uint32_t scale_bits = (uint32_t)h[ST_LOSS_SCALE];
         float scale;
         memcpy(&scale, &scale_bits, 4);

@@ -39,7 +39,8 @@ forward/backward (tensor parallel through tp.h), optimizer step, checkpoints (ch
 #include "kernels_cpu.h"  // the CPU backend of kernels.h: floatX, KernelCtx, dev_*, encoder_*, layernorm_*, matmul_*, ...
 #endif
 #include "comm.h"         // defines: ParallelContext, CommGroup, parallel_init, comm_allreduce_*, comm_broadcast, ...
-#include "zero.h"         // defines: ZeroOptimizer, zero_init, zero_bucket_ready, zero_wait_all, zero_adamw_step
+#include "zero.h"         // defines: ZeroOptimizer, zero_init, zero_bucket_ready, zero_wait_all, zero_adamw_step (and
+                          // through powersgd.h: PowerSgd, powersgd_init, powersgd_spec_rank, powersgd_payload)
 #include "tp.h"           // defines: tp_cross_entropy, tp_allreduce_x, tp_allgather_rows_x, tp_reduce_scatter_rows_x
 #include "dataloader.h"   // defines: DataLoader, dataloader_init, dataloader_next_batch, dataloader_get/set_state
 #include "tokenizer.h"    // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_free
@@ -93,7 +94,7 @@ typedef struct {
     int micro_batches;       // micro-batches per optimizer step per data-parallel rank (0: from --total-batch-size)
     int virtual_stages;      // chunks per pipeline rank (interleaved)
     char trace[1024];        // --trace FILE: Chrome/Perfetto trace of the pipeline's first steps
-    char grad_compress[16];  // none | bf16: what the data-parallel gradient reductions send
+    char grad_compress[16];  // none | bf16 | powersgd:R: what the data-parallel gradient reductions send
     float comm_timeout;
     int threads;
     // periodic work
@@ -172,7 +173,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("micro-batches", NULL, micro_batches, 0, 1 << 20, "micro-batches per optimizer step and data-parallel rank (the pipeline's M); 0: --total-batch-size / (B x T x dp)"),
     FLAG_I("virtual-stages", NULL, virtual_stages, 1, 64, "--pp-schedule interleaved: model chunks per pipeline rank"),
     FLAG_S("trace", NULL, trace, "with --pp > 1: write a Chrome/Perfetto trace (JSON) of every rank's forward, backward, receive and optimizer spans of the first 3 steps to FILE"),
-    FLAG_S("grad-compress", NULL, grad_compress, "data-parallel gradient reductions: none (fp32) | bf16 (half the bytes: rounded to bf16, summed in bf16, as PyTorch's bf16_compress_hook)"),
+    FLAG_S("grad-compress", NULL, grad_compress, "data-parallel gradient reductions: none (fp32) | bf16 (half the bytes: rounded to bf16, summed in bf16, as PyTorch's bf16_compress_hook) | powersgd:R (rank-R PowerSGD with error feedback and warm start on every matrix that gains, the rest in fp32; --zero 0 or 1)"),
     FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU, not built yet)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
@@ -366,6 +367,27 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (strcmp(c->plan_storage, "build") != 0 && strcmp(c->plan_storage, "gpu") != 0) { fatal("--plan-storage: '%s' is not one of build, gpu", c->plan_storage); }
     for (int k = 0; k < NUM_FLAGS && !c->plan; k++) {
         if (seen[k] && strncmp(FLAGS[k].name, "plan-", 5) == 0) { fatal("--%s configures the planner: it needs --plan 1", FLAGS[k].name); }
+    }
+    // --grad-compress: PowerSGD all-reduces factors of whole gradient matrices, so every data-parallel rank must hold
+    // whole gradients (DDP or ZeRO-1, as PyTorch's hook needs DDP)
+    char gcerr[256];
+    int psgd_rank = powersgd_spec_rank(c->grad_compress, gcerr, sizeof(gcerr));
+    if (psgd_rank < 0) { fatal("--grad-compress %s", gcerr); }
+    if (psgd_rank == 0 && strcmp(c->grad_compress, "none") != 0 && strcmp(c->grad_compress, "bf16") != 0) {
+        fatal("--grad-compress: unknown method '%s' (none, bf16, powersgd:R)", c->grad_compress);
+    }
+    if (psgd_rank > 0 && c->zero >= 2) {
+        fatal("--grad-compress %s with --zero %d: PowerSGD all-reduces low-rank factors of whole gradient matrices, so every "
+              "rank must keep the whole gradient: use --zero 0 or --zero 1 (ZeRO-2 reduce-scatters and drops it every micro-step)",
+              c->grad_compress, c->zero);
+    }
+    if (psgd_rank > 0 && (c->tp > 1 || c->pp > 1)) {
+        fatal("--grad-compress %s with --tp %d --pp %d: PowerSGD compresses data-parallel reductions of whole matrices, and is "
+              "not supported with tensor or pipeline parallelism yet (use none or bf16 there)", c->grad_compress, c->tp, c->pp);
+    }
+    if (psgd_rank > 0 && dtype_parse(c->dtype) == DTYPE_FP16) {
+        fatal("--grad-compress %s with --dtype fp16: the error feedback would carry loss-scaled gradients across changes of the "
+              "loss scale; use --dtype bf16 or fp32 with PowerSGD", c->grad_compress);
     }
 }
 
@@ -1671,6 +1693,46 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
     free(all_mem);
 }
 
+// --grad-compress powersgd:R: PowerSGD over the data-parallel group on this rank's flat layout (every tensor is
+// offered; the matrices that gain are compressed), Q seeded from `seed`; zero.h hands it every final bucket.
+static void gpt_powersgd_init(PowerSgd* ps, const GPT* m, ZeroOptimizer* z, int R, uint64_t seed) {
+    const ParamLayout* pl = &m->layout;
+    PowerSgdTensor* ts = (PowerSgdTensor*)mallocCheck(sizeof(PowerSgdTensor) * (size_t)pl->num_tensors);
+    for (int i = 0; i < pl->num_tensors; i++) {
+        ts[i].offset = pl->table[i].offset; ts[i].rows = pl->table[i].rows; ts[i].cols = pl->table[i].cols;
+    }
+    powersgd_init(ps, z->group, R, z->n_pad, ts, pl->num_tensors, seed);
+    free(ts);
+    zero_set_powersgd(z, ps);
+}
+
+// PowerSGD's line of the plan (rank 0): what it compresses, the bytes each rank will send per step against plain
+// fp32 reductions (from the buckets' factor sizes; the run's end prints the measured figure), its memory.
+// ps NULL: one data-parallel rank, nothing to compress.
+static void print_powersgd_plan(const PowerSgd* ps, const GPT* mp, const ZeroOptimizer* zp, int R) {
+    if (!ps) {
+        printf("gradient compression: powersgd:%d has nothing to do: one data-parallel rank reduces no gradients\n", R);
+        return;
+    }
+    double sent = 0.0, plain = 0.0;
+    for (int b = 0; b <= mp->cfg.num_layers + 1; b++) {
+        if (!gpt_has_bucket(mp, b)) { continue; }
+        size_t lo, hi;
+        bucket_range(mp, b, &lo, &hi);
+        sent += comm_sent_bytes(COMM_OP_ALLREDUCE, (double)powersgd_payload(ps, lo, hi) * sizeof(float), zp->size);
+        plain += comm_sent_bytes(zp->stage == 0 ? COMM_OP_ALLREDUCE : COMM_OP_REDUCE_SCATTER, (double)(hi - lo) * sizeof(float), zp->size);
+    }
+    int matrices = 0;
+    for (int i = 0; i < mp->layout.num_tensors; i++) { matrices += mp->layout.table[i].rows > 1; }
+    char sb[32], pb[32], mb[32];
+    fmt_bytes(sb, sizeof(sb), sent);
+    fmt_bytes(pb, sizeof(pb), plain);
+    fmt_bytes(mb, sizeof(mb), (double)powersgd_state_bytes(ps));
+    printf("gradient compression: PowerSGD rank %d: %d of %d matrices compressed (%.1f M of %.1f M gradients), the rest "
+           "all-reduced in fp32; per step each rank sends %s instead of %s (ratio %.4f) [%.0f of %.0f bytes]; error feedback and Q: %s per rank\n",
+           R, ps->num_tensors, matrices, ps->compressed_elems / 1e6, mp->layout.num_params / 1e6, sb, pb, sent / plain, sent, plain, mb);
+}
+
 // One optimizer step: grad_accum micro-steps of forward and backward (reductions started as buckets finish), the
 // gradient norm, the decision (update; skip for the fp16 loss scaler; --nan-policy), the update. Returns what the
 // step prints and logs.
@@ -2081,7 +2143,11 @@ int main(int argc, char** argv) {
     ZeroOptimizer zopt;
     gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, comm_is_staged(c.comm));
     if (strcmp(c.grad_compress, "bf16") == 0) { zero_set_compress(&zopt); }
-    else if (strcmp(c.grad_compress, "none") != 0) { fatal("--grad-compress: unknown method '%s' (none, bf16)", c.grad_compress); }
+    PowerSgd psgd;
+    char gcerr[256];
+    int psgd_rank = powersgd_spec_rank(c.grad_compress, gcerr, sizeof(gcerr)); // (checked by parse_flags)
+    int have_psgd = psgd_rank > 0 && pc.dp > 1; // one data-parallel rank reduces nothing: there is nothing to compress
+    if (have_psgd) { gpt_powersgd_init(&psgd, &model, &zopt, psgd_rank, splitmix64((uint64_t)c.seed ^ 0x50534744ull)); }
     // parameters stream into the model a chunk at a time (a Hugging Face checkpoint, whose Conv1D weights are
     // transposed on the way, still goes through one host copy of the model)
     // Files and the initialisation are in the whole model's layout; under tensor parallelism each rank keeps its
@@ -2145,6 +2211,7 @@ int main(int argc, char** argv) {
     }
 
     print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0);
+    if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
 
     FILE* logf = NULL;
     if (master && c.log[0]) {
@@ -2241,6 +2308,15 @@ int main(int argc, char** argv) {
         }
     }
 
+    if (master && zopt.grad_bytes_fp32 > 0 && steps > start_step) {
+        // measured: what this rank sent for the gradient reductions, per step, against plain fp32 reductions
+        double k = steps - start_step;
+        char sb[32], fb[32];
+        fmt_bytes(sb, sizeof(sb), zopt.grad_bytes / k);
+        fmt_bytes(fb, sizeof(fb), zopt.grad_bytes_fp32 / k);
+        printf("gradient bytes per step: %s sent per rank (uncompressed %s, ratio %.4f; --grad-compress %s) [%.0f of %.0f bytes]\n",
+               sb, fb, zopt.grad_bytes / zopt.grad_bytes_fp32, c.grad_compress, zopt.grad_bytes / k, zopt.grad_bytes_fp32 / k);
+    }
     if (c.bench) {
         bench_report(&c, &model, &zopt, &pc, t_bench, t_forward, t_backward, wait_bench, timed_steps, &comm0);
     } else {
@@ -2303,6 +2379,7 @@ int main(int argc, char** argv) {
     if (have_tok) { tokenizer_free(&tokenizer); }
     free(bench_tokens);
     zero_free(&zopt);
+    if (have_psgd) { powersgd_free(&psgd); }
     if (model.pipe) { pipeline_free(&pipe, &model); }
     free(chunk_first);
     gpt_free(&model);

@@ -22,6 +22,10 @@ updates the master, writes the compute copy by stochastic rounding, and the comp
                   is no all-gather after the update. The trainer gathers each layer's parameters just before they
                   are used (zero_igather_range) into a small working arena, in forward and again in backward.
 
+--grad-compress powersgd:R (stages 0 and 1; powersgd.h): each final bucket is staged to the host, compressed and
+all-reduced there (blocking), and the decompressed sum is copied back over the whole bucket on every rank; stage 1
+then uses its owned slice as usual.
+
 Nothing here zeroes gradients: the first micro-step of every optimizer step overwrites them (the kernels' `acc`
 flag), the reduce-scatter of the first micro-step overwrites gshard, and later micro-steps add to both.
 
@@ -36,6 +40,7 @@ Only static functions: include after comm.h and the kernels header.
 #include <stddef.h>
 #include <time.h>
 #include "comm.h"
+#include "powersgd.h" // defines: PowerSgd, powersgd_reduce, powersgd_payload
 #include "utils.h"
 
 #define ZERO_MAX_BUCKETS 1024
@@ -70,6 +75,9 @@ typedef struct {
     const float* copy_host[ZERO_MAX_BUCKETS];
     const uint16_t* copy_bf16[ZERO_MAX_BUCKETS]; // compressed: the bf16 result, widened into copy_host first
     size_t copy_n[ZERO_MAX_BUCKETS];
+    PowerSgd* psgd;       // --grad-compress powersgd:R: reduces every bucket (zero_set_powersgd); NULL otherwise
+    double grad_bytes;    // bytes this rank has sent for gradient reductions (ring model: comm_sent_bytes)
+    double grad_bytes_fp32; // what uncompressed fp32 reductions of the same buckets would have sent
     ZeroSegment segments[ZERO_MAX_SEGMENTS];
     int num_segments;
     CommRequest pending[ZERO_MAX_BUCKETS];
@@ -140,6 +148,14 @@ static void zero_set_compress(ZeroOptimizer* z) {
     z->host_bf16 = (uint16_t*)mallocCheck(mulSize(z->n_pad, sizeof(uint16_t)));
 }
 
+// --grad-compress powersgd:R: every bucket is reduced by ps (a compressed all-reduce on the host copy), in stages 0
+// and 1, which keep whole gradients (stage 2 reduce-scatters every micro-step and keeps none).
+static void zero_set_powersgd(ZeroOptimizer* z, PowerSgd* ps) {
+    if (z->stage > 1) { fatal("internal: PowerSGD with ZeRO stage %d (the trainer refuses --zero 2 and above with it)", z->stage); }
+    z->psgd = ps;
+    if (!z->host_grads) { z->host_grads = (float*)dev_host_alloc(z->ctx, mulSize(z->n_pad, sizeof(float))); }
+}
+
 // Bytes of optimizer state per rank: moments, the stage-2 gradient shard, master weights.
 static size_t zero_state_bytes(const ZeroOptimizer* z) {
     size_t S = z->hi - z->lo;
@@ -193,6 +209,19 @@ static void zero__bucket_ready_bf16(ZeroOptimizer* z, int slot, float* bucket_gr
     }
 }
 
+// The PowerSGD form of zero_bucket_ready: the bucket staged to the host, reduced there by powersgd_reduce (blocking),
+// and the decompressed sum copied back over the whole bucket. Its time counts as waiting: none of it is hidden.
+static void zero__bucket_powersgd(ZeroOptimizer* z, float* bucket_grads, size_t lo, size_t hi) {
+    double t0 = now_seconds();
+    float* host = z->host_grads + lo;
+    dev_copy_d2h(z->ctx, host, bucket_grads, (hi - lo) * sizeof(float));
+    dev_sync(z->ctx);
+    size_t floats = powersgd_reduce(z->psgd, host, lo, hi);
+    dev_copy_h2d(z->ctx, bucket_grads, host, (hi - lo) * sizeof(float));
+    z->grad_bytes += comm_sent_bytes(COMM_OP_ALLREDUCE, (double)floats * sizeof(float), z->size);
+    z->wait_seconds += now_seconds() - t0;
+}
+
 // Starts the reduction of the gradients of flat range [lo, hi), held at bucket_grads (bucket_grads[0] is the
 // gradient of flat index lo). The buffer must stay untouched until zero_wait_bucket / zero_wait_all.
 // Stage 2 on micro-steps after the first: the owner adds its accumulated shard into its own part of the send
@@ -201,6 +230,11 @@ static void zero__bucket_ready_bf16(ZeroOptimizer* z, int slot, float* bucket_gr
 // produces for this rank (the whole bucket in stage 0, the owned slice in stage 1, the gshard slice in stage 2) is
 // copied back when the request is waited for.
 static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads, size_t lo, size_t hi, int first_micro_step) {
+    // the bytes sent: the plain reduction's (an all-reduce in stage 0, a reduce-scatter after), in fp32 and as sent
+    int plain = z->stage == 0 ? COMM_OP_ALLREDUCE : COMM_OP_REDUCE_SCATTER;
+    z->grad_bytes_fp32 += comm_sent_bytes(plain, (double)(hi - lo) * sizeof(float), z->size);
+    if (z->psgd) { zero__bucket_powersgd(z, bucket_grads, lo, hi); return; }
+    z->grad_bytes += comm_sent_bytes(plain, (double)(hi - lo) * (z->compress ? sizeof(uint16_t) : sizeof(float)), z->size);
     if (z->num_pending >= ZERO_MAX_BUCKETS) { fatal("zero: more than %d buckets in flight", ZERO_MAX_BUCKETS); }
     int slot = z->num_pending;
     CommRequest* req = &z->pending[slot];

@@ -79,21 +79,29 @@ typedef struct {
 } Input;
 
 // Puts the checksums that checkpoint_load_state expects into a state file of the right size: the payload (m, v and
-// in version 5 perhaps the master weights, in chunks as stream_shard_in reads them), then the header
-// (state_header_sum), and the model file's checksum.
+// in version 5 perhaps the master weights, in chunks as stream_shard_in reads them; in version 6 then PowerSGD's Q
+// and error feedback, as stream_powersgd_in reads them), then the header (state_header_sum), and the model file's
+// checksum.
 static void fix_checksums(uint8_t* st, size_t len) {
     size_t n = g_model.layout.num_params;
     if (len < (size_t)ST_HEADER_WORDS * 8) { return; }
     uint64_t h[ST_HEADER_WORDS];
     memcpy(h, st, sizeof(h));
     int kind, vectors = 2;
+    size_t psgd_q = 0, psgd_ranks = 0;
     if (h[ST_VERSION] == STATE_VERSION_FNV) { kind = CHECKSUM_FNV; }
     else if (h[ST_VERSION] == STATE_VERSION_XXH3) { kind = CHECKSUM_XXH3; }
-    else if (h[ST_VERSION] == STATE_VERSION && (h[ST_SUM_KIND] == CHECKSUM_FNV || h[ST_SUM_KIND] == CHECKSUM_XXH3) && h[ST_HAS_MASTER] <= 1) {
+    else if ((h[ST_VERSION] == STATE_VERSION || h[ST_VERSION] == STATE_VERSION_PSGD) &&
+             (h[ST_SUM_KIND] == CHECKSUM_FNV || h[ST_SUM_KIND] == CHECKSUM_XXH3) && h[ST_HAS_MASTER] <= 1) {
         kind = (int)h[ST_SUM_KIND];
         vectors += (int)h[ST_HAS_MASTER];
+        if (h[ST_VERSION] == STATE_VERSION_PSGD) {
+            if (h[ST_PSGD_Q] >= n || h[ST_PSGD_RANKS] > 64) { return; } // (sizes the harness can hold)
+            psgd_q = (size_t)h[ST_PSGD_Q];
+            psgd_ranks = (size_t)h[ST_PSGD_RANKS];
+        }
     } else { return; }
-    if (len != (size_t)state_file_bytes(n, vectors == 3)) { return; }
+    if (len != (size_t)state_file_bytes(n, vectors == 3) + 4 * (psgd_q + psgd_ranks * n)) { return; }
     memcpy(st + 8 * ST_MODEL_SUM, &g_model_sum[kind], 8);
     h[ST_MODEL_SUM] = g_model_sum[kind];
     Checksum sum;
@@ -104,6 +112,15 @@ static void fix_checksums(uint8_t* st, size_t len) {
             size_t cnt = n - off < STATE_CHUNK_FLOATS ? n - off : STATE_CHUNK_FLOATS;
             checksum_add(&sum, p + 4 * off, cnt * 4);
         }
+    }
+    const uint8_t* p = st + (size_t)ST_HEADER_WORDS * 8 + (size_t)vectors * 4 * n;
+    for (size_t k = 0; k < 1 + psgd_ranks && psgd_q + psgd_ranks > 0; k++) { // Q, then each rank's error feedback
+        size_t len_k = k == 0 ? psgd_q : n;
+        for (size_t off = 0; off < len_k; off += STATE_CHUNK_FLOATS) {
+            size_t cnt = len_k - off < STATE_CHUNK_FLOATS ? len_k - off : STATE_CHUNK_FLOATS;
+            checksum_add(&sum, p + 4 * off, cnt * 4);
+        }
+        p += 4 * len_k;
     }
     uint64_t total = state_header_sum(h, &sum);
     memcpy(st + 8 * ST_STATE_SUM, &total, 8);

@@ -233,13 +233,13 @@ def dl_state(shuffle, cursor_or_shard, position, epoch, seed=1337, T=4):
 
 
 def state_file(step=3, version=3, magic=20240331, params=None, data=None, adam_t=None, master=0, sum_kind=1,
-               dtype=0, scale=1.0, clean=0):
+               dtype=0, scale=1.0, clean=0, psgd=None):
     n = num_params(8, 5, 8, 1, 1, 4) if params is None else params
     h = [0] * 64
     h[0], h[1], h[2], h[3] = magic, version, step, n
     h[6] = 0x2545F4914F6CDD1D  # rng
     h[18] = step if adam_t is None else adam_t
-    if version == 5:  # checksum kind, storage type, master-weights flag, loss scaler, stochastic-rounding seed
+    if version >= 5:  # checksum kind, storage type, master-weights flag, loss scaler, stochastic-rounding seed
         h[20], h[21], h[22], h[23], h[24] = sum_kind, dtype, master, clean, 0x5352
         h[7] = struct.unpack("<I", struct.pack("<f", scale))[0]
     data = data if data is not None else dl_state(0, 0, 8, 0)
@@ -248,6 +248,10 @@ def state_file(step=3, version=3, magic=20240331, params=None, data=None, adam_t
     payload = struct.pack("<%df" % n, *[0.01 * i for i in range(n)]) + struct.pack("<%df" % n, *[1e-4] * n)
     if master:
         payload += struct.pack("<%df" % n, *[0.001 * i for i in range(n)])
+    if psgd:  # version 6: PowerSGD's rank, error-feedback vectors and Q floats; Q, then each rank's error feedback
+        rank, ranks, q = psgd
+        h[25], h[26], h[27] = rank, ranks, q
+        payload += struct.pack("<%df" % q, *[0.5] * q) + struct.pack("<%df" % (ranks * n), *[1e-3 * (i % 7) for i in range(ranks * n)])
     return struct.pack("<64Q", *h) + payload
 
 
@@ -262,6 +266,10 @@ def make_checkpoint_seeds():
     write("checkpoint", "v5_fp16_master", fix + b"3\n" + sep + state_file(version=5, master=1, dtype=2, scale=4096.0, clean=2))
     write("checkpoint", "v5_bad_scale", fix + b"3\n" + sep + state_file(version=5, master=1, dtype=2, scale=-1.0))
     write("checkpoint", "v5_bad_master_flag", fix + b"3\n" + sep + state_file(version=5, master=2))
+    write("checkpoint", "v6_powersgd", fix + b"3\n" + sep + state_file(version=6, sum_kind=2, psgd=(1, 2, 36)))
+    write("checkpoint", "v6_powersgd_bad_rank", fix + b"3\n" + sep + state_file(version=6, sum_kind=2, psgd=(0, 2, 36)))
+    big_q = state_file(version=6, sum_kind=2, psgd=(1, 1, 100000))  # refused by its header: no need for the floats
+    write("checkpoint", "v6_powersgd_big_q", fix + b"3\n" + sep + big_q[:len(state_file(version=6, sum_kind=2, psgd=(1, 1, 0)))])
     # broken
     write("checkpoint", "latest_not_a_number", fix + b"three\n" + sep + state_file())
     write("checkpoint", "latest_two_numbers", fix + b"3 4\n" + sep + state_file())
@@ -295,6 +303,7 @@ def make_flags_seeds():
     write("flags", "unknown_flag", args("--no-such-flag", "1"))
     write("flags", "twice", args("--seed", "1", "--seed", "2"))
     write("flags", "long_string", args("--model", "d" * 100))
+    write("flags", "powersgd", args("--grad-compress", "powersgd:4", "--zero", "1", "--dtype", "bf16"))
     with open(os.path.join(FUZZ, "flags.dict"), "w") as f:
         f.write("# libFuzzer dictionary for fuzz/flags.c (made by fuzz/make_seeds.py from train_gpt.c's flag table)\n")
         words = set()
@@ -302,7 +311,7 @@ def make_flags_seeds():
             words.add("--" + name)
             if alias != "NULL":
                 words.add(alias.strip('"'))
-        words |= {"--help", "-h", "cosine", "linear", "constant", "stop", "skip", "d12", "gpt2-124M", "gpt3-2.7B",
+        words |= {"--help", "-h", "cosine", "linear", "constant", "stop", "skip", "d12", "gpt2-124M", "gpt3-2.7B", "bf16", "powersgd:",
                   "nan", "inf", "1e308", "-0", "0x10", "2147483648", "9223372036854775808", "\x00"}
         for w in sorted(words):
             f.write('"%s"\n' % w.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", "\\x00"))

@@ -106,6 +106,10 @@ if [ -x tests/test_comm ] && command -v mpirun >/dev/null 2>&1; then
     for np in 1 2 3 4; do
         run "test_comm -np $np" $MPIRUN -np $np ./tests/test_comm
     done
+    # PowerSGD's compressor against its double-precision reference, in groups of 1 to 4 ranks
+    for np in 1 2 3 4; do
+        [ -x tests/test_powersgd ] && run "test_powersgd -np $np" $MPIRUN -np $np ./tests/test_powersgd
+    done
     # the tensor-parallel building blocks against the single-rank ops, in groups of 1, 2 and 4 ranks
     for np in 1 2 4; do
         [ -x tests/test_tp ] && run "test_tp -np $np" $MPIRUN -np $np ./tests/test_tp
