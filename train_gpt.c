@@ -1377,13 +1377,20 @@ static void gpt_forward_any(GPT* m, const int32_t* host_tokens, int B, int T) {
 }
 
 // Mean validation loss over `steps` batches; batch i is evaluated by data-parallel rank i % dp, so the batches
-// and their order are the same whatever the number of ranks.
+// and their order are the same whatever the number of ranks. Under ZeRO-3 a forward gathers layers from every
+// data-parallel rank, so all of them must run as many forwards: when steps does not divide by dp, the ranks left
+// without a batch in the last round run one more forward whose loss is not counted.
 static float evaluate(GPT* m, DataLoader* val, int steps, ParallelContext* pc) {
     dataloader_reset(val);
     gpt_clear_loss_sum(m);
-    for (int i = 0; i < steps; i++) {
-        dataloader_next_batch(val);
+    int rounds = (steps + pc->dp - 1) / pc->dp;
+    for (int i = 0; i < rounds * pc->dp; i++) {
+        if (i < steps) { dataloader_next_batch(val); }
         if (i % pc->dp != pc->dp_rank) { continue; }
+        if (i >= steps) {
+            if (m->z3) { gpt_forward_any(m, val->inputs, val->B, val->T); } // (keeps the gathers in step; not counted)
+            continue;
+        }
         gpt_forward_any(m, val->inputs, val->B, val->T);
         if (m->layout.has_lnf) { gpt_eval_loss(m, val->targets); } // the last pipeline stage holds the LM head
     }

@@ -1129,8 +1129,14 @@ static void test_zero3_deep(void) {
     layout_free(&pl);
     snprintf(shard, sizeof(shard), "%s/train_000000.bin", D);
     write_shard(shard, 8000, 101, 23, 20240520, 1, 8000);
-    snprintf(common, sizeof(common), "--init %s --train %s --batch-size 2 --seq-len 8 --total-batch-size 96 --lr 1e-3 --warmup 2 "
-             "--weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10", model, shard);
+    char vshard[1024];
+    snprintf(vshard, sizeof(vshard), "%s/val_000000.bin", D);
+    write_shard(vshard, 1000, 101, 24, 20240520, 1, 1000);
+    // (7 validation batches over 3 ranks: the last round leaves two ranks without a batch, and their forwards must
+    // still join the gathers)
+    snprintf(common, sizeof(common), "--init %s --train %s --val %s --val-every 5 --val-steps 7 --batch-size 2 --seq-len 8 "
+             "--total-batch-size 96 --lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10 --comm-timeout 60",
+             model, shard, vshard);
     const char* runs[3][2] = { // name, extra flags
         {"1 process", ""}, {"3 ranks --zero 3", "--zero 3"}, {"3 ranks --zero 3 --recompute 2", "--zero 3 --recompute 2"},
     };
@@ -1148,6 +1154,8 @@ static void test_zero3_deep(void) {
         compare_losses(name, la, 0, lb, 10, 2e-6);
         snprintf(name, sizeof(name), "4 blocks, %s: gradient norms equal one process's", runs[k][0]);
         compare_values(name, "grad_norm", la, lb, 10, 2e-6);
+        snprintf(name, sizeof(name), "4 blocks, %s: validation losses (7 batches over 3 ranks) equal one process's", runs[k][0]);
+        compare_values(name, "val_loss", la, lb, 3, 2e-6);
         snprintf(pa, sizeof(pa), "%s/o0/model_00000010.bin", D);
         snprintf(pb, sizeof(pb), "%s/o%d/model_00000010.bin", D, k);
         snprintf(name, sizeof(name), "4 blocks, %s: final parameters equal one process's, per element", runs[k][0]);
