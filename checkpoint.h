@@ -46,6 +46,7 @@ enum {
     ST_MAXT, ST_V, ST_L, ST_NH, ST_C, ST_VP, ST_ZERO, ST_WORLD, ST_B, ST_T, ST_ADAM_T, ST_SKIPPED,
     ST_SUM_KIND, ST_DTYPE, ST_HAS_MASTER, ST_SCALE_CLEAN, ST_SR_SEED, // version 5
     ST_PSGD_RANK, ST_PSGD_RANKS, ST_PSGD_Q, // version 6
+    ST_TOTAL_BATCH, // tokens per optimizer step of the run that wrote it (0 in files written before it was recorded)
     ST_DATA = 32, // DATALOADER_STATE_WORDS words
     ST_HEADER_WORDS = 64
 };
@@ -58,6 +59,7 @@ typedef struct {
     uint64_t sr_seed;       // stochastic rounding of the compute copy (with the update count and the flat index)
     uint64_t rng;
     uint64_t data_state[DATALOADER_STATE_WORDS];
+    uint64_t total_batch;   // loaded: the checkpoint's tokens per optimizer step (0: not recorded)
 } TrainState;
 
 static void checkpoint_paths(const char* dir, int step, char* model_path, char* state_path, size_t cap) {
@@ -297,6 +299,7 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         h[ST_MAXT] = g->max_seq_len; h[ST_V] = g->vocab_size; h[ST_L] = g->num_layers; h[ST_NH] = g->num_heads;
         h[ST_C] = g->channels; h[ST_VP] = g->padded_vocab_size; h[ST_ZERO] = z->stage; h[ST_WORLD] = pc->world_size;
         h[ST_B] = c->batch_size; h[ST_T] = c->seq_len; h[ST_ADAM_T] = ts->adam_t; h[ST_SKIPPED] = ts->skipped_in_a_row;
+        h[ST_TOTAL_BATCH] = (uint64_t)c->total_batch_size;
         h[ST_SUM_KIND] = CHECKSUM_DEFAULT; h[ST_DTYPE] = m->ctx.dtype; h[ST_HAS_MASTER] = z->master != NULL;
         uint32_t scale_bits;
         memcpy(&scale_bits, &ts->loss_scale.scale, 4);
@@ -526,6 +529,7 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
         ts->sr_seed = h[ST_SR_SEED];
     }
     for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { ts->data_state[i] = h[ST_DATA + i]; }
+    ts->total_batch = h[ST_TOTAL_BATCH];
 }
 
 #endif // CHECKPOINT_H

@@ -2203,6 +2203,12 @@ int main(int argc, char** argv) {
     if (resume_step >= 0) {
         checkpoint_load_state(c.resume, resume_step, &model, &zopt, &ts, model_sum);
         if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
+        // a different global batch is allowed (a batch-size ramp), but never silent: without --total-batch-size it
+        // follows the number of processes (B x T x dp), so a resume on fewer ranks would shrink it unnoticed
+        if (master && ts.total_batch != 0 && ts.total_batch != (uint64_t)c.total_batch_size) {
+            printf("note: --resume %s: the checkpoint's run took %llu tokens per step, this one takes %ld (--total-batch-size; "
+                   "without it, B x T x processes)\n", c.resume, (unsigned long long)ts.total_batch, c.total_batch_size);
+        }
     }
     if (master && c.out[0] && !c.bench) {
         prepare_out_dir(c.out);

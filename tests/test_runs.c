@@ -521,6 +521,16 @@ static void test_parallel(void) {
             compare_losses(name, shuffle ? ref1 : ref0, 10, log, 10, 1e-5);
         }
     }
+    // a resume that changes the global batch says so: 2 ranks without --total-batch-size (B x T x 2 = 32 tokens per
+    // step) resume the 96-token checkpoint above; the same ranks with --total-batch-size 96 say nothing
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt --init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --threads 1 "
+                 "--steps 12 --resume %s/pck%s", shard, TMP, k ? " --total-batch-size 96" : "");
+        int rc = run_capture(cmd, out, sizeof(out));
+        int noted = strstr(out, "the checkpoint's run took 96 tokens per step, this one takes 32") != NULL;
+        report(rc == 0 && (k ? !strstr(out, "note: --resume") : noted), k ? "a resume with the same global batch prints no note"
+               : "a resume that changes the global batch (no --total-batch-size, other ranks) says so", "exit %d: %.300s", rc, out);
+    }
     // ranks that disagree on the configuration stop with a clear error naming the flag
     snprintf(cmd, sizeof(cmd), "timeout 60 mpirun --allow-run-as-root --oversubscribe -np 1 ./train_gpt %s --steps 2 --seed 1 : -np 1 ./train_gpt %s --steps 2 --seed 2", common, common);
     int rc = run_capture(cmd, out, sizeof(out));
