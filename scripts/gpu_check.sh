@@ -145,11 +145,11 @@ else
 fi
 
 if command -v mpirun > /dev/null 2>&1 && ./train_gpt_cu --version 2>&1 | grep -q mpi; then
-    stage "2 processes sharing the GPU (MPI through pinned host memory), ZeRO 0/1/2, pipeline and tensor parallel, against one process"
+    stage "2 processes sharing the GPU (MPI through pinned host memory), ZeRO 0/1/2/3, pipeline and tensor parallel, against one process"
     MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
     common2="--model d4 --train /tmp/gpu_check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7"
     timeout 120 ./train_gpt_cu $common2 --log /tmp/gpu_dp1.jsonl > gpu_dp1.log 2>&1
-    for z in 0 1 2; do
+    for z in 0 1 2 3; do
         timeout 180 $MPIRUN ./train_gpt_cu $common2 --zero $z --log /tmp/gpu_dp2_z$z.jsonl > gpu_dp2_z$z.log 2>&1 || { bad "2 processes --zero $z"; tail -n 3 gpu_dp2_z$z.log; continue; }
         follows /tmp/gpu_dp1.jsonl /tmp/gpu_dp2_z$z.jsonl 1e-2 && ok "2 processes --zero $z follow one process (1e-2 relative)" || bad "2 processes --zero $z differ from one process"
     done
