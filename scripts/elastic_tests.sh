@@ -34,6 +34,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 unset TRAIN_GPT_FAULT ELASTIC_FAULT_ATTEMPTS
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 LC_ALL=C
+source scripts/test_lib.sh # defines: pass, fail, check, log_values, steps_of, same_steps, make_shard
 
 GROUPS_RUN="${*:-kill hang giveup minnp refuse}"
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
@@ -45,30 +46,12 @@ failed=0
 S=$(mktemp -d "${TMPDIR:-/tmp}/elastic_tests.XXXXXX") || { echo "FAIL setup: cannot create a scratch directory"; echo "0 passed, 1 failed"; exit 1; }
 trap '[ -n "${ELASTIC_TESTS_KEEP:-}" ] || rm -rf "$S"' EXIT
 
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-check() { if [ -z "$2" ]; then pass "$1"; else fail "$1" "$2"; fi; }   # check NAME PROBLEMS ("" = pass)
+
 
 # ----------------------------------------------------------------------------
 # helpers
 
 # log_values LOG: "step loss grad_norm" for each training line of a --log file (the printed strings)
-log_values() {
-    awk 'function f(k,  m) { if (match($0, "\"" k "\": *[^,}]*")) { m = substr($0, RSTART, RLENGTH); sub(/^[^:]*: */, "", m); return m } return "?" }
-         /"loss"/ { print f("step"), f("loss"), f("grad_norm") }' "$1" 2>/dev/null
-}
-# steps_of LOG: the training steps a log holds, space-separated
-steps_of() { log_values "$1" | awk '{ printf "%s%s", (NR > 1 ? " " : ""), $1 }'; }
-# same_steps REF LOG FROM TO: LOG's steps FROM+1..TO equal REF's, as printed strings; prints the problem
-same_steps() {
-    local want got d
-    want=$(log_values "$1" | awk -v a="$3" -v b="$4" '$1 > a && $1 <= b')
-    got=$(log_values "$2" | awk -v a="$3" -v b="$4" '$1 > a && $1 <= b')
-    [ -n "$want" ] || { echo "no steps $(($3 + 1))-$4 in $1"; return; }
-    [ "$want" = "$got" ] && return
-    d=$(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | head -n 2 | tr '\n' ' ')
-    echo "steps $(($3 + 1))-$4 differ (< $(basename "$1"), > $(basename "$2")): ${d% }"
-}
 # close_steps REF LOG FROM TO RTOL: LOG's steps FROM+1..TO within RTOL (relative) of REF's, loss and gradient norm;
 # prints the problem (the worst relative difference goes to stderr)
 close_steps() {
@@ -106,16 +89,6 @@ resume_copy() {
         cp "$(printf '%s/model_%08d.bin' "$src" "$step")" "$(printf '%s/state_%08d.bin' "$src" "$step")" "$dst/" &&
         echo "$step" > "$dst/latest" || return 1
     timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" -np "$np" ./train_gpt "$@" --out "$dst" --log "$log" --resume "$dst" > "$dst.txt" 2>&1
-}
-
-# make_shard FILE N: a shard of N tokens below 101 (the reference model's vocabulary): llm.c's 256 x int32 header, uint16 tokens
-le32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 & 255)) $((($1 >> 8) & 255)) $((($1 >> 16) & 255)) $((($1 >> 24) & 255)); }
-make_shard() {
-    {
-        printf '%b' "$(le32 20240520)$(le32 1)$(le32 "$2")"
-        head -c 1012 /dev/zero
-        awk -v n="$2" 'BEGIN { srand(11); for (i = 0; i < n; i++) { t = i % 7 == 0 ? 0 : int(rand() * 101); printf "%c%c", t, 0 } }'
-    } > "$1"
 }
 
 # ----------------------------------------------------------------------------

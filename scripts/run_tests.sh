@@ -130,6 +130,9 @@ run fault_tests bash scripts/fault_tests.sh
 run "fault_tests kill (bf16)" env FAULT_EXTRA_ARGS="--dtype bf16" FAULT_SEED=77 bash scripts/fault_tests.sh kill
 # the elastic supervisor: a killed or hung rank, restarts on the ranks that remain, giving up with a summary
 run elastic_tests bash scripts/elastic_tests.sh
+# several hosts made of network namespaces (skipped where they cannot be made): dp, ZeRO 1-3, tp inside a host, pp
+# across hosts, resume on one host, a killed rank on the other host
+run multihost_tests bash scripts/multihost_tests.sh
 run test_build bash scripts/test_build.sh
 if [ -f scripts/test_scripts.sh ]; then
     run test_scripts bash scripts/test_scripts.sh

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# scripts/multihost_tests.sh: training across "hosts" made of network namespaces (scripts/multihost.sh): MPI between
+# hosts over TCP, within a host through shared memory. Each layout runs 10 steps of the PyTorch reference model
+# (tests/ref/ref_model.bin) on a generated shard, B 2 x T 8, 1 thread per rank, and must give exactly the losses
+# and gradient norms of the same ranks started on one host (the same reductions in the same order; only the
+# transport differs), as printed strings:
+#   dp across hosts     2 hosts x 1 rank, ZeRO 1
+#   2 hosts x 2 ranks   ZeRO 1, ZeRO 2 and ZeRO 3 (the layer gathers cross hosts)
+#   tp inside a host    --tp 2 (each tensor-parallel pair on one host, as the layout intends) x dp 2 across hosts
+#   pp across hosts     --tp 2 --pp 2: stage 0 on host 0, stage 1 on host 1 (activations cross the network)
+#   resume              a 2-host checkpoint (step 5) resumed by 4 ranks on one host: steps 6-10 equal the
+#                       uninterrupted 2-host run's
+#   killed rank         rank 3 (on host 1) killed at step 4 ends the job within the timeout, mpirun naming it
+# Skipped with the reason when hosts cannot be made here (scripts/multihost.sh exits 77: not root, no namespaces).
+# Output: PASS/FAIL lines, then `N passed, M failed`. Run after `make train_gpt` (about 30 s):
+#     bash scripts/multihost_tests.sh
+set -u
+cd "$(dirname "$0")/.." || exit 1
+unset TRAIN_GPT_FAULT
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 LC_ALL=C
+source scripts/test_lib.sh # defines: pass, fail, check, log_values, steps_of, same_steps, make_shard
+passed=0
+failed=0
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
+export MULTIHOST_MPIRUN_ARGS="-x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1"
+
+if [ ! -x ./train_gpt ] || ! command -v mpirun > /dev/null 2>&1; then
+    echo "SKIP multihost tests: ./train_gpt not built or mpirun missing"
+    echo "0 passed, 0 failed"
+    exit 0
+fi
+S=$(mktemp -d "${TMPDIR:-/tmp}/multihost_tests.XXXXXX") || { echo "FAIL setup: no scratch directory"; echo "0 passed, 1 failed"; exit 1; }
+trap 'rm -rf "$S"' EXIT
+probe=$(bash scripts/multihost.sh --hosts 2 --per-host 1 --timeout 60 -- true 2>&1)
+if [ $? -eq 77 ]; then
+    echo "SKIP multihost tests: $probe"
+    echo "0 passed, 0 failed"
+    exit 0
+fi
+# the ranks land where the hostfile says: 2 per host, each host its own hostname
+where=$(bash scripts/multihost.sh --hosts 2 --per-host 2 --timeout 60 -- hostname 2>&1 | sort | tr '\n' ' ')
+check "placement: 2 hosts x 2 ranks run as host0, host0, host1, host1" "$([ "$where" = "host0 host0 host1 host1 " ] || echo "got '$where'")"
+make_shard "$S/train.bin" 8000
+BASE=(--init tests/ref/ref_model.bin --train "$S/train.bin" --shuffle 1 --batch-size 2 --seq-len 8 --lr 1e-3 --warmup 2
+      --weight-decay 0.1 --threads 1 --steps 10 --total-batch-size 64 --comm-timeout 30)
+
+# same_run NAME HOSTS PER_HOST ARGS...: the layout across HOSTS hosts and on one host; losses and norms as strings
+same_run() {
+    local name="$1" hosts="$2" per="$3"; shift 3
+    local np=$((hosts * per))
+    timeout 120 "${MPIRUN[@]}" -np "$np" ./train_gpt "${BASE[@]}" "$@" --log "$S/$name.one.jsonl" > "$S/$name.one.txt" 2>&1
+    local rc1=$?
+    bash scripts/multihost.sh --hosts "$hosts" --per-host "$per" --timeout 120 -- ./train_gpt "${BASE[@]}" "$@" --log "$S/$name.mh.jsonl" > "$S/$name.mh.txt" 2>&1
+    local rc2=$?
+    local p=""
+    [ $rc1 -eq 0 ] || p="one host: exit $rc1 ($(grep -m1 '^error' "$S/$name.one.txt"));"
+    [ $rc2 -eq 0 ] || p="$p across hosts: exit $rc2 ($(grep -m1 '^error' "$S/$name.mh.txt"));"
+    [ -n "$p" ] || p=$(same_steps "$S/$name.one.jsonl" "$S/$name.mh.jsonl" 0 10)
+    check "$name: $hosts hosts x $per rank(s) ($*) give the losses and norms of $np ranks on one host, exactly" "$p"
+}
+
+same_run dp-across 2 1 --zero 1
+same_run zero1 2 2 --zero 1
+same_run zero2 2 2 --zero 2
+same_run zero3 2 2 --zero 3
+same_run tp-inside 2 2 --tp 2 --zero 1
+same_run pp-across 2 2 --tp 2 --pp 2
+
+# resume: the 2-host run writes a checkpoint at step 5; 4 ranks on one host continue it
+bash scripts/multihost.sh --hosts 2 --per-host 2 --timeout 120 -- ./train_gpt "${BASE[@]}" --zero 1 --checkpoint-every 5 --out "$S/ck" \
+    --log "$S/ck.jsonl" > "$S/ck.txt" 2>&1
+rc=$?
+p=""
+if [ $rc -ne 0 ]; then p="2-host run: exit $rc"; else
+    rm -f "$S/ck/model_00000010.bin" "$S/ck/state_00000010.bin" && echo 5 > "$S/ck/latest"
+    timeout 120 "${MPIRUN[@]}" -np 4 ./train_gpt "${BASE[@]}" --zero 1 --resume "$S/ck" --log "$S/ck_resumed.jsonl" > "$S/ck_resumed.txt" 2>&1 ||
+        p="resume on one host: exit $? ($(grep -m1 '^error' "$S/ck_resumed.txt"))"
+    [ -n "$p" ] || p=$(same_steps "$S/ck.jsonl" "$S/ck_resumed.jsonl" 5 10)
+fi
+check "resume: a checkpoint written across 2 hosts (step 5) continues on one host as the uninterrupted run, bit for bit" "$p"
+
+# a rank killed on the other host ends the job, named, within the timeout
+t0=$(date +%s)
+TRAIN_GPT_FAULT=die:3:4 MULTIHOST_MPIRUN_ARGS="$MULTIHOST_MPIRUN_ARGS -x TRAIN_GPT_FAULT" bash scripts/multihost.sh --hosts 2 --per-host 2 --timeout 90 -- \
+    ./train_gpt "${BASE[@]}" --zero 1 > "$S/kill.txt" 2>&1
+rc=$?
+dt=$(( $(date +%s) - t0 ))
+p=""
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || p="exit $rc (want non-zero, not the timeout's 124)"
+grep -q "rank 3 with PID" "$S/kill.txt" || p="$p; no line naming rank 3: $(grep -m2 'rank\|error' "$S/kill.txt" | tr '\n' ' ' | cut -c1-200)"
+check "killed: rank 3 on host 1 killed at step 4 ends the job in $dt s, named by mpirun" "${p#; }"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
