@@ -200,7 +200,7 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h powersgd.h zero.h zero3.h tp.h pipeline.h pipeline_train.h plan.h layout.h model_files.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h
+HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h comm_remote.h powersgd.h zero.h zero3.h tp.h pipeline.h pipeline_train.h plan.h layout.h model_files.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h
 
 train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
@@ -263,13 +263,13 @@ tests/test_cudnn_graph: tests/test_cudnn_graph.cu cudnn_att.cuh $(CUDA_HEADERS) 
 tests/test_precision: tests/test_precision.c tests/testing.h precision.h $(call stamp,tests/test_precision)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
-bench_comm: bench_comm.c comm.h utils.h $(call stamp,bench_comm)
+bench_comm: bench_comm.c comm.h comm_remote.h utils.h $(call stamp,bench_comm)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(MPI_CFLAGS) $(BUILD_DEFS) $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
 bench_checksum: bench_checksum.c utils.h $(call stamp,bench_checksum)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(LDLIBS)
 
-tests/test_comm: tests/test_comm.c comm.h utils.h $(call stamp,tests/test_comm)
+tests/test_comm: tests/test_comm.c comm.h comm_remote.h utils.h $(call stamp,tests/test_comm)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
 # test_powersgd: PowerSGD compression (powersgd.h) under mpirun against a double-precision reference

@@ -49,7 +49,9 @@ To name the missing ranks, each rank publishes a small record in an MPI shared-m
 pid, per group the number of collectives it has started and finished, what it is waiting on, and when it last
 called into comm.h. The timed-out rank reads the records of its group's members: a member that has started
 fewer collectives than the one that timed out "never arrived"; the pid tells dead from alive (kill(pid, 0) and
-/proc). Members on other nodes cannot be read and are reported as such (best effort: the job still aborts).
+/proc). Members on other nodes are read through their node's monitor server (comm_remote.h: every rank answers
+TCP requests for its node's records from a thread), so a rank that hangs or is stopped on another host is named
+with its host too; a node where no rank answers is reported as such (best effort: the job still aborts).
 A rank process that dies (kill -9, segfault, exit without MPI_Finalize) is noticed by mpirun itself, which
 kills the job and exits non-zero naming the rank; the timeout covers the ranks that hang.
 MPI errors are returned (MPI_ERRORS_RETURN on every communicator) and turned into one line naming the rank, the
@@ -100,6 +102,7 @@ must not call it).
 #define MPICH_SKIP_MPICXX 1
 #endif
 #include <mpi.h>
+#include <pthread.h>
 #endif
 
 #define COMM_DEFAULT_TIMEOUT_S 300.0
@@ -172,6 +175,15 @@ typedef struct {
     int64_t last_seen_ns;                // CLOCK_MONOTONIC time of the last call into comm.h (node-wide clock)
 } CommSlot;
 
+// Where a rank's monitor server listens (comm_remote.h) and what its host is called, as it published them.
+#define COMM_PEER_ADDRS 4
+typedef struct {
+    int node;                             // its node: the world rank of the node's first rank
+    int port, naddr;                      // TCP port (0: no server) and how many of addr are set
+    uint32_t addr[COMM_PEER_ADDRS];       // its host's IPv4 addresses (network byte order), loopback last
+    char host[64];                        // gethostname()
+} CommPeer;
+
 typedef struct ParallelContext {
     int world_rank, world_size;
     int dp, tp, pp;                  // world_size == dp * tp * pp (0 until parallel_set_layout)
@@ -187,9 +199,13 @@ typedef struct ParallelContext {
     char* monitor_base;              // node_size records, monitor_stride bytes apart
     size_t monitor_stride;
     int* world_to_node;              // (world_size,) node-local index of each world rank, -1 if on another node
+    int* node_world;                 // (node_size,) the world rank of each record of this node
+    CommPeer* peers;                 // (world_size,) every rank's monitor server and host (comm_remote.h)
 #ifdef USE_MPI
     MPI_Comm node_comm;
     MPI_Win monitor_win;
+    int remote_fd, remote_on;        // this rank's monitor server: listening socket, thread running
+    pthread_t remote_thread;
 #endif
 } ParallelContext;
 // A ParallelContext must not be copied or moved after parallel_init: its groups point back at it.
@@ -465,22 +481,99 @@ static void comm__finish(CommRequest* req) {
 // ----------------------------------------------------------------------------
 // who is missing: read the monitor records of a group's members
 
-// Fills out[] with the world ranks of group members (other than this rank) on this node that have started fewer
-// than seq collectives on g; returns how many, or -1 if the monitor is off. *unknown (if not NULL) receives the
-// number of members on other nodes, which cannot be checked.
-static int comm_lagging_ranks(const CommGroup* g, int64_t seq, int* out, int max_out, int* unknown) {
+// Another node's records, as one of its ranks' monitor server sent them (comm_remote.h).
+typedef struct {
+    int n;
+    int64_t now_ns;                  // that node's clock when it answered
+    int* world_rank;                 // (n)
+    int* gone;                       // (n) 1: the process no longer exists
+    CommSlot* slot;                  // (n)
+} CommRemoteView;
+
+#ifdef USE_MPI
+#include "comm_remote.h" // defines: comm__remote_init, comm__remote_stop, comm__remote_ask, comm__remote_free
+#else
+static int comm__remote_ask(const ParallelContext* pc, int r, CommRemoteView* v) { (void)pc; (void)r; (void)v; return 0; }
+static void comm__remote_free(CommRemoteView* v) { (void)v; }
+#endif
+
+// What is known of world rank r: its record (this node's shared memory, or a snapshot another node sent), whether its
+// process is gone, and how long ago it last called into comm.h (by its own node's clock). s NULL: nothing is known.
+typedef struct { const CommSlot* s; int gone; double idle; } CommRankState;
+
+static CommRankState comm__rank_state(const ParallelContext* pc, int r, const CommRemoteView* views, int nviews, double now_s) {
+    CommRankState st = {NULL, 0, 0.0};
+    const CommSlot* s = comm__slot(pc, r);
+    if (s) {
+        st.s = s;
+        st.gone = comm__pid_dead(comm__read(&s->pid));
+        st.idle = now_s - 1e-9 * (double)comm__read(&s->last_seen_ns);
+        return st;
+    }
+    for (int v = 0; v < nviews; v++) {
+        for (int i = 0; i < views[v].n; i++) {
+            if (views[v].world_rank[i] != r) { continue; }
+            st.s = &views[v].slot[i];
+            st.gone = views[v].gone[i];
+            st.idle = 1e-9 * (double)(views[v].now_ns - views[v].slot[i].last_seen_ns);
+            return st;
+        }
+    }
+    return st;
+}
+
+static const char* comm__host(const ParallelContext* pc, int r) { return pc->peers ? pc->peers[r].host : "?"; }
+
+// Asks the other nodes that hold members of g for their records: each node's ranks in turn until one answers.
+// Returns how many views were filled (free each with comm__remote_free).
+static int comm__remote_views(const ParallelContext* pc, const CommGroup* g, CommRemoteView* views) {
+    int nviews = 0;
+    if (!pc->peers) { return 0; }
+    for (int m = 0; m < g->size; m++) {
+        int r = g->world_ranks[m];
+        if (comm__slot(pc, r) || comm__rank_state(pc, r, views, nviews, 0.0).s) { continue; } // known already
+        int node = pc->peers[r].node, asked = 0;
+        for (int q = 0; q < pc->world_size && !asked; q++) {
+            if (pc->peers[q].node == node && comm__remote_ask(pc, q, &views[nviews])) { nviews++; asked = 1; }
+        }
+        if (!asked) {
+            // no rank of that node answers: remember it as an empty view so that it is not asked again
+            CommRemoteView* v = &views[nviews++];
+            memset(v, 0, sizeof(*v));
+            v->n = 1;
+            v->world_rank = (int*)mallocCheck(sizeof(int));
+            v->gone = (int*)mallocCheck(sizeof(int));
+            v->slot = NULL;
+            v->world_rank[0] = -1 - node; // a node marker, never a rank
+        }
+    }
+    return nviews;
+}
+
+// 1 if r's node was asked and no rank of it answered.
+static int comm__node_silent(const ParallelContext* pc, int r, const CommRemoteView* views, int nviews) {
+    for (int v = 0; pc->peers && v < nviews; v++) {
+        if (views[v].slot == NULL && views[v].world_rank[0] == -1 - pc->peers[r].node) { return 1; }
+    }
+    return 0;
+}
+
+// The world ranks of group members (other than this rank) known to have started fewer than seq collectives on g,
+// into out[]; returns how many, or -1 if the monitor is off. *unknown (if not NULL) receives the number of members
+// whose records could not be read (other nodes, when no view of them is given or their node did not answer).
+static int comm__lagging(const CommGroup* g, int64_t seq, const CommRemoteView* views, int nviews, int* out, int max_out, int* unknown) {
     const ParallelContext* pc = g->pc;
     if (unknown) { *unknown = 0; }
     if (pc == NULL || !pc->monitor_ok) { return -1; }
     int n = 0;
     for (int m = 0; m < g->size; m++) {
         if (m == g->rank) { continue; }
-        const CommSlot* s = comm__slot(pc, g->world_ranks[m]);
-        if (s == NULL) {
+        CommRankState st = comm__rank_state(pc, g->world_ranks[m], views, nviews, 0.0);
+        if (st.s == NULL) {
             if (unknown) { (*unknown)++; }
             continue;
         }
-        if (comm__read(&s->entered[g->slot]) < seq) {
+        if (comm__read(&st.s->entered[g->slot]) < seq) {
             if (n < max_out) { out[n] = g->world_ranks[m]; }
             n++;
         }
@@ -488,34 +581,42 @@ static int comm_lagging_ranks(const CommGroup* g, int64_t seq, int* out, int max
     return n;
 }
 
-// Appends a description of world rank r's published state to buf at *pos ("rank 1 (pid 42) is alive, ...").
-static void comm__describe_rank(const ParallelContext* pc, int r, char* buf, size_t len, size_t* pos, double now_s) {
-    const CommSlot* s = comm__slot(pc, r);
+// The same from this node's records only (tests).
+static int comm_lagging_ranks(const CommGroup* g, int64_t seq, int* out, int max_out, int* unknown) {
+    return comm__lagging(g, seq, NULL, 0, out, max_out, unknown);
+}
+
+// Appends a description of world rank r's published state to buf at *pos ("rank 1 on host0 (pid 42) is alive, ...").
+static void comm__describe_rank(const ParallelContext* pc, int r, const CommRemoteView* views, int nviews, char* buf, size_t len,
+                                size_t* pos, double now_s) {
+    CommRankState st = comm__rank_state(pc, r, views, nviews, now_s);
     if (*pos >= len) { return; }
     int w;
-    if (s == NULL) {
-        w = snprintf(buf + *pos, len - *pos, "rank %d: on another node, state unknown", r);
+    const char* host = comm__host(pc, r);
+    if (st.s == NULL) {
+        w = snprintf(buf + *pos, len - *pos, comm__node_silent(pc, r, views, nviews)
+                     ? "rank %d on %s: no rank of that host answers (all dead or stopped, or the network to it is down)"
+                     : "rank %d on %s: on another node, state unknown", r, host);
     } else {
-        long long pid = (long long)comm__read(&s->pid);
-        double idle = now_s - 1e-9 * (double)comm__read(&s->last_seen_ns);
-        int64_t wop = comm__read(&s->wait_op);
-        if (comm__pid_dead(pid)) {
-            w = snprintf(buf + *pos, len - *pos, "rank %d (pid %lld) is dead", r, pid);
+        long long pid = (long long)comm__read(&st.s->pid);
+        int64_t wop = comm__read(&st.s->wait_op);
+        if (st.gone) {
+            w = snprintf(buf + *pos, len - *pos, "rank %d on %s (pid %lld) is dead", r, host, pid);
         } else if (wop >= 0 && wop < COMM_OP_COUNT_) {
-            int64_t ws = comm__read(&s->wait_slot);
-            w = snprintf(buf + *pos, len - *pos, "rank %d (pid %lld) is alive, waiting in %s #%lld on group '%s' "
-                         "(last poll %.1f s ago)", r, pid, comm_op_names[wop], (long long)comm__read(&s->wait_seq),
-                         (ws >= 0 && ws < COMM_MAX_GROUPS) ? comm_slot_names[ws] : "?", idle);
+            int64_t ws = comm__read(&st.s->wait_slot);
+            w = snprintf(buf + *pos, len - *pos, "rank %d on %s (pid %lld) is alive, waiting in %s #%lld on group '%s' "
+                         "(last poll %.1f s ago)", r, host, pid, comm_op_names[wop], (long long)comm__read(&st.s->wait_seq),
+                         (ws >= 0 && ws < COMM_MAX_GROUPS) ? comm_slot_names[ws] : "?", st.idle);
         } else {
-            w = snprintf(buf + *pos, len - *pos, "rank %d (pid %lld) is alive, outside communication for %.1f s",
-                         r, pid, idle);
+            w = snprintf(buf + *pos, len - *pos, "rank %d on %s (pid %lld) is alive, outside communication for %.1f s (last seen then)",
+                         r, host, pid, st.idle);
         }
     }
     if (w > 0) { *pos += (size_t)w; }
     if (*pos >= len) { *pos = len - 1; }
 }
 
-// Timeout: prints one line naming the operation and the ranks that never arrived, then aborts the job.
+// Timeout: prints one line naming the operation and the ranks that never arrived, on any node, then aborts the job.
 static void __attribute__((noreturn)) comm__timeout(CommRequest* req, double waited) {
     CommGroup* g = req->group;
     ParallelContext* pc = g->pc;
@@ -531,12 +632,15 @@ static void __attribute__((noreturn)) comm__timeout(CommRequest* req, double wai
         w = snprintf(line + pos, len - pos, " (started %.1f s ago)", now_s - req->start_time);
         if (w > 0) { pos += (size_t)w; }
     }
+    // the other nodes' records, from their monitor servers (each node asked once)
+    CommRemoteView* views = (CommRemoteView*)callocCheck((size_t)g->size + 1, sizeof(CommRemoteView));
+    int nviews = pc->monitor_ok ? comm__remote_views(pc, g, views) : 0;
     if (req->op == COMM_OP_SEND || req->op == COMM_OP_RECV) {
         int peer = g->world_ranks[req->peer];
         w = snprintf(line + pos, len - pos, "; the peer did not %s: ", req->op == COMM_OP_SEND ? "receive" : "send");
         if (w > 0) { pos += (size_t)w; }
         if (pc->monitor_ok) {
-            comm__describe_rank(pc, peer, line, len, &pos, now_s);
+            comm__describe_rank(pc, peer, views, nviews, line, len, &pos, now_s);
         } else {
             w = snprintf(line + pos, len - pos, "rank %d, state unknown (no shared-memory monitor)", peer);
             if (w > 0) { pos += (size_t)w; }
@@ -544,7 +648,7 @@ static void __attribute__((noreturn)) comm__timeout(CommRequest* req, double wai
     } else {
         int* lag = (int*)mallocCheck((size_t)g->size * sizeof(int));
         int unknown = 0;
-        int n = comm_lagging_ranks(g, req->seq, lag, g->size, &unknown);
+        int n = comm__lagging(g, req->seq, views, nviews, lag, g->size, &unknown);
         if (n < 0) {
             w = snprintf(line + pos, len - pos, "; cannot tell which rank is missing (no shared-memory monitor)");
             if (w > 0) { pos += (size_t)w; }
@@ -564,17 +668,24 @@ static void __attribute__((noreturn)) comm__timeout(CommRequest* req, double wai
                     w = snprintf(line + pos, len - pos, "; ");
                     if (w > 0) { pos += (size_t)w; }
                 }
-                comm__describe_rank(pc, lag[i], line, len, &pos, now_s);
+                comm__describe_rank(pc, lag[i], views, nviews, line, len, &pos, now_s);
             }
-            if (unknown > 0 && pos < len) {
-                w = snprintf(line + pos, len - pos, "; %d member(s) on other nodes not checked", unknown);
-                if (w > 0) { pos += (size_t)w; }
-            }
-        } else if (unknown > 0) {
-            w = snprintf(line + pos, len - pos, "; every member on this node arrived; %d member(s) on other nodes "
-                         "cannot be checked (one of them is missing, or the network is stuck)", unknown);
+        }
+        if (n >= 0 && unknown > 0 && pos < len) {
+            // members whose node did not answer: named with their host
+            w = snprintf(line + pos, len - pos, n > 0 ? "; not checked: " : "; every member whose records could be read arrived; not checked: ");
             if (w > 0) { pos += (size_t)w; }
-        } else {
+            int first = 1;
+            for (int m = 0; m < g->size && pos < len; m++) {
+                if (m == g->rank || comm__rank_state(pc, g->world_ranks[m], views, nviews, now_s).s) { continue; }
+                if (!first) {
+                    w = snprintf(line + pos, len - pos, "; ");
+                    if (w > 0) { pos += (size_t)w; }
+                }
+                first = 0;
+                comm__describe_rank(pc, g->world_ranks[m], views, nviews, line, len, &pos, now_s);
+            }
+        } else if (n == 0) {
             w = snprintf(line + pos, len - pos, "; every rank arrived, yet the operation is stuck (a rank that "
                          "started it stopped calling into MPI, or MPI itself hangs): ");
             if (w > 0) { pos += (size_t)w; }
@@ -586,11 +697,13 @@ static void __attribute__((noreturn)) comm__timeout(CommRequest* req, double wai
                     if (w > 0) { pos += (size_t)w; }
                 }
                 first = 0;
-                comm__describe_rank(pc, g->world_ranks[m], line, len, &pos, now_s);
+                comm__describe_rank(pc, g->world_ranks[m], views, nviews, line, len, &pos, now_s);
             }
         }
         free(lag);
     }
+    for (int v = 0; v < nviews; v++) { comm__remote_free(&views[v]); }
+    free(views);
     if (pos >= len) { pos = len - 1; }
     line[pos] = '\0';
     comm__die(pc, "%s", line);
@@ -678,7 +791,7 @@ static void comm__monitor_init(ParallelContext* pc) {
     pc->world_to_node = (int*)mallocCheck((size_t)pc->world_size * sizeof(int));
     for (int r = 0; r < pc->world_size; r++) { pc->world_to_node[r] = -1; }
     for (int i = 0; i < pc->node_size; i++) { pc->world_to_node[node_world[i]] = i; }
-    free(node_world);
+    pc->node_world = node_world;
 
     pc->monitor_stride = (sizeof(CommSlot) + 127) / 128 * 128;
     void* base = NULL;
@@ -704,6 +817,12 @@ static void comm__monitor_init(ParallelContext* pc) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     mpiCheck(MPI_Barrier(pc->node_comm)); // every record is initialized before anyone reads one
     pc->monitor_ok = 1;
+}
+
+// The monitor across nodes: every rank's snapshot server and everyone's address (collective over the world).
+static void comm__monitor_init_all(ParallelContext* pc) {
+    comm__monitor_init(pc);
+    comm__remote_init(pc);
 }
 #endif // USE_MPI
 
@@ -752,7 +871,7 @@ static void parallel_init(ParallelContext* pc, int* argc, char*** argv) {
     pc->dp_group.comm = pc->tp_group.comm = pc->pp_group.comm = MPI_COMM_NULL;
     pc->node_comm = MPI_COMM_NULL;
     pc->monitor_win = MPI_WIN_NULL;
-    comm__monitor_init(pc);
+    comm__monitor_init_all(pc);
 #else
     (void)argc;
     (void)argv;
@@ -837,6 +956,7 @@ static void parallel_set_layout(ParallelContext* pc, int tp, int pp, double time
 static void parallel_finalize(ParallelContext* pc) {
 #ifdef USE_MPI
     comm_barrier(&pc->world); // timed: a missing rank is named instead of hanging in MPI_Finalize
+    comm__remote_stop(pc);
     if (pc->monitor_win != MPI_WIN_NULL) { mpiCheck(MPI_Win_free(&pc->monitor_win)); }
     pc->monitor_ok = 0;
     if (pc->node_comm != MPI_COMM_NULL) { mpiCheck(MPI_Comm_free(&pc->node_comm)); }
@@ -846,6 +966,8 @@ static void parallel_finalize(ParallelContext* pc) {
     comm__group_free(&pc->world);
     free(pc->world_to_node);
     pc->world_to_node = NULL;
+    free(pc->node_world);
+    pc->node_world = NULL;
     if (pc->owns_mpi) { mpiCheck(MPI_Finalize()); }
 #else
     free(pc->world.world_ranks);

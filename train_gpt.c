@@ -1503,7 +1503,8 @@ static double flops_per_token(const GPT* m, int T) {
 #ifndef TRAIN_GPT_NO_MAIN
 
 // Fault injection for the failure tests: TRAIN_GPT_FAULT="die:RANK:STEP" kills that rank at the start of that
-// step (as a crash would); "hang:RANK:STEP" makes it sleep forever (as a stuck process would).
+// step (as a crash would); "hang:RANK:STEP" makes it sleep forever (as a stuck process would); "stop:RANK:STEP"
+// stops the whole process (SIGSTOP, as a debugger or a frozen machine would).
 static void maybe_inject_fault(int rank, int step) {
     const char* f = getenv("TRAIN_GPT_FAULT");
     if (!f) { return; }
@@ -1514,6 +1515,7 @@ static void maybe_inject_fault(int rank, int step) {
     fflush(stderr);
     if (strcmp(kind, "die") == 0) { raise(SIGKILL); }
     if (strcmp(kind, "hang") == 0) { for (;;) { sleep(1000); } }
+    if (strcmp(kind, "stop") == 0) { raise(SIGSTOP); } // every thread stops (the monitor's server too), as kill -STOP
 }
 
 // TRAIN_GPT_FAULT="KIND:RANK:STEP[:COUNT]" for KIND nan (that rank's loss and gradients become NaN, as a

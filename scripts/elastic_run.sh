@@ -29,8 +29,8 @@
 #   2. An attempt that exits 0 ends the run (exit 0). One that fails is a failure; after K+1 failures the run
 #      gives up (exit 1).
 #   3. Ranks lost in a failed attempt: those its output names as dead or hung (mpirun's "process rank N ...
-#      exited on signal", the trainer's "rank(s) N,M never arrived" and "the peer did not send: rank N" at the
-#      collective timeout). When it names none, one rank is assumed lost: the supervisor cannot tell which
+#      exited on signal", the trainer's "rank(s) N,M never arrived", "the peer did not send: rank N" and "rank N on
+#      HOST: no rank of that host answers" at the collective timeout). When it names none, one rank is assumed lost: the supervisor cannot tell which
 #      resources are gone. A rank that exits with an error of its own is not lost.
 #   4. The next attempt gets the largest rank count n <= (ranks of the failed attempt - ranks lost) that keeps the
 #      global batch: n divides into --tp x --pp groups and --total-batch-size is a whole number of micro-steps of
@@ -188,6 +188,7 @@ lost_ranks() {
         sed -n 's/.*process rank \([0-9][0-9]*\) with PID .* exited on signal.*/\1/p' "$1"
         sed -n 's/.*rank(s) \([0-9][0-9,]*\) never arrived.*/\1/p' "$1" | tr ',' '\n'
         sed -n 's/.*the peer did not \(send\|receive\): rank \([0-9][0-9]*\) .*/\2/p' "$1"
+        grep -o 'rank [0-9][0-9]* on [^:;]*: no rank of that host answers' "$1" | sed 's/^rank \([0-9]*\) .*/\1/'
     } | sort -n -u | paste -s -d, -
 }
 

@@ -11,8 +11,12 @@
 #   resume              a 2-host checkpoint (step 5) resumed by 4 ranks on one host: steps 6-10 equal the
 #                       uninterrupted 2-host run's
 #   killed rank         rank 3 (on host 1) killed at step 4 ends the job within the timeout, mpirun naming it
+#   hung / stopped      a rank on host 1 sleeping, or SIGSTOPped (its monitor thread stops too), is named at the
+#                       collective timeout with its host and the collective: from its own host's records or through
+#                       the monitor server of a live rank of that host (comm_remote.h); a host where every rank is
+#                       stopped is named as not answering
 # Skipped with the reason when hosts cannot be made here (scripts/multihost.sh exits 77: not root, no namespaces).
-# Output: PASS/FAIL lines, then `N passed, M failed`. Run after `make train_gpt` (about 30 s):
+# Output: PASS/FAIL lines, then `N passed, M failed`. Run after `make train_gpt` (about 60 s):
 #     bash scripts/multihost_tests.sh
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -41,8 +45,9 @@ fi
 where=$(bash scripts/multihost.sh --hosts 2 --per-host 2 --timeout 60 -- hostname 2>&1 | sort | tr '\n' ' ')
 check "placement: 2 hosts x 2 ranks run as host0, host0, host1, host1" "$([ "$where" = "host0 host0 host1 host1 " ] || echo "got '$where'")"
 make_shard "$S/train.bin" 8000
-BASE=(--init tests/ref/ref_model.bin --train "$S/train.bin" --shuffle 1 --batch-size 2 --seq-len 8 --lr 1e-3 --warmup 2
-      --weight-decay 0.1 --threads 1 --steps 10 --total-batch-size 64 --comm-timeout 30)
+BASE0=(--init tests/ref/ref_model.bin --train "$S/train.bin" --shuffle 1 --batch-size 2 --seq-len 8 --lr 1e-3 --warmup 2
+       --weight-decay 0.1 --threads 1 --steps 10)
+BASE=("${BASE0[@]}" --total-batch-size 64 --comm-timeout 30)
 
 # same_run NAME HOSTS PER_HOST ARGS...: the layout across HOSTS hosts and on one host; losses and norms as strings
 same_run() {
@@ -89,6 +94,33 @@ p=""
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || p="exit $rc (want non-zero, not the timeout's 124)"
 grep -q "rank 3 with PID" "$S/kill.txt" || p="$p; no line naming rank 3: $(grep -m2 'rank\|error' "$S/kill.txt" | tr '\n' ' ' | cut -c1-200)"
 check "killed: rank 3 on host 1 killed at step 4 ends the job in $dt s, named by mpirun" "${p#; }"
+
+# a rank that hangs (sleeps in its main thread) or is stopped (SIGSTOP: all its threads, its monitor server too) on
+# host 1: the rank that times out names it, its host and the collective. With 2 ranks per host a live rank of host 1
+# answers for the stopped one; with 1 per host the rank on host 0 reads host 1's records over the network (a hung
+# rank's server still answers), and a stopped host is reported as not answering.
+# fault per-host expected
+cases=("hang:3:4 2 rank(s) 3 never arrived*rank 3 on host1 (pid *) is alive, outside communication for "
+       "stop:2:4 2 rank(s) 2 never arrived*rank 2 on host1 (pid *) is alive, outside communication for "
+       "hang:1:4 1 rank(s) 1 never arrived*rank 1 on host1 (pid *) is alive, outside communication for "
+       "stop:1:4 1 not checked: rank 1 on host1: no rank of that host answers")
+for c in "${cases[@]}"; do
+    fault="${c%% *}"; rest="${c#* }"; per="${rest%% *}"; want="${rest#* }"
+    IFS=: read -r kind frank fstep <<< "$fault"
+    t0=$(date +%s)
+    TRAIN_GPT_FAULT=$fault MULTIHOST_MPIRUN_ARGS="$MULTIHOST_MPIRUN_ARGS -x TRAIN_GPT_FAULT" bash scripts/multihost.sh --hosts 2 --per-host "$per" \
+        --timeout 90 -- ./train_gpt "${BASE0[@]}" --total-batch-size 64 --comm-timeout 8 --zero 1 > "$S/$kind$per.txt" 2>&1
+    rc=$?
+    dt=$(( $(date +%s) - t0 ))
+    line=$(grep -m1 'did not complete within' "$S/$kind$per.txt")
+    p=""
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || p="exit $rc (want non-zero, not the timeout's 124);"
+    # shellcheck disable=SC2053 # (want is a glob pattern)
+    [[ "$line" == *$want* ]] || p="$p want '$want'; got: ${line:0:400}"
+    [[ "$line" == *" on group '"*"collective #"* ]] || p="$p the collective is not named;"
+    what="hung (sleeping)"; [ "$kind" = stop ] && what="stopped (SIGSTOP)"
+    check "$kind: rank $frank on host 1 ($per rank(s) per host) $what at step $((fstep + 1)): the timeout names it, its host and the collective ($dt s)" "$p"
+done
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
