@@ -1358,6 +1358,7 @@ static void loss_scale_update(LossScale* ls, const Config* c, int found_inf) {
 // ----------------------------------------------------------------------------
 // Checkpoints: save, tidy, load (checkpoint.h, split out by topic; it uses everything above)
 #include "checkpoint.h"   // defines: TrainState, checkpoint_save, checkpoint_prune, checkpoint_latest_step, checkpoint_check_files, checkpoint_load_state
+#include "sharedfs.h"     // defines: sharedfs_check_out, sharedfs_fetch_resume, sharedfs_drop_copy, sharedfs_check_data
 
 // ----------------------------------------------------------------------------
 // Pipeline parallelism: messages between stages, activation slots, the forward-only pass, the trace
@@ -2020,9 +2021,12 @@ int main(int argc, char** argv) {
     GPTConfig gc;
     int resume_step = -1;
     char init_path[2048] = {0};
+    // (ranks on hosts that do not see the checkpoint get a local copy of it from rank 0 first: sharedfs.h)
+    char resume_scratch[2100] = {0};
+    const char* resume_dir = c.resume[0] ? sharedfs_fetch_resume(&pc, c.resume, resume_scratch, sizeof(resume_scratch)) : c.resume;
     if (c.resume[0]) {
-        resume_step = checkpoint_latest_step(c.resume);
-        snprintf(init_path, sizeof(init_path), "%s/model_%08d.bin", c.resume, resume_step);
+        resume_step = checkpoint_latest_step(resume_dir);
+        snprintf(init_path, sizeof(init_path), "%s/model_%08d.bin", resume_dir, resume_step);
     } else if (c.init[0]) {
         snprintf(init_path, sizeof(init_path), "%s", c.init);
     }
@@ -2039,7 +2043,7 @@ int main(int argc, char** argv) {
         fatal("--model: unknown model '%s' (d<N>, gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B)", c.model);
     }
     int resume_sum_kind = CHECKSUM_DEFAULT;
-    if (resume_step >= 0) { resume_sum_kind = checkpoint_check_files(c.resume, resume_step, gpt_num_params(&gc)).sum_kind; }
+    if (resume_step >= 0) { resume_sum_kind = checkpoint_check_files(resume_dir, resume_step, gpt_num_params(&gc)).sum_kind; }
     if (c.export_hf[0]) {
         // --init FILE --export-hf DIR: load, write the Hugging Face checkpoint, exit (no data, no training)
         if (pc.world_size > 1) { fatal("--export-hf runs in one process, not under mpirun (%d ranks)", pc.world_size); }
@@ -2134,6 +2138,7 @@ int main(int argc, char** argv) {
             fatal("--train: %s", err);
         }
         have_train = 1;
+        sharedfs_check_data(&pc, train_loader.fingerprint, c.train);
         if (c.val[0] && c.val_every > 0) {
             if (dataloader_init(&val_loader, c.val, B, T, 0, 1, 0, 0, gc.vocab_size, err, sizeof(err)) != 0) { fatal("--val: %s", err); }
             have_val = 1;
@@ -2203,7 +2208,8 @@ int main(int argc, char** argv) {
     ts.sr_seed = splitmix64((uint64_t)c.seed ^ 0x5352ull); // "SR": its own stream, independent of the others
     ts.loss_scale.scale = model.ctx.dtype == DTYPE_FP16 ? c.loss_scale : 1.0f;
     if (resume_step >= 0) {
-        checkpoint_load_state(c.resume, resume_step, &model, &zopt, &ts, model_sum);
+        checkpoint_load_state(resume_dir, resume_step, &model, &zopt, &ts, model_sum);
+        sharedfs_drop_copy(resume_scratch);
         if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
         // a different global batch is allowed (a batch-size ramp), but never silent: without --total-batch-size it
         // follows the number of processes (B x T x dp), so a resume on fewer ranks would shrink it unnoticed
@@ -2218,6 +2224,7 @@ int main(int argc, char** argv) {
         if (resume_step >= 0 && strcmp(c.out, c.resume) == 0) { checkpoint_prune(c.out, 0, resume_step); }
         else { atomic_clean_stale(c.out); }
     }
+    if (c.out[0] && !c.bench) { sharedfs_check_out(&pc, c.out); } // (hosts without a filesystem shared with rank 0 are named)
     Tokenizer tokenizer;
     int have_tok = 0;
     if (c.tokenizer[0] && master) {

@@ -10,6 +10,10 @@
 #       runs mpirun -np N*K --map-by ppr:K:node PROGRAM ARGS across the hosts (ranks 0..K-1 on host 0, ...)
 #   scripts/multihost.sh --hosts 2 --per-host 2 -- ./train_gpt --zero 1 --train ... --total-batch-size 128 ...
 #   MULTIHOST_MPIRUN_ARGS='-x OMP_NUM_THREADS=1' ...      extra mpirun flags (before the program)
+#   --private DIR      hosts other than host 0 see an empty DIR of their own (a tmpfs over it): no filesystem shared
+#                      with host 0 there, as on machines without one; host 0 sees the real DIR
+#   MULTIHOST_SETUP='cp a b'   a shell command each host other than host 0 runs first, in its own view of the files
+#                      (MULTIHOST_HOST holds its number): to give a host other data
 #
 # Defaults: 2 hosts, 2 ranks each, no timeout. Everything is torn down on exit, whatever happens (the namespaces,
 # the veth pairs and the bridge go with them; the per-host directories are removed). The exit status is mpirun's;
@@ -20,13 +24,15 @@ set -u
 HOSTS=2
 PER_HOST=2
 TIMEOUT=0
+PRIVATE=""
 while [ $# -gt 0 ]; do
     case "$1" in
+        --private) PRIVATE="$2"; shift 2 ;;
         --hosts) HOSTS="$2"; shift 2 ;;
         --per-host) PER_HOST="$2"; shift 2 ;;
         --timeout) TIMEOUT="$2"; shift 2 ;;
         --) shift; break ;;
-        *) echo "error: multihost: unknown option '$1' (--hosts N --per-host K --timeout S -- PROGRAM ARGS)" >&2; exit 2 ;;
+        *) echo "error: multihost: unknown option '$1' (--hosts N --per-host K --timeout S --private DIR -- PROGRAM ARGS)" >&2; exit 2 ;;
     esac
 done
 [[ "$HOSTS" =~ ^[1-9][0-9]?$ && "$PER_HOST" =~ ^[1-9][0-9]?$ && "$TIMEOUT" =~ ^[0-9]+$ ]] ||
@@ -71,13 +77,26 @@ for i in $(seq 0 $((HOSTS - 1))); do
     echo "$PREFIX.$((i + 1)) slots=$PER_HOST" >> "$DIR/hostfile"
 done
 
-# enter host i: its network namespace, then a private mount namespace with the host's /dev/shm, and its hostname
+# enter host i: its network namespace, then a private mount namespace and UTS namespace, where `inhost` sets the
+# hostname, puts the host's directory over /dev/shm (and an empty tmpfs over --private on hosts other than 0, then
+# runs MULTIHOST_SETUP there), and runs the command
+printf '%s\n' "$PRIVATE" > "$DIR/private_dir"
+printf '%s\n' "${MULTIHOST_SETUP:-}" > "$DIR/setup"
+cat > "$DIR/inhost" << 'EOF'
+#!/bin/sh
+# inhost DIR I CMD: inside host I's namespaces
+dir="$1"; i="$2"; shift 2
+hostname "host$i" && mount --bind "$dir/h$i/shm" /dev/shm || exit 1
+private=$(cat "$dir/private_dir")
+if [ "$i" != 0 ] && [ -n "$private" ]; then mount -t tmpfs tmpfs "$private" || exit 1; fi
+if [ "$i" != 0 ] && [ -s "$dir/setup" ]; then MULTIHOST_HOST="$i" sh "$dir/setup" || exit 1; fi
+exec sh -c "$*"
+EOF
 cat > "$DIR/enter" << EOF
 #!/bin/sh
 # enter I CMD: runs CMD (one shell string) on host I
 i="\$1"; shift
-exec ip netns exec "${TAG}_h\$i" unshare --mount --uts --propagation private sh -c \\
-    "hostname host\$i && mount --bind '$DIR/h\$i/shm' /dev/shm && exec sh -c \\"\\\$0\\"" "\$*"
+exec ip netns exec "${TAG}_h\$i" unshare --mount --uts --propagation private sh "$DIR/inhost" "$DIR" "\$i" "\$*"
 EOF
 # the rsh agent mpirun calls as: agent [ssh options] HOST COMMAND...; HOST is an address of the hostfile
 cat > "$DIR/agent" << EOF
@@ -87,6 +106,7 @@ host="\$1"; shift
 last="\${host##*.}"
 exec "$DIR/enter" "\$((last - 1))" "\$*"
 EOF
+[ -z "$PRIVATE" ] || mkdir -p "$PRIVATE" || { echo "error: multihost: cannot create --private $PRIVATE" >&2; exit 2; }
 chmod +x "$DIR/enter" "$DIR/agent"
 
 read -r -a EXTRA <<< "${MULTIHOST_MPIRUN_ARGS:-}"

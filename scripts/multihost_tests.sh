@@ -10,6 +10,9 @@
 #   pp across hosts     --tp 2 --pp 2: stage 0 on host 0, stage 1 on host 1 (activations cross the network)
 #   resume              a 2-host checkpoint (step 5) resumed by 4 ranks on one host: steps 6-10 equal the
 #                       uninterrupted 2-host run's
+#   no shared files     host 1 sees its own empty --out (scripts/multihost.sh --private): its ranks are named at
+#                       start; a resume across both hosts sends them the checkpoint from rank 0 (bit for bit); a host
+#                       with other training data stops the job, named
 #   killed rank         rank 3 (on host 1) killed at step 4 ends the job within the timeout, mpirun naming it
 #   hung / stopped      a rank on host 1 sleeping, or SIGSTOPped (its monitor thread stops too), is named at the
 #                       collective timeout with its host and the collective: from its own host's records or through
@@ -94,6 +97,35 @@ p=""
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || p="exit $rc (want non-zero, not the timeout's 124)"
 grep -q "rank 3 with PID" "$S/kill.txt" || p="$p; no line naming rank 3: $(grep -m2 'rank\|error' "$S/kill.txt" | tr '\n' ' ' | cut -c1-200)"
 check "killed: rank 3 on host 1 killed at step 4 ends the job in $dt s, named by mpirun" "${p#; }"
+
+# no filesystem shared with host 1 (--private: host 1 sees an empty directory of its own): the run names the ranks
+# that do not see --out, checkpoints land on host 0; resuming across both hosts, host 1's ranks receive the checkpoint
+# from rank 0 and the run continues bit for bit; a host with other training data stops the job, named
+bash scripts/multihost.sh --hosts 2 --per-host 2 --private "$S/pout" --timeout 120 -- ./train_gpt "${BASE[@]}" --zero 1 \
+    --checkpoint-every 5 --out "$S/pout" --log "$S/pout.jsonl" > "$S/pout.txt" 2>&1
+rc=$?
+p=""
+[ $rc -eq 0 ] || p="exit $rc;"
+grep -q "note: --out $S/pout: rank(s) 2,3 (on host1) do not see rank 0's files there" "$S/pout.txt" || p="$p no note naming ranks 2,3 on host1;"
+[ -f "$S/pout/model_00000010.bin" ] || p="$p no checkpoint on host 0;"
+check "no shared filesystem: the ranks of host 1 that do not see --out are named; checkpoints are written on host 0" "$p"
+p=""
+rm -f "$S/pout/model_00000010.bin" "$S/pout/state_00000010.bin" && echo 5 > "$S/pout/latest"
+bash scripts/multihost.sh --hosts 2 --per-host 2 --private "$S/pout" --timeout 120 -- ./train_gpt "${BASE[@]}" --zero 1 \
+    --resume "$S/pout" --log "$S/pres.jsonl" > "$S/pres.txt" 2>&1
+rc=$?
+[ $rc -eq 0 ] || p="exit $rc ($(grep -m1 '^error' "$S/pres.txt"));"
+grep -q "resume: rank(s) 2,3 (on host1) do not see '$S/pout': they receive its checkpoint of step 5 from rank 0" "$S/pres.txt" || p="$p not said;"
+[ -n "$p" ] || p=$(same_steps "$S/pout.jsonl" "$S/pres.jsonl" 5 10)
+check "no shared filesystem: a resume across both hosts sends host 1 the checkpoint from rank 0; steps 6-10 equal the uninterrupted run" "$p"
+mkdir -p "$S/pdata" && cp "$S/train.bin" "$S/pdata/train.bin" && make_shard "$S/other.bin" 6000
+MULTIHOST_SETUP="cp '$S/other.bin' '$S/pdata/train.bin'" bash scripts/multihost.sh --hosts 2 --per-host 1 --private "$S/pdata" --timeout 120 -- \
+    ./train_gpt "${BASE[@]/$S\/train.bin/$S/pdata/train.bin}" --zero 1 > "$S/pdata.txt" 2>&1
+rc=$?
+p=""
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || p="exit $rc (want an error);"
+grep -q "rank 1 (on host1) sees other training data than rank 0" "$S/pdata.txt" || p="$p not named: $(grep -m1 error "$S/pdata.txt" | cut -c1-200)"
+check "other data: a host whose training shards differ from rank 0's stops the job, named" "$p"
 
 # a rank that hangs (sleeps in its main thread) or is stopped (SIGSTOP: all its threads, its monitor server too) on
 # host 1: the rank that times out names it, its host and the collective. With 2 ranks per host a live rank of host 1
