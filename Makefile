@@ -192,7 +192,7 @@ $(foreach b,$(BINS),$(shell printf '%s\n' '$(FEATURES_$(b))' | cmp -s - $(call s
 # what a binary prints for --version: the commit and its features (utils.h print_version)
 BUILD_DEFS = -DBUILD_COMMIT='"$(BUILD_COMMIT)"' -DBUILD_FEATURES='"$(FEATURES_$@)"'
 
-.PHONY: all test run bench bench-tp bench-pp plot clean asan report
+.PHONY: all test run bench bench-tp bench-pp bench-multihost plot clean asan report
 all: report $(BINS)
 	@for b in $(BINS); do printf 'make: built %-22s with %s\n' "$$b" "$$(cat build/$$(echo $$b | tr / _).features)"; done
 
@@ -302,6 +302,10 @@ bench: train_gpt
 # tensor parallel (scripts/bench_tp.sh): tp 1 against tp 2 with and without sequence parallelism, GPT-2 124M
 bench-tp: train_gpt
 	bash scripts/bench_tp.sh d12 4 64 3
+
+# collectives across "hosts" of network namespaces next to within one host (scripts/bench_multihost.sh; needs root)
+bench-multihost: bench_comm
+	bash scripts/bench_multihost.sh
 
 # pipeline parallel (scripts/bench_pp.sh): every schedule with pp 2 against one process, GPT-2 124M, 8 micro-batches
 bench-pp: train_gpt

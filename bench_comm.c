@@ -4,7 +4,7 @@ bench_comm.c: bandwidth of the comm.h collectives, in the manner of nccl-tests (
 Build: make bench_comm
 Run:   OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -np 2 ./bench_comm
          [--min-bytes 1K] [--max-bytes 256M] [--factor 4] [--iters 20] [--warmup 5]
-         [--op all|allreduce|reduce_scatter|allgather|broadcast|reduce|gather|scatter|alltoall|sendrecv] [--mpi-reference]
+         [--op all|allreduce|reduce_scatter|allgather|broadcast|reduce|gather|scatter|alltoall|sendrecv[,...]] [--mpi-reference]
 
 For each operation and each size it prints one row: size in bytes, count in floats, time per operation in
 microseconds (the slowest rank's average over --iters), algorithm bandwidth algbw = size / time, bus bandwidth
@@ -75,7 +75,7 @@ static void parse_args(BenchConfig* c, int argc, char** argv) {
         if (!strcmp(a, "--version")) { print_version("bench_comm"); exit(0); }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: bench_comm [--min-bytes 1K] [--max-bytes 256M] [--factor 4] [--iters 20] [--warmup 5]\n"
-                   "                  [--op all|allreduce|reduce_scatter|allgather|broadcast|reduce|gather|scatter|alltoall|sendrecv] [--mpi-reference]\n");
+                   "                  [--op all|allreduce|reduce_scatter|allgather|broadcast|reduce|gather|scatter|alltoall|sendrecv[,...]] [--mpi-reference]\n");
             exit(0);
         }
         if (v == NULL) { fatal("flag '%s' needs a value (see --help)", a); }
@@ -85,12 +85,18 @@ static void parse_args(BenchConfig* c, int argc, char** argv) {
         else if (!strcmp(a, "--iters")) { c->iters = parse_int(a, v, 1, 1000000); }
         else if (!strcmp(a, "--warmup")) { c->warmup = parse_int(a, v, 0, 1000000); }
         else if (!strcmp(a, "--op")) {
-            int all = !strcmp(v, "all"), found = all;
-            for (int k = 0; k < N_OPS; k++) {
-                c->ops[k] = all || !strcmp(v, op_names[k]);
-                found = found || c->ops[k];
+            // all, one name, or several separated by commas
+            int all = !strcmp(v, "all");
+            for (int k = 0; k < N_OPS; k++) { c->ops[k] = all; }
+            for (const char* p = v; !all && *p;) {
+                size_t n = strcspn(p, ",");
+                int found = 0;
+                for (int k = 0; k < N_OPS; k++) {
+                    if (strlen(op_names[k]) == n && !strncmp(p, op_names[k], n)) { c->ops[k] = 1; found = 1; }
+                }
+                if (!found) { fatal("--op '%s': expected all, or names from allreduce, reduce_scatter, allgather, broadcast, reduce, gather, scatter, alltoall, sendrecv (comma-separated)", v); }
+                p += n + (p[n] == ',');
             }
-            if (!found) { fatal("--op '%s': expected all, allreduce, reduce_scatter, allgather, broadcast, reduce, gather, scatter, alltoall or sendrecv", v); }
         } else {
             fatal("unknown flag '%s' (see --help)", a);
         }
