@@ -5,7 +5,7 @@ The shared-memory monitor (comm.h) lets a rank that timed out read the records o
 ranks on other nodes every rank also runs a small TCP server, in a thread of its own that never calls MPI: a client
 that connects gets a snapshot of the node's records (each rank's collectives started and finished per group, what
 it waits on, when it last called into comm.h), whether each rank's process still exists, and the node's clock, then
-the connection closes. At start-up every rank publishes where its server listens (its IPv4 addresses, the port) and
+the connection closes (only in jobs that span several nodes). At start-up every rank publishes where its server listens (its IPv4 addresses, the port) and
 its host name (an all-gather over the world). On a timeout the waiting rank asks each other node for a snapshot,
 trying that node's ranks in turn, so a stopped or hung rank is answered for by any live rank of its node (SIGSTOP
 stops every thread of a process, its server included). A node where no rank answers within a few seconds is
@@ -87,7 +87,8 @@ static void comm__remote_init(ParallelContext* pc) {
     me.node = pc->node_world[0]; // a node is named by its first rank
     gethostname(me.host, sizeof(me.host) - 1);
     pc->remote_fd = -1;
-    int fd = pc->monitor_ok ? socket(AF_INET, SOCK_STREAM, 0) : -1;
+    // (one node: every record is in shared memory already, and no port is opened)
+    int fd = pc->monitor_ok && pc->nodes > 1 ? socket(AF_INET, SOCK_STREAM, 0) : -1;
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof(sa));
     sa.sin_family = AF_INET;
