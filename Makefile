@@ -156,7 +156,7 @@ endif
 ifeq ($(PCRE2_OK)$(CJSON_OK),yesyes)
   BINS += tokenize tests/test_tokenizer
 endif
-BINS += tests/test_dataloader tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_precision tests/test_pp bench_checksum
+BINS += tests/test_dataloader tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_hellaswag tests/test_precision tests/test_pp bench_checksum
 ifneq ($(MPICC),)
   BINS += bench_comm tests/test_comm tests/test_tp tests/test_powersgd
 endif
@@ -172,6 +172,7 @@ FEATURES_tests/test_tokenizer = $(CC_DESC) $(TEST_OPT); $(F_OMP); pcre2; $(F_CJS
 FEATURES_tests/test_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
 FEATURES_tests/test_tp_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
 FEATURES_tests/test_pp_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
+FEATURES_tests/test_hellaswag = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
 FEATURES_tests/test_dataloader = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_tests/test_precision = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_tests/test_pp = $(CC_DESC) $(TEST_OPT)
@@ -200,7 +201,7 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h comm_remote.h powersgd.h zero.h zero3.h tp.h pipeline.h pipeline_train.h plan.h sharedfs.h layout.h model_files.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h
+HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h comm_remote.h powersgd.h zero.h zero3.h tp.h pipeline.h pipeline_train.h plan.h sharedfs.h layout.h model_files.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h hellaswag.h
 
 train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
@@ -217,7 +218,7 @@ tests/test_tp: tests/test_tp.c train_gpt.c tp.h $(HEADERS) $(call stamp,tests/te
 tests/test_hf: tests/test_hf.c train_gpt.c tests/testing.h $(HEADERS) $(call stamp,tests/test_hf)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CJSON_LIBS) $(LDLIBS)
 
-tokenize: tokenize.c tokenizer.h json.h utils.h $(call stamp,tokenize)
+tokenize: tokenize.c tokenizer.h json.h utils.h hellaswag.h $(call stamp,tokenize)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BUILD_DEFS) $< -o $@ $(TOK_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 tests/test_tokenizer: tests/test_tokenizer.c tests/testing.h tokenizer.h json.h utils.h $(call stamp,tests/test_tokenizer)
@@ -233,6 +234,10 @@ tests/test_tp_runs: tests/test_tp_runs.c train_gpt.c tests/testing.h tests/runs_
 
 # test_pp_runs: pipeline parallelism through ./train_gpt under mpirun (built like test_runs)
 tests/test_pp_runs: tests/test_pp_runs.c train_gpt.c tests/testing.h tests/runs_common.h pipeline_train.h $(HEADERS) $(call stamp,tests/test_pp_runs)
+	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
+
+# test_hellaswag: the multiple-choice evaluation through ./train_gpt and ./tokenize (built like test_runs)
+tests/test_hellaswag: tests/test_hellaswag.c train_gpt.c tests/testing.h tests/runs_common.h $(HEADERS) $(call stamp,tests/test_hellaswag)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
 # test_pp: the pipeline schedules (pipeline.h) without a model: order, deadlock, memory, bubble; the partition

@@ -9,6 +9,7 @@ tokenize.c: the GPT-2 tokenizer tool: text to token ids and back, llm.c's gpt2_t
                         [--split val|train] [--doc-sep STRING [--drop-sep] | --doc-per-file] [--threads N]
                         [FILE...]   (stdin if none)
   ./tokenize bench      --vocab DIR [--threads N] FILE
+  ./tokenize hellaswag  --vocab DIR --out FILE [IN.jsonl]   (stdin if none)
   ./tokenize COMMAND --help
 
 DIR holds OpenAI's encoder.json and vocab.bpe; --vocab defaults to $GPT2_VOCAB_DIR. The encoding is the one
@@ -20,11 +21,17 @@ is cut into shards of exactly --shard-size tokens (the last one of each split ho
 NAME_train_000000.bin, ... (--split val|train sends everything to one split). Documents are tokenized in parallel (OpenMP) and written in input order, so the
 output does not depend on the thread count. Shards are written to a temporary name and renamed when complete;
 an interrupted run (error or signal) leaves no partial shard under a final name.
+
+hellaswag: HellaSwag's JSONL (one example per line with "ctx", "endings" and "label", as in the official
+hellaswag_val.jsonl) to llm.c's multiple-choice eval file (format in hellaswag.h), tokenized as llm.c's
+dev/data/hellaswag.py does: the context and each ending separately, the ending with a space before it
+(" " + ending); the example's index is its position among the file's examples (blank lines are skipped).
 */
 #define _GNU_SOURCE // memmem
 #define TOKENIZER_ENCODER
 #include "tokenizer.h" // defines: Encoder, EncoderScratch, TokenVec, encoder_init/encode/encode_parallel/decode/...
 #include "utils.h"     // defines: fatal, fopenCheck, freadCheck, fwriteCheck, mallocCheck, AtomicFile, file_exists
+#include "hellaswag.h" // defines: hellaswag_encode_example, HELLASWAG_MAGIC (the eval file's format)
 
 #include <ctype.h>
 #include <signal.h>
@@ -33,7 +40,7 @@ an interrupted run (error or signal) leaves no partial shard under a final name.
 // ----------------------------------------------------------------------------
 // flags: one table, used for parsing and for --help
 
-enum { CMD_ENCODE = 1, CMD_DECODE = 2, CMD_EXPORT = 4, CMD_SHARDS = 8, CMD_BENCH = 16, CMD_ALL = 31 };
+enum { CMD_ENCODE = 1, CMD_DECODE = 2, CMD_EXPORT = 4, CMD_SHARDS = 8, CMD_BENCH = 16, CMD_HELLASWAG = 32, CMD_ALL = 63 };
 
 typedef struct {
     const char* name;  // "--vocab"
@@ -47,7 +54,7 @@ static const FlagSpec FLAGS[] = {
     {"--threads", "N", CMD_ENCODE | CMD_SHARDS | CMD_BENCH, "threads for encoding (default: all cores)"},
     {"--bin", "FILE", CMD_DECODE, "decode with llm.c's gpt2_tokenizer.bin instead of --vocab"},
     {"--allow-special", NULL, CMD_ENCODE, "the literal text <|endoftext|> becomes token 50256 (default: ordinary text)"},
-    {"--out", "FILE", CMD_EXPORT, "where to write gpt2_tokenizer.bin"},
+    {"--out", "FILE", CMD_EXPORT | CMD_HELLASWAG, "where to write gpt2_tokenizer.bin (export-bin) or the eval file (hellaswag)"},
     {"--out-dir", "DIR", CMD_SHARDS, "directory for the shards (created if missing)"},
     {"--name", "NAME", CMD_SHARDS, "shards are NAME_val_000000.bin, NAME_train_000000.bin, ..."},
     {"--shard-size", "N", CMD_SHARDS, "tokens per shard (default 100000000)"},
@@ -69,6 +76,8 @@ static const struct { const char* name; unsigned bit; const char* usage; const c
     {"shards", CMD_SHARDS, "shards --vocab DIR --out-dir DIR --name NAME [options] [FILE...]",
      "tokenizes documents (from FILEs, or stdin) into llm.c token shards"},
     {"bench", CMD_BENCH, "bench --vocab DIR FILE", "prints encoding MB/s of FILE on 1 thread and on all cores"},
+    {"hellaswag", CMD_HELLASWAG, "hellaswag --vocab DIR --out FILE [IN.jsonl]",
+     "HellaSwag's JSONL (ctx, endings, label per line; stdin if no file) to llm.c's multiple-choice eval file"},
 };
 #define NUM_COMMANDS (sizeof(COMMANDS) / sizeof(COMMANDS[0]))
 
@@ -199,6 +208,8 @@ static void parse_flags(unsigned cmd, const char* cmd_name, int argc, char** arg
 #endif
     }
     if (cmd == CMD_EXPORT && o->out == NULL) { fatal("--out: export-bin needs an output file"); }
+    if (cmd == CMD_HELLASWAG && o->out == NULL) { fatal("--out: hellaswag needs an output file (the eval file)"); }
+    if (cmd == CMD_HELLASWAG && o->num_inputs > 1) { fatal("hellaswag: one input file at most (got %d)", o->num_inputs); }
     if (cmd == CMD_SHARDS && o->out_dir == NULL) { fatal("--out-dir: shards needs an output directory"); }
     if (cmd == CMD_SHARDS && o->name == NULL) { fatal("--name: shards needs a dataset name"); }
     if (cmd == CMD_SHARDS && o->name && (o->name[0] == '\0' || strchr(o->name, '/'))) { fatal("--name: '%s' must be a plain file name prefix", o->name); }
@@ -341,6 +352,110 @@ static int cmd_export(const Options* o) {
     load_encoder(&e, o);
     encoder_write_bin(&e, o->out);
     fprintf(stderr, "wrote %s (%u tokens, eot %u)\n", o->out, e.vocab_size, e.eot_token);
+    encoder_free(&e);
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// hellaswag: JSONL to llm.c's multiple-choice eval file
+
+// The example's label: a JSON integer, or a string of digits (as some copies of the dataset hold it); -1 if neither.
+static int hellaswag_label(const cJSON* v) {
+    if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        return d >= 0 && d <= 65535 && d == (double)(int)d ? (int)d : -1;
+    }
+    if (cJSON_IsString(v) && v->valuestring[0]) {
+        char* end = NULL;
+        errno = 0;
+        long x = strtol(v->valuestring, &end, 10);
+        if (errno == 0 && *end == '\0' && v->valuestring[0] >= '0' && v->valuestring[0] <= '9' && x <= 65535) { return (int)x; }
+    }
+    return -1;
+}
+
+static int cmd_hellaswag(const Options* o) {
+    Encoder e;
+    load_encoder(&e, o);
+    if (e.vocab_size > HELLASWAG_START) { fatal("hellaswag: the vocabulary has %u ids; the eval file holds ids below %d", e.vocab_size, HELLASWAG_START); }
+    const char* what = o->num_inputs && strcmp(o->inputs[0], "-") != 0 ? o->inputs[0] : "stdin";
+    FILE* fp = strcmp(what, "stdin") == 0 ? stdin : fopen(what, "rb");
+    if (fp == NULL) { fatal("input '%s': %s", what, strerror(errno)); }
+    size_t n = 0;
+    char* text = (char*)read_stream(fp, what, &n);
+    if (fp != stdin) { fclose(fp); }
+    EncoderScratch* s = make_scratch(&e, 1);
+    TokenVec ctx = {0}, ends[HELLASWAG_MAX_ENDINGS];
+    memset(ends, 0, sizeof(ends));
+    uint16_t* stream = (uint16_t*)mallocCheck(32768 * sizeof(uint16_t));
+    AtomicFile af;
+    atomic_open(&af, o->out);
+    int32_t header[HELLASWAG_HEADER_INTS] = {0};
+    fwriteCheck(header, sizeof(header), 1, af.fp, o->out); // the counts are filled in at the end
+    int examples = 0, longest_bytes = 0, longest_row = 0, line_no = 0;
+    size_t tokens = 0;
+    for (size_t pos = 0; pos < n;) {
+        size_t eol = pos;
+        while (eol < n && text[eol] != '\n') { eol++; }
+        line_no++;
+        const char* line = text + pos;
+        size_t len = eol - pos;
+        pos = eol + 1;
+        size_t k = 0;
+        while (k < len && isspace((unsigned char)line[k])) { k++; }
+        if (k == len) { continue; } // a blank line
+        char jerr[256];
+        cJSON* root = json_parse(line, len, jerr, sizeof(jerr));
+        if (!root) { fatal("%s, line %d: not a JSON object: %s", what, line_no, jerr); }
+        const cJSON* jc = cJSON_GetObjectItemCaseSensitive(root, "ctx");
+        const cJSON* je = cJSON_GetObjectItemCaseSensitive(root, "endings");
+        int label = hellaswag_label(cJSON_GetObjectItemCaseSensitive(root, "label"));
+        int ne = cJSON_IsArray(je) ? cJSON_GetArraySize(je) : -1;
+        if (!cJSON_IsObject(root) || !cJSON_IsString(jc)) { fatal("%s, line %d: no string \"ctx\"", what, line_no); }
+        if (ne < 1 || ne > HELLASWAG_MAX_ENDINGS) { fatal("%s, line %d: \"endings\" must be an array of 1 to %d strings", what, line_no, HELLASWAG_MAX_ENDINGS); }
+        if (label < 0) { fatal("%s, line %d: \"label\" must be a non-negative integer", what, line_no); }
+        ctx.len = 0;
+        encoder_encode(&e, &s[0], (const uint8_t*)jc->valuestring, strlen(jc->valuestring), &ctx);
+        const uint32_t* ends_p[HELLASWAG_MAX_ENDINGS];
+        int ends_n[HELLASWAG_MAX_ENDINGS];
+        for (int j = 0; j < ne; j++) {
+            const cJSON* x = cJSON_GetArrayItem(je, j);
+            if (!cJSON_IsString(x)) { fatal("%s, line %d: ending %d is not a string", what, line_no, j); }
+            size_t xl = strlen(x->valuestring);
+            char* spaced = (char*)mallocCheck(xl + 2); // llm.c's rendering: " " + ending, tokenized on its own
+            spaced[0] = ' ';
+            memcpy(spaced + 1, x->valuestring, xl + 1);
+            ends[j].len = 0;
+            encoder_encode(&e, &s[0], (const uint8_t*)spaced, xl + 1, &ends[j]);
+            free(spaced);
+            ends_p[j] = ends[j].data;
+            ends_n[j] = (int)ends[j].len;
+            if (ctx.len + ends[j].len > (size_t)longest_row) { longest_row = (int)(ctx.len + ends[j].len); }
+        }
+        char why[256];
+        size_t nv = ctx.len > 32767 ? 0 : hellaswag_encode_example(stream, examples, label, ctx.data, (int)ctx.len, ends_p, ends_n, ne, why, sizeof(why));
+        if (nv == 0) { fatal("%s, line %d: cannot be written as an eval example: %s", what, line_no, ctx.len > 32767 ? "a context of over 32767 tokens" : why); }
+        fwriteCheck(stream, sizeof(uint16_t), nv, af.fp, o->out);
+        if ((int)(2 * nv) > longest_bytes) { longest_bytes = (int)(2 * nv); }
+        tokens += nv - 6 - (size_t)ne;
+        examples++;
+        cJSON_Delete(root);
+    }
+    if (examples == 0) { atomic_abort(&af); fatal("hellaswag: %s holds no examples", what); }
+    header[0] = HELLASWAG_MAGIC;
+    header[1] = HELLASWAG_VERSION;
+    header[2] = examples;
+    header[3] = longest_bytes;
+    if (fseek(af.fp, 0, SEEK_SET) != 0) { fatal("cannot seek in '%s': %s", af.tmp_path, strerror(errno)); }
+    fwriteCheck(header, sizeof(header), 1, af.fp, o->out);
+    atomic_commit(&af);
+    fprintf(stderr, "hellaswag: %d examples, %zu tokens, longest row %d tokens (context + ending), longest example %d bytes -> %s\n",
+            examples, tokens, longest_row, longest_bytes, o->out);
+    tokenvec_free(&ctx);
+    for (int j = 0; j < HELLASWAG_MAX_ENDINGS; j++) { tokenvec_free(&ends[j]); }
+    free(stream);
+    free(text);
+    free_scratch(s, 1);
     encoder_free(&e);
     return 0;
 }
@@ -761,6 +876,7 @@ int main(int argc, char** argv) {
         case CMD_EXPORT: rc = cmd_export(&o); break;
         case CMD_SHARDS: rc = cmd_shards(&o); break;
         case CMD_BENCH: rc = cmd_bench(&o); break;
+        case CMD_HELLASWAG: rc = cmd_hellaswag(&o); break;
     }
     free(o.inputs);
     return rc;

@@ -44,6 +44,7 @@ forward/backward (tensor parallel through tp.h), optimizer step, checkpoints (ch
 #include "tp.h"           // defines: tp_cross_entropy, tp_allreduce_x, tp_allgather_rows_x, tp_reduce_scatter_rows_x
 #include "dataloader.h"   // defines: DataLoader, dataloader_init, dataloader_next_batch, dataloader_get/set_state
 #include "tokenizer.h"    // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_free
+#include "hellaswag.h"    // defines: HellaSwag, hellaswag_load, hellaswag_fill_rows, hellaswag_add_losses, hellaswag_predict
 // hf_gpt2.h (Hugging Face checkpoints) is included after the model-file section below: it uses the model layout
 
 // ----------------------------------------------------------------------------
@@ -100,6 +101,10 @@ typedef struct {
     // periodic work
     int val_every;
     int val_steps;
+    char hellaswag[1024];    // --hellaswag FILE: a multiple-choice eval file (hellaswag.h) evaluated during training
+    int hellaswag_every;
+    char eval_hellaswag[1024]; // evaluate the model on this eval file and exit
+    char hellaswag_details[1024]; // --eval-hellaswag: one line per example to this file
     int sample_every;
     int gen_tokens;
     int checkpoint_every;
@@ -179,6 +184,10 @@ static const FlagSpec FLAGS[] = {
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
     FLAG_I("val-every", "-v", val_every, 0, 1e9, "validation loss every N steps (0: off)"),
     FLAG_I("val-steps", "-m", val_steps, 1, 1e9, "validation batches per evaluation"),
+    FLAG_S("hellaswag", NULL, hellaswag, "an llm.c multiple-choice eval file (HellaSwag: scripts/prepare_hellaswag.sh) to evaluate every --hellaswag-every steps; acc and acc_norm go to the log"),
+    FLAG_I("hellaswag-every", NULL, hellaswag_every, 0, 1e9, "evaluate --hellaswag every N steps (0: off)"),
+    FLAG_S("eval-hellaswag", NULL, eval_hellaswag, "evaluate the model (--init FILE, or a fresh --model) on this llm.c multiple-choice eval file, print 'hellaswag: N examples, acc A, acc_norm B' last and exit; rows longer than --seq-len (default here: the model's context) are refused"),
+    FLAG_S("hellaswag-details", NULL, hellaswag_details, "with --eval-hellaswag: write one line per example to FILE (position, index, label, both answers, each ending's summed and mean loss)"),
     FLAG_I("sample-every", "-s", sample_every, 0, 1e9, "generate a sample every N steps (0: off)"),
     FLAG_I("gen-tokens", "-g", gen_tokens, 1, 1e6, "tokens to generate per sample (at most the sequence length)"),
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
@@ -364,6 +373,24 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (c->out[0] && c->checkpoint_every == 0 && !c->bench) { fatal("--out %s needs --checkpoint-every N (how often to write a checkpoint)", c->out); }
     if (c->val[0] && c->val_every == 0) { fatal("--val is given but --val-every is 0: say how often to evaluate (--val-every N)"); }
     if (c->val_every > 0 && !c->val[0] && !c->bench) { fatal("--val-every %d needs --val PATTERN (the validation shards)", c->val_every); }
+    if (c->hellaswag[0] && c->hellaswag_every == 0) { fatal("--hellaswag %s needs --hellaswag-every N (how often to evaluate it)", c->hellaswag); }
+    if (c->hellaswag_every > 0 && !c->hellaswag[0]) { fatal("--hellaswag-every %d needs --hellaswag FILE (the eval file)", c->hellaswag_every); }
+    if (c->hellaswag_details[0] && !c->eval_hellaswag[0]) { fatal("--hellaswag-details %s needs --eval-hellaswag FILE", c->hellaswag_details); }
+    // --eval-hellaswag evaluates a model and exits: it takes the model, its layout and the length limit, nothing that
+    // belongs to a training run
+    if (c->eval_hellaswag[0]) {
+        static const char* const allowed[] = {"init", "model", "seed", "eval-hellaswag", "hellaswag-details", "seq-len", "dtype", "attention",
+                                              "comm", "comm-timeout", "threads", "zero", "tp", "sequence-parallel", "pp", "recompute"};
+        for (int k = 0; k < NUM_FLAGS; k++) {
+            int ok = 0;
+            for (size_t j = 0; j < sizeof(allowed) / sizeof(allowed[0]); j++) { ok |= strcmp(FLAGS[k].name, allowed[j]) == 0; }
+            if (seen[k] && !ok) { fatal("--eval-hellaswag evaluates a model and exits: --%s does nothing with it", FLAGS[k].name); }
+        }
+        // the rows' length limit: --seq-len when given, else the model's context (0 here, resolved with the model)
+        int seq_seen = 0;
+        for (int k = 0; k < NUM_FLAGS; k++) { seq_seen |= seen[k] && strcmp(FLAGS[k].name, "seq-len") == 0; }
+        if (!seq_seen) { c->seq_len = 0; }
+    }
     if (strcmp(c->plan_storage, "build") != 0 && strcmp(c->plan_storage, "gpu") != 0) { fatal("--plan-storage: '%s' is not one of build, gpu", c->plan_storage); }
     for (int k = 0; k < NUM_FLAGS && !c->plan; k++) {
         if (seen[k] && strncmp(FLAGS[k].name, "plan-", 5) == 0) { fatal("--%s configures the planner: it needs --plan 1", FLAGS[k].name); }
@@ -1401,6 +1428,107 @@ static float evaluate(GPT* m, DataLoader* val, int steps, ParallelContext* pc) {
     return (float)(sum / steps);
 }
 
+// HellaSwag and other multiple-choice eval files (hellaswag.h): each example's endings run as rows of one or more
+// forwards; the token losses of the last stage are read back once per forward and the endings' losses summed on the
+// host. Example i is evaluated by data-parallel rank i % dp; every rank then holds every example's sums (an all-reduce
+// in which one rank contributes each value and the others zeros, so exactly), and every rank derives the same answers
+// from them: the result is the same whatever the number of ranks.
+typedef struct {
+    int examples;
+    double acc, acc_norm;    // shares of the examples answered right by the lowest summed / mean loss
+    double* sums;            // (examples, max_endings) each ending's summed loss (caller frees)
+} HsResult;
+
+// The forward shape of example e: rows of *Te tokens (its longest row, rounded up to a multiple of tp under sequence
+// parallelism, which splits every forward's tokens over the group), *rows endings per forward (as many as the
+// activations hold, at most all of them), *forwards forwards.
+static void hellaswag_shape(const GPT* m, const HellaSwag* hs, int e, int* Te, int* rows, int* forwards) {
+    int mult = m->sp ? m->tp : 1;
+    int te = (hellaswag_longest_row(hs, e) + mult - 1) / mult * mult;
+    int cap = m->acts0.B * m->acts0.T / te, n = hs->ex[e].num_endings;
+    *Te = te;
+    *rows = cap < n ? cap : n;
+    *forwards = (n + *rows - 1) / *rows;
+}
+
+// Evaluates every example (collective over the world: every rank calls it). The rows were checked against the
+// activations' T when the file was loaded. Changes nothing a training step reads: the activations are overwritten
+// by its next forward, the device's loss sum is cleared at its start (and here), no RNG is drawn, no data read.
+// Under ZeRO-3 each forward gathers layers from every data-parallel rank, so in each round all of them run as many
+// forwards as the one with the most (uncounted forwards of one token for the others), as `evaluate` does.
+static HsResult evaluate_hellaswag(GPT* m, const HellaSwag* hs, ParallelContext* pc) {
+    int N = hs->num_examples, W = hs->max_endings, dp = pc->dp;
+    size_t cap = (size_t)m->acts0.B * m->acts0.T;
+    int32_t* inputs = (int32_t*)callocCheck(cap, sizeof(int32_t));
+    int32_t* targets = (int32_t*)callocCheck(cap, sizeof(int32_t));
+    float* losses = (float*)mallocCheck(cap * sizeof(float));
+    HsResult r;
+    r.examples = N;
+    r.sums = (double*)callocCheck((size_t)N * W, sizeof(double));
+    int rounds = (N + dp - 1) / dp;
+    for (int round = 0; round < rounds; round++) {
+        int e = round * dp + pc->dp_rank, Te = 0, rows = 0, mine = 0, most = 0;
+        if (e < N) { hellaswag_shape(m, hs, e, &Te, &rows, &mine); }
+        most = mine;
+        for (int k = 0; m->z3 && k < dp && round * dp + k < N; k++) {
+            int t, rw, f;
+            hellaswag_shape(m, hs, round * dp + k, &t, &rw, &f);
+            if (f > most) { most = f; }
+        }
+        for (int f = 0; f < most; f++) {
+            if (f >= mine) { // (ZeRO-3: keeps the gathers in step; not counted)
+                memset(inputs, 0, sizeof(int32_t) * (size_t)m->tp);
+                gpt_forward_any(m, inputs, 1, m->sp ? m->tp : 1);
+                continue;
+            }
+            int r0 = f * rows, r1 = r0 + rows < hs->ex[e].num_endings ? r0 + rows : hs->ex[e].num_endings;
+            hellaswag_fill_rows(hs, e, r0, r1, Te, inputs, targets);
+            gpt_forward_any(m, inputs, r1 - r0, Te);
+            if (!m->layout.has_lnf) { continue; } // the last pipeline stage holds the LM head
+            gpt_eval_loss(m, targets);
+            dev_copy_d2h(&m->ctx, losses, m->acts.losses, sizeof(float) * (size_t)(r1 - r0) * Te);
+            dev_sync(&m->ctx);
+            hellaswag_add_losses(hs, e, r0, r1, Te, losses, r.sums + (size_t)e * W);
+        }
+    }
+    gpt_clear_loss_sum(m);
+    comm_allreduce_sum_f64(&pc->dp_group, r.sums, (size_t)N * W);
+    if (m->pp_group) { comm_allreduce_sum_f64(m->pp_group, r.sums, (size_t)N * W); } // (zeros on the other stages)
+    int right_sum = 0, right_mean = 0;
+    for (int i = 0; i < N; i++) {
+        int by_sum, by_mean;
+        hellaswag_predict(hs, i, r.sums + (size_t)i * W, &by_sum, &by_mean);
+        right_sum += by_sum == hs->ex[i].label;
+        right_mean += by_mean == hs->ex[i].label;
+    }
+    r.acc = (double)right_sum / N;
+    r.acc_norm = (double)right_mean / N;
+    free(inputs);
+    free(targets);
+    free(losses);
+    return r;
+}
+
+// --hellaswag-details: one line per example: its position in the file, its index, label, the answers by summed
+// and by mean loss, then each ending's summed loss and mean loss ('%.9g').
+static void hellaswag_write_details(const char* path, const HellaSwag* hs, const HsResult* r) {
+    AtomicFile af;
+    atomic_open(&af, path);
+    fprintf(af.fp, "# position index label answer_by_sum answer_by_mean | summed loss of each ending | mean loss of each ending\n");
+    for (int i = 0; i < hs->num_examples; i++) {
+        const HsExample* x = &hs->ex[i];
+        const double* s = r->sums + (size_t)i * hs->max_endings;
+        int by_sum, by_mean;
+        hellaswag_predict(hs, i, s, &by_sum, &by_mean);
+        fprintf(af.fp, "%d %d %d %d %d |", i, x->index, x->label, by_sum, by_mean);
+        for (int j = 0; j < x->num_endings; j++) { fprintf(af.fp, " %.9g", s[j]); }
+        fprintf(af.fp, " |");
+        for (int j = 0; j < x->num_endings; j++) { fprintf(af.fp, " %.9g", s[j] / hs->ending_len[x->lens + j]); }
+        fprintf(af.fp, "\n");
+    }
+    atomic_commit(&af);
+}
+
 // Draws toks[1..n) one at a time after the prompt toks[0] (temperature 1): token t comes from the softmax of the
 // logits at position t - 1 over the real vocabulary, by inverse CDF with one uniform draw from rng.
 // probs: (Vp) host scratch, receiving one row of logits per token. toks: room for the forward's whole length (see
@@ -2042,6 +2170,7 @@ int main(int argc, char** argv) {
     } else if (!config_from_name(&gc, c.model)) {
         fatal("--model: unknown model '%s' (d<N>, gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B)", c.model);
     }
+    char err_hs[1024];
     int resume_sum_kind = CHECKSUM_DEFAULT;
     if (resume_step >= 0) { resume_sum_kind = checkpoint_check_files(resume_dir, resume_step, gpt_num_params(&gc)).sum_kind; }
     if (c.export_hf[0]) {
@@ -2060,6 +2189,21 @@ int main(int argc, char** argv) {
         layout_free(&el);
         parallel_finalize(&pc);
         return 0;
+    }
+    // --eval-hellaswag: the eval file first (bad input before the big allocations); the rows may be as long as
+    // --seq-len, or the model's context; the activations hold one example's endings at the longest row's length
+    HellaSwag hs;
+    int have_hs = 0, eval_only = c.eval_hellaswag[0] != 0;
+    if (eval_only) {
+        int limit = c.seq_len > 0 ? c.seq_len : gc.max_seq_len;
+        if (limit > gc.max_seq_len) { fatal("--seq-len %d is above the model's context length %d", limit, gc.max_seq_len); }
+        if (hellaswag_load(&hs, c.eval_hellaswag, gc.vocab_size, limit, c.seq_len > 0 ? "--seq-len" : "the model's context", err_hs, sizeof(err_hs)) != 0) {
+            fatal("--eval-hellaswag: %s", err_hs);
+        }
+        have_hs = 1;
+        int mult = c.tp > 1 && c.sequence_parallel ? c.tp : 1;
+        c.batch_size = hs.max_endings;
+        c.seq_len = (hs.longest_row + mult - 1) / mult * mult;
     }
     int B = c.batch_size, T = c.seq_len;
     if (T > gc.max_seq_len) { fatal("--seq-len %d is above the model's context length %d", T, gc.max_seq_len); }
@@ -2132,7 +2276,7 @@ int main(int argc, char** argv) {
     DataLoader train_loader, val_loader;
     int have_train = 0, have_val = 0;
     char err[1024];
-    if (!c.bench) {
+    if (!c.bench && !eval_only) {
         if (!c.train[0]) { fatal("--train: no training data given (a glob pattern of llm.c shards; see scripts/prepare_tinyshakespeare.sh)"); }
         if (dataloader_init(&train_loader, c.train, B, T, pc.dp_rank, pc.dp, c.shuffle, (uint64_t)c.seed, gc.vocab_size, err, sizeof(err)) != 0) {
             fatal("--train: %s", err);
@@ -2142,6 +2286,11 @@ int main(int argc, char** argv) {
         if (c.val[0] && c.val_every > 0) {
             if (dataloader_init(&val_loader, c.val, B, T, 0, 1, 0, 0, gc.vocab_size, err, sizeof(err)) != 0) { fatal("--val: %s", err); }
             have_val = 1;
+        }
+        if (c.hellaswag[0] && c.hellaswag_every > 0) {
+            // every row must fit one sequence of the run
+            if (hellaswag_load(&hs, c.hellaswag, gc.vocab_size, T, "--seq-len", err_hs, sizeof(err_hs)) != 0) { fatal("--hellaswag: %s", err_hs); }
+            have_hs = 1;
         }
     }
 
@@ -2234,6 +2383,24 @@ int main(int argc, char** argv) {
 
     print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0);
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
+    if (eval_only) {
+        double t0 = now_seconds();
+        HsResult hr = evaluate_hellaswag(&model, &hs, &pc);
+        if (master) {
+            if (c.hellaswag_details[0]) { hellaswag_write_details(c.hellaswag_details, &hs, &hr); }
+            printf("hellaswag: evaluated in %.1f s on %d data-parallel rank(s)\n", now_seconds() - t0, pc.dp);
+            printf("hellaswag: %d examples, acc %.4f, acc_norm %.4f\n", hr.examples, hr.acc, hr.acc_norm);
+            fflush(stdout);
+        }
+        free(hr.sums);
+        hellaswag_free(&hs);
+        zero_free(&zopt);
+        if (model.pipe) { pipeline_free(&pipe, &model); }
+        free(chunk_first);
+        gpt_free(&model);
+        parallel_finalize(&pc);
+        return 0;
+    }
 
     FILE* logf = NULL;
     if (master && c.log[0]) {
@@ -2276,6 +2443,14 @@ int main(int argc, char** argv) {
                 printf("step %5d | val loss %.6f\n", step, last_val);
                 if (logf) { fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g}\n", step, last_val); fflush(logf); }
             }
+        }
+        if (have_hs && (step % c.hellaswag_every == 0 || last) && !again) {
+            HsResult hr = evaluate_hellaswag(&model, &hs, &pc);
+            if (master) {
+                printf("step %5d | hellaswag acc %.4f acc_norm %.4f (%d examples)\n", step, hr.acc, hr.acc_norm, hr.examples);
+                if (logf) { fprintf(logf, "{\"step\": %d, \"hellaswag_acc\": %.9g, \"hellaswag_acc_norm\": %.9g}\n", step, hr.acc, hr.acc_norm); fflush(logf); }
+            }
+            free(hr.sums);
         }
         // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints;
         // under ZeRO-3 every rank, since the forward gathers the parameters from all data-parallel ranks)
@@ -2398,6 +2573,7 @@ int main(int argc, char** argv) {
     if (logf) { fclose(logf); }
     if (have_train) { dataloader_free(&train_loader); }
     if (have_val) { dataloader_free(&val_loader); }
+    if (have_hs) { hellaswag_free(&hs); }
     if (have_tok) { tokenizer_free(&tokenizer); }
     free(bench_tokens);
     zero_free(&zopt);

@@ -20,7 +20,7 @@ import struct
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUZZ = os.path.join(ROOT, "fuzz")
 MASK = (1 << 64) - 1
-OWN_TARGETS = ["shard", "tokenizer_bin", "vocab", "encode", "model", "checkpoint", "flags"]
+OWN_TARGETS = ["shard", "tokenizer_bin", "vocab", "encode", "model", "checkpoint", "flags", "hellaswag"]
 
 
 def write(target, name, data):
@@ -286,6 +286,47 @@ def make_checkpoint_seeds():
 # ---------------------------------------------------------------------------------------------------------------
 # flags (fuzz/flags.c): arguments separated by NUL bytes
 
+# multiple-choice eval files (fuzz/hellaswag.c): 3 bytes of settings (vocab - 1 as uint16, longest row - 1), then
+# the file: 256 int32 header (20240522, 1, examples, longest example in bytes), then per example the uint16 stream
+# 65535, bytes, index, label, endings, context length, context, then each ending's length and tokens
+def hs_example(index, label, ctx, endings, n=None):
+    s = [65535, 0, index, label, len(endings) if n is None else n, len(ctx)] + list(ctx)
+    for e in endings:
+        s += [len(e)] + list(e)
+    s[1] = 2 * len(s)
+    return s
+
+
+def hs_file(examples, magic=20240522, version=1, count=None, longest=None):
+    words = [w for ex in examples for w in ex]
+    lo = max((2 * len(ex) for ex in examples), default=12) if longest is None else longest
+    head = struct.pack("<256i", magic, version, len(examples) if count is None else count, lo, *([0] * 252))
+    return head + struct.pack("<%dH" % len(words), *words)
+
+
+def hs_config(vocab=101, max_row=16):
+    return struct.pack("<HB", vocab - 1, max_row - 1)
+
+
+def make_hellaswag_seeds():
+    a = hs_example(0, 2, [5, 6, 7], [[8, 9], [10], [11, 12, 13], [14, 15]])
+    b = hs_example(1, 1, [20], [[21, 22, 23, 24], [25, 26]])
+    c = hs_example(2, 0, [30, 31], [[32], [33], [34, 35]])
+    write("hellaswag", "three_examples", hs_config() + hs_file([a, b, c]))
+    write("hellaswag", "gpt2_vocab", hs_config(50257, 64) + hs_file([hs_example(0, 3, [32, 582, 6296], [[50256], [13], [198, 11], [262, 3797, 13]])]))
+    write("hellaswag", "bad_magic", hs_config() + hs_file([a], magic=20240520))
+    write("hellaswag", "bad_version", hs_config() + hs_file([a], version=2))
+    write("hellaswag", "truncated", hs_config() + hs_file([a, b])[:-4])
+    write("hellaswag", "fewer_than_header", hs_config() + hs_file([a, b], count=3))
+    write("hellaswag", "trailing_bytes", hs_config() + hs_file([a, b], count=1))
+    write("hellaswag", "label_out_of_range", hs_config() + hs_file([hs_example(0, 4, [5], [[1], [2], [3], [4]])]))
+    write("hellaswag", "zero_endings", hs_config() + hs_file([hs_example(0, 0, [5, 6], [])]))
+    write("hellaswag", "row_too_long", hs_config(max_row=4) + hs_file([a]))
+    write("hellaswag", "token_above_vocab", hs_config(vocab=10) + hs_file([a]))
+    write("hellaswag", "longer_than_header_says", hs_config() + hs_file([a, b], longest=30))
+    write("hellaswag", "short_header", hs_config() + hs_file([a])[:1000])
+
+
 def make_flags_seeds():
     src = open(os.path.join(ROOT, "train_gpt.c"), encoding="utf-8").read()
     names = re.findall(r'FLAG_[ISF]\("([a-z0-9-]+)",\s*(NULL|"-[a-z]")', src)
@@ -335,6 +376,7 @@ def main():
     make_model_seeds()
     make_checkpoint_seeds()
     make_flags_seeds()
+    make_hellaswag_seeds()
     total = sum(os.path.getsize(os.path.join(corpus, t, f)) for t in OWN_TARGETS for f in os.listdir(os.path.join(corpus, t)))
     print("fuzz/make_seeds.py: wrote fuzz/corpus (%d KB), fuzz/vocab, fuzz/*.dict" % (total // 1024))
 

@@ -85,6 +85,8 @@ fi
 run test_runs ./tests/test_runs
 run test_tp_runs ./tests/test_tp_runs
 run test_pp_runs ./tests/test_pp_runs
+# the multiple-choice evaluation (HellaSwag): format, converter, known answers, PyTorch reference, ranks, training
+run test_hellaswag ./tests/test_hellaswag
 [ -x tests/test_dataloader ] && run test_dataloader ./tests/test_dataloader
 run test_precision ./tests/test_precision
 run test_pp ./tests/test_pp
