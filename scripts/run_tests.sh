@@ -136,6 +136,9 @@ run elastic_tests bash scripts/elastic_tests.sh
 # across hosts, resume on one host, a killed rank on the other host
 run multihost_tests bash scripts/multihost_tests.sh
 run test_build bash scripts/test_build.sh
+# every reproduction script (scripts/run_gpt2_*.sh, run_gpt3_*.sh) through its dry run: 2 steps scaled down on the CPU,
+# the plan for the real size, resume, tp/pp layouts, refusals
+run run_scripts_tests bash scripts/run_scripts_tests.sh
 if [ -f scripts/test_scripts.sh ]; then
     run test_scripts bash scripts/test_scripts.sh
 fi

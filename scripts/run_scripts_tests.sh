@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# scripts/run_scripts_tests.sh: every reproduction script (scripts/run_gpt2_*.sh, scripts/run_gpt3_*.sh) through its
+# dry run (DRY_RUN=1, scripts/run_lib.sh): it builds, prepares the committed stand-ins of its data through the real
+# prepare scripts, trains 2 steps of its configuration scaled down on the CPU and prints the planner's layouts for
+# the real size. Checked for each: the run passes and writes its final checkpoint; its log holds 2 finite training
+# losses, the validation loss and the HellaSwag accuracies; the plan names the script's own layout as fitting; the
+# real command line keeps the script's hyperparameters (printed table of changes holds only sizes and intervals).
+# Also: re-running a finished dry run does nothing; a run cut back to its step-1 checkpoint resumes and ends with
+# the same model, byte for byte, as the uninterrupted run; tensor- and pipeline-parallel layouts from the
+# environment (TP=2, PP=2) run; a layout that does not fit the GPU memory, and nonsense machine variables, are
+# refused with the reason.
+#
+#   bash scripts/run_scripts_tests.sh [NAME_REGEX]          (last line: N passed, M failed)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+passed=0 failed=0
+source scripts/test_lib.sh
+ONLY="${1:-.}"
+T="${TMPDIR:-/tmp}/test_run_scripts"
+rm -rf "$T"
+mkdir -p "$T"
+
+# dry NAME OUTFILE [ENV=VALUE...]: the dry run of scripts/NAME.sh into $T/dry (shared data), its output in OUTFILE
+dry() {
+    local name="$1" out="$2"
+    shift 2
+    env DRY_RUN=1 DRY_RUN_DIR="$T/dry" "$@" bash "scripts/$name.sh" > "$out" 2>&1
+}
+
+# the changes a dry run may make to the real command line: sizes, intervals, threads (never a hyperparameter)
+ALLOWED_CHANGES='^(--model|--seq-len|--batch-size|--total-batch-size|--steps|--val-every|--val-steps|--hellaswag-every|--sample-every|--gen-tokens|--checkpoint-every|--threads)$'
+
+for script in scripts/run_gpt2_*.sh scripts/run_gpt3_*.sh; do
+    name="$(basename "$script" .sh)"
+    [[ "$name" =~ $ONLY ]] || continue
+    run="${name#run_}"
+    out="$T/$name.out"
+    dry "$name" "$out"
+    rc=$?
+    log="$T/dry/$run/out/log.jsonl"
+    problems=""
+    [ "$rc" = 0 ] || problems="exit $rc: $(tail -n 3 "$out" | tr '\n' ' ')"
+    grep -q "^dry run: $run passed$" "$out" || problems="$problems; no 'dry run: $run passed' line"
+    [ -f "$T/dry/$run/out/model_00000002.bin" ] || problems="$problems; no final checkpoint"
+    check "$name: the dry run passes and writes its step-2 checkpoint" "$problems"
+    [ "$rc" = 0 ] || continue
+    # the log: 2 finite losses, the validation loss, both HellaSwag accuracies
+    problems=""
+    [ "$(steps_of "$log")" = "1 2" ] || problems="training steps '$(steps_of "$log")' (want '1 2')"
+    log_values "$log" | awk '$2 !~ /^[0-9.]+$/ { bad = 1 } END { exit bad }' || problems="$problems; a loss is not a finite number"
+    grep -q '"val_loss"' "$log" || problems="$problems; no val_loss"
+    grep -q '"hellaswag_acc_norm"' "$log" || problems="$problems; no hellaswag_acc_norm"
+    check "$name: the log holds 2 training steps, the validation loss and HellaSwag" "$problems"
+    # the changes are sizes and intervals only
+    bad="$(awk '/^  --/ { print $1 }' "$out" | grep -Ev "$ALLOWED_CHANGES" | tr '\n' ' ')"
+    check "$name: the dry run changes only sizes and intervals of the real command line" "${bad:+changed: $bad}"
+    # the plan: printed for the real size, with the script's own layout among the fitting ones
+    model="$(grep -oE -- '--model [^ ]+' "$script" | head -1 | cut -d' ' -f2)"
+    problems=""
+    grep -q "^plan: $model (" "$out" || problems="no plan for $model"
+    grep -A1 "^dry run: this script's layout in the plan" "$out" | grep -qE '^ *[0-9]+ \|' || problems="$problems; the script's layout is not in the plan"
+    check "$name: the plan for the real size ($model) holds the script's layout" "$problems"
+done
+
+if [[ "run_gpt2_124M" =~ $ONLY ]]; then
+    # re-running a finished run does nothing
+    dry run_gpt2_124M "$T/again.out"
+    rc=$?
+    problems=""
+    [ "$rc" = 0 ] || problems="exit $rc"
+    grep -q "^dry run: gpt2_124M is complete" "$T/again.out" || problems="$problems; no 'is complete' line"
+    [ "$(steps_of "$T/dry/gpt2_124M/out/log.jsonl")" = "1 2" ] || problems="$problems; the log has steps '$(steps_of "$T/dry/gpt2_124M/out/log.jsonl")'"
+    check "run_gpt2_124M: re-running the finished dry run trains nothing" "$problems"
+    # cut back to the step-1 checkpoint: re-running resumes from it and ends with the same model, byte for byte
+    d="$T/dry/gpt2_124M/out"
+    cp "$d/model_00000002.bin" "$T/model_uninterrupted.bin"
+    rm -f "$d/model_00000002.bin" "$d/state_00000002.bin"
+    dry run_gpt2_124M "$T/resume.out"
+    rc=$?
+    problems=""
+    [ "$rc" = 0 ] || problems="exit $rc: $(tail -n 3 "$T/resume.out" | tr '\n' ' ')"
+    grep -q -- "--resume $d" "$T/resume.out" || problems="$problems; not resumed with --resume $d"
+    cmp -s "$d/model_00000002.bin" "$T/model_uninterrupted.bin" || problems="$problems; the final model differs from the uninterrupted run's"
+    check "run_gpt2_124M: re-running after losing the last checkpoint resumes from step 1 and ends bit for bit as the uninterrupted run" "$problems"
+fi
+
+if [[ "layouts" =~ $ONLY ]]; then
+    # tensor and pipeline parallel from the environment, kept in the dry run (dp 2 x tp 2, dp 2 x pp 2)
+    dry run_gpt3_125M "$T/tp.out" TP=2 DRY_RUN_DIR="$T/dry_tp"
+    rc=$?
+    problems=""
+    [ "$rc" = 0 ] || problems="exit $rc: $(tail -n 3 "$T/tp.out" | tr '\n' ' ')"
+    grep -q "4 process(es) (dp 2 x tp 2 x pp 1; the real run: dp 4)" "$T/tp.out" || problems="$problems; not dp 2 x tp 2"
+    grep -q "processes  *| 4 (dp 2, tp 2, pp 1)" "$T/tp.out" || problems="$problems; the trainer did not run dp 2 x tp 2"
+    grep -A1 "^dry run: this script's layout" "$T/tp.out" | grep -qE '^ *[0-9]+ \| +4 +2 +1 \|' || problems="$problems; the plan lacks dp 4 tp 2"
+    check "layouts: TP=2 run_gpt3_125M runs dp 2 x tp 2 and plans dp 4 x tp 2" "$problems"
+    dry run_gpt2_350M "$T/pp.out" PP=2 DRY_RUN_DIR="$T/dry_pp"
+    rc=$?
+    problems=""
+    [ "$rc" = 0 ] || problems="exit $rc: $(tail -n 3 "$T/pp.out" | tr '\n' ' ')"
+    grep -q "processes  *| 4 (dp 2, tp 1, pp 2)" "$T/pp.out" || problems="$problems; the trainer did not run dp 2 x pp 2"
+    check "layouts: PP=2 run_gpt2_350M runs dp 2 x pp 2" "$problems"
+    # refusals: a layout that cannot fit, nonsense machine variables
+    dry run_gpt2_1558M "$T/small.out" GPU_MEMORY_GB=16 DRY_RUN_DIR="$T/dry_small"
+    rc=$?
+    problems=""
+    [ "$rc" = 1 ] || problems="exit $rc (want 1)"
+    grep -q "error: dry run: the planner finds no fitting layout dp 8 tp 1 pp 1 zero 1 B 16 recompute 0 bf16" "$T/small.out" || problems="$problems; no message: $(tail -n 2 "$T/small.out" | tr '\n' ' ')"
+    check "layouts: gpt2_1558M on 16 GB GPUs is refused: its layout does not fit" "$problems"
+    for bad in "GPUS_PER_NODE=3 TP=2|do not split into TP 2 x PP 1" "NODES=0|NODES='0' is not a positive integer" "DRY_RUN=yes|DRY_RUN='yes' (0 or 1)"; do
+        env_set="${bad%%|*}" want="${bad#*|}"
+        env DRY_RUN=1 DRY_RUN_DIR="$T/dry_bad" $env_set bash scripts/run_gpt2_124M.sh > "$T/bad.out" 2>&1
+        rc=$?
+        problems=""
+        [ "$rc" = 2 ] || problems="exit $rc (want 2)"
+        grep -qF "$want" "$T/bad.out" || problems="$problems; no '$want' in: $(tail -n 1 "$T/bad.out")"
+        check "layouts: $env_set is refused" "$problems"
+    done
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
