@@ -144,6 +144,30 @@ else
     fi
 fi
 
+stage "HellaSwag on the GPU: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"
+# the same answers as tests/ref/hellaswag_ref.txt (each example's best ending leads by at least 0.01 nats, so any
+# other answer is a bug), each ending's summed loss within 1e-3 relative (fp32 storage; the matmuls may use TF32)
+if timeout 120 ./train_gpt_cu --init tests/ref/ref_model.bin --eval-hellaswag tests/ref/hellaswag_ref.bin --hellaswag-details /tmp/gpu_hs.txt > gpu_hellaswag.log 2>&1; then
+    python3 - tests/ref/hellaswag_ref.txt /tmp/gpu_hs.txt <<'PY' && ok "hellaswag: $(tail -n 1 gpu_hellaswag.log), the reference's answers" || bad "hellaswag: answers or losses differ from PyTorch's"
+import sys
+def rows(p):
+    out = {}
+    for l in open(p):
+        if l[0].isdigit() and "|" in l:
+            head, sums, _ = l.split("|")
+            f = head.split()
+            out[int(f[0])] = (f[3], f[4], [float(x) for x in sums.split()])
+    return out
+ref, got = rows(sys.argv[1]), rows(sys.argv[2])
+worst = max((abs(g - r) / abs(r) for k in ref for g, r in zip(got.get(k, ("", "", []))[2], ref[k][2])), default=1.0)
+same = len(ref) == len(got) and all(got[k][:2] == ref[k][:2] for k in ref)
+print("hellaswag: %d examples, answers %s, worst relative loss difference %.3g (tolerance 1e-3)" % (len(got), "equal" if same else "DIFFER", worst))
+sys.exit(0 if same and worst <= 1e-3 else 1)
+PY
+else
+    bad "hellaswag: train_gpt_cu --eval-hellaswag failed"; tail -n 3 gpu_hellaswag.log
+fi
+
 if command -v mpirun > /dev/null 2>&1 && ./train_gpt_cu --version 2>&1 | grep -q mpi; then
     stage "2 processes sharing the GPU (MPI through pinned host memory), ZeRO 0/1/2/3, pipeline and tensor parallel, against one process"
     MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"

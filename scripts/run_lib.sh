@@ -196,13 +196,14 @@ run_training() {
         echo "dry run: the planner's best layouts for the real run ($real_model, T $real_T, $real_total tokens per step) on $NODES x $GPUS_PER_NODE GPUs of ${GPU_MEMORY_GB:-80} GB:"
         "${plan[@]}" --plan-top 3
         # the script's own layout must be one the planner finds fitting: its row (dp tp pp | zero B recompute dtype)
-        local row
-        row="$("${plan[@]}" --plan-top 1000000 | grep -E "^ *[0-9]+ \| +$RUN_DP +$TP +$PP \| +$RUN_ZERO +$RUN_B +$RUN_RECOMPUTE +$RUN_DTYPE +0 " | head -1 || true)"
+        local row sched="-"
+        ((PP > 1)) && sched="$(args_get --pp-schedule)" && sched="${sched:-1f1b}"
+        row="$("${plan[@]}" --plan-top 1000000 | grep -E "^ *[0-9]+ \| +$RUN_DP +$TP +$PP \| +$RUN_ZERO +$RUN_B +$RUN_RECOMPUTE +$RUN_DTYPE +0 +$sched " | head -1 || true)"
         if [[ -z "$row" ]]; then
-            echo "error: dry run: the planner finds no fitting layout dp $RUN_DP tp $TP pp $PP zero $RUN_ZERO B $RUN_B recompute $RUN_RECOMPUTE $RUN_DTYPE: the real run would not fit (./train_gpt --plan 1 --plan-verbose 1 ... says why)" >&2
+            echo "error: dry run: the planner finds no fitting layout dp $RUN_DP tp $TP pp $PP zero $RUN_ZERO B $RUN_B recompute $RUN_RECOMPUTE $RUN_DTYPE (schedule $sched): the real run would not fit (./train_gpt --plan 1 --plan-verbose 1 ... says why)" >&2
             exit 1
         fi
-        echo "dry run: this script's layout in the plan (dp $RUN_DP tp $TP pp $PP zero $RUN_ZERO B $RUN_B recompute $RUN_RECOMPUTE $RUN_DTYPE):"
+        echo "dry run: this script's layout in the plan (dp $RUN_DP tp $TP pp $PP zero $RUN_ZERO B $RUN_B recompute $RUN_RECOMPUTE $RUN_DTYPE, schedule $sched):"
         echo "$row"
         echo "dry run: $RUN_NAME passed"
         return
