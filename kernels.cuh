@@ -573,7 +573,8 @@ static uint32_t kernels__alignment(const void* p) {
 // The descriptors and the algorithm of one matmul shape, made once: the heuristic query costs tens of microseconds
 // of CPU time, and a training step runs a few hundred matmuls of a dozen shapes.
 typedef struct {
-    int m, n, k, lda, ldb, transA, transB, has_bias, d_f32, beta_nonzero;
+    int m, n, k, lda, ldb, transA, transB, has_bias, d_f32, beta_nonzero, epi;
+    int usable; // 0: cuBLASLt has no algorithm for this epilogue here (the caller takes the unfused path)
     uint32_t al[3];
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
@@ -584,28 +585,40 @@ typedef struct {
 static KernelsLtPlan kernels__lt_plans[KERNELS_LT_PLANS];
 static int kernels__lt_num_plans;
 
+// The epilogues beyond the bias: GELU with its input kept as the auxiliary output (the MLP's forward), and GELU's
+// derivative applied to the product from that auxiliary input (the backward into the MLP's hidden layer).
+enum { KERNELS_EPI_NONE = 0, KERNELS_EPI_GELU_AUX = 1, KERNELS_EPI_DGELU = 2 };
+
 static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int transA, int lda, int transB, int ldb, int has_bias,
-                                       int m, int n, int k, float beta, const uint32_t al[3]) {
+                                       int epi, int m, int n, int k, float beta, const uint32_t al[3]) {
     for (int i = 0; i < kernels__lt_num_plans; i++) {
         KernelsLtPlan* p = &kernels__lt_plans[i];
         if (p->m == m && p->n == n && p->k == k && p->lda == lda && p->ldb == ldb && p->transA == transA && p->transB == transB &&
-            p->has_bias == has_bias && p->d_f32 == d_f32 && p->beta_nonzero == (beta != 0.0f) && p->al[0] == al[0] &&
+            p->has_bias == has_bias && p->epi == epi && p->d_f32 == d_f32 && p->beta_nonzero == (beta != 0.0f) && p->al[0] == al[0] &&
             p->al[1] == al[1] && p->al[2] == al[2]) { return p; }
     }
     if (kernels__lt_num_plans == KERNELS_LT_PLANS) { fatal("cuBLASLt: more than %d matmul shapes", KERNELS_LT_PLANS); }
     KernelsLtPlan* p = &kernels__lt_plans[kernels__lt_num_plans];
-    p->m = m; p->n = n; p->k = k; p->lda = lda; p->ldb = ldb; p->transA = transA; p->transB = transB; p->has_bias = has_bias;
+    p->m = m; p->n = n; p->k = k; p->lda = lda; p->ldb = ldb; p->transA = transA; p->transB = transB; p->has_bias = has_bias; p->epi = epi;
     p->d_f32 = d_f32; p->beta_nonzero = beta != 0.0f; p->al[0] = al[0]; p->al[1] = al[1]; p->al[2] = al[2];
     cudaDataType_t ab_type = kernels__cuda_type(0), d_type = kernels__cuda_type(d_f32);
     gpuCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    cublasLtEpilogue_t lt_epi = epi == KERNELS_EPI_GELU_AUX ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                              : epi == KERNELS_EPI_DGELU ? CUBLASLT_EPILOGUE_DGELU
+                              : has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epi, sizeof(lt_epi)));
     if (has_bias) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         cudaDataType_t bias_type = kernels__cuda_type(0);
-        gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
         gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    }
+    if (epi != KERNELS_EPI_NONE) { // the GELU's input (floatX, laid out as D: m rows, leading dimension m)
+        int64_t aux_ld = m;
+        cudaDataType_t aux_type = kernels__cuda_type(0);
+        gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+        gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type, sizeof(aux_type)));
     }
     gpuCheck(cublasLtMatrixLayoutCreate(&p->la, ab_type, transA ? k : m, transA ? m : k, lda));
     gpuCheck(cublasLtMatrixLayoutCreate(&p->lb, ab_type, transB ? n : k, transB ? k : n, ldb));
@@ -624,25 +637,37 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
     int found = 0;
     gpuCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &heur, &found));
     cublasLtMatmulPreferenceDestroy(pref);
+    p->usable = found > 0;
+    kernels__lt_num_plans++;
+    if (found == 0 && epi != KERNELS_EPI_NONE) { // remembered, so the query is not repeated every step
+        fprintf(stderr, "cuBLASLt: no algorithm for the %s epilogue of a %d x %d x %d matmul: unfused ops instead\n",
+                epi == KERNELS_EPI_GELU_AUX ? "GELU_AUX" : "DGELU", m, n, k);
+        return p;
+    }
     if (found == 0) {
-        fatal("cuBLASLt: no algorithm for a %d x %d x %d matmul (transA %d, transB %d, bias %d, fp32 out %d, alignments %u/%u/%u)",
-              m, n, k, transA, transB, has_bias, d_f32, al[0], al[1], al[2]);
+        fatal("cuBLASLt: no algorithm for a %d x %d x %d matmul (transA %d, transB %d, bias %d, epilogue %d, fp32 out %d, alignments %u/%u/%u)",
+              m, n, k, transA, transB, has_bias, epi, d_f32, al[0], al[1], al[2]);
     }
     p->algo = heur.algo;
-    kernels__lt_num_plans++;
     return p;
 }
 
 // D (m x n, ldd = m) = alpha op(A) op(B) + beta D, column-major; A is (m x k) after op, B (k x n) after op. With
-// bias (length m, floatX) the BIAS epilogue adds it to every column.
-static void kernels__matmul_lt(const KernelCtx* ctx, void* d, int d_f32, const floatX* a, int transA, int lda, const floatX* b,
-                               int transB, int ldb, const floatX* bias, int m, int n, int k, float beta) {
+// bias (length m, floatX) the BIAS epilogue adds it to every column. epi KERNELS_EPI_GELU_AUX: D = GELU(product +
+// bias) and aux (m x n, floatX) receives product + bias; KERNELS_EPI_DGELU: D = GELU'(aux) * product. Returns 0,
+// having done nothing, when cuBLASLt offers no algorithm for that epilogue (the caller then runs the unfused ops).
+static int kernels__matmul_lt(const KernelCtx* ctx, void* d, int d_f32, const floatX* a, int transA, int lda, const floatX* b,
+                               int transB, int ldb, const floatX* bias, int m, int n, int k, float beta, int epi = KERNELS_EPI_NONE,
+                               const floatX* aux = NULL) {
     uint32_t al[3] = {kernels__alignment(a), kernels__alignment(b), kernels__alignment(d)};
-    KernelsLtPlan* p = kernels__lt_plan(ctx, d_f32, transA, lda, transB, ldb, bias != NULL, m, n, k, beta, al);
+    KernelsLtPlan* p = kernels__lt_plan(ctx, d_f32, transA, lda, transB, ldb, bias != NULL, epi, m, n, k, beta, al);
+    if (!p->usable) { return 0; }
     if (bias) { gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))); }
+    if (epi != KERNELS_EPI_NONE) { gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux))); }
     float alpha = 1.0f;
     gpuCheck(cublasLtMatmul(ctx->lt, p->op, &alpha, a, p->la, b, p->lb, &beta, d, p->ld, d, p->ld, &p->algo, ctx->lt_workspace,
                             KERNELS_LT_WORKSPACE, ctx->stream));
+    return 1;
 }
 
 // CPU twin: matmul_forward. out (BT,OC) = inp (BT,C) @ w^T + bias.
@@ -675,6 +700,34 @@ static void matmul_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float
         kernels__sum_columns<<<(OC + 255) / 256, 256, 0, ctx->stream>>>(dbias, part, KERNELS_BIAS_ROW_GROUPS, (size_t)OC, OC, acc);
         launchCheck();
     }
+}
+
+// cuBLASLt's GELU epilogues need the auxiliary matrix's leading dimension (its rows, m) divisible by 8; we also ask
+// for 16-byte aligned auxiliary pointers. Other shapes take the unfused path (the same ops one after the other).
+static int kernels__gelu_epilogue_ok(int m, const void* aux) { return m % 8 == 0 && kernels__alignment(aux) >= 16; }
+
+// CPU twin: matmul_forward_gelu. pre = inp @ w^T + bias, out = GELU(pre), in one matmul with the GELU_AUX(_BIAS)
+// epilogue (cuBLASLt's GELU is the tanh approximation; it reads the fp32 sum before it is rounded into pre, so the
+// GELU's input carries one rounding less than the unfused path's).
+static void matmul_forward_gelu(const KernelCtx* ctx, floatX* pre, floatX* out, const floatX* inp, const floatX* w,
+                                const floatX* bias, int BT, int C, int OC) {
+    if (kernels__gelu_epilogue_ok(OC, pre) &&
+        kernels__matmul_lt(ctx, out, 0, w, 1, C, inp, 0, C, bias, OC, BT, C, 0.0f, KERNELS_EPI_GELU_AUX, pre)) { return; }
+    matmul_forward(ctx, pre, inp, w, bias, BT, C, OC);
+    gelu_forward(ctx, out, pre, (size_t)BT * OC);
+}
+
+// CPU twin: matmul_backward_gelu. dinp = GELU'(pre) * (dout @ w) in one matmul with the DGELU epilogue; dw and
+// dbias as matmul_backward.
+static void matmul_backward_gelu(const KernelCtx* ctx, floatX* dinp, float* dw, float* dbias, const floatX* dout,
+                                 const floatX* inp, const floatX* w, const floatX* pre, int BT, int C, int OC, int acc) {
+    if (kernels__gelu_epilogue_ok(C, pre) &&
+        kernels__matmul_lt(ctx, dinp, 0, w, 0, C, dout, 0, OC, NULL, C, BT, OC, 0.0f, KERNELS_EPI_DGELU, pre)) {
+        matmul_backward(ctx, NULL, dw, dbias, dout, inp, w, BT, C, OC, acc);
+        return;
+    }
+    matmul_backward(ctx, dinp, dw, dbias, dout, inp, w, BT, C, OC, acc);
+    gelu_backward(ctx, dinp, pre, dinp, (size_t)BT * C);
 }
 
 // ----------------------------------------------------------------------------

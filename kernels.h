@@ -99,6 +99,15 @@ static void matmul_forward(const KernelCtx* ctx, floatX* out, const floatX* inp,
 // dinp = dout @ w (skipped when NULL); dw (+)= dout^T inp; dbias (+)= column sums of dout (skipped when NULL).
 static void matmul_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* dbias, const floatX* dout,
                             const floatX* inp, const floatX* w, int BT, int C, int OC, int acc);
+// The MLP's first linear layer with its GELU: pre (BT,OC) = inp @ w^T + bias (may be NULL), out = GELU(pre). The same
+// result as matmul_forward into pre, then gelu_forward (a GPU fuses the GELU into the matmul's epilogue).
+static void matmul_forward_gelu(const KernelCtx* ctx, floatX* pre, floatX* out, const floatX* inp, const floatX* w,
+                                const floatX* bias, int BT, int C, int OC);
+// The MLP's second linear layer's backward fused with the GELU's: as matmul_backward with inp = GELU(pre), except
+// that dinp = GELU'(pre) * (dout @ w), the gradient at the GELU's input. The same result as matmul_backward, then
+// gelu_backward in place on dinp.
+static void matmul_backward_gelu(const KernelCtx* ctx, floatX* dinp, float* dw, float* dbias, const floatX* dout,
+                                 const floatX* inp, const floatX* w, const floatX* pre, int BT, int C, int OC, int acc);
 // out = GELU(inp), tanh approximation.
 static void gelu_forward(const KernelCtx* ctx, floatX* out, const floatX* inp, size_t n);
 // dinp = dout * GELU'(inp); dinp may alias dout.

@@ -515,6 +515,20 @@ static void gelu_backward(const KernelCtx* ctx, floatX* dinp, const floatX* inp,
     kernels__store(ctx, dinp, n);
 }
 
+// The MLP's linear layers fused with the GELU between them (kernels.h): on the CPU the plain sequence of ops, so a
+// fused and an unfused run are the same bit for bit; a GPU puts the GELU into the matmul's epilogue.
+static void matmul_forward_gelu(const KernelCtx* ctx, floatX* pre, floatX* out, const floatX* inp, const floatX* w,
+                                const floatX* bias, int BT, int C, int OC) {
+    matmul_forward(ctx, pre, inp, w, bias, BT, C, OC);
+    gelu_forward(ctx, out, pre, (size_t)BT * OC);
+}
+
+static void matmul_backward_gelu(const KernelCtx* ctx, floatX* dinp, float* dw, float* dbias, const floatX* dout,
+                                 const floatX* inp, const floatX* w, const floatX* pre, int BT, int C, int OC, int acc) {
+    matmul_backward(ctx, dinp, dw, dbias, dout, inp, w, BT, C, OC, acc);
+    gelu_backward(ctx, dinp, pre, dinp, (size_t)BT * C);
+}
+
 // ----------------------------------------------------------------------------
 // Causal self-attention, one (batch, head) at a time, with only a T x T scratch per thread (never B x NH x T x T).
 // qkv is (B,T,3C): q, k, v side by side, head h owns channels [h*hs, (h+1)*hs) of each. With scale = 1/sqrt(hs):

@@ -264,6 +264,74 @@ static void test_gelu(void) {
     free(c.x); free(c.R); free(fx); free(fR); free(out); free(ref);
 }
 
+// --- the MLP's matmuls fused with the GELU between them (matmul_forward_gelu, matmul_backward_gelu), on a shape a GPU
+// fuses into cuBLASLt's epilogues (C and OC multiples of 8) and on one it computes unfused. The backward's loss is
+// sum((GELU(pre) @ w^T + b) * R): dinp is its gradient at pre, through the GELU.
+typedef struct { int BT, C, OC; double *pre, *w, *b, *R; } MlpCtx;
+static double mlp_loss(void* p) {
+    MlpCtx* c = (MlpCtx*)p;
+    size_t n = (size_t)c->BT * c->C;
+    double* x = (double*)mallocCheck(n * 8);
+    for (size_t i = 0; i < n; i++) { x[i] = gelu_ref(c->pre[i]); }
+    MatmulCtx mc = {c->BT, c->C, c->OC, x, c->w, c->b, c->R};
+    double L = matmul_loss(&mc);
+    free(x);
+    return L;
+}
+
+static void test_matmul_gelu(void) {
+    const int shapes[2][3] = {{5, 7, 9}, {6, 16, 24}};
+    for (int s = 0; s < 2; s++) {
+        int BT = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+        char nm[160];
+        // forward: pre = inp @ w^T + b, out = GELU(pre)
+        MatmulCtx mc = {BT, C, OC, NULL, NULL, NULL, NULL};
+        size_t ni = (size_t)BT * C, nw = (size_t)OC * C, no = (size_t)BT * OC;
+        mc.inp = (double*)mallocCheck(ni * 8); mc.w = (double*)mallocCheck(nw * 8); mc.b = (double*)mallocCheck(OC * 8);
+        fill_rand(mc.inp, ni, 1.0); fill_rand(mc.w, nw, 0.5); fill_rand(mc.b, OC, 0.5);
+        float *fi = to_float(mc.inp, ni), *fw = to_float(mc.w, nw), *fb = to_float(mc.b, OC);
+        float* pre = (float*)mallocCheck(no * 4);
+        float* out = (float*)mallocCheck(no * 4);
+        double* ref = (double*)mallocCheck(no * 8);
+        for (size_t i = 0; i < no; i++) { pre[i] = NAN; out[i] = NAN; } // every element must be written
+        matmul_forward_gelu(&g_ctx, pre, out, fi, fw, fb, BT, C, OC);
+        matmul_ref(&mc, ref);
+        snprintf(nm, sizeof(nm), "matmul_forward_gelu %d x %d -> %d: pre", BT, C, OC);
+        check_close(nm, pre, ref, no, 1e-5, 1e-5);
+        for (size_t i = 0; i < no; i++) { ref[i] = gelu_ref(ref[i]); }
+        snprintf(nm, sizeof(nm), "matmul_forward_gelu %d x %d -> %d: GELU(pre)", BT, C, OC);
+        check_close(nm, out, ref, no, 1e-5, 1e-5);
+        // backward of the next layer, whose input is GELU(pre) (BT, C): dinp through the GELU, dw, dbias
+        MlpCtx c = {BT, C, OC, NULL, mc.w, mc.b, NULL};
+        c.pre = (double*)mallocCheck(ni * 8); c.R = (double*)mallocCheck(no * 8);
+        fill_rand(c.pre, ni, 3.0); fill_rand(c.R, no, 1.0);
+        double* x = (double*)mallocCheck(ni * 8);
+        for (size_t i = 0; i < ni; i++) { x[i] = gelu_ref(c.pre[i]); }
+        float *fpre = to_float(c.pre, ni), *fx = to_float(x, ni), *fR = to_float(c.R, no);
+        float* dinp = (float*)mallocCheck(ni * 4);
+        float* dw = (float*)mallocCheck(nw * 4);
+        float* db = (float*)mallocCheck(OC * 4);
+        for (size_t i = 0; i < ni; i++) { dinp[i] = NAN; }
+        for (size_t i = 0; i < nw; i++) { dw[i] = 0.25f; }
+        for (int i = 0; i < OC; i++) { db[i] = -0.5f; }
+        matmul_backward_gelu(&g_ctx, dinp, dw, db, fR, fx, fw, fpre, BT, C, OC, 1);
+        double* g = (double*)mallocCheck((nw > ni ? nw : ni) * 8);
+        fd_grad(mlp_loss, &c, c.pre, ni, g);
+        snprintf(nm, sizeof(nm), "matmul_backward_gelu %d x %d -> %d: dinp through the GELU (finite differences)", BT, C, OC);
+        check_close(nm, dinp, g, ni, FD_ATOL, FD_RTOL);
+        fd_grad(mlp_loss, &c, c.w, nw, g);
+        for (size_t i = 0; i < nw; i++) { g[i] += 0.25; }
+        snprintf(nm, sizeof(nm), "matmul_backward_gelu %d x %d -> %d: dw accumulates (finite differences)", BT, C, OC);
+        check_close(nm, dw, g, nw, FD_ATOL, FD_RTOL);
+        fd_grad(mlp_loss, &c, c.b, OC, g);
+        for (int i = 0; i < OC; i++) { g[i] -= 0.5; }
+        snprintf(nm, sizeof(nm), "matmul_backward_gelu %d x %d -> %d: dbias accumulates (finite differences)", BT, C, OC);
+        check_close(nm, db, g, OC, FD_ATOL, FD_RTOL);
+        free(mc.inp); free(mc.w); free(mc.b); free(fi); free(fw); free(fb); free(pre); free(out); free(ref);
+        free(c.pre); free(c.R); free(x); free(fpre); free(fx); free(fR); free(dinp); free(dw); free(db); free(g);
+    }
+}
+
 // --- the vectorizable exp and tanh against libm in double (the CPU backend's private helpers)
 static void test_fast_math(void) {
 #ifdef KERNELS_CUDA
@@ -467,6 +535,61 @@ static void check_matmul_stored(const KernelCtx* ctx, int dt, const char* name, 
     free(mc.inp); free(mc.w); free(mc.b); free(fi); free(fw); free(fb); free(out); free(ref);
 }
 
+// GELU's derivative (tanh approximation) in double.
+static double gelu_grad_ref(double x) {
+    double k = sqrt(2.0 / M_PI), u = k * (x + 0.044715 * x * x * x), th = tanh(u);
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// The fused MLP matmuls in the storage type dt against double references: the forward's pre within 1u and GELU(pre)
+// within 3u (the unfused path rounds pre before the GELU, whose slope is at most 1.13, then rounds again; the fused
+// one rounds once), and the backward's dinp = GELU'(pre) * (dout @ w) of the next layer (BT, C) <- (BT, OC) within 3u
+// (one rounding of the product, one of the result).
+static void check_matmul_gelu_stored(const KernelCtx* ctx, int dt, const char* name, int BT, int C, int OC, double wscale, double bscale,
+                                     double atol) {
+    MatmulCtx mc = {BT, C, OC, NULL, NULL, NULL, NULL};
+    size_t ni = (size_t)BT * C, nw = (size_t)OC * C, no = (size_t)BT * OC;
+    mc.inp = (double*)mallocCheck(ni * 8); mc.w = (double*)mallocCheck(nw * 8); mc.b = (double*)mallocCheck(OC * 8);
+    fill_rand(mc.inp, ni, 1.0); fill_rand(mc.w, nw, wscale); fill_rand(mc.b, OC, bscale);
+    round_inputs(mc.inp, ni, dt); round_inputs(mc.w, nw, dt); round_inputs(mc.b, OC, dt);
+    float *fi = to_float(mc.inp, ni), *fw = to_float(mc.w, nw), *fb = to_float(mc.b, OC);
+    float* pre = (float*)mallocCheck(no * 4);
+    float* out = (float*)mallocCheck(no * 4);
+    double* ref = (double*)mallocCheck(no * 8);
+    for (size_t i = 0; i < no; i++) { pre[i] = NAN; out[i] = NAN; } // an element the op leaves unwritten fails
+    char nm[192];
+    matmul_forward_gelu(ctx, pre, out, fi, fw, fb, BT, C, OC);
+    matmul_ref(&mc, ref);
+    snprintf(nm, sizeof(nm), "%s: matmul_forward_gelu %d x %d -> %d: pre", name, BT, C, OC);
+    check_stored(nm, pre, ref, no, dt, atol, 1.0);
+    for (size_t i = 0; i < no; i++) { ref[i] = gelu_ref(ref[i]); }
+    snprintf(nm, sizeof(nm), "%s: matmul_forward_gelu %d x %d -> %d: GELU(pre)", name, BT, C, OC);
+    check_stored(nm, out, ref, no, dt, atol, 3.0);
+    // backward of the layer (BT, OC) -> (BT, C) whose input is GELU(pre): w (C, OC) here, dout (BT, C)
+    double* bpre = (double*)mallocCheck(no * 8);
+    double* dout = (double*)mallocCheck(ni * 8);
+    fill_rand(bpre, no, 3.0); fill_rand(dout, ni, 1.0);
+    round_inputs(bpre, no, dt); round_inputs(dout, ni, dt);
+    float *fbpre = to_float(bpre, no), *fdout = to_float(dout, ni);
+    float* fx = (float*)mallocCheck(no * 4);
+    for (size_t i = 0; i < no; i++) { fx[i] = round_dtype((float)gelu_ref(bpre[i]), dt); }
+    float* dinp = (float*)mallocCheck(no * 4);
+    float* dw = (float*)mallocCheck(nw * 4);
+    for (size_t i = 0; i < no; i++) { dinp[i] = NAN; }
+    matmul_backward_gelu(ctx, dinp, dw, NULL, fdout, fx, fw, fbpre, BT, OC, C, 0);
+    for (int r = 0; r < BT; r++) {
+        for (int j = 0; j < OC; j++) {
+            double acc = 0.0;
+            for (int k = 0; k < C; k++) { acc += dout[(size_t)r * C + k] * mc.w[(size_t)k * OC + j]; }
+            ref[(size_t)r * OC + j] = gelu_grad_ref(bpre[(size_t)r * OC + j]) * acc;
+        }
+    }
+    snprintf(nm, sizeof(nm), "%s: matmul_backward_gelu %d x %d <- %d: dinp", name, BT, OC, C);
+    check_stored(nm, dinp, ref, no, dt, atol, 3.0);
+    free(mc.inp); free(mc.w); free(mc.b); free(fi); free(fw); free(fb); free(pre); free(out); free(ref);
+    free(bpre); free(dout); free(fbpre); free(fdout); free(fx); free(dinp); free(dw);
+}
+
 // LayerNorm in the storage type dt against the double reference, held to 2u (see test_ops_dtype).
 static void check_layernorm_stored(const KernelCtx* ctx, int dt, const char* name, int BT, int C, double atol) {
     LnCtx lc = {BT, C, NULL, NULL, NULL, NULL};
@@ -496,6 +619,9 @@ static void test_ops_dtype(void) {
 #endif
         // matmul with bias
         check_matmul_stored(&ctx, dt, "matmul_forward", 5, 7, 9, 0.5, 0.5, 1e-6);
+        // the MLP's fused matmuls, on a shape a GPU fuses and on one it does not
+        check_matmul_gelu_stored(&ctx, dt, "fused MLP", 6, 16, 24, 0.5, 0.5, 1e-6);
+        check_matmul_gelu_stored(&ctx, dt, "fused MLP", 5, 7, 9, 0.5, 0.5, 1e-6);
         // GELU
         enum { NG = 203 }; // not a multiple of a 16-byte pack: the packed kernels' tail runs too
         double gx[NG], gr[NG];
@@ -567,6 +693,8 @@ static void test_ops_gpt2_shapes(void) {
     double u = dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048;
     // QKV matmul: (128, 768) -> (128, 2304) with bias
     check_matmul_stored(&ctx, dt, "GPT-2 shape: matmul_forward 128 x 768 -> 2304", 128, 768, 2304, 0.05, 0.1, 1e-4);
+    // the MLP: fc (128, 768) -> (128, 3072) with its GELU, and fcproj's backward into the GELU's input
+    check_matmul_gelu_stored(&ctx, dt, "GPT-2 shape", 128, 768, 3072, 0.05, 0.1, 1e-4);
     // GELU over (128, 3072)
     size_t ng = (size_t)128 * 3072;
     float* gi = (float*)mallocCheck(ng * 4);
@@ -1414,6 +1542,7 @@ int main(int argc, char** argv) {
                 test_layernorm();
                 test_fast_math();
                 test_gelu();
+                test_matmul_gelu();
                 test_attention();
                 test_encoder();
                 test_classifier();

@@ -1002,8 +1002,7 @@ static void block_forward(GPT* m, int l, int finish) {
     matmul_forward(&m->ctx, a->proj, b.atty, w->attprojw, NULL, BT, Ct, C);
     tp_leave(m, a->proj, a->proj);
     residual_layernorm_forward(&m->ctx, b.res2, b.ln2, b.ln2_mean, b.ln2_rstd, b.in, a->proj, w->attprojb, w->ln2w, w->ln2b, R, C);
-    matmul_forward(&m->ctx, b.fch, tp_enter(m, b.ln2), w->fcw, w->fcb, BT, C, 4 * Ct);
-    gelu_forward(&m->ctx, b.fchg, b.fch, (size_t)BT * 4 * Ct);
+    matmul_forward_gelu(&m->ctx, b.fch, b.fchg, tp_enter(m, b.ln2), w->fcw, w->fcb, BT, C, 4 * Ct);
     if (!finish) { kernels_range_pop(&m->ctx); return; }
     floatX* res3 = a->residual3 + (size_t)(l - m->chunk_lo) * R * C;
     matmul_forward(&m->ctx, a->proj, b.fchg, w->fcprojw, NULL, BT, 4 * Ct, C);
@@ -1248,9 +1247,9 @@ static void gpt_backward_chunk(GPT* m, int gchunk, const int32_t* host_targets, 
         LayerGrads* dw = &m->g.layers[l];
         BlockActs b = block_acts(m, l);
         // MLP: dres is the gradient of residual3 = res2 + fcproj(gelu(fc(ln2)))
-        matmul_backward(&m->ctx, a->dfch, dw->fcprojw, dw->fcprojb, tp_enter(m, a->dres), b.fchg, w->fcprojw, BT, 4 * Ct, C, acc);
+        // (the GELU's backward fused into the one of fcproj: dfch = GELU'(fch) * (dres @ fcprojw))
+        matmul_backward_gelu(&m->ctx, a->dfch, dw->fcprojw, dw->fcprojb, tp_enter(m, a->dres), b.fchg, w->fcprojw, b.fch, BT, 4 * Ct, C, acc);
         backward_progress(bc);
-        gelu_backward(&m->ctx, a->dfch, b.fch, a->dfch, (size_t)BT * 4 * Ct);
         matmul_backward(&m->ctx, a->dtmp, dw->fcw, dw->fcb, a->dfch, tp_enter(m, b.ln2), w->fcw, BT, C, 4 * Ct, acc);
         tp_leave(m, a->dtmp, a->dtmp);
         backward_progress(bc);

@@ -57,6 +57,24 @@ static void stage_matmul_backward(const KernelCtx* ctx, float* dinp, float* dw, 
     stage_down_x(dinp, di, (size_t)BT * C); stage_down_f(dw, dww, (size_t)OC * C); stage_down_f(dbias, db, OC);
     stage_free(d); stage_free(i); stage_free(ww);
 }
+static void stage_matmul_forward_gelu(const KernelCtx* ctx, float* pre, float* out, const float* inp, const float* w, const float* bias,
+                                      int BT, int C, int OC) {
+    floatX *pr = stage_x(pre, (size_t)BT * OC), *o = stage_x(out, (size_t)BT * OC), *i = stage_x(inp, (size_t)BT * C);
+    floatX *ww = stage_x(w, (size_t)OC * C), *b = stage_x(bias, OC);
+    matmul_forward_gelu(ctx, pr, o, i, ww, b, BT, C, OC);
+    stage_down_x(pre, pr, (size_t)BT * OC); stage_down_x(out, o, (size_t)BT * OC);
+    stage_free(i); stage_free(ww); stage_free(b);
+}
+static void stage_matmul_backward_gelu(const KernelCtx* ctx, float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                                       const float* w, const float* pre, int BT, int C, int OC, int acc) {
+    floatX* di = stage_x(dinp, (size_t)BT * C);
+    float *dww = stage_f(dw, (size_t)OC * C), *db = stage_f(dbias, OC);
+    floatX *d = stage_x(dout, (size_t)BT * OC), *i = stage_x(inp, (size_t)BT * C), *ww = stage_x(w, (size_t)OC * C);
+    floatX* pr = stage_x(pre, (size_t)BT * C);
+    matmul_backward_gelu(ctx, di, dww, db, d, i, ww, pr, BT, C, OC, acc);
+    stage_down_x(dinp, di, (size_t)BT * C); stage_down_f(dw, dww, (size_t)OC * C); stage_down_f(dbias, db, OC);
+    stage_free(d); stage_free(i); stage_free(ww); stage_free(pr);
+}
 static void stage_layernorm_forward(const KernelCtx* ctx, float* out, float* mean, float* rstd, const float* inp, const float* w,
                                     const float* b, int BT, int C) {
     size_t n = (size_t)BT * C;
@@ -162,6 +180,8 @@ static void stage_adamw_update(const KernelCtx* ctx, float* params, float* maste
 
 #define matmul_forward stage_matmul_forward
 #define matmul_backward stage_matmul_backward
+#define matmul_forward_gelu stage_matmul_forward_gelu
+#define matmul_backward_gelu stage_matmul_backward_gelu
 #define layernorm_forward stage_layernorm_forward
 #define residual_layernorm_forward stage_residual_layernorm_forward
 #define layernorm_backward stage_layernorm_backward
