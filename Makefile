@@ -140,7 +140,18 @@ ifeq ($(CUDA_LT_OK),yes)
   else
     LEFT_OUT += "cudnn (train_gpt_cu gets the native attention kernels only; CUDNN_LIB_DIR names where libcudnn.so is)$(if $(filter 1,$(NO_CUDNN)), [hidden by NO_CUDNN=1])"
   endif
-  LEFT_OUT += "nccl$(if $(NCCL_VERSION), $(NCCL_VERSION) found,) (the GPU collectives are not written yet: train_gpt_cu runs one process)"
+  # NCCL (--comm nccl): the toolkit's, or NCCL_LIB_DIR / NCCL_INC (scripts/gpu_check.sh points them into a Python
+  # package's nvidia/nccl where the machine keeps it there)
+  NCCL_LIB_DIR ?= $(CUDA_LIB_DIR)
+  NCCL_OK := $(if $(filter 1,$(NO_NCCL)),,$(shell test -e $(NCCL_LIB_DIR)/libnccl.so && echo yes))
+  ifeq ($(NCCL_OK)$(if $(MPICC),yes,),yesyes)
+    NVCC_FLAGS += -DUSE_NCCL $(NCCL_INC)
+    CUDA_LIBS += -L$(NCCL_LIB_DIR) -Xlinker -rpath=$(NCCL_LIB_DIR) -lnccl
+    FOUND += nccl
+    F_CUDA += ; nccl $(NCCL_VERSION)
+  else
+    LEFT_OUT += "nccl$(if $(NCCL_VERSION), $(NCCL_VERSION) found,) (train_gpt_cu without --comm nccl: $(if $(MPICC),no libnccl.so in $(NCCL_LIB_DIR),NCCL is bootstrapped over MPI, which is missing)$(if $(filter 1,$(NO_NCCL)), [hidden by NO_NCCL=1]))"
+  endif
 else
   LEFT_OUT += "CUDA (train_gpt_cu, test_gpt_cu not built: $(if $(NVCC),no libcublasLt.so in $(CUDA_LIB_DIR) (set CUDA_LIB_DIR),no nvcc)$(if $(filter 1,$(NO_CUDA)), [hidden by NO_CUDA=1]))"
 endif

@@ -179,7 +179,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("virtual-stages", NULL, virtual_stages, 1, 64, "--pp-schedule interleaved: model chunks per pipeline rank"),
     FLAG_S("trace", NULL, trace, "with --pp > 1: write a Chrome/Perfetto trace (JSON) of every rank's forward, backward, receive and optimizer spans of the first 3 steps to FILE"),
     FLAG_S("grad-compress", NULL, grad_compress, "data-parallel gradient reductions: none (fp32) | bf16 (half the bytes: rounded to bf16, summed in bf16, as PyTorch's bf16_compress_hook) | powersgd:R (rank-R PowerSGD with error feedback and warm start on every matrix that gains, the rest in fp32; --zero 0 or 1)"),
-    FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU, not built yet)"),
+    FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU builds with NCCL: the data-parallel reductions on device buffers, one GPU per process; not yet with --tp/--pp/--grad-compress)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
     FLAG_I("val-every", "-v", val_every, 0, 1e9, "validation loss every N steps (0: off)"),
@@ -879,12 +879,11 @@ static void gpt_zero_init_staged(ZeroOptimizer* z, GPT* m, int stage, CommGroup*
     }
 }
 
-// Whether the collectives stage device buffers through host copies for --comm `comm`: always in a GPU build (its MPI
-// path; NCCL is not built yet), on the CPU only with --comm staged (which tests that path).
+// Whether the collectives stage device buffers through host copies for --comm `comm`: in a GPU build unless --comm
+// nccl (the MPI path), on the CPU only with --comm staged (which tests that path).
 static int comm_is_staged(const char* comm) {
 #ifdef KERNELS_CUDA
-    (void)comm;
-    return 1;
+    return strcmp(comm, "nccl") != 0;
 #else
     return strcmp(comm, "staged") == 0;
 #endif
@@ -2139,7 +2138,12 @@ int main(int argc, char** argv) {
     kernels_init_fp_mode();
     check_config_agreement(&pc, &c);
 #ifdef KERNELS_CUDA
-    if (strcmp(c.comm, "nccl") == 0) { fatal("--comm nccl: the NCCL path is not built yet; --comm mpi (the default here) stages device buffers through pinned host memory"); }
+    if (strcmp(c.comm, "nccl") == 0) {
+        if (!comm_nccl_available()) { fatal("--comm nccl: this build has no NCCL (make found none; --comm mpi stages device buffers through pinned host memory)"); }
+        if (pc.tp > 1 || pc.pp > 1 || strcmp(c.grad_compress, "none") != 0) {
+            fatal("--comm nccl: the NCCL path covers the data-parallel reductions only so far; --tp/--pp/--grad-compress run with --comm mpi");
+        }
+    }
 #else
     if (strcmp(c.comm, "nccl") == 0) { fatal("--comm nccl: GPU builds only (this is the CPU trainer)"); }
 #endif
@@ -2304,6 +2308,11 @@ int main(int argc, char** argv) {
     }
     ZeroOptimizer zopt;
     gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, comm_is_staged(c.comm));
+    static CommNccl nccl; // --comm nccl: the data-parallel group's communicator (ended by zero_free)
+    if (strcmp(c.comm, "nccl") == 0) {
+        comm_nccl_init(&nccl, &pc.dp_group);
+        zero_set_nccl(&zopt, &nccl);
+    }
     if (strcmp(c.grad_compress, "bf16") == 0) { zero_set_compress(&zopt); }
     PowerSgd psgd;
     char gcerr[256];

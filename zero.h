@@ -22,6 +22,10 @@ updates the master, writes the compute copy by stochastic rounding, and the comp
                   is no all-gather after the update. The trainer gathers each layer's parameters just before they
                   are used (zero_igather_range) into a small working arena, in forward and again in backward.
 
+Three ways to run the collectives: on the buffers themselves (the CPU's MPI), staged through host copies (the MPI
+path of a GPU build, and --comm staged on the CPU), or through NCCL on the device buffers (--comm nccl; nccl set,
+comm_nccl.h), where waiting for a reduction makes the compute stream wait and the CPU goes on.
+
 --grad-compress powersgd:R (stages 0 and 1; powersgd.h): each final bucket is staged to the host, compressed and
 all-reduced there (blocking), and the decompressed sum is copied back over the whole bucket on every rank; stage 1
 then uses its owned slice as usual.
@@ -40,6 +44,7 @@ Only static functions: include after comm.h and the kernels header.
 #include <stddef.h>
 #include <time.h>
 #include "comm.h"
+#include "comm_nccl.h" // defines: CommNccl, CommNcclReq, the device collectives of --comm nccl
 #include "powersgd.h" // defines: PowerSgd, powersgd_reduce, powersgd_payload
 #include "utils.h"
 
@@ -75,6 +80,8 @@ typedef struct {
     const float* copy_host[ZERO_MAX_BUCKETS];
     const uint16_t* copy_bf16[ZERO_MAX_BUCKETS]; // compressed: the bf16 result, widened into copy_host first
     size_t copy_n[ZERO_MAX_BUCKETS];
+    CommNccl* nccl;       // --comm nccl: the group's NCCL communicator (zero_set_nccl); NULL otherwise
+    CommNcclReq nccl_req[ZERO_MAX_BUCKETS]; // per pending request, with nccl
     PowerSgd* psgd;       // --grad-compress powersgd:R: reduces every bucket (zero_set_powersgd); NULL otherwise
     double grad_bytes;    // bytes this rank has sent for gradient reductions (ring model: comm_sent_bytes)
     double grad_bytes_fp32; // what uncompressed fp32 reductions of the same buckets would have sent
@@ -136,6 +143,7 @@ static void zero_free(ZeroOptimizer* z) {
     dev_host_free(z->ctx, z->host_grads);
     dev_host_free(z->ctx, z->host_shard);
     dev_host_free(z->ctx, z->host_params);
+    comm_nccl_free(z->nccl); // (its owner's storage; the communicator ends with the optimizer)
     free(z->host_bf16);
 }
 
@@ -150,6 +158,12 @@ static void zero_set_compress(ZeroOptimizer* z) {
 
 // --grad-compress powersgd:R: every bucket is reduced by ps (a compressed all-reduce on the host copy), in stages 0
 // and 1, which keep whole gradients (stage 2 reduce-scatters every micro-step and keeps none).
+// --comm nccl: the collectives run through n (the data-parallel group's NCCL communicator) on the device buffers.
+static void zero_set_nccl(ZeroOptimizer* z, CommNccl* n) {
+    if (z->staged || z->compress || z->psgd) { fatal("internal: NCCL collectives with staging or compression"); }
+    z->nccl = n;
+}
+
 static void zero_set_powersgd(ZeroOptimizer* z, PowerSgd* ps) {
     if (z->stage > 1) { fatal("internal: PowerSGD with ZeRO stage %d (the trainer refuses --zero 2 and above with it)", z->stage); }
     z->psgd = ps;
@@ -254,7 +268,9 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
         dev_sync(z->ctx);
     }
     if (z->compress) { zero__bucket_ready_bf16(z, slot, bucket_grads, send, lo, hi); return; }
+    if (z->nccl) { memset(req, 0, sizeof(*req)); } // comm_wait returns at once on it; nccl_req[slot] is the request
     if (z->stage == 0) {
+        if (z->nccl) { comm_nccl_iallreduce_sum_f32(z->nccl, z->ctx, send, hi - lo, &z->nccl_req[slot]); return; }
         comm_iallreduce_sum_f32(z->group, send, hi - lo, req);
         if (z->staged) { z->copy_dev[slot] = bucket_grads; z->copy_host[slot] = send; z->copy_n[slot] = hi - lo; }
         return;
@@ -269,12 +285,14 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
         recv = z->stage == 1 ? send + in_bucket : z->host_shard + in_shard;
         z->copy_dev[slot] = dev_recv; z->copy_host[slot] = recv; z->copy_n[slot] = own_s < own_e ? own_e - own_s : 0;
     }
+    if (z->nccl) { comm_nccl_ireduce_scatterv_sum_f32(z->nccl, z->ctx, send, recv, counts, &z->nccl_req[slot]); return; }
     comm_ireduce_scatterv_sum_f32(z->group, send, recv, counts, req);
 }
 
 static void zero_wait_index(ZeroOptimizer* z, int i) {
     double t0 = now_seconds();
     comm_wait(&z->pending[i]);
+    if (z->nccl) { comm_nccl_wait(z->ctx, &z->nccl_req[i]); }
     if (z->copy_bf16[i]) {
         float* wide = (float*)z->copy_host[i];
         for (size_t k = 0; k < z->copy_n[i]; k++) { wide[k] = precision__float((uint32_t)z->copy_bf16[i][k] << 16); }
@@ -286,6 +304,7 @@ static void zero_wait_index(ZeroOptimizer* z, int i) {
     z->pending_bucket[i] = z->pending_bucket[last];
     z->copy_dev[i] = z->copy_dev[last]; z->copy_host[i] = z->copy_host[last]; z->copy_n[i] = z->copy_n[last];
     z->copy_bf16[i] = z->copy_bf16[last];
+    z->nccl_req[i] = z->nccl_req[last];
     z->num_pending--;
 }
 
@@ -335,6 +354,7 @@ static double zero_grad_sumsq(ZeroOptimizer* z, float* full_grads, const size_t 
 
 typedef struct {
     CommRequest req;
+    CommNcclReq nreq;  // with nccl (req then stays zeroed)
     floatX* dest;   // where the range goes (device memory); NULL: nothing in flight
     void* host;     // staged: the range's host buffer, copied to dest when the gather is waited for
     size_t n;       // elements
@@ -362,6 +382,11 @@ static void zero_igather_range(ZeroOptimizer* z, const floatX* shard, floatX* de
         comm_iallgatherv_bytes(z->group, at, host, counts, &g->req);
         return;
     }
+    if (z->nccl) {
+        memset(&g->req, 0, sizeof(g->req));
+        comm_nccl_iallgatherv_bytes(z->nccl, z->ctx, mine, dest, counts, &g->nreq);
+        return;
+    }
 #ifdef KERNELS_CUDA
     fatal("internal: unstaged collectives on device buffers need NCCL, which this build does not have");
 #else
@@ -373,6 +398,7 @@ static void zero_gather_wait(ZeroOptimizer* z, ZeroGather* g) {
     if (!g->dest) { return; }
     double t0 = now_seconds();
     comm_wait(&g->req);
+    if (z->nccl) { comm_nccl_wait(z->ctx, &g->nreq); }
     if (g->host) { dev_copy_h2d(z->ctx, g->dest, g->host, g->n * sizeof(floatX)); }
     g->dest = NULL;
     z->gather_seconds += now_seconds() - t0;
@@ -396,6 +422,13 @@ static void zero_adamw_step(ZeroOptimizer* z, floatX* params, float* full_grads,
         dev_sync(z->ctx);
         comm_allgather_f32(z->group, (float*)(void*)(host + z->lo * sizeof(floatX)), (float*)z->host_params, shard_bytes / sizeof(float));
         dev_copy_h2d(z->ctx, params, host, z->n_pad * sizeof(floatX));
+        return;
+    }
+    if (z->nccl) {
+        CommNcclReq r;
+        memset(&r, 0, sizeof(r));
+        comm_nccl_iallgather_inplace_bytes(z->nccl, z->ctx, params, z->shard * sizeof(floatX), &r);
+        comm_nccl_wait(z->ctx, &r);
         return;
     }
 #ifdef KERNELS_CUDA

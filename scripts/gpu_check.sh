@@ -62,14 +62,29 @@ else
         CUDNN_INC="-I$PYDNN/include"
     fi
 fi
+# NCCL (--comm nccl): the toolkit's, else the Python package's (nvidia-nccl-cu13)
+NCCL_DIR=""; NCCL_INC=""
+if [ -e "$LIBDIR/libnccl.so" ] || [ -e "$CUDA_HOME/lib64/libnccl.so" ]; then
+    NCCL_DIR=$([ -e "$LIBDIR/libnccl.so" ] && echo "$LIBDIR" || echo "$CUDA_HOME/lib64")
+else
+    PYNCCL=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+    if [ -n "$PYNCCL" ] && ls "$PYNCCL"/lib/libnccl.so* > /dev/null 2>&1; then
+        NCCL_DIR=$(mktemp -d /tmp/gpu_check_nccl.XXXX)
+        for f in "$PYNCCL"/lib/*.so*; do ln -sf "$f" "$NCCL_DIR/$(basename "$f")"; done
+        ln -sf "$(ls "$PYNCCL"/lib/libnccl.so* | head -n 1)" "$NCCL_DIR/libnccl.so"
+        NCCL_INC="-I$PYNCCL/include"
+    fi
+fi
+echo "NCCL: ${NCCL_DIR:-not found (--comm nccl not built)} $NCCL_INC"
 NVRTC=$(python3 -c 'import nvidia.cuda_nvrtc, os; print(os.path.dirname(nvidia.cuda_nvrtc.__file__) + "/lib")' 2>/dev/null || true)
 echo "cuDNN: ${CUDNN_DIR:-not found (native attention only)} $CUDNN_INC; NVRTC: ${NVRTC:-toolkit}"
-export LD_LIBRARY_PATH="$LIBDIR:${CUDNN_DIR:+$CUDNN_DIR:}${NVRTC:+$NVRTC:}${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$LIBDIR:${CUDNN_DIR:+$CUDNN_DIR:}${NCCL_DIR:+$NCCL_DIR:}${NVRTC:+$NVRTC:}${LD_LIBRARY_PATH:-}"
 
 stage "build"
 JOBS=$(nproc 2>/dev/null || echo 4)
 MK=(NVCC="$NVCC" CUDA_LIB_DIR="$LIBDIR" CUDA_INC="$INC")
 [ -n "$CUDNN_DIR" ] && MK+=(CUDNN_LIB_DIR="$CUDNN_DIR" CUDNN_INC="$CUDNN_INC") || MK+=(NO_CUDNN=1)
+[ -n "$NCCL_DIR" ] && MK+=(NCCL_LIB_DIR="$NCCL_DIR" NCCL_INC="$NCCL_INC") || MK+=(NO_NCCL=1)
 TARGETS="train_gpt train_gpt_cu test_gpt_cu test_gpt_cu_bf16 bench_kernels_cu"
 [ -n "$CUDNN_DIR" ] && TARGETS="$TARGETS tests/test_cudnn_graph"
 if make -j"$JOBS" "${MK[@]}" $TARGETS > gpu_build.log 2>&1; then
@@ -188,6 +203,18 @@ if command -v mpirun > /dev/null 2>&1 && ./train_gpt_cu --version 2>&1 | grep -q
         timeout 180 $MPIRUN ./train_gpt_cu $common2 --tp 2 --sequence-parallel $sp --log /tmp/gpu_tp2_sp$sp.jsonl > gpu_tp2_sp$sp.log 2>&1 || { bad "--tp 2 --sequence-parallel $sp"; tail -n 3 gpu_tp2_sp$sp.log; continue; }
         follows /tmp/gpu_dp1.jsonl /tmp/gpu_tp2_sp$sp.jsonl 1e-2 && ok "--tp 2 --sequence-parallel $sp (2 processes) follows one process (1e-2 relative)" || bad "--tp 2 --sequence-parallel $sp differs from one process"
     done
+    # NCCL on the device buffers: one GPU allows a communicator of one rank only (NCCL refuses two ranks on one GPU),
+    # which still runs every call of the path (grouped reduces, broadcasts, the in-place all-gather, the stream and
+    # event ordering); a sum over one rank is a copy, so the losses must equal --comm mpi's bit for bit
+    if ./train_gpt_cu --version 2>&1 | grep -q nccl; then
+        for z in 1 2 3; do
+            timeout 120 ./train_gpt_cu $common2 --zero $z --comm mpi --log /tmp/gpu_mpi_z$z.jsonl > /dev/null 2>&1
+            timeout 120 ./train_gpt_cu $common2 --zero $z --comm nccl --log /tmp/gpu_nccl_z$z.jsonl > gpu_nccl_z$z.log 2>&1 || { bad "--comm nccl --zero $z"; tail -n 3 gpu_nccl_z$z.log; continue; }
+            follows /tmp/gpu_nccl_z$z.jsonl /tmp/gpu_mpi_z$z.jsonl 0 && ok "--comm nccl --zero $z (one rank) equals --comm mpi bit for bit" || bad "--comm nccl --zero $z differs from --comm mpi"
+        done
+    else
+        echo "(train_gpt_cu built without NCCL here: --comm nccl is skipped)"
+    fi
 else
     echo "(no mpirun, or train_gpt_cu built without MPI here: the multi-process check is skipped)"
 fi

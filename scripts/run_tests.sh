@@ -98,6 +98,7 @@ if [ -x train_gpt_cu ] && ! nvidia-smi > /dev/null 2>&1; then
     expect_fail "train_gpt_cu without a GPU says so" "no usable CUDA device" ./train_gpt_cu --bench 1 --model d2
     expect_fail "test_gpt_cu without a GPU says so" "no usable CUDA device" ./test_gpt_cu --only ops
 fi
+expect_fail "train_gpt --comm nccl is refused on the CPU" "GPU builds only" ./train_gpt --comm nccl --model d2 --steps 1
 if [ -x tests/test_tokenizer ]; then
     run test_tokenizer ./tests/test_tokenizer
 else

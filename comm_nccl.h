@@ -1,0 +1,161 @@
+/*
+comm_nccl.h: the data-parallel collectives of zero.h on device buffers through NCCL (--comm nccl, train_gpt_cu built
+with NCCL). The MPI path of a GPU build (--comm mpi) copies every bucket to pinned host memory, reduces it there and
+copies it back; here the reduction reads and writes the device buffers directly, on a stream of its own, so the
+backward keeps computing while a bucket travels.
+
+Ordering, all on the device (the CPU never waits for a collective here):
+  start:  an event recorded on the compute stream (after the kernels that wrote the bucket), which the communication
+          stream waits for before the NCCL call; then an event recorded on the communication stream after it
+  wait:   the compute stream waits for that second event, so later kernels (the next use of the buffer, AdamW) run
+          after the collective; nothing is copied back, the result is already in place
+NCCL's communicator is made once per group: rank 0 of the group asks NCCL for a unique id and broadcasts it over the
+group's MPI communicator; every member then joins with ncclCommInitRank (one GPU per process: NCCL refuses two ranks
+on one GPU, which is why the tests of several processes on one GPU use --comm mpi).
+
+NCCL has no variable-count collectives. The ZeRO reductions of a bucket that spans several ranks' shards are
+therefore grouped point collectives (ncclGroupStart/End, one NCCL launch): the reduce-scatter with counts c_r is one
+ncclReduce per rank r of its c_r elements to root r; the all-gather with counts is one ncclBroadcast per rank of its
+part from root r. The equal-count all-gather of the parameters after AdamW is one ncclAllGather, in place.
+
+What this does not cover yet: tensor- and pipeline-parallel groups and --grad-compress (they run through MPI, and
+--comm nccl refuses them), and the collective timeout monitor (a hung NCCL peer blocks the next device
+synchronisation; NCCL_TIMEOUT / the job scheduler end it).
+Only static functions: include after comm.h and the kernels header.
+*/
+#ifndef COMM_NCCL_H
+#define COMM_NCCL_H
+
+#if defined(KERNELS_CUDA) && defined(USE_NCCL)
+#include <nccl.h>
+
+static const char* kernels__status(ncclResult_t r) { return r == ncclSuccess ? NULL : ncclGetErrorString(r); }
+
+typedef struct CommNccl {
+    ncclComm_t comm;
+    cudaStream_t stream; // the communication stream
+    int rank, size;
+} CommNccl;
+
+// A started collective: the event recorded on the communication stream after it (NULL: none in flight).
+typedef struct { cudaEvent_t done; } CommNcclReq;
+
+static int comm_nccl_available(void) { return 1; }
+
+// Joins the NCCL communicator of group g (collective over g's MPI communicator).
+static void comm_nccl_init(CommNccl* n, CommGroup* g) {
+    ncclUniqueId id;
+    memset(&id, 0, sizeof(id));
+    if (g->rank == 0) { gpuCheck(ncclGetUniqueId(&id)); }
+    comm_broadcast(g, &id, sizeof(id), 0);
+    n->rank = g->rank;
+    n->size = g->size;
+    gpuCheck(ncclCommInitRank(&n->comm, g->size, id, g->rank));
+    gpuCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+}
+
+static void comm_nccl_free(CommNccl* n) {
+    if (!n || !n->comm) { return; }
+    gpuCheck(cudaStreamSynchronize(n->stream));
+    gpuCheck(ncclCommDestroy(n->comm));
+    gpuCheck(cudaStreamDestroy(n->stream));
+    n->comm = NULL;
+}
+
+// The communication stream waits for what the compute stream has been given so far.
+static void comm_nccl__begin(CommNccl* n, const KernelCtx* ctx) {
+    cudaEvent_t ev;
+    gpuCheck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    gpuCheck(cudaEventRecord(ev, ctx->stream));
+    gpuCheck(cudaStreamWaitEvent(n->stream, ev, 0));
+    gpuCheck(cudaEventDestroy(ev)); // released once it has fired; the wait above is already enqueued
+}
+
+static void comm_nccl__end(CommNccl* n, CommNcclReq* req) {
+    gpuCheck(cudaEventCreateWithFlags(&req->done, cudaEventDisableTiming));
+    gpuCheck(cudaEventRecord(req->done, n->stream));
+}
+
+// The compute stream waits for the collective (no CPU wait); the request is then free.
+static void comm_nccl_wait(const KernelCtx* ctx, CommNcclReq* req) {
+    if (!req->done) { return; }
+    gpuCheck(cudaStreamWaitEvent(ctx->stream, req->done, 0));
+    gpuCheck(cudaEventDestroy(req->done));
+    req->done = NULL;
+}
+
+// buf (count floats) summed over the group, in place.
+static void comm_nccl_iallreduce_sum_f32(CommNccl* n, const KernelCtx* ctx, float* buf, size_t count, CommNcclReq* req) {
+    comm_nccl__begin(n, ctx);
+    gpuCheck(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, n->comm, n->stream));
+    comm_nccl__end(n, req);
+}
+
+// send holds counts[0] + ... + counts[size-1] floats; rank r's part (from the sum of the counts before r) summed over
+// the group lands in rank r's recv (which may be its own part of send: NCCL reduces in place then).
+static void comm_nccl_ireduce_scatterv_sum_f32(CommNccl* n, const KernelCtx* ctx, const float* send, float* recv,
+                                               const size_t* counts, CommNcclReq* req) {
+    comm_nccl__begin(n, ctx);
+    gpuCheck(ncclGroupStart());
+    size_t off = 0;
+    for (int r = 0; r < n->size; r++) {
+        if (counts[r] > 0) {
+            gpuCheck(ncclReduce(send + off, r == n->rank ? recv : (float*)(send + off), counts[r], ncclFloat32, ncclSum, r,
+                                n->comm, n->stream));
+        }
+        off += counts[r];
+    }
+    gpuCheck(ncclGroupEnd());
+    comm_nccl__end(n, req);
+}
+
+// Rank r's counts[r] bytes at its `mine` land at dest + (the sum of the counts before r) on every rank.
+static void comm_nccl_iallgatherv_bytes(CommNccl* n, const KernelCtx* ctx, const void* mine, void* dest, const size_t* counts,
+                                        CommNcclReq* req) {
+    comm_nccl__begin(n, ctx);
+    gpuCheck(ncclGroupStart());
+    size_t off = 0;
+    for (int r = 0; r < n->size; r++) {
+        char* at = (char*)dest + off;
+        if (counts[r] > 0) {
+            gpuCheck(ncclBroadcast(r == n->rank ? mine : at, at, counts[r], ncclUint8, r, n->comm, n->stream));
+        }
+        off += counts[r];
+    }
+    gpuCheck(ncclGroupEnd());
+    comm_nccl__end(n, req);
+}
+
+// buf holds size equal parts of `bytes` each; rank r's part (already in place at buf + r * bytes) reaches every rank.
+static void comm_nccl_iallgather_inplace_bytes(CommNccl* n, const KernelCtx* ctx, void* buf, size_t bytes, CommNcclReq* req) {
+    comm_nccl__begin(n, ctx);
+    gpuCheck(ncclAllGather((char*)buf + (size_t)n->rank * bytes, buf, bytes, ncclUint8, n->comm, n->stream));
+    comm_nccl__end(n, req);
+}
+
+#else // no NCCL in this build: the type exists so zero.h compiles once; nothing here is ever called
+
+typedef struct CommNccl { int unused; } CommNccl;
+typedef struct { int unused; } CommNcclReq;
+static int comm_nccl_available(void) { return 0; }
+static void comm_nccl__none(void) { fatal("internal: an NCCL collective in a build without NCCL"); }
+static void comm_nccl_init(CommNccl* n, CommGroup* g) { (void)n; (void)g; comm_nccl__none(); }
+static void comm_nccl_free(CommNccl* n) { (void)n; }
+static void comm_nccl_wait(const KernelCtx* ctx, CommNcclReq* req) { (void)ctx; (void)req; }
+static void comm_nccl_iallreduce_sum_f32(CommNccl* n, const KernelCtx* ctx, float* buf, size_t count, CommNcclReq* req) {
+    (void)n; (void)ctx; (void)buf; (void)count; (void)req; comm_nccl__none();
+}
+static void comm_nccl_ireduce_scatterv_sum_f32(CommNccl* n, const KernelCtx* ctx, const float* send, float* recv,
+                                               const size_t* counts, CommNcclReq* req) {
+    (void)n; (void)ctx; (void)send; (void)recv; (void)counts; (void)req; comm_nccl__none();
+}
+static void comm_nccl_iallgatherv_bytes(CommNccl* n, const KernelCtx* ctx, const void* mine, void* dest, const size_t* counts,
+                                        CommNcclReq* req) {
+    (void)n; (void)ctx; (void)mine; (void)dest; (void)counts; (void)req; comm_nccl__none();
+}
+static void comm_nccl_iallgather_inplace_bytes(CommNccl* n, const KernelCtx* ctx, void* buf, size_t bytes, CommNcclReq* req) {
+    (void)n; (void)ctx; (void)buf; (void)bytes; (void)req; comm_nccl__none();
+}
+
+#endif
+#endif // COMM_NCCL_H
