@@ -6,6 +6,8 @@
 //   tests/data/fineweb/000_00000.parquet, 001_00000.parquet   the FineWeb stand-in of the dry runs: FineWeb's schema,
 //                                       snappy, dictionary-encoded, data page v1, the text of data/tinyshakespeare.txt
 //                                       cut into paragraphs (one paragraph per document)
+//   tests/data/tinystories/TinyStoriesV2-GPT4-{train,valid}.txt   the TinyStories stand-in: more paragraphs, in that
+//                                       dataset's format (each story followed by a line "<|endoftext|>")
 // The writers are npm packages installed outside the repository (not committed); run from that folder:
 //   mkdir -p /tmp/pq && cd /tmp/pq && npm init -y && npm install @duckdb/node-api@1.5.6-r.1 @dsnp/parquetjs@1.8.8 hyparquet-writer@0.17.0
 //   node /path/to/repo/scripts/make_parquet_tests.mjs
@@ -171,6 +173,15 @@ async function pqjs(file, text, { v2, optional, codec }) {
         await duckCopy('fw', path.join(FW, name), `COMPRESSION snappy, PARQUET_VERSION V1, ROW_GROUP_SIZE 2048, ${DICT}`);
         record(FW, name, part);
     }
+}
+
+// --- the TinyStories stand-in: the dataset's two text files, stories separated by a line "<|endoftext|>" ----------
+{
+    const TS = path.join(REPO, 'tests/data/tinystories');
+    fs.mkdirSync(TS, { recursive: true });
+    const stories = (from, n) => paragraphs.slice(from, from + n).map((p) => `${p}\n<|endoftext|>\n`).join('');
+    fs.writeFileSync(path.join(TS, 'TinyStoriesV2-GPT4-valid.txt'), stories(3000, 30));
+    fs.writeFileSync(path.join(TS, 'TinyStoriesV2-GPT4-train.txt'), stories(3100, 200));
 }
 
 fs.writeFileSync(path.join(PQ, 'expected.txt'), manifest.join('\n') + '\n');
