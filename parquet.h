@@ -359,8 +359,10 @@ static void pq__footer(PqCtx* c, const uint8_t* p, size_t n) {
                 if (pending > 0) { pending += e.num_children - 1; continue; }
                 if (e.num_children < 0 || e.num_children > n_el) { pq__fail(c, "the footer: bad schema (%lld children)", (long long)e.num_children); }
                 pending = e.num_children;
-                if (names_len + e.name_len + 3 < sizeof(names)) {
-                    names_len += (size_t)snprintf(names + names_len, sizeof(names) - names_len, "%s%.*s", names_len ? ", " : "", (int)e.name_len, (const char*)e.name);
+                if (names_len + e.name_len + 3 < sizeof(names)) { // the names as printable text: the message is one line
+                    if (names_len) { names[names_len++] = ','; names[names_len++] = ' '; }
+                    for (size_t j = 0; j < e.name_len; j++) { names[names_len++] = e.name[j] < 0x20 || e.name[j] == 0x7f ? '?' : (char)e.name[j]; }
+                    names[names_len] = '\0';
                 }
                 if (!pq__is_column(c, e.name, e.name_len)) { continue; }
                 found = 1;

@@ -6,6 +6,7 @@
 //   tests/data/fineweb/000_00000.parquet, 001_00000.parquet   the FineWeb stand-in of the dry runs: FineWeb's schema,
 //                                       snappy, dictionary-encoded, data page v1, the text of data/tinyshakespeare.txt
 //                                       cut into paragraphs (one paragraph per document)
+//   fuzz/corpus/parquet/*.parquet      seeds of the fuzz target fuzz/parquet.c (a few rows each)
 //   tests/data/tinystories/TinyStoriesV2-GPT4-{train,valid}.txt   the TinyStories stand-in: more paragraphs, in that
 //                                       dataset's format (each story followed by a line "<|endoftext|>")
 // The writers are npm packages installed outside the repository (not committed); run from that folder:
@@ -182,6 +183,31 @@ async function pqjs(file, text, { v2, optional, codec }) {
     const stories = (from, n) => paragraphs.slice(from, from + n).map((p) => `${p}\n<|endoftext|>\n`).join('');
     fs.writeFileSync(path.join(TS, 'TinyStoriesV2-GPT4-valid.txt'), stories(3000, 30));
     fs.writeFileSync(path.join(TS, 'TinyStoriesV2-GPT4-train.txt'), stories(3100, 200));
+}
+
+// --- seeds of the fuzz target fuzz/parquet.c: the same kinds of files, a few short rows each (under 4 KB) ----------
+{
+    const FZ = path.join(REPO, 'fuzz/corpus/parquet');
+    fs.mkdirSync(FZ, { recursive: true });
+    const short = ['a', null, 'b\u0000c', 'caf\u00e9', '', 'a', 'xyzxyzxyzxyzxyzxyzxyz', 'a', null, 'b\u0000c', 'q'];
+    await duckTable('s1', ['text VARCHAR', 'n BIGINT'], short.map((t, i) => [forSql(t), i]));
+    await duck.run(`UPDATE s1 SET text = replace(text, '<NUL>', chr(0)) WHERE text LIKE '%<NUL>%'`);
+    await duckCopy('s1', path.join(FZ, 'dict_snappy.parquet'), `COMPRESSION snappy, PARQUET_VERSION V1, ${DICT}`);
+    await duckCopy('s1', path.join(FZ, 'dict_gzip.parquet'), `COMPRESSION gzip, PARQUET_VERSION V1, ${DICT}`);
+    await duckCopy('s1', path.join(FZ, 'plain_uncompressed.parquet'), 'COMPRESSION uncompressed, PARQUET_VERSION V1');
+    const uniq = short.map((t, i) => (t === null ? null : `${i}${t}`));
+    await pqjsSmall(path.join(FZ, 'v1_pages_snappy.parquet'), uniq, false, true, 'SNAPPY');
+    await pqjsSmall(path.join(FZ, 'v2_required_gzip.parquet'), uniq.map((t) => t ?? 'n'), true, false, 'GZIP');
+    parquetWriteFile({ filename: path.join(FZ, 'v2_dict_nulls.parquet'), columnData: [{ name: 'text', data: short, type: 'STRING' }],
+        pageSize: 20, rowGroupSize: 6, statistics: false });
+    // the harness's input: one byte choosing the column (0: text), then the file
+    for (const f of fs.readdirSync(FZ)) fs.writeFileSync(path.join(FZ, f), Buffer.concat([Buffer.from([0]), fs.readFileSync(path.join(FZ, f))]));
+}
+async function pqjsSmall(file, text, v2, optional, codec) {
+    const schema = new parquetjs.ParquetSchema({ text: { type: 'UTF8', optional, compression: codec } });
+    const w = await parquetjs.ParquetWriter.openFile(schema, file, { useDataPageV2: v2, pageSize: 3, rowGroupSize: 6 });
+    for (const t of text) await w.appendRow(t === null ? {} : { text: t });
+    await w.close();
 }
 
 fs.writeFileSync(path.join(PQ, 'expected.txt'), manifest.join('\n') + '\n');
