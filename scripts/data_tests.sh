@@ -38,8 +38,10 @@ fi
 
 # decodes FILE; checks "VALUES SHA256" of its output
 check_decode() {
-    local f=$1 want=$2 got
-    if ! "$PQ" "$f" > "$S/out.bin" 2> "$S/err.txt"; then fail "decode $f" "exit status $?: $(head -c 300 "$S/err.txt")"; return; fi
+    local f=$1 want=$2 got rc
+    "$PQ" "$f" > "$S/out.bin" 2> "$S/err.txt"
+    rc=$?
+    if [ "$rc" -ne 0 ]; then fail "decode $f" "exit status $rc: $(head -c 300 "$S/err.txt")"; return; fi
     got="$(tr -cd '\0' < "$S/out.bin" | wc -c) $(sha256sum < "$S/out.bin" | cut -c1-64)"
     check "decode $f" "$([ "$got" = "$want" ] || echo "got $got, expected $want")"
 }
