@@ -6,7 +6,7 @@
 #   make bench      the training-step benchmark (GPT-2 124M, B=4, T=64), one row per --dtype x --recompute
 #   make plot       loss curves of out/default.jsonl (or LOGS="a.jsonl b.jsonl") into out/plot.svg
 #   make asan       test binaries with AddressSanitizer + UBSan
-#   NO_BLAS=1, NO_MPI=1, NO_PCRE2=1, NO_CJSON=1, NO_XXHASH=1, NO_OPENMP=1 hide a library from the probes
+#   NO_BLAS=1, NO_MPI=1, NO_PCRE2=1, NO_CJSON=1, NO_XXHASH=1, NO_ZLIB=1, NO_OPENMP=1 hide a library from the probes
 #
 # Each binary depends on a stamp, build/<binary>.features, holding the compiler, flags and libraries it is built
 # with. The stamp is rewritten only when that text changes, so installing or removing a library (or changing
@@ -97,6 +97,18 @@ else
   F_XXHASH = no-xxhash
 endif
 
+# --- zlib (parquet_text: GZIP-compressed parquet pages; snappy, FineWeb's codec, is built in) ------------------
+ZLIB_OK := $(if $(filter 1,$(NO_ZLIB)),,$(shell printf '#include <zlib.h>\nint main(void){return zlibVersion() == 0;}\n' | $(CC) -x c - -lz -o /dev/null 2>/dev/null && echo yes))
+ifeq ($(ZLIB_OK),yes)
+  ZLIB_LIBS = -lz
+  FOUND += zlib
+  F_ZLIB = zlib
+else
+  ZLIB_CFLAGS = -DNO_ZLIB
+  LEFT_OUT += "zlib (parquet_text refuses GZIP-compressed parquet files: apt-get install zlib1g-dev)$(if $(filter 1,$(NO_ZLIB)), [hidden by NO_ZLIB=1])"
+  F_ZLIB = no-zlib
+endif
+
 # --- CUDA (train_gpt_cu, test_gpt_cu): nvcc and cuBLASLt; cuDNN and NCCL are probed and reported ------------------
 # Built wherever nvcc is installed, GPU or not (CI compiles and links them; scripts/gpu_check.sh runs them).
 # CUDA_ARCH: the compute capability to build for (90: H100/H200; 80: A100). PRECISION: train_gpt_cu's storage type
@@ -167,7 +179,7 @@ endif
 ifeq ($(PCRE2_OK)$(CJSON_OK),yesyes)
   BINS += tokenize tests/test_tokenizer
 endif
-BINS += tests/test_dataloader tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_hellaswag tests/test_precision tests/test_pp bench_checksum
+BINS += parquet_text tests/test_dataloader tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_hellaswag tests/test_precision tests/test_pp bench_checksum
 ifneq ($(MPICC),)
   BINS += bench_comm tests/test_comm tests/test_tp tests/test_powersgd
 endif
@@ -179,6 +191,7 @@ FEATURES_train_gpt = $(CC_DESC) $(OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON
 FEATURES_test_gpt = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON); $(F_XXHASH)
 FEATURES_tests/test_hf = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_CJSON); $(F_XXHASH)
 FEATURES_tokenize = $(CC_DESC) $(OPT); $(F_OMP); pcre2; $(F_CJSON)
+FEATURES_parquet_text = $(CC_DESC) $(OPT); $(F_ZLIB)
 FEATURES_tests/test_tokenizer = $(CC_DESC) $(TEST_OPT); $(F_OMP); pcre2; $(F_CJSON)
 FEATURES_tests/test_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
 FEATURES_tests/test_tp_runs = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_XXHASH)
@@ -231,6 +244,10 @@ tests/test_hf: tests/test_hf.c train_gpt.c tests/testing.h $(HEADERS) $(call sta
 
 tokenize: tokenize.c tokenizer.h json.h utils.h hellaswag.h $(call stamp,tokenize)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BUILD_DEFS) $< -o $@ $(TOK_LIBS) $(CJSON_LIBS) $(LDLIBS)
+
+# parquet_text: a string column of parquet files as NUL-terminated documents (scripts/prepare_fineweb.sh)
+parquet_text: parquet_text.c parquet.h utils.h $(call stamp,parquet_text)
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(ZLIB_CFLAGS) $(BUILD_DEFS) $< -o $@ $(ZLIB_LIBS) $(LDLIBS)
 
 tests/test_tokenizer: tests/test_tokenizer.c tests/testing.h tokenizer.h json.h utils.h $(call stamp,tests/test_tokenizer)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(TOK_LIBS) $(CJSON_LIBS) $(LDLIBS)
@@ -333,7 +350,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu
+	rm -f train_gpt test_gpt tokenize parquet_text bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu
 	rm -rf build
 
 # ==============================================================================================================
@@ -350,8 +367,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(sort $(basename $(notdir $(wildcard fuzz/*.c))))
 FUZZ_CFLAGS = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -Wno-unknown-pragmas -std=gnu11 \
               -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-              -DFUZZING -I. $(XXHASH_CFLAGS)
-FUZZ_LIBS = -lpcre2-8 $(CJSON_LIBS) -lm
+              -DFUZZING -I. $(XXHASH_CFLAGS) $(ZLIB_CFLAGS)
+FUZZ_LIBS = -lpcre2-8 $(CJSON_LIBS) $(ZLIB_LIBS) -lm
 ifneq ($(CJSON_OK),yes)
   FUZZ_TARGETS := $(filter-out safetensors vocab encode,$(FUZZ_TARGETS)) # need cJSON (see above)
 endif
@@ -367,7 +384,7 @@ endif
 ifeq ($(FUZZ_OK),yes)
 fuzz-build: $(addprefix fuzz/bin/,$(FUZZ_TARGETS))
 
-fuzz/bin/%: fuzz/%.c fuzz/fuzz_common.h fuzz/encoder_checks.h train_gpt.c $(HEADERS)
+fuzz/bin/%: fuzz/%.c fuzz/fuzz_common.h fuzz/encoder_checks.h train_gpt.c $(HEADERS) parquet.h
 	@mkdir -p fuzz/bin
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< -o $@ $(FUZZ_LIBS)
 

@@ -25,7 +25,7 @@ fi
 max_len() {
     case "$1" in
         vocab) echo 16384 ;;
-        shard | checkpoint | model | tokenizer_bin | hellaswag) echo 8192 ;;
+        shard | checkpoint | model | tokenizer_bin | hellaswag | parquet) echo 8192 ;;
         *) echo 4096 ;;
     esac
 }

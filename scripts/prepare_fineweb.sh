@@ -1,36 +1,85 @@
 #!/usr/bin/env bash
-# prepare_fineweb.sh: FineWeb (or FineWeb-Edu) 10B-token sample as GPT-2 token shards, laid out like llm.c's
-# dev/data/fineweb.py: 100M tokens per shard, the first 100M tokens are the validation split. Needs the network,
-# python3 with pyarrow (pip install pyarrow) and about 20 GB of disk for the shards; not run by the tests.
+# prepare_fineweb.sh: a FineWeb (or FineWeb-Edu) sample as GPT-2 token shards, laid out like llm.c's
+# dev/data/fineweb.py: 100M tokens per shard, the first 100M tokens are the validation split. Needs the network
+# and about 20 GB of disk for the 10BT shards (200 GB for 100BT); no Python: ./parquet_text reads the parquet files.
 #
-#   scripts/prepare_fineweb.sh [OUT_DIR]        (default OUT_DIR: data/fineweb10B, or data/edu_fineweb10B)
-#   FINEWEB_VARIANT=fineweb|edu                 (default fineweb)
-#   FINEWEB_NUM_FILES=N                         parquet files of the sample to use (default 14: all of 10BT)
-#   GPT2_VOCAB_DIR=DIR                          existing vocab dir (default: data/gpt2, downloaded if missing)
+#   scripts/prepare_fineweb.sh [OUT_DIR]   (default OUT_DIR: data/fineweb10B, data/fineweb100B, data/edu_fineweb10B or
+#                                           data/edu_fineweb100B, after the variant and the sample)
+#   FINEWEB_VARIANT=fineweb|edu            (default fineweb)
+#   FINEWEB_SAMPLE=10BT|100BT              the sample (default 10BT); its files are listed through the Hugging Face API
+#                                          (falling back to the names 000_00000.parquet, 001_00000.parquet, ...)
+#   FINEWEB_NUM_FILES=N                    only the first N parquet files (default: all of the sample)
+#   FINEWEB_SHARD_SIZE=N                   tokens per shard (default 100000000)
+#   FINEWEB_VAL_TOKENS=N                   tokens of the validation split, the first ones (default 100000000)
+#   FINEWEB_LOCAL=DIR                      read DIR/*.parquet (in name order) instead of downloading: no network, no
+#                                          curl (the tests and the dry runs point it at tests/data/fineweb)
+#   GPT2_VOCAB_DIR=DIR                     existing vocab dir (default: data/gpt2, downloaded if missing)
 #
-# The parquet files are fetched one at a time to a temporary folder, their "text" column is written as
-# NUL-terminated documents into one `./tokenize shards` process, and each file is deleted when read. Every
-# document is preceded by <|endoftext|>. Output: OUT_DIR/fineweb_val_000000.bin, fineweb_train_000000.bin, ...
-# and gpt2_tokenizer.bin. Idempotent: skips when OUT_DIR/DONE exists (written only after a complete run).
+# Streaming: the parquet files are fetched one at a time to a temporary folder, their "text" column is written as
+# NUL-terminated documents (./parquet_text) into one `./tokenize shards` process, and each file is deleted when
+# read. Every document is preceded by <|endoftext|>. Output: OUT_DIR/fineweb_val_000000.bin,
+# fineweb_train_000000.bin, ... and gpt2_tokenizer.bin.
+# Atomic and idempotent: the shards are written to OUT_DIR/.incomplete.PID and moved into OUT_DIR only when every
+# file was read and tokenized, then OUT_DIR/DONE is written; a run that fails or is killed leaves no DONE (and its
+# partial shards are never moved in), so the next run starts over. A run finding DONE does nothing.
 set -euo pipefail
 
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s/%s\n' "$PWD" "$1" ;; esac; }
+die() { echo "error: $*" >&2; exit 1; }
+posint() { [[ "$2" =~ ^[1-9][0-9]{0,17}$ ]] || die "$1: '$2' is not a positive integer"; }
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
 VARIANT="${FINEWEB_VARIANT:-fineweb}"
+SAMPLE="${FINEWEB_SAMPLE:-10BT}"
 case "$VARIANT" in
-    fineweb) REPO_ID="HuggingFaceFW/fineweb"; DEFAULT_OUT="data/fineweb10B" ;;
-    edu) REPO_ID="HuggingFaceFW/fineweb-edu"; DEFAULT_OUT="data/edu_fineweb10B" ;;
-    *) echo "error: FINEWEB_VARIANT: '$VARIANT' is not fineweb or edu" >&2; exit 1 ;;
+    fineweb) REPO_ID="HuggingFaceFW/fineweb"; PREFIX="fineweb" ;;
+    edu) REPO_ID="HuggingFaceFW/fineweb-edu"; PREFIX="edu_fineweb" ;;
+    *) die "FINEWEB_VARIANT: '$VARIANT' is not fineweb or edu" ;;
 esac
-OUT_DIR="$(abspath "${1:-$DEFAULT_OUT}")"
-NUM_FILES="${FINEWEB_NUM_FILES:-14}"
-[[ "$NUM_FILES" =~ ^[1-9][0-9]*$ ]] || { echo "error: FINEWEB_NUM_FILES: '$NUM_FILES' is not a positive integer" >&2; exit 1; }
-BASE="https://huggingface.co/datasets/$REPO_ID/resolve/main/sample/10BT"
+case "$SAMPLE" in
+    10BT | 100BT) ;;
+    *) die "FINEWEB_SAMPLE: '$SAMPLE' is not 10BT or 100BT" ;;
+esac
+OUT_DIR="$(abspath "${1:-data/${PREFIX}${SAMPLE%T}}")"
+NUM_FILES="${FINEWEB_NUM_FILES:-}"
+[[ -z "$NUM_FILES" ]] || posint FINEWEB_NUM_FILES "$NUM_FILES"
+SHARD_SIZE="${FINEWEB_SHARD_SIZE:-100000000}"
+posint FINEWEB_SHARD_SIZE "$SHARD_SIZE"
+VAL_TOKENS="${FINEWEB_VAL_TOKENS:-100000000}"
+posint FINEWEB_VAL_TOKENS "$VAL_TOKENS"
+LOCAL=""
+if [[ -n "${FINEWEB_LOCAL:-}" ]]; then
+    LOCAL="$(abspath "$FINEWEB_LOCAL")"
+    [[ -d "$LOCAL" ]] || die "FINEWEB_LOCAL: '$FINEWEB_LOCAL' is not a directory"
+fi
+API="https://huggingface.co/api/datasets/$REPO_ID/tree/main/sample/$SAMPLE"
+BASE="https://huggingface.co/datasets/$REPO_ID/resolve/main"
 VOCAB_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
 if [[ -f "$OUT_DIR/DONE" ]]; then echo "prepare_fineweb: $OUT_DIR is up to date"; exit 0; fi
-command -v curl >/dev/null || { echo "error: curl is needed to download the dataset" >&2; exit 1; }
-python3 -c 'import pyarrow.parquet' 2>/dev/null || { echo "error: python3 with pyarrow is needed (pip install pyarrow)" >&2; exit 1; }
+
+# the files to read: local ones in name order, or the sample's as listed by the Hugging Face API
+FILES=()
+if [[ -n "$LOCAL" ]]; then
+    shopt -s nullglob
+    FILES=("$LOCAL"/*.parquet)
+    shopt -u nullglob
+    ((${#FILES[@]} > 0)) || die "FINEWEB_LOCAL: no *.parquet files in '$LOCAL'"
+else
+    command -v curl >/dev/null || die "curl is needed to download the dataset (or set FINEWEB_LOCAL=DIR)"
+    # the API answers JSON entries like {"type":"file","path":"sample/10BT/000_00000.parquet",...}
+    listing="$(curl -fsSL --retry 3 "$API" 2>/dev/null | grep -o '"path":"[^"]*\.parquet"' | sed -e 's/^"path":"//' -e 's/"$//' | sort || true)"
+    if [[ -n "$listing" ]]; then
+        mapfile -t FILES <<< "$listing"
+    else
+        n="${NUM_FILES:-}"
+        [[ -n "$n" || "$SAMPLE" != 10BT ]] || n=14 # the 10BT sample: 000_00000.parquet .. 013_00000.parquet
+        [[ -n "$n" ]] || die "cannot list the files of $REPO_ID sample/$SAMPLE ($API); set FINEWEB_NUM_FILES=N to fetch 000_00000.parquet .. N-1"
+        echo "prepare_fineweb: warning: cannot list $API, trying $n files named NNN_00000.parquet" >&2
+        for ((i = 0; i < n; i++)); do FILES+=("$(printf 'sample/%s/%03d_00000.parquet' "$SAMPLE" "$i")"); done
+    fi
+fi
+if [[ -n "$NUM_FILES" ]] && ((NUM_FILES < ${#FILES[@]})); then FILES=("${FILES[@]:0:NUM_FILES}"); fi
 
 if [[ -n "${GPT2_VOCAB_DIR:-}" ]]; then
     VOCAB="$(abspath "$GPT2_VOCAB_DIR")"
@@ -38,37 +87,47 @@ else
     VOCAB="$REPO/data/gpt2"
     mkdir -p "$VOCAB"
     for f in encoder.json vocab.bpe; do
-        [[ -f "$VOCAB/$f" ]] || { curl -fsSL --retry 3 -o "$VOCAB/$f.tmp.$$" "$VOCAB_URL/$f" && mv "$VOCAB/$f.tmp.$$" "$VOCAB/$f"; }
+        [[ -f "$VOCAB/$f" ]] && continue
+        command -v curl >/dev/null || die "curl is needed to download the GPT-2 vocabulary ($VOCAB/$f is missing)"
+        curl -fsSL --retry 3 -o "$VOCAB/$f.tmp.$$" "$VOCAB_URL/$f" && mv "$VOCAB/$f.tmp.$$" "$VOCAB/$f"
     done
 fi
 
 cd "$REPO"
 [[ -x ./tokenize ]] || make tokenize
+[[ -x ./parquet_text ]] || make parquet_text
 mkdir -p "$OUT_DIR"
+# staging folders of earlier runs that died (their process is gone) are removed; a running one's is left alone
+for d in "$OUT_DIR"/.incomplete.*; do
+    [[ -d "$d" ]] || continue
+    kill -0 "${d##*.incomplete.}" 2>/dev/null || rm -rf "$d"
+done
+STAGE="$OUT_DIR/.incomplete.$$"
 TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+trap 'rm -rf "$TMP" "$STAGE"' EXIT
+mkdir "$STAGE"
 
-# Writes every document of every parquet file to stdout, each followed by a NUL byte.
+# Writes every document of every parquet file to stdout, each followed by a NUL byte; one file on disk at a time.
 produce() {
-    for ((i = 0; i < NUM_FILES; i++)); do
-        local name
-        name="$(printf '%03d_00000.parquet' "$i")"
-        echo "prepare_fineweb: downloading $name" >&2
-        curl -fsSL --retry 3 -o "$TMP/part.parquet" "$BASE/$name"
-        python3 -c '
-import sys, pyarrow.parquet as pq
-out = sys.stdout.buffer
-for batch in pq.ParquetFile(sys.argv[1]).iter_batches(columns=["text"], batch_size=4096):
-    for text in batch.column(0).to_pylist():
-        out.write(text.encode("utf-8", "surrogatepass").replace(b"\0", b""))
-        out.write(b"\0")
-' "$TMP/part.parquet"
-        rm -f "$TMP/part.parquet"
+    local f
+    for f in "${FILES[@]}"; do
+        if [[ -n "$LOCAL" ]]; then
+            echo "prepare_fineweb: reading $f" >&2
+            ./parquet_text "$f"
+        else
+            echo "prepare_fineweb: downloading $f" >&2
+            curl -fsSL --retry 3 -o "$TMP/part.parquet" "$BASE/$f"
+            ./parquet_text "$TMP/part.parquet"
+            rm -f "$TMP/part.parquet"
+        fi
     done
 }
 
-produce | ./tokenize shards --vocab "$VOCAB" --out-dir "$OUT_DIR" --name fineweb \
-    --shard-size 100000000 --val-tokens 100000000 --doc-sep '\0' --drop-sep
-./tokenize export-bin --vocab "$VOCAB" --out "$OUT_DIR/gpt2_tokenizer.bin"
+produce | ./tokenize shards --vocab "$VOCAB" --out-dir "$STAGE" --name fineweb \
+    --shard-size "$SHARD_SIZE" --val-tokens "$VAL_TOKENS" --doc-sep '\0' --drop-sep
+./tokenize export-bin --vocab "$VOCAB" --out "$STAGE/gpt2_tokenizer.bin"
+# complete: replace whatever an earlier, unfinished run left, then mark the set done
+rm -f "$OUT_DIR"/fineweb_val_*.bin "$OUT_DIR"/fineweb_train_*.bin "$OUT_DIR/gpt2_tokenizer.bin"
+mv "$STAGE"/* "$OUT_DIR"/
 touch "$OUT_DIR/DONE"
-echo "prepare_fineweb: done, outputs in $OUT_DIR"
+echo "prepare_fineweb: done, $(ls "$OUT_DIR" | grep -c '^fineweb_.*\.bin$') shards in $OUT_DIR"

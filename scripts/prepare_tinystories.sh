@@ -1,25 +1,42 @@
 #!/usr/bin/env bash
-# prepare_tinystories.sh: TinyStories (GPT-4 stories, V2) as GPT-2 token shards. Needs the network; not run by
-# the tests.
+# prepare_tinystories.sh: TinyStories (GPT-4 stories, V2) as GPT-2 token shards. Needs the network, unless
+# TINYSTORIES_LOCAL names a folder holding the two files.
 #
 #   scripts/prepare_tinystories.sh [OUT_DIR]        (default OUT_DIR: data/tinystories)
-#   GPT2_VOCAB_DIR=DIR to use an existing vocab dir (default: data/gpt2, downloaded if missing)
+#   TINYSTORIES_LOCAL=DIR        read DIR/TinyStoriesV2-GPT4-{valid,train}.txt instead of downloading (no network, no
+#                                curl; the tests point it at tests/data/tinystories)
+#   TINYSTORIES_SHARD_SIZE=N     tokens per shard (default 100000000)
+#   GPT2_VOCAB_DIR=DIR           an existing vocab dir (default: data/gpt2, downloaded if missing)
 #
 # Streams the dataset's two text files through ./tokenize shards (nothing but the shards is stored):
-#   TinyStoriesV2-GPT4-valid.txt -> OUT_DIR/tinystories_val_000000.bin
-#   TinyStoriesV2-GPT4-train.txt -> OUT_DIR/tinystories_train_000000.bin, ... (100M tokens per shard)
+#   TinyStoriesV2-GPT4-valid.txt -> OUT_DIR/tinystories_val_000000.bin, ...
+#   TinyStoriesV2-GPT4-train.txt -> OUT_DIR/tinystories_train_000000.bin, ...
 # plus OUT_DIR/gpt2_tokenizer.bin. In those files stories are separated by a line "<|endoftext|>"; that line is
-# dropped and each story is preceded by the token <|endoftext|>. Idempotent: skips when OUT_DIR/DONE exists.
+# dropped and each story is preceded by the token <|endoftext|>.
+# Atomic and idempotent: the shards are written to OUT_DIR/.incomplete.PID and moved into OUT_DIR only when both
+# files were tokenized, then OUT_DIR/DONE is written; a run that fails or is killed leaves no DONE and no partial
+# set. A run finding DONE does nothing.
 set -euo pipefail
 
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s/%s\n' "$PWD" "$1" ;; esac; }
+die() { echo "error: $*" >&2; exit 1; }
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT_DIR="$(abspath "${1:-data/tinystories}")"
+SHARD_SIZE="${TINYSTORIES_SHARD_SIZE:-100000000}"
+[[ "$SHARD_SIZE" =~ ^[1-9][0-9]{0,17}$ ]] || die "TINYSTORIES_SHARD_SIZE: '$SHARD_SIZE' is not a positive integer"
+LOCAL=""
+if [[ -n "${TINYSTORIES_LOCAL:-}" ]]; then
+    LOCAL="$(abspath "$TINYSTORIES_LOCAL")"
+    [[ -d "$LOCAL" ]] || die "TINYSTORIES_LOCAL: '$TINYSTORIES_LOCAL' is not a directory"
+    for f in TinyStoriesV2-GPT4-valid.txt TinyStoriesV2-GPT4-train.txt; do
+        [[ -f "$LOCAL/$f" ]] || die "TINYSTORIES_LOCAL: no $f in '$LOCAL'"
+    done
+fi
 BASE="https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main"
 VOCAB_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
 if [[ -f "$OUT_DIR/DONE" ]]; then echo "prepare_tinystories: $OUT_DIR is up to date"; exit 0; fi
-command -v curl >/dev/null || { echo "error: curl is needed to stream the dataset" >&2; exit 1; }
+[[ -n "$LOCAL" ]] || command -v curl >/dev/null || die "curl is needed to stream the dataset (or set TINYSTORIES_LOCAL=DIR)"
 
 if [[ -n "${GPT2_VOCAB_DIR:-}" ]]; then
     VOCAB="$(abspath "$GPT2_VOCAB_DIR")"
@@ -27,20 +44,33 @@ else
     VOCAB="$REPO/data/gpt2"
     mkdir -p "$VOCAB"
     for f in encoder.json vocab.bpe; do
-        [[ -f "$VOCAB/$f" ]] || { curl -fsSL --retry 3 -o "$VOCAB/$f.tmp.$$" "$VOCAB_URL/$f" && mv "$VOCAB/$f.tmp.$$" "$VOCAB/$f"; }
+        [[ -f "$VOCAB/$f" ]] && continue
+        command -v curl >/dev/null || die "curl is needed to download the GPT-2 vocabulary ($VOCAB/$f is missing)"
+        curl -fsSL --retry 3 -o "$VOCAB/$f.tmp.$$" "$VOCAB_URL/$f" && mv "$VOCAB/$f.tmp.$$" "$VOCAB/$f"
     done
 fi
 
 cd "$REPO"
 [[ -x ./tokenize ]] || make tokenize
 mkdir -p "$OUT_DIR"
+for d in "$OUT_DIR"/.incomplete.*; do # staging folders of earlier runs whose process is gone
+    [[ -d "$d" ]] || continue
+    kill -0 "${d##*.incomplete.}" 2>/dev/null || rm -rf "$d"
+done
+STAGE="$OUT_DIR/.incomplete.$$"
+trap 'rm -rf "$STAGE"' EXIT
+mkdir "$STAGE"
+# each split in its own folder: tokenize warns about shards it did not write next to its own
 for split in val train; do
     file=TinyStoriesV2-GPT4-$([[ $split == val ]] && echo valid || echo train).txt
     echo "prepare_tinystories: streaming $file"
-    curl -fsSL --retry 3 "$BASE/$file" |
-        ./tokenize shards --vocab "$VOCAB" --out-dir "$OUT_DIR" --name tinystories --split "$split" \
-            --doc-sep '\n<|endoftext|>\n' --drop-sep
+    if [[ -n "$LOCAL" ]]; then cat "$LOCAL/$file"; else curl -fsSL --retry 3 "$BASE/$file"; fi |
+        ./tokenize shards --vocab "$VOCAB" --out-dir "$STAGE/$split" --name tinystories --split "$split" \
+            --shard-size "$SHARD_SIZE" --doc-sep '\n<|endoftext|>\n' --drop-sep
 done
-./tokenize export-bin --vocab "$VOCAB" --out "$OUT_DIR/gpt2_tokenizer.bin"
+./tokenize export-bin --vocab "$VOCAB" --out "$STAGE/gpt2_tokenizer.bin"
+# complete: replace whatever an earlier, unfinished run left, then mark the set done
+rm -f "$OUT_DIR"/tinystories_val_*.bin "$OUT_DIR"/tinystories_train_*.bin "$OUT_DIR/gpt2_tokenizer.bin"
+mv "$STAGE"/val/* "$STAGE"/train/* "$STAGE/gpt2_tokenizer.bin" "$OUT_DIR"/
 touch "$OUT_DIR/DONE"
 echo "prepare_tinystories: done, outputs in $OUT_DIR"

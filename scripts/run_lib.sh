@@ -226,15 +226,15 @@ run_training() {
     done
 }
 
-# build: the trainer (and the tokenizer for the data). Sets TRAINER.
+# build: the trainer (and the tokenizer and the parquet reader for the data). Sets TRAINER.
 build() {
     if [[ "$DRY_RUN" == 1 ]]; then
-        make -s train_gpt tokenize
+        make -s train_gpt tokenize parquet_text
         TRAINER=./train_gpt
         return
     fi
     if [[ -z "${TRAINER:-}" ]]; then
         if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then TRAINER=./train_gpt_cu; else TRAINER=./train_gpt; fi
     fi
-    make -s "${TRAINER#./}" tokenize
+    make -s "${TRAINER#./}" tokenize parquet_text
 }

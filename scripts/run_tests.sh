@@ -137,6 +137,9 @@ run elastic_tests bash scripts/elastic_tests.sh
 # across hosts, resume on one host, a killed rank on the other host
 run multihost_tests bash scripts/multihost_tests.sh
 run test_build bash scripts/test_build.sh
+# data preparation offline: parquet_text on the committed parquet files (and malformed ones, under ASan), then
+# prepare_fineweb.sh / prepare_tinystories.sh on the stand-ins in tests/data (shards, atomicity, bad settings)
+run data_tests bash scripts/data_tests.sh
 # every reproduction script (scripts/run_gpt2_*.sh, run_gpt3_*.sh) through its dry run: 2 steps scaled down on the CPU,
 # the plan for the real size, resume, tp/pp layouts, refusals
 run run_scripts_tests bash scripts/run_scripts_tests.sh
