@@ -46,6 +46,8 @@
 set -u
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=log_lib.sh
+source "$ROOT/scripts/log_lib.sh" # log_cut
 TRAIN="${TRAIN_GPT:-$ROOT/train_gpt}"
 read -r -a MPI <<< "${ELASTIC_MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}"
 FAULT_ATTEMPTS="${ELASTIC_FAULT_ATTEMPTS:-1}"
@@ -170,14 +172,10 @@ p=$(batch_problem "$NP")
 
 # cut_log STEP: drops the --log lines of steps after STEP (the restart runs them again)
 cut_log() {
-    [ -n "$LOG" ] && [ -f "$LOG" ] || return 0
-    local tmp="$LOG.elastic.$$" before after
-    before=$(wc -l < "$LOG")
-    if awk -v s="$1" 'match($0, /^\{"step": [0-9]+/) && substr($0, 10, RLENGTH - 9) + 0 > s { next } { print }' "$LOG" > "$tmp" &&
-        after=$(wc -l < "$tmp") && mv -f "$tmp" "$LOG"; then
-        [ "$before" -eq "$after" ] || say "cut $LOG back to step $1 ($((before - after)) line(s) of later steps, which the restart runs again, dropped)"
+    local msg
+    if msg=$(log_cut "$LOG" "$1"); then
+        [ -z "$msg" ] || say "$msg"
     else
-        rm -f "$tmp"
         say "warning: could not cut $LOG back to step $1: its later steps will appear twice"
     fi
 }

@@ -27,6 +27,8 @@ set -euo pipefail
 
 RUN_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_REPO"
+# shellcheck source=log_lib.sh
+source "$RUN_REPO/scripts/log_lib.sh" # log_cut
 
 DRY_RUN="${DRY_RUN:-0}"
 [[ "$DRY_RUN" == 0 || "$DRY_RUN" == 1 ]] || { echo "error: DRY_RUN='$DRY_RUN' (0 or 1)" >&2; exit 2; }
@@ -135,9 +137,21 @@ launch() {
     "${mpi[@]}" "$@"
 }
 
-# resume_args: "--resume OUT" when OUT holds a checkpoint (the trainer takes the newest complete one).
+# resume_args: "--resume OUT" when OUT holds a checkpoint (the trainer takes the one OUT/latest names).
 resume_args() {
     if compgen -G "$OUT/state_*.bin" > /dev/null; then echo "--resume $OUT"; fi
+}
+
+# cut_resumed_log: before a run resumes from OUT/latest's step, drops its log's lines of later steps (the resumed
+# run repeats them), so log.jsonl holds every step once.
+cut_resumed_log() {
+    [[ -f "$OUT/latest" ]] && compgen -G "$OUT/state_*.bin" > /dev/null || return 0
+    local step
+    step="$(tr -d '[:space:]' < "$OUT/latest")"
+    [[ "$step" =~ ^[0-9]+$ ]] || return 0 # the trainer names a malformed latest itself
+    local log
+    log="$(args_get --log)"
+    log_cut "$log" "$step" || echo "warning: could not cut $log back to step $step: its later steps will appear twice"
 }
 
 # dry_scale: the real command line scaled down for the CPU (see the top of this file); sets DRY_NP.
@@ -186,6 +200,7 @@ run_training() {
         if [[ -f "$final" ]]; then
             echo "dry run: $RUN_NAME is complete ($final exists)"
         else
+            cut_resumed_log
             echo "dry run: ./train_gpt ${ARGS[*]} $(resume_args)"
             # shellcheck disable=SC2046 # resume_args is empty or two words
             launch "$DRY_NP" ./train_gpt "${ARGS[@]}" $(resume_args)
@@ -221,6 +236,7 @@ run_training() {
         fi
         ((attempt > 0)) && { echo "$RUN_NAME: attempt $attempt failed; retrying from the newest checkpoint in 30 s"; sleep 30; }
         attempt=$((attempt + 1))
+        cut_resumed_log
         # shellcheck disable=SC2046
         launch "$RUN_NP" "$TRAINER" "${ARGS[@]}" $(resume_args) || true
     done

@@ -71,17 +71,21 @@ if [[ "run_gpt2_124M" =~ $ONLY ]]; then
     grep -q "^dry run: gpt2_124M is complete" "$T/again.out" || problems="$problems; no 'is complete' line"
     [ "$(steps_of "$T/dry/gpt2_124M/out/log.jsonl")" = "1 2" ] || problems="$problems; the log has steps '$(steps_of "$T/dry/gpt2_124M/out/log.jsonl")'"
     check "run_gpt2_124M: re-running the finished dry run trains nothing" "$problems"
-    # cut back to the step-1 checkpoint: re-running resumes from it and ends with the same model, byte for byte
+    # cut back to the step-1 checkpoint, as a run killed before step 2's checkpoint was committed leaves it (the pair
+    # gone and `latest` still naming step 1): re-running resumes from it and ends with the same model, byte for byte
     d="$T/dry/gpt2_124M/out"
     cp "$d/model_00000002.bin" "$T/model_uninterrupted.bin"
     rm -f "$d/model_00000002.bin" "$d/state_00000002.bin"
+    echo 1 > "$d/latest"
     dry run_gpt2_124M "$T/resume.out"
     rc=$?
     problems=""
     [ "$rc" = 0 ] || problems="exit $rc: $(tail -n 3 "$T/resume.out" | tr '\n' ' ')"
     grep -q -- "--resume $d" "$T/resume.out" || problems="$problems; not resumed with --resume $d"
     cmp -s "$d/model_00000002.bin" "$T/model_uninterrupted.bin" || problems="$problems; the final model differs from the uninterrupted run's"
-    check "run_gpt2_124M: re-running after losing the last checkpoint resumes from step 1 and ends bit for bit as the uninterrupted run" "$problems"
+    grep -q "^cut $d/log.jsonl back to step 1 " "$T/resume.out" || problems="$problems; the log was not cut back to step 1"
+    [ "$(steps_of "$d/log.jsonl")" = "1 2" ] || problems="$problems; the log has steps '$(steps_of "$d/log.jsonl")' (want each once: 1 2)"
+    check "run_gpt2_124M: re-running after losing the last checkpoint resumes from step 1, logs step 2 once, and ends bit for bit as the uninterrupted run" "$problems"
 fi
 
 if [[ "layouts" =~ $ONLY ]]; then
