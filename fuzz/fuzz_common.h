@@ -56,6 +56,12 @@ fuzz/fuzz_common.h: what every libFuzzer harness in fuzz/ shares. Include it FIR
 #include <omp.h>
 #endif
 
+// The input of one run of a harness whose run() takes the fuzzer's bytes as they are (fuzz_call's argument).
+typedef struct {
+    const uint8_t* data;
+    size_t size;
+} FuzzInput;
+
 // ----------------------------------------------------------------------------
 // resource tracking
 

@@ -19,11 +19,6 @@ with every token loss 1, an ending's summed loss is its length and both answers 
 
 #define CONFIG_BYTES 3
 
-typedef struct {
-    const uint8_t* data;
-    size_t size;
-} Input;
-
 // Checks one accepted example: its fields, and the rows, losses and answers the scoring makes of it.
 static void check_example(const HellaSwag* hs, int e, int vocab, int max_row) {
     const HsExample* x = &hs->ex[e];
@@ -70,7 +65,7 @@ static void check_example(const HellaSwag* hs, int e, int vocab, int max_row) {
 }
 
 static void run(void* arg) {
-    const Input* in = (const Input*)arg;
+    const FuzzInput* in = (const FuzzInput*)arg;
     const uint8_t* d = in->data;
     size_t n = in->size;
     int vocab = 1 + (int)fuzz_le(d, n, 0, 2);
@@ -101,7 +96,7 @@ static void run(void* arg) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    Input in = {data, size};
+    FuzzInput in = {data, size};
     fuzz_call(run, &in);
     return 0;
 }

@@ -15,13 +15,8 @@ libFuzzer's -malloc_limit_mb reports one as a finding.
 #define TRAIN_GPT_NO_MAIN
 #include "train_gpt.c" // defines: model_read_header, gpt_alloc_params, model_load_params, gpt_free
 
-typedef struct {
-    const uint8_t* data;
-    size_t size;
-} Input;
-
 static void run(void* arg) {
-    const Input* in = (const Input*)arg;
+    const FuzzInput* in = (const FuzzInput*)arg;
     char path[1024];
     fuzz_write_file("model.bin", in->data, in->size, path, sizeof(path));
     GPTConfig g;
@@ -40,7 +35,7 @@ static void run(void* arg) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    Input in = {data, size};
+    FuzzInput in = {data, size};
     fuzz_call(run, &in);
     return 0;
 }

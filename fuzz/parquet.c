@@ -35,13 +35,8 @@ static int on_value(void* user, const uint8_t* v, size_t len) {
     return t->n >= MAX_VALUES;
 }
 
-typedef struct {
-    const uint8_t* data;
-    size_t size;
-} Input;
-
 static void run(void* arg) {
-    const Input* in = (const Input*)arg;
+    const FuzzInput* in = (const FuzzInput*)arg;
     if (in->size < 1) { return; }
     const char* column = in->data[0] == 0 ? "text" : in->data[0] == 1 ? "n" : "id";
     const uint8_t* file = in->data + 1;
@@ -61,7 +56,7 @@ static void run(void* arg) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    Input in = {data, size};
+    FuzzInput in = {data, size};
     fuzz_call(run, &in);
     return 0;
 }

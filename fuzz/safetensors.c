@@ -25,11 +25,6 @@ allocates at most twice the input's size.
 #define TRAIN_GPT_NO_MAIN
 #include "train_gpt.c" // defines: st_open, st_read_f32, st_close, hf_open, hf_load_params, gpt_alloc_params, gpt_free
 
-typedef struct {
-    const uint8_t* data;
-    size_t size;
-} Input;
-
 int LLVMFuzzerInitialize(int* argc, char*** argv);
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
     (void)argc; (void)argv;
@@ -71,7 +66,7 @@ static void check_opened(const StFile* f, size_t size) {
 }
 
 static void run(void* arg) {
-    const Input* in = (const Input*)arg;
+    const FuzzInput* in = (const FuzzInput*)arg;
     char path[1024];
     fuzz_write_file("model.safetensors", in->data, in->size, path, sizeof(path));
     // the generic reader: open, check, read every float tensor
@@ -104,7 +99,7 @@ static void run(void* arg) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    Input in = {data, size};
+    FuzzInput in = {data, size};
     fuzz_call(run, &in);
     return 0;
 }

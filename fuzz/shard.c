@@ -21,11 +21,6 @@ the loader unchanged.
 #define MAX_SHARDS 4
 #define CONFIG_BYTES 17
 
-typedef struct {
-    const uint8_t* data;
-    size_t size;
-} Input;
-
 // Checks one batch: ids below vocab; targets[i] == inputs[i+1] inside each row of T (both come from one window).
 static void check_batch(const DataLoader* dl) {
     size_t BT = (size_t)dl->B * (size_t)dl->T;
@@ -40,7 +35,7 @@ static void check_batch(const DataLoader* dl) {
 }
 
 static void run(void* arg) {
-    const Input* in = (const Input*)arg;
+    const FuzzInput* in = (const FuzzInput*)arg;
     const uint8_t* d = in->data;
     size_t n = in->size;
     int B = 1 + (int)(fuzz_le(d, n, 0, 1) % 8);
@@ -94,7 +89,7 @@ static void run(void* arg) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    Input in = {data, size};
+    FuzzInput in = {data, size};
     fuzz_call(run, &in);
     return 0;
 }

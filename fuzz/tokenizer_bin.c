@@ -12,13 +12,8 @@ to 1..255 bytes followed by a NUL, ids >= vocab_size decode to NULL; a refused f
 
 #include "tokenizer.h" // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_token_length, tokenizer_free
 
-typedef struct {
-    const uint8_t* data;
-    size_t size;
-} Input;
-
 static void run(void* arg) {
-    const Input* in = (const Input*)arg;
+    const FuzzInput* in = (const FuzzInput*)arg;
     char path[1024];
     fuzz_write_file("gpt2_tokenizer.bin", in->data, in->size, path, sizeof(path));
     Tokenizer t;
@@ -43,7 +38,7 @@ static void run(void* arg) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    Input in = {data, size};
+    FuzzInput in = {data, size};
     fuzz_call(run, &in);
     return 0;
 }

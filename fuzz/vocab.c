@@ -28,11 +28,6 @@ input's text.
 #define GEN_MAX_MERGES 64
 #define GEN_HEADER 5
 
-typedef struct {
-    const uint8_t* data;
-    size_t size;
-} Input;
-
 static const char SAMPLE[] = "Hello world! It's 2024: ünïcödé, 日本語, emoji \xF0\x9F\x98\x80, tabs\t\tand   spaces\n\n"
                              "bad \xFF\xC0\x80 bytes \xED\xA0\x80 surrogate, 12345 numbers'll've";
 
@@ -145,7 +140,7 @@ static size_t generate(const uint8_t* d, size_t n) {
 }
 
 static void run(void* arg) {
-    const Input* in = (const Input*)arg;
+    const FuzzInput* in = (const FuzzInput*)arg;
     int generated = in->size > 0 && in->data[0] == 0;
     const uint8_t* text = in->data;
     size_t text_len = in->size;
@@ -179,7 +174,7 @@ static void run(void* arg) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    Input in = {data, size};
+    FuzzInput in = {data, size};
     fuzz_call(run, &in);
     return 0;
 }
