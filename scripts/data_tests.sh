@@ -218,6 +218,67 @@ mkdir -p "$S/cwd"
     FINEWEB_VAL_TOKENS=4000 bash "$OLDPWD/scripts/prepare_fineweb.sh" > /dev/null 2>&1)
 check "FINEWEB_VARIANT=edu FINEWEB_SAMPLE=100BT: data/edu_fineweb100B" "$([ -f "$S/cwd/data/edu_fineweb100B/DONE" ] || ls -R "$S/cwd" | head -n 5)"
 
+# --- prepare_fineweb.sh's download path, against a stand-in for curl (no network) ---------------------------------
+# The stub serves http://hub.test/PATH from $STUB_HUB/PATH ('?' becomes '_'); PATH.link, when present, goes out as a
+# `Link: <URL>; rel="next"` header (the Hub's pagination); PATH.fail fails the request as curl -f does (exit 22).
+HUB=$S/hub
+API_DIR=$HUB/api/datasets/HuggingFaceFW/fineweb/tree/main/sample
+DL_DIR=$HUB/datasets/HuggingFaceFW/fineweb/resolve/main/sample/10BT
+mkdir -p "$S/stubbin" "$API_DIR" "$DL_DIR"
+cat > "$S/stubbin/curl" <<'STUB'
+#!/usr/bin/env bash
+out="" hdr="" url=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -o | -D | --retry) [ "$1" = -o ] && out="$2"; [ "$1" = -D ] && hdr="$2"; shift 2 ;;
+        -*) shift ;;
+        *) url="$1"; shift ;;
+    esac
+done
+echo "$url" >> "$STUB_HUB/requests.log"
+f="$STUB_HUB/${url#http://hub.test/}"
+f="${f//\?/_}"
+{ [ -f "$f" ] && [ ! -e "$f.fail" ]; } || exit 22
+if [ -n "$hdr" ]; then
+    { printf 'HTTP/1.1 200 OK\r\n'; [ -f "$f.link" ] && printf 'Link: <%s>; rel="next"\r\n' "$(cat "$f.link")"; printf '\r\n'; } > "$hdr"
+fi
+if [ -n "$out" ]; then cp "$f" "$out"; else cat "$f"; fi
+STUB
+chmod +x "$S/stubbin/curl"
+cp tests/data/fineweb/000_00000.parquet tests/data/fineweb/001_00000.parquet "$DL_DIR/"
+# the listing in two pages, one file each (and a directory entry, which is not a parquet file)
+printf '[{"type":"file","oid":"x","size":1,"path":"sample/10BT/001_00000.parquet"}]' > "$API_DIR/10BT_cursor=p2"
+printf '[{"type":"directory","oid":"y","size":0,"path":"sample/10BT/extra"},{"type":"file","oid":"z","size":1,"path":"sample/10BT/000_00000.parquet"}]' > "$API_DIR/10BT"
+echo "http://hub.test/api/datasets/HuggingFaceFW/fineweb/tree/main/sample/10BT?cursor=p2" > "$API_DIR/10BT.link"
+hub() { env PATH="$S/stubbin:$PATH" STUB_HUB="$HUB" HF_ENDPOINT=http://hub.test/ FINEWEB_SHARD_SIZE=20000 FINEWEB_VAL_TOKENS=4000 "$@"; }
+same_shards() { # DIR: the same shard files, byte for byte, as the FINEWEB_LOCAL run's
+    local f
+    [ "$(cd "$1" && ls fineweb_*.bin 2>/dev/null)" = "$(cd "$FW" && ls fineweb_*.bin)" ] || { echo "other shard files: $(ls "$1" | tr '\n' ' ')"; return; }
+    for f in "$FW"/fineweb_*.bin; do cmp -s "$f" "$1/${f##*/}" || { echo "${f##*/} differs"; return; }; done
+}
+: > "$HUB/requests.log"
+hub bash scripts/prepare_fineweb.sh "$S/fw_hub" > "$S/hub.log" 2>&1
+rc=$?
+check "download: the listing's two pages followed, both files fetched, the same shards as FINEWEB_LOCAL" \
+    "$([ $rc -eq 0 ] && [ -f "$S/fw_hub/DONE" ] && grep -q 'cursor=p2' "$HUB/requests.log" && [ "$(grep -c 'resolve/main/sample/10BT/00[01]_00000.parquet$' "$HUB/requests.log")" = 2 ] || { echo "exit $rc"; tail -n 3 "$S/hub.log"; })$(same_shards "$S/fw_hub")"
+touch "$API_DIR/10BT.fail"
+hub env FINEWEB_NUM_FILES=2 bash scripts/prepare_fineweb.sh "$S/fw_nolist" > "$S/hub.log" 2>&1
+rc=$?
+check "download: without a listing, FINEWEB_NUM_FILES=2 fetches 000_00000 and 001_00000, the same shards" \
+    "$([ $rc -eq 0 ] && grep -q "warning: cannot list" "$S/hub.log" || { echo "exit $rc"; tail -n 3 "$S/hub.log"; })$(same_shards "$S/fw_nolist")"
+: > "$HUB/requests.log"
+hub bash scripts/prepare_fineweb.sh "$S/fw_nolist14" > "$S/hub.log" 2>&1
+rc=$?
+check "download: without a listing or FINEWEB_NUM_FILES, 10BT's 14 names are tried; the missing third ends the run, no DONE" \
+    "$([ $rc -ne 0 ] && grep -q 'sample/10BT/002_00000.parquet$' "$HUB/requests.log" && [ ! -e "$S/fw_nolist14/DONE" ] || { echo "exit $rc"; tail -n 2 "$S/hub.log"; })"
+rm -f "$API_DIR/10BT.fail"
+touch "$DL_DIR/001_00000.parquet.fail"
+hub bash scripts/prepare_fineweb.sh "$S/fw_dlfail" > "$S/hub.log" 2>&1
+rc=$?
+check "download: a failed download fails the run, leaving no DONE and no shards" \
+    "$([ $rc -ne 0 ] && [ ! -e "$S/fw_dlfail/DONE" ] && [ -z "$(ls "$S/fw_dlfail" 2>/dev/null)" ] || { echo "exit $rc: $(ls -A "$S/fw_dlfail" | tr '\n' ' ')"; tail -n 2 "$S/hub.log"; })"
+rm -f "$DL_DIR/001_00000.parquet.fail"
+
 # --- prepare_tinystories.sh on the TinyStories stand-in ----------------------------------------------------------
 TS=$S/tinystories
 ts() { TINYSTORIES_LOCAL=tests/data/tinystories TINYSTORIES_SHARD_SIZE=5000 "$@"; }

@@ -14,6 +14,8 @@
 #   FINEWEB_LOCAL=DIR                      read DIR/*.parquet (in name order) instead of downloading: no network, no
 #                                          curl (the tests and the dry runs point it at tests/data/fineweb)
 #   GPT2_VOCAB_DIR=DIR                     existing vocab dir (default: data/gpt2, downloaded if missing)
+#   HF_ENDPOINT=URL                        the Hugging Face Hub to list and download from (default
+#                                          https://huggingface.co; a mirror, as huggingface_hub's variable of that name)
 #
 # Streaming: the parquet files are fetched one at a time to a temporary folder, their "text" column is written as
 # NUL-terminated documents (./parquet_text) into one `./tokenize shards` process, and each file is deleted when
@@ -52,11 +54,28 @@ if [[ -n "${FINEWEB_LOCAL:-}" ]]; then
     LOCAL="$(abspath "$FINEWEB_LOCAL")"
     [[ -d "$LOCAL" ]] || die "FINEWEB_LOCAL: '$FINEWEB_LOCAL' is not a directory"
 fi
-API="https://huggingface.co/api/datasets/$REPO_ID/tree/main/sample/$SAMPLE"
-BASE="https://huggingface.co/datasets/$REPO_ID/resolve/main"
+HUB="${HF_ENDPOINT:-https://huggingface.co}"
+HUB="${HUB%/}"
+API="$HUB/api/datasets/$REPO_ID/tree/main/sample/$SAMPLE"
+BASE="$HUB/datasets/$REPO_ID/resolve/main"
 VOCAB_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
 if [[ -f "$OUT_DIR/DONE" ]]; then echo "prepare_fineweb: $OUT_DIR is up to date"; exit 0; fi
+
+# list_sample: the parquet paths of the sample, from the Hugging Face API. It answers a page of JSON entries like
+# {"type":"file","path":"sample/10BT/000_00000.parquet",...} and, when there are more, a header
+# `Link: <URL>; rel="next"` naming the next page; the pages are followed to the end (at most 1000).
+list_sample() {
+    local url="$API" page=0 hdr
+    hdr="$(mktemp)"
+    while [[ -n "$url" ]] && ((page < 1000)); do
+        : > "$hdr"
+        curl -fsSL --retry 3 -D "$hdr" "$url" 2>/dev/null | grep -o '"path":"[^"]*\.parquet"' | sed -e 's/^"path":"//' -e 's/"$//' || true
+        url="$(tr -d '\r' < "$hdr" | grep -i '^link:' | grep -o '<[^>]*>; *rel="next"' | head -n 1 | sed -e 's/^<//' -e 's/>.*$//' || true)"
+        page=$((page + 1))
+    done
+    rm -f "$hdr"
+}
 
 # the files to read: local ones in name order, or the sample's as listed by the Hugging Face API
 FILES=()
@@ -67,8 +86,7 @@ if [[ -n "$LOCAL" ]]; then
     ((${#FILES[@]} > 0)) || die "FINEWEB_LOCAL: no *.parquet files in '$LOCAL'"
 else
     command -v curl >/dev/null || die "curl is needed to download the dataset (or set FINEWEB_LOCAL=DIR)"
-    # the API answers JSON entries like {"type":"file","path":"sample/10BT/000_00000.parquet",...}
-    listing="$(curl -fsSL --retry 3 "$API" 2>/dev/null | grep -o '"path":"[^"]*\.parquet"' | sed -e 's/^"path":"//' -e 's/"$//' | sort || true)"
+    listing="$(list_sample | sort || true)"
     if [[ -n "$listing" ]]; then
         mapfile -t FILES <<< "$listing"
     else
