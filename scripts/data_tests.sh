@@ -300,6 +300,21 @@ mkdir -p "$S/ts_stale/.incomplete.999999"
 echo x > "$S/ts_stale/tinystories_train_000007.bin"
 ts bash scripts/prepare_tinystories.sh "$S/ts_stale" > /dev/null 2>&1
 check "prepare_tinystories: stale staging and shards of an unfinished run removed" "$([ -f "$S/ts_stale/DONE" ] && [ ! -e "$S/ts_stale/.incomplete.999999" ] && [ ! -e "$S/ts_stale/tinystories_train_000007.bin" ] || ls -A "$S/ts_stale" | tr '\n' ' ')"
+# the download path, through the stand-in for curl: the same shards as TINYSTORIES_LOCAL; a failed stream leaves nothing
+TS_DL=$HUB/datasets/roneneldan/TinyStories/resolve/main
+mkdir -p "$TS_DL"
+cp tests/data/tinystories/TinyStoriesV2-GPT4-valid.txt tests/data/tinystories/TinyStoriesV2-GPT4-train.txt "$TS_DL/"
+env PATH="$S/stubbin:$PATH" STUB_HUB="$HUB" HF_ENDPOINT=http://hub.test TINYSTORIES_SHARD_SIZE=5000 \
+    bash scripts/prepare_tinystories.sh "$S/ts_hub" > "$S/hub.log" 2>&1
+rc=$?
+check "prepare_tinystories: downloaded, the same shards as TINYSTORIES_LOCAL" "$([ $rc -eq 0 ] && [ -f "$S/ts_hub/DONE" ] || { echo "exit $rc"; tail -n 2 "$S/hub.log"; })$(
+    for f in "$TS"/tinystories_*.bin; do cmp -s "$f" "$S/ts_hub/${f##*/}" || { echo "${f##*/} differs"; break; }; done)"
+touch "$TS_DL/TinyStoriesV2-GPT4-train.txt.fail"
+env PATH="$S/stubbin:$PATH" STUB_HUB="$HUB" HF_ENDPOINT=http://hub.test TINYSTORIES_SHARD_SIZE=5000 \
+    bash scripts/prepare_tinystories.sh "$S/ts_dlfail" > "$S/hub.log" 2>&1
+rc=$?
+check "prepare_tinystories: a failed download fails the run, leaving no DONE and no shards" \
+    "$([ $rc -ne 0 ] && [ -z "$(ls "$S/ts_dlfail" 2>/dev/null)" ] || { echo "exit $rc: $(ls -A "$S/ts_dlfail" | tr '\n' ' ')"; })"
 for setting in TINYSTORIES_SHARD_SIZE=1e5 TINYSTORIES_SHARD_SIZE=0 TINYSTORIES_LOCAL=/nonexistent; do
     env TINYSTORIES_LOCAL=tests/data/tinystories "$setting" bash scripts/prepare_tinystories.sh "$S/ts_bad2" > "$S/bad.log" 2>&1
     rc=$?

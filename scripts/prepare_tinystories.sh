@@ -7,6 +7,7 @@
 #                                curl; the tests point it at tests/data/tinystories)
 #   TINYSTORIES_SHARD_SIZE=N     tokens per shard (default 100000000)
 #   GPT2_VOCAB_DIR=DIR           an existing vocab dir (default: data/gpt2, downloaded if missing)
+#   HF_ENDPOINT=URL              the Hugging Face Hub to download from (default https://huggingface.co; a mirror)
 #
 # Streams the dataset's two text files through ./tokenize shards (nothing but the shards is stored):
 #   TinyStoriesV2-GPT4-valid.txt -> OUT_DIR/tinystories_val_000000.bin, ...
@@ -32,7 +33,8 @@ if [[ -n "${TINYSTORIES_LOCAL:-}" ]]; then
         [[ -f "$LOCAL/$f" ]] || die "TINYSTORIES_LOCAL: no $f in '$LOCAL'"
     done
 fi
-BASE="https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main"
+HUB="${HF_ENDPOINT:-https://huggingface.co}"
+BASE="${HUB%/}/datasets/roneneldan/TinyStories/resolve/main"
 VOCAB_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
 if [[ -f "$OUT_DIR/DONE" ]]; then echo "prepare_tinystories: $OUT_DIR is up to date"; exit 0; fi
