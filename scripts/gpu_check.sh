@@ -49,32 +49,24 @@ else
     [ -d "$PYLIB/include" ] && INC="-I$PYLIB/include"
 fi
 echo "cuBLASLt: $LIBDIR $INC"
-# cuDNN (and the NVRTC its runtime-compiled engines need): the toolkit's, else the Python packages'
-CUDNN_DIR=""; CUDNN_INC=""
-if [ -e "$LIBDIR/libcudnn.so" ] || [ -e "$CUDA_HOME/lib64/libcudnn.so" ]; then
-    CUDNN_DIR=$([ -e "$LIBDIR/libcudnn.so" ] && echo "$LIBDIR" || echo "$CUDA_HOME/lib64")
-else
-    PYDNN=$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null || true)
-    if [ -n "$PYDNN" ] && ls "$PYDNN"/lib/libcudnn.so* > /dev/null 2>&1; then
-        CUDNN_DIR=$(mktemp -d /tmp/gpu_check_cudnn.XXXX)
-        for f in "$PYDNN"/lib/*.so*; do ln -sf "$f" "$CUDNN_DIR/$(basename "$f")"; done
-        ln -sf "$(ls "$PYDNN"/lib/libcudnn.so* | head -n 1)" "$CUDNN_DIR/libcudnn.so"
-        CUDNN_INC="-I$PYDNN/include"
-    fi
-fi
-# NCCL (--comm nccl): the toolkit's, else the Python package's (nvidia-nccl-cu13)
-NCCL_DIR=""; NCCL_INC=""
-if [ -e "$LIBDIR/libnccl.so" ] || [ -e "$CUDA_HOME/lib64/libnccl.so" ]; then
-    NCCL_DIR=$([ -e "$LIBDIR/libnccl.so" ] && echo "$LIBDIR" || echo "$CUDA_HOME/lib64")
-else
-    PYNCCL=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
-    if [ -n "$PYNCCL" ] && ls "$PYNCCL"/lib/libnccl.so* > /dev/null 2>&1; then
-        NCCL_DIR=$(mktemp -d /tmp/gpu_check_nccl.XXXX)
-        for f in "$PYNCCL"/lib/*.so*; do ln -sf "$f" "$NCCL_DIR/$(basename "$f")"; done
-        ln -sf "$(ls "$PYNCCL"/lib/libnccl.so* | head -n 1)" "$NCCL_DIR/libnccl.so"
-        NCCL_INC="-I$PYNCCL/include"
-    fi
-fi
+# find_lib LIB MODULE: where libLIB.so is, as "DIR [-IINCLUDE]": cuBLASLt's folder or the toolkit's lib64, else the
+# Python package nvidia.MODULE's lib/ (whose libraries have only versioned names: linked through symlinks in a
+# scratch folder, with the package's headers); nothing when neither has it.
+find_lib() {
+    local lib=$1 mod=$2 py dir f
+    for dir in "$LIBDIR" "$CUDA_HOME/lib64"; do
+        if [ -e "$dir/lib$lib.so" ]; then echo "$dir"; return; fi
+    done
+    py=$(python3 -c "import nvidia.$mod, os; print(os.path.dirname(nvidia.$mod.__file__))" 2>/dev/null || true)
+    { [ -n "$py" ] && ls "$py"/lib/lib$lib.so* > /dev/null 2>&1; } || return 0
+    dir=$(mktemp -d /tmp/gpu_check_$lib.XXXX)
+    for f in "$py"/lib/*.so*; do ln -sf "$f" "$dir/$(basename "$f")"; done
+    ln -sf "$(ls "$py"/lib/lib$lib.so* | head -n 1)" "$dir/lib$lib.so"
+    echo "$dir -I$py/include"
+}
+# cuDNN (and the NVRTC its runtime-compiled engines need, below); NCCL (--comm nccl; pip: nvidia-nccl-cu13)
+read -r CUDNN_DIR CUDNN_INC <<< "$(find_lib cudnn cudnn)"
+read -r NCCL_DIR NCCL_INC <<< "$(find_lib nccl nccl)"
 echo "NCCL: ${NCCL_DIR:-not found (--comm nccl not built)} $NCCL_INC"
 NVRTC=$(python3 -c 'import nvidia.cuda_nvrtc, os; print(os.path.dirname(nvidia.cuda_nvrtc.__file__) + "/lib")' 2>/dev/null || true)
 echo "cuDNN: ${CUDNN_DIR:-not found (native attention only)} $CUDNN_INC; NVRTC: ${NVRTC:-toolkit}"
