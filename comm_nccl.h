@@ -34,6 +34,7 @@ static const char* kernels__status(ncclResult_t r) { return r == ncclSuccess ? N
 typedef struct CommNccl {
     ncclComm_t comm;
     cudaStream_t stream; // the communication stream
+    cudaEvent_t ready;   // recorded on the compute stream before each collective (reused: a wait takes the latest record)
     int rank, size;
 } CommNccl;
 
@@ -52,23 +53,22 @@ static void comm_nccl_init(CommNccl* n, CommGroup* g) {
     n->size = g->size;
     gpuCheck(ncclCommInitRank(&n->comm, g->size, id, g->rank));
     gpuCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+    gpuCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
 }
 
 static void comm_nccl_free(CommNccl* n) {
     if (!n || !n->comm) { return; }
     gpuCheck(cudaStreamSynchronize(n->stream));
     gpuCheck(ncclCommDestroy(n->comm));
+    gpuCheck(cudaEventDestroy(n->ready));
     gpuCheck(cudaStreamDestroy(n->stream));
     n->comm = NULL;
 }
 
 // The communication stream waits for what the compute stream has been given so far.
 static void comm_nccl__begin(CommNccl* n, const KernelCtx* ctx) {
-    cudaEvent_t ev;
-    gpuCheck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-    gpuCheck(cudaEventRecord(ev, ctx->stream));
-    gpuCheck(cudaStreamWaitEvent(n->stream, ev, 0));
-    gpuCheck(cudaEventDestroy(ev)); // released once it has fired; the wait above is already enqueued
+    gpuCheck(cudaEventRecord(n->ready, ctx->stream));
+    gpuCheck(cudaStreamWaitEvent(n->stream, n->ready, 0)); // waits for this record, whatever later ones do
 }
 
 static void comm_nccl__end(CommNccl* n, CommNcclReq* req) {
