@@ -250,7 +250,8 @@ cp tests/data/fineweb/000_00000.parquet tests/data/fineweb/001_00000.parquet "$D
 printf '[{"type":"file","oid":"x","size":1,"path":"sample/10BT/001_00000.parquet"}]' > "$API_DIR/10BT_cursor=p2"
 printf '[{"type":"directory","oid":"y","size":0,"path":"sample/10BT/extra"},{"type":"file","oid":"z","size":1,"path":"sample/10BT/000_00000.parquet"}]' > "$API_DIR/10BT"
 echo "http://hub.test/api/datasets/HuggingFaceFW/fineweb/tree/main/sample/10BT?cursor=p2" > "$API_DIR/10BT.link"
-hub() { env PATH="$S/stubbin:$PATH" STUB_HUB="$HUB" HF_ENDPOINT=http://hub.test/ FINEWEB_SHARD_SIZE=20000 FINEWEB_VAL_TOKENS=4000 "$@"; }
+stub_hub() { env PATH="$S/stubbin:$PATH" STUB_HUB="$HUB" HF_ENDPOINT=http://hub.test/ "$@"; } # CMD against the fake Hub
+hub() { stub_hub FINEWEB_SHARD_SIZE=20000 FINEWEB_VAL_TOKENS=4000 "$@"; }
 same_shards() { # DIR: the same shard files, byte for byte, as the FINEWEB_LOCAL run's
     local f
     [ "$(cd "$1" && ls fineweb_*.bin 2>/dev/null)" = "$(cd "$FW" && ls fineweb_*.bin)" ] || { echo "other shard files: $(ls "$1" | tr '\n' ' ')"; return; }
@@ -304,14 +305,12 @@ check "prepare_tinystories: stale staging and shards of an unfinished run remove
 TS_DL=$HUB/datasets/roneneldan/TinyStories/resolve/main
 mkdir -p "$TS_DL"
 cp tests/data/tinystories/TinyStoriesV2-GPT4-valid.txt tests/data/tinystories/TinyStoriesV2-GPT4-train.txt "$TS_DL/"
-env PATH="$S/stubbin:$PATH" STUB_HUB="$HUB" HF_ENDPOINT=http://hub.test TINYSTORIES_SHARD_SIZE=5000 \
-    bash scripts/prepare_tinystories.sh "$S/ts_hub" > "$S/hub.log" 2>&1
+stub_hub TINYSTORIES_SHARD_SIZE=5000 bash scripts/prepare_tinystories.sh "$S/ts_hub" > "$S/hub.log" 2>&1
 rc=$?
 check "prepare_tinystories: downloaded, the same shards as TINYSTORIES_LOCAL" "$([ $rc -eq 0 ] && [ -f "$S/ts_hub/DONE" ] || { echo "exit $rc"; tail -n 2 "$S/hub.log"; })$(
     for f in "$TS"/tinystories_*.bin; do cmp -s "$f" "$S/ts_hub/${f##*/}" || { echo "${f##*/} differs"; break; }; done)"
 touch "$TS_DL/TinyStoriesV2-GPT4-train.txt.fail"
-env PATH="$S/stubbin:$PATH" STUB_HUB="$HUB" HF_ENDPOINT=http://hub.test TINYSTORIES_SHARD_SIZE=5000 \
-    bash scripts/prepare_tinystories.sh "$S/ts_dlfail" > "$S/hub.log" 2>&1
+stub_hub TINYSTORIES_SHARD_SIZE=5000 bash scripts/prepare_tinystories.sh "$S/ts_dlfail" > "$S/hub.log" 2>&1
 rc=$?
 check "prepare_tinystories: a failed download fails the run, leaving no DONE and no shards" \
     "$([ $rc -ne 0 ] && [ -z "$(ls "$S/ts_dlfail" 2>/dev/null)" ] || { echo "exit $rc: $(ls -A "$S/ts_dlfail" | tr '\n' ' ')"; })"
