@@ -15,8 +15,8 @@ tokenize hellaswag), through the real binaries as a user runs them, and its part
              to one process, bit for bit; --tp 2 and --tp 2 --sequence-parallel 1 --zero 3: the same answers, losses
              within 1e-5 relative
   training   --hellaswag FILE --hellaswag-every 5 logs both accuracies and leaves the run unchanged, bit for bit
-             (one process; a 4-block model on one process and on 3 ranks with ZeRO-3, whose step-0 accuracies equal
-             the one process's); rows longer than --seq-len and flag mistakes refused
+             (one process; a 4-block model on one process, on 3 ranks with ZeRO-3, whose step-0 accuracies equal
+             the one process's, with --tp 2 and with --pp 2); rows longer than --seq-len and flag mistakes refused
 
     make tests/test_hellaswag && ./tests/test_hellaswag [--only GROUP]     (mpirun cases skipped without mpirun)
 
@@ -588,14 +588,18 @@ static void test_training(void) {
     char common_l4[4096];
     snprintf(common_l4, sizeof(common_l4), "--init %s --train %s --batch-size 2 --seq-len 16 --steps 10 --lr 1e-3 --threads 1 --total-batch-size 96",
              g_model_l4, shard);
-    const struct { const char* name; int np; const char* common; const char* args; } layouts[3] = {
+    // ... and with tensor and pipeline parallelism, whose evaluation forwards take the collectives of their groups
+    const struct { const char* name; int np; const char* common; const char* args; } layouts[5] = {
         {"one process", 1, common, ""},
         {"4 blocks, one process", 1, common_l4, ""},
         {"4 blocks, 3 ranks, ZeRO-3", 3, common_l4, "--zero 3"},
+        {"4 blocks, tp 2", 2, common_l4, "--tp 2"},
+        {"4 blocks, pp 2", 2, common_l4, "--pp 2"},
     };
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 5; k++) {
         if (layouts[k].np > 1 && !g_have_mpi) { printf("SKIP training: %s: mpirun not found\n", layouts[k].name); continue; }
-        const char* launch = layouts[k].np > 1 ? "timeout 120 " MPIRUN " -np 3" : "";
+        char launch[256] = "";
+        if (layouts[k].np > 1) { snprintf(launch, sizeof(launch), "timeout 120 %s -np %d", MPIRUN, layouts[k].np); }
         char name[256];
         snprintf(quiet_log, sizeof(quiet_log), "%s/quiet_%d.jsonl", DIR_HS, k);
         snprintf(loud_log, sizeof(loud_log), "%s/loud_%d.jsonl", DIR_HS, k);
