@@ -168,9 +168,31 @@ else
   LEFT_OUT += "CUDA (train_gpt_cu, test_gpt_cu not built: $(if $(NVCC),no libcublasLt.so in $(CUDA_LIB_DIR) (set CUDA_LIB_DIR),no nvcc)$(if $(filter 1,$(NO_CUDA)), [hidden by NO_CUDA=1]))"
 endif
 
+# --- the CUDA backend on the CPU (tests/cuda_emu): train_gpt_emu, test_gpt_emu, test_gpt_emu_bf16 ------------------
+# The same sources as train_gpt_cu / test_gpt_cu, compiled by g++ against the CUDA headers only (no nvcc, driver, GPU
+# or CUDA library), each kernel launch rewritten into a call of the emulator, which runs the kernels on the CPU and
+# stands in for the runtime, cuBLASLt, cub and (over MPI) NCCL. `bash scripts/gpu_check.sh --emu` runs the GPU
+# check's correctness stages with them; make test does. Not a performance model, nor of concurrency: see
+# tests/cuda_emu/cuda_emu.h.
+EMU_CUDA_INC := $(firstword $(wildcard $(CUDA_HOME)/include/cublasLt.h /usr/local/cuda/include/cublasLt.h /usr/include/cublasLt.h))
+ifeq ($(filter 1,$(NO_CUDA_EMU))$(if $(EMU_CUDA_INC),,none),)
+  EMU_OK = yes
+  EMU_NCCL_H := $(firstword $(wildcard $(patsubst -I%,%/nccl.h,$(NCCL_INC)) $(dir $(EMU_CUDA_INC))nccl.h /usr/include/nccl.h))
+  EMU_FLAGS = -x c++ -std=c++17 -O2 -g -fopenmp -Wall -Wno-unused-function -Wno-unused-variable -Werror -DCUDA_EMU -DOMPI_SKIP_MPICXX=1 \
+              -include tests/cuda_emu/cuda_emu.h -Itests/cuda_emu/include -Itests/cuda_emu -Ibuild/emu/src -I$(dir $(EMU_CUDA_INC)) \
+              $(if $(MPICC),$(if $(EMU_NCCL_H),-DUSE_NCCL -I$(dir $(EMU_NCCL_H)),),) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS)
+  EMU_LIBS = $(MPI_LIBS) $(BLAS_LIBS) $(CJSON_LIBS) -lgomp -lm
+  F_EMU = cuda_emu ($(F_BLAS)) on $(CXX) $(shell $(CXX) -dumpfullversion 2>/dev/null); CUDA headers $(dir $(EMU_CUDA_INC))$(if $(MPICC),$(if $(EMU_NCCL_H),; nccl over mpi,),)
+else
+  LEFT_OUT += "cuda_emu (train_gpt_emu, test_gpt_emu: the CUDA backend on the CPU needs the CUDA headers, cublasLt.h)$(if $(filter 1,$(NO_CUDA_EMU)), [hidden by NO_CUDA_EMU=1])"
+endif
+
 BINS = train_gpt test_gpt
 ifeq ($(CUDA_LT_OK),yes)
   BINS += train_gpt_cu test_gpt_cu test_gpt_cu_bf16 bench_kernels_cu $(CUDNN_BINS)
+endif
+ifeq ($(EMU_OK),yes)
+  BINS += train_gpt_emu test_gpt_emu test_gpt_emu_bf16
 endif
 ifeq ($(CJSON_OK),yes)
   BINS += tests/test_hf
@@ -210,6 +232,9 @@ FEATURES_test_gpt_cu = $(F_CUDA)$(F_CUDA_MPI); FP32; $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt_cu_bf16 = $(F_CUDA)$(F_CUDA_MPI); BF16; $(F_CJSON); $(F_XXHASH)
 FEATURES_tests/test_cudnn_graph = $(F_CUDA)$(F_CUDA_MPI)
 FEATURES_bench_kernels_cu = $(F_CUDA)$(F_CUDA_MPI); BF16
+FEATURES_train_gpt_emu = $(F_EMU); $(F_MPI); $(PRECISION); $(F_CJSON); $(F_XXHASH)
+FEATURES_test_gpt_emu = $(F_EMU); $(F_MPI); FP32; $(F_CJSON); $(F_XXHASH)
+FEATURES_test_gpt_emu_bf16 = $(F_EMU); $(F_MPI); BF16; $(F_CJSON); $(F_XXHASH)
 stamp = build/$(subst /,_,$(1)).features
 # evaluated while the Makefile is read, so the stamps are current before make compares timestamps
 $(shell mkdir -p build)
@@ -293,6 +318,21 @@ bench_kernels_cu: bench_kernels.cu $(CUDA_HEADERS) $(call stamp,bench_kernels_cu
 tests/test_cudnn_graph: tests/test_cudnn_graph.cu cudnn_att.cuh $(CUDA_HEADERS) $(call stamp,tests/test_cudnn_graph)
 	$(NVCC) -x cu $(NVCC_FLAGS) -I. $< -o $@ $(CUDA_LIBS)
 
+# The emulated CUDA builds compile copies of the sources in build/emu/src whose kernel launches are rewritten
+EMU_SRC = $(CUDA_HEADERS) train_gpt.c test_gpt.c tests/testing.h tests/stage_ops.h
+EMU_DEPS = build/emu/src/.rewritten tests/cuda_emu/cuda_emu.h tests/cuda_emu/cublaslt_emu.h tests/cuda_emu/nccl_emu.h tests/cuda_emu/include/cub/cub.cuh
+build/emu/src/.rewritten: $(EMU_SRC) tests/cuda_emu/rewrite.sh
+	bash tests/cuda_emu/rewrite.sh build/emu/src $(EMU_SRC) && touch $@
+
+train_gpt_emu: $(EMU_DEPS) $(call stamp,train_gpt_emu)
+	$(CXX) $(EMU_FLAGS) -DENABLE_$(PRECISION) $(BUILD_DEFS) build/emu/src/train_gpt.c -o $@ $(EMU_LIBS)
+
+test_gpt_emu: $(EMU_DEPS) $(call stamp,test_gpt_emu)
+	$(CXX) $(EMU_FLAGS) -DENABLE_FP32 $(BUILD_DEFS) build/emu/src/test_gpt.c -o $@ $(EMU_LIBS)
+
+test_gpt_emu_bf16: $(EMU_DEPS) $(call stamp,test_gpt_emu_bf16)
+	$(CXX) $(EMU_FLAGS) -DENABLE_BF16 $(BUILD_DEFS) build/emu/src/test_gpt.c -o $@ $(EMU_LIBS)
+
 tests/test_precision: tests/test_precision.c tests/testing.h precision.h $(call stamp,tests/test_precision)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
@@ -350,7 +390,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize parquet_text bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu
+	rm -f train_gpt test_gpt tokenize parquet_text bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu train_gpt_emu test_gpt_emu test_gpt_emu_bf16
 	rm -rf build
 
 # ==============================================================================================================

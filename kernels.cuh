@@ -581,9 +581,8 @@ typedef struct {
     cublasLtMatmulAlgo_t algo;
 } KernelsLtPlan;
 
-#define KERNELS_LT_PLANS 128
-static KernelsLtPlan kernels__lt_plans[KERNELS_LT_PLANS];
-static int kernels__lt_num_plans;
+static KernelsLtPlan* kernels__lt_plans; // grown as new shapes appear (a step has a dozen; the op tests, hundreds)
+static int kernels__lt_num_plans, kernels__lt_cap_plans;
 
 // The epilogues beyond the bias: GELU with its input kept as the auxiliary output (the MLP's forward), and GELU's
 // derivative applied to the product from that auxiliary input (the backward into the MLP's hidden layer).
@@ -597,7 +596,11 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
             p->has_bias == has_bias && p->epi == epi && p->d_f32 == d_f32 && p->beta_nonzero == (beta != 0.0f) && p->al[0] == al[0] &&
             p->al[1] == al[1] && p->al[2] == al[2]) { return p; }
     }
-    if (kernels__lt_num_plans == KERNELS_LT_PLANS) { fatal("cuBLASLt: more than %d matmul shapes", KERNELS_LT_PLANS); }
+    if (kernels__lt_num_plans == kernels__lt_cap_plans) {
+        kernels__lt_cap_plans = kernels__lt_cap_plans ? 2 * kernels__lt_cap_plans : 64;
+        kernels__lt_plans = (KernelsLtPlan*)realloc(kernels__lt_plans, sizeof(KernelsLtPlan) * kernels__lt_cap_plans);
+        if (!kernels__lt_plans) { fatal("cuBLASLt: out of host memory for %d matmul plans", kernels__lt_cap_plans); }
+    }
     KernelsLtPlan* p = &kernels__lt_plans[kernels__lt_num_plans];
     p->m = m; p->n = n; p->k = k; p->lda = lda; p->ldb = ldb; p->transA = transA; p->transB = transB; p->has_bias = has_bias; p->epi = epi;
     p->d_f32 = d_f32; p->beta_nonzero = beta != 0.0f; p->al[0] = al[0]; p->al[1] = al[1]; p->al[2] = al[2];
@@ -635,7 +638,10 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
     gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof(al[2])));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    gpuCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &heur, &found));
+    // no algorithm is reported as CUBLAS_STATUS_NOT_SUPPORTED (with no result), not as success with zero results
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &heur, &found);
+    if (hs == CUBLAS_STATUS_NOT_SUPPORTED) { found = 0; }
+    else { gpuCheck(hs); }
     cublasLtMatmulPreferenceDestroy(pref);
     p->usable = found > 0;
     kernels__lt_num_plans++;

@@ -33,7 +33,7 @@ forward/backward (tensor parallel through tp.h), optimizer step, checkpoints (ch
 #endif
 
 #include "utils.h"        // defines: fatal, fopenCheck, freadCheck, mallocCheck, mulSize, AtomicFile, Checksum
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(CUDA_EMU) // CUDA_EMU: the same backend on the CPU (tests/cuda_emu)
 #include "kernels.cuh"    // the CUDA backend of kernels.h (train_gpt_cu): floatX, KernelCtx, dev_*, every op
 #else
 #include "kernels_cpu.h"  // the CPU backend of kernels.h: floatX, KernelCtx, dev_*, encoder_*, layernorm_*, matmul_*, ...

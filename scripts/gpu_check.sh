@@ -2,6 +2,7 @@
 # scripts/gpu_check.sh: the one command that proves the CUDA backend on a GPU machine, from a bare checkout.
 #
 #   bash scripts/gpu_check.sh [--quick]        (about 5 minutes on one H200; --quick skips the large benchmarks)
+#   bash scripts/gpu_check.sh --emu            (no GPU: stages 2 and 3 on the CPU emulation of the backend, below)
 #
 # 1. finds nvcc and cuBLASLt (the toolkit's lib64, or a Python package's nvidia/cublas), builds train_gpt_cu,
 #    test_gpt_cu (fp32 storage), test_gpt_cu_bf16 and the CPU train_gpt there (a binary built on another image may
@@ -15,16 +16,48 @@
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s), peak GPU memory.
 # Each stage prints its result; the last lines are a table and "gpu_check: N passed, M failed".
+#
+# --emu runs the correctness stages (2, 3, HellaSwag, the multi-process runs) on machines without a GPU, with the
+# same sources built by g++ for tests/cuda_emu (train_gpt_emu, test_gpt_emu, test_gpt_emu_bf16: the kernels run on
+# the CPU, cuBLASLt, cub and NCCL are stood in for; see tests/cuda_emu/cuda_emu.h). Smaller runs (the emulation is
+# slow), no cuDNN, no benchmarks, and one stage a GPU cannot run: --comm nccl across 2 ranks (NCCL over MPI) against
+# --comm mpi. make test runs it, so this script and the backend's logic are checked before any GPU session; what
+# the emulation cannot see (concurrency, stream ordering, speed) stays for the GPU. Its last line is also
+# "N passed, M failed", for scripts/run_tests.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-QUICK=0
-[ "${1:-}" = "--quick" ] && QUICK=1
+QUICK=0; EMU=0
+for a in "$@"; do
+    case "$a" in
+        --quick) QUICK=1 ;;
+        --emu) EMU=1 ;;
+        *) echo "gpu_check: unknown argument '$a' (--quick, --emu)"; exit 2 ;;
+    esac
+done
+# the binaries and where their logs and scratch files go
+if [ $EMU = 1 ]; then
+    CU=./train_gpt_emu; TCU=./test_gpt_emu; TCU16=./test_gpt_emu_bf16; L=emu_check; LONG=3
+else
+    CU=./train_gpt_cu; TCU=./test_gpt_cu; TCU16=./test_gpt_cu_bf16; L=gpu; LONG=1
+fi
+TMPD=$(mktemp -d /tmp/${L}_check.XXXX)
+trap 'rm -rf "$TMPD"' EXIT
 T0=$(date +%s)
 passed=0; failed=0
 ok()   { passed=$((passed + 1)); echo "PASS $*"; }
 bad()  { failed=$((failed + 1)); echo "FAIL $*"; }
 stage() { echo; echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
 
+if [ $EMU = 1 ]; then
+stage "machine: no GPU, the CUDA backend on the CPU (tests/cuda_emu)"
+CUDNN_DIR=""
+stage "build"
+if make train_gpt train_gpt_emu test_gpt_emu test_gpt_emu_bf16 > $L.build.log 2>&1 && [ -x $CU ]; then
+    ok "build: train_gpt train_gpt_emu test_gpt_emu test_gpt_emu_bf16"
+else
+    bad "build (the emulation needs the CUDA headers and g++)"; tail -n 20 $L.build.log; echo "gpu_check: $passed passed, $failed failed"; echo "$passed passed, $failed failed"; exit 1
+fi
+else
 stage "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 || { echo "gpu_check: no GPU here (nvidia-smi failed)"; exit 1; }
 NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
@@ -85,130 +118,189 @@ else
     bad "build"; tail -n 40 gpu_build.log; echo "gpu_check: $passed passed, $failed failed"; exit 1
 fi
 grep -E '^make: (found|left out)' gpu_build.log | head -n 12
+fi
 
-stage "op and reference tests, fp32 storage (test_gpt_cu)"
-timeout 300 ./test_gpt_cu > gpu_test_fp32.log 2>&1; rc=$?
-grep -E '^(PASS|FAIL|SKIP)' gpu_test_fp32.log | cut -c1-220
-line=$(tail -n 1 gpu_test_fp32.log)
-[ $rc -eq 0 ] && ok "test_gpt_cu: $line" || { bad "test_gpt_cu (exit $rc): $line"; tail -n 5 gpu_test_fp32.log; }
+stage "op and reference tests, fp32 storage ($TCU)"
+timeout $((300 * LONG)) $TCU > $L.test_fp32.log 2>&1; rc=$?
+grep -E '^(PASS|FAIL|SKIP)' $L.test_fp32.log | cut -c1-220
+line=$(tail -n 1 $L.test_fp32.log)
+[ $rc -eq 0 ] && ok "$TCU: $line" || { bad "$TCU (exit $rc): $line"; tail -n 5 $L.test_fp32.log; }
 
-stage "op tests, bf16 storage (test_gpt_cu_bf16)"
-timeout 120 ./test_gpt_cu_bf16 --only ops > gpu_test_bf16.log 2>&1; rc=$?
-grep -E '^(PASS|FAIL|SKIP)' gpu_test_bf16.log | cut -c1-220
-line=$(tail -n 1 gpu_test_bf16.log)
-[ $rc -eq 0 ] && ok "test_gpt_cu_bf16: $line" || { bad "test_gpt_cu_bf16 (exit $rc): $line"; tail -n 5 gpu_test_bf16.log; }
+stage "op tests, bf16 storage ($TCU16)"
+timeout $((120 * LONG)) $TCU16 --only ops > $L.test_bf16.log 2>&1; rc=$?
+grep -E '^(PASS|FAIL|SKIP)' $L.test_bf16.log | cut -c1-220
+line=$(tail -n 1 $L.test_bf16.log)
+[ $rc -eq 0 ] && ok "$TCU16: $line" || { bad "$TCU16 (exit $rc): $line"; tail -n 5 $L.test_bf16.log; }
 
-if [ -x tests/test_cudnn_graph ]; then
+if [ $EMU = 0 ] && [ -x tests/test_cudnn_graph ]; then
     stage "cuDNN attention graphs (tests/test_cudnn_graph)"
-    ./tests/test_cudnn_graph > gpu_cudnn_graph.log 2>&1 && ok "cudnn graphs: $(tail -n 1 gpu_cudnn_graph.log)" || { bad "cudnn graphs"; tail -n 5 gpu_cudnn_graph.log; }
+    ./tests/test_cudnn_graph > $L.cudnn_graph.log 2>&1 && ok "cudnn graphs: $(tail -n 1 $L.cudnn_graph.log)" || { bad "cudnn graphs"; tail -n 5 $L.cudnn_graph.log; }
 fi
 
 # follows A B TOL [decreasing]: the training losses of log A follow log B's, step for step, within TOL relative (and,
-# with `decreasing`, A's last loss is below its first); prints both columns and the worst difference
+# with `decreasing`, A's last loss is below its first); prints both columns and the worst difference. (awk, not
+# Python: the check runs in make test on machines without Python)
 follows() {
-    python3 - "$@" <<'PY'
-import json, sys
-def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"step"' in l and "val_loss" not in l]
-a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
-worst = max(abs(x - y) / abs(y) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
-print("step  %-12s %s" % (sys.argv[1], sys.argv[2]))
-for i, (x, y) in enumerate(zip(a, b)): print("%4d  %.6f  %.6f" % (i + 1, x, y))
-print("max relative difference %.3g over %d steps (tolerance %g)" % (worst, len(a), tol))
-sys.exit(0 if worst <= tol and (len(sys.argv) < 5 or a[-1] < a[0]) else 1)
-PY
+    awk -v tol="$3" -v dec="${4:-}" -v fa="$1" -v fb="$2" '
+        function loss(line) { sub(/.*"loss": /, "", line); sub(/[,}].*/, "", line); return line + 0 }
+        FNR == 1 { f++ }
+        /"step"/ && !/val_loss/ { if (f == 1) a[++na] = loss($0); else b[++nb] = loss($0) }
+        END {
+            printf "step  %-12s %s\n", fa, fb
+            worst = (na > 0 && na == nb) ? 0 : -1
+            for (i = 1; i <= na && i <= nb; i++) {
+                printf "%4d  %.6f  %.6f\n", i, a[i], b[i]
+                d = a[i] - b[i]; if (d < 0) d = -d; r = b[i] < 0 ? -b[i] : b[i]
+                if (worst >= 0 && d / r > worst) worst = d / r
+            }
+            if (worst < 0) printf "the logs hold %d and %d steps\n", na, nb
+            else printf "max relative difference %.3g over %d steps (tolerance %g)\n", worst, na, tol
+            exit !(worst >= 0 && worst <= tol && (dec == "" || a[na] < a[1]))
+        }' "$1" "$2"
 }
 
-stage "whole model: train_gpt_cu (bf16) against the CPU's bf16 emulation, 10 steps"
-# tokens: the bytes of tinyshakespeare as token ids (no tokenizer needed), 90% train
-python3 - <<'PY'
-import struct
-text = open("data/tinyshakespeare.txt", "rb").read()
-n = len(text) * 9 // 10
-for name, part in (("gpu_check_train_000000.bin", text[:n]), ("gpu_check_val_000000.bin", text[n:])):
-    with open("/tmp/" + name, "wb") as f:
-        f.write(struct.pack("<3i", 20240520, 1, len(part)) + b"\0" * (1024 - 12))
-        f.write(struct.pack("<%dH" % len(part), *part))
-PY
-common="--model d4 --train /tmp/gpu_check_train_000000.bin --batch-size 4 --seq-len 64 --steps 10 --lr 1e-3 --warmup 2 --seed 7"
-timeout 120 ./train_gpt_cu $common --attention native --log /tmp/gpu_cu.jsonl > gpu_train_cu.log 2>&1; rc1=$?
+# shard NAME: the bytes of tinyshakespeare as token ids (no tokenizer needed), 90% train ($TMPD/NAME_train_000000.bin)
+# and 10% validation, in llm.c's format; with MOD, each id taken modulo MOD (for a model with a small vocabulary)
+shard() {
+    perl -e '
+        my ($dir, $name, $mod) = @ARGV;
+        open(my $f, "<:raw", "data/tinyshakespeare.txt") or die "data/tinyshakespeare.txt: $!";
+        local $/; my $text = <$f>;
+        my $n = int(length($text) * 9 / 10);
+        for my $part (["train", substr($text, 0, $n)], ["val", substr($text, $n)]) {
+            my @tok = unpack("C*", $part->[1]);
+            @tok = map { $_ % $mod } @tok if $mod;
+            open(my $o, ">:raw", "$dir/${name}_$part->[0]_000000.bin") or die "$dir: $!";
+            print $o pack("l<3", 20240520, 1, scalar @tok), "\0" x (1024 - 12), pack("v*", @tok);
+        }' "$TMPD" "$1" "${2:-0}"
+}
+shard check
+# tiny_model FILE: a GPT-2-shaped model in llm.c's format (version 3, fp32) with 4 layers, 4 heads, 64 channels,
+# context 64 and a vocabulary of 101 (padded to 128): weights N(0, 0.02) from a fixed seed (a sum of uniforms),
+# LayerNorm weights 1 and biases 0, the padded rows of wte zero
+tiny_model() {
+    perl -e '
+        my ($path) = @ARGV;
+        my ($T, $V, $L, $NH, $C, $Vp) = (64, 101, 4, 4, 64, 128);
+        srand(7);
+        sub g { my $n = shift; my @x; for (1 .. $n) { my $s = 0; $s += rand() for 1 .. 12; push @x, 0.02 * ($s - 6) } return @x }
+        sub c { my ($n, $v) = @_; return ($v) x $n }
+        open(my $o, ">:raw", $path) or die "$path: $!";
+        print $o pack("l<256", 20240326, 3, $T, $V, $L, $NH, $C, $Vp);
+        print $o pack("f<*", g($V * $C), c(($Vp - $V) * $C, 0), g($T * $C), c($L * $C, 1), c($L * $C, 0), g($L * 3 * $C * $C),
+                      c($L * 3 * $C, 0), g($L * $C * $C), c($L * $C, 0), c($L * $C, 1), c($L * $C, 0), g($L * 4 * $C * $C),
+                      c($L * 4 * $C, 0), g($L * 4 * $C * $C), c($L * $C, 0), c($C, 1), c($C, 0));' "$1"
+}
+
+# the trajectory: 10 steps on a GPU, 4 under the emulation (each of its steps takes seconds on the CPU)
+STEPS=10; [ $EMU = 1 ] && STEPS=4
+stage "whole model: $CU (bf16) against the CPU's bf16 emulation, $STEPS steps"
+common="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len 64 --steps $STEPS --lr 1e-3 --warmup 2 --seed 7"
+timeout $((120 * LONG)) $CU $common --attention native --log $TMPD/cu.jsonl > $L.train_cu.log 2>&1; rc1=$?
 # determinism: no float atomics anywhere, so a second identical run gives the same losses bit for bit
-timeout 120 ./train_gpt_cu $common --attention native --log /tmp/gpu_cu2.jsonl > /dev/null 2>&1
-if cmp -s <(grep -o '"loss": [^,]*' /tmp/gpu_cu.jsonl) <(grep -o '"loss": [^,]*' /tmp/gpu_cu2.jsonl) && [ -s /tmp/gpu_cu2.jsonl ]; then
-    ok "determinism: two identical train_gpt_cu runs give the same losses bit for bit"
+timeout $((120 * LONG)) $CU $common --attention native --log $TMPD/cu2.jsonl > /dev/null 2>&1
+if cmp -s <(grep -o '"loss": [^,]*' $TMPD/cu.jsonl) <(grep -o '"loss": [^,]*' $TMPD/cu2.jsonl) && [ -s $TMPD/cu2.jsonl ]; then
+    ok "determinism: two identical $CU runs give the same losses bit for bit"
 else
-    bad "determinism: two identical train_gpt_cu runs differ"
+    bad "determinism: two identical $CU runs differ"
 fi
 if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
-    timeout 120 ./train_gpt_cu $common --attention cudnn --log /tmp/gpu_cudnn.jsonl > gpu_train_cudnn.log 2>&1 || { bad "train_gpt_cu --attention cudnn"; tail -n 3 gpu_train_cudnn.log; }
+    timeout 120 $CU $common --attention cudnn --log $TMPD/cudnn.jsonl > $L.train_cudnn.log 2>&1 || { bad "$CU --attention cudnn"; tail -n 3 $L.train_cudnn.log; }
 fi
-timeout 300 ./train_gpt $common --dtype bf16 --log /tmp/gpu_cpu.jsonl > gpu_train_cpu.log 2>&1; rc2=$?
+timeout 300 ./train_gpt $common --dtype bf16 --log $TMPD/cpu.jsonl > $L.train_cpu.log 2>&1; rc2=$?
 if [ $rc1 -ne 0 ] || [ $rc2 -ne 0 ]; then
-    bad "trajectory runs (train_gpt_cu exit $rc1, train_gpt exit $rc2)"; tail -n 3 gpu_train_cu.log gpu_train_cpu.log
+    bad "trajectory runs ($CU exit $rc1, train_gpt exit $rc2)"; tail -n 3 $L.train_cu.log $L.train_cpu.log
 else
-    follows /tmp/gpu_cu.jsonl /tmp/gpu_cpu.jsonl 2e-2 decreasing && ok "trajectory: GPU bf16 follows the CPU's bf16 emulation (tolerance 2e-2 relative per step)" || bad "trajectory: GPU bf16 and CPU bf16 emulation differ"
-    if [ -s /tmp/gpu_cudnn.jsonl ]; then
-        follows /tmp/gpu_cudnn.jsonl /tmp/gpu_cu.jsonl 2e-2 && ok "trajectory: cuDNN attention follows the native kernels (2e-2 relative per step)" || bad "trajectory: cuDNN and native attention differ"
+    follows $TMPD/cu.jsonl $TMPD/cpu.jsonl 2e-2 decreasing && ok "trajectory: $CU bf16 follows the CPU's bf16 emulation (tolerance 2e-2 relative per step)" || bad "trajectory: $CU bf16 and CPU bf16 emulation differ"
+    if [ -s $TMPD/cudnn.jsonl ]; then
+        follows $TMPD/cudnn.jsonl $TMPD/cu.jsonl 2e-2 && ok "trajectory: cuDNN attention follows the native kernels (2e-2 relative per step)" || bad "trajectory: cuDNN and native attention differ"
     fi
 fi
-
-stage "HellaSwag on the GPU: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"
-# the same answers as tests/ref/hellaswag_ref.txt (each example's best ending leads by at least 0.01 nats, so any
-# other answer is a bug), each ending's summed loss within 1e-3 relative (fp32 storage; the matmuls may use TF32)
-if timeout 120 ./train_gpt_cu --init tests/ref/ref_model.bin --eval-hellaswag tests/ref/hellaswag_ref.bin --hellaswag-details /tmp/gpu_hs.txt > gpu_hellaswag.log 2>&1; then
-    python3 - tests/ref/hellaswag_ref.txt /tmp/gpu_hs.txt <<'PY' && ok "hellaswag: $(tail -n 1 gpu_hellaswag.log), the reference's answers" || bad "hellaswag: answers or losses differ from PyTorch's"
-import sys
-def rows(p):
-    out = {}
-    for l in open(p):
-        if l[0].isdigit() and "|" in l:
-            head, sums, _ = l.split("|")
-            f = head.split()
-            out[int(f[0])] = (f[3], f[4], [float(x) for x in sums.split()])
-    return out
-ref, got = rows(sys.argv[1]), rows(sys.argv[2])
-worst = max((abs(g - r) / abs(r) for k in ref for g, r in zip(got.get(k, ("", "", []))[2], ref[k][2])), default=1.0)
-same = len(ref) == len(got) and all(got[k][:2] == ref[k][:2] for k in ref)
-print("hellaswag: %d examples, answers %s, worst relative loss difference %.3g (tolerance 1e-3)" % (len(got), "equal" if same else "DIFFER", worst))
-sys.exit(0 if same and worst <= 1e-3 else 1)
-PY
-else
-    bad "hellaswag: train_gpt_cu --eval-hellaswag failed"; tail -n 3 gpu_hellaswag.log
+if [ $EMU = 1 ]; then # cuBLASLt without the GELU epilogues: the unfused ops take over, and the run stays on course
+    CUDA_EMU_NO_EPILOGUE=1 timeout $((120 * LONG)) $CU $common --attention native --log $TMPD/noepi.jsonl > $L.train_noepi.log 2>&1 &&
+        grep -q "no algorithm for the GELU_AUX epilogue" $L.train_noepi.log && follows $TMPD/noepi.jsonl $TMPD/cu.jsonl 2e-2 &&
+        ok "no GELU epilogue from cuBLASLt: the unfused fallback is announced and follows the fused run (2e-2 relative)" ||
+        { bad "the fallback from the GELU epilogues"; tail -n 3 $L.train_noepi.log; }
 fi
 
-if command -v mpirun > /dev/null 2>&1 && ./train_gpt_cu --version 2>&1 | grep -q mpi; then
-    stage "2 processes sharing the GPU (MPI through pinned host memory), ZeRO 0/1/2/3, pipeline and tensor parallel, against one process"
-    MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
-    common2="--model d4 --train /tmp/gpu_check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7"
-    timeout 120 ./train_gpt_cu $common2 --log /tmp/gpu_dp1.jsonl > gpu_dp1.log 2>&1
+stage "HellaSwag: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"
+# the same answers as tests/ref/hellaswag_ref.txt (each example's best ending leads by at least 0.01 nats, so any
+# other answer is a bug), each ending's summed loss within 2e-2 relative (bf16 storage: the model's weights and
+# activations rounded to 8 bits of mantissa)
+if timeout $((120 * LONG)) $CU --init tests/ref/ref_model.bin --eval-hellaswag tests/ref/hellaswag_ref.bin --hellaswag-details $TMPD/hs.txt > $L.hellaswag.log 2>&1; then
+    awk -v tol=2e-2 '
+        FNR == 1 { f++ }
+        /^[0-9]/ && /\|/ {
+            split($0, part, "|"); split(part[1], h, " "); n = split(part[2], sums, " ")
+            key = h[1]
+            if (f == 1) { ra[key] = h[4] " " h[5]; for (i = 1; i <= n; i++) rs[key, i] = sums[i]; rn[key] = n; nref++ }
+            else {
+                ngot++
+                if (!(key in ra) || ra[key] != h[4] " " h[5]) differ++
+                for (i = 1; i <= n; i++) { d = sums[i] - rs[key, i]; if (d < 0) d = -d; r = rs[key, i]; if (r < 0) r = -r; if (d / r > worst) worst = d / r }
+            }
+        }
+        END {
+            printf "hellaswag: %d examples, answers %s, worst relative loss difference %.3g (tolerance %g)\n", ngot, differ || ngot != nref ? "DIFFER" : "equal", worst, tol
+            exit !(nref > 0 && ngot == nref && !differ && worst <= tol)
+        }' tests/ref/hellaswag_ref.txt $TMPD/hs.txt && ok "hellaswag: $(tail -n 1 $L.hellaswag.log), the reference's answers" || bad "hellaswag: answers or losses differ from PyTorch's"
+else
+    bad "hellaswag: $CU --eval-hellaswag failed"; tail -n 3 $L.hellaswag.log
+fi
+
+if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
+    stage "2 processes sharing the device (MPI through pinned host memory), ZeRO 0/1/2/3, pipeline and tensor parallel, against one process"
+    MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np 2"
+    common2="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7"
+    if [ $EMU = 1 ]; then # a model of GPT-2's shape with a vocabulary of 101 (tokens modulo 101): seconds, not minutes, per run
+        tiny_model $TMPD/tiny.bin && shard tiny 101
+        common2="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 32 --total-batch-size 256 --steps 6 --lr 1e-3 --seed 7"
+    fi
+    timeout $((120 * LONG)) $CU $common2 --log $TMPD/dp1.jsonl > $L.dp1.log 2>&1 || { bad "one process"; tail -n 3 $L.dp1.log; }
     for z in 0 1 2 3; do
-        timeout 180 $MPIRUN ./train_gpt_cu $common2 --zero $z --log /tmp/gpu_dp2_z$z.jsonl > gpu_dp2_z$z.log 2>&1 || { bad "2 processes --zero $z"; tail -n 3 gpu_dp2_z$z.log; continue; }
-        follows /tmp/gpu_dp1.jsonl /tmp/gpu_dp2_z$z.jsonl 1e-2 && ok "2 processes --zero $z follow one process (1e-2 relative)" || bad "2 processes --zero $z differ from one process"
+        timeout $((180 * LONG)) $MPIRUN $CU $common2 --zero $z --log $TMPD/dp2_z$z.jsonl > $L.dp2_z$z.log 2>&1 || { bad "2 processes --zero $z"; tail -n 3 $L.dp2_z$z.log; continue; }
+        follows $TMPD/dp1.jsonl $TMPD/dp2_z$z.jsonl 1e-2 && ok "2 processes --zero $z follow one process (1e-2 relative)" || bad "2 processes --zero $z differ from one process"
     done
-    # pipeline parallel on one GPU: two stages in two processes, activations and gradients between them through MPI
+    # pipeline parallel on one device: two stages in two processes, activations and gradients between them through MPI
     for sched in 1f1b interleaved; do
         extra="--pp 2 --pp-schedule $sched"; [ $sched = interleaved ] && extra="$extra --virtual-stages 2"
-        timeout 180 $MPIRUN ./train_gpt_cu $common2 $extra --log /tmp/gpu_pp2_$sched.jsonl > gpu_pp2_$sched.log 2>&1 || { bad "--pp 2 --pp-schedule $sched"; tail -n 3 gpu_pp2_$sched.log; continue; }
-        follows /tmp/gpu_dp1.jsonl /tmp/gpu_pp2_$sched.jsonl 1e-2 && ok "--pp 2 --pp-schedule $sched (2 processes) follows one process (1e-2 relative)" || bad "--pp 2 $sched differs from one process"
+        timeout $((180 * LONG)) $MPIRUN $CU $common2 $extra --log $TMPD/pp2_$sched.jsonl > $L.pp2_$sched.log 2>&1 || { bad "--pp 2 --pp-schedule $sched"; tail -n 3 $L.pp2_$sched.log; continue; }
+        follows $TMPD/dp1.jsonl $TMPD/pp2_$sched.jsonl 1e-2 && ok "--pp 2 --pp-schedule $sched (2 processes) follows one process (1e-2 relative)" || bad "--pp 2 $sched differs from one process"
     done
-    # tensor parallel on one GPU: the two halves of every layer in two processes, their collectives through MPI
+    # tensor parallel on one device: the two halves of every layer in two processes, their collectives through MPI
     for sp in 0 1; do
-        timeout 180 $MPIRUN ./train_gpt_cu $common2 --tp 2 --sequence-parallel $sp --log /tmp/gpu_tp2_sp$sp.jsonl > gpu_tp2_sp$sp.log 2>&1 || { bad "--tp 2 --sequence-parallel $sp"; tail -n 3 gpu_tp2_sp$sp.log; continue; }
-        follows /tmp/gpu_dp1.jsonl /tmp/gpu_tp2_sp$sp.jsonl 1e-2 && ok "--tp 2 --sequence-parallel $sp (2 processes) follows one process (1e-2 relative)" || bad "--tp 2 --sequence-parallel $sp differs from one process"
+        timeout $((180 * LONG)) $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --log $TMPD/tp2_sp$sp.jsonl > $L.tp2_sp$sp.log 2>&1 || { bad "--tp 2 --sequence-parallel $sp"; tail -n 3 $L.tp2_sp$sp.log; continue; }
+        follows $TMPD/dp1.jsonl $TMPD/tp2_sp$sp.jsonl 1e-2 && ok "--tp 2 --sequence-parallel $sp (2 processes) follows one process (1e-2 relative)" || bad "--tp 2 --sequence-parallel $sp differs from one process"
     done
     # NCCL on the device buffers: one GPU allows a communicator of one rank only (NCCL refuses two ranks on one GPU),
     # which still runs every call of the path (grouped reduces, broadcasts, the in-place all-gather, the stream and
-    # event ordering); a sum over one rank is a copy, so the losses must equal --comm mpi's bit for bit
-    if ./train_gpt_cu --version 2>&1 | grep -q nccl; then
-        for z in 1 2 3; do
-            timeout 120 ./train_gpt_cu $common2 --zero $z --comm mpi --log /tmp/gpu_mpi_z$z.jsonl > /dev/null 2>&1
-            timeout 120 ./train_gpt_cu $common2 --zero $z --comm nccl --log /tmp/gpu_nccl_z$z.jsonl > gpu_nccl_z$z.log 2>&1 || { bad "--comm nccl --zero $z"; tail -n 3 gpu_nccl_z$z.log; continue; }
-            follows /tmp/gpu_nccl_z$z.jsonl /tmp/gpu_mpi_z$z.jsonl 0 && ok "--comm nccl --zero $z (one rank) equals --comm mpi bit for bit" || bad "--comm nccl --zero $z differs from --comm mpi"
+    # event ordering); a sum over one rank is a copy, so the losses must equal --comm mpi's bit for bit. The
+    # emulation's NCCL runs over MPI and so also takes 2 ranks, where a sum of two values is the same whichever
+    # rank adds: bit for bit again.
+    if $CU --version 2>&1 | grep -q nccl; then
+        ranks="1"; [ $EMU = 1 ] && ranks="1 2"
+        for np in $ranks; do
+            run=""; [ $np = 2 ] && run="$MPIRUN"
+            for z in 1 2 3; do
+                if [ $np = 2 ]; then cp $TMPD/dp2_z$z.jsonl $TMPD/mpi_z$z.jsonl 2>/dev/null # the same run (--comm mpi is the default)
+                else timeout $((120 * LONG)) $CU $common2 --zero $z --comm mpi --log $TMPD/mpi_z$z.jsonl > /dev/null 2>&1; fi
+                timeout $((120 * LONG)) $run $CU $common2 --zero $z --comm nccl --log $TMPD/nccl_z$z.jsonl > $L.nccl_np${np}_z$z.log 2>&1 || { bad "$np rank(s) --comm nccl --zero $z"; tail -n 3 $L.nccl_np${np}_z$z.log; continue; }
+                follows $TMPD/nccl_z$z.jsonl $TMPD/mpi_z$z.jsonl 0 && ok "--comm nccl --zero $z ($np rank(s)) equals --comm mpi bit for bit" || bad "--comm nccl --zero $z ($np rank(s)) differs from --comm mpi"
+            done
         done
     else
-        echo "(train_gpt_cu built without NCCL here: --comm nccl is skipped)"
+        echo "($CU built without NCCL here: --comm nccl is skipped)"
     fi
 else
-    echo "(no mpirun, or train_gpt_cu built without MPI here: the multi-process check is skipped)"
+    echo "(no mpirun, or $CU built without MPI here: the multi-process check is skipped)"
+fi
+
+if [ $EMU = 1 ]; then
+    stage "summary ($(( $(date +%s) - T0 )) s, the CPU emulation; benchmarks need a GPU)"
+    grep -E '^(FAIL)' $L.test_fp32.log $L.test_bf16.log 2>/dev/null | head -n 20
+    echo "gpu_check --emu: $passed passed, $failed failed"
+    echo "$passed passed, $failed failed"
+    [ $failed -eq 0 ]; exit
 fi
 
 stage "bandwidth of the element-wise kernels against a device copy; cuBLASLt's matmul rate (bench_kernels_cu)"
@@ -244,7 +336,7 @@ fi
 [ -s gpu_bench.txt ] && ok "benchmarks ran ($(wc -l < gpu_bench.txt) rows)"
 
 stage "summary ($(( $(date +%s) - T0 )) s, commit $(git describe --always --dirty 2>/dev/null))"
-grep -E '^(FAIL)' gpu_test_fp32.log gpu_test_bf16.log 2>/dev/null | head -n 20
+grep -E '^(FAIL)' $L.test_fp32.log $L.test_bf16.log 2>/dev/null | head -n 20
 cat gpu_bench_kernels.txt gpu_bench.txt 2>/dev/null
 echo "gpu_check: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -1,0 +1,676 @@
+/*
+tests/cuda_emu/cuda_emu.h: runs the CUDA backend (kernels.cuh, comm_nccl.h, and train_gpt.c / test_gpt.c built on
+them) on the CPU, so that its logic is tested on machines without a GPU: `make test_gpt_emu train_gpt_emu`.
+
+What it is: the CUDA runtime calls the backend makes, cuBLASLt's matmul (descriptors, heuristic query, the
+BIAS / GELU_AUX / DGELU epilogues), cub's radix sort and, over MPI, the NCCL collectives (nccl_emu.h), written
+again for host memory; plus an executor for kernels. scripts/cuda_emu_build.sh rewrites each `k<<<grid, block,
+smem, stream>>>(args)` into `emu_launch("k", k, grid, block, smem, stream)(args)`; the build force-includes this
+header and compiles the rewritten sources with g++ (no nvcc, no driver, no GPU).
+
+How a kernel runs: the blocks of the grid one after another; inside a block every thread is a fiber (ucontext) with
+its own stack, run until it reaches a synchronisation point:
+  __syncthreads()              every live thread of the block must arrive (a thread that returned first is an error:
+                               on a GPU that is undefined behaviour, usually a hang)
+  __shfl*_sync / __syncwarp    every lane named in the mask must arrive, with the same operation; a lane that
+                               returned, a mask naming lanes past the block's end, or reading a lane outside the
+                               mask is an error
+__shared__ variables become function statics, which the threads of a block share (blocks run one at a time).
+
+What it checks beyond the results (each failure names the kernel, block and thread, or the call):
+  - every pointer argument of a kernel lies in device memory (cudaMalloc), never in host or pinned memory;
+  - each allocation is fenced by guard bytes, verified after every kernel, matmul and copy: a write past either end
+    names the kernel and the allocation's size; fresh device memory is filled with 0xff (NaN in every float type),
+    as cudaMalloc leaves garbage;
+  - cudaMemcpy directions and extents against the allocations; launch configurations against the hardware's
+    limits (a bad one is reported by cudaGetLastError, as on a GPU);
+  - cuBLASLt: layouts consistent with the op's m, n, k and leading dimensions, attribute sizes, the epilogues'
+    documented constraints (auxiliary leading dimension a multiple of 8 and at least m), pointers at least as
+    aligned as the alignments promised to the heuristic, every operand's extent inside its allocation.
+
+What it does not model: concurrency. Work runs synchronously at the call, so a missing stream wait, event or
+synchronisation is invisible here; so are data races between threads, warp-synchronous code that assumes lanes
+run in lockstep, and performance. Fast-math intrinsics are computed exactly. Those stay for the GPU check.
+
+CUDA_EMU_NO_EPILOGUE=1 makes the heuristic find no algorithm for the GELU epilogues (the fallback path's test).
+*/
+#ifndef CUDA_EMU_H
+#define CUDA_EMU_H
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cublasLt.h>
+#include <ucontext.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+#include <time.h>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+// Device code is host code here; shared memory is a function static, shared by the block that is running.
+#undef __shared__
+#define __shared__ static
+#undef __global__
+#define __global__
+#undef __device__
+#define __device__
+#undef __host__
+#define __host__
+
+namespace emu {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Failures: one line naming what went wrong and where, then abort (the test harness sees the crash).
+
+struct Fiber;
+static const char* g_kernel = NULL; // the kernel running, NULL outside one
+static uint3 g_block_idx;
+static dim3 g_block_dim, g_grid_dim;
+static Fiber* g_cur = NULL;
+static uint3 emu__tid_of(const Fiber* f);
+
+static void fail(const char* fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (g_kernel && g_cur) {
+        uint3 t = emu__tid_of(g_cur);
+        fprintf(stderr, "cuda_emu: %s (kernel %s, block (%u,%u,%u), thread (%u,%u,%u))\n", msg, g_kernel, g_block_idx.x,
+                g_block_idx.y, g_block_idx.z, t.x, t.y, t.z);
+    } else if (g_kernel) {
+        fprintf(stderr, "cuda_emu: %s (kernel %s)\n", msg, g_kernel);
+    } else {
+        fprintf(stderr, "cuda_emu: %s\n", msg);
+    }
+    fflush(stderr);
+    abort();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Memory: every allocation is registered with its kind and fenced by guard bytes.
+
+enum { MEM_DEVICE = 0, MEM_PINNED = 1 };
+#define EMU_GUARD 256
+#define EMU_GUARD_BYTE 0xa5
+
+struct Alloc { size_t size; int kind; };
+static std::map<uintptr_t, Alloc> g_allocs; // keyed by the user pointer
+static size_t g_device_bytes = 0;
+
+static void* mem_alloc(size_t size, int kind) {
+    size_t total = (size + 2 * EMU_GUARD + 255) / 256 * 256;
+    unsigned char* raw = (unsigned char*)aligned_alloc(256, total);
+    if (!raw) { fail("out of host memory for a %zu-byte allocation", size); }
+    memset(raw, EMU_GUARD_BYTE, EMU_GUARD);
+    memset(raw + EMU_GUARD + size, EMU_GUARD_BYTE, total - EMU_GUARD - size);
+    memset(raw + EMU_GUARD, kind == MEM_DEVICE ? 0xff : 0, size); // device memory starts as garbage: NaN everywhere
+    g_allocs[(uintptr_t)(raw + EMU_GUARD)] = Alloc{size, kind};
+    if (kind == MEM_DEVICE) { g_device_bytes += size; }
+    return raw + EMU_GUARD;
+}
+
+// The allocation holding p (p may be its end), or NULL.
+static const Alloc* mem_find(const void* p, uintptr_t* base) {
+    uintptr_t u = (uintptr_t)p;
+    auto it = g_allocs.upper_bound(u);
+    if (it == g_allocs.begin()) { return NULL; }
+    --it;
+    if (u > it->first + it->second.size) { return NULL; }
+    *base = it->first;
+    return &it->second;
+}
+
+static const char* kind_name(int kind) { return kind == MEM_DEVICE ? "device" : "pinned host"; }
+
+// [p, p + bytes) must lie inside one allocation of the given kind (-1: any kind; -2: none, i.e. plain host memory).
+static void mem_check(const void* p, size_t bytes, int kind, const char* what) {
+    uintptr_t base = 0;
+    const Alloc* a = mem_find(p, &base);
+    if (kind == -2) {
+        if (a && a->kind == MEM_DEVICE) { fail("%s: %p is device memory, where host memory was expected", what, p); }
+        return;
+    }
+    if (!a) { fail("%s: %p is not %s memory", what, p, kind == MEM_DEVICE ? "device" : "CUDA-allocated"); }
+    if (kind >= 0 && a->kind != kind) { fail("%s: %p is %s memory, where %s memory was expected", what, p, kind_name(a->kind), kind_name(kind)); }
+    if ((uintptr_t)p + bytes > base + a->size) {
+        fail("%s: %zu bytes at offset %zu run past the end of a %zu-byte %s allocation", what, bytes, (size_t)((uintptr_t)p - base),
+             a->size, kind_name(a->kind));
+    }
+}
+
+static void mem_check_guards(const char* after) {
+    for (auto& e : g_allocs) {
+        const unsigned char* p = (const unsigned char*)e.first;
+        size_t size = e.second.size;
+        size_t tail = (size + 2 * EMU_GUARD + 255) / 256 * 256 - EMU_GUARD - size;
+        for (size_t i = 0; i < EMU_GUARD; i++) {
+            if (p[-(ptrdiff_t)EMU_GUARD + (ptrdiff_t)i] != EMU_GUARD_BYTE) {
+                fail("%s wrote %zu bytes before the start of a %zu-byte %s allocation", after, EMU_GUARD - i, size, kind_name(e.second.kind));
+            }
+        }
+        for (size_t i = 0; i < tail; i++) {
+            if (p[size + i] != EMU_GUARD_BYTE) {
+                fail("%s wrote past the end of a %zu-byte %s allocation (at byte %zu)", after, size, kind_name(e.second.kind), size + i);
+            }
+        }
+    }
+}
+
+static void mem_free(void* p, int kind, const char* what) {
+    if (!p) { return; }
+    auto it = g_allocs.find((uintptr_t)p);
+    if (it == g_allocs.end()) { fail("%s(%p): not the start of a live allocation", what, p); }
+    if (it->second.kind != kind) { fail("%s(%p): the pointer is %s memory", what, p, kind_name(it->second.kind)); }
+    mem_check_guards(what);
+    if (kind == MEM_DEVICE) { g_device_bytes -= it->second.size; }
+    g_allocs.erase(it);
+    free((unsigned char*)p - EMU_GUARD);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Kernel execution. A block's threads run on workers (fibers: a stack and saved registers). A worker runs thread
+// after thread until one reaches a synchronisation point; that thread keeps the worker (it is suspended there) and
+// a fresh worker starts the next thread. A kernel without synchronisation thus runs every thread of a block on one
+// worker as plain calls, and one that synchronises gets a worker per thread.
+
+enum { F_NEW, F_RUN, F_AT_BLOCK, F_AT_WARP, F_DONE };
+enum { OP_SYNCWARP = 1, OP_SHFL };
+#define EMU_STACK ((size_t)64 << 10)
+
+// The switch between workers: on x86-64 a few instructions that swap the callee-saved registers and the stack
+// pointer (ucontext's swapcontext also saves the signal mask: a system call per switch); elsewhere ucontext.
+#if defined(__x86_64__)
+#define EMU_FAST_SWITCH 1
+extern "C" void emu_switch(void** save_sp, void* load_sp);
+__asm__(".text\n"
+        ".globl emu_switch\n"
+        ".type emu_switch,@function\n"
+        "emu_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size emu_switch, .-emu_switch\n");
+#endif
+
+struct Worker {
+#ifdef EMU_FAST_SWITCH
+    void* sp;
+#else
+    ucontext_t uc;
+#endif
+    char* stack;
+    int busy;
+};
+
+struct Fiber { // one CUDA thread of the running block
+    unsigned linear; // threadIdx.x + threadIdx.y * blockDim.x + ...
+    int state, op;
+    unsigned shuffles; // shuffles done (the parity picks the exchange slot)
+    unsigned mask;
+    Worker* worker;  // the worker it runs (or is suspended) on
+};
+
+#ifdef EMU_FAST_SWITCH
+static void* g_sched_sp;
+#else
+static ucontext_t g_sched;
+#endif
+static std::vector<Fiber> g_fibers;
+static std::vector<Worker*> g_free_workers; // idle workers, their stacks kept for reuse
+static Worker* g_cur_worker = NULL;
+static unsigned g_next = 0, g_n = 0; // the next thread of the block to start; the block's thread count
+static std::function<void()>* g_body = NULL;
+// The shuffle values of the block's threads: two slots each, used alternately, so one rendezvous per shuffle is
+// enough (a lane writes a slot again only two shuffles later, after every lane of its warp passed the shuffle in
+// between, and so has read this one)
+static std::vector<uint64_t> g_exchange;
+struct WarpWait { unsigned waiting, mask; int op; }; // the lanes waiting at a warp operation, and which
+static std::vector<WarpWait> g_warp_wait;
+
+static uint3 emu__tid_of(const Fiber* f) {
+    uint3 t;
+    t.x = f->linear % g_block_dim.x;
+    t.y = (f->linear / g_block_dim.x) % g_block_dim.y;
+    t.z = f->linear / (g_block_dim.x * g_block_dim.y);
+    return t;
+}
+
+static void yield_to_scheduler(void) {
+#ifdef EMU_FAST_SWITCH
+    emu_switch(&g_cur_worker->sp, g_sched_sp);
+#else
+    swapcontext(&g_cur_worker->uc, &g_sched);
+#endif
+}
+
+static void worker_entry(void) {
+    Worker* me = g_cur_worker;
+    while (g_next < g_n) {
+        Fiber* t = &g_fibers[g_next++];
+        t->worker = me;
+        t->state = F_RUN;
+        g_cur = t;
+        (*g_body)();
+        t->state = F_DONE;
+    }
+    me->busy = 0;
+    g_free_workers.push_back(me);
+    g_cur_worker = me;
+    yield_to_scheduler(); // never resumed
+}
+
+static Worker* worker_start(void) {
+    Worker* w;
+    if (!g_free_workers.empty()) {
+        w = g_free_workers.back();
+        g_free_workers.pop_back();
+    } else {
+        w = new Worker;
+        w->stack = (char*)malloc(EMU_STACK);
+    }
+    w->busy = 1;
+#ifdef EMU_FAST_SWITCH
+    // the first switch "returns" into worker_entry with the stack as after a call (rsp = 8 mod 16 at entry)
+    uintptr_t top = ((uintptr_t)w->stack + EMU_STACK) & ~(uintptr_t)15;
+    void** sp = (void**)top;
+    *--sp = NULL;                 // worker_entry's return address: it never returns
+    *--sp = (void*)worker_entry;  // popped by emu_switch's ret
+    for (int i = 0; i < 6; i++) { *--sp = NULL; } // rbp, rbx, r12-r15
+    w->sp = sp;
+#else
+    getcontext(&w->uc);
+    w->uc.uc_stack.ss_sp = w->stack;
+    w->uc.uc_stack.ss_size = EMU_STACK;
+    w->uc.uc_link = NULL;
+    makecontext(&w->uc, worker_entry, 0);
+#endif
+    return w;
+}
+
+static void resume(Worker* w, Fiber* t) {
+    g_cur_worker = w;
+    g_cur = t;
+#ifdef EMU_FAST_SWITCH
+    emu_switch(&g_sched_sp, w->sp);
+#else
+    swapcontext(&g_sched, &w->uc);
+#endif
+}
+
+// Warp w's lanes that exist in a block of n threads, as a mask.
+static unsigned warp_lanes(unsigned w, unsigned n) {
+    unsigned first = w * 32, cnt = n - first < 32 ? n - first : 32;
+    return cnt == 32 ? 0xffffffffu : ((1u << cnt) - 1);
+}
+
+// Releases whatever rendezvous is complete; returns 0 when nothing could be (a deadlock, reported by the caller).
+static int release(unsigned n) {
+    int released = 0, at_block = 0, done = 0;
+    for (unsigned w = 0; w * 32 < n; w++) {
+        unsigned exist = warp_lanes(w, n), waiting = 0, req = 0;
+        int op = 0;
+        for (unsigned l = 0; l < 32 && w * 32 + l < n; l++) {
+            Fiber* f = &g_fibers[w * 32 + l];
+            if (f->state != F_AT_WARP) { continue; }
+            if (!waiting) { op = f->op; req = f->mask; }
+            else if (f->op != op || f->mask != req) {
+                g_cur = f;
+                fail("lanes of one warp wait at different warp operations (op %d mask %08x here, op %d mask %08x on another lane)",
+                     f->op, f->mask, op, req);
+            }
+            waiting |= 1u << l;
+        }
+        if (!waiting) { continue; }
+        if (req & ~exist) {
+            g_cur = &g_fibers[w * 32 + __builtin_ctz(waiting)];
+            fail("warp operation with mask %08x names lanes past the block's %u threads", req, n);
+        }
+        if ((waiting & req) == req) {
+            for (unsigned l = 0; l < 32; l++) {
+                if (waiting & (1u << l)) { g_fibers[w * 32 + l].state = F_RUN; }
+            }
+            released = 1;
+            continue;
+        }
+        for (unsigned l = 0; l < 32; l++) {
+            if ((req & (1u << l)) && g_fibers[w * 32 + l].state == F_DONE) {
+                g_cur = &g_fibers[w * 32 + __builtin_ctz(waiting)];
+                fail("warp operation (mask %08x) waits for lane %u, which has returned", req, l);
+            }
+        }
+    }
+    if (released) { return 1; }
+    for (unsigned i = 0; i < n; i++) {
+        at_block += g_fibers[i].state == F_AT_BLOCK;
+        done += g_fibers[i].state == F_DONE;
+    }
+    if (at_block > 0 && at_block + done == (int)n) {
+        if (done > 0) {
+            for (unsigned i = 0; i < n; i++) {
+                if (g_fibers[i].state == F_DONE) { g_cur = &g_fibers[i]; break; }
+            }
+            fail("__syncthreads() reached by %d threads while %d have returned (this one among them)", at_block, done);
+        }
+        for (unsigned i = 0; i < n; i++) { g_fibers[i].state = F_RUN; }
+        return 1;
+    }
+    return 0;
+}
+
+static void run_block(unsigned n) {
+    g_fibers.resize(n);
+    g_exchange.assign(2 * (size_t)n, 0);
+    g_warp_wait.assign((n + 31) / 32, WarpWait{0, 0, 0});
+    for (unsigned i = 0; i < n; i++) {
+        Fiber* f = &g_fibers[i];
+        f->linear = i;
+        f->state = F_NEW;
+        f->op = 0;
+        f->mask = 0;
+        f->shuffles = 0;
+        f->worker = NULL;
+    }
+    g_next = 0;
+    g_n = n;
+    for (;;) {
+        while (g_next < n) { resume(worker_start(), NULL); } // runs threads until one suspends (or all are done)
+        int resumed = 0, live = 0;
+        for (unsigned i = 0; i < n; i++) {
+            if (g_fibers[i].state == F_RUN) { resume(g_fibers[i].worker, &g_fibers[i]); resumed = 1; }
+            live += g_fibers[i].state != F_DONE;
+        }
+        if (!live) { break; }
+        if (resumed) { continue; }
+        if (!release(n)) {
+            for (unsigned i = 0; i < n; i++) {
+                if (g_fibers[i].state != F_DONE) { g_cur = &g_fibers[i]; break; }
+            }
+            fail("deadlock: threads wait at synchronisation points that can never complete (this one at %s)",
+                 g_cur->state == F_AT_BLOCK ? "__syncthreads" : "a warp operation");
+        }
+    }
+    g_cur = NULL;
+    g_cur_worker = NULL;
+}
+
+static cudaError_t g_last_error = cudaSuccess;
+
+// CUDA_EMU_PROFILE=1: the time spent in each kernel (and cuBLASLt), printed at exit, to see where emulation goes
+static std::map<std::string, std::pair<double, long>> g_profile;
+static int g_profile_on = -1;
+static double now_s(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+static void profile_print(void) {
+    std::vector<std::pair<double, std::string>> v;
+    for (auto& e : g_profile) { v.push_back({e.second.first, e.first}); }
+    std::sort(v.rbegin(), v.rend());
+    for (auto& e : v) { fprintf(stderr, "cuda_emu profile: %9.3f s %8ld calls  %s\n", e.first, g_profile[e.second].second, e.second.c_str()); }
+}
+static void profile_add(const char* name, double t0) {
+    if (g_profile_on < 0) {
+        const char* e = getenv("CUDA_EMU_PROFILE");
+        g_profile_on = e && atoi(e);
+        if (g_profile_on) { atexit(profile_print); }
+    }
+    if (!g_profile_on) { return; }
+    auto& p = g_profile[name];
+    p.first += now_s() - t0;
+    p.second++;
+}
+
+// Runs kernel `name` over the grid; body calls it with its arguments.
+static void run_grid(const char* name, dim3 grid, dim3 block, std::function<void()>* body) {
+    size_t threads = (size_t)block.x * block.y * block.z;
+    if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u ||
+        grid.y > 65535 || grid.z > 65535) {
+        fprintf(stderr, "cuda_emu: kernel %s launched with grid (%u,%u,%u), block (%u,%u,%u): an invalid configuration\n", name,
+                grid.x, grid.y, grid.z, block.x, block.y, block.z);
+        g_last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    g_kernel = name;
+    g_grid_dim = grid;
+    g_block_dim = block;
+    g_body = body;
+    double t0 = now_s();
+    for (unsigned z = 0; z < grid.z; z++) {
+        for (unsigned y = 0; y < grid.y; y++) {
+            for (unsigned x = 0; x < grid.x; x++) {
+                g_block_idx.x = x; g_block_idx.y = y; g_block_idx.z = z;
+                run_block((unsigned)threads);
+            }
+        }
+    }
+    profile_add(name, t0);
+    char what[160];
+    snprintf(what, sizeof(what), "kernel %s", name);
+    g_kernel = NULL;
+    mem_check_guards(what);
+}
+
+// Pointer arguments must be device memory (or NULL).
+template <class T> static void check_arg(const char* name, int i, const T& v) {
+    if constexpr (std::is_pointer<T>::value) {
+        if (v) {
+            uintptr_t base;
+            const Alloc* a = mem_find((const void*)v, &base);
+            if (!a || a->kind != MEM_DEVICE) {
+                fail("argument %d of kernel %s (%p) is %s, not device memory", i, name, (const void*)v, a ? "pinned host memory" : "host memory");
+            }
+        }
+    }
+}
+
+template <class... P> struct Launch {
+    const char* name;
+    void (*kernel)(P...);
+    dim3 grid, block;
+    template <class... A> void operator()(A&&... a) {
+        static_assert(sizeof...(A) == sizeof...(P), "kernel launched with the wrong number of arguments");
+        std::tuple<P...> args(std::forward<A>(a)...);
+        int i = 0;
+        std::apply([&](const auto&... v) { (check_arg(name, i++, v), ...); }, args);
+        std::function<void()> body = [&]() { std::apply(kernel, args); };
+        run_grid(name, grid, block, &body);
+    }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Warp operations
+
+static void warp_wait(unsigned mask, int op) {
+    if (!g_cur) { fail("a warp operation outside a kernel"); }
+    unsigned lane = g_cur->linear % 32;
+    if (!(mask & (1u << lane))) { fail("warp operation with mask %08x called by lane %u, which the mask leaves out", mask, lane); }
+    g_cur->state = F_AT_WARP;
+    g_cur->op = op;
+    g_cur->mask = mask;
+    // the last lane to arrive completes the rendezvous at once and goes on; the others resume in the scheduler's
+    // next pass (release() reports what can never complete)
+    unsigned w = g_cur->linear / 32;
+    WarpWait* ww = &g_warp_wait[w];
+    if (ww->waiting == 0) { ww->op = op; ww->mask = mask; }
+    else if (ww->op != op || ww->mask != mask) {
+        fail("lanes of one warp wait at different warp operations (op %d mask %08x here, op %d mask %08x on another lane)", op, mask,
+             ww->op, ww->mask);
+    }
+    ww->waiting |= 1u << lane;
+    if ((ww->waiting & mask) == mask && !(mask & ~warp_lanes(w, g_n))) {
+        for (unsigned l = 0; l < 32; l++) {
+            if (ww->waiting & (1u << l)) { g_fibers[w * 32 + l].state = F_RUN; }
+        }
+        ww->waiting = 0;
+        return;
+    }
+    yield_to_scheduler();
+}
+
+template <class T> static T shfl(unsigned mask, T v, unsigned src) {
+    static_assert(sizeof(T) <= 8, "shuffle of a value wider than 8 bytes");
+    if (!g_cur) { fail("a shuffle outside a kernel"); }
+    unsigned me = g_cur->linear, warp0 = me / 32 * 32, n = (unsigned)(g_exchange.size() / 2);
+    size_t parity = (g_cur->shuffles++ & 1) * n;
+    memcpy(&g_exchange[parity + me], &v, sizeof(T));
+    warp_wait(mask, OP_SHFL);
+    if (!(mask & (1u << src))) { fail("shuffle reads lane %u, which mask %08x leaves out", src, mask); }
+    T r;
+    memcpy(&r, &g_exchange[parity + warp0 + src], sizeof(T));
+    return r;
+}
+
+} // namespace emu
+
+// The CUDA names kernels use
+#define threadIdx (emu::emu__tid_of(emu::g_cur))
+#define blockIdx (emu::g_block_idx)
+#define blockDim (emu::g_block_dim)
+#define gridDim (emu::g_grid_dim)
+
+static inline void __syncthreads(void) {
+    if (!emu::g_cur) { emu::fail("__syncthreads outside a kernel"); }
+    emu::g_cur->state = emu::F_AT_BLOCK;
+    emu::yield_to_scheduler();
+}
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::warp_wait(mask, emu::OP_SYNCWARP); }
+template <class T> static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+    unsigned lane = emu::g_cur ? emu::g_cur->linear % 32 : 0;
+    return emu::shfl(mask, v, (lane / width) * width + ((unsigned)src % width));
+}
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    unsigned lane = emu::g_cur ? emu::g_cur->linear % 32 : 0, src = lane ^ (unsigned)lane_mask;
+    return emu::shfl(mask, v, src / width == lane / width ? src : lane);
+}
+template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    unsigned lane = emu::g_cur ? emu::g_cur->linear % 32 : 0, src = lane + delta;
+    return emu::shfl(mask, v, src / width == lane / width ? src : lane);
+}
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+float __expf(float x) { return expf(x); } // declared by the CUDA headers; the GPU's is an approximation
+
+// emu_launch("k", k, grid, block[, smem[, stream]])(args...): what k<<<grid, block, smem, stream>>>(args...) becomes
+template <class... P> static emu::Launch<P...> emu_launch(const char* name, void (*kernel)(P...), dim3 grid, dim3 block,
+                                                          size_t smem = 0, cudaStream_t stream = 0) {
+    (void)stream;
+    if (smem > 0) { emu::fail("kernel %s: dynamic shared memory is not emulated", name); }
+    return emu::Launch<P...>{name, kernel, grid, block};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The CUDA runtime (what the backend calls). Streams and events are tokens: all work has finished when a call returns.
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) { *count = 1; return cudaSuccess; }
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDevice(int* device) { *device = 0; return cudaSuccess; }
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
+    if (device != 0) { return cudaErrorInvalidDevice; }
+    memset(prop, 0, sizeof(*prop));
+    snprintf(prop->name, sizeof(prop->name), "cuda_emu (the CPU)");
+    prop->major = 9;
+    prop->minor = 0;
+    prop->multiProcessorCount = 4;
+    prop->totalGlobalMem = (size_t)16 << 30;
+    prop->warpSize = 32;
+    prop->maxThreadsPerBlock = 1024;
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+    *total = (size_t)16 << 30;
+    *free_bytes = *total > emu::g_device_bytes ? *total - emu::g_device_bytes : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { cudaError_t e = emu::g_last_error; emu::g_last_error = cudaSuccess; return e; }
+cudaError_t cudaPeekAtLastError(void) { return emu::g_last_error; }
+const char* cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    default: return "cuda_emu: some error";
+    }
+}
+
+cudaError_t cudaMalloc(void** p, size_t size) { *p = emu::mem_alloc(size, emu::MEM_DEVICE); return cudaSuccess; }
+cudaError_t cudaFree(void* p) { emu::mem_free(p, emu::MEM_DEVICE, "cudaFree"); return cudaSuccess; }
+cudaError_t cudaMallocHost(void** p, size_t size) { *p = emu::mem_alloc(size, emu::MEM_PINNED); return cudaSuccess; }
+cudaError_t cudaFreeHost(void* p) { emu::mem_free(p, emu::MEM_PINNED, "cudaFreeHost"); return cudaSuccess; }
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
+    (void)stream;
+    if (bytes == 0) { return cudaSuccess; }
+    switch (kind) {
+    case cudaMemcpyHostToDevice:
+        emu::mem_check(dst, bytes, emu::MEM_DEVICE, "cudaMemcpy host to device: the destination");
+        emu::mem_check(src, bytes, -2, "cudaMemcpy host to device: the source");
+        break;
+    case cudaMemcpyDeviceToHost:
+        emu::mem_check(src, bytes, emu::MEM_DEVICE, "cudaMemcpy device to host: the source");
+        emu::mem_check(dst, bytes, -2, "cudaMemcpy device to host: the destination");
+        break;
+    case cudaMemcpyDeviceToDevice:
+        emu::mem_check(src, bytes, emu::MEM_DEVICE, "cudaMemcpy device to device: the source");
+        emu::mem_check(dst, bytes, emu::MEM_DEVICE, "cudaMemcpy device to device: the destination");
+        break;
+    default: emu::fail("cudaMemcpy: kind %d is not one the backend should use", (int)kind);
+    }
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
+    return cudaMemcpyAsync(dst, src, bytes, kind, 0);
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
+    (void)stream;
+    if (bytes == 0) { return cudaSuccess; }
+    emu::mem_check(p, bytes, emu::MEM_DEVICE, "cudaMemset");
+    memset(p, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void* p, int value, size_t bytes) { return cudaMemsetAsync(p, value, bytes, 0); }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) { (void)flags; *s = (cudaStream_t)malloc(16); return cudaSuccess; }
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
+cudaError_t cudaStreamDestroy(cudaStream_t s) { free((void*)s); return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+    (void)s; (void)flags;
+    if (!e) { emu::fail("cudaStreamWaitEvent on a NULL event"); }
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) { (void)flags; *e = (cudaEvent_t)malloc(16); return cudaSuccess; }
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { free((void*)e); return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    (void)s;
+    if (!e) { emu::fail("cudaEventRecord on a NULL event"); }
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { (void)a; (void)b; *ms = 0.0f; return cudaSuccess; }
+
+} // extern "C"
+
+#include "cublaslt_emu.h" // cuBLASLt's matmul on the CPU
+#ifdef USE_NCCL
+#include "nccl_emu.h"     // NCCL's collectives over MPI
+#endif
+
+#endif // CUDA_EMU_H
