@@ -192,7 +192,7 @@ ifeq ($(CUDA_LT_OK),yes)
   BINS += train_gpt_cu test_gpt_cu test_gpt_cu_bf16 bench_kernels_cu $(CUDNN_BINS)
 endif
 ifeq ($(EMU_OK),yes)
-  BINS += train_gpt_emu test_gpt_emu test_gpt_emu_bf16
+  BINS += train_gpt_emu test_gpt_emu test_gpt_emu_bf16 tests/test_cuda_emu
 endif
 ifeq ($(CJSON_OK),yes)
   BINS += tests/test_hf
@@ -235,6 +235,7 @@ FEATURES_bench_kernels_cu = $(F_CUDA)$(F_CUDA_MPI); BF16
 FEATURES_train_gpt_emu = $(F_EMU); $(F_MPI); $(PRECISION); $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt_emu = $(F_EMU); $(F_MPI); FP32; $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt_emu_bf16 = $(F_EMU); $(F_MPI); BF16; $(F_CJSON); $(F_XXHASH)
+FEATURES_tests/test_cuda_emu = $(F_EMU); $(F_MPI)
 stamp = build/$(subst /,_,$(1)).features
 # evaluated while the Makefile is read, so the stamps are current before make compares timestamps
 $(shell mkdir -p build)
@@ -319,7 +320,7 @@ tests/test_cudnn_graph: tests/test_cudnn_graph.cu cudnn_att.cuh $(CUDA_HEADERS) 
 	$(NVCC) -x cu $(NVCC_FLAGS) -I. $< -o $@ $(CUDA_LIBS)
 
 # The emulated CUDA builds compile copies of the sources in build/emu/src whose kernel launches are rewritten
-EMU_SRC = $(CUDA_HEADERS) train_gpt.c test_gpt.c tests/testing.h tests/stage_ops.h
+EMU_SRC = $(CUDA_HEADERS) train_gpt.c test_gpt.c tests/testing.h tests/stage_ops.h tests/test_cuda_emu.cu
 EMU_DEPS = build/emu/src/.rewritten tests/cuda_emu/cuda_emu.h tests/cuda_emu/cublaslt_emu.h tests/cuda_emu/nccl_emu.h tests/cuda_emu/include/cub/cub.cuh
 build/emu/src/.rewritten: $(EMU_SRC) tests/cuda_emu/rewrite.sh
 	bash tests/cuda_emu/rewrite.sh build/emu/src $(EMU_SRC) && touch $@
@@ -332,6 +333,10 @@ test_gpt_emu: $(EMU_DEPS) $(call stamp,test_gpt_emu)
 
 test_gpt_emu_bf16: $(EMU_DEPS) $(call stamp,test_gpt_emu_bf16)
 	$(CXX) $(EMU_FLAGS) -DENABLE_BF16 $(BUILD_DEFS) build/emu/src/test_gpt.c -o $@ $(EMU_LIBS)
+
+# the emulator's own test (tests/test_cuda_emu.cu)
+tests/test_cuda_emu: $(EMU_DEPS) $(call stamp,tests/test_cuda_emu)
+	$(CXX) $(EMU_FLAGS) $(BUILD_DEFS) build/emu/src/tests/test_cuda_emu.cu -o $@ $(EMU_LIBS)
 
 tests/test_precision: tests/test_precision.c tests/testing.h precision.h $(call stamp,tests/test_precision)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
@@ -390,7 +395,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize parquet_text bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu train_gpt_emu test_gpt_emu test_gpt_emu_bf16
+	rm -f train_gpt test_gpt tokenize parquet_text bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu train_gpt_emu test_gpt_emu test_gpt_emu_bf16 tests/test_cuda_emu
 	rm -rf build
 
 # ==============================================================================================================

@@ -15,9 +15,10 @@ Determinism: no float atomics anywhere. Every reduction (LayerNorm's dw/db, bias
 gradient, the loss sum, the gradient norm) is a fixed-order sum over per-block partials, so two runs give the same
 bits.
 
-Status (issue 10, first part): every op of kernels.h, the native attention kernels (online softmax; the cuDNN flash
-path is next), cuBLASLt matmuls with the bias epilogue. Compiled and linked in CI; not yet run on a GPU: the GPU
-check (scripts/gpu_check.sh) is what proves it.
+Status: every op of kernels.h; attention through cuDNN's flash graphs (cudnn_att.cuh) or the native kernels below;
+cuBLASLt matmuls with the BIAS, GELU_AUX_BIAS and DGELU epilogues. Compiled and linked in CI, and run there on the
+CPU through tests/cuda_emu (scripts/gpu_check.sh --emu: every op and the whole trainer, logic only); not yet run
+on a GPU: the GPU check (scripts/gpu_check.sh) is what proves it there.
 */
 #ifndef KERNELS_CUDA_CUH
 #define KERNELS_CUDA_CUH
@@ -97,7 +98,10 @@ typedef struct {
     cublasLtHandle_t lt;
     void* lt_workspace;
     float* stage_dev;          // (KERNELS_STAGE_FLOATS) fp32 staging on the device
-    float* stage_host;         // (KERNELS_STAGE_FLOATS) pinned host staging
+    float* stage_host[2];      // (KERNELS_STAGE_FLOATS each) pinned host staging, used in turn (the file streams'
+                               // double buffer)
+    cudaEvent_t stage_free[2]; // recorded after the copy out of stage_host[i]: the CPU may fill it again
+    int stage_next;            // which of the two the next chunk fills
     double* partials;          // (KERNELS_REDUCE_BLOCKS) per-block partial sums
     float* col_partials;       // LayerNorm dw/db, bias-gradient and attention partials (grown on demand)
     size_t col_partials_bytes;
@@ -155,7 +159,10 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
     gpuCheck(cublasLtCreate(&ctx->lt));
     gpuCheck(cudaMalloc(&ctx->lt_workspace, KERNELS_LT_WORKSPACE));
     gpuCheck(cudaMalloc((void**)&ctx->stage_dev, KERNELS_STAGE_FLOATS * sizeof(float)));
-    gpuCheck(cudaMallocHost((void**)&ctx->stage_host, KERNELS_STAGE_FLOATS * sizeof(float)));
+    for (int i = 0; i < 2; i++) {
+        gpuCheck(cudaMallocHost((void**)&ctx->stage_host[i], KERNELS_STAGE_FLOATS * sizeof(float)));
+        gpuCheck(cudaEventCreateWithFlags(&ctx->stage_free[i], cudaEventDisableTiming));
+    }
     gpuCheck(cudaMalloc((void**)&ctx->partials, KERNELS_REDUCE_BLOCKS * sizeof(double)));
     ctx->bytes = KERNELS_LT_WORKSPACE + KERNELS_STAGE_FLOATS * sizeof(float) + KERNELS_REDUCE_BLOCKS * sizeof(double);
 #ifdef USE_CUDNN
@@ -182,7 +189,10 @@ static void kernels_ctx_free(KernelCtx* ctx) {
     gpuCheck(cudaStreamSynchronize(ctx->stream));
     cudaFree(ctx->lt_workspace);
     cudaFree(ctx->stage_dev);
-    cudaFreeHost(ctx->stage_host);
+    for (int i = 0; i < 2; i++) {
+        cudaFreeHost(ctx->stage_host[i]);
+        cudaEventDestroy(ctx->stage_free[i]);
+    }
     cudaFree(ctx->partials);
     cudaFree(ctx->col_partials);
     cudaFree(ctx->sort_keys_in);
@@ -255,7 +265,8 @@ static void* dev_host_alloc(const KernelCtx* ctx, size_t bytes) {
 }
 static void dev_host_free(const KernelCtx* ctx, void* p) { (void)ctx; if (p) { gpuCheck(cudaFreeHost(p)); } }
 
-// fp32 <-> floatX conversions of the file-I/O bridges, chunk by chunk through the pinned staging buffer
+// fp32 <-> floatX conversions of the file-I/O bridges (model files and checkpoints stream through these a chunk at a
+// time: no host copy of the whole model)
 __global__ void kernels__f32_to_x(floatX* dst, const float* src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) { dst[i] = kernels__x(src[i]); }
 }
@@ -263,28 +274,50 @@ __global__ void kernels__x_to_f32(float* dst, const floatX* src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) { dst[i] = kernels__f(src[i]); }
 }
 
-// CPU twin: params_from_f32 (memmove + round_buffer)
-static void params_from_f32(const KernelCtx* ctx, floatX* dst, const float* host_src, size_t n) {
+// CPU twin: params_from_f32 (memmove + round_buffer). A double buffer: each chunk is copied into one of two pinned
+// buffers, in turn, and its upload and conversion are queued without waiting, so the device takes chunk k while the
+// caller reads chunk k + 1 from the file and this copies it into the other buffer; a buffer is refilled only after
+// the copy out of it has finished (its event). The caller's host_src is free again when this returns.
+static void params_from_f32(const KernelCtx* cctx, floatX* dst, const float* host_src, size_t n) {
+    KernelCtx* ctx = (KernelCtx*)cctx; // the turn of the two buffers
     for (size_t off = 0; off < n; off += KERNELS_STAGE_FLOATS) {
         size_t cnt = n - off < KERNELS_STAGE_FLOATS ? n - off : KERNELS_STAGE_FLOATS;
-        memcpy(ctx->stage_host, host_src + off, cnt * sizeof(float));
-        gpuCheck(cudaMemcpyAsync(ctx->stage_dev, ctx->stage_host, cnt * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
+        int b = ctx->stage_next;
+        ctx->stage_next ^= 1;
+        gpuCheck(cudaEventSynchronize(ctx->stage_free[b]));
+        memcpy(ctx->stage_host[b], host_src + off, cnt * sizeof(float));
+        // one device staging buffer is enough: on one stream, the next upload into it follows this conversion
+        gpuCheck(cudaMemcpyAsync(ctx->stage_dev, ctx->stage_host[b], cnt * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
+        gpuCheck(cudaEventRecord(ctx->stage_free[b], ctx->stream));
         kernels__f32_to_x<<<kernels__blocks(cnt, 256), 256, 0, ctx->stream>>>(dst + off, ctx->stage_dev, cnt);
         launchCheck();
-        gpuCheck(cudaStreamSynchronize(ctx->stream));
     }
 }
 
-// CPU twin: params_to_f32
-static void params_to_f32(const KernelCtx* ctx, float* host_dst, const floatX* src, size_t n) {
-    for (size_t off = 0; off < n; off += KERNELS_STAGE_FLOATS) {
-        size_t cnt = n - off < KERNELS_STAGE_FLOATS ? n - off : KERNELS_STAGE_FLOATS;
-        kernels__x_to_f32<<<kernels__blocks(cnt, 256), 256, 0, ctx->stream>>>(ctx->stage_dev, src + off, cnt);
-        launchCheck();
-        gpuCheck(cudaMemcpyAsync(ctx->stage_host, ctx->stage_dev, cnt * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
-        gpuCheck(cudaStreamSynchronize(ctx->stream));
-        memcpy(host_dst + off, ctx->stage_host, cnt * sizeof(float));
+// CPU twin: params_to_f32. Chunk k + 1's conversion and download are queued into the other pinned buffer before
+// chunk k is copied out to host_dst, so the device works while the CPU copies.
+static void params_to_f32(const KernelCtx* cctx, float* host_dst, const floatX* src, size_t n) {
+    KernelCtx* ctx = (KernelCtx*)cctx;
+    size_t chunks = (n + KERNELS_STAGE_FLOATS - 1) / KERNELS_STAGE_FLOATS;
+    int first = ctx->stage_next;
+    for (size_t c = 0; c <= chunks; c++) {
+        if (c < chunks) { // queue chunk c
+            size_t off = c * KERNELS_STAGE_FLOATS, cnt = n - off < KERNELS_STAGE_FLOATS ? n - off : KERNELS_STAGE_FLOATS;
+            int b = (first + (int)c) & 1;
+            gpuCheck(cudaEventSynchronize(ctx->stage_free[b])); // an earlier upload out of it has finished
+            kernels__x_to_f32<<<kernels__blocks(cnt, 256), 256, 0, ctx->stream>>>(ctx->stage_dev, src + off, cnt);
+            launchCheck();
+            gpuCheck(cudaMemcpyAsync(ctx->stage_host[b], ctx->stage_dev, cnt * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
+            gpuCheck(cudaEventRecord(ctx->stage_free[b], ctx->stream));
+        }
+        if (c > 0) { // copy chunk c - 1 out
+            size_t off = (c - 1) * KERNELS_STAGE_FLOATS, cnt = n - off < KERNELS_STAGE_FLOATS ? n - off : KERNELS_STAGE_FLOATS;
+            int b = (first + (int)c - 1) & 1;
+            gpuCheck(cudaEventSynchronize(ctx->stage_free[b]));
+            memcpy(host_dst + off, ctx->stage_host[b], cnt * sizeof(float));
+        }
     }
+    ctx->stage_next = (first + (int)chunks) & 1;
 }
 
 // ----------------------------------------------------------------------------

@@ -762,6 +762,35 @@ static void test_ops_gpt2_shapes(void) {
 #endif
 }
 
+#ifdef KERNELS_CUDA
+// The file streams' double buffer (params_from_f32 / params_to_f32): values representable in the storage type make
+// the round trip exactly, over several staging chunks and an odd tail, with the two pinned buffers taking turns
+// across calls (an upload is still in flight when the next call starts).
+static void test_param_streams(void) {
+    size_t n = 2 * KERNELS_STAGE_FLOATS + 12345, m = 1000;
+    float* host = (float*)mallocCheck(n * sizeof(float));
+    float* back = (float*)mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { host[i] = round_dtype((float)((double)(i % 1000003) / 1000003.0 - 0.5), KERNELS_DTYPE); }
+    floatX* dev = (floatX*)dev_alloc(&g_ctx, n * sizeof(floatX));
+    floatX* small = (floatX*)dev_alloc(&g_ctx, m * sizeof(floatX));
+    params_from_f32(&g_ctx, dev, host, n);
+    params_from_f32(&g_ctx, small, host + 7, m); // the other buffer's turn, right after
+    for (size_t i = 0; i < n; i++) { back[i] = NAN; }
+    params_to_f32(&g_ctx, back, dev, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) { bad += memcmp(&back[i], &host[i], sizeof(float)) != 0; }
+    float sb[1000];
+    params_to_f32(&g_ctx, sb, small, m);
+    for (size_t i = 0; i < m; i++) { bad += memcmp(&sb[i], &host[7 + i], sizeof(float)) != 0; }
+    check(bad == 0, "params_from_f32 / params_to_f32 round trip through the pinned double buffer (3 chunks + a second call)",
+          "%zu of %zu values differ", bad, n + m);
+    dev_free(&g_ctx, dev);
+    dev_free(&g_ctx, small);
+    free(host);
+    free(back);
+}
+#endif
+
 // --- AdamW against the closed form in double
 static void test_adamw(void) {
     enum { N = 37 };
@@ -1555,6 +1584,9 @@ int main(int argc, char** argv) {
             }
             test_ops_dtype();
             test_ops_gpt2_shapes();
+#ifdef KERNELS_CUDA
+            test_param_streams();
+#endif
         }
         char mp[1024], sp[1024];
         snprintf(mp, sizeof(mp), "%s/ref_model.bin", ref_dir);

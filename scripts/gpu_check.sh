@@ -223,6 +223,25 @@ if [ $EMU = 1 ]; then # cuBLASLt without the GELU epilogues: the unfused ops tak
         { bad "the fallback from the GELU epilogues"; tail -n 3 $L.train_noepi.log; }
 fi
 
+stage "checkpoint and resume: $CU resumed from its step-3 checkpoint continues bit for bit"
+# the model, master weights, moments and sampler through the file streams (device -> pinned double buffer -> file
+# and back), twice over: a run that checkpoints must equal one that does not, and the resumed steps the original ones
+ck="--model d4 --train $TMPD/check_train_000000.bin --batch-size 2 --seq-len 32 --steps 5 --lr 1e-3 --warmup 2 --seed 11"
+if timeout $((120 * LONG)) $CU $ck --log $TMPD/ck_plain.jsonl > $L.ck_plain.log 2>&1 &&
+   timeout $((120 * LONG)) $CU $ck --checkpoint-every 3 --out $TMPD/ck --log $TMPD/ck_full.jsonl > $L.ck_full.log 2>&1 &&
+   rm -f $TMPD/ck/model_00000005.bin $TMPD/ck/state_00000005.bin && echo 3 > $TMPD/ck/latest &&
+   timeout $((120 * LONG)) $CU $ck --resume $TMPD/ck --log $TMPD/ck_resumed.jsonl > $L.ck_resumed.log 2>&1; then
+    follows $TMPD/ck_full.jsonl $TMPD/ck_plain.jsonl 0 && ok "checkpointing leaves the run unchanged bit for bit" || bad "a run that checkpoints differs from one that does not"
+    if cmp -s <(grep -o '"step": [45], "loss": [^,]*' $TMPD/ck_full.jsonl) <(grep -o '"step": [45], "loss": [^,]*' $TMPD/ck_resumed.jsonl) &&
+       [ "$(grep -c '"step": [45], "loss"' $TMPD/ck_resumed.jsonl)" = 2 ]; then
+        ok "resume from the step-3 checkpoint: steps 4 and 5 equal the uninterrupted run's bit for bit"
+    else
+        bad "resume from the step-3 checkpoint differs"; grep '"loss"' $TMPD/ck_full.jsonl $TMPD/ck_resumed.jsonl | cut -c1-120
+    fi
+else
+    bad "checkpoint runs"; tail -n 3 $L.ck_plain.log $L.ck_full.log $L.ck_resumed.log
+fi
+
 stage "HellaSwag: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"
 # the same answers as tests/ref/hellaswag_ref.txt (each example's best ending leads by at least 0.01 nats, so any
 # other answer is a bug), each ending's summed loss within 2e-2 relative (bf16 storage: the model's weights and

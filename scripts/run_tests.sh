@@ -92,6 +92,10 @@ run test_precision ./tests/test_precision
 run test_pp ./tests/test_pp
 # the cuDNN attention graphs finalize without a GPU (built wherever nvcc and cuDNN are)
 if [ -x tests/test_cudnn_graph ]; then run test_cudnn_graph ./tests/test_cudnn_graph; fi
+# the CUDA backend on the CPU (tests/cuda_emu): the emulator's own test, then the GPU check's correctness stages
+# (op tests in fp32 and bf16, the reference, trajectories, HellaSwag, 2 processes with ZeRO/pp/tp, --comm nccl)
+if [ -x tests/test_cuda_emu ]; then run test_cuda_emu ./tests/test_cuda_emu; fi
+if [ -x train_gpt_emu ] && [ -x test_gpt_emu ]; then run "gpu_check --emu" bash scripts/gpu_check.sh --emu; fi
 # on a machine without a GPU the CUDA binaries end with one clear line, not a crash (scripts/gpu_check.sh runs them
 # where a GPU is)
 if [ -x train_gpt_cu ] && ! nvidia-smi > /dev/null 2>&1; then

@@ -103,6 +103,10 @@ static const char* lt_validate(const LtDesc* d, const LtLayout* a, const LtLayou
     return NULL;
 }
 
+static void lt_compute(const LtDesc* op, const LtLayout* a, const LtLayout* b, const LtLayout* c, const LtLayout* dd, float alpha,
+                       float beta, const void* A, const void* B, const void* C, void* D, uint64_t m, uint64_t n, uint64_t k,
+                       int32_t bias_type, int32_t aux_type);
+
 } // namespace emu
 
 extern "C" {
@@ -213,7 +217,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
                               const void* B, cublasLtMatrixLayout_t lb, const void* beta_p, const void* C, cublasLtMatrixLayout_t lc,
                               void* D, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t* algo_p, void* workspace,
                               size_t workspace_bytes, cudaStream_t stream) {
-    (void)h; (void)stream;
+    (void)h;
     const emu::LtDesc* op = (const emu::LtDesc*)desc;
     const emu::LtLayout *a = (const emu::LtLayout*)la, *b = (const emu::LtLayout*)lb, *c = (const emu::LtLayout*)lc, *dd = (const emu::LtLayout*)ld;
     uint64_t m, n, k;
@@ -247,15 +251,29 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         if (!op->aux) { emu::fail("cublasLtMatmul: a GELU epilogue without an auxiliary pointer"); }
         emu::mem_check(op->aux, ((n - 1) * (size_t)op->aux_ld + m) * emu::type_size(aux_type), emu::MEM_DEVICE, "cublasLtMatmul: the auxiliary matrix");
     }
-    double t0 = emu::now_s();
+    // the descriptors and scalars are read now (a later call may change the cached descriptor's pointers), the
+    // operands when the stream runs the product
     float alpha = *(const float*)alpha_p, beta = *(const float*)beta_p;
+    emu::LtDesc opv = *op;
+    emu::LtLayout av = *a, bv = *b, cv = *c, dv = *dd;
+    emu::enqueue(stream, [=]() { emu::lt_compute(&opv, &av, &bv, &cv, &dv, alpha, beta, A, B, C, D, m, n, k, bias_type, aux_type); });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+} // extern "C"
+
+namespace emu {
+static void lt_compute(const LtDesc* op, const LtLayout* a, const LtLayout* b, const LtLayout* c, const LtLayout* dd, float alpha,
+                       float beta, const void* A, const void* B, const void* C, void* D, uint64_t m, uint64_t n, uint64_t k,
+                       int32_t bias_type, int32_t aux_type) {
+    double t0 = now_s();
     // op(A) as m rows of k, op(B) as n rows of k: each element of D is one contiguous dot product
     std::vector<float> at(m * k), bt(n * k);
     for (uint64_t i = 0; i < m; i++) {
-        for (uint64_t l = 0; l < k; l++) { at[i * k + l] = emu::load_as_float(A, a->type, op->transa ? l + i * a->ld : i + l * a->ld); }
+        for (uint64_t l = 0; l < k; l++) { at[i * k + l] = load_as_float(A, a->type, op->transa ? l + i * a->ld : i + l * a->ld); }
     }
     for (uint64_t j = 0; j < n; j++) {
-        for (uint64_t l = 0; l < k; l++) { bt[j * k + l] = emu::load_as_float(B, b->type, op->transb ? j + l * b->ld : l + j * b->ld); }
+        for (uint64_t l = 0; l < k; l++) { bt[j * k + l] = load_as_float(B, b->type, op->transb ? j + l * b->ld : l + j * b->ld); }
     }
     std::vector<float> out(m * n);
 #ifdef USE_BLAS
@@ -281,22 +299,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     for (uint64_t j = 0; j < n; j++) {
         for (uint64_t i = 0; i < m; i++) {
             float v = alpha * out[j * m + i];
-            if (beta != 0.0f) { v += beta * emu::load_as_float(C, c->type, i + j * c->ld); }
-            if (emu::epi_has_bias(op->epilogue)) { v += emu::load_as_float(op->bias, bias_type, i); }
+            if (beta != 0.0f) { v += beta * load_as_float(C, c->type, i + j * c->ld); }
+            if (epi_has_bias(op->epilogue)) { v += load_as_float(op->bias, bias_type, i); }
             if (op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
-                emu::store_float((void*)op->aux, aux_type, i + j * op->aux_ld, v);
-                v = emu::gelu_tanh(v);
+                store_float((void*)op->aux, aux_type, i + j * op->aux_ld, v);
+                v = gelu_tanh(v);
             } else if (op->epilogue == CUBLASLT_EPILOGUE_DGELU) {
-                v *= emu::gelu_tanh_grad(emu::load_as_float(op->aux, aux_type, i + j * op->aux_ld));
+                v *= gelu_tanh_grad(load_as_float(op->aux, aux_type, i + j * op->aux_ld));
             }
-            emu::store_float(D, dd->type, i + j * dd->ld, v);
+            store_float(D, dd->type, i + j * dd->ld, v);
         }
     }
-    emu::profile_add("cublasLtMatmul", t0);
-    emu::mem_check_guards("cublasLtMatmul");
-    return CUBLAS_STATUS_SUCCESS;
+    profile_add("cublasLtMatmul", t0);
+    mem_check_guards("cublasLtMatmul");
 }
-
-} // extern "C"
+} // namespace emu
 
 #endif // CUBLASLT_EMU_H

@@ -52,6 +52,7 @@ CUDA_EMU_NO_EPILOGUE=1 makes the heuristic find no algorithm for the GELU epilog
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <time.h>
 #include <tuple>
@@ -188,6 +189,7 @@ static void mem_free(void* p, int kind, const char* what) {
 
 enum { F_NEW, F_RUN, F_AT_BLOCK, F_AT_WARP, F_DONE };
 enum { OP_SYNCWARP = 1, OP_SHFL };
+static const char* op_name(int op) { return op == OP_SYNCWARP ? "__syncwarp" : "a shuffle"; }
 #define EMU_STACK ((size_t)64 << 10)
 
 // The switch between workers: on x86-64 a few instructions that swap the callee-saved registers and the stack
@@ -330,8 +332,8 @@ static int release(unsigned n) {
             if (!waiting) { op = f->op; req = f->mask; }
             else if (f->op != op || f->mask != req) {
                 g_cur = f;
-                fail("lanes of one warp wait at different warp operations (op %d mask %08x here, op %d mask %08x on another lane)",
-                     f->op, f->mask, op, req);
+                fail("lanes of one warp wait at different warp operations (%s with mask %08x here, %s with mask %08x on another lane)",
+                     op_name(f->op), f->mask, op_name(op), req);
             }
             waiting |= 1u << l;
         }
@@ -432,16 +434,57 @@ static void profile_add(const char* name, double t0) {
     p.second++;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Streams. Work given to a stream (kernels, asynchronous copies and memsets, matmuls, sorts) is queued, not done,
+// and runs in order only when the host has to see it: cudaStreamSynchronize, cudaEventSynchronize (the stream of the
+// event, up to its record), cudaDeviceSynchronize, cudaFree, a blocking cudaMemcpy, a copy into pageable host
+// memory (which CUDA performs before returning), or a stream that waits on an event (up to that record, before the
+// waiting stream's later work). So host code that reuses a pinned buffer before its copy ran, reads a result before
+// synchronising, or a stream that uses another's result without waiting on its event computes with stale data here,
+// as a GPU might, instead of being hidden by synchronous execution. NCCL calls run at their call, after everything
+// queued before them on their stream (so the MPI calls behind them keep the host's order on every rank).
+// CUDA_EMU_SYNC=1 runs all work at the call instead (to tell an ordering bug from another).
+
+struct EmuStream {
+    std::vector<std::function<void()>> q; // queued work; q[done - base ...] not yet run
+    uint64_t queued = 0, done = 0, base = 0;
+};
+struct EmuEvent { EmuStream* stream; uint64_t at; };
+static EmuStream g_null_stream;
+static std::vector<EmuStream*> g_streams = {&g_null_stream};
+static int g_sync_mode = -1;
+
+static EmuStream* stream_of(cudaStream_t s) { return s ? (EmuStream*)s : &g_null_stream; }
+
+// Runs s's queued work up to (not including) position `upto`.
+static void stream_run(EmuStream* s, uint64_t upto) {
+    while (s->done < upto && s->done < s->queued) {
+        std::function<void()> f = std::move(s->q[s->done - s->base]);
+        s->done++;
+        f();
+    }
+    if (s->done == s->queued) { s->q.clear(); s->base = s->done; }
+}
+static void stream_run_all(EmuStream* s) { stream_run(s, s->queued); }
+static void device_run_all(void) {
+    for (int again = 1; again;) { // a stream's work may wait on another's: until every queue is empty
+        again = 0;
+        for (EmuStream* s : g_streams) {
+            if (s->done < s->queued) { stream_run_all(s); again = 1; }
+        }
+    }
+}
+static void enqueue(cudaStream_t stream, std::function<void()> f) {
+    if (g_sync_mode < 0) { const char* e = getenv("CUDA_EMU_SYNC"); g_sync_mode = e && atoi(e); }
+    EmuStream* s = stream_of(stream);
+    s->q.push_back(std::move(f));
+    s->queued++;
+    if (g_sync_mode) { stream_run_all(s); }
+}
+
 // Runs kernel `name` over the grid; body calls it with its arguments.
 static void run_grid(const char* name, dim3 grid, dim3 block, std::function<void()>* body) {
     size_t threads = (size_t)block.x * block.y * block.z;
-    if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u ||
-        grid.y > 65535 || grid.z > 65535) {
-        fprintf(stderr, "cuda_emu: kernel %s launched with grid (%u,%u,%u), block (%u,%u,%u): an invalid configuration\n", name,
-                grid.x, grid.y, grid.z, block.x, block.y, block.z);
-        g_last_error = cudaErrorInvalidConfiguration;
-        return;
-    }
     g_kernel = name;
     g_grid_dim = grid;
     g_block_dim = block;
@@ -479,13 +522,27 @@ template <class... P> struct Launch {
     const char* name;
     void (*kernel)(P...);
     dim3 grid, block;
+    cudaStream_t stream;
     template <class... A> void operator()(A&&... a) {
         static_assert(sizeof...(A) == sizeof...(P), "kernel launched with the wrong number of arguments");
+        size_t threads = (size_t)block.x * block.y * block.z;
+        if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u ||
+            grid.y > 65535 || grid.z > 65535) {
+            fprintf(stderr, "cuda_emu: kernel %s launched with grid (%u,%u,%u), block (%u,%u,%u): an invalid configuration\n", name,
+                    grid.x, grid.y, grid.z, block.x, block.y, block.z);
+            g_last_error = cudaErrorInvalidConfiguration;
+            return;
+        }
         std::tuple<P...> args(std::forward<A>(a)...);
         int i = 0;
         std::apply([&](const auto&... v) { (check_arg(name, i++, v), ...); }, args);
-        std::function<void()> body = [&]() { std::apply(kernel, args); };
-        run_grid(name, grid, block, &body);
+        const char* nm = name;
+        void (*k)(P...) = kernel;
+        dim3 g = grid, b = block;
+        enqueue(stream, [nm, k, g, b, args]() {
+            std::function<void()> body = [&]() { std::apply(k, args); };
+            run_grid(nm, g, b, &body);
+        });
     }
 };
 
@@ -505,8 +562,8 @@ static void warp_wait(unsigned mask, int op) {
     WarpWait* ww = &g_warp_wait[w];
     if (ww->waiting == 0) { ww->op = op; ww->mask = mask; }
     else if (ww->op != op || ww->mask != mask) {
-        fail("lanes of one warp wait at different warp operations (op %d mask %08x here, op %d mask %08x on another lane)", op, mask,
-             ww->op, ww->mask);
+        fail("lanes of one warp wait at different warp operations (%s with mask %08x here, %s with mask %08x on another lane)",
+             op_name(op), mask, op_name(ww->op), ww->mask);
     }
     ww->waiting |= 1u << lane;
     if ((ww->waiting & mask) == mask && !(mask & ~warp_lanes(w, g_n))) {
@@ -564,9 +621,8 @@ float __expf(float x) { return expf(x); } // declared by the CUDA headers; the G
 // emu_launch("k", k, grid, block[, smem[, stream]])(args...): what k<<<grid, block, smem, stream>>>(args...) becomes
 template <class... P> static emu::Launch<P...> emu_launch(const char* name, void (*kernel)(P...), dim3 grid, dim3 block,
                                                           size_t smem = 0, cudaStream_t stream = 0) {
-    (void)stream;
     if (smem > 0) { emu::fail("kernel %s: dynamic shared memory is not emulated", name); }
-    return emu::Launch<P...>{name, kernel, grid, block};
+    return emu::Launch<P...>{name, kernel, grid, block, stream};
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -594,7 +650,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
     *free_bytes = *total > emu::g_device_bytes ? *total - emu::g_device_bytes : 0;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { emu::device_run_all(); return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { cudaError_t e = emu::g_last_error; emu::g_last_error = cudaSuccess; return e; }
 cudaError_t cudaPeekAtLastError(void) { return emu::g_last_error; }
 const char* cudaGetErrorString(cudaError_t e) {
@@ -609,17 +665,28 @@ const char* cudaGetErrorString(cudaError_t e) {
 }
 
 cudaError_t cudaMalloc(void** p, size_t size) { *p = emu::mem_alloc(size, emu::MEM_DEVICE); return cudaSuccess; }
-cudaError_t cudaFree(void* p) { emu::mem_free(p, emu::MEM_DEVICE, "cudaFree"); return cudaSuccess; }
+cudaError_t cudaFree(void* p) { emu::device_run_all(); emu::mem_free(p, emu::MEM_DEVICE, "cudaFree"); return cudaSuccess; }
 cudaError_t cudaMallocHost(void** p, size_t size) { *p = emu::mem_alloc(size, emu::MEM_PINNED); return cudaSuccess; }
-cudaError_t cudaFreeHost(void* p) { emu::mem_free(p, emu::MEM_PINNED, "cudaFreeHost"); return cudaSuccess; }
+cudaError_t cudaFreeHost(void* p) { emu::device_run_all(); emu::mem_free(p, emu::MEM_PINNED, "cudaFreeHost"); return cudaSuccess; }
 
+// Pinned host memory is read or written when the copy runs; pageable host memory as CUDA does it: a copy from it
+// takes the data at the call, a copy into it completes before the call returns.
+static int emu__pinned(const void* p) {
+    uintptr_t base;
+    const emu::Alloc* a = emu::mem_find(p, &base);
+    return a && a->kind == emu::MEM_PINNED;
+}
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
-    (void)stream;
     if (bytes == 0) { return cudaSuccess; }
     switch (kind) {
     case cudaMemcpyHostToDevice:
         emu::mem_check(dst, bytes, emu::MEM_DEVICE, "cudaMemcpy host to device: the destination");
         emu::mem_check(src, bytes, -2, "cudaMemcpy host to device: the source");
+        if (!emu__pinned(src)) {
+            std::shared_ptr<std::vector<char>> copy(new std::vector<char>((const char*)src, (const char*)src + bytes));
+            emu::enqueue(stream, [dst, copy]() { memcpy(dst, copy->data(), copy->size()); emu::mem_check_guards("cudaMemcpy"); });
+            return cudaSuccess;
+        }
         break;
     case cudaMemcpyDeviceToHost:
         emu::mem_check(src, bytes, emu::MEM_DEVICE, "cudaMemcpy device to host: the source");
@@ -631,39 +698,69 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
         break;
     default: emu::fail("cudaMemcpy: kind %d is not one the backend should use", (int)kind);
     }
-    memmove(dst, src, bytes);
+    emu::enqueue(stream, [dst, src, bytes]() { memmove(dst, src, bytes); emu::mem_check_guards("cudaMemcpy"); });
+    if (kind == cudaMemcpyDeviceToHost && !emu__pinned(dst)) { emu::stream_run_all(emu::stream_of(stream)); }
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
-    return cudaMemcpyAsync(dst, src, bytes, kind, 0);
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, 0);
+    emu::device_run_all(); // blocking, and on the legacy default stream: after all earlier work
+    return e;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
-    (void)stream;
     if (bytes == 0) { return cudaSuccess; }
     emu::mem_check(p, bytes, emu::MEM_DEVICE, "cudaMemset");
-    memset(p, value, bytes);
+    emu::enqueue(stream, [p, value, bytes]() { memset(p, value, bytes); });
     return cudaSuccess;
 }
-cudaError_t cudaMemset(void* p, int value, size_t bytes) { return cudaMemsetAsync(p, value, bytes, 0); }
+cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+    cudaError_t e = cudaMemsetAsync(p, value, bytes, 0);
+    emu::device_run_all();
+    return e;
+}
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) { (void)flags; *s = (cudaStream_t)malloc(16); return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
+    (void)flags;
+    emu::EmuStream* x = new emu::EmuStream;
+    emu::g_streams.push_back(x);
+    *s = (cudaStream_t)x;
+    return cudaSuccess;
+}
 cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { free((void*)s); return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
-    (void)s; (void)flags;
-    if (!e) { emu::fail("cudaStreamWaitEvent on a NULL event"); }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    emu::EmuStream* x = emu::stream_of(s);
+    emu::stream_run_all(x); // CUDA finishes a destroyed stream's work
+    emu::g_streams.erase(std::find(emu::g_streams.begin(), emu::g_streams.end(), x));
+    delete x;
     return cudaSuccess;
 }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) { (void)flags; *e = (cudaEvent_t)malloc(16); return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { emu::stream_run_all(emu::stream_of(s)); return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+    (void)flags;
+    *e = (cudaEvent_t) new emu::EmuEvent{NULL, 0};
+    return cudaSuccess;
+}
 cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { free((void*)e); return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { delete (emu::EmuEvent*)e; return cudaSuccess; }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    (void)s;
     if (!e) { emu::fail("cudaEventRecord on a NULL event"); }
+    emu::EmuEvent* x = (emu::EmuEvent*)e;
+    x->stream = emu::stream_of(s);
+    x->at = x->stream->queued; // complete once everything queued so far has run
     return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    emu::EmuEvent* x = (emu::EmuEvent*)e;
+    if (x->stream) { emu::stream_run(x->stream, x->at); } // never recorded: complete
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+    (void)flags;
+    if (!e) { emu::fail("cudaStreamWaitEvent on a NULL event"); }
+    emu::EmuEvent x = *(emu::EmuEvent*)e; // the record as of now: a later record does not change this wait
+    if (x.stream) { emu::enqueue(s, [x]() { emu::stream_run(x.stream, x.at); }); }
+    return cudaSuccess;
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { (void)a; (void)b; *ms = 0.0f; return cudaSuccess; }
 
 } // extern "C"

@@ -31,7 +31,9 @@ static MPI_Datatype nccl_mpi_type(ncclDataType_t t, size_t* bytes) {
     return MPI_BYTE;
 }
 
-static void nccl_run(std::function<void()> f) {
+// Runs (or, inside a group, queues) a collective after the work queued before it on its stream.
+static void nccl_run(cudaStream_t s, std::function<void()> f) {
+    stream_run_all(stream_of(s));
     if (g_nccl_group_depth > 0) { g_nccl_queue.push_back(f); }
     else { f(); }
 }
@@ -89,19 +91,17 @@ ncclResult_t ncclGroupEnd(void) {
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm, cudaStream_t s) {
-    (void)s;
     size_t es;
     MPI_Datatype mt = emu::nccl_mpi_type(t, &es);
     if (op != ncclSum) { emu::fail("ncclAllReduce: only ncclSum is emulated"); }
     emu::nccl_check_buf(send, count * es, "ncclAllReduce: sendbuff");
     emu::nccl_check_buf(recv, count * es, "ncclAllReduce: recvbuff");
-    emu::nccl_run([=]() { MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, mt, MPI_SUM, comm->comm); });
+    emu::nccl_run(s, [=]() { MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, mt, MPI_SUM, comm->comm); });
     return ncclSuccess;
 }
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t comm,
                         cudaStream_t s) {
-    (void)s;
     size_t es;
     MPI_Datatype mt = emu::nccl_mpi_type(t, &es);
     if (op != ncclSum) { emu::fail("ncclReduce: only ncclSum is emulated"); }
@@ -109,19 +109,18 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
     emu::nccl_check_buf(send, count * es, "ncclReduce: sendbuff");
     int me = comm->rank == root;
     if (me) { emu::nccl_check_buf(recv, count * es, "ncclReduce: recvbuff"); }
-    emu::nccl_run([=]() { MPI_Reduce(me && send == recv ? MPI_IN_PLACE : send, me ? recv : NULL, (int)count, mt, MPI_SUM, root, comm->comm); });
+    emu::nccl_run(s, [=]() { MPI_Reduce(me && send == recv ? MPI_IN_PLACE : send, me ? recv : NULL, (int)count, mt, MPI_SUM, root, comm->comm); });
     return ncclSuccess;
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t s) {
-    (void)s;
     size_t es;
     MPI_Datatype mt = emu::nccl_mpi_type(t, &es);
     if (root < 0 || root >= comm->size) { emu::fail("ncclBroadcast: root %d of a communicator of %d", root, comm->size); }
     int me = comm->rank == root;
     if (me) { emu::nccl_check_buf(send, count * es, "ncclBroadcast: sendbuff"); }
     emu::nccl_check_buf(recv, count * es, "ncclBroadcast: recvbuff");
-    emu::nccl_run([=]() {
+    emu::nccl_run(s, [=]() {
         if (me && send != recv) { memmove(recv, send, count * es); }
         MPI_Bcast(recv, (int)count, mt, root, comm->comm);
     });
@@ -129,13 +128,12 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t, ncclComm_t comm, cudaStream_t s) {
-    (void)s;
     size_t es;
     MPI_Datatype mt = emu::nccl_mpi_type(t, &es);
     emu::nccl_check_buf(send, count * es, "ncclAllGather: sendbuff");
     emu::nccl_check_buf(recv, count * es * comm->size, "ncclAllGather: recvbuff");
     int in_place = (const char*)send == (const char*)recv + (size_t)comm->rank * count * es;
-    emu::nccl_run([=]() { MPI_Allgather(in_place ? MPI_IN_PLACE : send, (int)count, mt, recv, (int)count, mt, comm->comm); });
+    emu::nccl_run(s, [=]() { MPI_Allgather(in_place ? MPI_IN_PLACE : send, (int)count, mt, recv, (int)count, mt, comm->comm); });
     return ncclSuccess;
 }
 

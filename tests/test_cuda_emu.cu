@@ -1,0 +1,393 @@
+/*
+tests/test_cuda_emu.cu: the CPU emulation of the CUDA backend (tests/cuda_emu) is itself tested here, since the
+GPU check's --emu mode and make test trust it: built like test_gpt_emu (launches rewritten, then g++), never by nvcc.
+
+    make tests/test_cuda_emu && ./tests/test_cuda_emu
+
+What it checks:
+  - kernels: thread and block indices over 2D grids and blocks, shared memory with __syncthreads, the shuffles
+    (xor, broadcast, down) against their definitions, a 1024-thread block reduction;
+  - cuBLASLt: every transpose combination, beta, the BIAS, GELU_AUX_BIAS and DGELU epilogues, bf16 storage, against
+    a double-precision product;
+  - cub's pair sort: stable, by value;
+  - stream semantics: a pinned buffer refilled before its copy ran, and a stream reading another's result without
+    waiting on its event, give stale data as on a GPU; with the synchronisation they do not;
+  - that it catches bugs: each case below runs in a child process that must stop with the named complaint (a write
+    past an allocation, a host pointer passed to a kernel, __syncthreads after a thread returned, a full-mask
+    shuffle waiting for a returned lane, a copy in the wrong direction, a pointer less aligned than promised to
+    cuBLASLt, lanes of a warp at different operations), and an invalid launch configuration must be reported by
+    cudaGetLastError as on a GPU.
+*/
+#include <sys/wait.h>
+#include <cub/cub.cuh> // the emulator's (tests/cuda_emu/include)
+#include "../tests/testing.h"
+
+// --- kernels under test ------------------------------------------------------------------------------------------
+
+__global__ void k_ids(int* out, int W) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    out[y * W + x] = 1000 * (int)(threadIdx.y * blockDim.x + threadIdx.x) + (int)(blockIdx.y * gridDim.x + blockIdx.x);
+}
+
+// each block sums its 256 values through shared memory, a tree with __syncthreads between levels
+__global__ void k_block_sum(float* out, const float* in) {
+    __shared__ float buf[256];
+    int t = threadIdx.x;
+    buf[t] = in[blockIdx.x * 256 + t];
+    __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+        if (t < s) { buf[t] += buf[t + s]; }
+        __syncthreads();
+    }
+    if (t == 0) { out[blockIdx.x] = buf[0]; }
+}
+
+// per lane: the xor-butterfly sum of the warp, lane 5's value, and the value 3 lanes down
+__global__ void k_shuffles(float* sum, float* bcast, float* down, const float* in) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = in[i], s = v;
+    for (int o = 16; o > 0; o >>= 1) { s += __shfl_xor_sync(0xffffffffu, s, o); }
+    sum[i] = s;
+    bcast[i] = __shfl_sync(0xffffffffu, v, 5);
+    down[i] = __shfl_down_sync(0xffffffffu, v, 3);
+}
+
+// a 1024-thread block: warp sums, then the first warp sums the 32 partials
+__global__ void k_big_block(double* out, const double* in) {
+    __shared__ double part[32];
+    int t = threadIdx.x;
+    double v = in[t];
+    for (int o = 16; o > 0; o >>= 1) { v += __shfl_xor_sync(0xffffffffu, v, o); }
+    if (t % 32 == 0) { part[t / 32] = v; }
+    __syncthreads();
+    if (t < 32) {
+        double w = part[t];
+        for (int o = 16; o > 0; o >>= 1) { w += __shfl_xor_sync(0xffffffffu, w, o); }
+        if (t == 0) { *out = w; }
+    }
+}
+
+__global__ void k_fill(float* x, float v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { x[i] = v; } }
+__global__ void k_copy(float* y, const float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { y[i] = x[i]; } }
+
+// --- kernels with bugs, each run in a child that must fail ----------------------------------------------------------
+
+__global__ void k_overrun(float* x, int n) { int i = threadIdx.x; if (i <= n) { x[i] = 1.0f; } } // one past the end
+__global__ void k_touch(float* x) { x[threadIdx.x] = 0.0f; }
+__global__ void k_early_return(float* x) {
+    __shared__ float s[64];
+    if (threadIdx.x >= 32) { return; }
+    s[threadIdx.x] = 1.0f;
+    __syncthreads();
+    x[threadIdx.x] = s[threadIdx.x];
+}
+__global__ void k_lane_gone(float* x) {
+    if (threadIdx.x == 7) { return; }
+    x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+__global__ void k_divergent(float* x) {
+    if (threadIdx.x < 16) { x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1); }
+    else { __syncwarp(); }
+}
+
+static float* dev_floats(size_t n) {
+    float* d = NULL;
+    cudaMalloc((void**)&d, n * sizeof(float));
+    return d;
+}
+
+// runs f in a child process: it must end abnormally with `want` in what it wrote to stderr
+static void expect_caught(const char* name, void (*f)(void), const char* want) {
+    char path[] = "/tmp/test_cuda_emu.XXXXXX";
+    int fd = mkstemp(path);
+    fflush(stdout); fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 2);
+        f();
+        fprintf(stderr, "(returned normally)\n");
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char buf[4096] = {0};
+    lseek(fd, 0, SEEK_SET);
+    ssize_t r = read(fd, buf, sizeof(buf) - 1);
+    (void)r;
+    close(fd);
+    unlink(path);
+    char* nl = strchr(buf, '\n');
+    if (nl) { *nl = 0; }
+    check(!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && strstr(buf, want) != NULL, name, "%s", buf);
+}
+
+static void bug_overrun(void) { float* x = dev_floats(31); k_overrun<<<1, 32>>>(x, 31); cudaDeviceSynchronize(); }
+static void bug_host_arg(void) { static float host[32]; k_touch<<<1, 32>>>(host); cudaDeviceSynchronize(); }
+static void bug_early_return(void) { float* x = dev_floats(64); k_early_return<<<1, 64>>>(x); cudaDeviceSynchronize(); }
+static void bug_lane_gone(void) { float* x = dev_floats(32); k_lane_gone<<<1, 32>>>(x); cudaDeviceSynchronize(); }
+static void bug_divergent(void) { float* x = dev_floats(32); k_divergent<<<1, 32>>>(x); cudaDeviceSynchronize(); }
+static void bug_copy_direction(void) {
+    float* a = dev_floats(8);
+    float* b = dev_floats(8);
+    cudaMemcpyAsync(a, b, 8 * sizeof(float), cudaMemcpyHostToDevice, 0);
+    cudaDeviceSynchronize();
+}
+
+// --- cuBLASLt against double precision --------------------------------------------------------------------------
+
+static double gelu_d(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+static double gelu_grad_d(double x) {
+    double th = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+static uint32_t g_rng = 12345;
+static float urand(void) { g_rng = g_rng * 1664525u + 1013904223u; return ((g_rng >> 8) / 16777216.0f) * 2.0f - 1.0f; }
+
+// One matmul through the emulated cuBLASLt: D (m x n) = epi(op(A) op(B) + beta C [+ bias]), column-major, with A/B/D
+// of type t (fp32 or bf16), against the same in double on the stored inputs.
+static void lt_case(int ta, int tb, float beta, cublasLtEpilogue_t epi, cudaDataType_t t, int misalign) {
+    const int m = 24, n = 5, k = 7;
+    size_t es = t == CUDA_R_32F ? 4 : 2;
+    int lda = ta ? k + 1 : m + 2, ldb = tb ? n + 3 : k, ldd = m;
+    size_t na = (size_t)lda * (ta ? m : k), nb = (size_t)ldb * (tb ? k : n), nd = (size_t)ldd * n;
+    std::vector<float> ha(na), hb(nb), hd(nd), hbias(m), haux(nd);
+    for (auto& v : ha) { v = urand(); }
+    for (auto& v : hb) { v = urand(); }
+    for (auto& v : hd) { v = urand(); }
+    for (auto& v : hbias) { v = urand(); }
+    for (auto& v : haux) { v = 2.0f * urand(); }
+    auto round_t = [&](float v) { return t == CUDA_R_32F ? v : __bfloat162float(__float2bfloat16_rn(v)); };
+    for (auto* vec : {&ha, &hb, &hd, &hbias, &haux}) { for (auto& v : *vec) { v = round_t(v); } }
+    auto up = [&](const std::vector<float>& h, int extra) {
+        char* d = NULL;
+        cudaMalloc((void**)&d, h.size() * es + 16);
+        d += extra;
+        for (size_t i = 0; i < h.size(); i++) { emu::store_float(d, t, i, h[i]); }
+        return d;
+    };
+    char *da = up(ha, misalign ? 2 : 0), *db = up(hb, 0), *dd = up(hd, 0), *dbias = up(hbias, 0), *daux = up(haux, 0);
+    cublasLtHandle_t lt;
+    cublasLtCreate(&lt);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa));
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb));
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
+    if (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof(dbias));
+    }
+    if (epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_DGELU) {
+        int64_t ld = m;
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &daux, sizeof(daux));
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld));
+    }
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatrixLayoutCreate(&la, t, ta ? k : m, ta ? m : k, lda);
+    cublasLtMatrixLayoutCreate(&lb, t, tb ? n : k, tb ? k : n, ldb);
+    cublasLtMatrixLayoutCreate(&ld, t, m, n, ldd);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    uint32_t al = 16;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof(al));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found);
+    float alpha = 1.0f;
+    cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, &heur.algo, NULL, 0, 0);
+    cudaDeviceSynchronize(); // the product runs when the stream does
+    double worst = 0.0, worst_aux = 0.0;
+    for (int j = 0; j < n; j++) {
+        for (int i = 0; i < m; i++) {
+            double s = 0.0;
+            for (int l = 0; l < k; l++) { s += (double)ha[ta ? l + (size_t)i * lda : i + (size_t)l * lda] * hb[tb ? j + (size_t)l * ldb : l + (size_t)j * ldb]; }
+            s += beta * hd[i + (size_t)j * ldd];
+            if (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) { s += hbias[i]; }
+            double want = s;
+            if (epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+                want = gelu_d(s);
+                worst_aux = fmax(worst_aux, fabs(emu::load_as_float(daux, t, i + (size_t)j * m) - s) / (1.0 + fabs(s)));
+            }
+            if (epi == CUBLASLT_EPILOGUE_DGELU) { want = s * gelu_grad_d(haux[i + (size_t)j * m]); }
+            worst = fmax(worst, fabs(emu::load_as_float(dd, t, i + (size_t)j * ldd) - want) / (1.0 + fabs(want)));
+        }
+    }
+    double tol = t == CUDA_R_32F ? 1e-5 : 1e-2;
+    const char* en = epi == CUBLASLT_EPILOGUE_BIAS ? "BIAS" : epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "GELU_AUX_BIAS"
+                   : epi == CUBLASLT_EPILOGUE_DGELU ? "DGELU" : "DEFAULT";
+    char name[160];
+    snprintf(name, sizeof(name), "cuBLASLt %s, transA %d, transB %d, beta %g, %s", en, ta, tb, beta, t == CUDA_R_32F ? "fp32" : "bf16");
+    check(found == 1 && worst <= tol && worst_aux <= tol, name, "worst relative error %.3g, auxiliary %.3g (tolerance %g)", worst, worst_aux, tol);
+}
+
+static void bug_misaligned(void) { lt_case(0, 0, 0.0f, CUBLASLT_EPILOGUE_DEFAULT, CUDA_R_32F, 1); }
+
+int main(void) {
+    // indices over a 2D grid of 2D blocks
+    {
+        const int W = 16, H = 6;
+        int* d = NULL;
+        cudaMalloc((void**)&d, W * H * sizeof(int));
+        k_ids<<<dim3(2, 3), dim3(8, 2)>>>(d, W);
+        std::vector<int> h(W * H);
+        cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost);
+        int ok = 1;
+        for (int y = 0; y < H; y++) {
+            for (int x = 0; x < W; x++) { ok &= h[y * W + x] == 1000 * ((y % 2) * 8 + x % 8) + (y / 2) * 2 + x / 8; }
+        }
+        check(ok, "threadIdx, blockIdx, blockDim and gridDim over a 2 x 3 grid of 8 x 2 blocks", "%s", ok ? "every element" : "mismatch");
+    }
+    // shared memory and __syncthreads
+    {
+        const int nb = 5;
+        std::vector<float> h(nb * 256);
+        for (auto& v : h) { v = (float)(int)(urand() * 100); }
+        float *in = dev_floats(h.size()), *out = dev_floats(nb);
+        cudaMemcpy(in, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
+        k_block_sum<<<nb, 256>>>(out, in);
+        float got[nb];
+        cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost);
+        int ok = 1;
+        for (int b = 0; b < nb; b++) {
+            float s = 0.0f;
+            for (int t = 0; t < 256; t++) { s += h[b * 256 + t]; }
+            ok &= got[b] == s; // integers: exact in any order
+        }
+        check(ok, "a shared-memory tree sum with __syncthreads between levels, 5 blocks of 256", "%s", ok ? "exact" : "wrong");
+    }
+    // shuffles
+    {
+        const int n = 64;
+        std::vector<float> h(n);
+        for (int i = 0; i < n; i++) { h[i] = (float)(i * 3 % 17); }
+        float *in = dev_floats(n), *s = dev_floats(n), *b = dev_floats(n), *d = dev_floats(n);
+        cudaMemcpy(in, h.data(), n * 4, cudaMemcpyHostToDevice);
+        k_shuffles<<<1, n>>>(s, b, d, in);
+        std::vector<float> hs(n), hb(n), hd(n);
+        cudaMemcpy(hs.data(), s, n * 4, cudaMemcpyDeviceToHost);
+        cudaMemcpy(hb.data(), b, n * 4, cudaMemcpyDeviceToHost);
+        cudaMemcpy(hd.data(), d, n * 4, cudaMemcpyDeviceToHost);
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            int w = i / 32 * 32, lane = i % 32;
+            float sum = 0.0f;
+            for (int l = 0; l < 32; l++) { sum += h[w + l]; }
+            ok &= hs[i] == sum && hb[i] == h[w + 5] && hd[i] == (lane + 3 < 32 ? h[i + 3] : h[i]);
+        }
+        check(ok, "__shfl_xor_sync butterfly sum, __shfl_sync broadcast, __shfl_down_sync, 2 warps", "%s", ok ? "as defined" : "wrong");
+    }
+    {
+        std::vector<double> h(1024);
+        double want = 0.0;
+        for (int i = 0; i < 1024; i++) { h[i] = i % 7; want += h[i]; }
+        double *in = NULL, *out = NULL;
+        cudaMalloc((void**)&in, 1024 * 8);
+        cudaMalloc((void**)&out, 8);
+        cudaMemcpy(in, h.data(), 1024 * 8, cudaMemcpyHostToDevice);
+        k_big_block<<<1, 1024>>>(out, in);
+        double got = 0.0;
+        cudaMemcpy(&got, out, 8, cudaMemcpyDeviceToHost);
+        check(got == want, "a 1024-thread block reduction (warp shuffles, shared memory, __syncthreads)", "got %g, want %g", got, want);
+    }
+    // cub's sort
+    {
+        const int n = 100;
+        std::vector<int32_t> keys(n), vals(n);
+        for (int i = 0; i < n; i++) { keys[i] = (i * 37) % 11 - 3; vals[i] = i; }
+        int32_t* d = NULL;
+        cudaMalloc((void**)&d, 4 * n * sizeof(int32_t));
+        cudaMemcpy(d, keys.data(), n * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(d + 2 * n, vals.data(), n * 4, cudaMemcpyHostToDevice);
+        size_t temp_bytes = 0;
+        cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, d, d + n, d + 2 * n, d + 3 * n, n);
+        void* temp = NULL;
+        cudaMalloc(&temp, temp_bytes);
+        cub::DeviceRadixSort::SortPairs(temp, temp_bytes, d, d + n, d + 2 * n, d + 3 * n, n);
+        std::vector<int32_t> k2(n), v2(n);
+        cudaMemcpy(k2.data(), d + n, n * 4, cudaMemcpyDeviceToHost);
+        cudaMemcpy(v2.data(), d + 3 * n, n * 4, cudaMemcpyDeviceToHost);
+        int ok = 1;
+        for (int i = 1; i < n; i++) { ok &= k2[i - 1] < k2[i] || (k2[i - 1] == k2[i] && v2[i - 1] < v2[i]); }
+        for (int i = 0; i < n; i++) { ok &= keys[v2[i]] == k2[i]; }
+        check(ok, "cub::DeviceRadixSort::SortPairs: sorted by value (negative keys too), stable", "%s", ok ? "yes" : "no");
+    }
+    // cuBLASLt
+    for (int ta = 0; ta < 2; ta++) {
+        for (int tb = 0; tb < 2; tb++) { lt_case(ta, tb, ta ? 0.5f : 0.0f, CUBLASLT_EPILOGUE_DEFAULT, CUDA_R_32F, 0); }
+    }
+    lt_case(1, 0, 0.0f, CUBLASLT_EPILOGUE_BIAS, CUDA_R_32F, 0);
+    lt_case(1, 0, 0.0f, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUDA_R_32F, 0);
+    lt_case(0, 0, 0.0f, CUBLASLT_EPILOGUE_DGELU, CUDA_R_32F, 0);
+    lt_case(1, 0, 0.0f, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUDA_R_16BF, 0);
+    lt_case(0, 1, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, CUDA_R_16BF, 0);
+    // an invalid launch configuration is reported by cudaGetLastError, as on a GPU
+    {
+        float* x = dev_floats(8);
+        k_touch<<<1, 2048>>>(x);
+        cudaError_t e = cudaGetLastError();
+        check(e == cudaErrorInvalidConfiguration && cudaGetLastError() == cudaSuccess, "a 2048-thread block: cudaGetLastError reports it once",
+              "%s", cudaGetErrorString(e));
+    }
+    // stream ordering: work runs when the host must see it, so the races a GPU can have show here too
+    {
+        const int n = 8;
+        float *pin = NULL, *d = dev_floats(n), back[n];
+        cudaMallocHost((void**)&pin, n * sizeof(float));
+        cudaStream_t s1, s2;
+        cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
+        cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking);
+        for (int i = 0; i < n; i++) { pin[i] = 1.0f; }
+        cudaMemcpyAsync(d, pin, n * sizeof(float), cudaMemcpyHostToDevice, s1);
+        for (int i = 0; i < n; i++) { pin[i] = 2.0f; } // too early: the copy has not run
+        cudaStreamSynchronize(s1);
+        cudaMemcpy(back, d, sizeof(back), cudaMemcpyDeviceToHost);
+        check(back[0] == 2.0f, "a pinned buffer refilled before its copy ran: the device gets the new contents (the race shows)",
+              "device has %g", back[0]);
+        for (int i = 0; i < n; i++) { pin[i] = 3.0f; }
+        cudaMemcpyAsync(d, pin, n * sizeof(float), cudaMemcpyHostToDevice, s1);
+        cudaStreamSynchronize(s1);
+        for (int i = 0; i < n; i++) { pin[i] = 4.0f; }
+        cudaMemcpy(back, d, sizeof(back), cudaMemcpyDeviceToHost);
+        check(back[0] == 3.0f, "... and refilled after cudaStreamSynchronize: the device has what was copied", "device has %g", back[0]);
+        float pageable[n];
+        for (int i = 0; i < n; i++) { pageable[i] = 5.0f; }
+        cudaMemcpyAsync(d, pageable, sizeof(pageable), cudaMemcpyHostToDevice, s1);
+        for (int i = 0; i < n; i++) { pageable[i] = 6.0f; } // fine: CUDA took pageable data at the call
+        cudaStreamSynchronize(s1);
+        cudaMemcpy(back, d, sizeof(back), cudaMemcpyDeviceToHost);
+        check(back[0] == 5.0f, "a copy from pageable memory takes the data at the call, as CUDA does", "device has %g", back[0]);
+        // a stream that uses another stream's result without waiting reads stale data; with the event it does not
+        float* y = dev_floats(n);
+        cudaMemset(d, 0, n * sizeof(float));
+        cudaMemset(y, 0, n * sizeof(float));
+        k_fill<<<1, 32, 0, s1>>>(d, 7.0f, n);
+        k_copy<<<1, 32, 0, s2>>>(y, d, n);
+        cudaStreamSynchronize(s2);
+        cudaMemcpy(back, y, sizeof(back), cudaMemcpyDeviceToHost);
+        check(back[0] == 0.0f, "stream 2 reading stream 1's result without an event reads stale data (the race shows)", "got %g", back[0]);
+        cudaEvent_t ev;
+        cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+        k_fill<<<1, 32, 0, s1>>>(d, 8.0f, n);
+        cudaEventRecord(ev, s1);
+        k_fill<<<1, 32, 0, s1>>>(d, 9.0f, n); // after the record: the wait must not include it
+        cudaStreamWaitEvent(s2, ev, 0);
+        k_copy<<<1, 32, 0, s2>>>(y, d, n);
+        cudaStreamSynchronize(s2);
+        cudaMemcpy(back, y, sizeof(back), cudaMemcpyDeviceToHost);
+        check(back[0] == 8.0f, "... and with cudaEventRecord / cudaStreamWaitEvent, the value as of the record", "got %g", back[0]);
+        cudaEventDestroy(ev);
+        cudaStreamDestroy(s1);
+        cudaStreamDestroy(s2);
+        cudaFreeHost(pin);
+    }
+    // the bugs it must catch
+    expect_caught("a write one past the end of an allocation is caught", bug_overrun, "wrote past the end of a 124-byte device allocation");
+    expect_caught("a host pointer passed to a kernel is caught", bug_host_arg, "is host memory, not device memory");
+    expect_caught("__syncthreads after some threads returned is caught", bug_early_return, "__syncthreads() reached by 32 threads while 32 have returned");
+    expect_caught("a full-mask shuffle waiting for a returned lane is caught", bug_lane_gone, "waits for lane 7, which has returned");
+    expect_caught("lanes of a warp at different warp operations are caught", bug_divergent, "different warp operations");
+    expect_caught("a host-to-device copy from device memory is caught", bug_copy_direction, "is device memory, where host memory was expected");
+    expect_caught("a pointer less aligned than promised to cuBLASLt is caught", bug_misaligned, "the heuristic was promised 16");
+    return test_summary();
+}
