@@ -284,7 +284,7 @@ static void params_from_f32(const KernelCtx* cctx, floatX* dst, const float* hos
         size_t cnt = n - off < KERNELS_STAGE_FLOATS ? n - off : KERNELS_STAGE_FLOATS;
         int b = ctx->stage_next;
         ctx->stage_next ^= 1;
-        gpuCheck(cudaEventSynchronize(ctx->stage_free[b]));
+        gpuCheck(cudaEventSynchronize(ctx->stage_free[b])); // its previous upload has finished
         memcpy(ctx->stage_host[b], host_src + off, cnt * sizeof(float));
         // one device staging buffer is enough: on one stream, the next upload into it follows this conversion
         gpuCheck(cudaMemcpyAsync(ctx->stage_dev, ctx->stage_host[b], cnt * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
