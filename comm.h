@@ -160,6 +160,7 @@ typedef struct CommGroup {
     int64_t op_calls[COMM_OP_COUNT_]; // per CommOp: operations this rank started on the group (for benchmarks)
     double op_bytes[COMM_OP_COUNT_];  // per CommOp: their payload in bytes (see comm_sent_bytes)
     struct ParallelContext* pc;   // owner (timeout, chunk limit, monitor)
+    struct CommNccl* nccl;        // --comm nccl (GPU builds): the group's NCCL communicator, used by tp.h; NULL otherwise
 #ifdef USE_MPI
     MPI_Comm comm;
 #endif

@@ -18,9 +18,12 @@ therefore grouped point collectives (ncclGroupStart/End, one NCCL launch): the r
 ncclReduce per rank r of its c_r elements to root r; the all-gather with counts is one ncclBroadcast per rank of its
 part from root r. The equal-count all-gather of the parameters after AdamW is one ncclAllGather, in place.
 
-What this does not cover yet: tensor- and pipeline-parallel groups and --grad-compress (they run through MPI, and
---comm nccl refuses them), and the collective timeout monitor (a hung NCCL peer blocks the next device
-synchronisation; NCCL_TIMEOUT / the job scheduler end it).
+The tensor-parallel group's collectives (tp.h: the all-reduces of the row-parallel layers and the vocabulary-parallel
+embedding, sequence parallelism's all-gather and reduce-scatter, the replicated parameters' gradients) run through
+the tp group's own communicator on the compute stream, reduced in fp32 like the MPI path.
+What this does not cover yet: the pipeline-parallel group and --grad-compress (they run through MPI, and --comm
+nccl refuses them), and the collective timeout monitor (a hung NCCL peer blocks the next device synchronisation;
+NCCL_TIMEOUT / the job scheduler end it).
 Only static functions: include after comm.h and the kernels header.
 */
 #ifndef COMM_NCCL_H
@@ -36,6 +39,8 @@ typedef struct CommNccl {
     cudaStream_t stream; // the communication stream
     cudaEvent_t ready;   // recorded on the compute stream before each collective (reused: a wait takes the latest record)
     int rank, size;
+    float* scratch;      // the tensor-parallel collectives' fp32 device copy of a floatX tensor (grown on demand)
+    size_t scratch_floats;
 } CommNccl;
 
 // A started collective: the event recorded on the communication stream after it (NULL: none in flight).
@@ -59,6 +64,7 @@ static void comm_nccl_init(CommNccl* n, CommGroup* g) {
 static void comm_nccl_free(CommNccl* n) {
     if (!n || !n->comm) { return; }
     gpuCheck(cudaStreamSynchronize(n->stream));
+    if (n->scratch) { gpuCheck(cudaFree(n->scratch)); n->scratch = NULL; n->scratch_floats = 0; }
     gpuCheck(ncclCommDestroy(n->comm));
     gpuCheck(cudaEventDestroy(n->ready));
     gpuCheck(cudaStreamDestroy(n->stream));
@@ -133,6 +139,49 @@ static void comm_nccl_iallgather_inplace_bytes(CommNccl* n, const KernelCtx* ctx
     comm_nccl__end(n, req);
 }
 
+// --- the tensor-parallel group's collectives (tp.h), on the compute stream -----------------------------------
+// They sit on the critical path (the next kernel needs the result), so they run on the compute stream itself:
+// ordered with the kernels around them, nothing to wait for. floatX tensors are reduced in fp32, as the MPI path
+// does (converted on the device into scratch, reduced, rounded once), so both give the same bits on 2 ranks.
+
+static float* comm_nccl__scratch(CommNccl* n, size_t floats) {
+    if (floats > n->scratch_floats) {
+        if (n->scratch) { gpuCheck(cudaFree(n->scratch)); } // (cudaFree waits for the work that used it)
+        gpuCheck(cudaMalloc((void**)&n->scratch, floats * sizeof(float)));
+        n->scratch_floats = floats;
+    }
+    return n->scratch;
+}
+
+// buf (count floatX) summed over the group, in place.
+static void comm_nccl_allreduce_x(CommNccl* n, const KernelCtx* ctx, floatX* buf, size_t count) {
+    float* f = comm_nccl__scratch(n, count);
+    dev_x_to_f32(ctx, f, buf, count);
+    gpuCheck(ncclAllReduce(f, f, count, ncclFloat32, ncclSum, n->comm, ctx->stream));
+    dev_f32_to_x(ctx, buf, f, count);
+}
+
+// buf (count floats) summed over the group, in place.
+static void comm_nccl_allreduce_f32(CommNccl* n, const KernelCtx* ctx, float* buf, size_t count) {
+    gpuCheck(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, n->comm, ctx->stream));
+}
+
+// full (size x count floatX) = every rank's part (count floatX), in rank order.
+static void comm_nccl_allgather_x(CommNccl* n, const KernelCtx* ctx, floatX* full, const floatX* part, size_t count) {
+    float* f = comm_nccl__scratch(n, (size_t)n->size * count);
+    dev_x_to_f32(ctx, f + (size_t)n->rank * count, part, count);
+    gpuCheck(ncclAllGather(f + (size_t)n->rank * count, f, count, ncclFloat32, n->comm, ctx->stream)); // in place
+    dev_f32_to_x(ctx, full, f, (size_t)n->size * count);
+}
+
+// part (count floatX) = this rank's count elements of the sum over ranks of full (size x count floatX).
+static void comm_nccl_reduce_scatter_x(CommNccl* n, const KernelCtx* ctx, floatX* part, const floatX* full, size_t count) {
+    float* f = comm_nccl__scratch(n, (size_t)n->size * count);
+    dev_x_to_f32(ctx, f, full, (size_t)n->size * count);
+    gpuCheck(ncclReduceScatter(f, f + (size_t)n->rank * count, count, ncclFloat32, ncclSum, n->comm, ctx->stream)); // in place
+    dev_f32_to_x(ctx, part, f + (size_t)n->rank * count, count);
+}
+
 #else // no NCCL in this build: the type exists so zero.h compiles once; nothing here is ever called
 
 typedef struct CommNccl { int unused; } CommNccl;
@@ -155,6 +204,19 @@ static void comm_nccl_iallgatherv_bytes(CommNccl* n, const KernelCtx* ctx, const
 }
 static void comm_nccl_iallgather_inplace_bytes(CommNccl* n, const KernelCtx* ctx, void* buf, size_t bytes, CommNcclReq* req) {
     (void)n; (void)ctx; (void)buf; (void)bytes; (void)req; comm_nccl__none();
+}
+
+static void comm_nccl_allreduce_x(CommNccl* n, const KernelCtx* ctx, floatX* buf, size_t count) {
+    (void)n; (void)ctx; (void)buf; (void)count; comm_nccl__none();
+}
+static void comm_nccl_allreduce_f32(CommNccl* n, const KernelCtx* ctx, float* buf, size_t count) {
+    (void)n; (void)ctx; (void)buf; (void)count; comm_nccl__none();
+}
+static void comm_nccl_allgather_x(CommNccl* n, const KernelCtx* ctx, floatX* full, const floatX* part, size_t count) {
+    (void)n; (void)ctx; (void)full; (void)part; (void)count; comm_nccl__none();
+}
+static void comm_nccl_reduce_scatter_x(CommNccl* n, const KernelCtx* ctx, floatX* part, const floatX* full, size_t count) {
+    (void)n; (void)ctx; (void)part; (void)full; (void)count; comm_nccl__none();
 }
 
 #endif

@@ -274,6 +274,18 @@ __global__ void kernels__x_to_f32(float* dst, const floatX* src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) { dst[i] = kernels__f(src[i]); }
 }
 
+// Device-to-device conversions (the fp32 side of the NCCL tensor-parallel reductions, comm_nccl.h)
+static void dev_x_to_f32(const KernelCtx* ctx, float* dst, const floatX* src, size_t n) {
+    if (n == 0) { return; }
+    kernels__x_to_f32<<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(dst, src, n);
+    launchCheck();
+}
+static void dev_f32_to_x(const KernelCtx* ctx, floatX* dst, const float* src, size_t n) {
+    if (n == 0) { return; }
+    kernels__f32_to_x<<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(dst, src, n);
+    launchCheck();
+}
+
 // CPU twin: params_from_f32 (memmove + round_buffer). A double buffer: each chunk is copied into one of two pinned
 // buffers, in turn, and its upload and conversion are queued without waiting, so the device takes chunk k while the
 // caller reads chunk k + 1 from the file and this copies it into the other buffer; a buffer is refilled only after

@@ -20,7 +20,8 @@ Every rank of the group holds a slice of the weights and the whole of the activa
                    and the whole rows a column-parallel matmul needs are all-gathered first (same bytes on the wire as
                    one all-reduce, the region's activations cut by tp).
 The reductions run on host copies (comm.h's collectives take host memory; on the CPU the copies are plain memory
-moves): activations are floatX, reduced in fp32 and rounded once.
+moves): activations are floatX, reduced in fp32 and rounded once. With --comm nccl (GPU builds) the group's NCCL
+communicator (g->nccl) reduces the device buffers instead, the same way (comm_nccl.h).
 */
 #ifndef TP_H
 #define TP_H
@@ -28,6 +29,7 @@ moves): activations are floatX, reduced in fp32 and rounded once.
 // Sum of buf (n floatX, device) over the group, in place; host: n floats of scratch.
 static void tp_allreduce_x(const KernelCtx* ctx, CommGroup* g, floatX* buf, size_t n, float* host) {
     if (g->size == 1) { return; }
+    if (g->nccl) { comm_nccl_allreduce_x(g->nccl, ctx, buf, n); return; }
     params_to_f32(ctx, host, buf, n);
     comm_allreduce_sum_f32(g, host, n);
     params_from_f32(ctx, buf, host, n);
@@ -37,6 +39,7 @@ static void tp_allreduce_x(const KernelCtx* ctx, CommGroup* g, floatX* buf, size
 // of R rows (rank r holds rows [r R, (r+1) R)). host: R C + g->size R C floats of scratch.
 // full (size R, C) = the parts of every rank, in rank order.
 static void tp_allgather_rows_x(const KernelCtx* ctx, CommGroup* g, float* host, floatX* full, const floatX* part, size_t R, size_t C) {
+    if (g->nccl) { comm_nccl_allgather_x(g->nccl, ctx, full, part, R * C); return; }
     float* mine = host;
     float* all = host + R * C;
     params_to_f32(ctx, mine, part, R * C);
@@ -46,6 +49,7 @@ static void tp_allgather_rows_x(const KernelCtx* ctx, CommGroup* g, float* host,
 
 // part (R, C) = this rank's rows of the sum over ranks of full (size R, C): reduced in fp32, rounded once.
 static void tp_reduce_scatter_rows_x(const KernelCtx* ctx, CommGroup* g, float* host, floatX* part, const floatX* full, size_t R, size_t C) {
+    if (g->nccl) { comm_nccl_reduce_scatter_x(g->nccl, ctx, part, full, R * C); return; }
     float* all = host + R * C;
     float* mine = host;
     params_to_f32(ctx, all, full, (size_t)g->size * R * C);
@@ -56,6 +60,7 @@ static void tp_reduce_scatter_rows_x(const KernelCtx* ctx, CommGroup* g, float* 
 // Sum of an fp32 device buffer (gradients) over the group, in place; host: n floats of scratch.
 static void tp_allreduce_f32(const KernelCtx* ctx, CommGroup* g, float* buf, size_t n, float* host) {
     if (g->size == 1) { return; }
+    if (g->nccl) { comm_nccl_allreduce_f32(g->nccl, ctx, buf, n); return; }
     dev_copy_d2h(ctx, host, buf, n * sizeof(float));
     dev_sync(ctx);
     comm_allreduce_sum_f32(g, host, n);

@@ -307,6 +307,17 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
                 follows $TMPD/nccl_z$z.jsonl $TMPD/mpi_z$z.jsonl 0 && ok "--comm nccl --zero $z ($np rank(s)) equals --comm mpi bit for bit" || bad "--comm nccl --zero $z ($np rank(s)) differs from --comm mpi"
             done
         done
+        if [ $EMU = 1 ]; then # the tensor-parallel group through NCCL too (2 ranks: again no GPU can hold them)
+            for sp in 0 1; do
+                timeout $((120 * LONG)) $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl > $L.nccl_tp2_sp$sp.log 2>&1 || { bad "--comm nccl --tp 2 --sequence-parallel $sp"; tail -n 3 $L.nccl_tp2_sp$sp.log; continue; }
+                follows $TMPD/nccl_tp2_sp$sp.jsonl $TMPD/tp2_sp$sp.jsonl 0 && ok "--comm nccl --tp 2 --sequence-parallel $sp equals --comm mpi bit for bit" || bad "--comm nccl --tp 2 --sequence-parallel $sp differs from --comm mpi"
+            done
+            MPIRUN4="${MPIRUN% -np 2} -np 4"
+            timeout $((180 * LONG)) $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm mpi --log $TMPD/tp2dp2_mpi.jsonl > $L.tp2dp2_mpi.log 2>&1 &&
+                timeout $((180 * LONG)) $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm nccl --log $TMPD/tp2dp2_nccl.jsonl > $L.tp2dp2_nccl.log 2>&1 &&
+                follows $TMPD/tp2dp2_nccl.jsonl $TMPD/tp2dp2_mpi.jsonl 0 && ok "--comm nccl, tp 2 x dp 2 (4 ranks, ZeRO 1): both groups' communicators, equal to --comm mpi bit for bit" ||
+                { bad "--comm nccl tp 2 x dp 2 differs from --comm mpi (or a run failed)"; tail -n 3 $L.tp2dp2_mpi.log $L.tp2dp2_nccl.log; }
+        fi
     else
         echo "($CU built without NCCL here: --comm nccl is skipped)"
     fi

@@ -137,6 +137,26 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
     return ncclSuccess;
 }
 
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t s) {
+    size_t es;
+    MPI_Datatype mt = emu::nccl_mpi_type(t, &es);
+    if (op != ncclSum) { emu::fail("ncclReduceScatter: only ncclSum is emulated"); }
+    emu::nccl_check_buf(send, count * es * comm->size, "ncclReduceScatter: sendbuff");
+    emu::nccl_check_buf(recv, count * es, "ncclReduceScatter: recvbuff");
+    int in_place = (const char*)recv == (const char*)send + (size_t)comm->rank * count * es;
+    emu::nccl_run(s, [=]() {
+        if (in_place) {
+            std::vector<char> tmp(count * es);
+            MPI_Reduce_scatter_block(send, tmp.data(), (int)count, mt, MPI_SUM, comm->comm);
+            memcpy(recv, tmp.data(), tmp.size());
+        } else {
+            MPI_Reduce_scatter_block(send, recv, (int)count, mt, MPI_SUM, comm->comm);
+        }
+    });
+    return ncclSuccess;
+}
+
 } // extern "C"
 
 #endif // NCCL_EMU_H
