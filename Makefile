@@ -190,9 +190,10 @@ endif
 BINS = train_gpt test_gpt
 ifeq ($(CUDA_LT_OK),yes)
   BINS += train_gpt_cu test_gpt_cu test_gpt_cu_bf16 bench_kernels_cu $(CUDNN_BINS)
+  ON_DEMAND_BINS = train_gpt_cu_fp16 # built by name only (scripts/gpu_check.sh)
 endif
 ifeq ($(EMU_OK),yes)
-  BINS += train_gpt_emu test_gpt_emu test_gpt_emu_bf16 tests/test_cuda_emu
+  BINS += train_gpt_emu train_gpt_emu_fp16 test_gpt_emu test_gpt_emu_bf16 bench_kernels_emu tests/test_cuda_emu
 endif
 ifeq ($(CJSON_OK),yes)
   BINS += tests/test_hf
@@ -236,10 +237,13 @@ FEATURES_train_gpt_emu = $(F_EMU); $(F_MPI); $(PRECISION); $(F_CJSON); $(F_XXHAS
 FEATURES_test_gpt_emu = $(F_EMU); $(F_MPI); FP32; $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt_emu_bf16 = $(F_EMU); $(F_MPI); BF16; $(F_CJSON); $(F_XXHASH)
 FEATURES_tests/test_cuda_emu = $(F_EMU); $(F_MPI)
+FEATURES_train_gpt_emu_fp16 = $(F_EMU); $(F_MPI); FP16; $(F_CJSON); $(F_XXHASH)
+FEATURES_bench_kernels_emu = $(F_EMU); $(F_MPI); BF16
+FEATURES_train_gpt_cu_fp16 = $(F_CUDA)$(F_CUDA_MPI); FP16; $(F_CJSON); $(F_XXHASH)
 stamp = build/$(subst /,_,$(1)).features
 # evaluated while the Makefile is read, so the stamps are current before make compares timestamps
 $(shell mkdir -p build)
-$(foreach b,$(BINS),$(shell printf '%s\n' '$(FEATURES_$(b))' | cmp -s - $(call stamp,$(b)) || printf '%s\n' '$(FEATURES_$(b))' > $(call stamp,$(b))))
+$(foreach b,$(BINS) $(ON_DEMAND_BINS),$(shell printf '%s\n' '$(FEATURES_$(b))' | cmp -s - $(call stamp,$(b)) || printf '%s\n' '$(FEATURES_$(b))' > $(call stamp,$(b))))
 # what a binary prints for --version: the commit and its features (utils.h print_version)
 BUILD_DEFS = -DBUILD_COMMIT='"$(BUILD_COMMIT)"' -DBUILD_FEATURES='"$(FEATURES_$@)"'
 
@@ -307,6 +311,10 @@ CUDA_HEADERS = kernels.cuh cudnn_att.cuh $(filter-out kernels_cpu.h,$(HEADERS))
 train_gpt_cu: train_gpt.c $(CUDA_HEADERS) $(call stamp,train_gpt_cu)
 	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_$(PRECISION) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
 
+# fp16 storage with loss scaling, for scripts/gpu_check.sh (not built by `make`: one more nvcc build CI does not need)
+train_gpt_cu_fp16: train_gpt.c $(CUDA_HEADERS) $(call stamp,train_gpt_cu_fp16)
+	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_FP16 $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
+
 test_gpt_cu: test_gpt.c train_gpt.c tests/testing.h tests/stage_ops.h $(CUDA_HEADERS) $(call stamp,test_gpt_cu)
 	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_FP32 $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
 
@@ -320,9 +328,9 @@ tests/test_cudnn_graph: tests/test_cudnn_graph.cu cudnn_att.cuh $(CUDA_HEADERS) 
 	$(NVCC) -x cu $(NVCC_FLAGS) -I. $< -o $@ $(CUDA_LIBS)
 
 # The emulated CUDA builds compile copies of the sources in build/emu/src whose kernel launches are rewritten
-EMU_SRC = $(CUDA_HEADERS) train_gpt.c test_gpt.c tests/testing.h tests/stage_ops.h tests/test_cuda_emu.cu
+EMU_SRC = $(CUDA_HEADERS) train_gpt.c test_gpt.c bench_kernels.cu tests/testing.h tests/stage_ops.h tests/test_cuda_emu.cu
 EMU_DEPS = build/emu/src/.rewritten tests/cuda_emu/cuda_emu.h tests/cuda_emu/cublaslt_emu.h tests/cuda_emu/nccl_emu.h tests/cuda_emu/include/cub/cub.cuh
-build/emu/src/.rewritten: $(EMU_SRC) tests/cuda_emu/rewrite.sh
+build/emu/src/.rewritten: $(EMU_SRC) tests/cuda_emu/rewrite.sh Makefile
 	bash tests/cuda_emu/rewrite.sh build/emu/src $(EMU_SRC) && touch $@
 
 train_gpt_emu: $(EMU_DEPS) $(call stamp,train_gpt_emu)
@@ -333,6 +341,14 @@ test_gpt_emu: $(EMU_DEPS) $(call stamp,test_gpt_emu)
 
 test_gpt_emu_bf16: $(EMU_DEPS) $(call stamp,test_gpt_emu_bf16)
 	$(CXX) $(EMU_FLAGS) -DENABLE_BF16 $(BUILD_DEFS) build/emu/src/test_gpt.c -o $@ $(EMU_LIBS)
+
+# fp16 storage with loss scaling (train_gpt_emu is PRECISION's, bf16 by default): gpu_check.sh compares it with the CPU
+train_gpt_emu_fp16: $(EMU_DEPS) $(call stamp,train_gpt_emu_fp16)
+	$(CXX) $(EMU_FLAGS) -DENABLE_FP16 $(BUILD_DEFS) build/emu/src/train_gpt.c -o $@ $(EMU_LIBS)
+
+# bench_kernels.cu under the emulation: its plumbing only (gpu_check.sh --emu runs it tiny; the figures mean nothing)
+bench_kernels_emu: $(EMU_DEPS) $(call stamp,bench_kernels_emu)
+	$(CXX) $(EMU_FLAGS) -DENABLE_BF16 $(BUILD_DEFS) build/emu/src/bench_kernels.cu -o $@ $(EMU_LIBS)
 
 # the emulator's own test (tests/test_cuda_emu.cu)
 tests/test_cuda_emu: $(EMU_DEPS) $(call stamp,tests/test_cuda_emu)
@@ -395,7 +411,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize parquet_text bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu train_gpt_emu test_gpt_emu test_gpt_emu_bf16 tests/test_cuda_emu
+	rm -f train_gpt test_gpt tokenize parquet_text bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu train_gpt_cu_fp16 train_gpt_emu train_gpt_emu_fp16 test_gpt_emu test_gpt_emu_bf16 bench_kernels_emu tests/test_cuda_emu
 	rm -rf build
 
 # ==============================================================================================================

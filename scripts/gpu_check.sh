@@ -36,9 +36,9 @@ for a in "$@"; do
 done
 # the binaries and where their logs and scratch files go
 if [ $EMU = 1 ]; then
-    CU=./train_gpt_emu; TCU=./test_gpt_emu; TCU16=./test_gpt_emu_bf16; L=emu_check; LONG=3
+    CU=./train_gpt_emu; CU16=train_gpt_emu_fp16; TCU=./test_gpt_emu; TCU16=./test_gpt_emu_bf16; L=emu_check; LONG=3
 else
-    CU=./train_gpt_cu; TCU=./test_gpt_cu; TCU16=./test_gpt_cu_bf16; L=gpu; LONG=1
+    CU=./train_gpt_cu; CU16=train_gpt_cu_fp16; TCU=./test_gpt_cu; TCU16=./test_gpt_cu_bf16; L=gpu; LONG=1
 fi
 TMPD=$(mktemp -d /tmp/${L}_check.XXXX)
 trap 'rm -rf "$TMPD"' EXIT
@@ -52,8 +52,8 @@ if [ $EMU = 1 ]; then
 stage "machine: no GPU, the CUDA backend on the CPU (tests/cuda_emu)"
 CUDNN_DIR=""
 stage "build"
-if make train_gpt train_gpt_emu test_gpt_emu test_gpt_emu_bf16 > $L.build.log 2>&1 && [ -x $CU ]; then
-    ok "build: train_gpt train_gpt_emu test_gpt_emu test_gpt_emu_bf16"
+if make train_gpt train_gpt_emu train_gpt_emu_fp16 test_gpt_emu test_gpt_emu_bf16 bench_kernels_emu > $L.build.log 2>&1 && [ -x $CU ]; then
+    ok "build: train_gpt train_gpt_emu train_gpt_emu_fp16 test_gpt_emu test_gpt_emu_bf16 bench_kernels_emu"
 else
     bad "build (the emulation needs the CUDA headers and g++)"; tail -n 20 $L.build.log; echo "gpu_check: $passed passed, $failed failed"; echo "$passed passed, $failed failed"; exit 1
 fi
@@ -110,7 +110,7 @@ JOBS=$(nproc 2>/dev/null || echo 4)
 MK=(NVCC="$NVCC" CUDA_LIB_DIR="$LIBDIR" CUDA_INC="$INC")
 [ -n "$CUDNN_DIR" ] && MK+=(CUDNN_LIB_DIR="$CUDNN_DIR" CUDNN_INC="$CUDNN_INC") || MK+=(NO_CUDNN=1)
 [ -n "$NCCL_DIR" ] && MK+=(NCCL_LIB_DIR="$NCCL_DIR" NCCL_INC="$NCCL_INC") || MK+=(NO_NCCL=1)
-TARGETS="train_gpt train_gpt_cu test_gpt_cu test_gpt_cu_bf16 bench_kernels_cu"
+TARGETS="train_gpt train_gpt_cu train_gpt_cu_fp16 test_gpt_cu test_gpt_cu_bf16 bench_kernels_cu"
 [ -n "$CUDNN_DIR" ] && TARGETS="$TARGETS tests/test_cudnn_graph"
 if make -j"$JOBS" "${MK[@]}" $TARGETS > gpu_build.log 2>&1; then
     ok "build: $TARGETS"
@@ -192,6 +192,8 @@ tiny_model() {
                       c($L * 4 * $C, 0), g($L * 4 * $C * $C), c($L * $C, 0), c($C, 1), c($C, 0));' "$1"
 }
 
+tiny_model $TMPD/tiny.bin && shard tiny 101
+
 # the trajectory: 10 steps on a GPU, 4 under the emulation (each of its steps takes seconds on the CPU)
 STEPS=10; [ $EMU = 1 ] && STEPS=4
 stage "whole model: $CU (bf16) against the CPU's bf16 emulation, $STEPS steps"
@@ -223,10 +225,31 @@ if [ $EMU = 1 ]; then # cuBLASLt without the GELU epilogues: the unfused ops tak
         { bad "the fallback from the GELU epilogues"; tail -n 3 $L.train_noepi.log; }
 fi
 
+stage "fp16 storage with dynamic loss scaling: $CU16 against the CPU's fp16 emulation"
+# an initial scale of 2^24 overflows the gradients: the first steps are skipped and the scale halves until they fit;
+# the two backends must skip and back off alike and then train alike (2e-2 relative per step, as the bf16 trajectory)
+f16="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 32 --steps 8 --lr 1e-3 --seed 7 --dtype fp16 --loss-scale 16777216"
+if [ -x ./$CU16 ] && timeout $((120 * LONG)) ./$CU16 $f16 --log $TMPD/f16_cu.jsonl > $L.fp16_cu.log 2>&1 &&
+   timeout 120 ./train_gpt $f16 --log $TMPD/f16_cpu.jsonl > $L.fp16_cpu.log 2>&1; then
+    scales() { grep -o '"loss_scale": [^,}]*\(, "skipped": true\)\?' "$1" | tr '\n' ' '; }
+    echo "$CU16: $(scales $TMPD/f16_cu.jsonl)"; echo "train_gpt: $(scales $TMPD/f16_cpu.jsonl)"
+    first_skipped=$(grep -c '"step": 1,.*"skipped": true' $TMPD/f16_cu.jsonl)
+    clean=$(grep '"step"' $TMPD/f16_cu.jsonl | grep -vc skipped)
+    same=1; [ $EMU = 1 ] && [ "$(scales $TMPD/f16_cu.jsonl)" != "$(scales $TMPD/f16_cpu.jsonl)" ] && same=0 # exact in the emulation
+    if [ "$first_skipped" = 1 ] && [ "$clean" -ge 2 ] && [ $same = 1 ] && follows $TMPD/f16_cu.jsonl $TMPD/f16_cpu.jsonl 2e-2; then
+        ok "fp16: overflowing steps skipped and the scale backed off, then training follows the CPU's fp16 emulation (2e-2)"
+    else
+        bad "fp16 loss scaling differs from the CPU's"
+    fi
+else
+    bad "fp16 runs ($CU16 or train_gpt)"; tail -n 3 $L.fp16_cu.log $L.fp16_cpu.log 2>/dev/null
+fi
+
 stage "checkpoint and resume: $CU resumed from its step-3 checkpoint continues bit for bit"
 # the model, master weights, moments and sampler through the file streams (device -> pinned double buffer -> file
 # and back), twice over: a run that checkpoints must equal one that does not, and the resumed steps the original ones
 ck="--model d4 --train $TMPD/check_train_000000.bin --batch-size 2 --seq-len 32 --steps 5 --lr 1e-3 --warmup 2 --seed 11"
+[ $EMU = 1 ] && ck="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 2 --seq-len 32 --steps 5 --lr 1e-3 --warmup 2 --seed 11"
 if timeout $((120 * LONG)) $CU $ck --log $TMPD/ck_plain.jsonl > $L.ck_plain.log 2>&1 &&
    timeout $((120 * LONG)) $CU $ck --checkpoint-every 3 --out $TMPD/ck --log $TMPD/ck_full.jsonl > $L.ck_full.log 2>&1 &&
    rm -f $TMPD/ck/model_00000005.bin $TMPD/ck/state_00000005.bin && echo 3 > $TMPD/ck/latest &&
@@ -272,8 +295,7 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
     MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np 2"
     common2="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7"
     if [ $EMU = 1 ]; then # a model of GPT-2's shape with a vocabulary of 101 (tokens modulo 101): seconds, not minutes, per run
-        tiny_model $TMPD/tiny.bin && shard tiny 101
-        common2="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 32 --total-batch-size 256 --steps 6 --lr 1e-3 --seed 7"
+        common2="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 32 --total-batch-size 256 --steps 4 --lr 1e-3 --seed 7"
     fi
     timeout $((120 * LONG)) $CU $common2 --log $TMPD/dp1.jsonl > $L.dp1.log 2>&1 || { bad "one process"; tail -n 3 $L.dp1.log; }
     for z in 0 1 2 3; do
@@ -325,48 +347,63 @@ else
     echo "(no mpirun, or $CU built without MPI here: the multi-process check is skipped)"
 fi
 
-if [ $EMU = 1 ]; then
-    stage "summary ($(( $(date +%s) - T0 )) s, the CPU emulation; benchmarks need a GPU)"
-    grep -E '^(FAIL)' $L.test_fp32.log $L.test_bf16.log 2>/dev/null | head -n 20
-    echo "gpu_check --emu: $passed passed, $failed failed"
-    echo "$passed passed, $failed failed"
-    [ $failed -eq 0 ]; exit
-fi
-
-stage "bandwidth of the element-wise kernels against a device copy; cuBLASLt's matmul rate (bench_kernels_cu)"
-timeout 120 ./bench_kernels_cu > gpu_bench_kernels.txt 2>&1 && { cat gpu_bench_kernels.txt; ok "bench_kernels_cu"; } || { bad "bench_kernels_cu"; tail -n 5 gpu_bench_kernels.txt; }
+# Under the emulation the benchmarks run tiny, for their plumbing only (they run, and print what this script reads):
+# their figures mean nothing there.
+if [ $EMU = 1 ]; then BK=./bench_kernels_emu; BK_N=65536; else BK=./bench_kernels_cu; BK_N=""; fi
+stage "bandwidth of the element-wise kernels against a device copy; cuBLASLt's matmul rate ($BK)"
+timeout $((120 * LONG)) $BK $BK_N > $L.bench_kernels.txt 2>&1 && grep -q 'of copy' $L.bench_kernels.txt && { cat $L.bench_kernels.txt; ok "$BK"; } || { bad "$BK"; tail -n 5 $L.bench_kernels.txt; }
 
 stage "benchmarks"
 PEAK=989e12
+BENCH_T=1024; BENCH_STEPS=3; [ $EMU = 1 ] && { BENCH_T=64; BENCH_STEPS=1; }
 bench() { # name model extra...
     local name=$1 model=$2; shift 2
     local sizes="64 32 16 8 4"
     [ -n "$CUDNN_DIR" ] || sizes="8 4" # the native attention kernels are O(T^2) per head and slow: small batches only
+    [ $EMU = 1 ] && sizes="1"
     for B in $sizes; do
-        if [ $(( $(date +%s) - T0 )) -gt 420 ]; then echo "  $name: skipped (the check is past 7 minutes)"; return 0; fi
-        out=$(timeout 240 ./train_gpt_cu --bench 1 --bench-steps 3 --model "$model" --batch-size $B --seq-len 1024 "$@" 2>&1); rc=$?
+        if [ $EMU = 0 ] && [ $(( $(date +%s) - T0 )) -gt 420 ]; then echo "  $name: skipped (the check is past 7 minutes)"; return 0; fi
+        out=$(timeout $((240 * LONG)) $CU --bench 1 --bench-steps $BENCH_STEPS --model "$model" --batch-size $B --seq-len $BENCH_T "$@" 2>&1); rc=$?
         if [ $rc -eq 0 ]; then
             ms=$(echo "$out" | grep -o 'bench: [0-9.]* ms/step' | grep -o '[0-9.]*' | head -n 1)
             tps=$(echo "$out" | grep -o '| [0-9]* tokens/s' | grep -o '[0-9]*' | head -n 1)
             gf=$(echo "$out" | grep -o '[0-9.]* GFLOP/s' | tail -n 1 | grep -o '[0-9.]*')
+            mem=$(echo "$out" | grep -o 'GPU memory in use [0-9.]* GB' | head -n 1)
+            if [ -z "$ms" ] || [ -z "$tps" ] || [ -z "$gf" ] || [ -z "$mem" ]; then
+                bad "benchmark $name: its output lacks what this script reads (ms '$ms', tokens/s '$tps', GFLOP/s '$gf', memory '$mem')"; return 0
+            fi
             mfu=$(awk -v g="$gf" -v p=$PEAK 'BEGIN { printf "%.1f%%", g * 1e9 / p * 100 }')
-            printf "%-28s | B %-3s | %9s ms/step | %9s tokens/s | MFU %6s | %s\n" "$name" "$B" "$ms" "$tps" "$mfu" "$(echo "$out" | grep -o 'GPU memory in use [0-9.]* GB' | head -n 1)" | tee -a gpu_bench.txt
+            printf "%-28s | B %-3s | %9s ms/step | %9s tokens/s | MFU %6s | %s\n" "$name" "$B" "$ms" "$tps" "$mfu" "$mem" | tee -a $L.bench.txt
             return 0
         fi
         echo "  $name B $B: $(echo "$out" | grep -m1 -i 'error' | cut -c1-160)"
     done
     bad "benchmark $name: no micro-batch ran"
 }
-: > gpu_bench.txt
-bench "GPT-2 124M bf16" gpt2-124M
-if [ $QUICK = 0 ]; then
-    bench "GPT-2 350M bf16" gpt2-350M
-    bench "GPT-2 1558M bf16 recompute 2" gpt2-1558M --recompute 2
+: > $L.bench.txt
+if [ $EMU = 1 ]; then
+    bench "d2 (emulation: plumbing only)" d2
+    bench "d2 recompute 2 (emulation)" d2 --recompute 2
+else
+    bench "GPT-2 124M bf16" gpt2-124M
+    if [ $QUICK = 0 ]; then
+        bench "GPT-2 350M bf16" gpt2-350M
+        bench "GPT-2 1558M bf16 recompute 2" gpt2-1558M --recompute 2
+    fi
 fi
-[ -s gpu_bench.txt ] && ok "benchmarks ran ($(wc -l < gpu_bench.txt) rows)"
+[ -s $L.bench.txt ] && ok "benchmarks ran ($(wc -l < $L.bench.txt) rows)"
+
+if [ $EMU = 1 ]; then
+    stage "summary ($(( $(date +%s) - T0 )) s, the CPU emulation: no performance figures)"
+    grep -E '^(FAIL)' $L.test_fp32.log $L.test_bf16.log 2>/dev/null | head -n 20
+    echo "gpu_check --emu: $passed passed, $failed failed"
+    echo "$passed passed, $failed failed"
+    [ $failed -eq 0 ]; exit
+fi
+
 
 stage "summary ($(( $(date +%s) - T0 )) s, commit $(git describe --always --dirty 2>/dev/null))"
 grep -E '^(FAIL)' $L.test_fp32.log $L.test_bf16.log 2>/dev/null | head -n 20
-cat gpu_bench_kernels.txt gpu_bench.txt 2>/dev/null
+cat $L.bench_kernels.txt $L.bench.txt 2>/dev/null
 echo "gpu_check: $passed passed, $failed failed"
 [ $failed -eq 0 ]
