@@ -2,28 +2,32 @@
 # scripts/gpu_check.sh: the one command that proves the CUDA backend on a GPU machine, from a bare checkout.
 #
 #   bash scripts/gpu_check.sh [--quick]        (about 5 minutes on one H200; --quick skips the large benchmarks)
-#   bash scripts/gpu_check.sh --emu            (no GPU: stages 2 and 3 on the CPU emulation of the backend, below)
+#   bash scripts/gpu_check.sh --emu            (no GPU: every stage on the CPU emulation of the backend, below)
 #
 # 1. finds nvcc and cuBLASLt (the toolkit's lib64, or a Python package's nvidia/cublas), builds train_gpt_cu,
-#    test_gpt_cu (fp32 storage), test_gpt_cu_bf16 and the CPU train_gpt there (a binary built on another image may
-#    not run on this one's libraries);
+#    train_gpt_cu_fp16, test_gpt_cu (fp32 storage), test_gpt_cu_bf16 and the CPU train_gpt there (a binary built on
+#    another image may not run on this one's libraries);
 # 2. runs test_gpt_cu (every op against the double references, fp32 tolerances, outputs pre-filled with NaN where
-#    the test says so; the committed PyTorch reference: logits, loss, every gradient, a 10-step trajectory) and
-#    test_gpt_cu_bf16 (the ops in bf16: representable outputs within one rounding);
+#    the test says so; the file streams' double buffer; the committed PyTorch reference: logits, loss, every
+#    gradient, a 10-step trajectory) and test_gpt_cu_bf16 (the ops in bf16: representable outputs within one rounding);
 # 3. trains the same model on the same tokens for 10 steps with train_gpt_cu (bf16) and with the CPU trainer's
-#    bf16 emulation (--dtype bf16), and compares the losses step by step;
+#    bf16 emulation (--dtype bf16), and compares the losses step by step (and two identical runs bit for bit); fp16
+#    with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for bit;
+#    HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm nccl
+#    on one rank against --comm mpi bit for bit;
 # 4. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s), peak GPU memory.
 # Each stage prints its result; the last lines are a table and "gpu_check: N passed, M failed".
 #
-# --emu runs the correctness stages (2, 3, HellaSwag, the multi-process runs) on machines without a GPU, with the
-# same sources built by g++ for tests/cuda_emu (train_gpt_emu, test_gpt_emu, test_gpt_emu_bf16: the kernels run on
-# the CPU, cuBLASLt, cub and NCCL are stood in for; see tests/cuda_emu/cuda_emu.h). Smaller runs (the emulation is
-# slow), no cuDNN, no benchmarks, and one stage a GPU cannot run: --comm nccl across 2 ranks (NCCL over MPI) against
-# --comm mpi. make test runs it, so this script and the backend's logic are checked before any GPU session; what
-# the emulation cannot see (concurrency, stream ordering, speed) stays for the GPU. Its last line is also
-# "N passed, M failed", for scripts/run_tests.sh.
+# --emu runs the same stages on machines without a GPU, with the same sources built by g++ for tests/cuda_emu
+# (train_gpt_emu, train_gpt_emu_fp16, test_gpt_emu, test_gpt_emu_bf16, bench_kernels_emu: the kernels run on the
+# CPU, cuBLASLt, cub and NCCL are stood in for, streams run their work when the host must see it; see
+# tests/cuda_emu/cuda_emu.h). Smaller runs (the emulation is slow: 4 steps, a 101-token vocabulary for the
+# multi-process runs), no cuDNN, the benchmarks for their plumbing only, and stages a GPU cannot run: --comm nccl
+# across 2 ranks (NCCL over MPI), ZeRO 1-3, tp 2 and tp 2 x dp 2, against --comm mpi. make test runs it, so this
+# script and the backend's logic are checked before any GPU session; what the emulation cannot see (real
+# concurrency, speed) stays for the GPU. Its last line is also "N passed, M failed", for scripts/run_tests.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0; EMU=0
