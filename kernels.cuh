@@ -274,7 +274,8 @@ __global__ void kernels__x_to_f32(float* dst, const floatX* src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) { dst[i] = kernels__f(src[i]); }
 }
 
-// Device-to-device conversions (the fp32 side of the NCCL tensor-parallel reductions, comm_nccl.h)
+// Device-to-device conversions (the file streams' staging below, the LM head's logits row, the fp32 side of the NCCL
+// tensor-parallel reductions in comm_nccl.h)
 static void dev_x_to_f32(const KernelCtx* ctx, float* dst, const floatX* src, size_t n) {
     if (n == 0) { return; }
     kernels__x_to_f32<<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(dst, src, n);
@@ -301,8 +302,7 @@ static void params_from_f32(const KernelCtx* cctx, floatX* dst, const float* hos
         // one device staging buffer is enough: on one stream, the next upload into it follows this conversion
         gpuCheck(cudaMemcpyAsync(ctx->stage_dev, ctx->stage_host[b], cnt * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
         gpuCheck(cudaEventRecord(ctx->stage_free[b], ctx->stream));
-        kernels__f32_to_x<<<kernels__blocks(cnt, 256), 256, 0, ctx->stream>>>(dst + off, ctx->stage_dev, cnt);
-        launchCheck();
+        dev_f32_to_x(ctx, dst + off, ctx->stage_dev, cnt);
     }
 }
 
@@ -317,8 +317,7 @@ static void params_to_f32(const KernelCtx* cctx, float* host_dst, const floatX* 
             size_t off = c * KERNELS_STAGE_FLOATS, cnt = n - off < KERNELS_STAGE_FLOATS ? n - off : KERNELS_STAGE_FLOATS;
             int b = (first + (int)c) & 1;
             gpuCheck(cudaEventSynchronize(ctx->stage_free[b])); // an earlier upload out of it has finished
-            kernels__x_to_f32<<<kernels__blocks(cnt, 256), 256, 0, ctx->stream>>>(ctx->stage_dev, src + off, cnt);
-            launchCheck();
+            dev_x_to_f32(ctx, ctx->stage_dev, src + off, cnt);
             gpuCheck(cudaMemcpyAsync(ctx->stage_host[b], ctx->stage_dev, cnt * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
             gpuCheck(cudaEventRecord(ctx->stage_free[b], ctx->stream));
         }
@@ -1134,8 +1133,7 @@ static void classifier_logits_row(const KernelCtx* cctx, float* out, const float
     KernelCtx* ctx = (KernelCtx*)cctx;
     ctx->row_scratch = (floatX*)kernels__grow(ctx, ctx->row_scratch, &ctx->row_scratch_bytes, (size_t)Vp * sizeof(floatX));
     matmul_forward(ctx, ctx->row_scratch, x, wte, NULL, 1, C, Vp);
-    kernels__x_to_f32<<<kernels__blocks(Vp, 256), 256, 0, ctx->stream>>>(out, ctx->row_scratch, (size_t)Vp);
-    launchCheck();
+    dev_x_to_f32(ctx, out, ctx->row_scratch, (size_t)Vp);
 }
 
 // ----------------------------------------------------------------------------
