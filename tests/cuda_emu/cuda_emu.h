@@ -221,9 +221,8 @@ struct Worker {
 
 struct Fiber { // one CUDA thread of the running block
     unsigned linear; // threadIdx.x + threadIdx.y * blockDim.x + ...
-    int state, op;
+    int state;
     unsigned shuffles; // shuffles done (the parity picks the exchange slot)
-    unsigned mask;
     Worker* worker;  // the worker it runs (or is suspended) on
 };
 
@@ -320,43 +319,23 @@ static unsigned warp_lanes(unsigned w, unsigned n) {
     return cnt == 32 ? 0xffffffffu : ((1u << cnt) - 1);
 }
 
-// Releases whatever rendezvous is complete; returns 0 when nothing could be (a deadlock, reported by the caller).
+// Called when no thread can run. A warp rendezvous completes as its last lane arrives (warp_wait), so one still
+// waiting here never will: that is reported when a lane it needs has returned, or its mask names lanes past the
+// block. Releases the block barrier when every thread waits at it; returns 0 when nothing could be released (a
+// deadlock, reported by the caller).
 static int release(unsigned n) {
-    int released = 0, at_block = 0, done = 0;
     for (unsigned w = 0; w * 32 < n; w++) {
-        unsigned exist = warp_lanes(w, n), waiting = 0, req = 0;
-        int op = 0;
-        for (unsigned l = 0; l < 32 && w * 32 + l < n; l++) {
-            Fiber* f = &g_fibers[w * 32 + l];
-            if (f->state != F_AT_WARP) { continue; }
-            if (!waiting) { op = f->op; req = f->mask; }
-            else if (f->op != op || f->mask != req) {
-                g_cur = f;
-                fail("lanes of one warp wait at different warp operations (%s with mask %08x here, %s with mask %08x on another lane)",
-                     op_name(f->op), f->mask, op_name(op), req);
-            }
-            waiting |= 1u << l;
-        }
-        if (!waiting) { continue; }
-        if (req & ~exist) {
-            g_cur = &g_fibers[w * 32 + __builtin_ctz(waiting)];
-            fail("warp operation with mask %08x names lanes past the block's %u threads", req, n);
-        }
-        if ((waiting & req) == req) {
-            for (unsigned l = 0; l < 32; l++) {
-                if (waiting & (1u << l)) { g_fibers[w * 32 + l].state = F_RUN; }
-            }
-            released = 1;
-            continue;
-        }
+        const WarpWait* ww = &g_warp_wait[w];
+        if (!ww->waiting) { continue; }
+        g_cur = &g_fibers[w * 32 + __builtin_ctz(ww->waiting)];
+        if (ww->mask & ~warp_lanes(w, n)) { fail("warp operation with mask %08x names lanes past the block's %u threads", ww->mask, n); }
         for (unsigned l = 0; l < 32; l++) {
-            if ((req & (1u << l)) && g_fibers[w * 32 + l].state == F_DONE) {
-                g_cur = &g_fibers[w * 32 + __builtin_ctz(waiting)];
-                fail("warp operation (mask %08x) waits for lane %u, which has returned", req, l);
+            if ((ww->mask & (1u << l)) && g_fibers[w * 32 + l].state == F_DONE) {
+                fail("warp operation (mask %08x) waits for lane %u, which has returned", ww->mask, l);
             }
         }
     }
-    if (released) { return 1; }
+    int at_block = 0, done = 0;
     for (unsigned i = 0; i < n; i++) {
         at_block += g_fibers[i].state == F_AT_BLOCK;
         done += g_fibers[i].state == F_DONE;
@@ -382,8 +361,6 @@ static void run_block(unsigned n) {
         Fiber* f = &g_fibers[i];
         f->linear = i;
         f->state = F_NEW;
-        f->op = 0;
-        f->mask = 0;
         f->shuffles = 0;
         f->worker = NULL;
     }
@@ -554,8 +531,6 @@ static void warp_wait(unsigned mask, int op) {
     unsigned lane = g_cur->linear % 32;
     if (!(mask & (1u << lane))) { fail("warp operation with mask %08x called by lane %u, which the mask leaves out", mask, lane); }
     g_cur->state = F_AT_WARP;
-    g_cur->op = op;
-    g_cur->mask = mask;
     // the last lane to arrive completes the rendezvous at once and goes on; the others resume in the scheduler's
     // next pass (release() reports what can never complete)
     unsigned w = g_cur->linear / 32;
