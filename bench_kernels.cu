@@ -59,6 +59,21 @@ int main(int argc, char** argv) {
     row("layernorm_forward (C 768)", 2.0 * (size_t)BT * C * sizeof(floatX) + 8.0 * BT, ms, copy_gbs);
     ms = time_ms([&] { residual_layernorm_forward(&g, z, y, mean, rstd, x, x, x, x, x, BT, C); });
     row("residual_layernorm_forward (C 768)", 4.0 * (size_t)BT * C * sizeof(floatX) + 8.0 * BT, ms, copy_gbs);
+    // backward: read x, dout and dinp, write dinp (floatX); mean, rstd; the dw/db partials are small beside these
+    ms = time_ms([&] { layernorm_backward(&g, z, (float*)y, (float*)y + C, x, x, x, mean, rstd, BT, C, 0); });
+    row("layernorm_backward (C 768)", 4.0 * (size_t)BT * C * sizeof(floatX) + 8.0 * BT, ms, copy_gbs);
+    // token + position embedding of B x T tokens (T 1024, vocabulary 50257 when the buffers hold them): read a wte row
+    // and a wpe row per token, write the sum
+    int T = BT < 1024 ? BT : 1024, B = BT / T, V = n / C < 50257 ? (int)(n / C) : 50257;
+    int32_t* htok = (int32_t*)mallocCheck((size_t)B * T * sizeof(int32_t));
+    for (size_t i = 0; i < (size_t)B * T; i++) { htok[i] = (int32_t)((i * 2654435761u) % (unsigned)V); }
+    int32_t* tok = (int32_t*)dev_alloc(&g, (size_t)B * T * sizeof(int32_t));
+    dev_copy_h2d(&g, tok, htok, (size_t)B * T * sizeof(int32_t));
+    ms = time_ms([&] { encoder_forward(&g, z, tok, x, y, 0, V, B, T, C); });
+    char name[64];
+    snprintf(name, sizeof(name), "encoder_forward (C 768, vocabulary %d)", V);
+    row(name, 3.0 * (size_t)B * T * C * sizeof(floatX) + 4.0 * B * T, ms, copy_gbs);
+    free(htok);
     // AdamW with master weights: read grad, m, v, master; write m, v, master, params
     size_t na = n / 4;
     float* gr = (float*)dev_alloc(&g, na * sizeof(float));

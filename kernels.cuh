@@ -33,6 +33,7 @@ on a GPU: the GPU check (scripts/gpu_check.sh) is what proves it there.
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <initializer_list>
 #include "precision.h"  // defines: DTYPE_*, round_stochastic (host and device)
 #include "utils.h"      // defines: fatal, mallocCheck
 
@@ -114,6 +115,7 @@ typedef struct {
     size_t row_scratch_bytes;
     int attention_cudnn;       // 1: attention through cuDNN's fused flash attention; 0: the native kernels below
     int attention_auto;        // --attention auto: fall back to the native kernels where cuDNN has no plan
+    int gelu_fusion;           // 1 (the default): matmul_forward_gelu fuses the GELU into cuBLASLt's epilogue where it can
     void* att_workspace;       // cuDNN's attention workspace (grown on demand)
     size_t att_workspace_bytes;
     size_t bytes;              // device bytes held by the context
@@ -169,6 +171,7 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
     ctx->attention_cudnn = KERNELS_DTYPE != DTYPE_FP32; // cuDNN's flash attention takes 16-bit inputs only
 #endif
     ctx->attention_auto = 1;
+    ctx->gelu_fusion = 1;
 }
 
 // --attention: cudnn (a build with cuDNN, 16-bit storage), native (the kernels below), auto (cudnn when possible).
@@ -332,12 +335,42 @@ static void params_to_f32(const KernelCtx* cctx, float* host_dst, const floatX* 
 }
 
 // ----------------------------------------------------------------------------
-// 16-byte packs: element-wise kernels move 16 bytes per thread per load (8 bf16 values), which is what it takes to
-// approach the copy bandwidth; they fall back to one element per thread when a pointer is not 16-byte aligned, and
-// handle the tail past the last whole pack one element at a time.
+// Packed access: element-wise and row kernels move 16 bytes per thread per load (8 bf16 values, 4 fp32), which is
+// what it takes to approach the copy bandwidth (one 2-byte load per thread leaves most of each memory transaction's
+// width unused). A kernel templated on VEC takes VEC consecutive elements at a time: VEC = KERNELS_PACK when every
+// pointer it packs is 16-byte aligned (and, for rows, the row length a multiple of the pack), else VEC = 1, the same
+// code one element at a time. An fp32 array beside a floatX pack is read as VEC floats (32 bytes for bf16, two
+// 16-byte loads).
 
-template <typename T> struct alignas(16) KernelsPack { T v[16 / sizeof(T)]; };
 #define KERNELS_PACK ((int)(16 / sizeof(floatX)))
+template <typename T, int N> struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) KernelsVec { T v[N]; };
+
+// The device faults on a misaligned vector access; the CPU emulation (tests/cuda_emu) defines this hook to check it.
+#ifndef KERNELS_ALIGNED_ACCESS
+#define KERNELS_ALIGNED_ACCESS(p, bytes) ((void)0)
+#endif
+
+// Element i of the VEC-element packs at p, as 16-byte loads where the pack is 16-byte aligned.
+template <typename V> __device__ __forceinline__ V kernels__ldv(const void* base, size_t i) {
+    const V* p = (const V*)base + i;
+    KERNELS_ALIGNED_ACCESS(p, alignof(V));
+    V x;
+    if (alignof(V) == 16) {
+        for (int k = 0; k < (int)(sizeof(V) / 16); k++) { ((uint4*)&x)[k] = ((const uint4*)p)[k]; }
+    } else {
+        x = *p;
+    }
+    return x;
+}
+template <typename V> __device__ __forceinline__ void kernels__stv(void* base, size_t i, const V& x) {
+    V* p = (V*)base + i;
+    KERNELS_ALIGNED_ACCESS(p, alignof(V));
+    if (alignof(V) == 16) {
+        for (int k = 0; k < (int)(sizeof(V) / 16); k++) { ((uint4*)p)[k] = ((const uint4*)&x)[k]; }
+    } else {
+        *p = x;
+    }
+}
 
 static int kernels__aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
@@ -375,21 +408,34 @@ __device__ double kernels__block_sum_d(double v) {
 // ----------------------------------------------------------------------------
 // Encoder. CPU twin: encoder_forward / encoder_backward.
 
+// VEC consecutive channels per step (C a multiple of VEC); tokens outside [vocab_lo, vocab_lo + vocab_n) embed as 0
+template <int VEC>
 __global__ void kernels__encoder_forward(floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe, int vocab_lo,
                                          int vocab_n, int B, int T, int C) {
-    size_t n = (size_t)B * T * C;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        size_t row = i / C;
-        int c = (int)(i % C), t = (int)(row % T), v = tok[row] - vocab_lo;
-        float e = v >= 0 && v < vocab_n ? kernels__f(wte[(size_t)v * C + c]) : 0.0f;
-        out[i] = kernels__x(wpe ? e + kernels__f(wpe[(size_t)t * C + c]) : e);
+    typedef KernelsVec<floatX, VEC> P;
+    size_t packs = (size_t)B * T * C / VEC;
+    int cp = C / VEC; // packs per row
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
+        size_t row = i / cp;
+        int c = (int)(i % cp), t = (int)(row % T), v = tok[row] - vocab_lo;
+        int in = v >= 0 && v < vocab_n;
+        P e = in ? kernels__ldv<P>(wte, (size_t)v * cp + c) : P(), p = wpe ? kernels__ldv<P>(wpe, (size_t)t * cp + c) : P(), y;
+        for (int k = 0; k < VEC; k++) {
+            float s = in ? kernels__f(e.v[k]) : 0.0f;
+            y.v[k] = kernels__x(wpe ? s + kernels__f(p.v[k]) : s);
+        }
+        kernels__stv<P>(out, i, y);
     }
 }
 
 static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe,
                             int vocab_lo, int vocab_n, int B, int T, int C) {
-    kernels__encoder_forward<<<kernels__blocks((size_t)B * T * C, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, vocab_lo,
-                                                                                                vocab_n, B, T, C);
+    size_t n = (size_t)B * T * C;
+    if (C % KERNELS_PACK == 0 && kernels__aligned16(out) && kernels__aligned16(wte) && (!wpe || kernels__aligned16(wpe))) {
+        kernels__encoder_forward<KERNELS_PACK><<<kernels__blocks(n / KERNELS_PACK, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, vocab_lo, vocab_n, B, T, C);
+    } else {
+        kernels__encoder_forward<1><<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, vocab_lo, vocab_n, B, T, C);
+    }
     launchCheck();
 }
 
@@ -459,103 +505,165 @@ static void encoder_backward(const KernelCtx* cctx, float* dwte, float* dwpe, co
 
 // ----------------------------------------------------------------------------
 // LayerNorm: one warp per row, statistics in fp32. CPU twins: layernorm_forward, layernorm_apply,
-// residual_layernorm_forward, layernorm_backward.
+// residual_layernorm_forward, layernorm_backward. Each lane takes packs lane, lane + 32, ... of VEC channels; VEC =
+// KERNELS_PACK when C is a multiple of it and every row pointer 16-byte aligned (kernels__rows_packed), else 1.
+
+static int kernels__rows_packed(int C, std::initializer_list<const void*> ptrs) {
+    if (C % KERNELS_PACK != 0) { return 0; }
+    for (const void* p : ptrs) { if (p && !kernels__aligned16(p)) { return 0; } }
+    return 1;
+}
 
 // y = (x - mean) * rstd * w + b over one row held at x (floatX), by one warp; writes mean and rstd when asked.
+template <int VEC>
 __device__ void kernels__ln_row(floatX* y, float* mean_out, float* rstd_out, const floatX* x, const floatX* w, const floatX* b, int C) {
-    int lane = threadIdx.x % 32;
+    typedef KernelsVec<floatX, VEC> P;
+    int lane = threadIdx.x % 32, np = C / VEC;
     float s = 0.0f;
-    for (int i = lane; i < C; i += 32) { s += kernels__f(x[i]); }
+    for (int p = lane; p < np; p += 32) {
+        P xv = kernels__ldv<P>(x, p);
+        for (int k = 0; k < VEC; k++) { s += kernels__f(xv.v[k]); }
+    }
     float m = kernels__warp_sum(s) / C;
     float v = 0.0f;
-    for (int i = lane; i < C; i += 32) { float d = kernels__f(x[i]) - m; v += d * d; }
+    for (int p = lane; p < np; p += 32) {
+        P xv = kernels__ldv<P>(x, p);
+        for (int k = 0; k < VEC; k++) { float d = kernels__f(xv.v[k]) - m; v += d * d; }
+    }
     v = kernels__warp_sum(v) / C;
     float r = rsqrtf(v + 1e-5f);
-    for (int i = lane; i < C; i += 32) { y[i] = kernels__x((kernels__f(x[i]) - m) * r * kernels__f(w[i]) + kernels__f(b[i])); }
+    for (int p = lane; p < np; p += 32) {
+        P xv = kernels__ldv<P>(x, p), wv = kernels__ldv<P>(w, p), bv = kernels__ldv<P>(b, p), yv;
+        for (int k = 0; k < VEC; k++) { yv.v[k] = kernels__x((kernels__f(xv.v[k]) - m) * r * kernels__f(wv.v[k]) + kernels__f(bv.v[k])); }
+        kernels__stv<P>(y, p, yv);
+    }
     if (lane == 0 && mean_out) { *mean_out = m; *rstd_out = r; }
 }
 
+template <int VEC>
 __global__ void kernels__layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
                                            int BT, int C) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= BT) { return; }
-    kernels__ln_row(out + (size_t)row * C, mean + row, rstd + row, inp + (size_t)row * C, w, b, C);
+    kernels__ln_row<VEC>(out + (size_t)row * C, mean + row, rstd + row, inp + (size_t)row * C, w, b, C);
 }
 
 static void layernorm_forward(const KernelCtx* ctx, floatX* out, float* mean, float* rstd, const floatX* inp,
                               const floatX* w, const floatX* b, int BT, int C) {
-    kernels__layernorm_forward<<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, mean, rstd, inp, w, b, BT, C);
+    if (kernels__rows_packed(C, {out, inp, w, b})) {
+        kernels__layernorm_forward<KERNELS_PACK><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, mean, rstd, inp, w, b, BT, C);
+    } else {
+        kernels__layernorm_forward<1><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, mean, rstd, inp, w, b, BT, C);
+    }
     launchCheck();
 }
 
+template <int VEC>
 __global__ void kernels__layernorm_apply(floatX* out, const floatX* inp, const float* mean, const float* rstd, const floatX* w,
                                          const floatX* b, int BT, int C) {
+    typedef KernelsVec<floatX, VEC> P;
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= BT) { return; }
     const floatX* x = inp + (size_t)row * C;
     floatX* y = out + (size_t)row * C;
     float m = mean[row], r = rstd[row];
-    for (int i = threadIdx.x % 32; i < C; i += 32) { y[i] = kernels__x((kernels__f(x[i]) - m) * r * kernels__f(w[i]) + kernels__f(b[i])); }
+    for (int p = threadIdx.x % 32; p < C / VEC; p += 32) {
+        P xv = kernels__ldv<P>(x, p), wv = kernels__ldv<P>(w, p), bv = kernels__ldv<P>(b, p), yv;
+        for (int k = 0; k < VEC; k++) { yv.v[k] = kernels__x((kernels__f(xv.v[k]) - m) * r * kernels__f(wv.v[k]) + kernels__f(bv.v[k])); }
+        kernels__stv<P>(y, p, yv);
+    }
 }
 
 static void layernorm_apply(const KernelCtx* ctx, floatX* out, const floatX* inp, const float* mean, const float* rstd,
                             const floatX* w, const floatX* b, int BT, int C) {
-    kernels__layernorm_apply<<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, inp, mean, rstd, w, b, BT, C);
+    if (kernels__rows_packed(C, {out, inp, w, b})) {
+        kernels__layernorm_apply<KERNELS_PACK><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, inp, mean, rstd, w, b, BT, C);
+    } else {
+        kernels__layernorm_apply<1><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, inp, mean, rstd, w, b, BT, C);
+    }
     launchCheck();
 }
 
-// The residual is stored first; the warp then normalises what it stored (each lane reads back only the elements it
+// The residual is stored first; the warp then normalises what it stored (each lane reads back only the packs it
 // wrote, so no barrier is needed).
+template <int VEC>
 __global__ void kernels__residual_layernorm_forward(floatX* res_out, floatX* out, float* mean, float* rstd, const floatX* res_in,
                                                     const floatX* delta, const floatX* bias, const floatX* w, const floatX* b,
                                                     int BT, int C) {
+    typedef KernelsVec<floatX, VEC> P;
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= BT) { return; }
     floatX* ro = res_out + (size_t)row * C;
     const floatX* ri = res_in + (size_t)row * C;
     const floatX* d = delta + (size_t)row * C;
-    for (int i = threadIdx.x % 32; i < C; i += 32) {
-        float v = kernels__f(ri[i]) + kernels__f(d[i]) + (bias ? kernels__f(bias[i]) : 0.0f);
-        ro[i] = kernels__x(v);
+    for (int p = threadIdx.x % 32; p < C / VEC; p += 32) {
+        P rv = kernels__ldv<P>(ri, p), dv = kernels__ldv<P>(d, p), bv = bias ? kernels__ldv<P>(bias, p) : P(), yv;
+        for (int k = 0; k < VEC; k++) {
+            yv.v[k] = kernels__x(kernels__f(rv.v[k]) + kernels__f(dv.v[k]) + (bias ? kernels__f(bv.v[k]) : 0.0f));
+        }
+        kernels__stv<P>(ro, p, yv);
     }
     __syncwarp();
-    kernels__ln_row(out + (size_t)row * C, mean + row, rstd + row, ro, w, b, C);
+    kernels__ln_row<VEC>(out + (size_t)row * C, mean + row, rstd + row, ro, w, b, C);
 }
 
 static void residual_layernorm_forward(const KernelCtx* ctx, floatX* res_out, floatX* out, float* mean, float* rstd,
                                        const floatX* res_in, const floatX* delta, const floatX* bias, const floatX* w,
                                        const floatX* b, int BT, int C) {
-    kernels__residual_layernorm_forward<<<(BT + 7) / 8, 256, 0, ctx->stream>>>(res_out, out, mean, rstd, res_in, delta, bias, w, b, BT, C);
+    if (kernels__rows_packed(C, {res_out, out, res_in, delta, bias, w, b})) {
+        kernels__residual_layernorm_forward<KERNELS_PACK><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(res_out, out, mean, rstd, res_in, delta, bias, w, b, BT, C);
+    } else {
+        kernels__residual_layernorm_forward<1><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(res_out, out, mean, rstd, res_in, delta, bias, w, b, BT, C);
+    }
     launchCheck();
 }
 
 // Backward: warp w of the grid takes rows w, w + W, ...; its dw/db partial sums go to its own slice of
 // col_partials (W x 2C floats), summed over W in order by kernels__sum_columns.
 #define KERNELS_LN_WARPS 512
+template <int VEC>
 __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* w,
                                             const float* mean, const float* rstd, int BT, int C) {
+    typedef KernelsVec<floatX, VEC> P;
+    typedef KernelsVec<float, VEC> F;
     int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, nwarps = gridDim.x * (blockDim.x / 32), lane = threadIdx.x % 32;
+    int np = C / VEC;
     float* pdw = partial + (size_t)warp * 2 * C;
     float* pdb = pdw + C;
-    for (int i = lane; i < C; i += 32) { pdw[i] = 0.0f; pdb[i] = 0.0f; }
+    for (int p = lane; p < np; p += 32) {
+        F z;
+        for (int k = 0; k < VEC; k++) { z.v[k] = 0.0f; }
+        kernels__stv<F>(pdw, p, z);
+        kernels__stv<F>(pdb, p, z);
+    }
     for (int row = warp; row < BT; row += nwarps) {
         const floatX* x = inp + (size_t)row * C;
         const floatX* d = dout + (size_t)row * C;
         floatX* dx = dinp + (size_t)row * C;
         float m = mean[row], s = rstd[row];
         float g_mean = 0.0f, gn_mean = 0.0f;
-        for (int i = lane; i < C; i += 32) {
-            float n = (kernels__f(x[i]) - m) * s, g = kernels__f(d[i]) * kernels__f(w[i]);
-            g_mean += g;
-            gn_mean += g * n;
+        for (int p = lane; p < np; p += 32) {
+            P xv = kernels__ldv<P>(x, p), dv = kernels__ldv<P>(d, p), wv = kernels__ldv<P>(w, p);
+            for (int k = 0; k < VEC; k++) {
+                float n = (kernels__f(xv.v[k]) - m) * s, g = kernels__f(dv.v[k]) * kernels__f(wv.v[k]);
+                g_mean += g;
+                gn_mean += g * n;
+            }
         }
         g_mean = kernels__warp_sum(g_mean) / C;
         gn_mean = kernels__warp_sum(gn_mean) / C;
-        for (int i = lane; i < C; i += 32) {
-            float n = (kernels__f(x[i]) - m) * s, di = kernels__f(d[i]), g = di * kernels__f(w[i]);
-            dx[i] = kernels__x(kernels__f(dx[i]) + s * (g - g_mean - n * gn_mean));
-            pdw[i] += di * n;
-            pdb[i] += di;
+        for (int p = lane; p < np; p += 32) {
+            P xv = kernels__ldv<P>(x, p), dv = kernels__ldv<P>(d, p), wv = kernels__ldv<P>(w, p), dxv = kernels__ldv<P>(dx, p);
+            F dwv = kernels__ldv<F>(pdw, p), dbv = kernels__ldv<F>(pdb, p);
+            for (int k = 0; k < VEC; k++) {
+                float n = (kernels__f(xv.v[k]) - m) * s, di = kernels__f(dv.v[k]), g = di * kernels__f(wv.v[k]);
+                dxv.v[k] = kernels__x(kernels__f(dxv.v[k]) + s * (g - g_mean - n * gn_mean));
+                dwv.v[k] += di * n;
+                dbv.v[k] += di;
+            }
+            kernels__stv<P>(dx, p, dxv);
+            kernels__stv<F>(pdw, p, dwv);
+            kernels__stv<F>(pdb, p, dbv);
         }
     }
 }
@@ -579,7 +687,11 @@ static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, fl
                                const floatX* inp, const floatX* w, const float* mean, const float* rstd, int BT, int C,
                                int acc) {
     float* part = kernels__col_partials(ctx, (size_t)KERNELS_LN_WARPS * 2 * C);
-    kernels__layernorm_backward<<<KERNELS_LN_WARPS / 8, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+    if (kernels__rows_packed(C, {dinp, dout, inp, w})) {
+        kernels__layernorm_backward<KERNELS_PACK><<<KERNELS_LN_WARPS / 8, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+    } else {
+        kernels__layernorm_backward<1><<<KERNELS_LN_WARPS / 8, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+    }
     launchCheck();
     kernels__sum_columns<<<(C + 255) / 256, 256, 0, ctx->stream>>>(dw, part, KERNELS_LN_WARPS, 2 * (size_t)C, C, acc);
     launchCheck();
@@ -761,7 +873,7 @@ static int kernels__gelu_epilogue_ok(int m, const void* aux) { return m % 8 == 0
 // GELU's input carries one rounding less than the unfused path's).
 static void matmul_forward_gelu(const KernelCtx* ctx, floatX* pre, floatX* out, const floatX* inp, const floatX* w,
                                 const floatX* bias, int BT, int C, int OC) {
-    if (kernels__gelu_epilogue_ok(OC, pre) &&
+    if (ctx->gelu_fusion && kernels__gelu_epilogue_ok(OC, pre) &&
         kernels__matmul_lt(ctx, out, 0, w, 1, C, inp, 0, C, bias, OC, BT, C, 0.0f, KERNELS_EPI_GELU_AUX, pre)) { return; }
     matmul_forward(ctx, pre, inp, w, bias, BT, C, OC);
     gelu_forward(ctx, out, pre, (size_t)BT * OC);
@@ -797,11 +909,11 @@ __global__ void kernels__gelu_forward(floatX* out, const floatX* inp, size_t fro
     }
 }
 __global__ void kernels__gelu_forward_packed(floatX* out, const floatX* inp, size_t packs) {
-    typedef KernelsPack<floatX> P;
+    typedef KernelsVec<floatX, KERNELS_PACK> P;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
-        P x = ((const P*)inp)[i], y;
+        P x = kernels__ldv<P>(inp, i), y;
         for (int e = 0; e < KERNELS_PACK; e++) { y.v[e] = kernels__x(kernels__gelu(kernels__f(x.v[e]))); }
-        ((P*)out)[i] = y;
+        kernels__stv<P>(out, i, y);
     }
 }
 static void gelu_forward(const KernelCtx* ctx, floatX* out, const floatX* inp, size_t n) {
@@ -817,11 +929,11 @@ __global__ void kernels__gelu_backward(floatX* dinp, const floatX* inp, const fl
     }
 }
 __global__ void kernels__gelu_backward_packed(floatX* dinp, const floatX* inp, const floatX* dout, size_t packs) {
-    typedef KernelsPack<floatX> P;
+    typedef KernelsVec<floatX, KERNELS_PACK> P;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
-        P x = ((const P*)inp)[i], d = ((const P*)dout)[i], y;
+        P x = kernels__ldv<P>(inp, i), d = kernels__ldv<P>(dout, i), y;
         for (int e = 0; e < KERNELS_PACK; e++) { y.v[e] = kernels__x(kernels__gelu_grad(kernels__f(x.v[e])) * kernels__f(d.v[e])); }
-        ((P*)dinp)[i] = y;
+        kernels__stv<P>(dinp, i, y);
     }
 }
 // dinp may alias dout: each element is read before it is written, by the same thread
@@ -1022,49 +1134,78 @@ static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX*
 // dloss_scale (softmax - onehot) (floatX, padded columns zero), never materialising fp32 probabilities; then dx
 // and dwte by cuBLASLt.
 
-// The maximum m of z[0..n) and the sum s of exp(z - m), by the whole block (blockDim.x a multiple of 32), each
-// combined over the warps in a fixed order; every thread receives both.
-__device__ void kernels__row_max_sumexp(const floatX* z, int n, float* m_out, float* s_out) {
-    __shared__ float red[32];
-    __shared__ float bcast;
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-    float m = -INFINITY;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) { m = fmaxf(m, kernels__f(z[j])); }
-    m = kernels__warp_max(m);
-    if (lane == 0) { red[warp] = m; }
-    __syncthreads();
-    if (threadIdx.x == 0) { float t = -INFINITY; for (int w = 0; w < nw; w++) { t = fmaxf(t, red[w]); } bcast = t; }
-    __syncthreads();
-    m = bcast;
-    float s = 0.0f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) { s += __expf(kernels__f(z[j]) - m); }
-    s = kernels__warp_sum(s);
-    __syncthreads();
-    if (lane == 0) { red[warp] = s; }
-    __syncthreads();
-    if (threadIdx.x == 0) { float t = 0.0f; for (int w = 0; w < nw; w++) { t += red[w]; } bcast = t; }
-    __syncthreads();
-    *m_out = m;
-    *s_out = bcast;
+// (m, s) <- the maximum and the sum of exp(x - max) over the union of two sets given as (m, s) and (m2, s2); an empty
+// set is (-inf, 0). Commutative bit for bit, so every lane of a butterfly ends with the same result.
+__device__ __forceinline__ void kernels__lse_merge(float& m, float& s, float m2, float s2) {
+    if (m2 == -INFINITY) { return; }
+    if (m == -INFINITY) { m = m2; s = s2; return; }
+    float M = fmaxf(m, m2);
+    s = s * __expf(m - M) + s2 * __expf(m2 - M);
+    m = M;
 }
 
+// The maximum m of z[0..n) and the sum s of exp(z - m), by the whole block (blockDim.x a multiple of 32) in one
+// pass (the online softmax: the running sum is rescaled when the maximum grows), each combined over the warps in a
+// fixed order; every thread receives both. Packs of VEC: z 16-byte aligned and readable up to n rounded up to VEC.
+template <int VEC>
+__device__ void kernels__row_max_sumexp(const floatX* z, int n, float* m_out, float* s_out) {
+    typedef KernelsVec<floatX, VEC> P;
+    __shared__ float red_m[32], red_s[32];
+    __shared__ float bcast_m, bcast_s;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    float m = -INFINITY, s = 0.0f;
+    for (int p = threadIdx.x; p < (n + VEC - 1) / VEC; p += blockDim.x) {
+        P zv = kernels__ldv<P>(z, p);
+        for (int k = 0; k < VEC && p * VEC + k < n; k++) {
+            float x = kernels__f(zv.v[k]);
+            if (x > m) { s = s * __expf(m - x) + 1.0f; m = x; }
+            else { s += __expf(x - m); }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        kernels__lse_merge(m, s, m2, s2);
+    }
+    if (lane == 0) { red_m[warp] = m; red_s[warp] = s; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float tm = -INFINITY, ts = 0.0f;
+        for (int w = 0; w < nw; w++) { kernels__lse_merge(tm, ts, red_m[w], red_s[w]); }
+        bcast_m = tm;
+        bcast_s = ts;
+    }
+    __syncthreads();
+    *m_out = bcast_m;
+    *s_out = bcast_s;
+}
+
+// Packs of VEC over the row (Vp a multiple of VEC, logits 16-byte aligned: kernels__logits_packed).
+template <int VEC>
 __global__ void kernels__classifier_softmax(floatX* logits, float* losses, const int32_t* targets, float dloss_scale, int V, int Vp,
                                             int want_grad) {
+    typedef KernelsVec<floatX, VEC> P;
     int r = blockIdx.x;
     floatX* z = logits + (size_t)r * Vp;
     int tgt = targets[r];
     float m, sum;
-    kernels__row_max_sumexp(z, V, &m, &sum);
+    kernels__row_max_sumexp<VEC>(z, V, &m, &sum);
     float lse = m + logf(sum);
     if (threadIdx.x == 0) { losses[r] = tgt >= 0 ? lse - kernels__f(z[tgt]) : 0.0f; }
     __syncthreads(); // z[tgt] is read above before any thread overwrites it
     if (!want_grad) { return; }
     float sc = tgt >= 0 ? dloss_scale : 0.0f;
-    for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
-        float g = j < V ? sc * (__expf(kernels__f(z[j]) - lse) - (j == tgt ? 1.0f : 0.0f)) : 0.0f;
-        z[j] = kernels__x(g);
+    for (int p = threadIdx.x; p < Vp / VEC; p += blockDim.x) {
+        P zv = kernels__ldv<P>(z, p), gv;
+        for (int k = 0; k < VEC; k++) {
+            int j = p * VEC + k;
+            float g = j < V ? sc * (__expf(kernels__f(zv.v[k]) - lse) - (j == tgt ? 1.0f : 0.0f)) : 0.0f;
+            gv.v[k] = kernels__x(g);
+        }
+        kernels__stv<P>(z, p, gv);
     }
 }
+
+static int kernels__logits_packed(const floatX* logits, int Vp) { return Vp % KERNELS_PACK == 0 && kernels__aligned16(logits); }
 
 static void classifier_forward_backward(const KernelCtx* ctx, float* losses, floatX* dx, float* dwte, floatX* chunk,
                                         int chunk_rows, const floatX* x, const floatX* wte, const int32_t* targets,
@@ -1073,7 +1214,11 @@ static void classifier_forward_backward(const KernelCtx* ctx, float* losses, flo
         int rows = BT - r0 < chunk_rows ? BT - r0 : chunk_rows;
         const floatX* xr = x + (size_t)r0 * C;
         matmul_forward(ctx, chunk, xr, wte, NULL, rows, C, Vp);
-        kernels__classifier_softmax<<<rows, 1024, 0, ctx->stream>>>(chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
+        if (kernels__logits_packed(chunk, Vp)) {
+            kernels__classifier_softmax<KERNELS_PACK><<<rows, 1024, 0, ctx->stream>>>(chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
+        } else {
+            kernels__classifier_softmax<1><<<rows, 1024, 0, ctx->stream>>>(chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
+        }
         launchCheck();
         if (dx) {
             // dx_r (rows, C) = dlogits (rows, Vp) @ wte (Vp, C);  dwte (Vp, C) (+)= dlogits^T @ x_r
@@ -1084,11 +1229,12 @@ static void classifier_forward_backward(const KernelCtx* ctx, float* losses, flo
 }
 
 // CPU twins: classifier_vp_stats, classifier_vp_apply (vocabulary-parallel cross-entropy), one block per row.
+template <int VEC>
 __global__ void kernels__vp_stats(float* stats, const floatX* logits, const int32_t* targets, int vocab_lo, int Vp_l, int real) {
     int r = blockIdx.x;
     const floatX* z = logits + (size_t)r * Vp_l;
     float m, s;
-    kernels__row_max_sumexp(z, real, &m, &s);
+    kernels__row_max_sumexp<VEC>(z, real, &m, &s);
     if (threadIdx.x == 0) {
         int tg = targets[r] - vocab_lo;
         stats[3 * r] = m;
@@ -1101,12 +1247,18 @@ static void classifier_vp_stats(const KernelCtx* ctx, float* stats, const floatX
                                 int vocab_lo, int Vp_l, int V) {
     int real = V - vocab_lo < Vp_l ? V - vocab_lo : Vp_l;
     if (real < 0) { real = 0; }
-    kernels__vp_stats<<<rows, 1024, 0, ctx->stream>>>(stats, logits, targets, vocab_lo, Vp_l, real);
+    if (kernels__logits_packed(logits, Vp_l)) {
+        kernels__vp_stats<KERNELS_PACK><<<rows, 1024, 0, ctx->stream>>>(stats, logits, targets, vocab_lo, Vp_l, real);
+    } else {
+        kernels__vp_stats<1><<<rows, 1024, 0, ctx->stream>>>(stats, logits, targets, vocab_lo, Vp_l, real);
+    }
     launchCheck();
 }
 
+template <int VEC>
 __global__ void kernels__vp_apply(float* losses, floatX* logits, const float* stats, const int32_t* targets, float dloss_scale,
                                   int vocab_lo, int Vp_l, int real, int want_grad) {
+    typedef KernelsVec<floatX, VEC> P;
     int r = blockIdx.x, tgt = targets[r];
     float M = stats[3 * r], S = stats[3 * r + 1], zt = stats[3 * r + 2];
     if (threadIdx.x == 0) { losses[r] = tgt >= 0 ? M + logf(S) - zt : 0.0f; }
@@ -1114,9 +1266,14 @@ __global__ void kernels__vp_apply(float* losses, floatX* logits, const float* st
     floatX* z = logits + (size_t)r * Vp_l;
     float sc = tgt >= 0 ? dloss_scale : 0.0f, inv = 1.0f / S;
     int t = tgt - vocab_lo;
-    for (int j = threadIdx.x; j < Vp_l; j += blockDim.x) {
-        float g = j < real ? sc * (__expf(kernels__f(z[j]) - M) * inv - (j == t ? 1.0f : 0.0f)) : 0.0f;
-        z[j] = kernels__x(g);
+    for (int p = threadIdx.x; p < Vp_l / VEC; p += blockDim.x) {
+        P zv = kernels__ldv<P>(z, p), gv;
+        for (int k = 0; k < VEC; k++) {
+            int j = p * VEC + k;
+            float g = j < real ? sc * (__expf(kernels__f(zv.v[k]) - M) * inv - (j == t ? 1.0f : 0.0f)) : 0.0f;
+            gv.v[k] = kernels__x(g);
+        }
+        kernels__stv<P>(z, p, gv);
     }
 }
 
@@ -1124,7 +1281,11 @@ static void classifier_vp_apply(const KernelCtx* ctx, float* losses, floatX* log
                                 float dloss_scale, int rows, int vocab_lo, int Vp_l, int V, int want_grad) {
     int real = V - vocab_lo < Vp_l ? V - vocab_lo : Vp_l;
     if (real < 0) { real = 0; }
-    kernels__vp_apply<<<rows, 1024, 0, ctx->stream>>>(losses, logits, stats, targets, dloss_scale, vocab_lo, Vp_l, real, want_grad);
+    if (kernels__logits_packed(logits, Vp_l)) {
+        kernels__vp_apply<KERNELS_PACK><<<rows, 1024, 0, ctx->stream>>>(losses, logits, stats, targets, dloss_scale, vocab_lo, Vp_l, real, want_grad);
+    } else {
+        kernels__vp_apply<1><<<rows, 1024, 0, ctx->stream>>>(losses, logits, stats, targets, dloss_scale, vocab_lo, Vp_l, real, want_grad);
+    }
     launchCheck();
 }
 
@@ -1192,39 +1353,82 @@ static void add_inplace(const KernelCtx* ctx, float* y, const float* x, size_t n
 
 // ----------------------------------------------------------------------------
 // AdamW. CPU twin: adamw_update (the same update in the same fp32 operations, the same stochastic rounding).
-// One launch per segment (tensor) in this first version.
+// One launch per segment (tensor): its elements from the first index a where every array is 16-byte aligned go in
+// packs of KERNELS_PACK (16 bytes of floatX, KERNELS_PACK floats of each fp32 array), the few before a and after the
+// last whole pack one per thread.
 
-__global__ void kernels__adamw(floatX* params, float* master, const float* grads, float* m, float* v, size_t lo, size_t s, size_t e,
-                               float lr, float b1, float b2, float eps, float wd, float gs, float bc1, float bc2, int t, uint64_t seed,
-                               int dtype) {
-    for (size_t i = s + blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < e; i += (size_t)gridDim.x * blockDim.x) {
-        size_t k = i - lo;
-        float g = gs * grads[k];
-        float mi = b1 * m[k] + (1.0f - b1) * g;
-        float vi = b2 * v[k] + (1.0f - b2) * g * g;
-        m[k] = mi;
-        v[k] = vi;
-        float mhat = mi / bc1, vhat = vi / bc2;
-        float p = master ? master[k] : kernels__f(params[k]);
-        p -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p);
-        if (master) {
-            master[k] = p;
-            params[k] = kernels__x(round_stochastic(p, dtype, seed, (uint64_t)t, i)); // exact: already representable
-        } else {
-            params[k] = kernels__x(p);
+typedef struct { float lr, b1, b2, eps, wd, gs, bc1, bc2; int t, dtype; uint64_t seed; } KernelsAdamW;
+
+// One element: updates its moments in place and writes the parameter (the master copy and the rounded compute copy
+// with master weights; the parameter itself without). i is the element's flat index, the stochastic rounding's key.
+__device__ __forceinline__ void kernels__adamw_elem(const KernelsAdamW& h, size_t i, float g, float& m, float& v, float& master_p,
+                                                    floatX& p, int has_master) {
+    g = h.gs * g;
+    m = h.b1 * m + (1.0f - h.b1) * g;
+    v = h.b2 * v + (1.0f - h.b2) * g * g;
+    float mhat = m / h.bc1, vhat = v / h.bc2;
+    float x = has_master ? master_p : kernels__f(p);
+    x -= h.lr * (mhat / (sqrtf(vhat) + h.eps) + h.wd * x);
+    if (has_master) {
+        master_p = x;
+        p = kernels__x(round_stochastic(x, h.dtype, h.seed, (uint64_t)h.t, i)); // exact: already representable
+    } else {
+        p = kernels__x(x);
+    }
+}
+
+// Elements [s, a) and [b, e) one per thread, packs of VEC over [a, b). Arrays are indexed from lo.
+template <int VEC>
+__global__ void kernels__adamw(floatX* params, float* master, const float* grads, float* m, float* v, size_t lo, size_t s, size_t a,
+                               size_t b, size_t e, KernelsAdamW h) {
+    typedef KernelsVec<floatX, VEC> P;
+    typedef KernelsVec<float, VEC> F;
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
+    for (int part = 0; part < 2; part++) { // the head, then the tail (all of it when a = b = e: no common alignment)
+        for (size_t i = (part == 0 ? s : b) + tid; i < (part == 0 ? a : e); i += nth) {
+            size_t k = i - lo;
+            float unused = 0.0f;
+            kernels__adamw_elem(h, i, grads[k], m[k], v[k], master ? master[k] : unused, params[k], master != NULL);
         }
     }
+    size_t ka = a - lo;
+    for (size_t j = tid; j < (b - a) / VEC; j += nth) {
+        P pv = kernels__ldv<P>(params + ka, j);
+        F gv = kernels__ldv<F>(grads + ka, j), mv = kernels__ldv<F>(m + ka, j), vv = kernels__ldv<F>(v + ka, j);
+        F wv = master ? kernels__ldv<F>(master + ka, j) : F();
+        for (int q = 0; q < VEC; q++) { kernels__adamw_elem(h, a + j * VEC + q, gv.v[q], mv.v[q], vv.v[q], wv.v[q], pv.v[q], master != NULL); }
+        kernels__stv<P>(params + ka, j, pv);
+        kernels__stv<F>(m + ka, j, mv);
+        kernels__stv<F>(v + ka, j, vv);
+        if (master) { kernels__stv<F>(master + ka, j, wv); }
+    }
+}
+
+// The first index in [s, e) where every array is 16-byte aligned (within one period of the alignments: the floatX
+// array repeats every KERNELS_PACK elements, the fp32 ones every 4), or e when there is none.
+static size_t kernels__adamw_aligned_start(const floatX* params, const float* master, const float* grads, const float* m,
+                                           const float* v, size_t lo, size_t s, size_t e) {
+    for (size_t a = s; a < e && a < s + 2 * KERNELS_PACK; a++) {
+        size_t k = a - lo;
+        if (kernels__aligned16(params + k) && kernels__aligned16(grads + k) && kernels__aligned16(m + k) && kernels__aligned16(v + k) &&
+            (!master || kernels__aligned16(master + k))) { return a; }
+    }
+    return e;
 }
 
 static void adamw_update(const KernelCtx* ctx, floatX* params, float* master, const float* grads, float* m, float* v,
                          size_t lo, size_t hi, const AdamWSegment* segs, int nseg, const AdamWHyper* hp) {
-    float bc1 = 1.0f - powf(hp->beta1, (float)hp->t), bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
+    KernelsAdamW h = {hp->lr, hp->beta1, hp->beta2, hp->eps, 0.0f, hp->grad_scale, 1.0f - powf(hp->beta1, (float)hp->t),
+                      1.0f - powf(hp->beta2, (float)hp->t), hp->t, ctx->dtype, hp->sr_seed};
     for (int i = 0; i < nseg; i++) {
         size_t s = segs[i].offset > lo ? segs[i].offset : lo;
         size_t e = segs[i].offset + segs[i].size < hi ? segs[i].offset + segs[i].size : hi;
         if (s >= e) { continue; }
-        kernels__adamw<<<kernels__blocks(e - s, 256), 256, 0, ctx->stream>>>(params, master, grads, m, v, lo, s, e, hp->lr, hp->beta1,
-            hp->beta2, hp->eps, segs[i].decay ? hp->weight_decay : 0.0f, hp->grad_scale, bc1, bc2, hp->t, hp->sr_seed, ctx->dtype);
+        h.wd = segs[i].decay ? hp->weight_decay : 0.0f;
+        size_t a = kernels__adamw_aligned_start(params, master, grads, m, v, lo, s, e);
+        size_t b = a + (e - a) / KERNELS_PACK * KERNELS_PACK;
+        size_t threads = (b - a) / KERNELS_PACK > (a - s) + (e - b) ? (b - a) / KERNELS_PACK : (a - s) + (e - b);
+        kernels__adamw<KERNELS_PACK><<<kernels__blocks(threads, 256), 256, 0, ctx->stream>>>(params, master, grads, m, v, lo, s, a, b, e, h);
         launchCheck();
     }
 }

@@ -100,7 +100,8 @@ static void matmul_forward(const KernelCtx* ctx, floatX* out, const floatX* inp,
 static void matmul_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* dbias, const floatX* dout,
                             const floatX* inp, const floatX* w, int BT, int C, int OC, int acc);
 // The MLP's first linear layer with its GELU: pre (BT,OC) = inp @ w^T + bias (may be NULL), out = GELU(pre). The same
-// result as matmul_forward into pre, then gelu_forward (a GPU fuses the GELU into the matmul's epilogue).
+// result as matmul_forward into pre, then gelu_forward, except that a GPU fuses the GELU into the matmul's epilogue,
+// which takes the sum before it is rounded into pre: in 16-bit storage out may then differ by a rounding.
 static void matmul_forward_gelu(const KernelCtx* ctx, floatX* pre, floatX* out, const floatX* inp, const floatX* w,
                                 const floatX* bias, int BT, int C, int OC);
 // The MLP's second linear layer's backward fused with the GELU's: as matmul_backward with inp = GELU(pre), except

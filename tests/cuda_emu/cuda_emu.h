@@ -181,6 +181,13 @@ static void mem_free(void* p, int kind, const char* what) {
     free((unsigned char*)p - EMU_GUARD);
 }
 
+// A vector access (kernels.cuh's 16-byte packs) must be aligned to its size: the device faults on one that is not
+// ("misaligned address"), where the CPU would quietly do it. kernels.cuh calls this hook at each packed access.
+static void emu_aligned_access(const void* p, size_t bytes) {
+    if ((uintptr_t)p % bytes != 0) { fail("a %zu-byte vector access at %p, which is not %zu-byte aligned (a GPU faults: misaligned address)", bytes, p, bytes); }
+}
+#define KERNELS_ALIGNED_ACCESS(p, bytes) emu::emu_aligned_access((const void*)(p), (size_t)(bytes))
+
 // ---------------------------------------------------------------------------------------------------------------
 // Kernel execution. A block's threads run on workers (fibers: a stack and saved registers). A worker runs thread
 // after thread until one reaches a synchronisation point; that thread keeps the worker (it is suspended there) and
