@@ -1137,8 +1137,7 @@ static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX*
 // (m, s) <- the maximum and the sum of exp(x - max) over the union of two sets given as (m, s) and (m2, s2); an empty
 // set is (-inf, 0). Commutative bit for bit, so every lane of a butterfly ends with the same result.
 __device__ __forceinline__ void kernels__lse_merge(float& m, float& s, float m2, float s2) {
-    if (m2 == -INFINITY) { return; }
-    if (m == -INFINITY) { m = m2; s = s2; return; }
+    if (m2 == -INFINITY) { return; } // (two empty sets would give exp(-inf + inf) = NaN below)
     float M = fmaxf(m, m2);
     s = s * __expf(m - M) + s2 * __expf(m2 - M);
     m = M;
