@@ -11,14 +11,19 @@ passed=0
 failed=0
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1"
 
+# Wall time per test command, for the table of the slowest at the end (where CI's minutes go; not a test)
+times=()
+took() { times+=("$1 $2"); echo "--- $2: $1 s"; }
+
 # run NAME CMD...: runs a test command, echoes its output, adds its closing "N passed, M failed" line
 run() {
     local name="$1"; shift
     echo "=== $name: $*"
-    local out rc
+    local out rc t0=$SECONDS
     out=$("$@" 2>&1)
     rc=$?
     echo "$out"
+    took $((SECONDS - t0)) "$name"
     local last
     last=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
     if [ -z "$last" ]; then
@@ -41,9 +46,10 @@ run() {
 expect_fail() {
     local name="$1" pattern="$2"; shift 2
     echo "=== $name: $*"
-    local out rc
+    local out rc t0=$SECONDS
     out=$("$@" 2>&1)
     rc=$?
+    took $((SECONDS - t0)) "$name"
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "$out" | grep -qE "$pattern"; then
         echo "PASS $name (exit $rc)"
         passed=$((passed + 1))
@@ -150,5 +156,7 @@ run run_scripts_tests bash scripts/run_scripts_tests.sh
 if [ -f scripts/test_scripts.sh ]; then
     run test_scripts bash scripts/test_scripts.sh
 fi
+echo "=== the slowest test commands (wall seconds; $SECONDS in all)"
+printf '%s\n' "${times[@]}" | sort -rn | head -n 12 | awk '{ s = $1; $1 = ""; printf "%6d s %s\n", s, $0 }'
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
