@@ -374,6 +374,14 @@ template <typename V> __device__ __forceinline__ void kernels__stv(void* base, s
 
 static int kernels__aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
+// The loops over a pack's elements are unrolled, so that each element stays in a register: an array indexed by a
+// run-time index would be placed in local memory (slow, and a "stack frame" in ptxas -v's report).
+#ifdef __CUDACC__
+#define KERNELS_UNROLL _Pragma("unroll")
+#else
+#define KERNELS_UNROLL
+#endif
+
 // ----------------------------------------------------------------------------
 // Warp and block reductions (fixed order: the same bits every run)
 
@@ -420,6 +428,7 @@ __global__ void kernels__encoder_forward(floatX* out, const int32_t* tok, const 
         int c = (int)(i % cp), t = (int)(row % T), v = tok[row] - vocab_lo;
         int in = v >= 0 && v < vocab_n;
         P e = in ? kernels__ldv<P>(wte, (size_t)v * cp + c) : P(), p = wpe ? kernels__ldv<P>(wpe, (size_t)t * cp + c) : P(), y;
+        KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) {
             float s = in ? kernels__f(e.v[k]) : 0.0f;
             y.v[k] = kernels__x(wpe ? s + kernels__f(p.v[k]) : s);
@@ -522,18 +531,21 @@ __device__ void kernels__ln_row(floatX* y, float* mean_out, float* rstd_out, con
     float s = 0.0f;
     for (int p = lane; p < np; p += 32) {
         P xv = kernels__ldv<P>(x, p);
+        KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) { s += kernels__f(xv.v[k]); }
     }
     float m = kernels__warp_sum(s) / C;
     float v = 0.0f;
     for (int p = lane; p < np; p += 32) {
         P xv = kernels__ldv<P>(x, p);
+        KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) { float d = kernels__f(xv.v[k]) - m; v += d * d; }
     }
     v = kernels__warp_sum(v) / C;
     float r = rsqrtf(v + 1e-5f);
     for (int p = lane; p < np; p += 32) {
         P xv = kernels__ldv<P>(x, p), wv = kernels__ldv<P>(w, p), bv = kernels__ldv<P>(b, p), yv;
+        KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) { yv.v[k] = kernels__x((kernels__f(xv.v[k]) - m) * r * kernels__f(wv.v[k]) + kernels__f(bv.v[k])); }
         kernels__stv<P>(y, p, yv);
     }
@@ -569,6 +581,7 @@ __global__ void kernels__layernorm_apply(floatX* out, const floatX* inp, const f
     float m = mean[row], r = rstd[row];
     for (int p = threadIdx.x % 32; p < C / VEC; p += 32) {
         P xv = kernels__ldv<P>(x, p), wv = kernels__ldv<P>(w, p), bv = kernels__ldv<P>(b, p), yv;
+        KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) { yv.v[k] = kernels__x((kernels__f(xv.v[k]) - m) * r * kernels__f(wv.v[k]) + kernels__f(bv.v[k])); }
         kernels__stv<P>(y, p, yv);
     }
@@ -598,6 +611,7 @@ __global__ void kernels__residual_layernorm_forward(floatX* res_out, floatX* out
     const floatX* d = delta + (size_t)row * C;
     for (int p = threadIdx.x % 32; p < C / VEC; p += 32) {
         P rv = kernels__ldv<P>(ri, p), dv = kernels__ldv<P>(d, p), bv = bias ? kernels__ldv<P>(bias, p) : P(), yv;
+        KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) {
             yv.v[k] = kernels__x(kernels__f(rv.v[k]) + kernels__f(dv.v[k]) + (bias ? kernels__f(bv.v[k]) : 0.0f));
         }
@@ -632,6 +646,7 @@ __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const 
     float* pdb = pdw + C;
     for (int p = lane; p < np; p += 32) {
         F z;
+        KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) { z.v[k] = 0.0f; }
         kernels__stv<F>(pdw, p, z);
         kernels__stv<F>(pdb, p, z);
@@ -644,6 +659,7 @@ __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const 
         float g_mean = 0.0f, gn_mean = 0.0f;
         for (int p = lane; p < np; p += 32) {
             P xv = kernels__ldv<P>(x, p), dv = kernels__ldv<P>(d, p), wv = kernels__ldv<P>(w, p);
+            KERNELS_UNROLL
             for (int k = 0; k < VEC; k++) {
                 float n = (kernels__f(xv.v[k]) - m) * s, g = kernels__f(dv.v[k]) * kernels__f(wv.v[k]);
                 g_mean += g;
@@ -655,6 +671,7 @@ __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const 
         for (int p = lane; p < np; p += 32) {
             P xv = kernels__ldv<P>(x, p), dv = kernels__ldv<P>(d, p), wv = kernels__ldv<P>(w, p), dxv = kernels__ldv<P>(dx, p);
             F dwv = kernels__ldv<F>(pdw, p), dbv = kernels__ldv<F>(pdb, p);
+            KERNELS_UNROLL
             for (int k = 0; k < VEC; k++) {
                 float n = (kernels__f(xv.v[k]) - m) * s, di = kernels__f(dv.v[k]), g = di * kernels__f(wv.v[k]);
                 dxv.v[k] = kernels__x(kernels__f(dxv.v[k]) + s * (g - g_mean - n * gn_mean));
@@ -912,6 +929,7 @@ __global__ void kernels__gelu_forward_packed(floatX* out, const floatX* inp, siz
     typedef KernelsVec<floatX, KERNELS_PACK> P;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
         P x = kernels__ldv<P>(inp, i), y;
+        KERNELS_UNROLL
         for (int e = 0; e < KERNELS_PACK; e++) { y.v[e] = kernels__x(kernels__gelu(kernels__f(x.v[e]))); }
         kernels__stv<P>(out, i, y);
     }
@@ -932,6 +950,7 @@ __global__ void kernels__gelu_backward_packed(floatX* dinp, const floatX* inp, c
     typedef KernelsVec<floatX, KERNELS_PACK> P;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
         P x = kernels__ldv<P>(inp, i), d = kernels__ldv<P>(dout, i), y;
+        KERNELS_UNROLL
         for (int e = 0; e < KERNELS_PACK; e++) { y.v[e] = kernels__x(kernels__gelu_grad(kernels__f(x.v[e])) * kernels__f(d.v[e])); }
         kernels__stv<P>(dinp, i, y);
     }
@@ -1155,7 +1174,9 @@ __device__ void kernels__row_max_sumexp(const floatX* z, int n, float* m_out, fl
     float m = -INFINITY, s = 0.0f;
     for (int p = threadIdx.x; p < (n + VEC - 1) / VEC; p += blockDim.x) {
         P zv = kernels__ldv<P>(z, p);
-        for (int k = 0; k < VEC && p * VEC + k < n; k++) {
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) {
+            if (p * VEC + k >= n) { break; }
             float x = kernels__f(zv.v[k]);
             if (x > m) { s = s * __expf(m - x) + 1.0f; m = x; }
             else { s += __expf(x - m); }
@@ -1195,6 +1216,7 @@ __global__ void kernels__classifier_softmax(floatX* logits, float* losses, const
     float sc = tgt >= 0 ? dloss_scale : 0.0f;
     for (int p = threadIdx.x; p < Vp / VEC; p += blockDim.x) {
         P zv = kernels__ldv<P>(z, p), gv;
+        KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) {
             int j = p * VEC + k;
             float g = j < V ? sc * (__expf(kernels__f(zv.v[k]) - lse) - (j == tgt ? 1.0f : 0.0f)) : 0.0f;
@@ -1267,6 +1289,7 @@ __global__ void kernels__vp_apply(float* losses, floatX* logits, const float* st
     int t = tgt - vocab_lo;
     for (int p = threadIdx.x; p < Vp_l / VEC; p += blockDim.x) {
         P zv = kernels__ldv<P>(z, p), gv;
+        KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) {
             int j = p * VEC + k;
             float g = j < real ? sc * (__expf(kernels__f(zv.v[k]) - M) * inv - (j == t ? 1.0f : 0.0f)) : 0.0f;
@@ -1395,6 +1418,7 @@ __global__ void kernels__adamw(floatX* params, float* master, const float* grads
         P pv = kernels__ldv<P>(params + ka, j);
         F gv = kernels__ldv<F>(grads + ka, j), mv = kernels__ldv<F>(m + ka, j), vv = kernels__ldv<F>(v + ka, j);
         F wv = master ? kernels__ldv<F>(master + ka, j) : F();
+        KERNELS_UNROLL
         for (int q = 0; q < VEC; q++) { kernels__adamw_elem(h, a + j * VEC + q, gv.v[q], mv.v[q], vv.v[q], wv.v[q], pv.v[q], master != NULL); }
         kernels__stv<P>(params + ka, j, pv);
         kernels__stv<F>(m + ka, j, mv);
