@@ -2316,8 +2316,8 @@ int main(int argc, char** argv) {
     }
     ZeroOptimizer zopt;
     gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, comm_is_staged(c.comm));
-    static CommNccl nccl, nccl_tp; // --comm nccl: the data-parallel group's communicator (ended by zero_free), the
-                                   // tensor-parallel group's (tp.h's collectives; ended at exit)
+    static CommNccl nccl, nccl_tp; // --comm nccl: the data-parallel group's communicator (the optimizer's reductions)
+                                   // and the tensor-parallel group's (tp.h's collectives); both ended at exit
     if (strcmp(c.comm, "nccl") == 0) {
         if (pc.tp > 1) { // every rank joins its tp group's communicator, then its dp group's: the same order everywhere
             comm_nccl_init(&nccl_tp, &pc.tp_group);
@@ -2416,6 +2416,7 @@ int main(int argc, char** argv) {
         free(hr.sums);
         hellaswag_free(&hs);
         zero_free(&zopt);
+        comm_nccl_free(&nccl);
         comm_nccl_free(&nccl_tp);
         if (model.pipe) { pipeline_free(&pipe, &model); }
         free(chunk_first);
@@ -2599,6 +2600,7 @@ int main(int argc, char** argv) {
     if (have_tok) { tokenizer_free(&tokenizer); }
     free(bench_tokens);
     zero_free(&zopt);
+    comm_nccl_free(&nccl);
     comm_nccl_free(&nccl_tp);
     if (have_psgd) { powersgd_free(&psgd); }
     if (model.pipe) { pipeline_free(&pipe, &model); }

@@ -80,7 +80,7 @@ typedef struct {
     const float* copy_host[ZERO_MAX_BUCKETS];
     const uint16_t* copy_bf16[ZERO_MAX_BUCKETS]; // compressed: the bf16 result, widened into copy_host first
     size_t copy_n[ZERO_MAX_BUCKETS];
-    CommNccl* nccl;       // --comm nccl: the group's NCCL communicator (zero_set_nccl); NULL otherwise
+    CommNccl* nccl;       // --comm nccl: the group's NCCL communicator (zero_set_nccl; the caller's, ended by it); NULL otherwise
     CommNcclReq nccl_req[ZERO_MAX_BUCKETS]; // per pending request, with nccl
     PowerSgd* psgd;       // --grad-compress powersgd:R: reduces every bucket (zero_set_powersgd); NULL otherwise
     double grad_bytes;    // bytes this rank has sent for gradient reductions (ring model: comm_sent_bytes)
@@ -143,7 +143,6 @@ static void zero_free(ZeroOptimizer* z) {
     dev_host_free(z->ctx, z->host_grads);
     dev_host_free(z->ctx, z->host_shard);
     dev_host_free(z->ctx, z->host_params);
-    comm_nccl_free(z->nccl); // (its owner's storage; the communicator ends with the optimizer)
     free(z->host_bf16);
 }
 

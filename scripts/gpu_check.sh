@@ -9,7 +9,8 @@
 #    another image may not run on this one's libraries);
 # 2. runs test_gpt_cu (every op against the double references, fp32 tolerances, outputs pre-filled with NaN where
 #    the test says so; the file streams' double buffer; the committed PyTorch reference: logits, loss, every
-#    gradient, a 10-step trajectory) and test_gpt_cu_bf16 (the ops in bf16: representable outputs within one rounding);
+#    gradient, a 10-step trajectory) and test_gpt_cu_bf16 (the ops in bf16: representable outputs within one rounding;
+#    --recompute 1 and 2 bit for bit);
 # 3. trains the same model on the same tokens for 10 steps with train_gpt_cu (bf16) and with the CPU trainer's
 #    bf16 emulation (--dtype bf16), and compares the losses step by step (and two identical runs bit for bit); fp16
 #    with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for bit;
@@ -25,7 +26,8 @@
 # CPU, cuBLASLt, cub and NCCL are stood in for, streams run their work when the host must see it; see
 # tests/cuda_emu/cuda_emu.h). Smaller runs (the emulation is slow: 4 steps, a 101-token vocabulary for the
 # multi-process runs), no cuDNN, the benchmarks for their plumbing only, and stages a GPU cannot run: --comm nccl
-# across 2 ranks (NCCL over MPI), ZeRO 1-3, tp 2 and tp 2 x dp 2, against --comm mpi. make test runs it, so this
+# across 2 ranks (NCCL over MPI), ZeRO 1-3, tp 2 and tp 2 x dp 2, against --comm mpi, and a tp 2 run through NCCL
+# that checkpoints and resumes, bit for bit. make test runs it, so this
 # script and the backend's logic are checked before any GPU session; what the emulation cannot see (real
 # concurrency, speed) stays for the GPU. Its last line is also "N passed, M failed", for scripts/run_tests.sh.
 set -uo pipefail
@@ -163,6 +165,32 @@ follows() {
         }' "$1" "$2"
 }
 
+# train NAME SECONDS CMD...: runs a training command under a timeout of SECONDS (x3 under the emulation), its
+# output in $L.NAME.log; when it fails, counts a FAIL naming it and shows the log's tail. Returns its status.
+train() {
+    local name=$1 secs=$2 rc
+    shift 2
+    timeout $((secs * LONG)) "$@" > $L.$name.log 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && return 0
+    bad "$name (exit $rc): $*"; tail -n 3 $L.$name.log
+    return 1
+}
+
+# agree WHAT A B TOL: PASS WHAT when the losses of log A follow log B's within TOL relative (follows), FAIL otherwise.
+agree() { if follows "$2" "$3" "$4"; then ok "$1"; else bad "$1"; fi; }
+
+# same_steps WHAT A B RE N: PASS WHAT when log B has N steps matching the pattern RE (e.g. [45]), each with the same
+# loss bit for bit as log A's step of that number (a run resumed from a checkpoint against the uninterrupted one).
+same_steps() {
+    local pick="\"step\": $4, \"loss\": [^,]*"
+    if cmp -s <(grep -o "$pick" "$2") <(grep -o "$pick" "$3") && [ "$(grep -c "$pick" "$3")" = "$5" ]; then
+        ok "$1"
+    else
+        bad "$1"; grep '"loss"' "$2" "$3" | cut -c1-120
+    fi
+}
+
 # shard NAME: the bytes of tinyshakespeare as token ids (no tokenizer needed), 90% train ($TMPD/NAME_train_000000.bin)
 # and 10% validation, in llm.c's format; with MOD, each id taken modulo MOD (for a model with a small vocabulary)
 shard() {
@@ -254,19 +282,13 @@ stage "checkpoint and resume: $CU resumed from its step-3 checkpoint continues b
 # and back), twice over: a run that checkpoints must equal one that does not, and the resumed steps the original ones
 ck="--model d4 --train $TMPD/check_train_000000.bin --batch-size 2 --seq-len 32 --steps 5 --lr 1e-3 --warmup 2 --seed 11"
 [ $EMU = 1 ] && ck="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 2 --seq-len 32 --steps 5 --lr 1e-3 --warmup 2 --seed 11"
-if timeout $((120 * LONG)) $CU $ck --log $TMPD/ck_plain.jsonl > $L.ck_plain.log 2>&1 &&
-   timeout $((120 * LONG)) $CU $ck --checkpoint-every 3 --out $TMPD/ck --log $TMPD/ck_full.jsonl > $L.ck_full.log 2>&1 &&
+if train ck_plain 120 $CU $ck --log $TMPD/ck_plain.jsonl &&
+   train ck_full 120 $CU $ck --checkpoint-every 3 --out $TMPD/ck --log $TMPD/ck_full.jsonl &&
    rm -f $TMPD/ck/model_00000005.bin $TMPD/ck/state_00000005.bin && echo 3 > $TMPD/ck/latest &&
-   timeout $((120 * LONG)) $CU $ck --resume $TMPD/ck --log $TMPD/ck_resumed.jsonl > $L.ck_resumed.log 2>&1; then
-    follows $TMPD/ck_full.jsonl $TMPD/ck_plain.jsonl 0 && ok "checkpointing leaves the run unchanged bit for bit" || bad "a run that checkpoints differs from one that does not"
-    if cmp -s <(grep -o '"step": [45], "loss": [^,]*' $TMPD/ck_full.jsonl) <(grep -o '"step": [45], "loss": [^,]*' $TMPD/ck_resumed.jsonl) &&
-       [ "$(grep -c '"step": [45], "loss"' $TMPD/ck_resumed.jsonl)" = 2 ]; then
-        ok "resume from the step-3 checkpoint: steps 4 and 5 equal the uninterrupted run's bit for bit"
-    else
-        bad "resume from the step-3 checkpoint differs"; grep '"loss"' $TMPD/ck_full.jsonl $TMPD/ck_resumed.jsonl | cut -c1-120
-    fi
-else
-    bad "checkpoint runs"; tail -n 3 $L.ck_plain.log $L.ck_full.log $L.ck_resumed.log
+   train ck_resumed 120 $CU $ck --resume $TMPD/ck --log $TMPD/ck_resumed.jsonl; then
+    agree "checkpointing leaves the run unchanged bit for bit" $TMPD/ck_full.jsonl $TMPD/ck_plain.jsonl 0
+    same_steps "resume from the step-3 checkpoint: steps 4 and 5 equal the uninterrupted run's bit for bit" \
+               $TMPD/ck_full.jsonl $TMPD/ck_resumed.jsonl '[45]' 2
 fi
 
 stage "HellaSwag: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"
@@ -301,21 +323,21 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
     if [ $EMU = 1 ]; then # a model of GPT-2's shape with a vocabulary of 101 (tokens modulo 101): seconds, not minutes, per run
         common2="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 32 --total-batch-size 256 --steps 4 --lr 1e-3 --seed 7"
     fi
-    timeout $((120 * LONG)) $CU $common2 --log $TMPD/dp1.jsonl > $L.dp1.log 2>&1 || { bad "one process"; tail -n 3 $L.dp1.log; }
+    train dp1 120 $CU $common2 --log $TMPD/dp1.jsonl
     for z in 0 1 2 3; do
-        timeout $((180 * LONG)) $MPIRUN $CU $common2 --zero $z --log $TMPD/dp2_z$z.jsonl > $L.dp2_z$z.log 2>&1 || { bad "2 processes --zero $z"; tail -n 3 $L.dp2_z$z.log; continue; }
-        follows $TMPD/dp1.jsonl $TMPD/dp2_z$z.jsonl 1e-2 && ok "2 processes --zero $z follow one process (1e-2 relative)" || bad "2 processes --zero $z differ from one process"
+        train dp2_z$z 180 $MPIRUN $CU $common2 --zero $z --log $TMPD/dp2_z$z.jsonl &&
+            agree "2 processes --zero $z follow one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/dp2_z$z.jsonl 1e-2
     done
     # pipeline parallel on one device: two stages in two processes, activations and gradients between them through MPI
     for sched in 1f1b interleaved; do
         extra="--pp 2 --pp-schedule $sched"; [ $sched = interleaved ] && extra="$extra --virtual-stages 2"
-        timeout $((180 * LONG)) $MPIRUN $CU $common2 $extra --log $TMPD/pp2_$sched.jsonl > $L.pp2_$sched.log 2>&1 || { bad "--pp 2 --pp-schedule $sched"; tail -n 3 $L.pp2_$sched.log; continue; }
-        follows $TMPD/dp1.jsonl $TMPD/pp2_$sched.jsonl 1e-2 && ok "--pp 2 --pp-schedule $sched (2 processes) follows one process (1e-2 relative)" || bad "--pp 2 $sched differs from one process"
+        train pp2_$sched 180 $MPIRUN $CU $common2 $extra --log $TMPD/pp2_$sched.jsonl &&
+            agree "--pp 2 --pp-schedule $sched (2 processes) follows one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/pp2_$sched.jsonl 1e-2
     done
     # tensor parallel on one device: the two halves of every layer in two processes, their collectives through MPI
     for sp in 0 1; do
-        timeout $((180 * LONG)) $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --log $TMPD/tp2_sp$sp.jsonl > $L.tp2_sp$sp.log 2>&1 || { bad "--tp 2 --sequence-parallel $sp"; tail -n 3 $L.tp2_sp$sp.log; continue; }
-        follows $TMPD/dp1.jsonl $TMPD/tp2_sp$sp.jsonl 1e-2 && ok "--tp 2 --sequence-parallel $sp (2 processes) follows one process (1e-2 relative)" || bad "--tp 2 --sequence-parallel $sp differs from one process"
+        train tp2_sp$sp 180 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --log $TMPD/tp2_sp$sp.jsonl &&
+            agree "--tp 2 --sequence-parallel $sp (2 processes) follows one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/tp2_sp$sp.jsonl 1e-2
     done
     # NCCL on the device buffers: one GPU allows a communicator of one rank only (NCCL refuses two ranks on one GPU),
     # which still runs every call of the path (grouped reduces, broadcasts, the in-place all-gather, the stream and
@@ -328,21 +350,30 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
             run=""; [ $np = 2 ] && run="$MPIRUN"
             for z in 1 2 3; do
                 if [ $np = 2 ]; then cp $TMPD/dp2_z$z.jsonl $TMPD/mpi_z$z.jsonl 2>/dev/null # the same run (--comm mpi is the default)
-                else timeout $((120 * LONG)) $CU $common2 --zero $z --comm mpi --log $TMPD/mpi_z$z.jsonl > /dev/null 2>&1; fi
-                timeout $((120 * LONG)) $run $CU $common2 --zero $z --comm nccl --log $TMPD/nccl_z$z.jsonl > $L.nccl_np${np}_z$z.log 2>&1 || { bad "$np rank(s) --comm nccl --zero $z"; tail -n 3 $L.nccl_np${np}_z$z.log; continue; }
-                follows $TMPD/nccl_z$z.jsonl $TMPD/mpi_z$z.jsonl 0 && ok "--comm nccl --zero $z ($np rank(s)) equals --comm mpi bit for bit" || bad "--comm nccl --zero $z ($np rank(s)) differs from --comm mpi"
+                else train mpi_np1_z$z 120 $CU $common2 --zero $z --comm mpi --log $TMPD/mpi_z$z.jsonl; fi
+                train nccl_np${np}_z$z 120 $run $CU $common2 --zero $z --comm nccl --log $TMPD/nccl_z$z.jsonl &&
+                    agree "--comm nccl --zero $z ($np rank(s)) equals --comm mpi bit for bit" $TMPD/nccl_z$z.jsonl $TMPD/mpi_z$z.jsonl 0
             done
         done
         if [ $EMU = 1 ]; then # the tensor-parallel group through NCCL too (2 ranks: again no GPU can hold them)
             for sp in 0 1; do
-                timeout $((120 * LONG)) $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl > $L.nccl_tp2_sp$sp.log 2>&1 || { bad "--comm nccl --tp 2 --sequence-parallel $sp"; tail -n 3 $L.nccl_tp2_sp$sp.log; continue; }
-                follows $TMPD/nccl_tp2_sp$sp.jsonl $TMPD/tp2_sp$sp.jsonl 0 && ok "--comm nccl --tp 2 --sequence-parallel $sp equals --comm mpi bit for bit" || bad "--comm nccl --tp 2 --sequence-parallel $sp differs from --comm mpi"
+                train nccl_tp2_sp$sp 120 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl &&
+                    agree "--comm nccl --tp 2 --sequence-parallel $sp equals --comm mpi bit for bit" $TMPD/nccl_tp2_sp$sp.jsonl $TMPD/tp2_sp$sp.jsonl 0
             done
             MPIRUN4="${MPIRUN% -np 2} -np 4"
-            timeout $((180 * LONG)) $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm mpi --log $TMPD/tp2dp2_mpi.jsonl > $L.tp2dp2_mpi.log 2>&1 &&
-                timeout $((180 * LONG)) $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm nccl --log $TMPD/tp2dp2_nccl.jsonl > $L.tp2dp2_nccl.log 2>&1 &&
-                follows $TMPD/tp2dp2_nccl.jsonl $TMPD/tp2dp2_mpi.jsonl 0 && ok "--comm nccl, tp 2 x dp 2 (4 ranks, ZeRO 1): both groups' communicators, equal to --comm mpi bit for bit" ||
-                { bad "--comm nccl tp 2 x dp 2 differs from --comm mpi (or a run failed)"; tail -n 3 $L.tp2dp2_mpi.log $L.tp2dp2_nccl.log; }
+            train tp2dp2_mpi 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm mpi --log $TMPD/tp2dp2_mpi.jsonl &&
+                train tp2dp2_nccl 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm nccl --log $TMPD/tp2dp2_nccl.jsonl &&
+                agree "--comm nccl, tp 2 x dp 2 (4 ranks, ZeRO 1): both groups' communicators, equal to --comm mpi bit for bit" \
+                      $TMPD/tp2dp2_nccl.jsonl $TMPD/tp2dp2_mpi.jsonl 0
+            # checkpoints of a run whose parameters and moments live on NCCL ranks: a tp 2 run that checkpoints equals
+            # the one that did not, and the steps resumed from its step-2 checkpoint equal the uninterrupted run's
+            tpck="--tp 2 --sequence-parallel 0 --comm nccl"
+            train nccl_tp2_ck 120 $MPIRUN $CU $common2 $tpck --checkpoint-every 2 --out $TMPD/ckn --log $TMPD/nccl_tp2_ck.jsonl &&
+                agree "--comm nccl --tp 2: checkpointing leaves the run unchanged bit for bit" $TMPD/nccl_tp2_ck.jsonl $TMPD/nccl_tp2_sp0.jsonl 0 &&
+                rm -f $TMPD/ckn/model_00000004.bin $TMPD/ckn/state_00000004.bin && echo 2 > $TMPD/ckn/latest &&
+                train nccl_tp2_resumed 120 $MPIRUN $CU $common2 $tpck --resume $TMPD/ckn --log $TMPD/nccl_tp2_resumed.jsonl &&
+                same_steps "--comm nccl --tp 2: resumed from the step-2 checkpoint, steps 3 and 4 equal the uninterrupted run's bit for bit" \
+                           $TMPD/nccl_tp2_ck.jsonl $TMPD/nccl_tp2_resumed.jsonl '[34]' 2
         fi
     else
         echo "($CU built without NCCL here: --comm nccl is skipped)"
