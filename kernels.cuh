@@ -855,15 +855,55 @@ static void matmul_forward(const KernelCtx* ctx, floatX* out, const floatX* inp,
     kernels__matmul_lt(ctx, out, 0, w, 1, C, inp, 0, C, bias, OC, BT, C, 0.0f);
 }
 
-// dbias[j] (+)= sum over rows of dout[:, j]: R row-groups of partials, then a fixed-order sum.
-#define KERNELS_BIAS_ROW_GROUPS 64
+// dbias[j] (+)= sum over rows of dout[:, j], in two fixed-order passes. The rows are cut into G groups; block (x, g)
+// takes 32 VEC columns (a lane per VEC of them, 16-byte loads when VEC = KERNELS_PACK) over group g's rows, its 8
+// warps taking every 8th row, and adds the warps' sums in warp order into part[g][columns]; then kernels__sum_columns
+// adds the G partials in order. Each column's order depends on the rows only, not on VEC: both widths give the same
+// bits. About 128 x 8 warps per 256 columns keep enough loads in flight to stream dout at memory speed.
+#define KERNELS_BIAS_ROW_GROUPS 128
+#define KERNELS_BIAS_WARPS 8
+template <int VEC>
 __global__ void kernels__bias_partials(float* part, const floatX* dout, int BT, int OC) {
-    int j = blockIdx.x * blockDim.x + threadIdx.x, g = blockIdx.y;
-    if (j >= OC) { return; }
+    typedef KernelsVec<floatX, VEC> P;
+    __shared__ float sums[KERNELS_BIAS_WARPS][32 * VEC];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = blockIdx.y;
+    int c0 = (blockIdx.x * 32 + lane) * VEC; // this lane's first column (OC is a multiple of VEC)
     int r0 = (int)((long)BT * g / KERNELS_BIAS_ROW_GROUPS), r1 = (int)((long)BT * (g + 1) / KERNELS_BIAS_ROW_GROUPS);
-    float s = 0.0f;
-    for (int r = r0; r < r1; r++) { s += kernels__f(dout[(size_t)r * OC + j]); }
-    part[(size_t)g * OC + j] = s;
+    float s[VEC];
+    KERNELS_UNROLL
+    for (int k = 0; k < VEC; k++) { s[k] = 0.0f; }
+    if (c0 < OC) {
+        for (int r = r0 + warp; r < r1; r += KERNELS_BIAS_WARPS) {
+            P d = kernels__ldv<P>(dout + (size_t)r * OC, c0 / VEC);
+            KERNELS_UNROLL
+            for (int k = 0; k < VEC; k++) { s[k] += kernels__f(d.v[k]); }
+        }
+    }
+    KERNELS_UNROLL
+    for (int k = 0; k < VEC; k++) { sums[warp][lane * VEC + k] = s[k]; }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 32 * VEC; i += blockDim.x) {
+        int c = blockIdx.x * 32 * VEC + i;
+        if (c >= OC) { continue; }
+        float t = 0.0f;
+        for (int w = 0; w < KERNELS_BIAS_WARPS; w++) { t += sums[w][i]; }
+        part[(size_t)g * OC + c] = t;
+    }
+}
+
+// dbias (+)= the column sums of dout (BT, OC): the bias gradient of matmul_backward.
+static void kernels__bias_grad(const KernelCtx* ctx, float* dbias, const floatX* dout, int BT, int OC, int acc) {
+    float* part = kernels__col_partials(ctx, (size_t)KERNELS_BIAS_ROW_GROUPS * OC);
+    if (OC % KERNELS_PACK == 0 && kernels__aligned16(dout)) {
+        dim3 grid((OC + 32 * KERNELS_PACK - 1) / (32 * KERNELS_PACK), KERNELS_BIAS_ROW_GROUPS);
+        kernels__bias_partials<KERNELS_PACK><<<grid, 32 * KERNELS_BIAS_WARPS, 0, ctx->stream>>>(part, dout, BT, OC);
+    } else {
+        dim3 grid((OC + 31) / 32, KERNELS_BIAS_ROW_GROUPS);
+        kernels__bias_partials<1><<<grid, 32 * KERNELS_BIAS_WARPS, 0, ctx->stream>>>(part, dout, BT, OC);
+    }
+    launchCheck();
+    kernels__sum_columns<<<(OC + 255) / 256, 256, 0, ctx->stream>>>(dbias, part, KERNELS_BIAS_ROW_GROUPS, (size_t)OC, OC, acc);
+    launchCheck();
 }
 
 // CPU twin: matmul_backward.
@@ -871,14 +911,7 @@ static void matmul_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float
                             const floatX* inp, const floatX* w, int BT, int C, int OC, int acc) {
     if (dinp) { kernels__matmul_lt(ctx, dinp, 0, w, 0, C, dout, 0, OC, NULL, C, BT, OC, 0.0f); }
     kernels__matmul_lt(ctx, dw, 1, inp, 0, C, dout, 1, OC, NULL, C, OC, BT, acc ? 1.0f : 0.0f);
-    if (dbias) {
-        float* part = kernels__col_partials(ctx, (size_t)KERNELS_BIAS_ROW_GROUPS * OC);
-        dim3 grid((OC + 255) / 256, KERNELS_BIAS_ROW_GROUPS);
-        kernels__bias_partials<<<grid, 256, 0, ctx->stream>>>(part, dout, BT, OC);
-        launchCheck();
-        kernels__sum_columns<<<(OC + 255) / 256, 256, 0, ctx->stream>>>(dbias, part, KERNELS_BIAS_ROW_GROUPS, (size_t)OC, OC, acc);
-        launchCheck();
-    }
+    if (dbias) { kernels__bias_grad(ctx, dbias, dout, BT, OC, acc); }
 }
 
 // cuBLASLt's GELU epilogues need the auxiliary matrix's leading dimension (its rows, m) divisible by 8; we also ask

@@ -628,6 +628,32 @@ static void check_layernorm_stored(const KernelCtx* ctx, int dt, const char* nam
     free(lc.inp); free(lc.w); free(lc.b); free(li); free(lw); free(lb); free(lo); free(mean); free(rstd); free(lr);
 }
 
+// The bias gradient over many rows (2500: every row group of the GPU's two-pass column sum holds more rows than it
+// has warps) and widths of whole 16-byte packs (24) and not (13): dbias accumulates onto 0.5 the column sums of a
+// dout of storage-type values, against the double sums. Tolerance 1e-4 absolute + 1e-5 relative: an fp32 sum of
+// 2500 random terms of magnitude <= 1 errs by about sqrt(2500) x 2^-24 x 50 = 1.5e-5 (seen: under 1e-5), while a row
+// lost or summed twice moves its columns by that row's values, 0.5 on average.
+static void check_bias_grad(const KernelCtx* ctx, int dt) {
+    enum { BT = 2500, C = 4 };
+    for (int OC = 24; OC >= 13; OC -= 11) {
+        float* dout = (float*)mallocCheck(sizeof(float) * BT * OC);
+        float *inp = (float*)mallocCheck(sizeof(float) * BT * C), *w = (float*)mallocCheck(sizeof(float) * OC * C);
+        float *dw = (float*)mallocCheck(sizeof(float) * OC * C), *db = (float*)mallocCheck(sizeof(float) * OC);
+        double* ref = (double*)mallocCheck(sizeof(double) * OC);
+        for (int j = 0; j < OC; j++) { db[j] = 0.5f; ref[j] = 0.5; }
+        for (int r = 0; r < BT; r++) {
+            for (int j = 0; j < OC; j++) { dout[r * OC + j] = round_dtype((float)rand_d(), dt); ref[j] += dout[r * OC + j]; }
+            for (int k = 0; k < C; k++) { inp[r * C + k] = round_dtype((float)rand_d(), dt); }
+        }
+        for (int i = 0; i < OC * C; i++) { w[i] = round_dtype((float)rand_d(), dt); dw[i] = 0.0f; }
+        matmul_backward(ctx, NULL, dw, db, dout, inp, w, BT, C, OC, 1);
+        char nm[128];
+        snprintf(nm, sizeof(nm), "matmul_backward (%s): dbias accumulates the column sums of 2500 x %d", dtype_name(dt), OC);
+        check_close(nm, db, ref, OC, 1e-4, 1e-5);
+        free(dout); free(inp); free(w); free(dw); free(db); free(ref);
+    }
+}
+
 // AdamW in the storage type dt with master weights, on a ZeRO shard [lo, hi) that cuts through tensors (segments at
 // odd offsets, a gap that belongs to no segment): two steps against the closed form in double (master, m, v; the
 // tolerances of test_adamw), every stored parameter exactly the stochastic rounding of its own master value (keyed
@@ -708,6 +734,8 @@ static void test_ops_dtype(void) {
         check_layernorm_stored(&ctx, dt, "layernorm_forward, C 264 (33 bf16 packs: lane 0 takes two)", 40, 264, 1e-5);
         // AdamW with master weights on a shard
         check_adamw_shard(&ctx, dt);
+        // the bias gradient over many rows
+        check_bias_grad(&ctx, dt);
         // causal attention, forward and backward (head size 16: cuDNN's flash attention needs a multiple of 8), with
         // every implementation the backend has (the CPU: native; a CUDA build with cuDNN: cudnn and native). The
         // backward against finite differences of the double reference, to 8u of the largest gradient: each element
