@@ -355,12 +355,20 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
                     agree "--comm nccl --zero $z ($np rank(s)) equals --comm mpi bit for bit" $TMPD/nccl_z$z.jsonl $TMPD/mpi_z$z.jsonl 0
             done
         done
+        # a pipeline with NCCL: the stages' messages still travel through MPI on pinned host copies, each stage's
+        # data-parallel group (one rank here) reduces through its own NCCL communicator
+        train nccl_pp2 120 $MPIRUN $CU $common2 --pp 2 --pp-schedule 1f1b --comm nccl --log $TMPD/nccl_pp2.jsonl &&
+            agree "--comm nccl --pp 2 (2 processes) equals --comm mpi bit for bit" $TMPD/nccl_pp2.jsonl $TMPD/pp2_1f1b.jsonl 0
         if [ $EMU = 1 ]; then # the tensor-parallel group through NCCL too (2 ranks: again no GPU can hold them)
             for sp in 0 1; do
                 train nccl_tp2_sp$sp 120 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl &&
                     agree "--comm nccl --tp 2 --sequence-parallel $sp equals --comm mpi bit for bit" $TMPD/nccl_tp2_sp$sp.jsonl $TMPD/tp2_sp$sp.jsonl 0
             done
             MPIRUN4="${MPIRUN% -np 2} -np 4"
+            train pp2dp2_mpi 180 $MPIRUN4 $CU $common2 --pp 2 --zero 2 --comm mpi --log $TMPD/pp2dp2_mpi.jsonl &&
+                train pp2dp2_nccl 180 $MPIRUN4 $CU $common2 --pp 2 --zero 2 --comm nccl --log $TMPD/pp2dp2_nccl.jsonl &&
+                agree "--comm nccl, pp 2 x dp 2 (4 ranks, ZeRO 2): each stage's data-parallel communicator, equal to --comm mpi bit for bit" \
+                      $TMPD/pp2dp2_nccl.jsonl $TMPD/pp2dp2_mpi.jsonl 0
             train tp2dp2_mpi 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm mpi --log $TMPD/tp2dp2_mpi.jsonl &&
                 train tp2dp2_nccl 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm nccl --log $TMPD/tp2dp2_nccl.jsonl &&
                 agree "--comm nccl, tp 2 x dp 2 (4 ranks, ZeRO 1): both groups' communicators, equal to --comm mpi bit for bit" \
