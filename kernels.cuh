@@ -16,7 +16,8 @@ gradient, the loss sum, the gradient norm) is a fixed-order sum over per-block p
 bits.
 
 Status: every op of kernels.h; attention through cuDNN's flash graphs (cudnn_att.cuh) or the native kernels below;
-cuBLASLt matmuls with the BIAS, GELU_AUX_BIAS and DGELU epilogues. Compiled and linked in CI, and run there on the
+cuBLASLt matmuls with the BIAS, GELU_AUX_BIAS and DGELU epilogues; the bandwidth-bound kernels in 16-byte packs
+(see "Packed access"). Compiled and linked in CI, and run there on the
 CPU through tests/cuda_emu (scripts/gpu_check.sh --emu: every op and the whole trainer, logic only); not yet run
 on a GPU: the GPU check (scripts/gpu_check.sh) is what proves it there.
 */
@@ -516,6 +517,10 @@ static void encoder_backward(const KernelCtx* cctx, float* dwte, float* dwpe, co
 // LayerNorm: one warp per row, statistics in fp32. CPU twins: layernorm_forward, layernorm_apply,
 // residual_layernorm_forward, layernorm_backward. Each lane takes packs lane, lane + 32, ... of VEC channels; VEC =
 // KERNELS_PACK when C is a multiple of it and every row pointer 16-byte aligned (kernels__rows_packed), else 1.
+// The row sums' order follows VEC, so the bits of the statistics do too. Recomputation must reproduce the forward's
+// bits; it does because the trainer's buffers make VEC a function of C alone: activations are tensors of 64-byte
+// multiples, parameters start at multiples of a (shard of a) row of C, all 16-byte aligned whenever C is a multiple
+// of the pack.
 
 static int kernels__rows_packed(int C, std::initializer_list<const void*> ptrs) {
     if (C % KERNELS_PACK != 0) { return 0; }
