@@ -379,8 +379,10 @@ static int kernels__aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; 
 // run-time index would be placed in local memory (slow, and a "stack frame" in ptxas -v's report).
 #ifdef __CUDACC__
 #define KERNELS_UNROLL _Pragma("unroll")
+#define KERNELS_UNROLL4 _Pragma("unroll 4") // a loop over rows: four loads in flight before their sums wait for them
 #else
 #define KERNELS_UNROLL
+#define KERNELS_UNROLL4
 #endif
 
 // ----------------------------------------------------------------------------
@@ -878,6 +880,7 @@ __global__ void kernels__bias_partials(float* part, const floatX* dout, int BT, 
     KERNELS_UNROLL
     for (int k = 0; k < VEC; k++) { s[k] = 0.0f; }
     if (c0 < OC) {
+        KERNELS_UNROLL4
         for (int r = r0 + warp; r < r1; r += KERNELS_BIAS_WARPS) {
             P d = kernels__ldv<P>(dout + (size_t)r * OC, c0 / VEC);
             KERNELS_UNROLL
