@@ -15,8 +15,8 @@ What it checks:
   - that it catches bugs: each case below runs in a child process that must stop with the named complaint (a write
     past an allocation, a host pointer passed to a kernel, __syncthreads after a thread returned, a full-mask
     shuffle waiting for a returned lane, a copy in the wrong direction, a pointer less aligned than promised to
-    cuBLASLt, lanes of a warp at different operations), and an invalid launch configuration must be reported by
-    cudaGetLastError as on a GPU.
+    cuBLASLt, lanes of a warp at different operations, a misaligned 16-byte vector access), and an invalid launch
+    configuration must be reported by cudaGetLastError as on a GPU.
 */
 #include <sys/wait.h>
 #include <cub/cub.cuh> // the emulator's (tests/cuda_emu/include)
@@ -85,6 +85,12 @@ __global__ void k_lane_gone(float* x) {
     if (threadIdx.x == 7) { return; }
     x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
 }
+// a 16-byte load one float past an aligned address, announced through the hook kernels.cuh's packed access calls
+__global__ void k_vector_misaligned(float* x) {
+    const float4* p = (const float4*)(x + 1);
+    KERNELS_ALIGNED_ACCESS(p, 16);
+    x[threadIdx.x] = p->x;
+}
 __global__ void k_divergent(float* x) {
     if (threadIdx.x < 16) { x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1); }
     else { __syncwarp(); }
@@ -126,6 +132,7 @@ static void bug_host_arg(void) { static float host[32]; k_touch<<<1, 32>>>(host)
 static void bug_early_return(void) { float* x = dev_floats(64); k_early_return<<<1, 64>>>(x); cudaDeviceSynchronize(); }
 static void bug_lane_gone(void) { float* x = dev_floats(32); k_lane_gone<<<1, 32>>>(x); cudaDeviceSynchronize(); }
 static void bug_divergent(void) { float* x = dev_floats(32); k_divergent<<<1, 32>>>(x); cudaDeviceSynchronize(); }
+static void bug_vector_misaligned(void) { float* x = dev_floats(32); k_vector_misaligned<<<1, 4>>>(x); cudaDeviceSynchronize(); }
 static void bug_copy_direction(void) {
     float* a = dev_floats(8);
     float* b = dev_floats(8);
@@ -387,6 +394,7 @@ int main(void) {
     expect_caught("__syncthreads after some threads returned is caught", bug_early_return, "__syncthreads() reached by 32 threads while 32 have returned");
     expect_caught("a full-mask shuffle waiting for a returned lane is caught", bug_lane_gone, "waits for lane 7, which has returned");
     expect_caught("lanes of a warp at different warp operations are caught", bug_divergent, "different warp operations");
+    expect_caught("a misaligned 16-byte vector access is caught (a GPU faults on it)", bug_vector_misaligned, "which is not 16-byte aligned");
     expect_caught("a host-to-device copy from device memory is caught", bug_copy_direction, "is device memory, where host memory was expected");
     expect_caught("a pointer less aligned than promised to cuBLASLt is caught", bug_misaligned, "the heuristic was promised 16");
     return test_summary();
