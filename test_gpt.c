@@ -869,6 +869,34 @@ static void test_ops_gpt2_shapes(void) {
 }
 
 #ifdef KERNELS_CUDA
+// The bias gradient's two widths (kernels__bias_grad): the same dout read as 16-byte packs from an aligned buffer and
+// one element at a time from a buffer one element off must give the same bits, as the kernel's comment promises
+// (each column's order depends on the rows only). 1000 rows of 64 columns (not every row group full).
+static void test_bias_grad_widths(void) {
+    int BT = 1000, OC = 64;
+    size_t n = (size_t)BT * OC;
+    float* host = (float*)mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { host[i] = round_dtype((float)rand_d(), KERNELS_DTYPE); }
+    floatX* aligned = (floatX*)dev_alloc(&g_ctx, (n + 1) * sizeof(floatX));
+    floatX* offset = (floatX*)dev_alloc(&g_ctx, (n + 1) * sizeof(floatX));
+    params_from_f32(&g_ctx, aligned, host, n);
+    params_from_f32(&g_ctx, offset + 1, host, n);
+    float* db = (float*)dev_alloc(&g_ctx, 2 * OC * sizeof(float));
+    kernels__bias_grad(&g_ctx, db, aligned, BT, OC, 0);
+    kernels__bias_grad(&g_ctx, db + OC, offset + 1, BT, OC, 0);
+    float got[128];
+    dev_copy_d2h(&g_ctx, got, db, sizeof(got));
+    dev_sync(&g_ctx);
+    size_t differ = 0;
+    for (int j = 0; j < OC; j++) { differ += memcmp(&got[j], &got[OC + j], sizeof(float)) != 0; }
+    check(differ == 0, "bias gradient: 16-byte packs and one element at a time give the same bits (1000 x 64)",
+          "%zu of %d columns differ", differ, OC);
+    dev_free(&g_ctx, aligned);
+    dev_free(&g_ctx, offset);
+    dev_free(&g_ctx, db);
+    free(host);
+}
+
 // The file streams' double buffer (params_from_f32 / params_to_f32): values representable in the storage type make
 // the round trip exactly, over several staging chunks and an odd tail, with the two pinned buffers taking turns
 // across calls (an upload is still in flight when the next call starts).
@@ -1708,6 +1736,7 @@ int main(int argc, char** argv) {
             test_ops_gpt2_shapes();
 #ifdef KERNELS_CUDA
             test_param_streams();
+            test_bias_grad_widths();
 #endif
         }
         char mp[1024], sp[1024];
