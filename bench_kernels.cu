@@ -46,6 +46,12 @@ static void row(const char* name, double bytes, float ms, double copy_gbs) {
     printf("%-44s | %8.3f ms | %8.1f GB/s | %5.1f%% of copy\n", name, ms, gbs, copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 100.0);
 }
 
+// A matmul row: its rate against the H200's dense bf16 peak.
+static void mm_row(const char* name, double flops, float ms) {
+    double tf = flops / (ms * 1e-3) / 1e12;
+    printf("%-44s | %8.3f ms | %8.1f TFLOP/s | %5.1f%% of 989 TFLOP/s\n", name, ms, tf, tf / 989.0 * 100);
+}
+
 int main(int argc, char** argv) {
     size_t n = argc > 1 ? (size_t)atoll(argv[1]) : ((size_t)1 << 28);
     kernels_ctx_init(&g, KERNELS_DTYPE, 1024, 1600);
@@ -115,16 +121,15 @@ int main(int argc, char** argv) {
     if ((size_t)M * N > n || (size_t)N * K > na) { printf("buffers too small for the matmul rows\n"); return 0; }
     double flops = 2.0 * M * N * K;
     ms = time_ms([&] { matmul_forward(&g, o, a, w, NULL, M, K, N); });
-    printf("%-44s | %8.3f ms | %8.1f TFLOP/s | %5.1f%% of 989 TFLOP/s\n", "matmul_forward 16384 x 768 -> 3072", ms, flops / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 989e12 * 100);
+    mm_row("matmul_forward 16384 x 768 -> 3072", flops, ms);
     ms = time_ms([&] { matmul_backward(&g, a, dw, NULL, o, a, w, M, K, N, 0); });
-    printf("%-44s | %8.3f ms | %8.1f TFLOP/s | %5.1f%% of 989 TFLOP/s\n", "matmul_backward (dinp + dweight)", ms, 2 * flops / (ms * 1e-3) / 1e12, 2 * flops / (ms * 1e-3) / 989e12 * 100);
+    mm_row("matmul_backward (dinp + dweight)", 2 * flops, ms);
     // the rate cuBLASLt reaches on a large square product of data: the achievable ceiling (scripts/gpu_check.sh
     // reports MFU against it as well as against the datasheet's peak)
     int S = 8192;
     if ((size_t)S * S <= n) {
-        double f2 = 2.0 * S * S * S;
         ms = time_ms([&] { matmul_forward(&g, z, x, y, NULL, S, S, S); });
-        printf("%-44s | %8.3f ms | %8.1f TFLOP/s | %5.1f%% of 989 TFLOP/s\n", "matmul 8192 x 8192 x 8192 (the ceiling)", ms, f2 / (ms * 1e-3) / 1e12, f2 / (ms * 1e-3) / 989e12 * 100);
+        mm_row("matmul 8192 x 8192 x 8192 (the ceiling)", 2.0 * S * S * S, ms);
     }
     kernels_ctx_free(&g);
     printf("bench_kernels: done\n");

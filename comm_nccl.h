@@ -21,8 +21,9 @@ part from root r. The equal-count all-gather of the parameters after AdamW is on
 The tensor-parallel group's collectives (tp.h: the all-reduces of the row-parallel layers and the vocabulary-parallel
 embedding, sequence parallelism's all-gather and reduce-scatter, the replicated parameters' gradients) run through
 the tp group's own communicator on the compute stream, reduced in fp32 like the MPI path.
-What this does not cover yet: the pipeline-parallel group and --grad-compress (they run through MPI, and --comm
-nccl refuses them), and the collective timeout monitor (a hung NCCL peer blocks the next device synchronisation;
+What this does not cover yet: the pipeline-parallel group's messages (with --pp they still travel through MPI on
+pinned host copies, while each stage's data- and tensor-parallel groups use NCCL), --grad-compress (--comm nccl
+refuses it), and the collective timeout monitor (a hung NCCL peer blocks the next device synchronisation;
 NCCL_TIMEOUT / the job scheduler end it).
 Only static functions: include after comm.h and the kernels header.
 */

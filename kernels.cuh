@@ -375,6 +375,14 @@ template <typename V> __device__ __forceinline__ void kernels__stv(void* base, s
 
 static int kernels__aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
+// Whether rows of C elements can be taken in whole packs: C a multiple of the pack and every given pointer (NULL ones
+// skipped) 16-byte aligned, so that every row of every array starts on a pack.
+static int kernels__rows_packed(int C, std::initializer_list<const void*> ptrs) {
+    if (C % KERNELS_PACK != 0) { return 0; }
+    for (const void* p : ptrs) { if (p && !kernels__aligned16(p)) { return 0; } }
+    return 1;
+}
+
 // The loops over a pack's elements are unrolled, so that each element stays in a register: an array indexed by a
 // run-time index would be placed in local memory (slow, and a "stack frame" in ptxas -v's report).
 #ifdef __CUDACC__
@@ -443,7 +451,7 @@ __global__ void kernels__encoder_forward(floatX* out, const int32_t* tok, const 
 static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe,
                             int vocab_lo, int vocab_n, int B, int T, int C) {
     size_t n = (size_t)B * T * C;
-    if (C % KERNELS_PACK == 0 && kernels__aligned16(out) && kernels__aligned16(wte) && (!wpe || kernels__aligned16(wpe))) {
+    if (kernels__rows_packed(C, {out, wte, wpe})) {
         kernels__encoder_forward<KERNELS_PACK><<<kernels__blocks(n / KERNELS_PACK, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, vocab_lo, vocab_n, B, T, C);
     } else {
         kernels__encoder_forward<1><<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, vocab_lo, vocab_n, B, T, C);
@@ -524,11 +532,6 @@ static void encoder_backward(const KernelCtx* cctx, float* dwte, float* dwpe, co
 // multiples, parameters start at multiples of a (shard of a) row of C, all 16-byte aligned whenever C is a multiple
 // of the pack.
 
-static int kernels__rows_packed(int C, std::initializer_list<const void*> ptrs) {
-    if (C % KERNELS_PACK != 0) { return 0; }
-    for (const void* p : ptrs) { if (p && !kernels__aligned16(p)) { return 0; } }
-    return 1;
-}
 
 // y = (x - mean) * rstd * w + b over one row held at x (floatX), by one warp; writes mean and rstd when asked.
 template <int VEC>
@@ -902,7 +905,7 @@ __global__ void kernels__bias_partials(float* part, const floatX* dout, int BT, 
 // dbias (+)= the column sums of dout (BT, OC): the bias gradient of matmul_backward.
 static void kernels__bias_grad(const KernelCtx* ctx, float* dbias, const floatX* dout, int BT, int OC, int acc) {
     float* part = kernels__col_partials(ctx, (size_t)KERNELS_BIAS_ROW_GROUPS * OC);
-    if (OC % KERNELS_PACK == 0 && kernels__aligned16(dout)) {
+    if (kernels__rows_packed(OC, {dout})) {
         dim3 grid((OC + 32 * KERNELS_PACK - 1) / (32 * KERNELS_PACK), KERNELS_BIAS_ROW_GROUPS);
         kernels__bias_partials<KERNELS_PACK><<<grid, 32 * KERNELS_BIAS_WARPS, 0, ctx->stream>>>(part, dout, BT, OC);
     } else {
@@ -1240,7 +1243,7 @@ __device__ void kernels__row_max_sumexp(const floatX* z, int n, float* m_out, fl
     *s_out = bcast_s;
 }
 
-// Packs of VEC over the row (Vp a multiple of VEC, logits 16-byte aligned: kernels__logits_packed).
+// Packs of VEC over the row (Vp a multiple of VEC, logits 16-byte aligned: kernels__rows_packed).
 template <int VEC>
 __global__ void kernels__classifier_softmax(floatX* logits, float* losses, const int32_t* targets, float dloss_scale, int V, int Vp,
                                             int want_grad) {
@@ -1267,8 +1270,6 @@ __global__ void kernels__classifier_softmax(floatX* logits, float* losses, const
     }
 }
 
-static int kernels__logits_packed(const floatX* logits, int Vp) { return Vp % KERNELS_PACK == 0 && kernels__aligned16(logits); }
-
 static void classifier_forward_backward(const KernelCtx* ctx, float* losses, floatX* dx, float* dwte, floatX* chunk,
                                         int chunk_rows, const floatX* x, const floatX* wte, const int32_t* targets,
                                         float dloss_scale, int BT, int C, int V, int Vp, int acc) {
@@ -1276,7 +1277,7 @@ static void classifier_forward_backward(const KernelCtx* ctx, float* losses, flo
         int rows = BT - r0 < chunk_rows ? BT - r0 : chunk_rows;
         const floatX* xr = x + (size_t)r0 * C;
         matmul_forward(ctx, chunk, xr, wte, NULL, rows, C, Vp);
-        if (kernels__logits_packed(chunk, Vp)) {
+        if (kernels__rows_packed(Vp, {chunk})) {
             kernels__classifier_softmax<KERNELS_PACK><<<rows, 1024, 0, ctx->stream>>>(chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
         } else {
             kernels__classifier_softmax<1><<<rows, 1024, 0, ctx->stream>>>(chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
@@ -1309,7 +1310,7 @@ static void classifier_vp_stats(const KernelCtx* ctx, float* stats, const floatX
                                 int vocab_lo, int Vp_l, int V) {
     int real = V - vocab_lo < Vp_l ? V - vocab_lo : Vp_l;
     if (real < 0) { real = 0; }
-    if (kernels__logits_packed(logits, Vp_l)) {
+    if (kernels__rows_packed(Vp_l, {logits})) {
         kernels__vp_stats<KERNELS_PACK><<<rows, 1024, 0, ctx->stream>>>(stats, logits, targets, vocab_lo, Vp_l, real);
     } else {
         kernels__vp_stats<1><<<rows, 1024, 0, ctx->stream>>>(stats, logits, targets, vocab_lo, Vp_l, real);
@@ -1344,7 +1345,7 @@ static void classifier_vp_apply(const KernelCtx* ctx, float* losses, floatX* log
                                 float dloss_scale, int rows, int vocab_lo, int Vp_l, int V, int want_grad) {
     int real = V - vocab_lo < Vp_l ? V - vocab_lo : Vp_l;
     if (real < 0) { real = 0; }
-    if (kernels__logits_packed(logits, Vp_l)) {
+    if (kernels__rows_packed(Vp_l, {logits})) {
         kernels__vp_apply<KERNELS_PACK><<<rows, 1024, 0, ctx->stream>>>(losses, logits, stats, targets, dloss_scale, vocab_lo, Vp_l, real, want_grad);
     } else {
         kernels__vp_apply<1><<<rows, 1024, 0, ctx->stream>>>(losses, logits, stats, targets, dloss_scale, vocab_lo, Vp_l, real, want_grad);
@@ -1440,10 +1441,10 @@ __device__ __forceinline__ void kernels__adamw_elem(const KernelsAdamW& h, size_
     }
 }
 
-// Elements [s, a) and [b, e) one per thread, packs of VEC over [a, b). Arrays are indexed from lo.
-template <int VEC>
+// Elements [s, a) and [b, e) one per thread, packs of KERNELS_PACK over [a, b). Arrays are indexed from lo.
 __global__ void kernels__adamw(floatX* params, float* master, const float* grads, float* m, float* v, size_t lo, size_t s, size_t a,
                                size_t b, size_t e, KernelsAdamW h) {
+    const int VEC = KERNELS_PACK;
     typedef KernelsVec<floatX, VEC> P;
     typedef KernelsVec<float, VEC> F;
     size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
@@ -1492,7 +1493,7 @@ static void adamw_update(const KernelCtx* ctx, floatX* params, float* master, co
         size_t a = kernels__adamw_aligned_start(params, master, grads, m, v, lo, s, e);
         size_t b = a + (e - a) / KERNELS_PACK * KERNELS_PACK;
         size_t threads = (b - a) / KERNELS_PACK > (a - s) + (e - b) ? (b - a) / KERNELS_PACK : (a - s) + (e - b);
-        kernels__adamw<KERNELS_PACK><<<kernels__blocks(threads, 256), 256, 0, ctx->stream>>>(params, master, grads, m, v, lo, s, a, b, e, h);
+        kernels__adamw<<<kernels__blocks(threads, 256), 256, 0, ctx->stream>>>(params, master, grads, m, v, lo, s, a, b, e, h);
         launchCheck();
     }
 }

@@ -1001,14 +1001,14 @@ static void block_forward(GPT* m, int l, int finish) {
     matmul_forward(&m->ctx, a->proj, b.atty, w->attprojw, NULL, BT, Ct, C);
     tp_leave(m, a->proj, a->proj);
     residual_layernorm_forward(&m->ctx, b.res2, b.ln2, b.ln2_mean, b.ln2_rstd, b.in, a->proj, w->attprojb, w->ln2w, w->ln2b, R, C);
+    const floatX* ln2 = tp_enter(m, b.ln2);
     if (a->recompute == 1) {
         // the GELU output is recomputed from the kept pre-activation before the backward, so it is made that way here
         // too: a fused GELU (a GPU's matmul epilogue) reads the sum before it is rounded into fch, and would differ
-        const floatX* ln2 = tp_enter(m, b.ln2);
         matmul_forward(&m->ctx, b.fch, ln2, w->fcw, w->fcb, BT, C, 4 * Ct);
         gelu_forward(&m->ctx, b.fchg, b.fch, (size_t)BT * 4 * Ct);
     } else {
-        matmul_forward_gelu(&m->ctx, b.fch, b.fchg, tp_enter(m, b.ln2), w->fcw, w->fcb, BT, C, 4 * Ct);
+        matmul_forward_gelu(&m->ctx, b.fch, b.fchg, ln2, w->fcw, w->fcb, BT, C, 4 * Ct);
     }
     if (!finish) { kernels_range_pop(&m->ctx); return; }
     floatX* res3 = a->residual3 + (size_t)(l - m->chunk_lo) * R * C;

@@ -15,7 +15,7 @@
 #    bf16 emulation (--dtype bf16), and compares the losses step by step (and two identical runs bit for bit); fp16
 #    with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for bit;
 #    HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm nccl
-#    on one rank against --comm mpi bit for bit;
+#    on one rank, and with pp 2 (a communicator per stage), against --comm mpi bit for bit;
 # 4. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
@@ -27,7 +27,7 @@
 # CPU, cuBLASLt, cub and NCCL are stood in for, streams run their work when the host must see it; see
 # tests/cuda_emu/cuda_emu.h). Smaller runs (the emulation is slow: 4 steps, a 101-token vocabulary for the
 # multi-process runs), no cuDNN, the benchmarks for their plumbing only, and stages a GPU cannot run: --comm nccl
-# across 2 ranks (NCCL over MPI), ZeRO 1-3, tp 2 and tp 2 x dp 2, against --comm mpi, and a tp 2 run through NCCL
+# across 2 ranks (NCCL over MPI), ZeRO 1-3, tp 2, tp 2 x dp 2 and pp 2 x dp 2, against --comm mpi, and a tp 2 run through NCCL
 # that checkpoints and resumes, bit for bit. make test runs it, so this
 # script and the backend's logic are checked before any GPU session; what the emulation cannot see (real
 # concurrency, speed) stays for the GPU. Its last line is also "N passed, M failed", for scripts/run_tests.sh.
