@@ -21,10 +21,13 @@ part from root r. The equal-count all-gather of the parameters after AdamW is on
 The tensor-parallel group's collectives (tp.h: the all-reduces of the row-parallel layers and the vocabulary-parallel
 embedding, sequence parallelism's all-gather and reduce-scatter, the replicated parameters' gradients) run through
 the tp group's own communicator on the compute stream, reduced in fp32 like the MPI path.
-What this does not cover yet: the pipeline-parallel group's messages (with --pp they still travel through MPI on
-pinned host copies, while each stage's data- and tensor-parallel groups use NCCL), --grad-compress (--comm nccl
-refuses it), and the collective timeout monitor (a hung NCCL peer blocks the next device synchronisation;
-NCCL_TIMEOUT / the job scheduler end it).
+The pipeline's messages (pipeline_train.h) travel between pairs of ranks: a communicator of two ranks for each
+direction of each link between neighbouring stages, each with its own stream (see "point to point" below), and one
+more between the first and last stages for the tied wte's gradients. NCCL refuses a communicator whose ranks share a
+GPU; comm_nccl_shared_device finds such ranks first, so the caller can say so (the pipeline then keeps MPI on
+pinned host copies for its messages, as on a one-GPU test machine).
+What this does not cover yet: --grad-compress (--comm nccl refuses it), and the collective timeout monitor (a hung
+NCCL peer blocks the next device synchronisation; NCCL_TIMEOUT / the job scheduler end it).
 Only static functions: include after comm.h and the kernels header.
 */
 #ifndef COMM_NCCL_H
@@ -34,6 +37,8 @@ Only static functions: include after comm.h and the kernels header.
 #include <nccl.h>
 
 static const char* kernels__status(ncclResult_t r) { return r == ncclSuccess ? NULL : ncclGetErrorString(r); }
+
+#define COMM_NCCL_TAG_ID 24 // a pair's unique id, from its first rank to its second (MPI, the group's communicator)
 
 typedef struct CommNccl {
     ncclComm_t comm;
@@ -48,6 +53,15 @@ typedef struct CommNccl {
 typedef struct { cudaEvent_t done; } CommNcclReq;
 
 static int comm_nccl_available(void) { return 1; }
+static int comm_nccl_joined(const CommNccl* n) { return n->comm != NULL; }
+
+static void comm_nccl__join(CommNccl* n, ncclUniqueId id, int rank, int size) {
+    n->rank = rank;
+    n->size = size;
+    gpuCheck(ncclCommInitRank(&n->comm, size, id, rank));
+    gpuCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+    gpuCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
+}
 
 // Joins the NCCL communicator of group g (collective over g's MPI communicator).
 static void comm_nccl_init(CommNccl* n, CommGroup* g) {
@@ -55,11 +69,48 @@ static void comm_nccl_init(CommNccl* n, CommGroup* g) {
     memset(&id, 0, sizeof(id));
     if (g->rank == 0) { gpuCheck(ncclGetUniqueId(&id)); }
     comm_broadcast(g, &id, sizeof(id), 0);
-    n->rank = g->rank;
-    n->size = g->size;
-    gpuCheck(ncclCommInitRank(&n->comm, g->size, id, g->rank));
-    gpuCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
-    gpuCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
+    comm_nccl__join(n, id, g->rank, g->size);
+}
+
+// Joins the communicator of two members of g, `first` (its rank 0) and `second`; only those two call it.
+static void comm_nccl_init_pair(CommNccl* n, CommGroup* g, int first, int second) {
+    ncclUniqueId id;
+    memset(&id, 0, sizeof(id));
+    if (g->rank == first) {
+        gpuCheck(ncclGetUniqueId(&id));
+        comm_send(g, &id, sizeof(id), second, COMM_NCCL_TAG_ID);
+    } else {
+        comm_recv(g, &id, sizeof(id), first, COMM_NCCL_TAG_ID);
+    }
+    comm_nccl__join(n, id, g->rank == first ? 0 : 1, 2);
+}
+
+// Whether two members of g use the same GPU, which NCCL refuses in one communicator (collective over g): every member
+// names its device by host name and PCI bus id, and all compare the names. The first such pair of group ranks goes
+// to *a < *b.
+static int comm_nccl_shared_device(CommGroup* g, const KernelCtx* ctx, int* a, int* b) {
+    enum { NAME = 160 };
+    char mine[NAME], bus[64], host[80];
+    memset(mine, 0, sizeof(mine));
+    memset(host, 0, sizeof(host));
+    gpuCheck(cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), ctx->device));
+    gethostname(host, sizeof(host) - 1);
+    snprintf(mine, sizeof(mine), "%s/%s", host, bus);
+    char* all = (char*)mallocCheck(mulSize((size_t)g->size, NAME));
+    size_t* counts = (size_t*)mallocCheck(sizeof(size_t) * (size_t)g->size);
+    for (int r = 0; r < g->size; r++) { counts[r] = NAME; }
+    CommRequest req;
+    comm_iallgatherv_bytes(g, mine, all, counts, &req);
+    comm_wait(&req);
+    int found = 0;
+    for (int i = 0; i < g->size && !found; i++) {
+        for (int j = i + 1; j < g->size && !found; j++) {
+            if (memcmp(all + (size_t)i * NAME, all + (size_t)j * NAME, NAME) == 0) { *a = i; *b = j; found = 1; }
+        }
+    }
+    free(all);
+    free(counts);
+    return found;
 }
 
 static void comm_nccl_free(CommNccl* n) {
@@ -183,14 +234,79 @@ static void comm_nccl_reduce_scatter_x(CommNccl* n, const KernelCtx* ctx, floatX
     dev_f32_to_x(ctx, part, f + (size_t)n->rank * count, count);
 }
 
+// --- point to point between the two ranks of a pair (comm_nccl_init_pair): the pipeline's messages --------------
+// NCCL matches the sends and receives between two ranks in the order they are posted, and a send holds its stream
+// (so every later operation on it) until the peer has posted the matching receive. A pair per direction of each
+// link, each with its own stream, keeps that wait to the later messages of the same direction, which the peer
+// receives in the order they were sent anyway (tests/test_pp checks every schedule for that): the stages then
+// behave as with MPI's non-blocking sends. (Were the messages of both directions on one communicator, a send waiting
+// for its receive could hold up a receive the peer needs first: Megatron-LM pairs them in ncclGroupStart/End
+// instead.) A waiting send occupies a few SMs, never all, so the compute stream goes on; streams must be able to run
+// at once (CUDA_DEVICE_MAX_CONNECTIONS = 1 would put them in one queue behind each other).
+
+// Sends bytes of device memory at buf to the other rank of pair n, once the compute stream has run what it has been
+// given so far (what wrote buf); returns at once. req finishes when the send has (comm_nccl_test).
+static void comm_nccl_send(CommNccl* n, const KernelCtx* ctx, const void* buf, size_t bytes, CommNcclReq* req) {
+    comm_nccl__begin(n, ctx);
+    gpuCheck(ncclSend(buf, bytes, ncclUint8, 1 - n->rank, n->comm, n->stream));
+    comm_nccl__end(n, req);
+}
+
+// Starts receiving bytes from the other rank of pair n into device memory at buf, after the mark `after` (recorded
+// where buf became free; none: at once); comm_nccl_wait makes the compute stream wait for it.
+static void comm_nccl_irecv(CommNccl* n, void* buf, size_t bytes, const CommNcclReq* after, CommNcclReq* req) {
+    if (after && after->done) { gpuCheck(cudaStreamWaitEvent(n->stream, after->done, 0)); }
+    gpuCheck(ncclRecv(buf, bytes, ncclUint8, 1 - n->rank, n->comm, n->stream));
+    comm_nccl__end(n, req);
+}
+
+// Records on the compute stream where it is now (a mark for comm_nccl_irecv's `after`; recorded again each call).
+static void comm_nccl_mark(const KernelCtx* ctx, CommNcclReq* mark) {
+    if (!mark->done) { gpuCheck(cudaEventCreateWithFlags(&mark->done, cudaEventDisableTiming)); }
+    gpuCheck(cudaEventRecord(mark->done, ctx->stream));
+}
+
+// 1 when the operation (or mark) has finished, or none is held (the request is then free); 0 while it runs. The
+// host asks; nothing waits.
+static int comm_nccl_test(CommNcclReq* req) {
+    if (!req->done) { return 1; }
+    cudaError_t e = cudaEventQuery(req->done);
+    if (e == cudaErrorNotReady) { return 0; }
+    gpuCheck(e);
+    gpuCheck(cudaEventDestroy(req->done));
+    req->done = NULL;
+    return 1;
+}
+
+// Lets go of a request or mark without waiting (its event is destroyed; the work itself still runs).
+static void comm_nccl_req_free(CommNcclReq* req) {
+    if (req->done) { gpuCheck(cudaEventDestroy(req->done)); req->done = NULL; }
+}
+
 #else // no NCCL in this build: the type exists so zero.h compiles once; nothing here is ever called
 
 typedef struct CommNccl { int unused; } CommNccl;
 typedef struct { int unused; } CommNcclReq;
 static int comm_nccl_available(void) { return 0; }
+static int comm_nccl_joined(const CommNccl* n) { (void)n; return 0; }
 static void comm_nccl__none(void) { fatal("internal: an NCCL collective in a build without NCCL"); }
 static void comm_nccl_init(CommNccl* n, CommGroup* g) { (void)n; (void)g; comm_nccl__none(); }
 static void comm_nccl_free(CommNccl* n) { (void)n; }
+static void comm_nccl_init_pair(CommNccl* n, CommGroup* g, int first, int second) {
+    (void)n; (void)g; (void)first; (void)second; comm_nccl__none();
+}
+static int comm_nccl_shared_device(CommGroup* g, const KernelCtx* ctx, int* a, int* b) {
+    (void)g; (void)ctx; (void)a; (void)b; comm_nccl__none(); return 0;
+}
+static void comm_nccl_send(CommNccl* n, const KernelCtx* ctx, const void* buf, size_t bytes, CommNcclReq* req) {
+    (void)n; (void)ctx; (void)buf; (void)bytes; (void)req; comm_nccl__none();
+}
+static void comm_nccl_irecv(CommNccl* n, void* buf, size_t bytes, const CommNcclReq* after, CommNcclReq* req) {
+    (void)n; (void)buf; (void)bytes; (void)after; (void)req; comm_nccl__none();
+}
+static void comm_nccl_mark(const KernelCtx* ctx, CommNcclReq* mark) { (void)ctx; (void)mark; comm_nccl__none(); }
+static int comm_nccl_test(CommNcclReq* req) { (void)req; return 1; }
+static void comm_nccl_req_free(CommNcclReq* req) { (void)req; }
 static void comm_nccl_wait(const KernelCtx* ctx, CommNcclReq* req) { (void)ctx; (void)req; }
 static void comm_nccl_iallreduce_sum_f32(CommNccl* n, const KernelCtx* ctx, float* buf, size_t count, CommNcclReq* req) {
     (void)n; (void)ctx; (void)buf; (void)count; (void)req; comm_nccl__none();

@@ -12,6 +12,18 @@ memory): a send copies the tensor out and starts a non-blocking send from a pool
 computing; the receive of the next operation's input is started before the current operation computes, and waited
 for when that operation begins. The schedules consume messages in the order they were sent (tests/test_pp), so one tag
 per direction is enough.
+
+With --comm nccl, when every stage has a GPU of its own (pipeline_use_nccl), the same messages go device to device
+through NCCL, and the CPU never waits for one: a send copies the tensor into a pooled device buffer on the compute
+stream and sends it on its link's stream (comm_nccl.h: a communicator and stream per direction of each link); a
+receive lands in a device buffer on its link's stream, the compute stream waits for it and copies it into place, and
+the next receive into the buffer waits for that copy. The tied wte's two gradients are summed by an NCCL
+all-reduce between the first and last stages. The order of every message and every sum is the MPI path's, so the
+two give the same bits.
+Why NCCL's blocking sends cost nothing here: a send finishes once its peer has posted the receive, and each link's
+sends finish in order. The receive of operation i's input is posted when operation i - 1 begins (after its own
+input's copy), which is before i could start anyway; an earlier message on the same link was consumed by an earlier
+operation, so it finished earlier still. Every operation therefore starts when it would with MPI's buffered sends.
 */
 #ifndef PIPELINE_TRAIN_H
 #define PIPELINE_TRAIN_H
@@ -25,6 +37,16 @@ typedef struct {
     void* host;
     int busy;
 } PpMsg;
+
+// --comm nccl: a pooled device buffer of a send in flight
+typedef struct {
+    void* buf;
+    CommNcclReq req;   // the send; free once comm_nccl_test says so
+} PpDevMsg;
+
+// The pairs (communicators of two ranks) a stage's NCCL messages take: activations to the next stage and from the
+// previous one, gradients to the previous and from the next.
+enum { PP_ACT_OUT = 0, PP_ACT_IN, PP_GRAD_OUT, PP_GRAD_IN, PP_LINKS };
 
 // What --trace records: one span per forward, backward, wait for a message and optimizer step.
 typedef struct {
@@ -54,6 +76,14 @@ struct Pipeline {
     int32_t* targets;
     float* wte_mine;        // first and last stage: host copies of the tied wte's two gradients (vocab_n C floats)
     float* wte_other;
+    // --comm nccl with a GPU per stage (pipeline_use_nccl): messages device to device
+    int nccl;
+    CommNccl link[PP_LINKS]; // (not joined: this rank has no such link)
+    CommNccl wte_pair;       // first and last stage: the tied wte's gradients
+    PpDevMsg* dsends;        // the pool of device send buffers
+    int ndsends;
+    void* drecv;             // the receive buffer
+    CommNcclReq drecv_req, drecv_free; // its receive in flight, and the mark after the last message's copy into place
     // --trace
     PpSpan* spans;
     int nspans, cap_spans;
@@ -105,7 +135,26 @@ static void pipeline_init(Pipeline* p, const GPT* m, int kind, int M, int V, int
     p->t_origin = now_seconds();
 }
 
-// Waits for every send in flight (their buffers become free).
+// --comm nccl, every stage on a GPU of its own: the messages go through NCCL pairs (collective over the pipeline
+// group). The links are made in one global order, activation link k (stage k to k + 1) then gradient link k (k + 1
+// to k), the ring's closing links (interleaved: the last stage feeds the first) last of each kind; each rank joins
+// the pairs it is in, in that order, so a pair's two ranks always meet. Then the first and last stages' pair.
+static void pipeline_use_nccl(Pipeline* p, GPT* m) {
+    int pp = p->pp, r = p->rank, nl = p->V > 1 ? pp : pp - 1;
+    for (int kind = 0; kind < 2; kind++) {
+        for (int k = 0; k < nl; k++) {
+            int from = kind == 0 ? k : (k + 1) % pp, to = kind == 0 ? (k + 1) % pp : k;
+            if (r == from) { comm_nccl_init_pair(&p->link[kind == 0 ? PP_ACT_OUT : PP_GRAD_OUT], m->pp_group, from, to); }
+            if (r == to) { comm_nccl_init_pair(&p->link[kind == 0 ? PP_ACT_IN : PP_GRAD_IN], m->pp_group, from, to); }
+        }
+    }
+    if (m->layout.has_wte) { comm_nccl_init_pair(&p->wte_pair, m->pp_group, 0, pp - 1); }
+    p->drecv = dev_alloc(&m->ctx, p->max_msg_bytes);
+    p->nccl = 1;
+}
+
+// Waits for every send in flight (their buffers become free). With NCCL nothing waits: a device send buffer is
+// taken again once its send has finished.
 static void pp_wait_sends(Pipeline* p) {
     for (int i = 0; i < p->nsends; i++) {
         if (p->sends[i].busy) { comm_wait(&p->sends[i].req); p->sends[i].busy = 0; }
@@ -114,6 +163,17 @@ static void pp_wait_sends(Pipeline* p) {
 
 static void pipeline_free(Pipeline* p, const GPT* m) {
     pp_wait_sends(p);
+    if (p->nccl) { // every message consumed (the compute stream has run them all in), then the pairs end (each waits
+                   // for its own stream: the sends finish as the peers take them)
+        dev_sync(&m->ctx);
+        for (int k = 0; k < PP_LINKS; k++) { comm_nccl_free(&p->link[k]); }
+        comm_nccl_free(&p->wte_pair);
+        for (int i = 0; i < p->ndsends; i++) { comm_nccl_req_free(&p->dsends[i].req); dev_free(&m->ctx, p->dsends[i].buf); }
+        comm_nccl_req_free(&p->drecv_req);
+        comm_nccl_req_free(&p->drecv_free);
+        dev_free(&m->ctx, p->drecv);
+        free(p->dsends);
+    }
     for (int i = 0; i < p->nsends; i++) { dev_host_free(&m->ctx, p->sends[i].host); }
     free(p->sends);
     dev_host_free(&m->ctx, p->recv_host);
@@ -137,8 +197,31 @@ static void pp_span(Pipeline* p, const char* what, int chunk, int mb, double t0,
 // The bytes of one message for the model's current (B, T): the rank's rows of the residual stream.
 static size_t pp_msg_bytes(const GPT* m) { return (size_t)gpt_rows(m) * m->cfg.channels * sizeof(floatX); }
 
-// Sends n bytes of device memory to pipeline rank `peer` without waiting: copied into a free pooled host buffer.
+// The NCCL pair of a message to or from pipeline rank `peer` with `tag` (a send: out is 1).
+static CommNccl* pp_link(Pipeline* p, int peer, int tag, int out) {
+    int act = tag == PP_TAG_ACT, k = act ? (out ? PP_ACT_OUT : PP_ACT_IN) : (out ? PP_GRAD_OUT : PP_GRAD_IN);
+    int expect = (p->rank + ((act == out) ? 1 : p->pp - 1)) % p->pp; // activations go up the ring, gradients down
+    if (peer != expect || !comm_nccl_joined(&p->link[k])) { fatal("internal: pipeline rank %d has no NCCL link %s rank %d for tag %d", p->rank, out ? "to" : "from", peer, tag); }
+    return &p->link[k];
+}
+
+// Sends n bytes of device memory to pipeline rank `peer` without waiting: copied into a free pooled buffer (host
+// memory for MPI, device memory for NCCL) first, so the source may change at once.
 static void pp_send(Pipeline* p, GPT* m, const void* src, size_t n, int peer, int tag) {
+    if (p->nccl) {
+        PpDevMsg* s = NULL;
+        for (int i = 0; i < p->ndsends && !s; i++) { if (comm_nccl_test(&p->dsends[i].req)) { s = &p->dsends[i]; } }
+        if (!s) {
+            p->dsends = (PpDevMsg*)realloc(p->dsends, sizeof(PpDevMsg) * (size_t)(p->ndsends + 1));
+            if (!p->dsends) { fatal("out of memory for pipeline messages"); }
+            s = &p->dsends[p->ndsends++];
+            memset(s, 0, sizeof(*s));
+            s->buf = dev_alloc(&m->ctx, p->max_msg_bytes);
+        }
+        dev_copy_d2d(&m->ctx, s->buf, src, n);
+        comm_nccl_send(pp_link(p, peer, tag, 1), &m->ctx, s->buf, n, &s->req);
+        return;
+    }
     PpMsg* s = NULL;
     for (int i = 0; i < p->nsends && !s; i++) {
         if (p->sends[i].busy && comm_test(&p->sends[i].req)) { p->sends[i].busy = 0; }
@@ -157,10 +240,18 @@ static void pp_send(Pipeline* p, GPT* m, const void* src, size_t n, int peer, in
     s->busy = 1;
 }
 
+// NCCL: starts receiving n bytes from pipeline rank `peer` into the receive buffer, once the copy of its last message
+// into place has run. One buffer is enough: the receive of operation i + 1's input is started after operation i's
+// input was copied out, and it still arrives while operation i computes.
+static void pp_recv_nccl(Pipeline* p, size_t n, int peer, int tag) {
+    comm_nccl_irecv(pp_link(p, peer, tag, 0), p->drecv, n, &p->drecv_free, &p->drecv_req);
+}
+
 // Starts receiving the n bytes the next operation will need from pipeline rank `peer`, so that they arrive while
 // this rank computes (one receive ahead; messages between two ranks keep their order whenever they are posted).
 static void pp_recv_early(Pipeline* p, GPT* m, size_t n, int peer, int tag) {
-    comm_irecv(m->pp_group, p->early_host, n, peer, tag, &p->early_req);
+    if (p->nccl) { pp_recv_nccl(p, n, peer, tag); }
+    else { comm_irecv(m->pp_group, p->early_host, n, peer, tag, &p->early_req); }
     p->early_posted = 1; p->early_peer = peer; p->early_tag = tag; p->early_n = n;
 }
 
@@ -174,11 +265,22 @@ static void pp_post_next(Pipeline* p, GPT* m, int i) {
 }
 
 // Receives n bytes from pipeline rank `peer` into device memory: the receive started ahead, if it is this one, else
-// a new one; waits for them (the time waited is a span).
+// a new one; waits for them (the time waited is a span; with NCCL the compute stream waits, the CPU goes on).
 static void pp_recv(Pipeline* p, GPT* m, void* dst, size_t n, int peer, int tag, int chunk, int mb) {
     double t0 = now_seconds();
+    if (p->early_posted && (p->early_peer != peer || p->early_tag != tag || p->early_n != n)) {
+        fatal("internal: pipeline receive posted ahead does not match");
+    }
+    if (p->nccl) { // the compute stream waits for the receive and copies the message into place; nothing waits here
+        if (!p->early_posted) { pp_recv_nccl(p, n, peer, tag); }
+        p->early_posted = 0;
+        comm_nccl_wait(&m->ctx, &p->drecv_req);
+        dev_copy_d2d(&m->ctx, dst, p->drecv, n);
+        comm_nccl_mark(&m->ctx, &p->drecv_free);
+        pp_span(p, "recv", chunk, mb, t0, now_seconds());
+        return;
+    }
     if (p->early_posted) {
-        if (p->early_peer != peer || p->early_tag != tag || p->early_n != n) { fatal("internal: pipeline receive posted ahead does not match"); }
         comm_wait(&p->early_req);
         p->early_posted = 0;
         void* t = p->recv_host; p->recv_host = p->early_host; p->early_host = t; // (the buffer now holds the message)
@@ -214,6 +316,7 @@ static void pp_forward_only(Pipeline* p, GPT* m, const int32_t* host_tokens, int
 static void pp_sum_tied_wte(Pipeline* p, GPT* m) {
     if (p->pp == 1 || !m->layout.has_wte) { return; }
     size_t n = (size_t)m->vocab_n * m->cfg.channels;
+    if (p->nccl) { comm_nccl_allreduce_f32(&p->wte_pair, &m->ctx, m->g.wte, n); return; } // (a + b == b + a: both the same bits)
     int peer = p->rank == 0 ? p->pp - 1 : 0;
     dev_copy_d2h(&m->ctx, p->wte_mine, m->g.wte, n * sizeof(float));
     dev_sync(&m->ctx);

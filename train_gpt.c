@@ -179,7 +179,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("virtual-stages", NULL, virtual_stages, 1, 64, "--pp-schedule interleaved: model chunks per pipeline rank"),
     FLAG_S("trace", NULL, trace, "with --pp > 1: write a Chrome/Perfetto trace (JSON) of every rank's forward, backward, receive and optimizer spans of the first 3 steps to FILE"),
     FLAG_S("grad-compress", NULL, grad_compress, "data-parallel gradient reductions: none (fp32) | bf16 (half the bytes: rounded to bf16, summed in bf16, as PyTorch's bf16_compress_hook) | powersgd:R (rank-R PowerSGD with error feedback and warm start on every matrix that gains, the rest in fp32; --zero 0 or 1)"),
-    FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU builds with NCCL: the data- and tensor-parallel collectives on device buffers, one GPU per process; pipeline messages still go through MPI on pinned host copies; not with --grad-compress)"),
+    FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU builds with NCCL: the data- and tensor-parallel collectives and the pipeline's messages on device buffers, one GPU per process; not with --grad-compress)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
     FLAG_I("val-every", "-v", val_every, 0, 1e9, "validation loss every N steps (0: off)"),
@@ -1795,7 +1795,7 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
             printf("| pipeline             | %s, %d stages x %d chunk(s), %d micro-batches; bubble (theory) %.1f%%; blocks per chunk:",
                    pp_schedule_names[p->kind], p->pp, p->V, p->M, 100.0 * pp_bubble_theory(p->kind, p->pp, p->M, p->V));
             for (int k = 0; k < p->G; k++) { printf(" [%d,%d)%s", pl->chunk_first[k], pl->chunk_first[k + 1], k == p->G - 1 ? "+head" : ""); }
-            printf("\n");
+            printf("; messages %s\n", p->nccl ? "device to device (NCCL pairs)" : "through MPI");
         }
         printf("| gradient accumulation| %d micro-steps of %d x %d per process\n", grad_accum, B, T);
         // where the time goes, from the shapes: the matmuls are compute-limited (each weight is reused B*T times
@@ -2319,6 +2319,15 @@ int main(int argc, char** argv) {
     static CommNccl nccl, nccl_tp; // --comm nccl: the data-parallel group's communicator (the optimizer's reductions)
                                    // and the tensor-parallel group's (tp.h's collectives); both ended at exit
     if (strcmp(c.comm, "nccl") == 0) {
+        // NCCL refuses a communicator whose ranks share a GPU: said here in our words, with the way out
+        CommGroup* groups[2] = {&pc.tp_group, &pc.dp_group};
+        for (int k = 0; k < 2; k++) {
+            int a, b;
+            if (groups[k]->size > 1 && comm_nccl_shared_device(groups[k], &model.ctx, &a, &b)) {
+                fatal("--comm nccl: ranks %d and %d of the %s group share a GPU, which NCCL refuses (one GPU per process; "
+                      "--comm mpi runs processes that share GPUs)", a, b, groups[k]->name);
+            }
+        }
         if (pc.tp > 1) { // every rank joins its tp group's communicator, then its dp group's: the same order everywhere
             comm_nccl_init(&nccl_tp, &pc.tp_group);
             pc.tp_group.nccl = &nccl_tp;
@@ -2361,6 +2370,14 @@ int main(int argc, char** argv) {
     if (c.pp > 1) {
         pipeline_init(&pipe, &model, pp_kind, grad_accum, V, B, T, c.trace[0] ? 3 : 0);
         model.pipe = &pipe;
+        if (strcmp(c.comm, "nccl") == 0) { // the stages' messages device to device, unless stages share a GPU
+            int a, b;
+            if (!comm_nccl_shared_device(&pc.pp_group, &model.ctx, &a, &b)) { pipeline_use_nccl(&pipe, &model); }
+            else if (master) {
+                printf("note: --comm nccl: pipeline stages %d and %d share a GPU, which NCCL refuses: the pipeline's messages "
+                       "go through MPI on pinned host copies\n", a, b);
+            }
+        }
         shape.layers = 0;
         for (int v = 0; v < V; v++) {
             int g = v * c.pp + pc.pp_rank, nb = chunk_first[g + 1] - chunk_first[g];

@@ -15,7 +15,8 @@
 #    bf16 emulation (--dtype bf16), and compares the losses step by step (and two identical runs bit for bit); fp16
 #    with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for bit;
 #    HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm nccl
-#    on one rank, and with pp 2 (a communicator per stage), against --comm mpi bit for bit;
+#    on one rank, and with pp 2 (1f1b and interleaved, with validation: stages sharing the GPU keep MPI for their
+#    messages), against --comm mpi bit for bit;
 # 4. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
@@ -27,8 +28,9 @@
 # CPU, cuBLASLt, cub and NCCL are stood in for, streams run their work when the host must see it; see
 # tests/cuda_emu/cuda_emu.h). Smaller runs (the emulation is slow: 4 steps, a 101-token vocabulary for the
 # multi-process runs), no cuDNN, the benchmarks for their plumbing only, and stages a GPU cannot run: --comm nccl
-# across 2 ranks (NCCL over MPI), ZeRO 1-3, tp 2, tp 2 x dp 2 and pp 2 x dp 2, against --comm mpi, and a tp 2 run through NCCL
-# that checkpoints and resumes, bit for bit. make test runs it, so this
+# across 2 ranks (NCCL over MPI), ZeRO 1-3, tp 2, pp 2 with its messages through NCCL pairs (and, as on one GPU,
+# without), tp 2 x dp 2 and pp 2 x dp 2, against --comm mpi, and a tp 2 run through NCCL that checkpoints and resumes,
+# bit for bit. make test runs it, so this
 # script and the backend's logic are checked before any GPU session; what the emulation cannot see (real
 # concurrency, speed) stays for the GPU. Its last line is also "N passed, M failed", for scripts/run_tests.sh.
 set -uo pipefail
@@ -321,8 +323,10 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
     stage "2 processes sharing the device (MPI through pinned host memory), ZeRO 0/1/2/3, pipeline and tensor parallel, against one process"
     MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np 2"
     common2="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7"
+    val2="--val $TMPD/check_val_000000.bin --val-every 4 --val-steps 2"
     if [ $EMU = 1 ]; then # a model of GPT-2's shape with a vocabulary of 101 (tokens modulo 101): seconds, not minutes, per run
         common2="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 32 --total-batch-size 256 --steps 4 --lr 1e-3 --seed 7"
+        val2="--val $TMPD/tiny_val_000000.bin --val-every 2 --val-steps 2"
     fi
     train dp1 120 $CU $common2 --log $TMPD/dp1.jsonl
     for z in 0 1 2 3; do
@@ -330,9 +334,10 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
             agree "2 processes --zero $z follow one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/dp2_z$z.jsonl 1e-2
     done
     # pipeline parallel on one device: two stages in two processes, activations and gradients between them through MPI
+    # (with validation, whose forward-only pass runs through the stages too)
     for sched in 1f1b interleaved; do
         extra="--pp 2 --pp-schedule $sched"; [ $sched = interleaved ] && extra="$extra --virtual-stages 2"
-        train pp2_$sched 180 $MPIRUN $CU $common2 $extra --log $TMPD/pp2_$sched.jsonl &&
+        train pp2_$sched 180 $MPIRUN $CU $common2 $extra $val2 --log $TMPD/pp2_$sched.jsonl &&
             agree "--pp 2 --pp-schedule $sched (2 processes) follows one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/pp2_$sched.jsonl 1e-2
     done
     # tensor parallel on one device: the two halves of every layer in two processes, their collectives through MPI
@@ -356,10 +361,27 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
                     agree "--comm nccl --zero $z ($np rank(s)) equals --comm mpi bit for bit" $TMPD/nccl_z$z.jsonl $TMPD/mpi_z$z.jsonl 0
             done
         done
-        # a pipeline with NCCL: the stages' messages still travel through MPI on pinned host copies, each stage's
-        # data-parallel group (one rank here) reduces through its own NCCL communicator
-        train nccl_pp2 120 $MPIRUN $CU $common2 --pp 2 --pp-schedule 1f1b --comm nccl --log $TMPD/nccl_pp2.jsonl &&
-            agree "--comm nccl --pp 2 (2 processes) equals --comm mpi bit for bit" $TMPD/nccl_pp2.jsonl $TMPD/pp2_1f1b.jsonl 0
+        # a pipeline with NCCL: stages on GPUs of their own send activations and gradients device to device through
+        # NCCL pairs (and sum the tied wte's gradients through one); stages sharing a GPU, as the two processes on a
+        # one-GPU machine do, keep MPI for their messages and say so, while each stage's data-parallel group (one rank
+        # here) reduces through NCCL. Either way the losses and the validation losses equal --comm mpi's bit for bit.
+        # The emulation gives each process a device of its own, and with CUDA_EMU_BUS_ID set one for all.
+        variants="1f1b interleaved"; [ $EMU = 1 ] && variants="$variants 1f1b_shared"
+        for v in $variants; do
+            sched=${v%_shared}; extra="--pp 2 --pp-schedule $sched"; [ $sched = interleaved ] && extra="$extra --virtual-stages 2"
+            envs=""; [ $v = 1f1b_shared ] && envs="-x CUDA_EMU_BUS_ID=one"
+            if train nccl_pp2_$v 120 $MPIRUN $envs $CU $common2 $extra $val2 --comm nccl --log $TMPD/nccl_pp2_$v.jsonl; then
+                how=$(grep '^| pipeline' $L.nccl_pp2_$v.log | grep -o 'messages [A-Za-z ]*[A-Za-z]')
+                want="device to device"; [ $v = 1f1b_shared ] && want="through MPI"
+                if [ $EMU = 1 ] && [ "${how#messages }" != "$want" ]; then bad "--comm nccl --pp 2 $v: the plan says '$how', not '$want'"
+                else
+                    agree "--comm nccl --pp 2 --pp-schedule $v ($how) equals --comm mpi bit for bit" $TMPD/nccl_pp2_$v.jsonl $TMPD/pp2_$sched.jsonl 0
+                    if cmp -s <(grep -o '"val_loss": [^,}]*' $TMPD/nccl_pp2_$v.jsonl) <(grep -o '"val_loss": [^,}]*' $TMPD/pp2_$sched.jsonl) &&
+                       grep -q val_loss $TMPD/nccl_pp2_$v.jsonl; then ok "--comm nccl --pp 2 $v: validation losses equal --comm mpi's bit for bit"
+                    else bad "--comm nccl --pp 2 $v: validation losses differ from --comm mpi's"; fi
+                fi
+            fi
+        done
         if [ $EMU = 1 ]; then # the tensor-parallel group through NCCL too (2 ranks: again no GPU can hold them)
             for sp in 0 1; do
                 train nccl_tp2_sp$sp 120 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl &&
@@ -368,7 +390,7 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
             MPIRUN4="${MPIRUN% -np 2} -np 4"
             train pp2dp2_mpi 180 $MPIRUN4 $CU $common2 --pp 2 --zero 2 --comm mpi --log $TMPD/pp2dp2_mpi.jsonl &&
                 train pp2dp2_nccl 180 $MPIRUN4 $CU $common2 --pp 2 --zero 2 --comm nccl --log $TMPD/pp2dp2_nccl.jsonl &&
-                agree "--comm nccl, pp 2 x dp 2 (4 ranks, ZeRO 2): each stage's data-parallel communicator, equal to --comm mpi bit for bit" \
+                agree "--comm nccl, pp 2 x dp 2 (4 ranks, ZeRO 2): each stage's data-parallel communicator and the NCCL pairs between stages, equal to --comm mpi bit for bit" \
                       $TMPD/pp2dp2_nccl.jsonl $TMPD/pp2dp2_mpi.jsonl 0
             train tp2dp2_mpi 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm mpi --log $TMPD/tp2dp2_mpi.jsonl &&
                 train tp2dp2_nccl 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm nccl --log $TMPD/tp2dp2_nccl.jsonl &&

@@ -33,6 +33,8 @@ synchronisation is invisible here; so are data races between threads, warp-synch
 run in lockstep, and performance. Fast-math intrinsics are computed exactly. Those stay for the GPU check.
 
 CUDA_EMU_NO_EPILOGUE=1 makes the heuristic find no algorithm for the GELU epilogues (the fallback path's test).
+CUDA_EMU_BUS_ID=X gives every process the same PCI bus id X (cudaDeviceGetPCIBusId): processes sharing one GPU, as
+on a one-GPU machine, where NCCL refuses a communicator between them. Unset, each process is a GPU of its own.
 */
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H
@@ -615,6 +617,14 @@ extern "C" {
 cudaError_t cudaGetDeviceCount(int* count) { *count = 1; return cudaSuccess; }
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 cudaError_t cudaGetDevice(int* device) { *device = 0; return cudaSuccess; }
+// Each process is a device of its own, unless CUDA_EMU_BUS_ID names one for all (several processes on one GPU).
+cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
+    if (device != 0) { return cudaErrorInvalidDevice; }
+    const char* shared = getenv("CUDA_EMU_BUS_ID");
+    if (shared && *shared) { snprintf(id, (size_t)len, "%s", shared); }
+    else { snprintf(id, (size_t)len, "emu:%d", (int)getpid()); }
+    return cudaSuccess;
+}
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
     if (device != 0) { return cudaErrorInvalidDevice; }
     memset(prop, 0, sizeof(*prop));
@@ -735,6 +745,11 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     emu::EmuEvent* x = (emu::EmuEvent*)e;
     if (x->stream) { emu::stream_run(x->stream, x->at); } // never recorded: complete
     return cudaSuccess;
+}
+// Whether the work before the event's record has run (nothing is run to find out).
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    emu::EmuEvent* x = (emu::EmuEvent*)e;
+    return !x->stream || x->stream->done >= x->at ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     (void)flags;

@@ -1,12 +1,22 @@
 /*
-tests/cuda_emu/nccl_emu.h: NCCL's collectives over MPI, for the CPU emulation of the CUDA backend (cuda_emu.h), so
-that --comm nccl runs with several ranks on one machine without GPUs (real NCCL needs one GPU per rank).
+tests/cuda_emu/nccl_emu.h: NCCL's collectives and point-to-point calls over MPI, for the CPU emulation of the CUDA
+backend (cuda_emu.h), so that --comm nccl runs with several ranks on one machine without GPUs (real NCCL needs one
+GPU per rank).
 
-A communicator is an MPI communicator split from MPI_COMM_WORLD by the unique id, so every rank of the world must
-join a communicator at the same time (true of the data-parallel groups, the only ones comm_nccl.h makes). Calls
-between ncclGroupStart and ncclGroupEnd are queued and run at the end in the order given, as the ranks all issue the
-same sequence. Buffers must be device memory with the extents the counts imply; in-place forms are recognised as
-NCCL defines them (recvbuff == sendbuff; the all-gather's sendbuff == recvbuff + rank * count).
+A communicator is an MPI communicator over its members only (MPI_Comm_create_group), so a communicator of two ranks
+(the pipeline's links) is made by those two alone, as NCCL's is. The unique id names the world rank that made it,
+which must be the communicator's rank 0: every other member sends it a join message {id, rank, world rank}, and it
+answers with the members in rank order (a join meant for another communicator it is still making is kept for that
+one). Collectives between ncclGroupStart and ncclGroupEnd are queued and run at the end in the order given, as the
+ranks all issue the same sequence. Buffers must be device memory with the extents the counts imply; in-place forms
+are recognised as NCCL defines them (recvbuff == sendbuff; the all-gather's sendbuff == recvbuff + rank * count).
+
+Point to point: ncclSend runs at its call, after the work queued before it on its stream (which has made the data),
+as a non-blocking MPI send of a copy, so the host goes on as it does with a GPU; ncclRecv is queued on its stream
+like a kernel and receives when that stream's work runs, that is when some later work or the host needs it (a stream
+that waits on an event recorded after it, a synchronisation). A receive whose result is used without such a wait
+computes with stale memory here, as on a GPU. What a GPU adds and this cannot show: a send occupies its stream until
+the peer posts the matching receive (the caller gives each direction its own communicator and stream for that).
 */
 #ifndef NCCL_EMU_H
 #define NCCL_EMU_H
@@ -14,7 +24,11 @@ NCCL defines them (recvbuff == sendbuff; the all-gather's sendbuff == recvbuff +
 #include <nccl.h>
 #include <mpi.h>
 
-struct ncclComm { MPI_Comm comm; int rank, size; };
+struct ncclComm {
+    MPI_Comm comm;
+    int rank, size;
+    std::vector<std::pair<MPI_Request, std::vector<char>*>> sends; // point-to-point sends in flight, with their copies
+};
 
 namespace emu {
 
@@ -42,6 +56,23 @@ static void nccl_check_buf(const void* p, size_t bytes, const char* what) {
     if (bytes) { mem_check(p, bytes, MEM_DEVICE, what); }
 }
 
+// Finishes the sends of c that have arrived (all of them, waiting, when all is set).
+static void nccl_reap_sends(ncclComm* c, int all) {
+    auto& v = c->sends;
+    for (size_t i = 0; i < v.size();) {
+        int done = 0;
+        if (all) { MPI_Wait(&v[i].first, MPI_STATUS_IGNORE); done = 1; }
+        else { MPI_Test(&v[i].first, &done, MPI_STATUS_IGNORE); }
+        if (done) { delete v[i].second; v.erase(v.begin() + (long)i); }
+        else { i++; }
+    }
+}
+
+// Making a communicator: the id's bytes 0-15 are random, 16-19 the world rank of its maker.
+enum { NCCL_TAG_JOIN = 30001, NCCL_TAG_MEMBERS = 30002, NCCL_TAG_CREATE = 30003 };
+struct NcclJoin { char id[16]; int rank, world; };
+static std::vector<NcclJoin> g_nccl_early_joins; // joins that reached a maker while it made another communicator
+
 } // namespace emu
 
 extern "C" {
@@ -54,14 +85,58 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
     FILE* f = fopen("/dev/urandom", "rb");
     if (!f || fread(id->internal, 1, 16, f) != 16) { emu::fail("ncclGetUniqueId: no /dev/urandom"); }
     fclose(f);
+    int world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world);
+    memcpy(id->internal + 16, &world, sizeof(int)); // the maker (ncclCommInitRank)
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
-    uint32_t color = 2166136261u; // FNV-1a of the id's bytes
-    for (int i = 0; i < 16; i++) { color = (color ^ (unsigned char)id.internal[i]) * 16777619u; }
+    int world, maker;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world);
+    memcpy(&maker, id.internal + 16, sizeof(int));
+    if (rank < 0 || rank >= nranks) { emu::fail("ncclCommInitRank: rank %d of %d", rank, nranks); }
+    if ((rank == 0) != (world == maker)) {
+        emu::fail("ncclCommInitRank: the emulation needs the id made by the communicator's rank 0 (world rank %d made it; "
+                  "world rank %d joins as rank %d)", maker, world, rank);
+    }
+    std::vector<int> members((size_t)nranks, -1); // world ranks, in communicator rank order
+    if (rank == 0) {
+        members[0] = world;
+        for (int got = 1; got < nranks;) {
+            emu::NcclJoin j;
+            auto& early = emu::g_nccl_early_joins;
+            auto it = std::find_if(early.begin(), early.end(), [&](const emu::NcclJoin& e) { return memcmp(e.id, id.internal, 16) == 0; });
+            if (it != early.end()) { j = *it; early.erase(it); }
+            else {
+                MPI_Recv(&j, (int)sizeof(j), MPI_BYTE, MPI_ANY_SOURCE, emu::NCCL_TAG_JOIN, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                if (memcmp(j.id, id.internal, 16) != 0) { early.push_back(j); continue; }
+            }
+            if (j.rank <= 0 || j.rank >= nranks || members[(size_t)j.rank] >= 0) {
+                emu::fail("ncclCommInitRank: two members claim rank %d of %d (or it is out of range)", j.rank, nranks);
+            }
+            members[(size_t)j.rank] = j.world;
+            got++;
+        }
+        for (int r = 1; r < nranks; r++) {
+            MPI_Send(members.data(), nranks, MPI_INT, members[(size_t)r], emu::NCCL_TAG_MEMBERS, MPI_COMM_WORLD);
+        }
+    } else {
+        emu::NcclJoin j;
+        memcpy(j.id, id.internal, 16);
+        j.rank = rank;
+        j.world = world;
+        MPI_Send(&j, (int)sizeof(j), MPI_BYTE, maker, emu::NCCL_TAG_JOIN, MPI_COMM_WORLD);
+        MPI_Recv(members.data(), nranks, MPI_INT, maker, emu::NCCL_TAG_MEMBERS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    if (members[(size_t)rank] != world) { emu::fail("ncclCommInitRank: the maker's member list does not name this rank"); }
+    MPI_Group wg, g;
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_incl(wg, nranks, members.data(), &g);
     ncclComm* c = new ncclComm;
-    MPI_Comm_split(MPI_COMM_WORLD, (int)(color & 0x7fffffff), rank, &c->comm);
+    MPI_Comm_create_group(MPI_COMM_WORLD, g, emu::NCCL_TAG_CREATE, &c->comm);
+    MPI_Group_free(&g);
+    MPI_Group_free(&wg);
     MPI_Comm_rank(c->comm, &c->rank);
     MPI_Comm_size(c->comm, &c->size);
     if (c->size != nranks || c->rank != rank) {
@@ -73,6 +148,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (emu::g_nccl_group_depth) { emu::fail("ncclCommDestroy inside a group"); }
+    emu::nccl_reap_sends(comm, 1);
     MPI_Comm_free(&comm->comm);
     delete comm;
     return ncclSuccess;
@@ -153,6 +229,39 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
         } else {
             MPI_Reduce_scatter_block(send, recv, (int)count, mt, MPI_SUM, comm->comm);
         }
+    });
+    return ncclSuccess;
+}
+
+// Point to point (see the header): the send at its call from a copy, the receive when its stream's work runs.
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t s) {
+    size_t es;
+    emu::nccl_mpi_type(t, &es);
+    if (emu::g_nccl_group_depth) { emu::fail("ncclSend inside a group is not emulated"); }
+    if (peer < 0 || peer >= comm->size || peer == comm->rank) { emu::fail("ncclSend: peer %d of a communicator of %d (rank %d)", peer, comm->size, comm->rank); }
+    emu::nccl_check_buf(send, count * es, "ncclSend: sendbuff");
+    emu::nccl_reap_sends(comm, 0);
+    emu::nccl_run(s, [=]() {
+        std::vector<char>* copy = new std::vector<char>((const char*)send, (const char*)send + count * es);
+        MPI_Request r;
+        MPI_Isend(copy->data(), (int)copy->size(), MPI_BYTE, peer, 0, comm->comm, &r);
+        comm->sends.push_back({r, copy});
+    });
+    return ncclSuccess;
+}
+
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t s) {
+    size_t es;
+    emu::nccl_mpi_type(t, &es);
+    if (emu::g_nccl_group_depth) { emu::fail("ncclRecv inside a group is not emulated"); }
+    if (peer < 0 || peer >= comm->size || peer == comm->rank) { emu::fail("ncclRecv: peer %d of a communicator of %d (rank %d)", peer, comm->size, comm->rank); }
+    emu::nccl_check_buf(recv, count * es, "ncclRecv: recvbuff");
+    emu::enqueue(s, [=]() {
+        MPI_Status st;
+        MPI_Recv(recv, (int)(count * es), MPI_BYTE, peer, 0, comm->comm, &st);
+        int got = 0;
+        MPI_Get_count(&st, MPI_BYTE, &got);
+        if ((size_t)got != count * es) { emu::fail("ncclRecv: %zu bytes expected from rank %d, %d sent", count * es, peer, got); }
     });
     return ncclSuccess;
 }
