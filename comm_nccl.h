@@ -26,8 +26,9 @@ direction of each link between neighbouring stages, each with its own stream (se
 more between the first and last stages for the tied wte's gradients. NCCL refuses a communicator whose ranks share a
 GPU; comm_nccl_shared_device finds such ranks first, so the caller can say so (the pipeline then keeps MPI on
 pinned host copies for its messages, as on a one-GPU test machine).
-What this does not cover yet: --grad-compress (--comm nccl refuses it), and the collective timeout monitor (a hung
-NCCL peer blocks the next device synchronisation; NCCL_TIMEOUT / the job scheduler end it).
+--grad-compress bf16 rounds each bucket to bf16 on the device and sums it in bf16 through NCCL (below); PowerSGD
+(zero.h) keeps its host path over MPI. What this does not cover yet: the collective timeout monitor (a hung NCCL
+peer blocks the next device synchronisation; NCCL_TIMEOUT / the job scheduler end it).
 Only static functions: include after comm.h and the kernels header.
 */
 #ifndef COMM_NCCL_H
@@ -47,6 +48,8 @@ typedef struct CommNccl {
     int rank, size;
     float* scratch;      // the tensor-parallel collectives' fp32 device copy of a floatX tensor (grown on demand)
     size_t scratch_floats;
+    float* retired[40];  // outgrown scratch buffers, freed with the communicator (see comm_nccl__scratch)
+    int nretired;
 } CommNccl;
 
 // A started collective: the event recorded on the communication stream after it (NULL: none in flight).
@@ -117,6 +120,8 @@ static void comm_nccl_free(CommNccl* n) {
     if (!n || !n->comm) { return; }
     gpuCheck(cudaStreamSynchronize(n->stream));
     if (n->scratch) { gpuCheck(cudaFree(n->scratch)); n->scratch = NULL; n->scratch_floats = 0; }
+    for (int i = 0; i < n->nretired; i++) { gpuCheck(cudaFree(n->retired[i])); }
+    n->nretired = 0;
     gpuCheck(ncclCommDestroy(n->comm));
     gpuCheck(cudaEventDestroy(n->ready));
     gpuCheck(cudaStreamDestroy(n->stream));
@@ -142,29 +147,74 @@ static void comm_nccl_wait(const KernelCtx* ctx, CommNcclReq* req) {
     req->done = NULL;
 }
 
+// The sums below, over elements of type t (es bytes each).
+static void comm_nccl__iallreduce(CommNccl* n, const KernelCtx* ctx, void* buf, size_t count, ncclDataType_t t, CommNcclReq* req) {
+    comm_nccl__begin(n, ctx);
+    gpuCheck(ncclAllReduce(buf, buf, count, t, ncclSum, n->comm, n->stream));
+    comm_nccl__end(n, req);
+}
+static void comm_nccl__ireduce_scatterv(CommNccl* n, const KernelCtx* ctx, const void* send, void* recv, const size_t* counts,
+                                        ncclDataType_t t, size_t es, CommNcclReq* req) {
+    comm_nccl__begin(n, ctx);
+    gpuCheck(ncclGroupStart());
+    size_t off = 0;
+    for (int r = 0; r < n->size; r++) {
+        const char* part = (const char*)send + off * es;
+        if (counts[r] > 0) { gpuCheck(ncclReduce(part, r == n->rank ? recv : (void*)part, counts[r], t, ncclSum, r, n->comm, n->stream)); }
+        off += counts[r];
+    }
+    gpuCheck(ncclGroupEnd());
+    comm_nccl__end(n, req);
+}
+
 // buf (count floats) summed over the group, in place.
 static void comm_nccl_iallreduce_sum_f32(CommNccl* n, const KernelCtx* ctx, float* buf, size_t count, CommNcclReq* req) {
-    comm_nccl__begin(n, ctx);
-    gpuCheck(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, n->comm, n->stream));
-    comm_nccl__end(n, req);
+    comm_nccl__iallreduce(n, ctx, buf, count, ncclFloat32, req);
 }
 
 // send holds counts[0] + ... + counts[size-1] floats; rank r's part (from the sum of the counts before r) summed over
 // the group lands in rank r's recv (which may be its own part of send: NCCL reduces in place then).
 static void comm_nccl_ireduce_scatterv_sum_f32(CommNccl* n, const KernelCtx* ctx, const float* send, float* recv,
                                                const size_t* counts, CommNcclReq* req) {
-    comm_nccl__begin(n, ctx);
-    gpuCheck(ncclGroupStart());
-    size_t off = 0;
-    for (int r = 0; r < n->size; r++) {
-        if (counts[r] > 0) {
-            gpuCheck(ncclReduce(send + off, r == n->rank ? recv : (float*)(send + off), counts[r], ncclFloat32, ncclSum, r,
-                                n->comm, n->stream));
-        }
-        off += counts[r];
+    comm_nccl__ireduce_scatterv(n, ctx, send, recv, counts, ncclFloat32, sizeof(float), req);
+}
+
+// --grad-compress bf16 on the device buffers: the gradients rounded to bf16 (precision.h's bf16_bits, as the MPI path
+// does on the host) into a device buffer of bf16 bit patterns, summed there in bf16 (NCCL adds two bf16 values as
+// floats and rounds the sum to nearest even, as comm.h's MPI operation does), and widened back on the wait.
+__global__ void comm_nccl__to_bf16(uint16_t* dst, const float* src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) { dst[i] = bf16_bits(src[i]); }
+}
+__global__ void comm_nccl__from_bf16(float* dst, const uint16_t* src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        dst[i] = precision__float((uint32_t)src[i] << 16);
     }
-    gpuCheck(ncclGroupEnd());
-    comm_nccl__end(n, req);
+}
+
+// bf16 (count values, device) = src (count floats, device) rounded, on the compute stream.
+static void comm_nccl_round_bf16(const KernelCtx* ctx, uint16_t* bf16, const float* src, size_t count) {
+    if (count == 0) { return; }
+    comm_nccl__to_bf16<<<kernels__blocks(count, 256), 256, 0, ctx->stream>>>(bf16, src, count);
+    launchCheck();
+}
+
+// dst (count floats, device) = bf16 (count values, device) widened, on the compute stream.
+static void comm_nccl_widen_bf16(const KernelCtx* ctx, float* dst, const uint16_t* bf16, size_t count) {
+    if (count == 0) { return; }
+    comm_nccl__from_bf16<<<kernels__blocks(count, 256), 256, 0, ctx->stream>>>(dst, bf16, count);
+    launchCheck();
+}
+
+// buf (count bf16 values) summed over the group in bf16, in place.
+static void comm_nccl_iallreduce_sum_bf16(CommNccl* n, const KernelCtx* ctx, uint16_t* buf, size_t count, CommNcclReq* req) {
+    comm_nccl__iallreduce(n, ctx, buf, count, ncclBfloat16, req);
+}
+
+// The bf16 form of comm_nccl_ireduce_scatterv_sum_f32, in place: rank r's part of buf receives its sum.
+static void comm_nccl_ireduce_scatterv_sum_bf16(CommNccl* n, const KernelCtx* ctx, uint16_t* buf, const size_t* counts, CommNcclReq* req) {
+    size_t off = 0;
+    for (int r = 0; r < n->rank; r++) { off += counts[r]; }
+    comm_nccl__ireduce_scatterv(n, ctx, buf, buf + off, counts, ncclBfloat16, sizeof(uint16_t), req);
 }
 
 // Rank r's counts[r] bytes at its `mine` land at dest + (the sum of the counts before r) on every rank.
@@ -196,9 +246,15 @@ static void comm_nccl_iallgather_inplace_bytes(CommNccl* n, const KernelCtx* ctx
 // ordered with the kernels around them, nothing to wait for. floatX tensors are reduced in fp32, as the MPI path
 // does (converted on the device into scratch, reduced, rounded once), so both give the same bits on 2 ranks.
 
+// Grown at least twofold, and the outgrown buffer kept until the communicator ends: cudaFree waits for the whole
+// device, which in the middle of a step could wait for a pipeline send that waits for a peer that waits for this rank.
 static float* comm_nccl__scratch(CommNccl* n, size_t floats) {
     if (floats > n->scratch_floats) {
-        if (n->scratch) { gpuCheck(cudaFree(n->scratch)); } // (cudaFree waits for the work that used it)
+        if (n->scratch) {
+            if (n->nretired == (int)(sizeof(n->retired) / sizeof(n->retired[0]))) { fatal("internal: NCCL scratch grown too often"); }
+            n->retired[n->nretired++] = n->scratch;
+        }
+        if (floats < 2 * n->scratch_floats) { floats = 2 * n->scratch_floats; }
         gpuCheck(cudaMalloc((void**)&n->scratch, floats * sizeof(float)));
         n->scratch_floats = floats;
     }
@@ -323,6 +379,18 @@ static void comm_nccl_iallgather_inplace_bytes(CommNccl* n, const KernelCtx* ctx
     (void)n; (void)ctx; (void)buf; (void)bytes; (void)req; comm_nccl__none();
 }
 
+static void comm_nccl_round_bf16(const KernelCtx* ctx, uint16_t* bf16, const float* src, size_t count) {
+    (void)ctx; (void)bf16; (void)src; (void)count; comm_nccl__none();
+}
+static void comm_nccl_widen_bf16(const KernelCtx* ctx, float* dst, const uint16_t* bf16, size_t count) {
+    (void)ctx; (void)dst; (void)bf16; (void)count; comm_nccl__none();
+}
+static void comm_nccl_iallreduce_sum_bf16(CommNccl* n, const KernelCtx* ctx, uint16_t* buf, size_t count, CommNcclReq* req) {
+    (void)n; (void)ctx; (void)buf; (void)count; (void)req; comm_nccl__none();
+}
+static void comm_nccl_ireduce_scatterv_sum_bf16(CommNccl* n, const KernelCtx* ctx, uint16_t* buf, const size_t* counts, CommNcclReq* req) {
+    (void)n; (void)ctx; (void)buf; (void)counts; (void)req; comm_nccl__none();
+}
 static void comm_nccl_allreduce_x(CommNccl* n, const KernelCtx* ctx, floatX* buf, size_t count) {
     (void)n; (void)ctx; (void)buf; (void)count; comm_nccl__none();
 }

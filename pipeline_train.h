@@ -80,7 +80,8 @@ struct Pipeline {
     int nccl;
     CommNccl link[PP_LINKS]; // (not joined: this rank has no such link)
     CommNccl wte_pair;       // first and last stage: the tied wte's gradients
-    PpDevMsg* dsends;        // the pool of device send buffers
+    PpDevMsg* dsends;        // the pool of device send buffers (grown as a step needs; freed only at the end: cudaFree
+                             // waits for the whole device, which mid-step could wait for a send that waits for a peer)
     int ndsends;
     void* drecv;             // the receive buffer
     CommNcclReq drecv_req, drecv_free; // its receive in flight, and the mark after the last message's copy into place

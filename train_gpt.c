@@ -179,7 +179,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("virtual-stages", NULL, virtual_stages, 1, 64, "--pp-schedule interleaved: model chunks per pipeline rank"),
     FLAG_S("trace", NULL, trace, "with --pp > 1: write a Chrome/Perfetto trace (JSON) of every rank's forward, backward, receive and optimizer spans of the first 3 steps to FILE"),
     FLAG_S("grad-compress", NULL, grad_compress, "data-parallel gradient reductions: none (fp32) | bf16 (half the bytes: rounded to bf16, summed in bf16, as PyTorch's bf16_compress_hook) | powersgd:R (rank-R PowerSGD with error feedback and warm start on every matrix that gains, the rest in fp32; --zero 0 or 1)"),
-    FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU builds with NCCL: the data- and tensor-parallel collectives and the pipeline's messages on device buffers, one GPU per process; not with --grad-compress)"),
+    FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU builds with NCCL: the data- and tensor-parallel collectives and the pipeline's messages on device buffers, one GPU per process; --grad-compress bf16 sums bf16 on the device, powersgd keeps its host path over MPI)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
     FLAG_I("val-every", "-v", val_every, 0, 1e9, "validation loss every N steps (0: off)"),
@@ -2148,9 +2148,6 @@ int main(int argc, char** argv) {
 #ifdef KERNELS_CUDA
     if (strcmp(c.comm, "nccl") == 0) {
         if (!comm_nccl_available()) { fatal("--comm nccl: this build has no NCCL (make found none; --comm mpi stages device buffers through pinned host memory)"); }
-        if (strcmp(c.grad_compress, "none") != 0) {
-            fatal("--comm nccl: gradient compression runs with --comm mpi (its reductions work on host copies)");
-        }
     }
 #else
     if (strcmp(c.comm, "nccl") == 0) { fatal("--comm nccl: GPU builds only (this is the CPU trainer)"); }

@@ -27,8 +27,9 @@ path of a GPU build, and --comm staged on the CPU), or through NCCL on the devic
 comm_nccl.h), where waiting for a reduction makes the compute stream wait and the CPU goes on.
 
 --grad-compress powersgd:R (stages 0 and 1; powersgd.h): each final bucket is staged to the host, compressed and
-all-reduced there (blocking), and the decompressed sum is copied back over the whole bucket on every rank; stage 1
-then uses its owned slice as usual.
+all-reduced there (blocking; over MPI, with --comm nccl too), and the decompressed sum is copied back over the whole
+bucket on every rank; stage 1 then uses its owned slice as usual. --grad-compress bf16 rounds each bucket to bf16
+and sums it in bf16: on the host copy, or with NCCL on the device.
 
 Nothing here zeroes gradients: the first micro-step of every optimizer step overwrites them (the kernels' `acc`
 flag), the reduce-scatter of the first micro-step overwrites gshard, and later micro-steps add to both.
@@ -73,12 +74,15 @@ typedef struct {
     float* host_grads;    // (n_pad) host mirror of the gradient buffer, by flat index
     float* host_shard;    // (S) stage 2: where the reduce-scatter of the owned shard lands
     void* host_params;    // (n_pad floatX) the parameter all-gather's host buffer
-    // --grad-compress bf16: the reductions run on bf16 copies (host_bf16, by flat index) of the staged gradients
+    // --grad-compress bf16: the reductions run on bf16 copies (host_bf16, by flat index) of the staged gradients, or
+    // with nccl on bf16 copies on the device (dev_bf16)
     int compress;
     uint16_t* host_bf16;  // (n_pad)
+    uint16_t* dev_bf16;   // (n_pad) with nccl
     float* copy_dev[ZERO_MAX_BUCKETS];        // per pending request: the device range its result goes back to
     const float* copy_host[ZERO_MAX_BUCKETS];
     const uint16_t* copy_bf16[ZERO_MAX_BUCKETS]; // compressed: the bf16 result, widened into copy_host first
+    const uint16_t* copy_dbf16[ZERO_MAX_BUCKETS]; // compressed with nccl: the bf16 result on the device, widened into copy_dev
     size_t copy_n[ZERO_MAX_BUCKETS];
     CommNccl* nccl;       // --comm nccl: the group's NCCL communicator (zero_set_nccl; the caller's, ended by it); NULL otherwise
     CommNcclReq nccl_req[ZERO_MAX_BUCKETS]; // per pending request, with nccl
@@ -144,13 +148,19 @@ static void zero_free(ZeroOptimizer* z) {
     dev_host_free(z->ctx, z->host_shard);
     dev_host_free(z->ctx, z->host_params);
     free(z->host_bf16);
+    dev_free(z->ctx, z->dev_bf16);
 }
 
 // --grad-compress bf16: the gradient reductions send bf16 (half the bytes), as PyTorch's bf16_compress_hook does:
 // each bucket (after the stage-2 running shard is added in) is rounded to bf16 on the host, summed in bf16 over the
-// group, and widened back to fp32 where its result belongs. Parameters still travel in full.
+// group, and widened back to fp32 where its result belongs. Parameters still travel in full. With nccl (set first)
+// all of it happens on the device: rounded into dev_bf16, summed there through NCCL, widened on the wait.
 static void zero_set_compress(ZeroOptimizer* z) {
     z->compress = 1;
+    if (z->nccl) {
+        z->dev_bf16 = (uint16_t*)dev_alloc(z->ctx, mulSize(z->n_pad, sizeof(uint16_t)));
+        return;
+    }
     if (!z->host_grads) { z->host_grads = (float*)dev_host_alloc(z->ctx, mulSize(z->n_pad, sizeof(float))); }
     z->host_bf16 = (uint16_t*)mallocCheck(mulSize(z->n_pad, sizeof(uint16_t)));
 }
@@ -158,8 +168,9 @@ static void zero_set_compress(ZeroOptimizer* z) {
 // --grad-compress powersgd:R: every bucket is reduced by ps (a compressed all-reduce on the host copy), in stages 0
 // and 1, which keep whole gradients (stage 2 reduce-scatters every micro-step and keeps none).
 // --comm nccl: the collectives run through n (the data-parallel group's NCCL communicator) on the device buffers.
+// Set before zero_set_compress. PowerSGD keeps its host path (over the group's MPI communicator) either way.
 static void zero_set_nccl(ZeroOptimizer* z, CommNccl* n) {
-    if (z->staged || z->compress || z->psgd) { fatal("internal: NCCL collectives with staging or compression"); }
+    if (z->staged || z->compress) { fatal("internal: NCCL collectives with staging, or set after compression"); }
     z->nccl = n;
 }
 
@@ -222,6 +233,27 @@ static void zero__bucket_ready_bf16(ZeroOptimizer* z, int slot, float* bucket_gr
     }
 }
 
+// The compressed form on the device (nccl): the bucket (send, fp32 device) rounded into dev_bf16 and reduced there
+// through NCCL; what this rank gets is widened back on the wait.
+static void zero__bucket_ready_bf16_nccl(ZeroOptimizer* z, int slot, float* bucket_grads, size_t lo, size_t hi) {
+    uint16_t* cb = z->dev_bf16 + lo;
+    comm_nccl_round_bf16(z->ctx, cb, bucket_grads, hi - lo);
+    if (z->stage == 0) {
+        comm_nccl_iallreduce_sum_bf16(z->nccl, z->ctx, cb, hi - lo, &z->nccl_req[slot]);
+        z->copy_dev[slot] = bucket_grads; z->copy_dbf16[slot] = cb; z->copy_n[slot] = hi - lo;
+        return;
+    }
+    size_t counts[ZERO_MAX_RANKS];
+    zero__bucket_counts(z, lo, hi, counts);
+    size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
+    comm_nccl_ireduce_scatterv_sum_bf16(z->nccl, z->ctx, cb, counts, &z->nccl_req[slot]);
+    if (own_s < own_e) {
+        z->copy_dev[slot] = z->stage == 1 ? bucket_grads + (own_s - lo) : z->gshard + (own_s - z->lo);
+        z->copy_dbf16[slot] = cb + (own_s - lo);
+        z->copy_n[slot] = own_e - own_s;
+    }
+}
+
 // The PowerSGD form of zero_bucket_ready: the bucket staged to the host, reduced there by powersgd_reduce (blocking),
 // and the decompressed sum copied back over the whole bucket. Its time counts as waiting: none of it is hidden.
 static void zero__bucket_powersgd(ZeroOptimizer* z, float* bucket_grads, size_t lo, size_t hi) {
@@ -254,6 +286,7 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
     z->pending_bucket[slot] = bucket;
     z->copy_n[slot] = 0;
     z->copy_bf16[slot] = NULL;
+    z->copy_dbf16[slot] = NULL;
     z->num_pending++;
     size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
     if (z->stage >= 2 && !first_micro_step && own_s < own_e) {
@@ -261,13 +294,14 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
         add_inplace(z->ctx, bucket_grads + (own_s - lo), z->gshard + (own_s - z->lo), own_e - own_s);
     }
     float* send = bucket_grads;
+    if (z->nccl) { memset(req, 0, sizeof(*req)); } // comm_wait returns at once on it; nccl_req[slot] is the request
+    if (z->compress && z->nccl) { zero__bucket_ready_bf16_nccl(z, slot, bucket_grads, lo, hi); return; }
     if (z->staged || z->compress) {
         send = z->host_grads + lo;
         dev_copy_d2h(z->ctx, send, bucket_grads, (hi - lo) * sizeof(float));
         dev_sync(z->ctx);
     }
     if (z->compress) { zero__bucket_ready_bf16(z, slot, bucket_grads, send, lo, hi); return; }
-    if (z->nccl) { memset(req, 0, sizeof(*req)); } // comm_wait returns at once on it; nccl_req[slot] is the request
     if (z->stage == 0) {
         if (z->nccl) { comm_nccl_iallreduce_sum_f32(z->nccl, z->ctx, send, hi - lo, &z->nccl_req[slot]); return; }
         comm_iallreduce_sum_f32(z->group, send, hi - lo, req);
@@ -296,13 +330,15 @@ static void zero_wait_index(ZeroOptimizer* z, int i) {
         float* wide = (float*)z->copy_host[i];
         for (size_t k = 0; k < z->copy_n[i]; k++) { wide[k] = precision__float((uint32_t)z->copy_bf16[i][k] << 16); }
     }
-    if (z->copy_n[i] > 0) { dev_copy_h2d(z->ctx, z->copy_dev[i], z->copy_host[i], z->copy_n[i] * sizeof(float)); }
+    if (z->copy_dbf16[i]) { comm_nccl_widen_bf16(z->ctx, z->copy_dev[i], z->copy_dbf16[i], z->copy_n[i]); }
+    else if (z->copy_n[i] > 0) { dev_copy_h2d(z->ctx, z->copy_dev[i], z->copy_host[i], z->copy_n[i] * sizeof(float)); }
     z->wait_seconds += now_seconds() - t0;
     int last = z->num_pending - 1;
     z->pending[i] = z->pending[last];
     z->pending_bucket[i] = z->pending_bucket[last];
     z->copy_dev[i] = z->copy_dev[last]; z->copy_host[i] = z->copy_host[last]; z->copy_n[i] = z->copy_n[last];
     z->copy_bf16[i] = z->copy_bf16[last];
+    z->copy_dbf16[i] = z->copy_dbf16[last];
     z->nccl_req[i] = z->nccl_req[last];
     z->num_pending--;
 }

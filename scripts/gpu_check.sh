@@ -15,8 +15,8 @@
 #    bf16 emulation (--dtype bf16), and compares the losses step by step (and two identical runs bit for bit); fp16
 #    with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for bit;
 #    HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm nccl
-#    on one rank, and with pp 2 (1f1b and interleaved, with validation: stages sharing the GPU keep MPI for their
-#    messages), against --comm mpi bit for bit;
+#    on one rank (ZeRO 1-3, and --grad-compress bf16), and with pp 2 (1f1b and interleaved, with validation: stages
+#    sharing the GPU keep MPI for their messages), against --comm mpi bit for bit;
 # 4. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
@@ -28,9 +28,9 @@
 # CPU, cuBLASLt, cub and NCCL are stood in for, streams run their work when the host must see it; see
 # tests/cuda_emu/cuda_emu.h). Smaller runs (the emulation is slow: 4 steps, a 101-token vocabulary for the
 # multi-process runs), no cuDNN, the benchmarks for their plumbing only, and stages a GPU cannot run: --comm nccl
-# across 2 ranks (NCCL over MPI), ZeRO 1-3, tp 2, pp 2 with its messages through NCCL pairs (and, as on one GPU,
-# without), tp 2 x dp 2 and pp 2 x dp 2, against --comm mpi, and a tp 2 run through NCCL that checkpoints and resumes,
-# bit for bit. make test runs it, so this
+# across 2 ranks (NCCL over MPI), ZeRO 1-3, --grad-compress bf16 and powersgd, tp 2, pp 2 with its messages through
+# NCCL pairs (and, as on one GPU, without), tp 2 x dp 2, pp 2 x dp 2 and pp 2 x tp 2, against --comm mpi, and tp 2 and pp 2 runs
+# through NCCL that checkpoint and resume, bit for bit. make test runs it, so this
 # script and the backend's logic are checked before any GPU session; what the emulation cannot see (real
 # concurrency, speed) stays for the GPU. Its last line is also "N passed, M failed", for scripts/run_tests.sh.
 set -uo pipefail
@@ -361,6 +361,17 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
                     agree "--comm nccl --zero $z ($np rank(s)) equals --comm mpi bit for bit" $TMPD/nccl_z$z.jsonl $TMPD/mpi_z$z.jsonl 0
             done
         done
+        # gradient compression through NCCL: bf16 rounded on the device and summed in bf16 by NCCL (ZeRO 1 and 2), and
+        # PowerSGD on its host path over MPI (2 ranks only: one rank compresses nothing); against --comm mpi bit for bit.
+        # One GPU runs one rank, whose bf16 sum is a copy: the rounding and the widening are what it checks.
+        np=1; run=""; gcs="bf16:1 bf16:2"
+        [ $EMU = 1 ] && { np=2; run="$MPIRUN"; gcs="$gcs powersgd:2:1"; }
+        for gc in $gcs; do
+            z=${gc##*:}; m=${gc%:*}; name=gc_${m%%:*}_z$z
+            train ${name}_mpi 120 $run $CU $common2 --zero $z --grad-compress $m --comm mpi --log $TMPD/${name}_mpi.jsonl &&
+                train ${name}_nccl 120 $run $CU $common2 --zero $z --grad-compress $m --comm nccl --log $TMPD/${name}_nccl.jsonl &&
+                agree "--comm nccl --grad-compress $m --zero $z ($np rank(s)) equals --comm mpi bit for bit" $TMPD/${name}_nccl.jsonl $TMPD/${name}_mpi.jsonl 0
+        done
         # a pipeline with NCCL: stages on GPUs of their own send activations and gradients device to device through
         # NCCL pairs (and sum the tied wte's gradients through one); stages sharing a GPU, as the two processes on a
         # one-GPU machine do, keep MPI for their messages and say so, while each stage's data-parallel group (one rank
@@ -387,11 +398,24 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
                 train nccl_tp2_sp$sp 120 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl &&
                     agree "--comm nccl --tp 2 --sequence-parallel $sp equals --comm mpi bit for bit" $TMPD/nccl_tp2_sp$sp.jsonl $TMPD/tp2_sp$sp.jsonl 0
             done
+            # data-parallel ranks that share a GPU (as on a one-GPU machine): NCCL would refuse them; we say so first
+            if timeout $((60 * LONG)) $MPIRUN -x CUDA_EMU_BUS_ID=one $CU $common2 --zero 1 --comm nccl > $L.nccl_shared_dp.log 2>&1; then
+                bad "--comm nccl with 2 data-parallel ranks on one GPU ran (NCCL refuses that communicator)"
+            elif grep -q 'ranks 0 and 1 of the dp group share a GPU' $L.nccl_shared_dp.log; then
+                ok "--comm nccl with 2 data-parallel ranks on one GPU stops with an error naming the ranks and the group"
+            else
+                bad "--comm nccl with 2 data-parallel ranks on one GPU: no error naming them"; tail -n 3 $L.nccl_shared_dp.log
+            fi
             MPIRUN4="${MPIRUN% -np 2} -np 4"
             train pp2dp2_mpi 180 $MPIRUN4 $CU $common2 --pp 2 --zero 2 --comm mpi --log $TMPD/pp2dp2_mpi.jsonl &&
                 train pp2dp2_nccl 180 $MPIRUN4 $CU $common2 --pp 2 --zero 2 --comm nccl --log $TMPD/pp2dp2_nccl.jsonl &&
                 agree "--comm nccl, pp 2 x dp 2 (4 ranks, ZeRO 2): each stage's data-parallel communicator and the NCCL pairs between stages, equal to --comm mpi bit for bit" \
                       $TMPD/pp2dp2_nccl.jsonl $TMPD/pp2dp2_mpi.jsonl 0
+            ppt="--pp 2 --pp-schedule interleaved --virtual-stages 2 --tp 2 --sequence-parallel 1"
+            train pp2tp2_mpi 180 $MPIRUN4 $CU $common2 $ppt --comm mpi --log $TMPD/pp2tp2_mpi.jsonl &&
+                train pp2tp2_nccl 180 $MPIRUN4 $CU $common2 $ppt --comm nccl --log $TMPD/pp2tp2_nccl.jsonl &&
+                agree "--comm nccl, pp 2 (interleaved) x tp 2 with sequence parallelism (4 ranks): the tensor-parallel communicators and the NCCL pairs between stages, equal to --comm mpi bit for bit" \
+                      $TMPD/pp2tp2_nccl.jsonl $TMPD/pp2tp2_mpi.jsonl 0
             train tp2dp2_mpi 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm mpi --log $TMPD/tp2dp2_mpi.jsonl &&
                 train tp2dp2_nccl 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm nccl --log $TMPD/tp2dp2_nccl.jsonl &&
                 agree "--comm nccl, tp 2 x dp 2 (4 ranks, ZeRO 1): both groups' communicators, equal to --comm mpi bit for bit" \
@@ -405,6 +429,14 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
                 train nccl_tp2_resumed 120 $MPIRUN $CU $common2 $tpck --resume $TMPD/ckn --log $TMPD/nccl_tp2_resumed.jsonl &&
                 same_steps "--comm nccl --tp 2: resumed from the step-2 checkpoint, steps 3 and 4 equal the uninterrupted run's bit for bit" \
                            $TMPD/nccl_tp2_ck.jsonl $TMPD/nccl_tp2_resumed.jsonl '[34]' 2
+            # the same for a pipeline whose messages and tied-wte sums go through NCCL pairs
+            ppck="--pp 2 --pp-schedule interleaved --virtual-stages 2 --comm nccl $val2"
+            train nccl_pp2_ck 120 $MPIRUN $CU $common2 $ppck --checkpoint-every 2 --out $TMPD/ckp --log $TMPD/nccl_pp2_ck.jsonl &&
+                agree "--comm nccl --pp 2 (NCCL pairs): checkpointing leaves the run unchanged bit for bit" $TMPD/nccl_pp2_ck.jsonl $TMPD/nccl_pp2_interleaved.jsonl 0 &&
+                rm -f $TMPD/ckp/model_00000004.bin $TMPD/ckp/state_00000004.bin && echo 2 > $TMPD/ckp/latest &&
+                train nccl_pp2_resumed 120 $MPIRUN $CU $common2 $ppck --resume $TMPD/ckp --log $TMPD/nccl_pp2_resumed.jsonl &&
+                same_steps "--comm nccl --pp 2 (NCCL pairs): resumed from the step-2 checkpoint, steps 3 and 4 equal the uninterrupted run's bit for bit" \
+                           $TMPD/nccl_pp2_ck.jsonl $TMPD/nccl_pp2_resumed.jsonl '[34]' 2
         fi
     else
         echo "($CU built without NCCL here: --comm nccl is skipped)"

@@ -3,7 +3,8 @@ tests/cuda_emu/nccl_emu.h: NCCL's collectives and point-to-point calls over MPI,
 backend (cuda_emu.h), so that --comm nccl runs with several ranks on one machine without GPUs (real NCCL needs one
 GPU per rank).
 
-A communicator is an MPI communicator over its members only (MPI_Comm_create_group), so a communicator of two ranks
+Sums are MPI_SUM, and for ncclBfloat16 an MPI operation that adds two bf16 values as floats and rounds the sum to
+bf16 (nearest even), as NCCL's bf16 reduction does. A communicator is an MPI communicator over its members only (MPI_Comm_create_group), so a communicator of two ranks
 (the pipeline's links) is made by those two alone, as NCCL's is. The unique id names the world rank that made it,
 which must be the communicator's rank 0: every other member sends it a join message {id, rank, world rank}, and it
 answers with the members in rank order (a join meant for another communicator it is still making is kept for that
@@ -40,9 +41,37 @@ static MPI_Datatype nccl_mpi_type(ncclDataType_t t, size_t* bytes) {
     case ncclFloat32: *bytes = 4; return MPI_FLOAT;
     case ncclUint8: *bytes = 1; return MPI_BYTE;
     case ncclInt32: *bytes = 4; return MPI_INT;
+    case ncclBfloat16: *bytes = 2; return MPI_UINT16_T;
     default: fail("NCCL: data type %d is not emulated", (int)t);
     }
     return MPI_BYTE;
+}
+
+// bf16 sums as NCCL computes them: the two values as floats, the sum rounded to bf16 (nearest even; NaN stays NaN).
+static uint16_t nccl_bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) { return (uint16_t)((u >> 16) | 0x40u); }
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+static void nccl_bf16_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
+    (void)type;
+    const uint16_t* a = (const uint16_t*)in;
+    uint16_t* b = (uint16_t*)inout;
+    for (int i = 0; i < *len; i++) {
+        uint32_t ua = (uint32_t)a[i] << 16, ub = (uint32_t)b[i] << 16;
+        float x, y;
+        memcpy(&x, &ua, 4);
+        memcpy(&y, &ub, 4);
+        b[i] = nccl_bf16_round(x + y);
+    }
+}
+// The MPI operation of an NCCL sum over type t.
+static MPI_Op nccl_mpi_sum(ncclDataType_t t) {
+    static MPI_Op bf16 = MPI_OP_NULL;
+    if (t != ncclBfloat16) { return MPI_SUM; }
+    if (bf16 == MPI_OP_NULL) { MPI_Op_create(nccl_bf16_sum, 1, &bf16); }
+    return bf16;
 }
 
 // Runs (or, inside a group, queues) a collective after the work queued before it on its stream.
@@ -172,7 +201,8 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     if (op != ncclSum) { emu::fail("ncclAllReduce: only ncclSum is emulated"); }
     emu::nccl_check_buf(send, count * es, "ncclAllReduce: sendbuff");
     emu::nccl_check_buf(recv, count * es, "ncclAllReduce: recvbuff");
-    emu::nccl_run(s, [=]() { MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, mt, MPI_SUM, comm->comm); });
+    MPI_Op mo = emu::nccl_mpi_sum(t);
+    emu::nccl_run(s, [=]() { MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, mt, mo, comm->comm); });
     return ncclSuccess;
 }
 
@@ -185,7 +215,8 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
     emu::nccl_check_buf(send, count * es, "ncclReduce: sendbuff");
     int me = comm->rank == root;
     if (me) { emu::nccl_check_buf(recv, count * es, "ncclReduce: recvbuff"); }
-    emu::nccl_run(s, [=]() { MPI_Reduce(me && send == recv ? MPI_IN_PLACE : send, me ? recv : NULL, (int)count, mt, MPI_SUM, root, comm->comm); });
+    MPI_Op mo = emu::nccl_mpi_sum(t);
+    emu::nccl_run(s, [=]() { MPI_Reduce(me && send == recv ? MPI_IN_PLACE : send, me ? recv : NULL, (int)count, mt, mo, root, comm->comm); });
     return ncclSuccess;
 }
 
