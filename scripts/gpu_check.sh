@@ -420,23 +420,22 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
                 train tp2dp2_nccl 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm nccl --log $TMPD/tp2dp2_nccl.jsonl &&
                 agree "--comm nccl, tp 2 x dp 2 (4 ranks, ZeRO 1): both groups' communicators, equal to --comm mpi bit for bit" \
                       $TMPD/tp2dp2_nccl.jsonl $TMPD/tp2dp2_mpi.jsonl 0
-            # checkpoints of a run whose parameters and moments live on NCCL ranks: a tp 2 run that checkpoints equals
-            # the one that did not, and the steps resumed from its step-2 checkpoint equal the uninterrupted run's
-            tpck="--tp 2 --sequence-parallel 0 --comm nccl"
-            train nccl_tp2_ck 120 $MPIRUN $CU $common2 $tpck --checkpoint-every 2 --out $TMPD/ckn --log $TMPD/nccl_tp2_ck.jsonl &&
-                agree "--comm nccl --tp 2: checkpointing leaves the run unchanged bit for bit" $TMPD/nccl_tp2_ck.jsonl $TMPD/nccl_tp2_sp0.jsonl 0 &&
-                rm -f $TMPD/ckn/model_00000004.bin $TMPD/ckn/state_00000004.bin && echo 2 > $TMPD/ckn/latest &&
-                train nccl_tp2_resumed 120 $MPIRUN $CU $common2 $tpck --resume $TMPD/ckn --log $TMPD/nccl_tp2_resumed.jsonl &&
-                same_steps "--comm nccl --tp 2: resumed from the step-2 checkpoint, steps 3 and 4 equal the uninterrupted run's bit for bit" \
-                           $TMPD/nccl_tp2_ck.jsonl $TMPD/nccl_tp2_resumed.jsonl '[34]' 2
+            # checkpoints of runs whose parameters and moments live on NCCL ranks. ck_resume NAME WHAT REF FLAGS...: the
+            # run with FLAGS that checkpoints every 2 steps equals log REF, and the run resumed from its step-2
+            # checkpoint repeats steps 3 and 4, bit for bit
+            ck_resume() {
+                local name=$1 what=$2 ref=$3 dir=$TMPD/ck_$1; shift 3
+                train ${name}_ck 120 $MPIRUN $CU $common2 "$@" --checkpoint-every 2 --out $dir --log $TMPD/${name}_ck.jsonl &&
+                    agree "$what: checkpointing leaves the run unchanged bit for bit" $TMPD/${name}_ck.jsonl $ref 0 &&
+                    rm -f $dir/model_00000004.bin $dir/state_00000004.bin && echo 2 > $dir/latest &&
+                    train ${name}_resumed 120 $MPIRUN $CU $common2 "$@" --resume $dir --log $TMPD/${name}_resumed.jsonl &&
+                    same_steps "$what: resumed from the step-2 checkpoint, steps 3 and 4 equal the uninterrupted run's bit for bit" \
+                               $TMPD/${name}_ck.jsonl $TMPD/${name}_resumed.jsonl '[34]' 2
+            }
+            ck_resume nccl_tp2 "--comm nccl --tp 2" $TMPD/nccl_tp2_sp0.jsonl --tp 2 --sequence-parallel 0 --comm nccl
             # the same for a pipeline whose messages and tied-wte sums go through NCCL pairs
-            ppck="--pp 2 --pp-schedule interleaved --virtual-stages 2 --comm nccl $val2"
-            train nccl_pp2_ck 120 $MPIRUN $CU $common2 $ppck --checkpoint-every 2 --out $TMPD/ckp --log $TMPD/nccl_pp2_ck.jsonl &&
-                agree "--comm nccl --pp 2 (NCCL pairs): checkpointing leaves the run unchanged bit for bit" $TMPD/nccl_pp2_ck.jsonl $TMPD/nccl_pp2_interleaved.jsonl 0 &&
-                rm -f $TMPD/ckp/model_00000004.bin $TMPD/ckp/state_00000004.bin && echo 2 > $TMPD/ckp/latest &&
-                train nccl_pp2_resumed 120 $MPIRUN $CU $common2 $ppck --resume $TMPD/ckp --log $TMPD/nccl_pp2_resumed.jsonl &&
-                same_steps "--comm nccl --pp 2 (NCCL pairs): resumed from the step-2 checkpoint, steps 3 and 4 equal the uninterrupted run's bit for bit" \
-                           $TMPD/nccl_pp2_ck.jsonl $TMPD/nccl_pp2_resumed.jsonl '[34]' 2
+            ck_resume nccl_pp2 "--comm nccl --pp 2 (NCCL pairs)" $TMPD/nccl_pp2_interleaved.jsonl \
+                      --pp 2 --pp-schedule interleaved --virtual-stages 2 --comm nccl $val2
         fi
     else
         echo "($CU built without NCCL here: --comm nccl is skipped)"
