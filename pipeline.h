@@ -2,7 +2,8 @@
 pipeline.h: the schedules of pipeline parallelism (--pp) as lists of operations, one list per rank; the partition of
 the model's blocks into pipeline chunks; and a simulator that runs every rank's list against the others' (tests/
 test_pp.c checks each schedule's order, that it cannot deadlock, its activation memory and its bubble against the
-theory; the trainer prints the theory next to what it measures).
+theory; the trainer prints the theory next to what it measures), and a second one under NCCL's point-to-point
+semantics (pp_simulate_rendezvous).
 
 The model is cut into G = pp x V chunks of contiguous blocks (V "virtual stages" per rank, 1 unless interleaved);
 chunk g lives on rank g % pp as its local chunk g / pp. Chunk 0 also holds the embeddings, chunk G-1 the final
@@ -247,6 +248,161 @@ static int pp_simulate(int kind, int pp, int M, int V, double tf, double tb, PpS
     res->makespan = makespan;
     res->bubble = makespan > 0 ? 1.0 - busy / (pp * makespan) : 0.0;
     free(ops); free(fdone); free(bdone); free(sent); free(nsent); free(nrecv);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
+// The same schedules under NCCL's point-to-point semantics (the trainer's --comm nccl, pipeline_train.h): a send
+// finishes only once its peer has posted the matching receive (a rendezvous), and every operation on a stream waits
+// for the one before it. Each rank issues, per operation i of its list: the receive of operation i + 1's input (posted
+// one ahead, once the copy of the last received message out of the single receive buffer has run, that is at the
+// start of the last operation that received), then the send of operation i's output (once i has computed).
+// Operation 0's receive, if any, is issued first. Two ways to place them on streams:
+//   shared 0   a stream per direction of each link (the trainer's NCCL pairs): a link's sends and its receives are
+//              two FIFOs that meet in the same order (the order check above)
+//   shared 1   one stream per rank for all of its sends and receives (one NCCL communicator for the pipeline group)
+// Returns 0 and the makespan, or -1 with the deadlock's description. With shared 0 the makespan equals
+// pp_simulate's (buffered sends) for every schedule: the rendezvous never delays an operation (tests/test_pp).
+
+typedef struct {
+    int send;      // 1 send, 0 receive
+    int op;        // the compute operation whose output it sends, or whose input it receives
+    int link;      // directed link and kind: (kind * pp + sender) (kind 0 activations, to sender + 1; 1 gradients, to sender - 1)
+    int k;         // its index among the link's messages (sends and receives match by it)
+    int stream;    // the stream it is issued on
+} PpP2p;
+
+static int pp_simulate_rendezvous(int kind, int pp, int M, int V, double tf, double tb, int shared, double* makespan,
+                                  char* err, size_t cap) {
+    int G = pp * V, per = 2 * M * V;
+    if (pp < 2 || pp > 64) { snprintf(err, cap, "pp %d: the rendezvous simulator takes 2 to 64 stages", pp); return -1; }
+    PpOp* ops = (PpOp*)malloc(sizeof(PpOp) * (size_t)pp * per);
+    PpP2p* q = (PpP2p*)malloc(sizeof(PpP2p) * (size_t)pp * 2 * per); // every rank's operations, in issue order
+    int* nq = (int*)calloc((size_t)pp, sizeof(int));
+    double* start = (double*)malloc(sizeof(double) * (size_t)pp * per); // -1: not yet run
+    double* end = (double*)malloc(sizeof(double) * (size_t)pp * per);
+    double* recv_done = (double*)malloc(sizeof(double) * (size_t)pp * per); // per compute operation: its input's arrival
+    int* nlink_s = (int*)calloc((size_t)2 * pp, sizeof(int));
+    int* nlink_r = (int*)calloc((size_t)2 * pp, sizeof(int));
+    int nstreams = shared ? pp : 4 * pp;
+    int* head = (int*)calloc((size_t)nstreams, sizeof(int));   // per stream: its next operation's position in q
+    double* free_at = (double*)calloc((size_t)nstreams, sizeof(double));
+    if (!ops || !q || !nq || !start || !end || !recv_done || !nlink_s || !nlink_r || !head || !free_at) { fprintf(stderr, "error: out of memory\n"); exit(1); }
+    int len[64], pos[64];
+    for (int r = 0; r < pp; r++) {
+        len[r] = pp_schedule_build(kind, pp, r, M, V, ops + (size_t)r * per);
+        pos[r] = 0;
+        for (int i = 0; i < per; i++) { start[(size_t)r * per + i] = -1.0; recv_done[(size_t)r * per + i] = -1.0; }
+    }
+    // the input's link of operation i of rank r (-1: none), and its output's
+#define PP_G(r, o) ((o).v * pp + (r))
+#define PP_IN_LINK(r, o) ((o).fwd ? (PP_G(r, o) > 0 ? 0 * pp + (r + pp - 1) % pp : -1) : (PP_G(r, o) < G - 1 ? 1 * pp + (r + 1) % pp : -1))
+#define PP_OUT_LINK(r, o) ((o).fwd ? (PP_G(r, o) < G - 1 ? 0 * pp + (r) : -1) : (PP_G(r, o) > 0 ? 1 * pp + (r) : -1))
+    // issue order and streams (pairs: 4 per rank, act out / act in / grad out / grad in)
+    for (int r = 0; r < pp; r++) {
+        const PpOp* o = ops + (size_t)r * per;
+        PpP2p* mine = q + (size_t)r * 2 * per;
+#define PP_ISSUE(isSend, opi, lk) do { \
+            PpP2p* x = &mine[nq[r]++]; \
+            x->send = (isSend); x->op = (opi); x->link = (lk); \
+            x->k = (isSend) ? nlink_s[lk]++ : nlink_r[lk]++; \
+            x->stream = shared ? r : 4 * r + ((lk) / pp) * 2 + ((isSend) ? 0 : 1); \
+        } while (0)
+        if (len[r] > 0 && PP_IN_LINK(r, o[0]) >= 0) { PP_ISSUE(0, 0, PP_IN_LINK(r, o[0])); }
+        for (int i = 0; i < len[r]; i++) {
+            if (i + 1 < len[r] && PP_IN_LINK(r, o[i + 1]) >= 0) { PP_ISSUE(0, i + 1, PP_IN_LINK(r, o[i + 1])); }
+            if (PP_OUT_LINK(r, o[i]) >= 0) { PP_ISSUE(1, i, PP_OUT_LINK(r, o[i])); }
+        }
+#undef PP_ISSUE
+    }
+    // where each stream's operations are: walk q in issue order per stream (a stream lives on one rank)
+    int total_p2p = 0;
+    for (int r = 0; r < pp; r++) { total_p2p += nq[r]; }
+    int done_p2p = 0, done_ops = 0, rc = 0;
+    for (int progress = 1; progress;) {
+        progress = 0;
+        // compute: each rank's next operation, once the one before it and its input are done
+        for (int r = 0; r < pp; r++) {
+            while (pos[r] < len[r]) {
+                int i = pos[r];
+                PpOp o = ops[(size_t)r * per + i];
+                double t = i > 0 ? end[(size_t)r * per + i - 1] : 0.0;
+                if (PP_IN_LINK(r, o) >= 0) {
+                    double a = recv_done[(size_t)r * per + i];
+                    if (a < 0) { break; }
+                    if (a > t) { t = a; }
+                }
+                start[(size_t)r * per + i] = t;
+                end[(size_t)r * per + i] = t + (o.fwd ? tf : tb);
+                pos[r]++; done_ops++; progress = 1;
+            }
+        }
+        // point to point: a send at the head of its stream meets its receive at the head of the peer's stream
+        for (int r = 0; r < pp; r++) {
+            for (int j = 0; j < nq[r]; j++) {
+                PpP2p* s = &q[(size_t)r * 2 * per + j];
+                if (!s->send) { continue; }
+                // s must be its stream's next operation: every earlier one on the stream finished
+                int at = 0;
+                for (int x = 0; x < j; x++) { if (q[(size_t)r * 2 * per + x].stream == s->stream) { at++; } }
+                if (head[s->stream] != at || s->k < 0) { continue; }
+                double ready = end[(size_t)r * per + s->op]; // the data: its operation computed
+                if (start[(size_t)r * per + s->op] < 0) { continue; }
+                int peer = s->link / pp == 0 ? (r + 1) % pp : (r + pp - 1) % pp;
+                PpP2p* rv = NULL;
+                int rat = 0, rj = -1;
+                for (int x = 0; x < nq[peer]; x++) {
+                    PpP2p* c = &q[(size_t)peer * 2 * per + x];
+                    if (!c->send && c->link == s->link && c->k == s->k) { rv = c; rj = x; break; }
+                }
+                if (!rv) { snprintf(err, cap, "internal: no receive for message %d of link %d", s->k, s->link); rc = -1; break; }
+                for (int x = 0; x < rj; x++) { if (q[(size_t)peer * 2 * per + x].stream == rv->stream) { rat++; } }
+                if (head[rv->stream] != rat) { continue; }
+                // the receive is posted once the copy out of the receive buffer before it has run: at the start of
+                // the last operation before rv->op that received (none: at once)
+                double mark = 0.0;
+                int known = 1;
+                for (int x = rv->op - 1; x >= 0; x--) {
+                    if (PP_IN_LINK(peer, ops[(size_t)peer * per + x]) >= 0) {
+                        mark = start[(size_t)peer * per + x];
+                        known = mark >= 0;
+                        break;
+                    }
+                }
+                if (!known) { continue; }
+                double t = ready;
+                if (free_at[s->stream] > t) { t = free_at[s->stream]; }
+                if (free_at[rv->stream] > t) { t = free_at[rv->stream]; }
+                if (mark > t) { t = mark; }
+                free_at[s->stream] = t;
+                free_at[rv->stream] = t;
+                head[s->stream]++;
+                head[rv->stream]++;
+                recv_done[(size_t)peer * per + rv->op] = t;
+                s->k = -1 - s->k; // finished (kept negative so it is not matched again)
+                done_p2p += 2; progress = 1;
+            }
+            if (rc) { break; }
+        }
+        if (rc) { break; }
+    }
+    if (rc == 0 && (done_ops < pp * per || done_p2p < total_p2p)) {
+        int n = snprintf(err, cap, "deadlock (%s):", shared ? "one stream per rank" : "a stream per link direction");
+        for (int r = 0; r < pp && n < (int)cap; r++) {
+            if (pos[r] < len[r]) {
+                PpOp o = ops[(size_t)r * per + pos[r]];
+                n += snprintf(err + n, cap - n, " rank %d waits to run %s(chunk %d, mb %d);", r, o.fwd ? "F" : "B", PP_G(r, o), o.mb);
+            }
+        }
+        rc = -1;
+    }
+    double ms = 0.0;
+    for (int r = 0; r < pp && rc == 0; r++) { if (len[r] > 0 && end[(size_t)r * per + len[r] - 1] > ms) { ms = end[(size_t)r * per + len[r] - 1]; } }
+    *makespan = ms;
+#undef PP_G
+#undef PP_IN_LINK
+#undef PP_OUT_LINK
+    free(ops); free(q); free(nq); free(start); free(end); free(recv_done); free(nlink_s); free(nlink_r); free(head); free(free_at);
     return rc;
 }
 

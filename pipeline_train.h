@@ -24,6 +24,8 @@ Why NCCL's blocking sends cost nothing here: a send finishes once its peer has p
 sends finish in order. The receive of operation i's input is posted when operation i - 1 begins (after its own
 input's copy), which is before i could start anyway; an earlier message on the same link was consumed by an earlier
 operation, so it finished earlier still. Every operation therefore starts when it would with MPI's buffered sends.
+tests/test_pp checks that for every schedule with pipeline.h's pp_simulate_rendezvous, which also shows that the
+same messages on one stream per rank (one communicator for the group) deadlock in most settings.
 */
 #ifndef PIPELINE_TRAIN_H
 #define PIPELINE_TRAIN_H

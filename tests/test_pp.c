@@ -4,7 +4,9 @@ micro-batches, virtual stages): each rank's list holds every operation once and 
 simulator runs all ranks' lists against each other without deadlock, every backward after its forward, every
 message consumed in the order it was sent; the activation memory stays within the schedule's bound; the simulated
 bubble equals the theory (p-1)/(M+p-1) for GPipe and 1F1B and is below the non-interleaved one for the interleaved
-schedule. Then the partition of blocks into chunks: contiguous, non-empty, and as balanced as exhaustive search.
+schedule; under NCCL's rendezvous sends on a stream per link direction (the trainer's --comm nccl pairs) every
+schedule runs with each operation as early as with buffered sends (and it prints how many settings would deadlock
+on one stream per rank). Then the partition of blocks into chunks: contiguous, non-empty, and as balanced as exhaustive search.
 
     make tests/test_pp && ./tests/test_pp
 */
@@ -51,7 +53,7 @@ static int order_ok(int kind, int pp, int r, int M, int V, const PpOp* ops, int 
 static void test_schedules(void) {
     const int pps[4] = {1, 2, 3, 4}, Ms[6] = {1, 2, 3, 4, 8, 12}, Vs[3] = {1, 2, 3};
     for (int kind = 0; kind < 3; kind++) {
-        int cases = 0, bad_order = 0, bad_sim = 0, bad_mem = 0, bad_bubble = 0, refused = 0;
+        int cases = 0, bad_order = 0, bad_sim = 0, bad_mem = 0, bad_bubble = 0, refused = 0, rdv_cases = 0, bad_pairs = 0, shared_deadlocks = 0;
         char first_fail[400] = "";
         double worst_gap = 0.0;
         for (int a = 0; a < 4; a++) {
@@ -85,6 +87,20 @@ static void test_schedules(void) {
                             if (!first_fail[0]) { snprintf(first_fail, sizeof(first_fail), "memory: pp %d M %d V %d rank %d: %d alive, bound %d", pp, M, V, r, res.max_alive[r], bound); }
                         }
                     }
+                    // NCCL's rendezvous sends on a stream per link direction (the trainer's pairs): no operation later
+                    // than with buffered sends; on one stream per rank (one communicator): count the deadlocks
+                    double ms_pairs = -1.0, ms_shared = -1.0;
+                    char e2[300];
+                    if (pp >= 2) {
+                        rdv_cases++;
+                        if (pp_simulate_rendezvous(kind, pp, M, V, 1.0, 2.0, 0, &ms_pairs, e2, sizeof(e2)) != 0 || fabs(ms_pairs - res.makespan) > 1e-9) {
+                            bad_pairs++;
+                            if (!first_fail[0]) { snprintf(first_fail, sizeof(first_fail), "NCCL pairs: pp %d M %d V %d: makespan %.3f vs %.3f %s", pp, M, V, ms_pairs, res.makespan, e2); }
+                        }
+                        if (pp_simulate_rendezvous(kind, pp, M, V, 1.0, 2.0, 1, &ms_shared, e2, sizeof(e2)) != 0) {
+                            if (!strstr(e2, "deadlock")) { bad_pairs++; } else { shared_deadlocks++; }
+                        }
+                    }
                     double theory = pp_bubble_theory(kind, pp, M, V);
                     double gap = res.bubble - theory;
                     if (fabs(gap) > worst_gap) { worst_gap = fabs(gap); }
@@ -100,6 +116,11 @@ static void test_schedules(void) {
         check(cases > 0 && bad_order == 0, "schedule order", "%s: %d settings (%d refused), %d rank lists out of order %s", pp_schedule_names[kind], cases, refused, bad_order, first_fail);
         check(bad_sim == 0, "schedule runs", "%s: every rank's list runs against the others without deadlock, backwards after forwards, messages in order: %d failures %s",
               pp_schedule_names[kind], bad_sim, first_fail);
+        check(rdv_cases > 0 && bad_pairs == 0, "schedule under NCCL pairs",
+              "%s: with rendezvous sends on a stream per link direction every one of %d settings runs, each operation as early as "
+              "with buffered sends (the same makespan): %d differ %s", pp_schedule_names[kind], rdv_cases, bad_pairs, first_fail);
+        printf("  (%s: on one stream per rank, one communicator for all messages, %d of %d settings deadlock)\n", pp_schedule_names[kind],
+               shared_deadlocks, rdv_cases);
         check(bad_mem == 0, "schedule memory", "%s: micro-batches alive per rank within the bound (GPipe M, 1F1B p - rank, interleaved Megatron's warm-up + 1): %d over",
               pp_schedule_names[kind], bad_mem);
         check(bad_bubble == 0, "schedule bubble", "%s: simulated bubble (forward 1, backward 2) against the theory: %d off; largest |simulated - (p-1)/(vM+p-1)| %.4f",
