@@ -179,7 +179,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("virtual-stages", NULL, virtual_stages, 1, 64, "--pp-schedule interleaved: model chunks per pipeline rank"),
     FLAG_S("trace", NULL, trace, "with --pp > 1: write a Chrome/Perfetto trace (JSON) of every rank's forward, backward, receive and optimizer spans of the first 3 steps to FILE"),
     FLAG_S("grad-compress", NULL, grad_compress, "data-parallel gradient reductions: none (fp32) | bf16 (half the bytes: rounded to bf16, summed in bf16, as PyTorch's bf16_compress_hook) | powersgd:R (rank-R PowerSGD with error feedback and warm start on every matrix that gains, the rest in fp32; --zero 0 or 1)"),
-    FLAG_S("comm", NULL, comm, "collectives: auto | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU builds with NCCL: the data- and tensor-parallel collectives and the pipeline's messages on device buffers, one GPU per process; --grad-compress bf16 sums bf16 on the device, powersgd keeps its host path over MPI)"),
+    FLAG_S("comm", NULL, comm, "collectives: auto (a GPU build with NCCL and several processes: nccl unless ranks of a data- or tensor-parallel group share a GPU, then mpi; otherwise mpi) | mpi (MPI on the buffers; a GPU build stages them through pinned host memory) | staged (the CPU runs the GPU's staging path, for tests) | nccl (GPU builds with NCCL: the data- and tensor-parallel collectives and the pipeline's messages on device buffers, one GPU per process; --grad-compress bf16 sums bf16 on the device, powersgd keeps its host path over MPI)"),
     FLAG_F("comm-timeout", NULL, comm_timeout, 1, 1e6, "seconds a collective may wait before the job is aborted"),
     { "threads", NULL, FLAG_INT, offsetof(Config, threads), 0, 0, 4096, 1, "OpenMP threads per process (0: OMP_NUM_THREADS or all cores); may differ between ranks" },
     FLAG_I("val-every", "-v", val_every, 0, 1e9, "validation loss every N steps (0: off)"),
@@ -1789,6 +1789,10 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         printf("\n| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each%s\n", pcp->world_size, pcp->dp, pcp->tp, pcp->pp,
                kernels_num_threads(), mp->sp ? "; sequence parallel" : "");
         printf("| matmuls              | %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
+        if (pcp->world_size > 1) {
+            printf("| collectives          | %s\n", strcmp(cp->comm, "nccl") == 0 ? "NCCL on the device buffers (--comm nccl)"
+                   : comm_is_staged(cp->comm) ? "MPI through pinned host copies of the device buffers (--comm mpi)" : "MPI on the buffers");
+        }
         if (mp->pipe) {
             const Pipeline* p = mp->pipe;
             const ParamLayout* pl = &mp->layout;
@@ -2311,6 +2315,25 @@ int main(int argc, char** argv) {
         fatal("--attention %s: not available in this build (the CPU has native attention only; cudnn needs a CUDA build "
               "with cuDNN and bf16/fp16 storage)", c.attention);
     }
+#ifdef KERNELS_CUDA
+    // --comm auto: NCCL when this build has it, there is more than one process, and no two ranks of a data- or
+    // tensor-parallel group share a GPU (NCCL refuses that: the tests' processes sharing one GPU); otherwise MPI
+    // through pinned host memory. Every rank takes the same decision (the largest "shared" over the world).
+    if (strcmp(c.comm, "auto") == 0) {
+        int use = comm_nccl_available() && pc.world_size > 1;
+        if (use) {
+            CommGroup* gs[2] = {&pc.tp_group, &pc.dp_group};
+            double shared = 0.0;
+            for (int k = 0; k < 2; k++) {
+                int a, b;
+                if (gs[k]->size > 1 && comm_nccl_shared_device(gs[k], &model.ctx, &a, &b)) { shared = 1.0; }
+            }
+            comm_allreduce_max_f64(&pc.world, &shared, 1);
+            use = shared == 0.0;
+        }
+        snprintf(c.comm, sizeof(c.comm), "%s", use ? "nccl" : "mpi");
+    }
+#endif
     ZeroOptimizer zopt;
     gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, comm_is_staged(c.comm));
     static CommNccl nccl, nccl_tp; // --comm nccl: the data-parallel group's communicator (the optimizer's reductions)

@@ -320,7 +320,7 @@ else
 fi
 
 if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
-    stage "2 processes sharing the device (MPI through pinned host memory), ZeRO 0/1/2/3, pipeline and tensor parallel, against one process"
+    stage "2 processes sharing the device (--comm mpi: through pinned host memory), ZeRO 0/1/2/3, pipeline and tensor parallel, against one process"
     MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np 2"
     common2="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7"
     val2="--val $TMPD/check_val_000000.bin --val-every 4 --val-steps 2"
@@ -330,19 +330,19 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
     fi
     train dp1 120 $CU $common2 --log $TMPD/dp1.jsonl
     for z in 0 1 2 3; do
-        train dp2_z$z 180 $MPIRUN $CU $common2 --zero $z --log $TMPD/dp2_z$z.jsonl &&
+        train dp2_z$z 180 $MPIRUN $CU $common2 --zero $z --comm mpi --log $TMPD/dp2_z$z.jsonl &&
             agree "2 processes --zero $z follow one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/dp2_z$z.jsonl 1e-2
     done
     # pipeline parallel on one device: two stages in two processes, activations and gradients between them through MPI
     # (with validation, whose forward-only pass runs through the stages too)
     for sched in 1f1b interleaved; do
         extra="--pp 2 --pp-schedule $sched"; [ $sched = interleaved ] && extra="$extra --virtual-stages 2"
-        train pp2_$sched 180 $MPIRUN $CU $common2 $extra $val2 --log $TMPD/pp2_$sched.jsonl &&
+        train pp2_$sched 180 $MPIRUN $CU $common2 $extra $val2 --comm mpi --log $TMPD/pp2_$sched.jsonl &&
             agree "--pp 2 --pp-schedule $sched (2 processes) follows one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/pp2_$sched.jsonl 1e-2
     done
     # tensor parallel on one device: the two halves of every layer in two processes, their collectives through MPI
     for sp in 0 1; do
-        train tp2_sp$sp 180 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --log $TMPD/tp2_sp$sp.jsonl &&
+        train tp2_sp$sp 180 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm mpi --log $TMPD/tp2_sp$sp.jsonl &&
             agree "--tp 2 --sequence-parallel $sp (2 processes) follows one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/tp2_sp$sp.jsonl 1e-2
     done
     # NCCL on the device buffers: one GPU allows a communicator of one rank only (NCCL refuses two ranks on one GPU),
@@ -355,7 +355,7 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
         for np in $ranks; do
             run=""; [ $np = 2 ] && run="$MPIRUN"
             for z in 1 2 3; do
-                if [ $np = 2 ]; then cp $TMPD/dp2_z$z.jsonl $TMPD/mpi_z$z.jsonl 2>/dev/null # the same run (--comm mpi is the default)
+                if [ $np = 2 ]; then cp $TMPD/dp2_z$z.jsonl $TMPD/mpi_z$z.jsonl 2>/dev/null # the same run
                 else train mpi_np1_z$z 120 $CU $common2 --zero $z --comm mpi --log $TMPD/mpi_z$z.jsonl; fi
                 train nccl_np${np}_z$z 120 $run $CU $common2 --zero $z --comm nccl --log $TMPD/nccl_z$z.jsonl &&
                     agree "--comm nccl --zero $z ($np rank(s)) equals --comm mpi bit for bit" $TMPD/nccl_z$z.jsonl $TMPD/mpi_z$z.jsonl 0
@@ -397,6 +397,17 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
             for sp in 0 1; do
                 train nccl_tp2_sp$sp 120 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl &&
                     agree "--comm nccl --tp 2 --sequence-parallel $sp equals --comm mpi bit for bit" $TMPD/nccl_tp2_sp$sp.jsonl $TMPD/tp2_sp$sp.jsonl 0
+            done
+            # --comm auto (the default): NCCL when no two ranks of a group share a GPU, else MPI through host copies;
+            # each equal to the run that named it
+            for v in own shared; do
+                envs=""; want="NCCL on the device buffers"; ref=$TMPD/nccl_z1.jsonl
+                [ $v = shared ] && { envs="-x CUDA_EMU_BUS_ID=one"; want="MPI through pinned host copies"; ref=$TMPD/mpi_z1.jsonl; }
+                if train auto_$v 120 $MPIRUN $envs $CU $common2 --zero 1 --log $TMPD/auto_$v.jsonl; then
+                    if grep -q "^| collectives  *| $want" $L.auto_$v.log; then
+                        agree "--comm auto with 2 ranks on $v GPUs: $want, equal to that run bit for bit" $TMPD/auto_$v.jsonl $ref 0
+                    else bad "--comm auto with 2 ranks on $v GPUs: the plan does not say '$want'"; grep '^| collectives' $L.auto_$v.log; fi
+                fi
             done
             # data-parallel ranks that share a GPU (as on a one-GPU machine): NCCL would refuse them; we say so first
             if timeout $((60 * LONG)) $MPIRUN -x CUDA_EMU_BUS_ID=one $CU $common2 --zero 1 --comm nccl > $L.nccl_shared_dp.log 2>&1; then
