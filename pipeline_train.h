@@ -82,8 +82,9 @@ struct Pipeline {
     int nccl;
     CommNccl link[PP_LINKS]; // (not joined: this rank has no such link)
     CommNccl wte_pair;       // first and last stage: the tied wte's gradients
-    PpDevMsg* dsends;        // the pool of device send buffers (grown as a step needs; freed only at the end: cudaFree
-                             // waits for the whole device, which mid-step could wait for a send that waits for a peer)
+    PpDevMsg* dsends;        // the pool of device send buffers (made up front, grown if a step needs more; freed only
+                             // at the end: cudaFree waits for the whole device, which mid-step could wait for a send
+                             // that waits for a peer)
     int ndsends;
     void* drecv;             // the receive buffer
     CommNcclReq drecv_req, drecv_free; // its receive in flight, and the mark after the last message's copy into place
@@ -153,6 +154,13 @@ static void pipeline_use_nccl(Pipeline* p, GPT* m) {
     }
     if (m->layout.has_wte) { comm_nccl_init_pair(&p->wte_pair, m->pp_group, 0, pp - 1); }
     p->drecv = dev_alloc(&m->ctx, p->max_msg_bytes);
+    // send buffers for as many messages as the rank keeps micro-batches alive, and one more, made now: a cudaMalloc
+    // in the middle of a step may hold later work behind a send that waits for its peer (the pool grows past this
+    // only if the peers fall further behind); each is a small part of a slot's activations
+    p->ndsends = p->nslots + 1;
+    p->dsends = (PpDevMsg*)calloc((size_t)p->ndsends, sizeof(PpDevMsg));
+    if (!p->dsends) { fatal("out of memory for pipeline messages"); }
+    for (int i = 0; i < p->ndsends; i++) { p->dsends[i].buf = dev_alloc(&m->ctx, p->max_msg_bytes); }
     p->nccl = 1;
 }
 
