@@ -212,7 +212,9 @@ static size_t pp_msg_bytes(const GPT* m) { return (size_t)gpt_rows(m) * m->cfg.c
 static CommNccl* pp_link(Pipeline* p, int peer, int tag, int out) {
     int act = tag == PP_TAG_ACT, k = act ? (out ? PP_ACT_OUT : PP_ACT_IN) : (out ? PP_GRAD_OUT : PP_GRAD_IN);
     int expect = (p->rank + ((act == out) ? 1 : p->pp - 1)) % p->pp; // activations go up the ring, gradients down
-    if (peer != expect || !comm_nccl_joined(&p->link[k])) { fatal("internal: pipeline rank %d has no NCCL link %s rank %d for tag %d", p->rank, out ? "to" : "from", peer, tag); }
+    if (peer != expect || !comm_nccl_joined(&p->link[k])) {
+        fatal("internal: pipeline rank %d has no NCCL link %s rank %d for tag %d", p->rank, out ? "to" : "from", peer, tag);
+    }
     return &p->link[k];
 }
 
