@@ -268,58 +268,71 @@ typedef struct {
     int send;      // 1 send, 0 receive
     int op;        // the compute operation whose output it sends, or whose input it receives
     int link;      // directed link and kind: (kind * pp + sender) (kind 0 activations, to sender + 1; 1 gradients, to sender - 1)
-    int k;         // its index among the link's messages (sends and receives match by it)
     int stream;    // the stream it is issued on
+    int seq;       // its place on that stream (it runs when every earlier one there has finished)
+    int mark_op;   // a receive: the last operation before op that received, whose input's copy out of the buffer it
+                   // waits for (-1: none)
 } PpP2p;
 
 static int pp_simulate_rendezvous(int kind, int pp, int M, int V, double tf, double tb, int shared, double* makespan,
                                   char* err, size_t cap) {
     int G = pp * V, per = 2 * M * V;
     if (pp < 2 || pp > 64) { snprintf(err, cap, "pp %d: the rendezvous simulator takes 2 to 64 stages", pp); return -1; }
+    int nstreams = shared ? pp : 4 * pp, nlinks = 2 * pp;
     PpOp* ops = (PpOp*)malloc(sizeof(PpOp) * (size_t)pp * per);
-    PpP2p* q = (PpP2p*)malloc(sizeof(PpP2p) * (size_t)pp * 2 * per); // every rank's operations, in issue order
+    PpP2p* q = (PpP2p*)malloc(sizeof(PpP2p) * (size_t)pp * 2 * per); // rank r's operations at q + r * 2 per, in issue order
     int* nq = (int*)calloc((size_t)pp, sizeof(int));
-    double* start = (double*)malloc(sizeof(double) * (size_t)pp * per); // -1: not yet run
+    double* start = (double*)malloc(sizeof(double) * (size_t)pp * per);
     double* end = (double*)malloc(sizeof(double) * (size_t)pp * per);
     double* recv_done = (double*)malloc(sizeof(double) * (size_t)pp * per); // per compute operation: its input's arrival
-    int* nlink_s = (int*)calloc((size_t)2 * pp, sizeof(int));
-    int* nlink_r = (int*)calloc((size_t)2 * pp, sizeof(int));
-    int nstreams = shared ? pp : 4 * pp;
-    int* head = (int*)calloc((size_t)nstreams, sizeof(int));   // per stream: its next operation's position in q
+    int* nsent = (int*)calloc((size_t)nlinks, sizeof(int));
+    int* nrecv = (int*)calloc((size_t)nlinks, sizeof(int));
+    int* recv_of = (int*)malloc(sizeof(int) * (size_t)nlinks * per);   // (link, k): the k-th receive's index in q
+    int* sends = (int*)malloc(sizeof(int) * (size_t)pp * per);          // every send's index in q, and its (link, k)
+    int* send_k = (int*)malloc(sizeof(int) * (size_t)pp * per);
+    int* issued = (int*)calloc((size_t)nstreams, sizeof(int));
+    int* head = (int*)calloc((size_t)nstreams, sizeof(int));   // per stream: the seq of its next operation
     double* free_at = (double*)calloc((size_t)nstreams, sizeof(double));
-    if (!ops || !q || !nq || !start || !end || !recv_done || !nlink_s || !nlink_r || !head || !free_at) { fprintf(stderr, "error: out of memory\n"); exit(1); }
-    int len[64], pos[64];
+    if (!ops || !q || !nq || !start || !end || !recv_done || !nsent || !nrecv || !recv_of || !sends || !send_k || !issued ||
+        !head || !free_at) {
+        fprintf(stderr, "error: out of memory\n");
+        exit(1);
+    }
+    int len[64], pos[64], nsends = 0;
     for (int r = 0; r < pp; r++) {
         len[r] = pp_schedule_build(kind, pp, r, M, V, ops + (size_t)r * per);
         pos[r] = 0;
-        for (int i = 0; i < per; i++) { start[(size_t)r * per + i] = -1.0; recv_done[(size_t)r * per + i] = -1.0; }
+        for (int i = 0; i < per; i++) { recv_done[(size_t)r * per + i] = -1.0; }
     }
-    // the input's link of operation i of rank r (-1: none), and its output's
+    for (int i = 0; i < nlinks * per; i++) { recv_of[i] = -1; }
+    // the input's link of operation o of rank r (-1: none), and its output's
 #define PP_G(r, o) ((o).v * pp + (r))
 #define PP_IN_LINK(r, o) ((o).fwd ? (PP_G(r, o) > 0 ? 0 * pp + (r + pp - 1) % pp : -1) : (PP_G(r, o) < G - 1 ? 1 * pp + (r + 1) % pp : -1))
 #define PP_OUT_LINK(r, o) ((o).fwd ? (PP_G(r, o) < G - 1 ? 0 * pp + (r) : -1) : (PP_G(r, o) > 0 ? 1 * pp + (r) : -1))
     // issue order and streams (pairs: 4 per rank, act out / act in / grad out / grad in)
     for (int r = 0; r < pp; r++) {
         const PpOp* o = ops + (size_t)r * per;
-        PpP2p* mine = q + (size_t)r * 2 * per;
+        int last_recv = -1; // the last operation so far whose input was received
 #define PP_ISSUE(isSend, opi, lk) do { \
-            PpP2p* x = &mine[nq[r]++]; \
+            int at_ = r * 2 * per + nq[r]++; \
+            PpP2p* x = &q[at_]; \
             x->send = (isSend); x->op = (opi); x->link = (lk); \
-            x->k = (isSend) ? nlink_s[lk]++ : nlink_r[lk]++; \
             x->stream = shared ? r : 4 * r + ((lk) / pp) * 2 + ((isSend) ? 0 : 1); \
+            x->seq = issued[x->stream]++; \
+            x->mark_op = last_recv; \
+            if (isSend) { sends[nsends] = at_; send_k[nsends++] = nsent[lk]++; } \
+            else { recv_of[(lk) * per + nrecv[lk]++] = at_; } \
         } while (0)
         if (len[r] > 0 && PP_IN_LINK(r, o[0]) >= 0) { PP_ISSUE(0, 0, PP_IN_LINK(r, o[0])); }
         for (int i = 0; i < len[r]; i++) {
+            if (PP_IN_LINK(r, o[i]) >= 0) { last_recv = i; } // (operation i's input is copied out as it starts)
             if (i + 1 < len[r] && PP_IN_LINK(r, o[i + 1]) >= 0) { PP_ISSUE(0, i + 1, PP_IN_LINK(r, o[i + 1])); }
             if (PP_OUT_LINK(r, o[i]) >= 0) { PP_ISSUE(1, i, PP_OUT_LINK(r, o[i])); }
         }
 #undef PP_ISSUE
     }
-    // where each stream's operations are: walk q in issue order per stream (a stream lives on one rank)
-    int total_p2p = 0;
-    for (int r = 0; r < pp; r++) { total_p2p += nq[r]; }
-    int done_p2p = 0, done_ops = 0, rc = 0;
-    for (int progress = 1; progress;) {
+    int done_sends = 0, done_ops = 0, rc = 0;
+    for (int progress = 1; progress && rc == 0;) {
         progress = 0;
         // compute: each rank's next operation, once the one before it and its input are done
         for (int r = 0; r < pp; r++) {
@@ -337,56 +350,29 @@ static int pp_simulate_rendezvous(int kind, int pp, int M, int V, double tf, dou
                 pos[r]++; done_ops++; progress = 1;
             }
         }
-        // point to point: a send at the head of its stream meets its receive at the head of the peer's stream
-        for (int r = 0; r < pp; r++) {
-            for (int j = 0; j < nq[r]; j++) {
-                PpP2p* s = &q[(size_t)r * 2 * per + j];
-                if (!s->send) { continue; }
-                // s must be its stream's next operation: every earlier one on the stream finished
-                int at = 0;
-                for (int x = 0; x < j; x++) { if (q[(size_t)r * 2 * per + x].stream == s->stream) { at++; } }
-                if (head[s->stream] != at || s->k < 0) { continue; }
-                double ready = end[(size_t)r * per + s->op]; // the data: its operation computed
-                if (start[(size_t)r * per + s->op] < 0) { continue; }
-                int peer = s->link / pp == 0 ? (r + 1) % pp : (r + pp - 1) % pp;
-                PpP2p* rv = NULL;
-                int rat = 0, rj = -1;
-                for (int x = 0; x < nq[peer]; x++) {
-                    PpP2p* c = &q[(size_t)peer * 2 * per + x];
-                    if (!c->send && c->link == s->link && c->k == s->k) { rv = c; rj = x; break; }
-                }
-                if (!rv) { snprintf(err, cap, "internal: no receive for message %d of link %d", s->k, s->link); rc = -1; break; }
-                for (int x = 0; x < rj; x++) { if (q[(size_t)peer * 2 * per + x].stream == rv->stream) { rat++; } }
-                if (head[rv->stream] != rat) { continue; }
-                // the receive is posted once the copy out of the receive buffer before it has run: at the start of
-                // the last operation before rv->op that received (none: at once)
-                double mark = 0.0;
-                int known = 1;
-                for (int x = rv->op - 1; x >= 0; x--) {
-                    if (PP_IN_LINK(peer, ops[(size_t)peer * per + x]) >= 0) {
-                        mark = start[(size_t)peer * per + x];
-                        known = mark >= 0;
-                        break;
-                    }
-                }
-                if (!known) { continue; }
-                double t = ready;
-                if (free_at[s->stream] > t) { t = free_at[s->stream]; }
-                if (free_at[rv->stream] > t) { t = free_at[rv->stream]; }
-                if (mark > t) { t = mark; }
-                free_at[s->stream] = t;
-                free_at[rv->stream] = t;
-                head[s->stream]++;
-                head[rv->stream]++;
-                recv_done[(size_t)peer * per + rv->op] = t;
-                s->k = -1 - s->k; // finished (kept negative so it is not matched again)
-                done_p2p += 2; progress = 1;
-            }
-            if (rc) { break; }
+        // point to point: a send at the head of its stream, its data computed, meets its receive at the head of the
+        // peer's stream, that receive's buffer free (the copy it waits for has run); both finish together
+        for (int j = 0; j < nsends; j++) {
+            const PpP2p* s = &q[sends[j]];
+            int r = sends[j] / (2 * per);
+            if (head[s->stream] != s->seq || pos[r] <= s->op) { continue; }
+            int at = recv_of[s->link * per + send_k[j]];
+            if (at < 0) { snprintf(err, cap, "internal: no receive for message %d of link %d", send_k[j], s->link); rc = -1; break; }
+            const PpP2p* rv = &q[at];
+            int peer = at / (2 * per);
+            if (head[rv->stream] != rv->seq || (rv->mark_op >= 0 && pos[peer] <= rv->mark_op)) { continue; }
+            double t = end[(size_t)r * per + s->op];
+            if (free_at[s->stream] > t) { t = free_at[s->stream]; }
+            if (free_at[rv->stream] > t) { t = free_at[rv->stream]; }
+            if (rv->mark_op >= 0 && start[(size_t)peer * per + rv->mark_op] > t) { t = start[(size_t)peer * per + rv->mark_op]; }
+            free_at[s->stream] = free_at[rv->stream] = t;
+            head[s->stream]++;
+            head[rv->stream]++;
+            recv_done[(size_t)peer * per + rv->op] = t;
+            done_sends++; progress = 1;
         }
-        if (rc) { break; }
     }
-    if (rc == 0 && (done_ops < pp * per || done_p2p < total_p2p)) {
+    if (rc == 0 && (done_ops < pp * per || done_sends < nsends)) {
         int n = snprintf(err, cap, "deadlock (%s):", shared ? "one stream per rank" : "a stream per link direction");
         for (int r = 0; r < pp && n < (int)cap; r++) {
             if (pos[r] < len[r]) {
@@ -402,7 +388,8 @@ static int pp_simulate_rendezvous(int kind, int pp, int M, int V, double tf, dou
 #undef PP_G
 #undef PP_IN_LINK
 #undef PP_OUT_LINK
-    free(ops); free(q); free(nq); free(start); free(end); free(recv_done); free(nlink_s); free(nlink_r); free(head); free(free_at);
+    free(ops); free(q); free(nq); free(start); free(end); free(recv_done); free(nsent); free(nrecv); free(recv_of);
+    free(sends); free(send_k); free(issued); free(head); free(free_at);
     return rc;
 }
 

@@ -2316,38 +2316,36 @@ int main(int argc, char** argv) {
               "with cuDNN and bf16/fp16 storage)", c.attention);
     }
 #ifdef KERNELS_CUDA
-    // --comm auto: NCCL when this build has it, there is more than one process, and no two ranks of a data- or
-    // tensor-parallel group share a GPU (NCCL refuses that: the tests' processes sharing one GPU); otherwise MPI
-    // through pinned host memory. Every rank takes the same decision (the largest "shared" over the world).
-    if (strcmp(c.comm, "auto") == 0) {
-        int use = comm_nccl_available() && pc.world_size > 1;
-        if (use) {
-            CommGroup* gs[2] = {&pc.tp_group, &pc.dp_group};
-            double shared = 0.0;
-            for (int k = 0; k < 2; k++) {
-                int a, b;
-                if (gs[k]->size > 1 && comm_nccl_shared_device(gs[k], &model.ctx, &a, &b)) { shared = 1.0; }
+    // NCCL refuses a communicator whose ranks share a GPU (as the tests' processes on one GPU do). --comm nccl stops
+    // here on such data- or tensor-parallel ranks, in our words and with the way out; --comm auto takes NCCL when this
+    // build has it, there is more than one process and there are none, and MPI through pinned host memory otherwise.
+    // Every rank takes the same decision (the largest "shared" over the world).
+    int comm_auto = strcmp(c.comm, "auto") == 0;
+    if ((comm_auto || strcmp(c.comm, "nccl") == 0) && comm_nccl_available() && pc.world_size > 1) {
+        CommGroup* groups[2] = {&pc.tp_group, &pc.dp_group};
+        double shared = 0.0;
+        for (int k = 0; k < 2; k++) {
+            int a, b;
+            if (groups[k]->size > 1 && comm_nccl_shared_device(groups[k], &model.ctx, &a, &b)) {
+                if (!comm_auto) {
+                    fatal("--comm nccl: ranks %d and %d of the %s group share a GPU, which NCCL refuses (one GPU per process; "
+                          "--comm mpi runs processes that share GPUs)", a, b, groups[k]->name);
+                }
+                shared = 1.0;
             }
-            comm_allreduce_max_f64(&pc.world, &shared, 1);
-            use = shared == 0.0;
         }
-        snprintf(c.comm, sizeof(c.comm), "%s", use ? "nccl" : "mpi");
+        if (comm_auto) {
+            comm_allreduce_max_f64(&pc.world, &shared, 1);
+            if (shared == 0.0) { snprintf(c.comm, sizeof(c.comm), "nccl"); }
+        }
     }
+    if (strcmp(c.comm, "auto") == 0) { snprintf(c.comm, sizeof(c.comm), "mpi"); }
 #endif
     ZeroOptimizer zopt;
     gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, comm_is_staged(c.comm));
     static CommNccl nccl, nccl_tp; // --comm nccl: the data-parallel group's communicator (the optimizer's reductions)
                                    // and the tensor-parallel group's (tp.h's collectives); both ended at exit
     if (strcmp(c.comm, "nccl") == 0) {
-        // NCCL refuses a communicator whose ranks share a GPU: said here in our words, with the way out
-        CommGroup* groups[2] = {&pc.tp_group, &pc.dp_group};
-        for (int k = 0; k < 2; k++) {
-            int a, b;
-            if (groups[k]->size > 1 && comm_nccl_shared_device(groups[k], &model.ctx, &a, &b)) {
-                fatal("--comm nccl: ranks %d and %d of the %s group share a GPU, which NCCL refuses (one GPU per process; "
-                      "--comm mpi runs processes that share GPUs)", a, b, groups[k]->name);
-            }
-        }
         if (pc.tp > 1) { // every rank joins its tp group's communicator, then its dp group's: the same order everywhere
             comm_nccl_init(&nccl_tp, &pc.tp_group);
             pc.tp_group.nccl = &nccl_tp;

@@ -81,8 +81,8 @@ typedef struct {
     uint16_t* dev_bf16;   // (n_pad) with nccl
     float* copy_dev[ZERO_MAX_BUCKETS];        // per pending request: the device range its result goes back to
     const float* copy_host[ZERO_MAX_BUCKETS];
-    const uint16_t* copy_bf16[ZERO_MAX_BUCKETS]; // compressed: the bf16 result, widened into copy_host first
-    const uint16_t* copy_dbf16[ZERO_MAX_BUCKETS]; // compressed with nccl: the bf16 result on the device, widened into copy_dev
+    const uint16_t* copy_bf16[ZERO_MAX_BUCKETS]; // compressed: the bf16 result, widened into copy_host first (with nccl:
+                                                  // on the device, widened straight into copy_dev)
     size_t copy_n[ZERO_MAX_BUCKETS];
     CommNccl* nccl;       // --comm nccl: the group's NCCL communicator (zero_set_nccl; the caller's, ended by it); NULL otherwise
     CommNcclReq nccl_req[ZERO_MAX_BUCKETS]; // per pending request, with nccl
@@ -210,48 +210,32 @@ static void zero__bucket_counts(const ZeroOptimizer* z, size_t lo, size_t hi, si
     }
 }
 
-// The compressed form of zero_bucket_ready: the staged bucket (send, fp32 host) rounded to bf16 and reduced there;
-// what this rank gets (the whole bucket in stage 0, its owned slice otherwise) is widened back on the wait.
+// The compressed form of zero_bucket_ready: the bucket (send: its staged host copy, or with nccl the device buffer
+// itself) rounded to bf16 (host_bf16, or with nccl dev_bf16) and reduced there; what this rank gets (the whole bucket
+// in stage 0, its owned slice otherwise) is widened back on the wait.
 static void zero__bucket_ready_bf16(ZeroOptimizer* z, int slot, float* bucket_grads, float* send, size_t lo, size_t hi) {
     CommRequest* req = &z->pending[slot];
-    uint16_t* cb = z->host_bf16 + lo;
-    for (size_t i = 0; i < hi - lo; i++) { cb[i] = bf16_bits(send[i]); }
+    uint16_t* cb = (z->nccl ? z->dev_bf16 : z->host_bf16) + lo;
+    if (z->nccl) { comm_nccl_round_bf16(z->ctx, cb, send, hi - lo); }
+    else { for (size_t i = 0; i < hi - lo; i++) { cb[i] = bf16_bits(send[i]); } }
+    size_t off = 0, n = hi - lo; // what this rank gets: [off, off + n) of the bucket
+    float* dev = bucket_grads;
     if (z->stage == 0) {
-        comm_iallreduce_sum_bf16(z->group, cb, hi - lo, req);
-        z->copy_dev[slot] = bucket_grads; z->copy_host[slot] = send; z->copy_bf16[slot] = cb; z->copy_n[slot] = hi - lo;
-        return;
+        if (z->nccl) { comm_nccl_iallreduce_sum_bf16(z->nccl, z->ctx, cb, hi - lo, &z->nccl_req[slot]); }
+        else { comm_iallreduce_sum_bf16(z->group, cb, hi - lo, req); }
+    } else {
+        size_t counts[ZERO_MAX_RANKS];
+        zero__bucket_counts(z, lo, hi, counts);
+        if (z->nccl) { comm_nccl_ireduce_scatterv_sum_bf16(z->nccl, z->ctx, cb, counts, &z->nccl_req[slot]); }
+        else { comm_ireduce_scatterv_sum_bf16(z->group, cb, counts, req); }
+        size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
+        if (own_s >= own_e) { return; }
+        off = own_s - lo;
+        n = own_e - own_s;
+        dev = z->stage == 1 ? bucket_grads + off : z->gshard + (own_s - z->lo);
     }
-    size_t counts[ZERO_MAX_RANKS];
-    zero__bucket_counts(z, lo, hi, counts);
-    size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
-    comm_ireduce_scatterv_sum_bf16(z->group, cb, counts, req);
-    if (own_s < own_e) {
-        z->copy_dev[slot] = z->stage == 1 ? bucket_grads + (own_s - lo) : z->gshard + (own_s - z->lo);
-        z->copy_host[slot] = send + (own_s - lo);
-        z->copy_bf16[slot] = cb + (own_s - lo);
-        z->copy_n[slot] = own_e - own_s;
-    }
-}
-
-// The compressed form on the device (nccl): the bucket (send, fp32 device) rounded into dev_bf16 and reduced there
-// through NCCL; what this rank gets is widened back on the wait.
-static void zero__bucket_ready_bf16_nccl(ZeroOptimizer* z, int slot, float* bucket_grads, size_t lo, size_t hi) {
-    uint16_t* cb = z->dev_bf16 + lo;
-    comm_nccl_round_bf16(z->ctx, cb, bucket_grads, hi - lo);
-    if (z->stage == 0) {
-        comm_nccl_iallreduce_sum_bf16(z->nccl, z->ctx, cb, hi - lo, &z->nccl_req[slot]);
-        z->copy_dev[slot] = bucket_grads; z->copy_dbf16[slot] = cb; z->copy_n[slot] = hi - lo;
-        return;
-    }
-    size_t counts[ZERO_MAX_RANKS];
-    zero__bucket_counts(z, lo, hi, counts);
-    size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
-    comm_nccl_ireduce_scatterv_sum_bf16(z->nccl, z->ctx, cb, counts, &z->nccl_req[slot]);
-    if (own_s < own_e) {
-        z->copy_dev[slot] = z->stage == 1 ? bucket_grads + (own_s - lo) : z->gshard + (own_s - z->lo);
-        z->copy_dbf16[slot] = cb + (own_s - lo);
-        z->copy_n[slot] = own_e - own_s;
-    }
+    z->copy_dev[slot] = dev; z->copy_bf16[slot] = cb + off; z->copy_n[slot] = n;
+    if (!z->nccl) { z->copy_host[slot] = send + off; }
 }
 
 // The PowerSGD form of zero_bucket_ready: the bucket staged to the host, reduced there by powersgd_reduce (blocking),
@@ -286,7 +270,6 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
     z->pending_bucket[slot] = bucket;
     z->copy_n[slot] = 0;
     z->copy_bf16[slot] = NULL;
-    z->copy_dbf16[slot] = NULL;
     z->num_pending++;
     size_t own_s = lo > z->lo ? lo : z->lo, own_e = hi < z->hi ? hi : z->hi;
     if (z->stage >= 2 && !first_micro_step && own_s < own_e) {
@@ -295,8 +278,7 @@ static void zero_bucket_ready(ZeroOptimizer* z, int bucket, float* bucket_grads,
     }
     float* send = bucket_grads;
     if (z->nccl) { memset(req, 0, sizeof(*req)); } // comm_wait returns at once on it; nccl_req[slot] is the request
-    if (z->compress && z->nccl) { zero__bucket_ready_bf16_nccl(z, slot, bucket_grads, lo, hi); return; }
-    if (z->staged || z->compress) {
+    if (z->staged || (z->compress && !z->nccl)) {
         send = z->host_grads + lo;
         dev_copy_d2h(z->ctx, send, bucket_grads, (hi - lo) * sizeof(float));
         dev_sync(z->ctx);
@@ -326,19 +308,21 @@ static void zero_wait_index(ZeroOptimizer* z, int i) {
     double t0 = now_seconds();
     comm_wait(&z->pending[i]);
     if (z->nccl) { comm_nccl_wait(z->ctx, &z->nccl_req[i]); }
-    if (z->copy_bf16[i]) {
-        float* wide = (float*)z->copy_host[i];
-        for (size_t k = 0; k < z->copy_n[i]; k++) { wide[k] = precision__float((uint32_t)z->copy_bf16[i][k] << 16); }
+    if (z->nccl && z->copy_bf16[i]) {
+        comm_nccl_widen_bf16(z->ctx, z->copy_dev[i], z->copy_bf16[i], z->copy_n[i]);
+    } else {
+        if (z->copy_bf16[i]) {
+            float* wide = (float*)z->copy_host[i];
+            for (size_t k = 0; k < z->copy_n[i]; k++) { wide[k] = precision__float((uint32_t)z->copy_bf16[i][k] << 16); }
+        }
+        if (z->copy_n[i] > 0) { dev_copy_h2d(z->ctx, z->copy_dev[i], z->copy_host[i], z->copy_n[i] * sizeof(float)); }
     }
-    if (z->copy_dbf16[i]) { comm_nccl_widen_bf16(z->ctx, z->copy_dev[i], z->copy_dbf16[i], z->copy_n[i]); }
-    else if (z->copy_n[i] > 0) { dev_copy_h2d(z->ctx, z->copy_dev[i], z->copy_host[i], z->copy_n[i] * sizeof(float)); }
     z->wait_seconds += now_seconds() - t0;
     int last = z->num_pending - 1;
     z->pending[i] = z->pending[last];
     z->pending_bucket[i] = z->pending_bucket[last];
     z->copy_dev[i] = z->copy_dev[last]; z->copy_host[i] = z->copy_host[last]; z->copy_n[i] = z->copy_n[last];
     z->copy_bf16[i] = z->copy_bf16[last];
-    z->copy_dbf16[i] = z->copy_dbf16[last];
     z->nccl_req[i] = z->nccl_req[last];
     z->num_pending--;
 }

@@ -194,6 +194,16 @@ same_steps() {
     fi
 }
 
+# nccl_vs_mpi NAME SECS WHAT LAUNCH FLAGS...: PASS WHAT when the run of FLAGS (under LAUNCH: mpirun's line, or empty)
+# through --comm nccl gives the losses of the same run through --comm mpi bit for bit.
+nccl_vs_mpi() {
+    local name=$1 secs=$2 what=$3 launch=$4
+    shift 4
+    train ${name}_mpi $secs $launch $CU $common2 "$@" --comm mpi --log $TMPD/${name}_mpi.jsonl &&
+        train ${name}_nccl $secs $launch $CU $common2 "$@" --comm nccl --log $TMPD/${name}_nccl.jsonl &&
+        agree "$what, equal to --comm mpi bit for bit" $TMPD/${name}_nccl.jsonl $TMPD/${name}_mpi.jsonl 0
+}
+
 # shard NAME: the bytes of tinyshakespeare as token ids (no tokenizer needed), 90% train ($TMPD/NAME_train_000000.bin)
 # and 10% validation, in llm.c's format; with MOD, each id taken modulo MOD (for a model with a small vocabulary)
 shard() {
@@ -367,10 +377,8 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
         np=1; run=""; gcs="bf16:1 bf16:2"
         [ $EMU = 1 ] && { np=2; run="$MPIRUN"; gcs="$gcs powersgd:2:1"; }
         for gc in $gcs; do
-            z=${gc##*:}; m=${gc%:*}; name=gc_${m%%:*}_z$z
-            train ${name}_mpi 120 $run $CU $common2 --zero $z --grad-compress $m --comm mpi --log $TMPD/${name}_mpi.jsonl &&
-                train ${name}_nccl 120 $run $CU $common2 --zero $z --grad-compress $m --comm nccl --log $TMPD/${name}_nccl.jsonl &&
-                agree "--comm nccl --grad-compress $m --zero $z ($np rank(s)) equals --comm mpi bit for bit" $TMPD/${name}_nccl.jsonl $TMPD/${name}_mpi.jsonl 0
+            z=${gc##*:}; m=${gc%:*}
+            nccl_vs_mpi gc_${m%%:*}_z$z 120 "--comm nccl --grad-compress $m --zero $z ($np rank(s))" "$run" --zero $z --grad-compress $m
         done
         # a pipeline with NCCL: stages on GPUs of their own send activations and gradients device to device through
         # NCCL pairs (and sum the tied wte's gradients through one); stages sharing a GPU, as the two processes on a
@@ -418,19 +426,11 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
                 bad "--comm nccl with 2 data-parallel ranks on one GPU: no error naming them"; tail -n 3 $L.nccl_shared_dp.log
             fi
             MPIRUN4="${MPIRUN% -np 2} -np 4"
-            train pp2dp2_mpi 180 $MPIRUN4 $CU $common2 --pp 2 --zero 2 --comm mpi --log $TMPD/pp2dp2_mpi.jsonl &&
-                train pp2dp2_nccl 180 $MPIRUN4 $CU $common2 --pp 2 --zero 2 --comm nccl --log $TMPD/pp2dp2_nccl.jsonl &&
-                agree "--comm nccl, pp 2 x dp 2 (4 ranks, ZeRO 2): each stage's data-parallel communicator and the NCCL pairs between stages, equal to --comm mpi bit for bit" \
-                      $TMPD/pp2dp2_nccl.jsonl $TMPD/pp2dp2_mpi.jsonl 0
-            ppt="--pp 2 --pp-schedule interleaved --virtual-stages 2 --tp 2 --sequence-parallel 1"
-            train pp2tp2_mpi 180 $MPIRUN4 $CU $common2 $ppt --comm mpi --log $TMPD/pp2tp2_mpi.jsonl &&
-                train pp2tp2_nccl 180 $MPIRUN4 $CU $common2 $ppt --comm nccl --log $TMPD/pp2tp2_nccl.jsonl &&
-                agree "--comm nccl, pp 2 (interleaved) x tp 2 with sequence parallelism (4 ranks): the tensor-parallel communicators and the NCCL pairs between stages, equal to --comm mpi bit for bit" \
-                      $TMPD/pp2tp2_nccl.jsonl $TMPD/pp2tp2_mpi.jsonl 0
-            train tp2dp2_mpi 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm mpi --log $TMPD/tp2dp2_mpi.jsonl &&
-                train tp2dp2_nccl 180 $MPIRUN4 $CU $common2 --tp 2 --zero 1 --comm nccl --log $TMPD/tp2dp2_nccl.jsonl &&
-                agree "--comm nccl, tp 2 x dp 2 (4 ranks, ZeRO 1): both groups' communicators, equal to --comm mpi bit for bit" \
-                      $TMPD/tp2dp2_nccl.jsonl $TMPD/tp2dp2_mpi.jsonl 0
+            nccl_vs_mpi pp2dp2 180 "--comm nccl, pp 2 x dp 2 (4 ranks, ZeRO 2): each stage's data-parallel communicator and the NCCL pairs between stages" \
+                        "$MPIRUN4" --pp 2 --zero 2
+            nccl_vs_mpi pp2tp2 180 "--comm nccl, pp 2 (interleaved) x tp 2 with sequence parallelism (4 ranks): the tensor-parallel communicators and the NCCL pairs between stages" \
+                        "$MPIRUN4" --pp 2 --pp-schedule interleaved --virtual-stages 2 --tp 2 --sequence-parallel 1
+            nccl_vs_mpi tp2dp2 180 "--comm nccl, tp 2 x dp 2 (4 ranks, ZeRO 1): both groups' communicators" "$MPIRUN4" --tp 2 --zero 1
             # checkpoints of runs whose parameters and moments live on NCCL ranks. ck_resume NAME WHAT REF FLAGS...: the
             # run with FLAGS that checkpoints every 2 steps equals log REF, and the run resumed from its step-2
             # checkpoint repeats steps 3 and 4, bit for bit

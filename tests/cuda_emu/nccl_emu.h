@@ -4,8 +4,9 @@ backend (cuda_emu.h), so that --comm nccl runs with several ranks on one machine
 GPU per rank).
 
 Sums are MPI_SUM, and for ncclBfloat16 an MPI operation that adds two bf16 values as floats and rounds the sum to
-bf16 (nearest even), as NCCL's bf16 reduction does. A communicator is an MPI communicator over its members only (MPI_Comm_create_group), so a communicator of two ranks
-(the pipeline's links) is made by those two alone, as NCCL's is. The unique id names the world rank that made it,
+bf16 (nearest even), as NCCL's bf16 reduction does. A communicator is an MPI communicator over its members only
+(MPI_Comm_create_group), so a communicator of two ranks (the pipeline's links) is made by those two alone, as NCCL's
+is. The unique id names the world rank that made it,
 which must be the communicator's rank 0: every other member sends it a join message {id, rank, world rank}, and it
 answers with the members in rank order (a join meant for another communicator it is still making is kept for that
 one). Collectives between ncclGroupStart and ncclGroupEnd are queued and run at the end in the order given, as the
@@ -24,6 +25,7 @@ the peer posts the matching receive (the caller gives each direction its own com
 
 #include <nccl.h>
 #include <mpi.h>
+#include "precision.h" // defines: round_bf16, bf16_bits (NCCL's bf16 sums below round the same way)
 
 struct ncclComm {
     MPI_Comm comm;
@@ -48,22 +50,12 @@ static MPI_Datatype nccl_mpi_type(ncclDataType_t t, size_t* bytes) {
 }
 
 // bf16 sums as NCCL computes them: the two values as floats, the sum rounded to bf16 (nearest even; NaN stays NaN).
-static uint16_t nccl_bf16_round(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) { return (uint16_t)((u >> 16) | 0x40u); }
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
 static void nccl_bf16_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
     (void)type;
     const uint16_t* a = (const uint16_t*)in;
     uint16_t* b = (uint16_t*)inout;
     for (int i = 0; i < *len; i++) {
-        uint32_t ua = (uint32_t)a[i] << 16, ub = (uint32_t)b[i] << 16;
-        float x, y;
-        memcpy(&x, &ua, 4);
-        memcpy(&y, &ub, 4);
-        b[i] = nccl_bf16_round(x + y);
+        b[i] = bf16_bits(precision__float((uint32_t)a[i] << 16) + precision__float((uint32_t)b[i] << 16));
     }
 }
 // The MPI operation of an NCCL sum over type t.
