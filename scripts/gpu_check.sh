@@ -401,6 +401,10 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
                 fi
             fi
         done
+        # validation's forward-only pass through the stages (and their NCCL pairs) leaves training unchanged
+        train nccl_pp2_noval 120 $MPIRUN $CU $common2 --pp 2 --pp-schedule interleaved --virtual-stages 2 --comm nccl --log $TMPD/nccl_pp2_noval.jsonl &&
+            agree "--comm nccl --pp 2 interleaved: the run with validation equals the run without it bit for bit" \
+                  $TMPD/nccl_pp2_interleaved.jsonl $TMPD/nccl_pp2_noval.jsonl 0
         if [ $EMU = 1 ]; then # the tensor-parallel group through NCCL too (2 ranks: again no GPU can hold them)
             for sp in 0 1; do
                 train nccl_tp2_sp$sp 120 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl &&
