@@ -3,6 +3,8 @@
 #
 #   bash scripts/gpu_check.sh [--quick]        (about 5 minutes on one H200; --quick skips the large benchmarks)
 #   bash scripts/gpu_check.sh --emu            (no GPU: every stage on the CPU emulation of the backend, below)
+#   bash scripts/gpu_check.sh --sanitizer-only [--sanitizer-secs N]
+#                                              (the build, then only the compute-sanitizer stage, with N seconds)
 #
 # 1. finds nvcc and cuBLASLt (the toolkit's lib64, or a Python package's nvidia/cublas), builds train_gpt_cu,
 #    train_gpt_cu_fp16, test_gpt_cu (fp32 storage), test_gpt_cu_bf16 and the CPU train_gpt there (a binary built on
@@ -17,7 +19,10 @@
 #    HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm nccl
 #    on one rank (ZeRO 1-3, and --grad-compress bf16), and with pp 2 (1f1b and interleaved, with validation: stages
 #    sharing the GPU keep MPI for their messages), against --comm mpi bit for bit;
-# 4. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
+# 4. runs compute-sanitizer's memcheck, racecheck, synccheck and initcheck on the small op tests and a 2-step run of
+#    a tiny model (out-of-bounds and misaligned accesses, shared-memory races, barrier misuse, reads of memory nothing
+#    wrote: what the tests above see only as a wrong number now and then), within --sanitizer-secs (150; 0 skips it);
+# 5. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
 #    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory.
@@ -35,13 +40,18 @@
 # concurrency, speed) stays for the GPU. Its last line is also "N passed, M failed", for scripts/run_tests.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-QUICK=0; EMU=0
-for a in "$@"; do
-    case "$a" in
+QUICK=0; EMU=0; SAN_ONLY=0; SAN_SECS=150
+while [ $# -gt 0 ]; do
+    case "$1" in
         --quick) QUICK=1 ;;
         --emu) EMU=1 ;;
-        *) echo "gpu_check: unknown argument '$a' (--quick, --emu)"; exit 2 ;;
+        --sanitizer-only) SAN_ONLY=1 ;;
+        --sanitizer-secs)
+            [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "gpu_check: --sanitizer-secs takes a whole number of seconds, not '${2:-}'"; exit 2; }
+            SAN_SECS=$2; shift ;;
+        *) echo "gpu_check: unknown argument '$1' (--quick, --emu, --sanitizer-only, --sanitizer-secs N)"; exit 2 ;;
     esac
+    shift
 done
 # the binaries and where their logs and scratch files go
 if [ $EMU = 1 ]; then
@@ -129,6 +139,7 @@ fi
 grep -E '^make: (found|left out)' gpu_build.log | head -n 12
 fi
 
+if [ $SAN_ONLY = 0 ]; then # (to the end of the op tests)
 stage "op and reference tests, fp32 storage ($TCU)"
 timeout $((300 * LONG)) $TCU > $L.test_fp32.log 2>&1; rc=$?
 grep -E '^(PASS|FAIL|SKIP)' $L.test_fp32.log | cut -c1-220
@@ -145,6 +156,7 @@ if [ $EMU = 0 ] && [ -x tests/test_cudnn_graph ]; then
     stage "cuDNN attention graphs (tests/test_cudnn_graph)"
     ./tests/test_cudnn_graph > $L.cudnn_graph.log 2>&1 && ok "cudnn graphs: $(tail -n 1 $L.cudnn_graph.log)" || { bad "cudnn graphs"; tail -n 5 $L.cudnn_graph.log; }
 fi
+fi # SAN_ONLY
 
 # follows A B TOL [decreasing]: the training losses of log A follow log B's, step for step, within TOL relative (and,
 # with `decreasing`, A's last loss is below its first); prints both columns and the worst difference. (awk, not
@@ -239,6 +251,7 @@ tiny_model() {
 
 tiny_model $TMPD/tiny.bin && shard tiny 101
 
+if [ $SAN_ONLY = 0 ]; then # (to the end of the multi-process stages)
 # the trajectory: 10 steps on a GPU, 4 under the emulation (each of its steps takes seconds on the CPU)
 STEPS=10; [ $EMU = 1 ] && STEPS=4
 stage "whole model: $CU (bf16) against the CPU's bf16 emulation, $STEPS steps"
@@ -458,6 +471,76 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
 else
     echo "(no mpirun, or $CU built without MPI here: the multi-process check is skipped)"
 fi
+fi # SAN_ONLY
+
+# compute-sanitizer, NVIDIA's checker of device memory accesses and synchronisation: what the tests above would see
+# only as a wrong number now and then, and the emulation not at all (it runs a block's threads one after another).
+#   memcheck   reads and writes out of bounds or misaligned, in kernels and in the API calls that touch memory;
+#   racecheck  two threads of a block touching one shared-memory word between barriers, one of them writing;
+#   synccheck  __syncthreads / __syncwarp where not every thread named can arrive;
+#   initcheck  reads of device memory that no kernel, copy or memset wrote.
+# Each on the small op tests (--only small-ops) and on 2 steps of the tiny model with validation and sampling, with
+# cuDNN's attention (memcheck) and with ours (the other three: cuDNN's kernels are NVIDIA's to check). A tool's report
+# is a FAIL with its first lines; a run cut off by the stage's budget (--sanitizer-secs) is said, not failed; a GPU the
+# tool cannot drive (gVisor's runtime: "Device not supported") skips the stage, saying so. Under the emulation each
+# command runs once without the tool (its own guard bytes and launch checks), which proves the command lines.
+san_tiny="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --val $TMPD/tiny_val_000000.bin --val-every 2 --val-steps 1
+          --sample-every 2 --gen-tokens 8 --batch-size 2 --seq-len 32 --steps 2 --lr 1e-3 --seed 7"
+SAN_T0=$(date +%s)
+SAN=""
+if [ $EMU = 0 ]; then
+    SAN=$(command -v compute-sanitizer || ls "$CUDA_HOME/bin/compute-sanitizer" /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -n 1)
+fi
+# san TOOL NAME CMD...: runs CMD under compute-sanitizer's TOOL (under the emulation: CMD alone, once per NAME)
+declare -A san_ran=()
+san() {
+    local tool=$1 name=$2 left rc log
+    shift 2
+    log=$L.san_${tool}_$name.log
+    if [ $EMU = 1 ]; then
+        [ -n "${san_ran[$name]:-}" ] && return 0
+        san_ran[$name]=1; log=$L.san_$name.log
+        timeout $((120 * LONG)) "$@" > $log 2>&1 && ! grep -qE '^0 passed' $log &&
+            ok "sanitizer's command $name runs (emulation: compute-sanitizer needs a GPU)" ||
+            { bad "sanitizer's command $name (exit $?): $*"; tail -n 5 $log; }
+        return 0
+    fi
+    [ -n "$SAN" ] || return 0
+    left=$((SAN_SECS - ($(date +%s) - SAN_T0)))
+    if [ $left -lt 10 ]; then echo "  $tool $name: not run (the stage's $SAN_SECS s are spent; --sanitizer-secs N)"; return 0; fi
+    [ $left -gt 90 ] && left=90
+    timeout -k 5 $left "$SAN" --tool $tool --error-exitcode 86 --print-limit 20 "$@" > $log 2>&1; rc=$?
+    if grep -qi 'device not supported' $log; then
+        echo "  compute-sanitizer cannot drive this GPU ($(grep -m1 -i 'device not supported' $log | cut -c1-120)): stage skipped"
+        SAN=""
+    elif [ $rc -eq 124 ]; then
+        echo "  $tool $name: cut off after $left s (the stage's budget; --sanitizer-secs N): not checked"
+    elif grep -qE '^0 passed' $log; then
+        bad "compute-sanitizer $tool: $name ran no test: $*"
+    elif [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' $log; then
+        ok "compute-sanitizer $tool: $name, nothing found"
+    else
+        bad "compute-sanitizer $tool: $name (exit $rc; $(grep -m1 -o 'ERROR SUMMARY: [0-9]* errors*' $log)): $*"
+        grep -m 30 -E '^========= ' $log | cut -c1-200; grep -v '^=========' $log | tail -n 3
+    fi
+}
+if [ $SAN_SECS -gt 0 ] && { [ $EMU = 1 ] || [ $SAN_ONLY = 1 ] || [ $(( $(date +%s) - T0 )) -le 330 ]; }; then
+    how="${SAN:-not found here}; $SAN_SECS s at most"; [ $EMU = 1 ] && how="the emulation: each command once, without the tool"
+    stage "compute-sanitizer: memcheck, racecheck, synccheck, initcheck ($how)"
+    if [ $EMU = 0 ] && [ -z "$SAN" ]; then echo "  no compute-sanitizer (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin): skipped"; fi
+    san memcheck ops_fp32 $TCU --only small-ops
+    san memcheck ops_bf16 $TCU16 --only small-ops
+    san memcheck train_bf16 $CU $san_tiny
+    [ -x ./$CU16 ] && san memcheck train_fp16 ./$CU16 $san_tiny --dtype fp16 --loss-scale 16777216
+    san racecheck ops_bf16 $TCU16 --only small-ops
+    san racecheck train_native_rc2 $CU $san_tiny --attention native --recompute 2
+    san synccheck train_native $CU $san_tiny --attention native
+    san initcheck train_native $CU $san_tiny --attention native
+elif [ $SAN_SECS -gt 0 ]; then
+    echo; echo "(compute-sanitizer skipped: the check is past 5.5 minutes; run it alone with --sanitizer-only)"
+fi
+
+if [ $SAN_ONLY = 0 ]; then # (to the end of the benchmarks)
 
 # Under the emulation the benchmarks run tiny, for their plumbing only (they run, and print what this script reads):
 # their figures mean nothing there.
@@ -508,6 +591,7 @@ else
     fi
 fi
 [ -s $L.bench.txt ] && ok "benchmarks ran ($(wc -l < $L.bench.txt) rows)"
+fi # SAN_ONLY
 
 if [ $EMU = 1 ]; then
     stage "summary ($(( $(date +%s) - T0 )) s, the CPU emulation: no performance figures)"
