@@ -248,8 +248,9 @@ typedef struct {
     size_t count;                 // elements (or bytes) on this rank, for messages
     const char* unit;             // "floats", "doubles", "bytes", or NULL (barrier)
     int64_t seq;                  // collective number on the group (0 for send/recv)
-    int peer, tag;                // send/recv only
+    int peer, tag;                // send/recv (and NCCL's pair communicators): the other rank, by group rank; -1 otherwise
     double start_time;            // now_seconds() when started
+    const char* via;              // NULL: MPI; "NCCL": comm_nccl.h's watchdog describing one of its operations
 #ifdef USE_MPI
     int nreqs;                    // MPI requests (chunks)
     MPI_Request inline_reqs[COMM_INLINE_REQS];
@@ -385,7 +386,16 @@ static void comm__begin(CommRequest* req, CommGroup* g, int op, size_t count, co
 // One phrase naming the operation: "allreduce on group 'dp' (4096 floats, collective #3 on this group)".
 static void comm__describe(const CommRequest* req, char* buf, size_t len) {
     const CommGroup* g = req->group;
-    if (req->op == COMM_OP_SEND || req->op == COMM_OP_RECV) {
+    if (req->via) { // "NCCL send to rank 1 on group 'pp' (4096 bytes)", "NCCL allreduce on group 'dp' (...)"
+        const char* rel = req->op == COMM_OP_SEND ? "to" : req->op == COMM_OP_RECV ? "from" : "with";
+        if (req->peer >= 0) {
+            snprintf(buf, len, "%s %s %s rank %d on group '%s' (%zu %s)", req->via, comm_op_names[req->op], rel,
+                     g->world_ranks[req->peer], g->name, req->count, req->unit);
+        } else {
+            snprintf(buf, len, "%s %s on group '%s' (%zu %s, collective #%lld on this group)", req->via,
+                     comm_op_names[req->op], g->name, req->count, req->unit, (long long)req->seq);
+        }
+    } else if (req->op == COMM_OP_SEND || req->op == COMM_OP_RECV) {
         snprintf(buf, len, "%s %s rank %d on group '%s' (%zu bytes, tag %d)", comm_op_names[req->op],
                  req->op == COMM_OP_SEND ? "to" : "from", g->world_ranks[req->peer], g->name, req->count, req->tag);
     } else if (req->unit) {
@@ -639,9 +649,10 @@ static void __attribute__((noreturn)) comm__timeout(CommRequest* req, double wai
     // the other nodes' records, from their monitor servers (each node asked once)
     CommRemoteView* views = (CommRemoteView*)callocCheck((size_t)g->size + 1, sizeof(CommRemoteView));
     int nviews = pc->monitor_ok ? comm__remote_views(pc, g, views) : 0;
-    if (req->op == COMM_OP_SEND || req->op == COMM_OP_RECV) {
+    if (req->peer >= 0) { // a message, or an NCCL pair's operation: the one other rank
         int peer = g->world_ranks[req->peer];
-        w = snprintf(line + pos, len - pos, "; the peer did not %s: ", req->op == COMM_OP_SEND ? "receive" : "send");
+        w = snprintf(line + pos, len - pos, "; the peer did not %s: ",
+                     req->op == COMM_OP_SEND ? "receive" : req->op == COMM_OP_RECV ? "send" : "take part");
         if (w > 0) { pos += (size_t)w; }
         if (pc->monitor_ok) {
             comm__describe_rank(pc, peer, views, nviews, line, len, &pos, now_s);

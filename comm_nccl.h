@@ -27,8 +27,8 @@ more between the first and last stages for the tied wte's gradients. NCCL refuse
 GPU; comm_nccl_shared_device finds such ranks first, so the caller can say so (the pipeline then keeps MPI on
 pinned host copies for its messages, as on a one-GPU test machine).
 --grad-compress bf16 rounds each bucket to bf16 on the device and sums it in bf16 through NCCL (below); PowerSGD
-(zero.h) keeps its host path over MPI. What this does not cover yet: the collective timeout monitor (a hung NCCL
-peer blocks the next device synchronisation; NCCL_TIMEOUT / the job scheduler end it).
+(zero.h) keeps its host path over MPI.
+A watchdog thread gives NCCL the collective timeout comm.h gives MPI (--comm-timeout; "the watchdog" below).
 Only static functions: include after comm.h and the kernels header.
 */
 #ifndef COMM_NCCL_H
@@ -36,10 +36,25 @@ Only static functions: include after comm.h and the kernels header.
 
 #if defined(KERNELS_CUDA) && defined(USE_NCCL)
 #include <nccl.h>
+#include <pthread.h>
+#include <sched.h>
 
 static const char* kernels__status(ncclResult_t r) { return r == ncclSuccess ? NULL : ncclGetErrorString(r); }
 
 #define COMM_NCCL_TAG_ID 24 // a pair's unique id, from its first rank to its second (MPI, the group's communicator)
+#define COMM_NCCL_WATCH 1024 // operations of one communicator in flight before the host waits for the oldest
+#define COMM_NCCL_COMMS 16   // communicators per process (the dp and tp groups, up to 4 pipeline pairs and the wte's)
+
+// One operation the watchdog follows: what it is, when the host issued it, and the event after it on its stream.
+typedef struct {
+    cudaEvent_t done;    // recorded after the operation (made on the slot's first use, reused after)
+    int recorded;        // 0 while the host is still issuing it (an NCCL call may block the host)
+    int op;              // enum CommOp
+    size_t count;
+    const char* unit;
+    int64_t seq;         // its number among the group's collectives (0 for a pair's operations)
+    double start;        // now_seconds() when issued
+} CommNcclOp;
 
 typedef struct CommNccl {
     ncclComm_t comm;
@@ -50,7 +65,167 @@ typedef struct CommNccl {
     size_t scratch_floats;
     float* retired[40];  // outgrown scratch buffers, freed with the communicator (see comm_nccl__scratch)
     int nretired;
+    CommGroup* group;    // the group it serves (a pair: the group of its two ranks), for the watchdog's messages
+    int peer;            // a pair: the other rank, by group rank; -1 for a whole group's communicator
+    CommNcclOp* ops;     // (COMM_NCCL_WATCH) the operations in flight, oldest at `head`, `count` of them, in the
+    int head, count;     // order they run on their stream (guarded by the watchdog's lock)
 } CommNccl;
+
+// --- the watchdog -----------------------------------------------------------------------------------------------
+// An NCCL collective runs on the device, so a peer that stops (a hung process, a frozen node) leaves this rank's NCCL
+// kernel waiting and its host blocked at its next synchronisation, forever: comm_wait's timeout never runs. As
+// PyTorch's NCCL watchdog does, a thread follows every operation instead. The host registers each one before the
+// NCCL call (which can block too: a communicator's first collective connects to the peers) and records an event
+// after it; operations of one communicator finish in order on its stream, so the thread looks at each one's oldest
+// every 100 ms. Past --comm-timeout it prints comm.h's one line, naming the operation and the members that never
+// arrived (a group's collectives are numbered on the group and published in comm.h's shared-memory records, as the
+// MPI ones are, so the same comparison finds them), and aborts the job; the driver ends the hung kernels with the
+// processes. The host also waits for the oldest when a communicator has COMM_NCCL_WATCH in flight, which bounds
+// how far it runs ahead of the device.
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    CommNccl* comms[COMM_NCCL_COMMS];
+    int ncomms;
+    pthread_t thread;
+    int running, stop;
+} comm_nccl__w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {NULL}, 0, 0, 0, 0};
+
+// Drops the finished operations at the front of n's list (lock held). An error other than "not ready" stays for the
+// host's next CUDA call to report.
+static void comm_nccl__retire(CommNccl* n) {
+    while (n->count > 0) {
+        CommNcclOp* o = &n->ops[n->head];
+        if (!o->recorded || cudaEventQuery(o->done) != cudaSuccess) { return; }
+        n->head = (n->head + 1) % COMM_NCCL_WATCH;
+        n->count--;
+    }
+}
+
+// Past the timeout: comm.h's message for n's oldest operation o, and the job ends (lock held; never returns).
+static void __attribute__((noreturn)) comm_nccl__timeout(CommNccl* n, const CommNcclOp* o, double waited) {
+    CommRequest req;
+    memset(&req, 0, sizeof(req));
+    req.active = 1;
+    req.op = o->op;
+    req.group = n->group;
+    req.count = o->count;
+    req.unit = o->unit;
+    req.seq = o->seq;
+    req.peer = n->peer;
+    req.start_time = o->start;
+    req.via = "NCCL";
+    comm__timeout(&req, waited);
+}
+
+// 1 if n's oldest operation has waited past the timeout (lock held).
+static int comm_nccl__overdue(const CommNccl* n, double now, double* waited) {
+    if (n->count == 0) { return 0; }
+    *waited = now - n->ops[n->head].start;
+    return *waited > n->group->pc->timeout_s;
+}
+
+static void* comm_nccl__watch(void* arg) {
+    (void)arg;
+    pthread_mutex_lock(&comm_nccl__w.lock);
+    while (!comm_nccl__w.stop) {
+        double now = now_seconds(), waited = 0.0;
+        for (int i = 0; i < comm_nccl__w.ncomms; i++) {
+            CommNccl* n = comm_nccl__w.comms[i];
+            comm_nccl__retire(n);
+            if (comm_nccl__overdue(n, now, &waited)) { comm_nccl__timeout(n, &n->ops[n->head], waited); }
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100000000L;
+        if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&comm_nccl__w.wake, &comm_nccl__w.lock, &until);
+    }
+    pthread_mutex_unlock(&comm_nccl__w.lock);
+    return NULL;
+}
+
+// Follows n's operations from now on (the thread starts with the first communicator).
+static void comm_nccl__watch_start(CommNccl* n, CommGroup* g, int peer) {
+    n->group = g;
+    n->peer = peer;
+    n->ops = (CommNcclOp*)callocCheck(COMM_NCCL_WATCH, sizeof(CommNcclOp));
+    n->head = n->count = 0;
+    pthread_mutex_lock(&comm_nccl__w.lock);
+    if (comm_nccl__w.ncomms == COMM_NCCL_COMMS) { fatal("internal: more than %d NCCL communicators", COMM_NCCL_COMMS); }
+    comm_nccl__w.comms[comm_nccl__w.ncomms++] = n;
+    if (!comm_nccl__w.running) {
+        comm_nccl__w.stop = 0;
+        if (pthread_create(&comm_nccl__w.thread, NULL, comm_nccl__watch, NULL) != 0) { fatal("cannot start the NCCL watchdog thread"); }
+        comm_nccl__w.running = 1;
+    }
+    pthread_mutex_unlock(&comm_nccl__w.lock);
+}
+
+// Stops following n (its operations have finished); the thread ends with the last communicator.
+static void comm_nccl__watch_end(CommNccl* n) {
+    pthread_mutex_lock(&comm_nccl__w.lock);
+    int last = 0;
+    for (int i = 0; i < comm_nccl__w.ncomms; i++) {
+        if (comm_nccl__w.comms[i] == n) { comm_nccl__w.comms[i] = comm_nccl__w.comms[--comm_nccl__w.ncomms]; break; }
+    }
+    if (comm_nccl__w.ncomms == 0 && comm_nccl__w.running) {
+        comm_nccl__w.stop = 1;
+        pthread_cond_signal(&comm_nccl__w.wake);
+        last = 1;
+    }
+    pthread_mutex_unlock(&comm_nccl__w.lock);
+    if (last) {
+        pthread_join(comm_nccl__w.thread, NULL);
+        comm_nccl__w.running = 0;
+    }
+    for (int i = 0; i < COMM_NCCL_WATCH; i++) {
+        if (n->ops[i].done) { gpuCheck(cudaEventDestroy(n->ops[i].done)); }
+    }
+    free(n->ops);
+    n->ops = NULL;
+}
+
+// Registers an operation on n before its NCCL call: numbered on the group (a whole group's collective), published
+// as entered, timed from now. With COMM_NCCL_WATCH in flight the host first waits for the oldest (and times it out).
+static CommNcclOp* comm_nccl__issue(CommNccl* n, int op, size_t count, const char* unit) {
+    pthread_mutex_lock(&comm_nccl__w.lock);
+    comm_nccl__retire(n);
+    while (n->count == COMM_NCCL_WATCH) {
+        double waited = 0.0;
+        if (comm_nccl__overdue(n, now_seconds(), &waited)) { comm_nccl__timeout(n, &n->ops[n->head], waited); }
+        pthread_mutex_unlock(&comm_nccl__w.lock);
+        sched_yield();
+        pthread_mutex_lock(&comm_nccl__w.lock);
+        comm_nccl__retire(n);
+    }
+    CommNcclOp* o = &n->ops[(n->head + n->count) % COMM_NCCL_WATCH];
+    o->recorded = 0;
+    o->op = op;
+    o->count = count;
+    o->unit = unit;
+    o->seq = 0;
+    if (n->peer < 0) {
+        CommGroup* g = n->group;
+        o->seq = ++g->seq;
+        CommSlot* s = comm__slot(g->pc, g->pc->world_rank);
+        if (s) { comm__publish(&s->entered[g->slot], g->seq); }
+    }
+    comm__heartbeat(n->group->pc);
+    o->start = now_seconds();
+    n->count++;
+    pthread_mutex_unlock(&comm_nccl__w.lock);
+    return o;
+}
+
+// After the NCCL call: the event on `stream` that says when the device has finished the operation.
+static void comm_nccl__issued(CommNcclOp* o, cudaStream_t stream) {
+    if (!o->done) { gpuCheck(cudaEventCreateWithFlags(&o->done, cudaEventDisableTiming)); }
+    gpuCheck(cudaEventRecord(o->done, stream));
+    pthread_mutex_lock(&comm_nccl__w.lock);
+    o->recorded = 1;
+    pthread_mutex_unlock(&comm_nccl__w.lock);
+}
 
 // A started collective: the event recorded on the communication stream after it (NULL: none in flight).
 typedef struct { cudaEvent_t done; } CommNcclReq;
@@ -58,12 +233,13 @@ typedef struct { cudaEvent_t done; } CommNcclReq;
 static int comm_nccl_available(void) { return 1; }
 static int comm_nccl_joined(const CommNccl* n) { return n->comm != NULL; }
 
-static void comm_nccl__join(CommNccl* n, ncclUniqueId id, int rank, int size) {
+static void comm_nccl__join(CommNccl* n, ncclUniqueId id, int rank, int size, CommGroup* g, int peer) {
     n->rank = rank;
     n->size = size;
     gpuCheck(ncclCommInitRank(&n->comm, size, id, rank));
     gpuCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
     gpuCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
+    comm_nccl__watch_start(n, g, peer);
 }
 
 // Joins the NCCL communicator of group g (collective over g's MPI communicator).
@@ -72,7 +248,7 @@ static void comm_nccl_init(CommNccl* n, CommGroup* g) {
     memset(&id, 0, sizeof(id));
     if (g->rank == 0) { gpuCheck(ncclGetUniqueId(&id)); }
     comm_broadcast(g, &id, sizeof(id), 0);
-    comm_nccl__join(n, id, g->rank, g->size);
+    comm_nccl__join(n, id, g->rank, g->size, g, -1);
 }
 
 // Joins the communicator of two members of g, `first` (its rank 0) and `second`; only those two call it.
@@ -85,7 +261,7 @@ static void comm_nccl_init_pair(CommNccl* n, CommGroup* g, int first, int second
     } else {
         comm_recv(g, &id, sizeof(id), first, COMM_NCCL_TAG_ID);
     }
-    comm_nccl__join(n, id, g->rank == first ? 0 : 1, 2);
+    comm_nccl__join(n, id, g->rank == first ? 0 : 1, 2, g, g->rank == first ? second : first);
 }
 
 // Whether two members of g use the same GPU, which NCCL refuses in one communicator (collective over g): every member
@@ -119,6 +295,7 @@ static int comm_nccl_shared_device(CommGroup* g, const KernelCtx* ctx, int* a, i
 static void comm_nccl_free(CommNccl* n) {
     if (!n || !n->comm) { return; }
     gpuCheck(cudaStreamSynchronize(n->stream));
+    comm_nccl__watch_end(n); // (a hang in that synchronisation is still the watchdog's)
     if (n->scratch) { gpuCheck(cudaFree(n->scratch)); n->scratch = NULL; n->scratch_floats = 0; }
     for (int i = 0; i < n->nretired; i++) { gpuCheck(cudaFree(n->retired[i])); }
     n->nretired = 0;
@@ -150,12 +327,17 @@ static void comm_nccl_wait(const KernelCtx* ctx, CommNcclReq* req) {
 // The sums below, over elements of type t (es bytes each).
 static void comm_nccl__iallreduce(CommNccl* n, const KernelCtx* ctx, void* buf, size_t count, ncclDataType_t t, CommNcclReq* req) {
     comm_nccl__begin(n, ctx);
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_ALLREDUCE, count, t == ncclFloat32 ? "floats" : "bf16");
     gpuCheck(ncclAllReduce(buf, buf, count, t, ncclSum, n->comm, n->stream));
+    comm_nccl__issued(o, n->stream);
     comm_nccl__end(n, req);
 }
 static void comm_nccl__ireduce_scatterv(CommNccl* n, const KernelCtx* ctx, const void* send, void* recv, const size_t* counts,
                                         ncclDataType_t t, size_t es, CommNcclReq* req) {
     comm_nccl__begin(n, ctx);
+    size_t total = 0;
+    for (int r = 0; r < n->size; r++) { total += counts[r]; }
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_REDUCE_SCATTER, total, t == ncclFloat32 ? "floats" : "bf16");
     gpuCheck(ncclGroupStart());
     size_t off = 0;
     for (int r = 0; r < n->size; r++) {
@@ -164,6 +346,7 @@ static void comm_nccl__ireduce_scatterv(CommNccl* n, const KernelCtx* ctx, const
         off += counts[r];
     }
     gpuCheck(ncclGroupEnd());
+    comm_nccl__issued(o, n->stream);
     comm_nccl__end(n, req);
 }
 
@@ -221,6 +404,9 @@ static void comm_nccl_ireduce_scatterv_sum_bf16(CommNccl* n, const KernelCtx* ct
 static void comm_nccl_iallgatherv_bytes(CommNccl* n, const KernelCtx* ctx, const void* mine, void* dest, const size_t* counts,
                                         CommNcclReq* req) {
     comm_nccl__begin(n, ctx);
+    size_t total = 0;
+    for (int r = 0; r < n->size; r++) { total += counts[r]; }
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_ALLGATHER, total, "bytes");
     gpuCheck(ncclGroupStart());
     size_t off = 0;
     for (int r = 0; r < n->size; r++) {
@@ -231,13 +417,16 @@ static void comm_nccl_iallgatherv_bytes(CommNccl* n, const KernelCtx* ctx, const
         off += counts[r];
     }
     gpuCheck(ncclGroupEnd());
+    comm_nccl__issued(o, n->stream);
     comm_nccl__end(n, req);
 }
 
 // buf holds size equal parts of `bytes` each; rank r's part (already in place at buf + r * bytes) reaches every rank.
 static void comm_nccl_iallgather_inplace_bytes(CommNccl* n, const KernelCtx* ctx, void* buf, size_t bytes, CommNcclReq* req) {
     comm_nccl__begin(n, ctx);
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_ALLGATHER, (size_t)n->size * bytes, "bytes");
     gpuCheck(ncclAllGather((char*)buf + (size_t)n->rank * bytes, buf, bytes, ncclUint8, n->comm, n->stream));
+    comm_nccl__issued(o, n->stream);
     comm_nccl__end(n, req);
 }
 
@@ -265,20 +454,26 @@ static float* comm_nccl__scratch(CommNccl* n, size_t floats) {
 static void comm_nccl_allreduce_x(CommNccl* n, const KernelCtx* ctx, floatX* buf, size_t count) {
     float* f = comm_nccl__scratch(n, count);
     dev_x_to_f32(ctx, f, buf, count);
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_ALLREDUCE, count, "floats");
     gpuCheck(ncclAllReduce(f, f, count, ncclFloat32, ncclSum, n->comm, ctx->stream));
+    comm_nccl__issued(o, ctx->stream);
     dev_f32_to_x(ctx, buf, f, count);
 }
 
 // buf (count floats) summed over the group, in place.
 static void comm_nccl_allreduce_f32(CommNccl* n, const KernelCtx* ctx, float* buf, size_t count) {
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_ALLREDUCE, count, "floats");
     gpuCheck(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, n->comm, ctx->stream));
+    comm_nccl__issued(o, ctx->stream);
 }
 
 // full (size x count floatX) = every rank's part (count floatX), in rank order.
 static void comm_nccl_allgather_x(CommNccl* n, const KernelCtx* ctx, floatX* full, const floatX* part, size_t count) {
     float* f = comm_nccl__scratch(n, (size_t)n->size * count);
     dev_x_to_f32(ctx, f + (size_t)n->rank * count, part, count);
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_ALLGATHER, (size_t)n->size * count, "floats");
     gpuCheck(ncclAllGather(f + (size_t)n->rank * count, f, count, ncclFloat32, n->comm, ctx->stream)); // in place
+    comm_nccl__issued(o, ctx->stream);
     dev_f32_to_x(ctx, full, f, (size_t)n->size * count);
 }
 
@@ -286,7 +481,9 @@ static void comm_nccl_allgather_x(CommNccl* n, const KernelCtx* ctx, floatX* ful
 static void comm_nccl_reduce_scatter_x(CommNccl* n, const KernelCtx* ctx, floatX* part, const floatX* full, size_t count) {
     float* f = comm_nccl__scratch(n, (size_t)n->size * count);
     dev_x_to_f32(ctx, f, full, (size_t)n->size * count);
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_REDUCE_SCATTER, (size_t)n->size * count, "floats");
     gpuCheck(ncclReduceScatter(f, f + (size_t)n->rank * count, count, ncclFloat32, ncclSum, n->comm, ctx->stream)); // in place
+    comm_nccl__issued(o, ctx->stream);
     dev_f32_to_x(ctx, part, f + (size_t)n->rank * count, count);
 }
 
@@ -304,7 +501,9 @@ static void comm_nccl_reduce_scatter_x(CommNccl* n, const KernelCtx* ctx, floatX
 // given so far (what wrote buf); returns at once. req finishes when the send has (comm_nccl_test).
 static void comm_nccl_send(CommNccl* n, const KernelCtx* ctx, const void* buf, size_t bytes, CommNcclReq* req) {
     comm_nccl__begin(n, ctx);
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_SEND, bytes, "bytes");
     gpuCheck(ncclSend(buf, bytes, ncclUint8, 1 - n->rank, n->comm, n->stream));
+    comm_nccl__issued(o, n->stream);
     comm_nccl__end(n, req);
 }
 
@@ -312,7 +511,9 @@ static void comm_nccl_send(CommNccl* n, const KernelCtx* ctx, const void* buf, s
 // where buf became free; none: at once); comm_nccl_wait makes the compute stream wait for it.
 static void comm_nccl_irecv(CommNccl* n, void* buf, size_t bytes, const CommNcclReq* after, CommNcclReq* req) {
     if (after && after->done) { gpuCheck(cudaStreamWaitEvent(n->stream, after->done, 0)); }
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_RECV, bytes, "bytes");
     gpuCheck(ncclRecv(buf, bytes, ncclUint8, 1 - n->rank, n->comm, n->stream));
+    comm_nccl__issued(o, n->stream);
     comm_nccl__end(n, req);
 }
 

@@ -12,7 +12,8 @@ and backward (a cross-check the GPU tests use).
 
 The graphs are built and finalized without a GPU (cuDNN accepts descriptors and operation graphs without a handle),
 so CI checks every tensor, stride, UID and operation here (tests/test_cudnn_graph.cu); only the engine heuristics,
-the execution plans and the execution need the GPU. Plans are cached per shape.
+the execution plans and the execution need the GPU. Plans are cached per shape (below); forward-only passes of
+varying length (sampling, HellaSwag) run at a few bucketed lengths (kernels_forward_len), so the cache holds a handful.
 */
 #ifndef CUDNN_ATT_CUH
 #define CUDNN_ATT_CUH
@@ -36,7 +37,9 @@ enum {
     ATT_UID_VIRTUAL = 100
 };
 
-#define ATT_MAX_DESCS 96
+// A backward graph makes 70 descriptors and a forward one 48; a plan search adds at most 18 more (a heuristic, its 16
+// configurations, the plan being tried), dropped again when the search fails (tests/test_cudnn_graph checks the sum).
+#define ATT_MAX_DESCS 128
 
 // Every descriptor made while building one graph, destroyed together.
 typedef struct {
@@ -55,9 +58,13 @@ static cudnnBackendDescriptor_t att__new(AttBuild* g, cudnnBackendDescriptorType
     return d;
 }
 
+// Destroys the descriptors made since g held `mark` of them (newest first).
+static void att__drop_to(AttBuild* g, int mark) {
+    while (g->n > mark) { cudnnBackendDestroyDescriptor(g->all[--g->n]); }
+}
+
 static void att__free(AttBuild* g) {
-    for (int i = 0; i < g->n; i++) { cudnnBackendDestroyDescriptor(g->all[i]); }
-    g->n = 0;
+    att__drop_to(g, 0);
     g->nops = 0;
 }
 
@@ -280,27 +287,53 @@ static cudnnBackendDescriptor_t att_graph(AttBuild* g, cudnnHandle_t handle) {
 // ----------------------------------------------------------------------------
 // Plans (GPU only): heuristics mode A, then FALLBACK; the first configuration whose plan finalizes wins.
 
+// The plan cache: one entry per (shape, direction), at most ATT_MAX_PLANS. A shape cuDNN has no engine for is
+// remembered too, so that its attention runs on the native kernels without asking cuDNN again (and without turning
+// cuDNN off for the shapes it runs). When the cache is full, the least recently used entry makes room.
 typedef struct {
     AttShape shape;
     int backward;
+    int used;                     // 0: a free entry
+    int rejected;                 // no engine runs this shape: nothing is built, the native kernels run it
+    uint64_t last_use;            // the cache's clock at the entry's last lookup
     AttBuild build;               // keeps the descriptors the plan refers to alive
     cudnnBackendDescriptor_t plan;
     int64_t workspace;
 } AttPlan;
 
-#define ATT_MAX_PLANS 16
+#define ATT_MAX_PLANS 32
 static AttPlan att__plans[ATT_MAX_PLANS];
-static int att__num_plans;
+static uint64_t att__clock;
 static cudnnHandle_t att__handle;
 
+// The entry of (s, backward) among plans[0..n): found (*hit = 1, its use recorded at `now`), or the one to fill
+// (*hit = 0): a free entry, else the least recently used, which the caller empties first.
+static AttPlan* att__cache_find(AttPlan* plans, int n, const AttShape* s, int backward, uint64_t now, int* hit) {
+    AttPlan* victim = NULL;
+    for (int i = 0; i < n; i++) {
+        AttPlan* p = &plans[i];
+        if (p->used && p->backward == backward && memcmp(&p->shape, s, sizeof(*s)) == 0) {
+            p->last_use = now;
+            *hit = 1;
+            return p;
+        }
+        if (!victim || (victim->used && (!p->used || p->last_use < victim->last_use))) { victim = p; }
+    }
+    *hit = 0;
+    return victim;
+}
+
+// The first configuration of heuristics `mode` whose plan finalizes, and its workspace; NULL when none does. What a
+// failed search made is destroyed again (a rejected plan at once), so g keeps only the winning plan's descriptors.
 static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int64_t* ws) {
+    int mark = g->n;
     cudnnBackendDescriptor_t heur = att__new(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     gpuCheck(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
     gpuCheck(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
-    if (cudnnBackendFinalize(heur) != CUDNN_STATUS_SUCCESS) { return NULL; }
+    if (cudnnBackendFinalize(heur) != CUDNN_STATUS_SUCCESS) { att__drop_to(g, mark); return NULL; }
     int64_t count = 0;
     gpuCheck(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL));
-    if (count <= 0) { return NULL; }
+    if (count <= 0) { att__drop_to(g, mark); return NULL; }
     if (count > 16) { count = 16; }
     cudnnBackendDescriptor_t cfgs[16];
     for (int64_t i = 0; i < count; i++) { cfgs[i] = att__new(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR); }
@@ -313,28 +346,39 @@ static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescript
         cudnnStatus_t st = cudnnBackendFinalize(plan);
         if (st != CUDNN_STATUS_SUCCESS) {
             if (getenv("ATT_VERBOSE")) { fprintf(stderr, "cudnn attention: config %lld rejected: %s\n", (long long)i, kernels__status(st)); }
+            att__drop_to(g, g->n - 1); // the plan just made (the newest descriptor)
             continue;
         }
         int64_t n = 0;
         gpuCheck(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, ws));
         return plan;
     }
+    att__drop_to(g, mark);
     return NULL;
 }
 
+// The cached plan of (s, backward), built on first use; NULL when cuDNN has no engine for the shape and --attention
+// auto lets the caller run the native kernels (explicit --attention cudnn stops instead).
 static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward) {
-    for (int i = 0; i < att__num_plans; i++) {
-        AttPlan* p = &att__plans[i];
-        if (p->backward == backward && memcmp(&p->shape, s, sizeof(*s)) == 0) { return p; }
+    int hit = 0;
+    AttPlan* p = att__cache_find(att__plans, ATT_MAX_PLANS, s, backward, ++att__clock, &hit);
+    if (hit) { return p->rejected ? NULL : p; }
+    if (p->used) { // evicted: its plan may still be queued on the stream, so it goes once the stream has run it
+        if (!p->rejected) {
+            gpuCheck(cudaStreamSynchronize(ctx->stream));
+            att__free(&p->build);
+        }
+        p->used = 0;
     }
-    if (att__num_plans == ATT_MAX_PLANS) { fatal("cudnn attention: more than %d shapes", ATT_MAX_PLANS); }
     if (!att__handle) {
         gpuCheck(cudnnCreate(&att__handle));
     }
     gpuCheck(cudnnSetStream(att__handle, ctx->stream));
-    AttPlan* p = &att__plans[att__num_plans];
+    memset(p, 0, sizeof(*p));
     p->shape = *s;
     p->backward = backward;
+    p->used = 1;
+    p->last_use = att__clock;
     if (backward) { att_build_backward(&p->build, s); } else { att_build_forward(&p->build, s); }
     cudnnBackendDescriptor_t graph = att_graph(&p->build, att__handle);
     p->plan = att__try_plans(&p->build, graph, CUDNN_HEUR_MODE_A, &p->workspace);
@@ -344,11 +388,11 @@ static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward)
         snprintf(what, sizeof(what), "no cuDNN engine runs the %s attention graph for B %lld, T %lld, NH %lld, HS %lld",
                  backward ? "backward" : "forward", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS);
         if (!ctx->attention_auto) { fatal("%s (ATT_VERBOSE=1 lists the rejections; --attention native avoids cuDNN)", what); }
-        fprintf(stderr, "warning: %s: using the native attention kernels instead (--attention auto)\n", what);
+        fprintf(stderr, "warning: %s: the native attention kernels run this shape (--attention auto)\n", what);
         att__free(&p->build);
+        p->rejected = 1;
         return NULL;
     }
-    att__num_plans++;
     return p;
 }
 
@@ -372,7 +416,7 @@ static void att__execute(const KernelCtx* cctx, AttPlan* p, int n, const int64_t
 static int cudnn_attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
     AttShape s = {B, T, NH, C / NH};
     AttPlan* p = att__plan(ctx, &s, 0);
-    if (!p) { ((KernelCtx*)ctx)->attention_cudnn = 0; return 0; }
+    if (!p) { ((KernelCtx*)ctx)->attention_fallbacks++; return 0; }
     float scale = 1.0f / sqrtf((float)(C / NH)), neg_inf = -INFINITY;
     int64_t uids[7] = {ATT_UID_Q, ATT_UID_KT, ATT_UID_V, ATT_UID_O, ATT_UID_STATS, ATT_UID_SCALE, ATT_UID_NEG_INF};
     void* ptrs[7] = {(void*)qkv, (void*)(qkv + C), (void*)(qkv + 2 * C), out, lse, &scale, &neg_inf};
@@ -385,7 +429,7 @@ static int cudnn_attention_backward(const KernelCtx* ctx, floatX* dqkv, const fl
                                     const float* lse, int B, int T, int C, int NH) {
     AttShape s = {B, T, NH, C / NH};
     AttPlan* p = att__plan(ctx, &s, 1);
-    if (!p) { ((KernelCtx*)ctx)->attention_cudnn = 0; return 0; }
+    if (!p) { ((KernelCtx*)ctx)->attention_fallbacks++; return 0; }
     float* softmax_sum = kernels__col_partials(ctx, (size_t)B * NH * T);
     float scale = 1.0f / sqrtf((float)(C / NH)), neg_inf = -INFINITY, one = 1.0f;
     int64_t uids[14] = {ATT_UID_Q, ATT_UID_KT, ATT_UID_VT, ATT_UID_O, ATT_UID_DO, ATT_UID_STATS, ATT_UID_DQ, ATT_UID_DK, ATT_UID_DV,

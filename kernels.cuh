@@ -9,7 +9,9 @@ op function of kernels.h, which validates shapes and picks the launch. Matmuls g
 Storage type: floatX is fixed at compile time (bf16 by default; -DENABLE_FP32 or -DENABLE_FP16), and --dtype must
 name it. Arithmetic is fp32; each floatX store rounds to nearest even (__float2bfloat16_rn / __float2half_rn, the
 same bits as precision.h's round_bf16 / round_fp16), and AdamW writes the compute copy with precision.h's
-stochastic rounding, bit for bit what the CPU backend writes.
+stochastic rounding, bit for bit what the CPU backend writes from the same master value. (The fp32 arithmetic itself
+is not bit for bit the CPU's: nvcc contracts a * b + c into fused multiply-adds, the CPU build does not, so master
+weights may differ in their last bits; the GPU check compares trajectories within a tolerance.)
 
 Determinism: no float atomics anywhere. Every reduction (LayerNorm's dw/db, bias gradients, the embedding
 gradient, the loss sum, the gradient norm) is a fixed-order sum over per-block partials, so two runs give the same
@@ -90,6 +92,7 @@ static const char* kernels__status(cublasStatus_t s) { return s == CUBLAS_STATUS
 
 #define KERNELS_STAGE_FLOATS ((size_t)1 << 22)   // host <-> device conversion chunk (16 MB of fp32)
 #define KERNELS_REDUCE_BLOCKS 1024               // partial sums of the two-pass reductions
+#define KERNELS_MAX_RETIRED 64                   // outgrown context buffers kept (kernels__retire)
 #define KERNELS_LT_WORKSPACE ((size_t)32 << 20)  // cuBLASLt workspace (32 MB, as Hopper kernels want)
 
 typedef struct {
@@ -116,9 +119,12 @@ typedef struct {
     size_t row_scratch_bytes;
     int attention_cudnn;       // 1: attention through cuDNN's fused flash attention; 0: the native kernels below
     int attention_auto;        // --attention auto: fall back to the native kernels where cuDNN has no plan
+    long attention_fallbacks;  // attention calls cuDNN had no plan for, run by the native kernels instead
     int gelu_fusion;           // 1 (the default): matmul_forward_gelu fuses the GELU into cuBLASLt's epilogue where it can
     void* att_workspace;       // cuDNN's attention workspace (grown on demand)
     size_t att_workspace_bytes;
+    void* retired[KERNELS_MAX_RETIRED]; // outgrown buffers of the above, freed with the context (kernels__grow)
+    int nretired;
     size_t bytes;              // device bytes held by the context
 } KernelCtx;
 
@@ -188,6 +194,19 @@ static int kernels_set_attention(KernelCtx* ctx, const char* impl) {
     return -1;
 }
 
+// The shortest of 64, 128, 256, ... that holds t positions, at most t_max (t itself when t > t_max).
+static int kernels__bucket_len(int t, int t_max) {
+    long b = 64;
+    while (b < t) { b *= 2; }
+    return t >= t_max ? t : (int)(b < t_max ? b : t_max);
+}
+
+// With cuDNN's attention, forward-only passes run at bucketed lengths: cuDNN builds an execution plan per shape (tens
+// of milliseconds each, cached), and sampling alone would ask for a new length at every token.
+static int kernels_forward_len(const KernelCtx* ctx, int t, int t_max) {
+    return ctx->attention_cudnn ? kernels__bucket_len(t, t_max) : t;
+}
+
 static void kernels_ctx_free(KernelCtx* ctx) {
     if (!ctx->stream) { return; }
     gpuCheck(cudaStreamSynchronize(ctx->stream));
@@ -203,6 +222,8 @@ static void kernels_ctx_free(KernelCtx* ctx) {
     cudaFree(ctx->sort_temp);
     cudaFree(ctx->row_scratch);
     cudaFree(ctx->att_workspace);
+    for (int i = 0; i < ctx->nretired; i++) { cudaFree(ctx->retired[i]); }
+    ctx->nretired = 0;
     cublasLtDestroy(ctx->lt);
     cudaStreamDestroy(ctx->stream);
     ctx->stream = NULL;
@@ -215,14 +236,28 @@ static size_t kernels_scratch_bytes(int max_T, int C, int nthreads) {
     return KERNELS_LT_WORKSPACE + KERNELS_STAGE_FLOATS * sizeof(float) + KERNELS_REDUCE_BLOCKS * sizeof(double);
 }
 
-// Grows a device buffer owned by the context (a synchronising cudaMalloc, only when a larger shape first appears).
+// Keeps an outgrown context buffer until the context ends. cudaFree waits for the whole device: in the middle of a
+// step that could be a pipeline stage's NCCL send waiting for its peer, whose host waits for this rank (a deadlock),
+// and the first steps grow several buffers (the bias-gradient partials, the attention workspace from the forward's
+// size to the backward's). Only past KERNELS_MAX_RETIRED growths are they freed, after the device has finished.
+static void kernels__retire(KernelCtx* ctx, void* p) {
+    if (!p) { return; }
+    if (ctx->nretired == KERNELS_MAX_RETIRED) {
+        gpuCheck(cudaDeviceSynchronize());
+        for (int i = 0; i < ctx->nretired; i++) { gpuCheck(cudaFree(ctx->retired[i])); }
+        ctx->nretired = 0;
+    }
+    ctx->retired[ctx->nretired++] = p;
+}
+
+// Grows a device buffer owned by the context, only when a larger shape first appears (the old one is retired: work
+// already queued may still use it).
 static void* kernels__grow(KernelCtx* ctx, void* p, size_t* have, size_t need) {
     if (need <= *have) { return p; }
-    gpuCheck(cudaStreamSynchronize(ctx->stream));
-    cudaFree(p);
+    kernels__retire(ctx, p);
     void* q;
     gpuCheck(cudaMalloc(&q, need));
-    ctx->bytes += need - *have;
+    ctx->bytes += need;
     *have = need;
     return q;
 }
@@ -496,9 +531,8 @@ static void encoder_backward(const KernelCtx* cctx, float* dwte, float* dwpe, co
     KernelCtx* ctx = (KernelCtx*)cctx; // the sort buffers grow on first use
     int BT = B * T;
     if (BT > ctx->sort_capacity) {
-        gpuCheck(cudaStreamSynchronize(ctx->stream));
-        cudaFree(ctx->sort_keys_in);
-        cudaFree(ctx->sort_temp);
+        kernels__retire(ctx, ctx->sort_keys_in);
+        kernels__retire(ctx, ctx->sort_temp);
         int32_t* buf;
         gpuCheck(cudaMalloc((void**)&buf, 4 * (size_t)BT * sizeof(int32_t)));
         ctx->sort_keys_in = buf; ctx->sort_keys_out = buf + BT; ctx->sort_vals_in = buf + 2 * (size_t)BT; ctx->sort_vals_out = buf + 3 * (size_t)BT;
@@ -643,8 +677,12 @@ static void residual_layernorm_forward(const KernelCtx* ctx, floatX* res_out, fl
 }
 
 // Backward: warp w of the grid takes rows w, w + W, ...; its dw/db partial sums go to its own slice of
-// col_partials (W x 2C floats), summed over W in order by kernels__sum_columns.
-#define KERNELS_LN_WARPS 512
+// col_partials (W x 2C floats), summed over W in order by kernels__sum_columns. W: 16 warps per SM (two blocks of 8
+// on each, every SM busy: a bandwidth-bound kernel), fewer when there are fewer rows than that.
+static int kernels__ln_blocks(const KernelCtx* ctx, int BT) {
+    int blocks = 2 * (ctx->num_sms > 0 ? ctx->num_sms : 1), need = (BT + 7) / 8;
+    return need < blocks ? (need > 0 ? need : 1) : blocks;
+}
 template <int VEC>
 __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* w,
                                             const float* mean, const float* rstd, int BT, int C) {
@@ -695,13 +733,30 @@ __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const 
     }
 }
 
-// out[c] (+)= sum over r of part[r * stride + c], r in order (a fixed-order column sum of partials).
+// out[c] (+)= sum over r of part[r * stride + c] (a column sum of partials in a fixed order, so deterministic). A
+// block of 32 x 32 threads takes 32 columns: thread (x, y) sums rows y, y + 32, ... of column x (32 loads in flight
+// per column, each warp reading 128 contiguous bytes), then thread (x, 0) adds the 32 sums in order. (One thread
+// per column summing every row in turn waited on one load at a time: hundreds of microseconds for 2000 rows.)
+#define KERNELS_SUM_LANES 32
 __global__ void kernels__sum_columns(float* out, const float* part, int rows, size_t stride, int cols, int acc) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) { return; }
+    __shared__ float sums[KERNELS_SUM_LANES][33]; // (+1: no bank conflicts when column x reads down its sums)
+    int x = threadIdx.x, y = threadIdx.y, c = blockIdx.x * 32 + x;
     float s = 0.0f;
-    for (int r = 0; r < rows; r++) { s += part[(size_t)r * stride + c]; }
-    out[c] = acc ? out[c] + s : s;
+    if (c < cols) {
+        for (int r = y; r < rows; r += KERNELS_SUM_LANES) { s += part[(size_t)r * stride + c]; }
+    }
+    sums[y][x] = s;
+    __syncthreads();
+    if (y == 0 && c < cols) {
+        float t = 0.0f;
+        for (int k = 0; k < KERNELS_SUM_LANES; k++) { t += sums[k][x]; }
+        out[c] = acc ? out[c] + t : t;
+    }
+}
+
+static void kernels__sum_columns_launch(cudaStream_t stream, float* out, const float* part, int rows, size_t stride, int cols, int acc) {
+    kernels__sum_columns<<<(cols + 31) / 32, dim3(32, KERNELS_SUM_LANES), 0, stream>>>(out, part, rows, stride, cols, acc);
+    launchCheck();
 }
 
 static float* kernels__col_partials(const KernelCtx* cctx, size_t floats) {
@@ -713,17 +768,16 @@ static float* kernels__col_partials(const KernelCtx* cctx, size_t floats) {
 static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* db, const floatX* dout,
                                const floatX* inp, const floatX* w, const float* mean, const float* rstd, int BT, int C,
                                int acc) {
-    float* part = kernels__col_partials(ctx, (size_t)KERNELS_LN_WARPS * 2 * C);
+    int blocks = kernels__ln_blocks(ctx, BT), warps = 8 * blocks;
+    float* part = kernels__col_partials(ctx, (size_t)warps * 2 * C);
     if (kernels__rows_packed(C, {dinp, dout, inp, w})) {
-        kernels__layernorm_backward<KERNELS_PACK><<<KERNELS_LN_WARPS / 8, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+        kernels__layernorm_backward<KERNELS_PACK><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
     } else {
-        kernels__layernorm_backward<1><<<KERNELS_LN_WARPS / 8, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+        kernels__layernorm_backward<1><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
     }
     launchCheck();
-    kernels__sum_columns<<<(C + 255) / 256, 256, 0, ctx->stream>>>(dw, part, KERNELS_LN_WARPS, 2 * (size_t)C, C, acc);
-    launchCheck();
-    kernels__sum_columns<<<(C + 255) / 256, 256, 0, ctx->stream>>>(db, part + C, KERNELS_LN_WARPS, 2 * (size_t)C, C, acc);
-    launchCheck();
+    kernels__sum_columns_launch(ctx->stream, dw, part, warps, 2 * (size_t)C, C, acc);
+    kernels__sum_columns_launch(ctx->stream, db, part + C, warps, 2 * (size_t)C, C, acc);
 }
 
 // ----------------------------------------------------------------------------
@@ -913,8 +967,7 @@ static void kernels__bias_grad(const KernelCtx* ctx, float* dbias, const floatX*
         kernels__bias_partials<1><<<grid, 32 * KERNELS_BIAS_WARPS, 0, ctx->stream>>>(part, dout, BT, OC);
     }
     launchCheck();
-    kernels__sum_columns<<<(OC + 255) / 256, 256, 0, ctx->stream>>>(dbias, part, KERNELS_BIAS_ROW_GROUPS, (size_t)OC, OC, acc);
-    launchCheck();
+    kernels__sum_columns_launch(ctx->stream, dbias, part, KERNELS_BIAS_ROW_GROUPS, (size_t)OC, OC, acc);
 }
 
 // CPU twin: matmul_backward.

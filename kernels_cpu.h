@@ -181,6 +181,12 @@ static int kernels_set_attention(KernelCtx* ctx, const char* impl) {
     return strcmp(impl, "auto") == 0 || strcmp(impl, "native") == 0 ? 0 : -1;
 }
 
+// Forward-only passes run at the length asked for (kernels.h).
+static int kernels_forward_len(const KernelCtx* ctx, int t, int t_max) {
+    (void)ctx; (void)t_max;
+    return t;
+}
+
 static void kernels_ctx_free(KernelCtx* ctx) {
     free(ctx->att_scratch);
     free(ctx->ln_scratch);

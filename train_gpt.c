@@ -469,7 +469,7 @@ static void config_serialize(const Config* c, char* buf, size_t cap) {
     X(ln1_rstd,  float,   0, 1, (size_t)L2 * R)           /* (L2,R) */ \
     X(qkv,       floatX,  1, 1, (size_t)L2 * BT * 3 * Ct) /* (L2,B,T,3Ct) */ \
     X(atty,      floatX,  1, 1, (size_t)L2 * BT * Ct)     /* (L2,B,T,Ct) attention output before the projection */ \
-    X(att_lse,   float,   0, 1, (size_t)L2 * B * NHt * T) /* (L2,B,NHt,T) log-sum-exp of each attention row */ \
+    X(att_lse,   float,   0, 1, (size_t)L2 * lse_stride((size_t)B * NHt * T)) /* (L2,B,NHt,T) log-sum-exp of each attention row */ \
     X(residual2, floatX,  1, 1, (size_t)L2 * R * C)       /* (L2,R,C) after the attention residual */ \
     X(ln2,       floatX,  1, 1, (size_t)L1 * R * C)       /* (L1,R,C) */ \
     X(ln2_mean,  float,   0, 1, (size_t)L2 * R)           /* (L2,R) */ \
@@ -511,6 +511,10 @@ typedef struct {
     float* host;         // tp > 1: host staging of the tensor-parallel collectives (host_floats of them)
     size_t host_floats;
 } Activations;
+
+// Floats from one layer's attention log-sum-exps to the next: n rounded up to 16 bytes, the alignment cuDNN is
+// promised for its Stats tensor (with 25 heads, B 1 and an odd T, n floats would leave every other layer's misaligned).
+static size_t lse_stride(size_t n) { return (n + 3) & ~(size_t)3; }
 
 // Layer l's slot in a family that holds `layers` layers (1: every layer shares slot 0).
 static size_t act_slot(int layers, int l) { return layers == 1 ? 0 : (size_t)l; }
@@ -943,7 +947,7 @@ static BlockActs block_acts(GPT* m, int l) {
     b.ln1_rstd = a->ln1_rstd + s2 * R;
     b.qkv = a->qkv + s2 * BT * 3 * Ct;
     b.atty = a->atty + s2 * BT * Ct;
-    b.lse = a->att_lse + s2 * NHt * BT;
+    b.lse = a->att_lse + s2 * lse_stride(NHt * BT);
     b.res2 = a->residual2 + s2 * R * C;
     b.ln2 = a->ln2 + s1 * R * C;
     b.ln2_mean = a->ln2_mean + s2 * R;
@@ -1450,7 +1454,8 @@ typedef struct {
 // activations hold, at most all of them), *forwards forwards.
 static void hellaswag_shape(const GPT* m, const HellaSwag* hs, int e, int* Te, int* rows, int* forwards) {
     int mult = m->sp ? m->tp : 1;
-    int te = (hellaswag_longest_row(hs, e) + mult - 1) / mult * mult;
+    int te = kernels_forward_len(&m->ctx, hellaswag_longest_row(hs, e), m->acts0.T); // (padded rows mask their targets)
+    te = (te + mult - 1) / mult * mult;
     int cap = m->acts0.B * m->acts0.T / te, n = hs->ex[e].num_endings;
     *Te = te;
     *rows = cap < n ? cap : n;
@@ -1537,16 +1542,17 @@ static void hellaswag_write_details(const char* path, const HellaSwag* hs, const
 
 // Draws toks[1..n) one at a time after the prompt toks[0] (temperature 1): token t comes from the softmax of the
 // logits at position t - 1 over the real vocabulary, by inverse CDF with one uniform draw from rng.
-// probs: (Vp) host scratch, receiving one row of logits per token. toks: room for the forward's whole length (see
-// below). Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns,
+// probs: (Vp) host scratch, receiving one row of logits per token. toks: `room` tokens (n <= room), those after the
+// sampled ones any token: each forward may run longer than t (the backend's bucketed lengths, kernels_forward_len;
+// sequence parallelism's multiple of tp), and a causal model's position t - 1 never sees the ones after it. Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns,
 // an all-gather gives all of them the row, and group rank 0's draw is broadcast (every rank draws, so the RNGs stay
 // in step).
-static void sample_tokens(GPT* m, int32_t* toks, int n, float* probs, uint64_t* rng) {
+static void sample_tokens(GPT* m, int32_t* toks, int n, int room, float* probs, uint64_t* rng) {
     const GPTConfig* g = &m->cfg;
     for (int t = 1; t < n; t++) {
-        // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them, the ones after
-        // t - 1 padding that position t - 1 of a causal model never sees
-        int tf = m->sp ? (t + m->tp - 1) / m->tp * m->tp : t;
+        // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them
+        int tf = kernels_forward_len(&m->ctx, t, room);
+        if (m->sp) { tf = (tf + m->tp - 1) / m->tp * m->tp; }
         gpt_forward_any(m, toks, 1, tf);
         if (!m->layout.has_lnf) {
             // a pipeline stage without the LM head: draws as the last stage does (the RNGs stay in step) and gets
@@ -1590,7 +1596,7 @@ static void generate(GPT* m, const Tokenizer* tok, int have_tok, int gen_tokens,
     for (int t = 0; t < T; t++) { toks[t] = eot; }
     if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t), 0); } // the prompt of the rank with the tokenizer
     if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t), 0); }
-    sample_tokens(m, toks, n, probs, rng);
+    sample_tokens(m, toks, n, T, probs, rng);
     if (!print) { free(toks); free(probs); return; }
     printf("sample: ");
     for (int t = 1; t < n; t++) {

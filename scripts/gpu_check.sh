@@ -34,8 +34,9 @@
 # tests/cuda_emu/cuda_emu.h). Smaller runs (the emulation is slow: 4 steps, a 101-token vocabulary for the
 # multi-process runs), no cuDNN, the benchmarks for their plumbing only, and stages a GPU cannot run: --comm nccl
 # across 2 ranks (NCCL over MPI), ZeRO 1-3, --grad-compress bf16 and powersgd, tp 2, pp 2 with its messages through
-# NCCL pairs (and, as on one GPU, without), tp 2 x dp 2, pp 2 x dp 2 and pp 2 x tp 2, against --comm mpi, and tp 2 and pp 2 runs
-# through NCCL that checkpoint and resume, bit for bit. make test runs it, so this
+# NCCL pairs (and, as on one GPU, without), tp 2 x dp 2, pp 2 x dp 2 and pp 2 x tp 2, against --comm mpi, tp 2 and pp 2 runs
+# through NCCL that checkpoint and resume, bit for bit, and the NCCL watchdog naming a hung rank in dp, tp and pp
+# within --comm-timeout. make test runs it, so this
 # script and the backend's logic are checked before any GPU session; what the emulation cannot see (real
 # concurrency, speed) stays for the GPU. Its last line is also "N passed, M failed", for scripts/run_tests.sh.
 set -uo pipefail
@@ -256,6 +257,9 @@ if [ $SAN_ONLY = 0 ]; then # (to the end of the multi-process stages)
 STEPS=10; [ $EMU = 1 ] && STEPS=4
 stage "whole model: $CU (bf16) against the CPU's bf16 emulation, $STEPS steps"
 common="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len 64 --steps $STEPS --lr 1e-3 --warmup 2 --seed 7"
+# (the emulation: the same 4 layers of 64 channels with a vocabulary of 101, not GPT-2's 50257, whose LM head took
+# most of its minute; GPT-2's vocabulary is in the op tests, --only gpt2-ops)
+[ $EMU = 1 ] && common="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 64 --steps $STEPS --lr 1e-3 --warmup 2 --seed 7"
 timeout $((120 * LONG)) $CU $common --attention native --log $TMPD/cu.jsonl > $L.train_cu.log 2>&1; rc1=$?
 # determinism: no float atomics anywhere, so a second identical run gives the same losses bit for bit
 timeout $((120 * LONG)) $CU $common --attention native --log $TMPD/cu2.jsonl > /dev/null 2>&1
@@ -266,6 +270,14 @@ else
 fi
 if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
     timeout 120 $CU $common --attention cudnn --log $TMPD/cudnn.jsonl > $L.train_cudnn.log 2>&1 || { bad "$CU --attention cudnn"; tail -n 3 $L.train_cudnn.log; }
+    # sampling: a forward per token, at bucketed lengths (kernels_forward_len), so cuDNN builds one plan for 63
+    # tokens rather than one per token (its cache holds 32; explicit --attention cudnn stops on a shape it rejects)
+    if timeout 120 $CU --init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 2 --seq-len 64 --steps 1 \
+           --sample-every 1 --gen-tokens 63 --attention cudnn > $L.sample_cudnn.log 2>&1 && grep -q '^sample: ' $L.sample_cudnn.log; then
+        ok "sampling 63 tokens through cuDNN's attention (bucketed forward lengths)"
+    else
+        bad "sampling through cuDNN's attention"; tail -n 3 $L.sample_cudnn.log
+    fi
 fi
 timeout 300 ./train_gpt $common --dtype bf16 --log $TMPD/cpu.jsonl > $L.train_cpu.log 2>&1; rc2=$?
 if [ $rc1 -ne 0 ] || [ $rc2 -ne 0 ]; then
@@ -464,6 +476,24 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
             # the same for a pipeline whose messages and tied-wte sums go through NCCL pairs
             ck_resume nccl_pp2 "--comm nccl --pp 2 (NCCL pairs)" $TMPD/nccl_pp2_interleaved.jsonl \
                       --pp 2 --pp-schedule interleaved --virtual-stages 2 --comm nccl $val2
+            # the NCCL watchdog (comm_nccl.h): a rank that hangs at step 3 (TRAIN_GPT_FAULT) leaves the other's NCCL
+            # operation waiting forever; past --comm-timeout (4 s) the watchdog names the operation and the missing
+            # rank, and the job ends. hung NAME RANK PATTERN FLAGS...: the run of FLAGS fails with PATTERN in its
+            # output, well inside the check's 120 s (a run that hangs instead is killed there and fails)
+            hung() {
+                local name=$1 rank=$2 pat=$3 rc
+                shift 3
+                timeout 120 $MPIRUN -x TRAIN_GPT_FAULT=hang:$rank:3 $CU $common2 "$@" --comm nccl --comm-timeout 4 > $L.hang_$name.log 2>&1
+                rc=$?
+                if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qE "$pat" $L.hang_$name.log; then
+                    ok "NCCL watchdog, rank $rank hung ($*): $(grep -m1 -oE "$pat" $L.hang_$name.log | cut -c1-110)..."
+                else
+                    bad "NCCL watchdog, rank $rank hung ($*): exit $rc, no /$pat/"; tail -n 3 $L.hang_$name.log
+                fi
+            }
+            hung dp 1 "rank 0: NCCL reduce-scatter on group 'dp' \(.*\) did not complete within 4 s; rank\(s\) 1 never arrived" --zero 1
+            hung tp 0 "rank 1: NCCL allreduce on group 'tp' \(.*\) did not complete within 4 s; rank\(s\) 0 never arrived" --tp 2
+            hung pp 1 "rank 0: NCCL recv from rank 1 on group 'pp' \([0-9]+ bytes\) did not complete within 4 s; the peer did not send: rank 1" --pp 2
         fi
     else
         echo "($CU built without NCCL here: --comm nccl is skipped)"

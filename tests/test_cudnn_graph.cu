@@ -27,6 +27,49 @@ static int count_bound(const AttBuild* g) {
     return n;
 }
 
+// The plan cache's bookkeeping (att__cache_find), on three entries with no cuDNN behind them: a shape is found again
+// (forward and backward apart, a rejected shape too), a free entry is filled before any is evicted, and a full cache
+// evicts the entry whose last lookup is oldest.
+static void test_plan_cache(void) {
+    AttPlan plans[3];
+    memset(plans, 0, sizeof(plans));
+    AttShape a = {1, 64, 4, 64}, b = {1, 128, 4, 64}, c = {4, 1024, 12, 64}, d = {1, 256, 4, 64};
+    uint64_t now = 0;
+    int hit = -1, ok = 1;
+    // fill: a forward, a backward, b forward (rejected)
+    const AttShape* fill[3] = {&a, &a, &b};
+    for (int i = 0; i < 3; i++) {
+        AttPlan* p = att__cache_find(plans, 3, fill[i], i == 1, ++now, &hit);
+        ok &= !hit && !p->used;
+        p->used = 1; p->shape = *fill[i]; p->backward = i == 1; p->last_use = now; p->rejected = i == 2;
+    }
+    check(ok && plans[0].backward == 0 && plans[1].backward == 1, "plan cache: new shapes fill free entries first", "ok %d", ok);
+    AttPlan* p = att__cache_find(plans, 3, &a, 1, ++now, &hit);
+    check(hit && p == &plans[1], "plan cache: (shape, backward) found again, apart from the forward", "hit %d", hit);
+    p = att__cache_find(plans, 3, &b, 0, ++now, &hit);
+    check(hit && p->rejected, "plan cache: a rejected shape is found (its attention stays native)", "hit %d", hit);
+    // now the least recent is a's forward (entry 0): c evicts it
+    p = att__cache_find(plans, 3, &c, 0, ++now, &hit);
+    check(!hit && p == &plans[0], "plan cache: full, the least recently used entry makes room", "entry %d", (int)(p - plans));
+    p->shape = c; p->backward = 0; p->last_use = now;
+    // then entry 1 (a's backward, used before b's lookup) is the least recent
+    p = att__cache_find(plans, 3, &d, 0, ++now, &hit);
+    check(!hit && p == &plans[1], "plan cache: eviction follows the lookups, not the fill order", "entry %d", (int)(p - plans));
+}
+
+// Bucketed forward lengths (kernels_forward_len with cuDNN): the shortest power-of-two multiple of 64 holding t, at
+// most t_max; t itself past t_max.
+static void test_bucket_len(void) {
+    int cases[][3] = {{1, 1024, 64}, {64, 1024, 64}, {65, 1024, 128}, {700, 1024, 1024}, {1024, 1024, 1024},
+                      {70, 100, 100}, {150, 100, 150}, {200, 2048, 256}, {1, 32, 32}};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int got = kernels__bucket_len(cases[i][0], cases[i][1]);
+        if (got != cases[i][2]) { printf("  bucket(%d, %d) = %d, want %d\n", cases[i][0], cases[i][1], got, cases[i][2]); bad++; }
+    }
+    check(bad == 0, "forward lengths bucket to 64, 128, 256, ... up to the limit", "%d cases wrong", bad);
+}
+
 int main(void) {
     printf("cuDNN %zu (backend API, no GPU needed for graph finalization)\n", cudnnGetVersion());
     AttShape shapes[] = {{2, 128, 4, 64}, {4, 1024, 12, 64}, {1, 2048, 16, 64}, {3, 100, 25, 64}, {2, 64, 8, 128}};
@@ -39,6 +82,10 @@ int main(void) {
         att_graph(&g, NULL); // finalizes (exits naming the failing call otherwise)
         snprintf(name, sizeof(name), "forward graph B %lld T %lld NH %lld HS %lld finalizes", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS);
         check(nops == 14 && bound == 7, name, "%d operations (want 14), %d bound tensors (want 7)", nops, bound);
+        // a plan search adds a heuristic, up to 16 configurations and the plan it tries (att__try_plans)
+        snprintf(name, sizeof(name), "forward graph B %lld T %lld: %d descriptors leave room for a plan search (at most %d)",
+                 (long long)s->B, (long long)s->T, g.n, ATT_MAX_DESCS);
+        check(g.n + 18 <= ATT_MAX_DESCS, name, "%d + 18 of %d", g.n, ATT_MAX_DESCS);
         att__free(&g);
         att_build_backward(&g, s);
         nops = g.nops;
@@ -47,7 +94,12 @@ int main(void) {
         snprintf(name, sizeof(name), "backward graph B %lld T %lld NH %lld HS %lld finalizes", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS);
         // 21: the frontend's 22 with its dQ accumulator and IDENTITY replaced by one matmul (the deterministic dQ)
         check(nops == 21 && bound == 13, name, "%d operations (want 21), %d bound tensors (want 13)", nops, bound);
+        snprintf(name, sizeof(name), "backward graph B %lld T %lld: %d descriptors leave room for a plan search (at most %d)",
+                 (long long)s->B, (long long)s->T, g.n, ATT_MAX_DESCS);
+        check(g.n + 18 <= ATT_MAX_DESCS, name, "%d + 18 of %d", g.n, ATT_MAX_DESCS);
         att__free(&g);
     }
+    test_plan_cache();
+    test_bucket_len();
     return test_summary();
 }
