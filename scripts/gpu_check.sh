@@ -19,13 +19,14 @@
 #    HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm nccl
 #    on one rank (ZeRO 1-3, and --grad-compress bf16), and with pp 2 (1f1b and interleaved, with validation: stages
 #    sharing the GPU keep MPI for their messages), against --comm mpi bit for bit;
-# 4. runs compute-sanitizer's memcheck, racecheck, synccheck and initcheck on the small op tests and a 2-step run of
-#    a tiny model (out-of-bounds and misaligned accesses, shared-memory races, barrier misuse, reads of memory nothing
-#    wrote: what the tests above see only as a wrong number now and then), within --sanitizer-secs (150; 0 skips it);
-# 5. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
+# 4. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
 #    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory.
+# 5. runs compute-sanitizer's memcheck, racecheck, synccheck and initcheck on the small op tests and a 2-step run of
+#    a tiny model (out-of-bounds and misaligned accesses, shared-memory races, barrier misuse, reads of memory nothing
+#    wrote: what the tests above see only as a wrong number now and then), within --sanitizer-secs (150; 0 skips it)
+#    and what is left of 9 minutes (the rest with --sanitizer-only);
 # Each stage prints its result; the last lines are a table and "gpu_check: N passed, M failed".
 #
 # --emu runs the same stages on machines without a GPU, with the same sources built by g++ for tests/cuda_emu
@@ -503,73 +504,6 @@ else
 fi
 fi # SAN_ONLY
 
-# compute-sanitizer, NVIDIA's checker of device memory accesses and synchronisation: what the tests above would see
-# only as a wrong number now and then, and the emulation not at all (it runs a block's threads one after another).
-#   memcheck   reads and writes out of bounds or misaligned, in kernels and in the API calls that touch memory;
-#   racecheck  two threads of a block touching one shared-memory word between barriers, one of them writing;
-#   synccheck  __syncthreads / __syncwarp where not every thread named can arrive;
-#   initcheck  reads of device memory that no kernel, copy or memset wrote.
-# Each on the small op tests (--only small-ops) and on 2 steps of the tiny model with validation and sampling, with
-# cuDNN's attention (memcheck) and with ours (the other three: cuDNN's kernels are NVIDIA's to check). A tool's report
-# is a FAIL with its first lines; a run cut off by the stage's budget (--sanitizer-secs) is said, not failed; a GPU the
-# tool cannot drive (gVisor's runtime: "Device not supported") skips the stage, saying so. Under the emulation each
-# command runs once without the tool (its own guard bytes and launch checks), which proves the command lines.
-san_tiny="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --val $TMPD/tiny_val_000000.bin --val-every 2 --val-steps 1
-          --sample-every 2 --gen-tokens 8 --batch-size 2 --seq-len 32 --steps 2 --lr 1e-3 --seed 7"
-SAN_T0=$(date +%s)
-SAN=""
-if [ $EMU = 0 ]; then
-    SAN=$(command -v compute-sanitizer || ls "$CUDA_HOME/bin/compute-sanitizer" /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -n 1)
-fi
-# san TOOL NAME CMD...: runs CMD under compute-sanitizer's TOOL (under the emulation: CMD alone, once per NAME)
-declare -A san_ran=()
-san() {
-    local tool=$1 name=$2 left rc log
-    shift 2
-    log=$L.san_${tool}_$name.log
-    if [ $EMU = 1 ]; then
-        [ -n "${san_ran[$name]:-}" ] && return 0
-        san_ran[$name]=1; log=$L.san_$name.log
-        timeout $((120 * LONG)) "$@" > $log 2>&1 && ! grep -qE '^0 passed' $log &&
-            ok "sanitizer's command $name runs (emulation: compute-sanitizer needs a GPU)" ||
-            { bad "sanitizer's command $name (exit $?): $*"; tail -n 5 $log; }
-        return 0
-    fi
-    [ -n "$SAN" ] || return 0
-    left=$((SAN_SECS - ($(date +%s) - SAN_T0)))
-    if [ $left -lt 10 ]; then echo "  $tool $name: not run (the stage's $SAN_SECS s are spent; --sanitizer-secs N)"; return 0; fi
-    [ $left -gt 90 ] && left=90
-    timeout -k 5 $left "$SAN" --tool $tool --error-exitcode 86 --print-limit 20 "$@" > $log 2>&1; rc=$?
-    if grep -qi 'device not supported' $log; then
-        echo "  compute-sanitizer cannot drive this GPU ($(grep -m1 -i 'device not supported' $log | cut -c1-120)): stage skipped"
-        SAN=""
-    elif [ $rc -eq 124 ]; then
-        echo "  $tool $name: cut off after $left s (the stage's budget; --sanitizer-secs N): not checked"
-    elif grep -qE '^0 passed' $log; then
-        bad "compute-sanitizer $tool: $name ran no test: $*"
-    elif [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' $log; then
-        ok "compute-sanitizer $tool: $name, nothing found"
-    else
-        bad "compute-sanitizer $tool: $name (exit $rc; $(grep -m1 -o 'ERROR SUMMARY: [0-9]* errors*' $log)): $*"
-        grep -m 30 -E '^========= ' $log | cut -c1-200; grep -v '^=========' $log | tail -n 3
-    fi
-}
-if [ $SAN_SECS -gt 0 ] && { [ $EMU = 1 ] || [ $SAN_ONLY = 1 ] || [ $(( $(date +%s) - T0 )) -le 330 ]; }; then
-    how="${SAN:-not found here}; $SAN_SECS s at most"; [ $EMU = 1 ] && how="the emulation: each command once, without the tool"
-    stage "compute-sanitizer: memcheck, racecheck, synccheck, initcheck ($how)"
-    if [ $EMU = 0 ] && [ -z "$SAN" ]; then echo "  no compute-sanitizer (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin): skipped"; fi
-    san memcheck ops_fp32 $TCU --only small-ops
-    san memcheck ops_bf16 $TCU16 --only small-ops
-    san memcheck train_bf16 $CU $san_tiny
-    [ -x ./$CU16 ] && san memcheck train_fp16 ./$CU16 $san_tiny --dtype fp16 --loss-scale 16777216
-    san racecheck ops_bf16 $TCU16 --only small-ops
-    san racecheck train_native_rc2 $CU $san_tiny --attention native --recompute 2
-    san synccheck train_native $CU $san_tiny --attention native
-    san initcheck train_native $CU $san_tiny --attention native
-elif [ $SAN_SECS -gt 0 ]; then
-    echo; echo "(compute-sanitizer skipped: the check is past 5.5 minutes; run it alone with --sanitizer-only)"
-fi
-
 if [ $SAN_ONLY = 0 ]; then # (to the end of the benchmarks)
 
 # Under the emulation the benchmarks run tiny, for their plumbing only (they run, and print what this script reads):
@@ -622,6 +556,79 @@ else
 fi
 [ -s $L.bench.txt ] && ok "benchmarks ran ($(wc -l < $L.bench.txt) rows)"
 fi # SAN_ONLY
+
+# compute-sanitizer, NVIDIA's checker of device memory accesses and synchronisation: what the tests above would see
+# only as a wrong number now and then, and the emulation not at all (it runs a block's threads one after another).
+#   memcheck   reads and writes out of bounds or misaligned, in kernels and in the API calls that touch memory;
+#   racecheck  two threads of a block touching one shared-memory word between barriers, one of them writing;
+#   synccheck  __syncthreads / __syncwarp where not every thread named can arrive;
+#   initcheck  reads of device memory that no kernel, copy or memset wrote.
+# Each on the small op tests (--only small-ops) and on 2 steps of the tiny model with validation and sampling, with
+# cuDNN's attention (memcheck) and with ours (the other three: cuDNN's kernels are NVIDIA's to check). A tool's report
+# is a FAIL with its first lines; a run cut off by the stage's budget (--sanitizer-secs) is said, not failed; a GPU the
+# tool cannot drive (gVisor's runtime: "Device not supported") skips the stage, saying so. Under the emulation each
+# command runs once without the tool (its own guard bytes and launch checks), which proves the command lines.
+san_tiny="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --val $TMPD/tiny_val_000000.bin --val-every 2 --val-steps 1
+          --sample-every 2 --gen-tokens 8 --batch-size 2 --seq-len 32 --steps 2 --lr 1e-3 --seed 7"
+SAN_T0=$(date +%s)
+SAN=""
+if [ $EMU = 0 ]; then
+    SAN=$(command -v compute-sanitizer || ls "$CUDA_HOME/bin/compute-sanitizer" /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -n 1)
+fi
+# san TOOL NAME CMD...: runs CMD under compute-sanitizer's TOOL (under the emulation: CMD alone, once per NAME)
+declare -A san_ran=()
+san() {
+    local tool=$1 name=$2 left rc log
+    shift 2
+    log=$L.san_${tool}_$name.log
+    if [ $EMU = 1 ]; then
+        [ -n "${san_ran[$name]:-}" ] && return 0
+        san_ran[$name]=1; log=$L.san_$name.log
+        timeout $((120 * LONG)) "$@" > $log 2>&1 && ! grep -qE '^0 passed' $log &&
+            ok "sanitizer's command $name runs (emulation: compute-sanitizer needs a GPU)" ||
+            { bad "sanitizer's command $name (exit $?): $*"; tail -n 5 $log; }
+        return 0
+    fi
+    [ -n "$SAN" ] || return 0
+    left=$((SAN_SECS - ($(date +%s) - SAN_T0)))
+    if [ $left -lt 10 ]; then echo "  $tool $name: not run (the stage's $SAN_SECS s are spent; --sanitizer-secs N)"; return 0; fi
+    [ $left -gt 90 ] && left=90
+    timeout -k 5 $left "$SAN" --tool $tool --error-exitcode 86 --print-limit 20 "$@" > $log 2>&1; rc=$?
+    if grep -qi 'device not supported' $log; then
+        echo "  compute-sanitizer cannot drive this GPU ($(grep -m1 -i 'device not supported' $log | cut -c1-120)): stage skipped"
+        SAN=""
+    elif [ $rc -eq 124 ]; then
+        echo "  $tool $name: cut off after $left s (the stage's budget; --sanitizer-secs N): not checked"
+    elif grep -qE '^0 passed' $log; then
+        bad "compute-sanitizer $tool: $name ran no test: $*"
+    elif [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' $log; then
+        ok "compute-sanitizer $tool: $name, nothing found"
+    else
+        bad "compute-sanitizer $tool: $name (exit $rc; $(grep -m1 -o 'ERROR SUMMARY: [0-9]* errors*' $log)): $*"
+        grep -m 30 -E '^========= ' $log | cut -c1-200; grep -v '^=========' $log | tail -n 3
+    fi
+}
+# Last, after the benchmarks, within what is left of 9 minutes (the device tool's calls end at 10): a session whose
+# check ran long gets the rest with --sanitizer-only.
+SAN_LEFT=$((540 - ($(date +%s) - T0))); SAN_ASKED=$SAN_SECS
+[ $EMU = 1 ] || [ $SAN_ONLY = 1 ] || [ $SAN_LEFT -ge $SAN_SECS ] || SAN_SECS=$SAN_LEFT
+if [ $SAN_ASKED = 0 ]; then
+    echo; echo "(compute-sanitizer skipped: --sanitizer-secs 0)"
+elif [ $SAN_SECS -ge 30 ]; then
+    how="${SAN:-not found here}; $SAN_SECS s at most"; [ $EMU = 1 ] && how="the emulation: each command once, without the tool"
+    stage "compute-sanitizer: memcheck, racecheck, synccheck, initcheck ($how)"
+    if [ $EMU = 0 ] && [ -z "$SAN" ]; then echo "  no compute-sanitizer (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin): skipped"; fi
+    san memcheck ops_fp32 $TCU --only small-ops
+    san memcheck ops_bf16 $TCU16 --only small-ops
+    san memcheck train_bf16 $CU $san_tiny
+    [ -x ./$CU16 ] && san memcheck train_fp16 ./$CU16 $san_tiny --dtype fp16 --loss-scale 16777216
+    san racecheck ops_bf16 $TCU16 --only small-ops
+    san racecheck train_native_rc2 $CU $san_tiny --attention native --recompute 2
+    san synccheck train_native $CU $san_tiny --attention native
+    san initcheck train_native $CU $san_tiny --attention native
+else
+    echo; echo "(compute-sanitizer skipped: too little of the check's 9 minutes left; run it alone with --sanitizer-only)"
+fi
 
 if [ $EMU = 1 ]; then
     stage "summary ($(( $(date +%s) - T0 )) s, the CPU emulation: no performance figures)"
