@@ -80,8 +80,9 @@ typedef struct CommNccl {
 // every 100 ms. Past --comm-timeout it prints comm.h's one line, naming the operation and the members that never
 // arrived (a group's collectives are numbered on the group and published in comm.h's shared-memory records, as the
 // MPI ones are, so the same comparison finds them), and aborts the job; the driver ends the hung kernels with the
-// processes. The host also waits for the oldest when a communicator has COMM_NCCL_WATCH in flight, which bounds
-// how far it runs ahead of the device.
+// processes. An error NCCL reports on a communicator (ncclCommGetAsyncError: a broken connection, a failed peer)
+// ends the job at once, naming the group. The host also waits for the oldest operation when a communicator has
+// COMM_NCCL_WATCH in flight, which bounds how far it runs ahead of the device.
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -89,7 +90,8 @@ static struct {
     int ncomms;
     pthread_t thread;
     int running, stop;
-} comm_nccl__w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {NULL}, 0, 0, 0, 0};
+    int device;          // the process's GPU: the thread's CUDA calls must not make a context on device 0
+} comm_nccl__w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {NULL}, 0, 0, 0, 0, 0};
 
 // Drops the finished operations at the front of n's list (lock held). An error other than "not ready" stays for the
 // host's next CUDA call to report.
@@ -127,11 +129,17 @@ static int comm_nccl__overdue(const CommNccl* n, double now, double* waited) {
 
 static void* comm_nccl__watch(void* arg) {
     (void)arg;
+    gpuCheck(cudaSetDevice(comm_nccl__w.device)); // a new thread's current device is 0, whatever the process uses
     pthread_mutex_lock(&comm_nccl__w.lock);
     while (!comm_nccl__w.stop) {
         double now = now_seconds(), waited = 0.0;
         for (int i = 0; i < comm_nccl__w.ncomms; i++) {
             CommNccl* n = comm_nccl__w.comms[i];
+            ncclResult_t async = ncclSuccess;
+            if (ncclCommGetAsyncError(n->comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+                comm__die(n->group->pc, "NCCL reported an error on the communicator of group '%s'%s: %s (ncclCommGetAsyncError)",
+                          n->group->name, n->peer >= 0 ? " (a pair of its ranks)" : "", ncclGetErrorString(async));
+            }
             comm_nccl__retire(n);
             if (comm_nccl__overdue(n, now, &waited)) { comm_nccl__timeout(n, &n->ops[n->head], waited); }
         }
@@ -156,6 +164,7 @@ static void comm_nccl__watch_start(CommNccl* n, CommGroup* g, int peer) {
     comm_nccl__w.comms[comm_nccl__w.ncomms++] = n;
     if (!comm_nccl__w.running) {
         comm_nccl__w.stop = 0;
+        gpuCheck(cudaGetDevice(&comm_nccl__w.device));
         if (pthread_create(&comm_nccl__w.thread, NULL, comm_nccl__watch, NULL) != 0) { fatal("cannot start the NCCL watchdog thread"); }
         comm_nccl__w.running = 1;
     }

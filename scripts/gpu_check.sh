@@ -495,6 +495,15 @@ if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
             hung dp 1 "rank 0: NCCL reduce-scatter on group 'dp' \(.*\) did not complete within 4 s; rank\(s\) 1 never arrived" --zero 1
             hung tp 0 "rank 1: NCCL allreduce on group 'tp' \(.*\) did not complete within 4 s; rank\(s\) 0 never arrived" --tp 2
             hung pp 1 "rank 0: NCCL recv from rank 1 on group 'pp' \([0-9]+ bytes\) did not complete within 4 s; the peer did not send: rank 1" --pp 2
+            # an error NCCL reports on a communicator (a broken connection; the emulation's CUDA_EMU_NCCL_ASYNC_ERROR)
+            # ends the job at once, naming the group
+            timeout 120 $MPIRUN -x CUDA_EMU_NCCL_ASYNC_ERROR=1 $CU $common2 --zero 1 --comm nccl > $L.nccl_async.log 2>&1
+            rc=$?
+            if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "NCCL reported an error on the communicator of group 'dp'" $L.nccl_async.log; then
+                ok "NCCL watchdog: an asynchronous NCCL error ends the job, naming the group"
+            else
+                bad "NCCL watchdog: an asynchronous NCCL error (exit $rc)"; tail -n 3 $L.nccl_async.log
+            fi
         fi
     else
         echo "($CU built without NCCL here: --comm nccl is skipped)"

@@ -99,6 +99,14 @@ static std::vector<NcclJoin> g_nccl_early_joins; // joins that reached a maker w
 extern "C" {
 
 const char* ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "cuda_emu: NCCL error"; }
+// CUDA_EMU_NCCL_ASYNC_ERROR=1: every communicator reports an asynchronous error (a broken connection), as NCCL's
+// ncclCommGetAsyncError would, for the watchdog's test.
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* err) {
+    (void)comm;
+    const char* e = getenv("CUDA_EMU_NCCL_ASYNC_ERROR");
+    *err = e && atoi(e) ? ncclSystemError : ncclSuccess;
+    return ncclSuccess;
+}
 ncclResult_t ncclGetVersion(int* v) { *v = NCCL_VERSION_CODE; return ncclSuccess; }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
