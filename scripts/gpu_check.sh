@@ -6,28 +6,33 @@
 #   bash scripts/gpu_check.sh --sanitizer-only [--sanitizer-secs N]
 #                                              (the build, then only the compute-sanitizer stage, with N seconds)
 #
-# 1. finds nvcc and cuBLASLt (the toolkit's lib64, or a Python package's nvidia/cublas), builds train_gpt_cu,
-#    train_gpt_cu_fp16, test_gpt_cu (fp32 storage), test_gpt_cu_bf16 and the CPU train_gpt there (a binary built on
-#    another image may not run on this one's libraries);
+# 1. finds nvcc, cuBLASLt, cuDNN, NCCL and NVRTC (the toolkit's lib64, or NVIDIA's pip wheels under nvidia/: cu13/lib,
+#    cudnn/lib, nccl/lib) and Open MPI, builds train_gpt_cu, train_gpt_cu_fp16, test_gpt_cu (fp32 storage),
+#    test_gpt_cu_bf16 and the CPU train_gpt there (a binary built on another image may not run on this one's
+#    libraries; should this compiler warn where CI's did not, that is a FAIL and the build is redone with WERROR=0);
 # 2. runs test_gpt_cu (every op against the double references, fp32 tolerances, outputs pre-filled with NaN where
 #    the test says so; the file streams' double buffer; the committed PyTorch reference: logits, loss, every
 #    gradient, a 10-step trajectory) and test_gpt_cu_bf16 (the ops in bf16: representable outputs within one rounding;
 #    --recompute 1 and 2 bit for bit);
 # 3. trains the same model on the same tokens for 10 steps with train_gpt_cu (bf16) and with the CPU trainer's
-#    bf16 emulation (--dtype bf16), and compares the losses step by step (and two identical runs bit for bit); fp16
-#    with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for bit;
-#    HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm nccl
-#    on one rank (ZeRO 1-3, and --grad-compress bf16), and with pp 2 (1f1b and interleaved, with validation: stages
-#    sharing the GPU keep MPI for their messages), against --comm mpi bit for bit;
+#    bf16 emulation (--dtype bf16), and compares the losses step by step (and two identical runs bit for bit, with our
+#    attention and with cuDNN's; 63 tokens sampled through cuDNN);
 # 4. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
-#    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory.
-# 5. runs compute-sanitizer's memcheck, racecheck, synccheck and initcheck on the small op tests and a 2-step run of
+#    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory;
+# 5. fp16 with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for
+#    bit; HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm
+#    nccl on one rank (ZeRO 1-3, and --grad-compress bf16), and with pp 2 (1f1b and interleaved, with validation:
+#    stages sharing the GPU keep MPI for their messages), against --comm mpi bit for bit;
+# 6. runs compute-sanitizer's memcheck, racecheck, synccheck and initcheck on the small op tests and a 2-step run of
 #    a tiny model (out-of-bounds and misaligned accesses, shared-memory races, barrier misuse, reads of memory nothing
 #    wrote: what the tests above see only as a wrong number now and then), within --sanitizer-secs (150; 0 skips it)
-#    and what is left of 9 minutes (the rest with --sanitizer-only);
-# Each stage prints its result; the last lines are a table and "gpu_check: N passed, M failed".
+#    and what is left of the deadline (the rest with --sanitizer-only).
+# On a GPU everything runs within one deadline, GPU_CHECK_DEADLINE seconds (560: the device tool ends a call at 600):
+# each run's timeout is cut to what is left, and what no longer fits is skipped and listed at the end. The last lines
+# repeat every FAIL and SKIP, then the tables, then "gpu_check: N passed, M failed"; with $OUT set (the device
+# tool's folder) the logs also go to $OUT/gpu_check_logs.tgz. GPU_CHECK_COMMIT names the commit where .git is absent.
 #
 # --emu runs the same stages on machines without a GPU, with the same sources built by g++ for tests/cuda_emu
 # (train_gpt_emu, train_gpt_emu_fp16, test_gpt_emu, test_gpt_emu_bf16, bench_kernels_emu: the kernels run on the
@@ -64,10 +69,30 @@ fi
 TMPD=$(mktemp -d /tmp/${L}_check.XXXX)
 trap 'rm -rf "$TMPD"' EXIT
 T0=$(date +%s)
-passed=0; failed=0
+passed=0; failed=0; FAILS=(); SKIPPED=()
 ok()   { passed=$((passed + 1)); echo "PASS $*"; }
-bad()  { failed=$((failed + 1)); echo "FAIL $*"; }
+bad()  { failed=$((failed + 1)); FAILS+=("$*"); echo "FAIL $*"; }
+skip() { SKIPPED+=("$*"); echo "SKIP $*"; }
 stage() { echo; echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
+COMMIT=${GPU_CHECK_COMMIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
+# One deadline for the whole check on a GPU (the device tool ends a call at 600 s): every run's timeout is cut to
+# what is left of it, and a stage with too little left is skipped and listed at the end. (None under the emulation.)
+DEADLINE=${GPU_CHECK_DEADLINE:-560}
+[ $EMU = 1 ] && DEADLINE=100000
+# budget SECS: SECS, or what is left before the deadline if that is less (at least 1)
+budget() { local left=$(( DEADLINE - ($(date +%s) - T0) )); [ $left -lt 1 ] && left=1; echo $(( $1 < left ? $1 : left )); }
+# summary: what failed and what was skipped, repeated last (the device tool returns only the output's end), the
+# tables, the count; on the device machine the logs also go to $OUT
+summary() {
+    stage "summary ($(( $(date +%s) - T0 )) s, commit $COMMIT)"
+    [ ${#SKIPPED[@]} -gt 0 ] && printf 'skipped: %s\n' "${SKIPPED[@]}" | cut -c1-200
+    [ ${#FAILS[@]} -gt 0 ] && printf 'FAIL %s\n' "${FAILS[@]}" | cut -c1-200 | tail -n 40
+    grep -hE '^FAIL' $L.test_fp32.log $L.test_bf16.log 2>/dev/null | cut -c1-200 | head -n 20 | sed 's/^/  (op test) /'
+    if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+        tar czf "$OUT/gpu_check_logs.tgz" gpu_build*.log $L.*.log $L.*.txt 2>/dev/null && echo "logs: \$OUT/gpu_check_logs.tgz"
+    fi
+    cat $L.bench_kernels.txt $L.bench.txt 2>/dev/null
+}
 
 if [ $EMU = 1 ]; then
 stage "machine: no GPU, the CUDA backend on the CPU (tests/cuda_emu)"
@@ -80,83 +105,117 @@ else
 fi
 else
 stage "machine"
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 || { echo "gpu_check: no GPU here (nvidia-smi failed)"; exit 1; }
+timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 || { echo "gpu_check: no GPU here (nvidia-smi failed)"; exit 1; }
 NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 [ -n "$NVCC" ] || { echo "gpu_check: no nvcc on this machine"; exit 1; }
 "$NVCC" --version | tail -n 2
-# cuBLASLt: the toolkit's, else a pip wheel's (its library has only the versioned name: link through symlinks)
+echo "commit: $COMMIT; $(nproc 2>/dev/null) CPU cores"
 CUDA_HOME=${NVCC%/bin/nvcc}
+# NVIDIA's pip wheels share the namespace package `nvidia`, whose folders are nvidia.__path__ (a namespace package's
+# __file__ is None): CUDA 13's own wheels (nvidia-cublas, nvidia-cuda-nvrtc, ...) keep their libraries in
+# nvidia/cu13/lib, cuDNN's and NCCL's in nvidia/cudnn/lib and nvidia/nccl/lib, under versioned names only
+# (libcudnn.so.9), with the headers in the include/ beside each lib/.
+NV_DIRS=$(timeout 60 python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null || true)
+# pylib LIB: the lib/ folder of a package under nvidia/ that holds libLIB.so*, or nothing
+pylib() {
+    local d f
+    while read -r d; do
+        [ -n "$d" ] || continue
+        for f in "$d"/*/lib/lib$1.so*; do [ -e "$f" ] && { dirname "$f"; return 0; }; done
+    done <<< "$NV_DIRS"
+    return 0
+}
+# linked DIR LIB...: a scratch folder of symlinks to DIR's libraries, with libLIB.so (the name the linker asks for)
+# for each LIB
+linked() {
+    local src=$1 dir f lib
+    shift
+    dir=$(mktemp -d /tmp/gpu_check_lib.XXXX)
+    for f in "$src"/*.so*; do ln -sf "$f" "$dir/$(basename "$f")"; done
+    for lib in "$@"; do
+        f=$(ls "$src"/lib$lib.so* 2>/dev/null | head -n 1)
+        [ -n "$f" ] && ln -sf "$f" "$dir/lib$lib.so"
+    done
+    echo "$dir"
+}
+# cuBLASLt: the toolkit's, else a wheel's
 LIBDIR=""; INC=""
 if [ -e "$CUDA_HOME/lib64/libcublasLt.so" ]; then
     LIBDIR="$CUDA_HOME/lib64"
 else
-    PYLIB=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__))' 2>/dev/null || true)
-    if [ -z "$PYLIB" ]; then
-        PYLIB=$(find / -path /proc -prune -o -name 'libcublasLt.so*' -print 2>/dev/null | head -n 1 | xargs -r dirname | xargs -r dirname)
-    fi
-    LT=$(ls "$PYLIB"/lib/libcublasLt.so* 2>/dev/null | head -n 1)
-    BL=$(ls "$PYLIB"/lib/libcublas.so* 2>/dev/null | head -n 1)
-    [ -n "$LT" ] || { echo "gpu_check: cuBLASLt not found (toolkit lib64 or a Python package)"; exit 1; }
-    LIBDIR=$(mktemp -d /tmp/gpu_check_libs.XXXX)
-    ln -s "$LT" "$LIBDIR/libcublasLt.so"; ln -s "$BL" "$LIBDIR/libcublas.so"
-    for f in "$PYLIB"/lib/*.so*; do ln -sf "$f" "$LIBDIR/$(basename "$f")"; done
-    [ -d "$PYLIB/include" ] && INC="-I$PYLIB/include"
+    d=$(pylib cublasLt)
+    [ -n "$d" ] || { echo "gpu_check: cuBLASLt not found (neither $CUDA_HOME/lib64 nor a Python package under nvidia/)"; exit 1; }
+    LIBDIR=$(linked "$d" cublasLt cublas)
+    [ -d "${d%/lib}/include" ] && INC="-I${d%/lib}/include"
 fi
 echo "cuBLASLt: $LIBDIR $INC"
-# find_lib LIB MODULE: where libLIB.so is, as "DIR [-IINCLUDE]": cuBLASLt's folder or the toolkit's lib64, else the
-# Python package nvidia.MODULE's lib/ (whose libraries have only versioned names: linked through symlinks in a
-# scratch folder, with the package's headers); nothing when neither has it.
+# find_lib LIB: where libLIB.so is, as "DIR [-IINCLUDE]": cuBLASLt's folder or the toolkit's lib64, else a wheel's
+# lib/ (linked through a scratch folder, with the package's headers); nothing when neither has it
 find_lib() {
-    local lib=$1 mod=$2 py dir f
+    local lib=$1 dir d
     for dir in "$LIBDIR" "$CUDA_HOME/lib64"; do
         if [ -e "$dir/lib$lib.so" ]; then echo "$dir"; return; fi
     done
-    py=$(python3 -c "import nvidia.$mod, os; print(os.path.dirname(nvidia.$mod.__file__))" 2>/dev/null || true)
-    { [ -n "$py" ] && ls "$py"/lib/lib$lib.so* > /dev/null 2>&1; } || return 0
-    dir=$(mktemp -d /tmp/gpu_check_$lib.XXXX)
-    for f in "$py"/lib/*.so*; do ln -sf "$f" "$dir/$(basename "$f")"; done
-    ln -sf "$(ls "$py"/lib/lib$lib.so* | head -n 1)" "$dir/lib$lib.so"
-    echo "$dir -I$py/include"
+    d=$(pylib "$lib")
+    [ -n "$d" ] || return 0
+    echo "$(linked "$d" "$lib") -I${d%/lib}/include"
 }
-# cuDNN (and the NVRTC its runtime-compiled engines need, below); NCCL (--comm nccl; pip: nvidia-nccl-cu13)
-read -r CUDNN_DIR CUDNN_INC <<< "$(find_lib cudnn cudnn)"
-read -r NCCL_DIR NCCL_INC <<< "$(find_lib nccl nccl)"
-echo "NCCL: ${NCCL_DIR:-not found (--comm nccl not built)} $NCCL_INC"
-NVRTC=$(python3 -c 'import nvidia.cuda_nvrtc, os; print(os.path.dirname(nvidia.cuda_nvrtc.__file__) + "/lib")' 2>/dev/null || true)
-echo "cuDNN: ${CUDNN_DIR:-not found (native attention only)} $CUDNN_INC; NVRTC: ${NVRTC:-toolkit}"
+# cuDNN (and the NVRTC its runtime-compiled engines need); NCCL (--comm nccl; pip: nvidia-nccl-cu13)
+read -r CUDNN_DIR CUDNN_INC <<< "$(find_lib cudnn)"
+read -r NCCL_DIR NCCL_INC <<< "$(find_lib nccl)"
+NVRTC=$(pylib nvrtc)
+[ -n "$CUDNN_DIR" ] || skip "cuDNN: not found (the toolkit or nvidia-cudnn-cu13): native attention only, small benchmark batches"
+[ -n "$NCCL_DIR" ] || skip "NCCL: not found (the toolkit or nvidia-nccl-cu13): --comm nccl not built"
+echo "cuDNN: ${CUDNN_DIR:-none} $CUDNN_INC; NCCL: ${NCCL_DIR:-none} $NCCL_INC; NVRTC: ${NVRTC:-from the toolkit}"
 export LD_LIBRARY_PATH="$LIBDIR:${CUDNN_DIR:+$CUDNN_DIR:}${NCCL_DIR:+$NCCL_DIR:}${NVRTC:+$NVRTC:}${LD_LIBRARY_PATH:-}"
+# MPI: Open MPI's (the Makefile reads its wrapper's --showme; the script's mpirun flags are Open MPI's)
+HAVE_MPI=0
+if command -v mpirun > /dev/null 2>&1 && timeout 30 mpirun --version 2>&1 | grep -q 'Open MPI'; then HAVE_MPI=1; else skip "Open MPI: not found here: the multi-process stages"; fi
 
 stage "build"
 JOBS=$(nproc 2>/dev/null || echo 4)
 MK=(NVCC="$NVCC" CUDA_LIB_DIR="$LIBDIR" CUDA_INC="$INC")
 [ -n "$CUDNN_DIR" ] && MK+=(CUDNN_LIB_DIR="$CUDNN_DIR" CUDNN_INC="$CUDNN_INC") || MK+=(NO_CUDNN=1)
 [ -n "$NCCL_DIR" ] && MK+=(NCCL_LIB_DIR="$NCCL_DIR" NCCL_INC="$NCCL_INC") || MK+=(NO_NCCL=1)
+[ $HAVE_MPI = 1 ] || MK+=(NO_MPI=1)
 TARGETS="train_gpt train_gpt_cu train_gpt_cu_fp16 test_gpt_cu test_gpt_cu_bf16 bench_kernels_cu"
 [ -n "$CUDNN_DIR" ] && TARGETS="$TARGETS tests/test_cudnn_graph"
-if make -j"$JOBS" "${MK[@]}" $TARGETS > gpu_build.log 2>&1; then
+# warnings are errors in CUDA files; another compiler may warn where this one did not: that is a FAIL to mend, and the
+# check goes on with WERROR=0 (and, should cuDNN's or NCCL's headers be the trouble, without them)
+if timeout $(budget 400) make -j"$JOBS" "${MK[@]}" report $TARGETS > gpu_build.log 2>&1; then
     ok "build: $TARGETS"
 else
-    bad "build"; tail -n 40 gpu_build.log; echo "gpu_check: $passed passed, $failed failed"; exit 1
+    bad "build with warnings as errors (gpu_build.log)"; grep -m 20 -E 'error|warning' gpu_build.log | cut -c1-200
+    if timeout $(budget 400) make -j"$JOBS" "${MK[@]}" WERROR=0 $TARGETS > gpu_build2.log 2>&1; then
+        echo "(built with WERROR=0: the check goes on)"
+    elif timeout $(budget 400) make -j"$JOBS" "${MK[@]}" WERROR=0 NO_CUDNN=1 NO_NCCL=1 ${TARGETS% tests/test_cudnn_graph} > gpu_build3.log 2>&1; then
+        grep -m 20 -E 'error' gpu_build2.log | cut -c1-200
+        echo "(built with WERROR=0 NO_CUDNN=1 NO_NCCL=1: the check goes on without cuDNN and NCCL)"
+        CUDNN_DIR=""; NCCL_DIR=""; skip "cuDNN and NCCL: their build failed (gpu_build2.log)"
+    else
+        grep -m 20 -E 'error' gpu_build3.log | cut -c1-200; summary; echo "gpu_check: $passed passed, $failed failed"; exit 1
+    fi
 fi
 grep -E '^make: (found|left out)' gpu_build.log | head -n 12
+echo "train_gpt_cu: $(timeout 30 $CU --version 2>&1 | tail -n 1)"
 fi
 
 if [ $SAN_ONLY = 0 ]; then # (to the end of the op tests)
 stage "op and reference tests, fp32 storage ($TCU)"
-timeout $((300 * LONG)) $TCU > $L.test_fp32.log 2>&1; rc=$?
+timeout $(budget $((300 * LONG))) $TCU > $L.test_fp32.log 2>&1; rc=$?
 grep -E '^(PASS|FAIL|SKIP)' $L.test_fp32.log | cut -c1-220
 line=$(tail -n 1 $L.test_fp32.log)
 [ $rc -eq 0 ] && ok "$TCU: $line" || { bad "$TCU (exit $rc): $line"; tail -n 5 $L.test_fp32.log; }
 
 stage "op tests and --recompute bit for bit, bf16 storage ($TCU16)"
-timeout $((120 * LONG)) $TCU16 > $L.test_bf16.log 2>&1; rc=$?
+timeout $(budget $((120 * LONG))) $TCU16 > $L.test_bf16.log 2>&1; rc=$?
 grep -E '^(PASS|FAIL|SKIP)' $L.test_bf16.log | cut -c1-220
 line=$(tail -n 1 $L.test_bf16.log)
 [ $rc -eq 0 ] && ok "$TCU16: $line" || { bad "$TCU16 (exit $rc): $line"; tail -n 5 $L.test_bf16.log; }
 
 if [ $EMU = 0 ] && [ -x tests/test_cudnn_graph ]; then
     stage "cuDNN attention graphs (tests/test_cudnn_graph)"
-    ./tests/test_cudnn_graph > $L.cudnn_graph.log 2>&1 && ok "cudnn graphs: $(tail -n 1 $L.cudnn_graph.log)" || { bad "cudnn graphs"; tail -n 5 $L.cudnn_graph.log; }
+    timeout $(budget 60) ./tests/test_cudnn_graph > $L.cudnn_graph.log 2>&1 && ok "cudnn graphs: $(tail -n 1 $L.cudnn_graph.log)" || { bad "cudnn graphs"; tail -n 5 $L.cudnn_graph.log; }
 fi
 fi # SAN_ONLY
 
@@ -187,7 +246,9 @@ follows() {
 train() {
     local name=$1 secs=$2 rc
     shift 2
-    timeout $((secs * LONG)) "$@" > $L.$name.log 2>&1
+    secs=$(budget $((secs * LONG)))
+    if [ $secs -lt 20 ]; then skip "$name: past the check's deadline"; return 1; fi
+    timeout $secs "$@" > $L.$name.log 2>&1
     rc=$?
     [ $rc -eq 0 ] && return 0
     bad "$name (exit $rc): $*"; tail -n 3 $L.$name.log
@@ -261,26 +322,34 @@ common="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len
 # (the emulation: the same 4 layers of 64 channels with a vocabulary of 101, not GPT-2's 50257, whose LM head took
 # most of its minute; GPT-2's vocabulary is in the op tests, --only gpt2-ops)
 [ $EMU = 1 ] && common="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 64 --steps $STEPS --lr 1e-3 --warmup 2 --seed 7"
-timeout $((120 * LONG)) $CU $common --attention native --log $TMPD/cu.jsonl > $L.train_cu.log 2>&1; rc1=$?
+timeout $(budget $((120 * LONG))) $CU $common --attention native --log $TMPD/cu.jsonl > $L.train_cu.log 2>&1; rc1=$?
 # determinism: no float atomics anywhere, so a second identical run gives the same losses bit for bit
-timeout $((120 * LONG)) $CU $common --attention native --log $TMPD/cu2.jsonl > /dev/null 2>&1
+timeout $(budget $((120 * LONG))) $CU $common --attention native --log $TMPD/cu2.jsonl > /dev/null 2>&1
 if cmp -s <(grep -o '"loss": [^,]*' $TMPD/cu.jsonl) <(grep -o '"loss": [^,]*' $TMPD/cu2.jsonl) && [ -s $TMPD/cu2.jsonl ]; then
     ok "determinism: two identical $CU runs give the same losses bit for bit"
 else
     bad "determinism: two identical $CU runs differ"
 fi
 if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
-    timeout 120 $CU $common --attention cudnn --log $TMPD/cudnn.jsonl > $L.train_cudnn.log 2>&1 || { bad "$CU --attention cudnn"; tail -n 3 $L.train_cudnn.log; }
+    timeout $(budget 120) $CU $common --attention cudnn --log $TMPD/cudnn.jsonl > $L.train_cudnn.log 2>&1 || { bad "$CU --attention cudnn"; tail -n 3 $L.train_cudnn.log; }
+    # cuDNN's backward is deterministic by construction (dQ by a matmul, no atomics), whatever engine the heuristics
+    # pick: two identical runs must agree bit for bit (the runs compared bit for bit below pin the native kernels)
+    timeout $(budget 120) $CU $common --attention cudnn --log $TMPD/cudnn2.jsonl > /dev/null 2>&1
+    if [ -s $TMPD/cudnn2.jsonl ] && cmp -s <(grep -o '"loss": [^,]*' $TMPD/cudnn.jsonl) <(grep -o '"loss": [^,]*' $TMPD/cudnn2.jsonl); then
+        ok "determinism: two identical --attention cudnn runs give the same losses bit for bit"
+    else
+        bad "determinism: two identical --attention cudnn runs differ (a nondeterministic cuDNN engine?)"
+    fi
     # sampling: a forward per token, at bucketed lengths (kernels_forward_len), so cuDNN builds one plan for 63
     # tokens rather than one per token (its cache holds 32; explicit --attention cudnn stops on a shape it rejects)
-    if timeout 120 $CU --init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 2 --seq-len 64 --steps 1 \
+    if timeout $(budget 120) $CU --init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 2 --seq-len 64 --steps 1 \
            --sample-every 1 --gen-tokens 63 --attention cudnn > $L.sample_cudnn.log 2>&1 && grep -q '^sample: ' $L.sample_cudnn.log; then
         ok "sampling 63 tokens through cuDNN's attention (bucketed forward lengths)"
     else
         bad "sampling through cuDNN's attention"; tail -n 3 $L.sample_cudnn.log
     fi
 fi
-timeout 300 ./train_gpt $common --dtype bf16 --log $TMPD/cpu.jsonl > $L.train_cpu.log 2>&1; rc2=$?
+timeout $(budget 300) ./train_gpt $common --dtype bf16 --log $TMPD/cpu.jsonl > $L.train_cpu.log 2>&1; rc2=$?
 if [ $rc1 -ne 0 ] || [ $rc2 -ne 0 ]; then
     bad "trajectory runs ($CU exit $rc1, train_gpt exit $rc2)"; tail -n 3 $L.train_cu.log $L.train_cpu.log
 else
@@ -296,12 +365,70 @@ if [ $EMU = 1 ]; then # cuBLASLt without the GELU epilogues: the unfused ops tak
         { bad "the fallback from the GELU epilogues"; tail -n 3 $L.train_noepi.log; }
 fi
 
+# The benchmarks come right after the whole-model checks, so that the deadline cuts the longer multi-process stages
+# rather than the figures.
+
+# Under the emulation the benchmarks run tiny, for their plumbing only (they run, and print what this script reads):
+# their figures mean nothing there.
+if [ $EMU = 1 ]; then BK=./bench_kernels_emu; BK_N=65536; else BK=./bench_kernels_cu; BK_N=""; fi
+stage "bandwidth of the element-wise kernels against a device copy; cuBLASLt's matmul rate ($BK)"
+timeout $(budget $((120 * LONG))) $BK $BK_N > $L.bench_kernels.txt 2>&1 && grep -q 'of copy' $L.bench_kernels.txt && { cat $L.bench_kernels.txt; ok "$BK"; } || { bad "$BK"; tail -n 5 $L.bench_kernels.txt; }
+
+stage "benchmarks"
+PEAK=989e12
+# the matmul rate bench_kernels measured on this GPU (cuBLASLt, bf16, 8192 x 8192 x 8192 on data), the second ceiling
+MEAS=$(grep '^matmul 8192' $L.bench_kernels.txt 2>/dev/null | grep -o '[0-9.]* TFLOP/s' | head -n 1 | grep -o '[0-9.]*')
+echo "MFU against ${PEAK%e12} TFLOP/s (the H200's dense bf16 peak) and against ${MEAS:-(not measured)} TFLOP/s (cuBLASLt's measured rate)"
+BENCH_T=1024; BENCH_STEPS=3; [ $EMU = 1 ] && { BENCH_T=64; BENCH_STEPS=1; }
+bench() { # name model extra...
+    local name=$1 model=$2; shift 2
+    local sizes="64 32 16 8 4"
+    [ -n "$CUDNN_DIR" ] || sizes="8 4" # the native attention kernels are O(T^2) per head and slow: small batches only
+    [ $EMU = 1 ] && sizes="1"
+    for B in $sizes; do
+        local secs=$(budget $((240 * LONG)))
+        if [ $secs -lt 45 ]; then skip "benchmark $name: past the check's deadline"; return 0; fi
+        out=$(timeout $secs $CU --bench 1 --bench-steps $BENCH_STEPS --model "$model" --batch-size $B --seq-len $BENCH_T "$@" 2>&1); rc=$?
+        if [ $rc -eq 0 ]; then
+            ms=$(echo "$out" | grep -o 'bench: [0-9.]* ms/step' | grep -o '[0-9.]*' | head -n 1)
+            tps=$(echo "$out" | grep -o '| [0-9]* tokens/s' | grep -o '[0-9]*' | head -n 1)
+            gf=$(echo "$out" | grep -o '[0-9.]* GFLOP/s' | tail -n 1 | grep -o '[0-9.]*')
+            mem=$(echo "$out" | grep -o 'GPU memory in use [0-9.]* GB' | head -n 1)
+            if [ -z "$ms" ] || [ -z "$tps" ] || [ -z "$gf" ] || [ -z "$mem" ]; then
+                bad "benchmark $name: its output lacks what this script reads (ms '$ms', tokens/s '$tps', GFLOP/s '$gf', memory '$mem')"; return 0
+            fi
+            mfu=$(awk -v g="$gf" -v p=$PEAK 'BEGIN { printf "%.1f%%", g * 1e9 / p * 100 }')
+            mfu2=$(awk -v g="$gf" -v m="${MEAS:-0}" 'BEGIN { if (m > 0) printf "%.1f%%", g * 1e9 / (m * 1e12) * 100; else printf "n/a" }')
+            printf "%-28s | B %-3s | %9s ms/step | %9s tokens/s | MFU %6s | of measured %6s | %s\n" "$name" "$B" "$ms" "$tps" "$mfu" "$mfu2" "$mem" | tee -a $L.bench.txt
+            return 0
+        fi
+        echo "  $name B $B: $(echo "$out" | grep -m1 -i 'error' | cut -c1-160)"
+        # only running out of memory is a reason to try a smaller micro-batch; anything else is a bug to see now
+        if ! echo "$out" | grep -qiE 'out of memory|alloc_failed'; then
+            bad "benchmark $name B $B (exit $rc): $(echo "$out" | grep -m1 -iE 'error|fail' | cut -c1-160)"; return 0
+        fi
+    done
+    bad "benchmark $name: no micro-batch fits"
+}
+: > $L.bench.txt
+if [ $EMU = 1 ]; then
+    bench "d2 (emulation: plumbing only)" d2
+    bench "d2 recompute 2 (emulation)" d2 --recompute 2
+else
+    bench "GPT-2 124M bf16" gpt2-124M
+    if [ $QUICK = 0 ]; then
+        bench "GPT-2 350M bf16" gpt2-350M
+        bench "GPT-2 1558M bf16 recompute 2" gpt2-1558M --recompute 2
+    fi
+fi
+[ -s $L.bench.txt ] && ok "benchmarks ran ($(wc -l < $L.bench.txt) rows)"
+
 stage "fp16 storage with dynamic loss scaling: $CU16 against the CPU's fp16 emulation"
 # an initial scale of 2^24 overflows the gradients: the first steps are skipped and the scale halves until they fit;
 # the two backends must skip and back off alike and then train alike (2e-2 relative per step, as the bf16 trajectory)
 f16="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 32 --steps 8 --lr 1e-3 --seed 7 --dtype fp16 --loss-scale 16777216"
-if [ -x ./$CU16 ] && timeout $((120 * LONG)) ./$CU16 $f16 --log $TMPD/f16_cu.jsonl > $L.fp16_cu.log 2>&1 &&
-   timeout 120 ./train_gpt $f16 --log $TMPD/f16_cpu.jsonl > $L.fp16_cpu.log 2>&1; then
+if [ -x ./$CU16 ] && timeout $(budget $((120 * LONG))) ./$CU16 $f16 --log $TMPD/f16_cu.jsonl > $L.fp16_cu.log 2>&1 &&
+   timeout $(budget 120) ./train_gpt $f16 --log $TMPD/f16_cpu.jsonl > $L.fp16_cpu.log 2>&1; then
     scales() { grep -o '"loss_scale": [^,}]*\(, "skipped": true\)\?' "$1" | tr '\n' ' '; }
     echo "$CU16: $(scales $TMPD/f16_cu.jsonl)"; echo "train_gpt: $(scales $TMPD/f16_cpu.jsonl)"
     first_skipped=$(grep -c '"step": 1,.*"skipped": true' $TMPD/f16_cu.jsonl)
@@ -319,7 +446,10 @@ fi
 stage "checkpoint and resume: $CU resumed from its step-3 checkpoint continues bit for bit"
 # the model, master weights, moments and sampler through the file streams (device -> pinned double buffer -> file
 # and back), twice over: a run that checkpoints must equal one that does not, and the resumed steps the original ones
-ck="--model d4 --train $TMPD/check_train_000000.bin --batch-size 2 --seq-len 32 --steps 5 --lr 1e-3 --warmup 2 --seed 11"
+# (the native attention kernels here and in the multi-process runs below: these comparisons are about the file
+# streams and the communication, and the native kernels are deterministic by construction; cuDNN's own determinism
+# has its check above)
+ck="--model d4 --train $TMPD/check_train_000000.bin --batch-size 2 --seq-len 32 --steps 5 --lr 1e-3 --warmup 2 --seed 11 --attention native"
 [ $EMU = 1 ] && ck="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 2 --seq-len 32 --steps 5 --lr 1e-3 --warmup 2 --seed 11"
 if train ck_plain 120 $CU $ck --log $TMPD/ck_plain.jsonl &&
    train ck_full 120 $CU $ck --checkpoint-every 3 --out $TMPD/ck --log $TMPD/ck_full.jsonl &&
@@ -334,7 +464,7 @@ stage "HellaSwag: the reference model on tests/ref/hellaswag_ref.bin against PyT
 # the same answers as tests/ref/hellaswag_ref.txt (each example's best ending leads by at least 0.01 nats, so any
 # other answer is a bug), each ending's summed loss within 2e-2 relative (bf16 storage: the model's weights and
 # activations rounded to 8 bits of mantissa)
-if timeout $((120 * LONG)) $CU --init tests/ref/ref_model.bin --eval-hellaswag tests/ref/hellaswag_ref.bin --hellaswag-details $TMPD/hs.txt > $L.hellaswag.log 2>&1; then
+if timeout $(budget $((120 * LONG))) $CU --init tests/ref/ref_model.bin --eval-hellaswag tests/ref/hellaswag_ref.bin --hellaswag-details $TMPD/hs.txt > $L.hellaswag.log 2>&1; then
     awk -v tol=2e-2 '
         FNR == 1 { f++ }
         /^[0-9]/ && /\|/ {
@@ -355,10 +485,14 @@ else
     bad "hellaswag: $CU --eval-hellaswag failed"; tail -n 3 $L.hellaswag.log
 fi
 
-if command -v mpirun > /dev/null 2>&1 && $CU --version 2>&1 | grep -q mpi; then
+cu_version=$(timeout 30 $CU --version 2>&1)
+if [ $EMU = 0 ] && [ $HAVE_MPI = 0 ]; then
+    : # (listed as skipped above)
+elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; then
     stage "2 processes sharing the device (--comm mpi: through pinned host memory), ZeRO 0/1/2/3, pipeline and tensor parallel, against one process"
     MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np 2"
-    common2="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7"
+    # (--comm-timeout 60: a hang in a run ends in a minute, named, not at the check's deadline)
+    common2="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7 --attention native --comm-timeout 60"
     val2="--val $TMPD/check_val_000000.bin --val-every 4 --val-steps 2"
     if [ $EMU = 1 ]; then # a model of GPT-2's shape with a vocabulary of 101 (tokens modulo 101): seconds, not minutes, per run
         common2="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 32 --total-batch-size 256 --steps 4 --lr 1e-3 --seed 7"
@@ -513,58 +647,6 @@ else
 fi
 fi # SAN_ONLY
 
-if [ $SAN_ONLY = 0 ]; then # (to the end of the benchmarks)
-
-# Under the emulation the benchmarks run tiny, for their plumbing only (they run, and print what this script reads):
-# their figures mean nothing there.
-if [ $EMU = 1 ]; then BK=./bench_kernels_emu; BK_N=65536; else BK=./bench_kernels_cu; BK_N=""; fi
-stage "bandwidth of the element-wise kernels against a device copy; cuBLASLt's matmul rate ($BK)"
-timeout $((120 * LONG)) $BK $BK_N > $L.bench_kernels.txt 2>&1 && grep -q 'of copy' $L.bench_kernels.txt && { cat $L.bench_kernels.txt; ok "$BK"; } || { bad "$BK"; tail -n 5 $L.bench_kernels.txt; }
-
-stage "benchmarks"
-PEAK=989e12
-# the matmul rate bench_kernels measured on this GPU (cuBLASLt, bf16, 8192 x 8192 x 8192 on data), the second ceiling
-MEAS=$(grep '^matmul 8192' $L.bench_kernels.txt 2>/dev/null | grep -o '[0-9.]* TFLOP/s' | head -n 1 | grep -o '[0-9.]*')
-echo "MFU against ${PEAK%e12} TFLOP/s (the H200's dense bf16 peak) and against ${MEAS:-(not measured)} TFLOP/s (cuBLASLt's measured rate)"
-BENCH_T=1024; BENCH_STEPS=3; [ $EMU = 1 ] && { BENCH_T=64; BENCH_STEPS=1; }
-bench() { # name model extra...
-    local name=$1 model=$2; shift 2
-    local sizes="64 32 16 8 4"
-    [ -n "$CUDNN_DIR" ] || sizes="8 4" # the native attention kernels are O(T^2) per head and slow: small batches only
-    [ $EMU = 1 ] && sizes="1"
-    for B in $sizes; do
-        if [ $EMU = 0 ] && [ $(( $(date +%s) - T0 )) -gt 420 ]; then echo "  $name: skipped (the check is past 7 minutes)"; return 0; fi
-        out=$(timeout $((240 * LONG)) $CU --bench 1 --bench-steps $BENCH_STEPS --model "$model" --batch-size $B --seq-len $BENCH_T "$@" 2>&1); rc=$?
-        if [ $rc -eq 0 ]; then
-            ms=$(echo "$out" | grep -o 'bench: [0-9.]* ms/step' | grep -o '[0-9.]*' | head -n 1)
-            tps=$(echo "$out" | grep -o '| [0-9]* tokens/s' | grep -o '[0-9]*' | head -n 1)
-            gf=$(echo "$out" | grep -o '[0-9.]* GFLOP/s' | tail -n 1 | grep -o '[0-9.]*')
-            mem=$(echo "$out" | grep -o 'GPU memory in use [0-9.]* GB' | head -n 1)
-            if [ -z "$ms" ] || [ -z "$tps" ] || [ -z "$gf" ] || [ -z "$mem" ]; then
-                bad "benchmark $name: its output lacks what this script reads (ms '$ms', tokens/s '$tps', GFLOP/s '$gf', memory '$mem')"; return 0
-            fi
-            mfu=$(awk -v g="$gf" -v p=$PEAK 'BEGIN { printf "%.1f%%", g * 1e9 / p * 100 }')
-            mfu2=$(awk -v g="$gf" -v m="${MEAS:-0}" 'BEGIN { if (m > 0) printf "%.1f%%", g * 1e9 / (m * 1e12) * 100; else printf "n/a" }')
-            printf "%-28s | B %-3s | %9s ms/step | %9s tokens/s | MFU %6s | of measured %6s | %s\n" "$name" "$B" "$ms" "$tps" "$mfu" "$mfu2" "$mem" | tee -a $L.bench.txt
-            return 0
-        fi
-        echo "  $name B $B: $(echo "$out" | grep -m1 -i 'error' | cut -c1-160)"
-    done
-    bad "benchmark $name: no micro-batch ran"
-}
-: > $L.bench.txt
-if [ $EMU = 1 ]; then
-    bench "d2 (emulation: plumbing only)" d2
-    bench "d2 recompute 2 (emulation)" d2 --recompute 2
-else
-    bench "GPT-2 124M bf16" gpt2-124M
-    if [ $QUICK = 0 ]; then
-        bench "GPT-2 350M bf16" gpt2-350M
-        bench "GPT-2 1558M bf16 recompute 2" gpt2-1558M --recompute 2
-    fi
-fi
-[ -s $L.bench.txt ] && ok "benchmarks ran ($(wc -l < $L.bench.txt) rows)"
-fi # SAN_ONLY
 
 # compute-sanitizer, NVIDIA's checker of device memory accesses and synchronisation: what the tests above would see
 # only as a wrong number now and then, and the emulation not at all (it runs a block's threads one after another).
@@ -606,21 +688,22 @@ san() {
     if grep -qi 'device not supported' $log; then
         echo "  compute-sanitizer cannot drive this GPU ($(grep -m1 -i 'device not supported' $log | cut -c1-120)): stage skipped"
         SAN=""
-    elif [ $rc -eq 124 ]; then
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         echo "  $tool $name: cut off after $left s (the stage's budget; --sanitizer-secs N): not checked"
     elif grep -qE '^0 passed' $log; then
         bad "compute-sanitizer $tool: $name ran no test: $*"
-    elif [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' $log; then
+    # (memcheck, synccheck and initcheck end with "ERROR SUMMARY: 0 errors", racecheck with "RACECHECK SUMMARY: 0
+    # hazards displayed (0 errors, 0 warnings)")
+    elif [ $rc -eq 0 ] && grep -qE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors' $log; then
         ok "compute-sanitizer $tool: $name, nothing found"
     else
-        bad "compute-sanitizer $tool: $name (exit $rc; $(grep -m1 -o 'ERROR SUMMARY: [0-9]* errors*' $log)): $*"
+        bad "compute-sanitizer $tool: $name (exit $rc; $(grep -m1 -oE '(ERROR|RACECHECK) SUMMARY: .*' $log)): $*"
         grep -m 30 -E '^========= ' $log | cut -c1-200; grep -v '^=========' $log | tail -n 3
     fi
 }
-# Last, after the benchmarks, within what is left of 9 minutes (the device tool's calls end at 10): a session whose
-# check ran long gets the rest with --sanitizer-only.
-SAN_LEFT=$((540 - ($(date +%s) - T0))); SAN_ASKED=$SAN_SECS
-[ $EMU = 1 ] || [ $SAN_ONLY = 1 ] || [ $SAN_LEFT -ge $SAN_SECS ] || SAN_SECS=$SAN_LEFT
+# Last, within what is left before the deadline: a session whose check ran long gets the rest with --sanitizer-only.
+SAN_LEFT=$((DEADLINE - ($(date +%s) - T0))); SAN_ASKED=$SAN_SECS
+[ $EMU = 1 ] || [ $SAN_LEFT -ge $SAN_SECS ] || SAN_SECS=$SAN_LEFT
 if [ $SAN_ASKED = 0 ]; then
     echo; echo "(compute-sanitizer skipped: --sanitizer-secs 0)"
 elif [ $SAN_SECS -ge 30 ]; then
@@ -636,20 +719,15 @@ elif [ $SAN_SECS -ge 30 ]; then
     san synccheck train_native $CU $san_tiny --attention native
     san initcheck train_native $CU $san_tiny --attention native
 else
-    echo; echo "(compute-sanitizer skipped: too little of the check's 9 minutes left; run it alone with --sanitizer-only)"
+    echo; skip "compute-sanitizer: too little left before the deadline (run it alone: --sanitizer-only)"
 fi
 
+summary
 if [ $EMU = 1 ]; then
-    stage "summary ($(( $(date +%s) - T0 )) s, the CPU emulation: no performance figures)"
-    grep -E '^(FAIL)' $L.test_fp32.log $L.test_bf16.log 2>/dev/null | head -n 20
+    echo "(the CPU emulation: its figures are no performance figures)"
     echo "gpu_check --emu: $passed passed, $failed failed"
     echo "$passed passed, $failed failed"
-    [ $failed -eq 0 ]; exit
+else
+    echo "gpu_check: $passed passed, $failed failed"
 fi
-
-
-stage "summary ($(( $(date +%s) - T0 )) s, commit $(git describe --always --dirty 2>/dev/null))"
-grep -E '^(FAIL)' $L.test_fp32.log $L.test_bf16.log 2>/dev/null | head -n 20
-cat $L.bench_kernels.txt $L.bench.txt 2>/dev/null
-echo "gpu_check: $passed passed, $failed failed"
 [ $failed -eq 0 ]
