@@ -96,6 +96,43 @@ __global__ void k_divergent(float* x) {
     else { __syncwarp(); }
 }
 
+// shared-memory races: a value read from another warp's thread with no __syncthreads between the write and the read
+__global__ void k_race_blocks(float* x) {
+    __shared__ float s[64];
+    s[threadIdx.x] = (float)threadIdx.x;
+    x[threadIdx.x] = s[63 - threadIdx.x];
+}
+// ... within one warp, with no __syncwarp (lane 0 reads lane 1's element before lane 1 writes it, as the fibers run)
+__global__ void k_race_lanes(float* x, int sync) {
+    __shared__ float s[32];
+    s[threadIdx.x] = (float)threadIdx.x;
+    if (sync) { __syncwarp(); }
+    x[threadIdx.x] = s[threadIdx.x ^ 1];
+}
+// ... two threads writing one element in the same barrier interval
+__global__ void k_race_writes(float* x) {
+    __shared__ float total;
+    if (threadIdx.x % 32 == 0) { total = (float)threadIdx.x; }
+    __syncthreads();
+    x[threadIdx.x] = total;
+}
+// ... a read of a shared element after the barrier, overwritten by another thread before the next one: thread 0
+// re-reads s[1] in the second interval after thread 1 rewrote it there
+__global__ void k_race_after_barrier(float* x) {
+    __shared__ float s[64];
+    s[threadIdx.x] = 1.0f;
+    __syncthreads();
+    s[threadIdx.x] = s[threadIdx.x] + 1.0f; // each its own element: no race
+    x[threadIdx.x] = s[(threadIdx.x + 32) % 64]; // another warp's element, rewritten in this interval: a race
+}
+// an index past the end of a shared array
+__global__ void k_shared_overrun(float* x) {
+    __shared__ float s[32];
+    s[threadIdx.x + 1] = 1.0f;
+    __syncthreads();
+    x[threadIdx.x] = s[threadIdx.x];
+}
+
 static float* dev_floats(size_t n) {
     float* d = NULL;
     cudaMalloc((void**)&d, n * sizeof(float));
@@ -128,6 +165,11 @@ static void expect_caught(const char* name, void (*f)(void), const char* want) {
 }
 
 static void bug_overrun(void) { float* x = dev_floats(31); k_overrun<<<1, 32>>>(x, 31); cudaDeviceSynchronize(); }
+static void bug_race_blocks(void) { float* x = dev_floats(64); k_race_blocks<<<1, 64>>>(x); cudaDeviceSynchronize(); }
+static void bug_race_lanes(void) { float* x = dev_floats(32); k_race_lanes<<<1, 32>>>(x, 0); cudaDeviceSynchronize(); }
+static void bug_race_writes(void) { float* x = dev_floats(64); k_race_writes<<<1, 64>>>(x); cudaDeviceSynchronize(); }
+static void bug_race_after_barrier(void) { float* x = dev_floats(64); k_race_after_barrier<<<1, 64>>>(x); cudaDeviceSynchronize(); }
+static void bug_shared_overrun(void) { float* x = dev_floats(32); k_shared_overrun<<<1, 32>>>(x); cudaDeviceSynchronize(); }
 static void bug_host_arg(void) { static float host[32]; k_touch<<<1, 32>>>(host); cudaDeviceSynchronize(); }
 static void bug_early_return(void) { float* x = dev_floats(64); k_early_return<<<1, 64>>>(x); cudaDeviceSynchronize(); }
 static void bug_lane_gone(void) { float* x = dev_floats(32); k_lane_gone<<<1, 32>>>(x); cudaDeviceSynchronize(); }
@@ -263,6 +305,16 @@ int main(void) {
         }
         check(ok, "a shared-memory tree sum with __syncthreads between levels, 5 blocks of 256", "%s", ok ? "exact" : "wrong");
     }
+    // the same exchange between lanes with a __syncwarp between the writes and the reads: ordered, no race
+    {
+        float* x = dev_floats(32);
+        k_race_lanes<<<1, 32>>>(x, 1);
+        float h[32];
+        cudaMemcpy(h, x, sizeof(h), cudaMemcpyDeviceToHost);
+        int ok = 1;
+        for (int i = 0; i < 32; i++) { ok &= h[i] == (float)(i ^ 1); }
+        check(ok, "lanes exchanging values through shared memory after a __syncwarp: no race reported, the values right", "%s", ok ? "right" : "wrong");
+    }
     // shuffles
     {
         const int n = 64;
@@ -390,6 +442,15 @@ int main(void) {
     }
     // the bugs it must catch
     expect_caught("a write one past the end of an allocation is caught", bug_overrun, "wrote past the end of a 124-byte device allocation");
+    expect_caught("a shared-memory read of another warp's element with no __syncthreads is caught", bug_race_blocks,
+                  "shared-memory race on s[");
+    expect_caught("a shared-memory read of another lane's element with no __syncwarp is caught", bug_race_lanes,
+                  "shared-memory race on s[");
+    expect_caught("two threads writing one shared variable between barriers are caught", bug_race_writes,
+                  "shared-memory race on total[0]: this thread writes it after thread 0 wrote it");
+    expect_caught("a read of an element another warp rewrites after the barrier is caught", bug_race_after_barrier,
+                  "shared-memory race on s[");
+    expect_caught("an index past the end of a shared array is caught", bug_shared_overrun, "index 32 past the end of a dimension of 32 of shared array s");
     expect_caught("a host pointer passed to a kernel is caught", bug_host_arg, "is host memory, not device memory");
     expect_caught("__syncthreads after some threads returned is caught", bug_early_return, "__syncthreads() reached by 32 threads while 32 have returned");
     expect_caught("a full-mask shuffle waiting for a returned lane is caught", bug_lane_gone, "waits for lane 7, which has returned");

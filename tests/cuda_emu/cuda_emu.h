@@ -15,7 +15,8 @@ its own stack, run until it reaches a synchronisation point:
   __shfl*_sync / __syncwarp    every lane named in the mask must arrive, with the same operation; a lane that
                                returned, a mask naming lanes past the block's end, or reading a lane outside the
                                mask is an error
-__shared__ variables become function statics, which the threads of a block share (blocks run one at a time).
+__shared__ variables become function statics, which the threads of a block share (blocks run one at a time);
+rewrite.sh makes each an emu::Shared<TYPE[DIMS]>, whose elements are reached through a checking proxy (below).
 
 What it checks beyond the results (each failure names the kernel, block and thread, or the call):
   - every pointer argument of a kernel lies in device memory (cudaMalloc), never in host or pinned memory;
@@ -24,13 +25,16 @@ What it checks beyond the results (each failure names the kernel, block and thre
     as cudaMalloc leaves garbage;
   - cudaMemcpy directions and extents against the allocations; launch configurations against the hardware's
     limits (a bad one is reported by cudaGetLastError, as on a GPU);
+  - shared memory: an index past a __shared__ array's end, and RACES: two threads of a block touching one element,
+    at least one of them writing, with no __syncthreads between them (nor a __syncwarp, for two lanes of one warp).
+    Each element remembers its last write and last read (thread, barrier epoch, warp epoch); an access not ordered
+    after them is reported with both threads, whatever order the fibers happened to run in;
   - cuBLASLt: layouts consistent with the op's m, n, k and leading dimensions, attribute sizes, the epilogues'
     documented constraints (auxiliary leading dimension a multiple of 8 and at least m), pointers at least as
     aligned as the alignments promised to the heuristic, every operand's extent inside its allocation.
 
-What it does not model: concurrency. Work runs synchronously at the call, so a missing stream wait, event or
-synchronisation is invisible here; so are data races between threads, warp-synchronous code that assumes lanes
-run in lockstep, and performance. Fast-math intrinsics are computed exactly. Those stay for the GPU check.
+What it does not model: concurrency beyond that. Races through global memory between threads or blocks are invisible
+here, and so is warp-synchronous code that assumes lanes run in lockstep, and performance. Fast-math intrinsics are computed exactly. Those stay for the GPU check.
 
 CUDA_EMU_NO_EPILOGUE=1 makes the heuristic find no algorithm for the GELU epilogues (the fallback path's test).
 CUDA_EMU_BUS_ID=X gives every process the same PCI bus id X (cudaDeviceGetPCIBusId): processes sharing one GPU, as
@@ -251,6 +255,11 @@ static std::function<void()>* g_body = NULL;
 static std::vector<uint64_t> g_exchange;
 struct WarpWait { unsigned waiting, mask; int op; }; // the lanes waiting at a warp operation, and which
 static std::vector<WarpWait> g_warp_wait;
+// Happens-before for the race checker: blocks are numbered as they run, and within the running block barriers
+// (__syncthreads) and each warp's __syncwarp count up.
+static uint64_t g_block_serial = 0;
+static uint32_t g_bar_epoch = 0;
+static std::vector<uint32_t> g_warp_epoch;
 
 static uint3 emu__tid_of(const Fiber* f) {
     uint3 t;
@@ -357,6 +366,7 @@ static int release(unsigned n) {
             fail("__syncthreads() reached by %d threads while %d have returned (this one among them)", at_block, done);
         }
         for (unsigned i = 0; i < n; i++) { g_fibers[i].state = F_RUN; }
+        g_bar_epoch++;
         return 1;
     }
     return 0;
@@ -366,6 +376,9 @@ static void run_block(unsigned n) {
     g_fibers.resize(n);
     g_exchange.assign(2 * (size_t)n, 0);
     g_warp_wait.assign((n + 31) / 32, WarpWait{0, 0, 0});
+    g_block_serial++;
+    g_bar_epoch = 0;
+    g_warp_epoch.assign((n + 31) / 32, 0);
     for (unsigned i = 0; i < n; i++) {
         Fiber* f = &g_fibers[i];
         f->linear = i;
@@ -555,6 +568,7 @@ static void warp_wait(unsigned mask, int op) {
             if (ww->waiting & (1u << l)) { g_fibers[w * 32 + l].state = F_RUN; }
         }
         ww->waiting = 0;
+        if (op == OP_SYNCWARP) { g_warp_epoch[w]++; } // (a shuffle exchanges registers; it orders no memory)
         return;
     }
     yield_to_scheduler();
@@ -572,6 +586,89 @@ template <class T> static T shfl(unsigned mask, T v, unsigned src) {
     memcpy(&r, &g_exchange[parity + warp0 + src], sizeof(T));
     return r;
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shared memory: `__shared__ float s[8][33];` becomes `static emu::Shared<float[8][33]> s("s");` (rewrite.sh), and
+// s[i][j] a SharedRef that checks the index and records the access before it reads or writes the element.
+
+struct SharedCell {
+    uint64_t block;                 // the block that last touched it (g_block_serial); an older one counts as none
+    int32_t w_thread, r_thread;     // last writer and last reader (-1: none in this block)
+    uint32_t w_bar, w_warp;         // the barrier epoch and the writer's warp epoch at the write
+    uint32_t r_bar, r_warp;         // the same at the read
+    int r_many;                     // another thread read it too in the same barrier epoch
+};
+
+// Whether thread t's access now comes after the recorded access of thread `was` (barrier epoch bar, warp epoch wep).
+static int shared_ordered(int was, uint32_t bar, uint32_t wep, unsigned t) {
+    if (was < 0 || (unsigned)was == t || g_bar_epoch > bar) { return 1; }
+    return (unsigned)was / 32 == t / 32 && g_warp_epoch[t / 32] > wep;
+}
+
+static void shared_race(const char* name, size_t i, const char* now, int was, const char* then) {
+    fail("shared-memory race on %s[%zu]: this thread %s it after thread %d %s it, with no __syncthreads between (nor a "
+         "__syncwarp, within a warp)", name, i, now, was, then);
+}
+
+static void shared_access(SharedCell* c, int write, const char* name, size_t i) {
+    if (!g_cur) { fail("shared variable %s touched outside a kernel", name); }
+    unsigned t = g_cur->linear;
+    uint32_t wep = g_warp_epoch[t / 32];
+    if (c->block != g_block_serial) { c->block = g_block_serial; c->w_thread = c->r_thread = -1; c->r_many = 0; }
+    if (!shared_ordered(c->w_thread, c->w_bar, c->w_warp, t)) { shared_race(name, i, write ? "writes" : "reads", c->w_thread, "wrote"); }
+    if (write) {
+        if (!shared_ordered(c->r_thread, c->r_bar, c->r_warp, t) || (c->r_many && c->r_bar == g_bar_epoch)) {
+            shared_race(name, i, "writes", c->r_thread, c->r_many ? "(and others) read" : "read");
+        }
+        c->w_thread = (int32_t)t; c->w_bar = g_bar_epoch; c->w_warp = wep;
+        c->r_thread = -1; c->r_many = 0;
+    } else if (c->r_thread >= 0 && (unsigned)c->r_thread != t && c->r_bar == g_bar_epoch) {
+        c->r_many = 1;
+    } else {
+        c->r_thread = (int32_t)t; c->r_bar = g_bar_epoch; c->r_warp = wep;
+    }
+}
+
+template <class T> struct SharedRef {
+    T* p;
+    SharedCell* c;
+    const char* name;
+    size_t i;
+    operator T() const { shared_access(c, 0, name, i); return *p; }
+    SharedRef& operator=(T v) { shared_access(c, 1, name, i); *p = v; return *this; }
+    SharedRef& operator=(const SharedRef& o) { return *this = (T)o; }
+    SharedRef& operator+=(T v) { T x = (T)*this; return *this = x + v; }
+    SharedRef& operator-=(T v) { T x = (T)*this; return *this = x - v; }
+    SharedRef& operator*=(T v) { T x = (T)*this; return *this = x * v; }
+};
+
+// A (sub-)array of a Shared: indexing checks the bound and leads to the next dimension or to an element.
+template <class A> struct SharedView {
+    typedef typename std::remove_all_extents<A>::type T;
+    typedef typename std::remove_extent<A>::type Sub;
+    T* p;
+    SharedCell* c;
+    const char* name;
+    size_t off;
+    auto operator[](size_t i) const {
+        if (i >= std::extent<A>::value) { fail("index %zu past the end of a dimension of %zu of shared array %s", i, (size_t)std::extent<A>::value, name); }
+        constexpr size_t stride = sizeof(Sub) / sizeof(T);
+        if constexpr (std::is_array<Sub>::value) { return SharedView<Sub>{p + i * stride, c + i * stride, name, off + i * stride}; }
+        else { return SharedRef<T>{p + i, c + i, name, off + i}; }
+    }
+};
+
+template <class A> struct Shared {
+    typedef typename std::remove_all_extents<A>::type T;
+    static constexpr size_t N = sizeof(A) / sizeof(T);
+    T data[N];
+    SharedCell cells[N];
+    const char* name;
+    explicit Shared(const char* nm) : name(nm) { memset(cells, 0, sizeof(cells)); }
+    auto operator[](size_t i) { return SharedView<A>{data, cells, name, 0}[i]; } // arrays
+    operator T() { return (T)SharedRef<T>{data, cells, name, 0}; }               // scalars
+    Shared& operator=(T v) { SharedRef<T>{data, cells, name, 0} = v; return *this; }
+};
 
 } // namespace emu
 
