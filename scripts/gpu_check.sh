@@ -67,6 +67,10 @@ else
     CU=./train_gpt_cu; CU16=train_gpt_cu_fp16; TCU=./test_gpt_cu; TCU16=./test_gpt_cu_bf16; L=gpu; LONG=1
 fi
 TMPD=$(mktemp -d /tmp/${L}_check.XXXX)
+# on the device machine ($OUT: the folder whose files come back) the whole output goes there too, beyond the tail
+# the tool returns
+TEE_ON=0
+if [ $EMU = 0 ] && [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then exec > >(tee "$OUT/gpu_check.txt") 2>&1; TEE_ON=1; fi
 trap 'rm -rf "$TMPD"' EXIT
 T0=$(date +%s)
 passed=0; failed=0; FAILS=(); SKIPPED=()
@@ -332,8 +336,8 @@ else
 fi
 if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
     timeout $(budget 120) $CU $common --attention cudnn --log $TMPD/cudnn.jsonl > $L.train_cudnn.log 2>&1 || { bad "$CU --attention cudnn"; tail -n 3 $L.train_cudnn.log; }
-    # cuDNN's backward is deterministic by construction (dQ by a matmul, no atomics), whatever engine the heuristics
-    # pick: two identical runs must agree bit for bit (the runs compared bit for bit below pin the native kernels)
+    # cuDNN's backward graph is the deterministic variant (dQ by a matmul, no float dQ accumulator: llm.c's choice on
+    # Hopper): two identical runs must agree bit for bit (the runs compared bit for bit below pin the native kernels)
     timeout $(budget 120) $CU $common --attention cudnn --log $TMPD/cudnn2.jsonl > /dev/null 2>&1
     if [ -s $TMPD/cudnn2.jsonl ] && cmp -s <(grep -o '"loss": [^,]*' $TMPD/cudnn.jsonl) <(grep -o '"loss": [^,]*' $TMPD/cudnn2.jsonl); then
         ok "determinism: two identical --attention cudnn runs give the same losses bit for bit"
@@ -730,4 +734,6 @@ if [ $EMU = 1 ]; then
 else
     echo "gpu_check: $passed passed, $failed failed"
 fi
-[ $failed -eq 0 ]
+rc=0; [ $failed -eq 0 ] || rc=1
+if [ $TEE_ON = 1 ]; then exec > /dev/null 2>&1; sleep 1; fi # (tee sees the end of its input and finishes the file)
+exit $rc
