@@ -361,6 +361,13 @@ static void comm__check_buf(const CommGroup* g, const void* buf, size_t n, const
     }
 }
 
+// Counts an operation and its payload on the group (the benchmarks' communication table; MPI's and NCCL's alike).
+static void comm__count(CommGroup* g, int op, size_t count, const char* unit) {
+    g->op_calls[op]++;
+    size_t unit_bytes = unit == NULL ? 0 : strcmp(unit, "floats") == 0 ? 4 : strcmp(unit, "doubles") == 0 ? 8 : strcmp(unit, "bf16") == 0 ? 2 : 1;
+    g->op_bytes[op] += (double)count * (double)unit_bytes;
+}
+
 // Starts the bookkeeping of an operation: fills req, numbers it on the group, publishes "entered".
 static void comm__begin(CommRequest* req, CommGroup* g, int op, size_t count, const char* unit, int collective) {
     memset(req, 0, sizeof(*req));
@@ -371,9 +378,7 @@ static void comm__begin(CommRequest* req, CommGroup* g, int op, size_t count, co
     req->unit = unit;
     req->start_time = now_seconds();
     req->peer = -1;
-    g->op_calls[op]++;
-    size_t unit_bytes = unit == NULL ? 0 : strcmp(unit, "floats") == 0 ? 4 : strcmp(unit, "doubles") == 0 ? 8 : strcmp(unit, "bf16") == 0 ? 2 : 1;
-    g->op_bytes[op] += (double)count * (double)unit_bytes;
+    comm__count(g, op, count, unit);
     if (collective) {
         g->seq++;
         req->seq = g->seq;

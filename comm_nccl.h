@@ -220,6 +220,7 @@ static CommNcclOp* comm_nccl__issue(CommNccl* n, int op, size_t count, const cha
         CommSlot* s = comm__slot(g->pc, g->pc->world_rank);
         if (s) { comm__publish(&s->entered[g->slot], g->seq); }
     }
+    comm__count(n->group, op, count, unit);
     comm__heartbeat(n->group->pc);
     o->start = now_seconds();
     n->count++;

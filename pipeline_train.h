@@ -154,6 +154,7 @@ static void pipeline_use_nccl(Pipeline* p, GPT* m) {
     }
     if (m->layout.has_wte) { comm_nccl_init_pair(&p->wte_pair, m->pp_group, 0, pp - 1); }
     p->drecv = dev_alloc(&m->ctx, p->max_msg_bytes);
+    comm_nccl_mark(&m->ctx, &p->drecv_free); // the first receive waits for dev_alloc's zeroing on the compute stream
     // send buffers for as many messages as the rank keeps micro-batches alive, and one more, made now: a cudaMalloc
     // in the middle of a step may hold later work behind a send that waits for its peer (the pool grows past this
     // only if the peers fall further behind); each is a small part of a slot's activations
