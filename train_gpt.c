@@ -1544,9 +1544,10 @@ static void hellaswag_write_details(const char* path, const HellaSwag* hs, const
 // logits at position t - 1 over the real vocabulary, by inverse CDF with one uniform draw from rng.
 // probs: (Vp) host scratch, receiving one row of logits per token. toks: `room` tokens (n <= room), those after the
 // sampled ones any token: each forward may run longer than t (the backend's bucketed lengths, kernels_forward_len;
-// sequence parallelism's multiple of tp), and a causal model's position t - 1 never sees the ones after it. Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns,
-// an all-gather gives all of them the row, and group rank 0's draw is broadcast (every rank draws, so the RNGs stay
-// in step).
+// sequence parallelism's multiple of tp), and a causal model's position t - 1 never sees the ones after it.
+// Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns, an
+// all-gather gives all of them the row, and group rank 0's draw is broadcast (every rank draws, so the RNGs stay in
+// step).
 static void sample_tokens(GPT* m, int32_t* toks, int n, int room, float* probs, uint64_t* rng) {
     const GPTConfig* g = &m->cfg;
     for (int t = 1; t < n; t++) {
