@@ -361,11 +361,20 @@ static void comm__check_buf(const CommGroup* g, const void* buf, size_t n, const
     }
 }
 
-// Counts an operation and its payload on the group (the benchmarks' communication table; MPI's and NCCL's alike).
-static void comm__count(CommGroup* g, int op, size_t count, const char* unit) {
+// An operation enters the group's books, MPI's and NCCL's alike: counted with its payload (the benchmarks'
+// communication table), numbered on the group when it is a collective and published as entered (the timeout's
+// comparison of members); returns that number (0 for a message).
+static int64_t comm__enter(CommGroup* g, int op, size_t count, const char* unit, int collective) {
     g->op_calls[op]++;
     size_t unit_bytes = unit == NULL ? 0 : strcmp(unit, "floats") == 0 ? 4 : strcmp(unit, "doubles") == 0 ? 8 : strcmp(unit, "bf16") == 0 ? 2 : 1;
     g->op_bytes[op] += (double)count * (double)unit_bytes;
+    if (collective) {
+        g->seq++;
+        CommSlot* s = comm__slot(g->pc, g->pc->world_rank);
+        if (s) { comm__publish(&s->entered[g->slot], g->seq); }
+    }
+    comm__heartbeat(g->pc);
+    return collective ? g->seq : 0;
 }
 
 // Starts the bookkeeping of an operation: fills req, numbers it on the group, publishes "entered".
@@ -378,14 +387,7 @@ static void comm__begin(CommRequest* req, CommGroup* g, int op, size_t count, co
     req->unit = unit;
     req->start_time = now_seconds();
     req->peer = -1;
-    comm__count(g, op, count, unit);
-    if (collective) {
-        g->seq++;
-        req->seq = g->seq;
-        CommSlot* s = comm__slot(g->pc, g->pc->world_rank);
-        if (s) { comm__publish(&s->entered[g->slot], g->seq); }
-    }
-    comm__heartbeat(g->pc);
+    req->seq = comm__enter(g, op, count, unit, collective);
 }
 
 // One phrase naming the operation: "allreduce on group 'dp' (4096 floats, collective #3 on this group)".

@@ -195,8 +195,8 @@ static void comm_nccl__watch_end(CommNccl* n) {
     n->ops = NULL;
 }
 
-// Registers an operation on n before its NCCL call: numbered on the group (a whole group's collective), published
-// as entered, timed from now. With COMM_NCCL_WATCH in flight the host first waits for the oldest (and times it out).
+// Registers an operation on n before its NCCL call: entered in the group's books (comm__enter), timed from now.
+// With COMM_NCCL_WATCH in flight the host first waits for the oldest (and times it out).
 static CommNcclOp* comm_nccl__issue(CommNccl* n, int op, size_t count, const char* unit) {
     pthread_mutex_lock(&comm_nccl__w.lock);
     comm_nccl__retire(n);
@@ -213,15 +213,7 @@ static CommNcclOp* comm_nccl__issue(CommNccl* n, int op, size_t count, const cha
     o->op = op;
     o->count = count;
     o->unit = unit;
-    o->seq = 0;
-    if (n->peer < 0) {
-        CommGroup* g = n->group;
-        o->seq = ++g->seq;
-        CommSlot* s = comm__slot(g->pc, g->pc->world_rank);
-        if (s) { comm__publish(&s->entered[g->slot], g->seq); }
-    }
-    comm__count(n->group, op, count, unit);
-    comm__heartbeat(n->group->pc);
+    o->seq = comm__enter(n->group, op, count, unit, n->peer < 0); // (a pair's operations are messages)
     o->start = now_seconds();
     n->count++;
     pthread_mutex_unlock(&comm_nccl__w.lock);
@@ -315,13 +307,17 @@ static void comm_nccl_free(CommNccl* n) {
     n->comm = NULL;
 }
 
-// The communication stream waits for what the compute stream has been given so far.
-static void comm_nccl__begin(CommNccl* n, const KernelCtx* ctx) {
+// Before an operation on the communication stream: that stream waits for what the compute stream has been given so
+// far, and the watchdog registers the operation (comm_nccl__issue).
+static CommNcclOp* comm_nccl__begin(CommNccl* n, const KernelCtx* ctx, int op, size_t count, const char* unit) {
     gpuCheck(cudaEventRecord(n->ready, ctx->stream));
     gpuCheck(cudaStreamWaitEvent(n->stream, n->ready, 0)); // waits for this record, whatever later ones do
+    return comm_nccl__issue(n, op, count, unit);
 }
 
-static void comm_nccl__end(CommNccl* n, CommNcclReq* req) {
+// After it: the watchdog's event, and req's (which comm_nccl_wait / comm_nccl_test take).
+static void comm_nccl__end(CommNccl* n, CommNcclOp* o, CommNcclReq* req) {
+    comm_nccl__issued(o, n->stream);
     gpuCheck(cudaEventCreateWithFlags(&req->done, cudaEventDisableTiming));
     gpuCheck(cudaEventRecord(req->done, n->stream));
 }
@@ -336,18 +332,15 @@ static void comm_nccl_wait(const KernelCtx* ctx, CommNcclReq* req) {
 
 // The sums below, over elements of type t (es bytes each).
 static void comm_nccl__iallreduce(CommNccl* n, const KernelCtx* ctx, void* buf, size_t count, ncclDataType_t t, CommNcclReq* req) {
-    comm_nccl__begin(n, ctx);
-    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_ALLREDUCE, count, t == ncclFloat32 ? "floats" : "bf16");
+    CommNcclOp* o = comm_nccl__begin(n, ctx, COMM_OP_ALLREDUCE, count, t == ncclFloat32 ? "floats" : "bf16");
     gpuCheck(ncclAllReduce(buf, buf, count, t, ncclSum, n->comm, n->stream));
-    comm_nccl__issued(o, n->stream);
-    comm_nccl__end(n, req);
+    comm_nccl__end(n, o, req);
 }
 static void comm_nccl__ireduce_scatterv(CommNccl* n, const KernelCtx* ctx, const void* send, void* recv, const size_t* counts,
                                         ncclDataType_t t, size_t es, CommNcclReq* req) {
-    comm_nccl__begin(n, ctx);
     size_t total = 0;
     for (int r = 0; r < n->size; r++) { total += counts[r]; }
-    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_REDUCE_SCATTER, total, t == ncclFloat32 ? "floats" : "bf16");
+    CommNcclOp* o = comm_nccl__begin(n, ctx, COMM_OP_REDUCE_SCATTER, total, t == ncclFloat32 ? "floats" : "bf16");
     gpuCheck(ncclGroupStart());
     size_t off = 0;
     for (int r = 0; r < n->size; r++) {
@@ -356,8 +349,7 @@ static void comm_nccl__ireduce_scatterv(CommNccl* n, const KernelCtx* ctx, const
         off += counts[r];
     }
     gpuCheck(ncclGroupEnd());
-    comm_nccl__issued(o, n->stream);
-    comm_nccl__end(n, req);
+    comm_nccl__end(n, o, req);
 }
 
 // buf (count floats) summed over the group, in place.
@@ -413,10 +405,9 @@ static void comm_nccl_ireduce_scatterv_sum_bf16(CommNccl* n, const KernelCtx* ct
 // Rank r's counts[r] bytes at its `mine` land at dest + (the sum of the counts before r) on every rank.
 static void comm_nccl_iallgatherv_bytes(CommNccl* n, const KernelCtx* ctx, const void* mine, void* dest, const size_t* counts,
                                         CommNcclReq* req) {
-    comm_nccl__begin(n, ctx);
     size_t total = 0;
     for (int r = 0; r < n->size; r++) { total += counts[r]; }
-    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_ALLGATHER, total, "bytes");
+    CommNcclOp* o = comm_nccl__begin(n, ctx, COMM_OP_ALLGATHER, total, "bytes");
     gpuCheck(ncclGroupStart());
     size_t off = 0;
     for (int r = 0; r < n->size; r++) {
@@ -427,17 +418,14 @@ static void comm_nccl_iallgatherv_bytes(CommNccl* n, const KernelCtx* ctx, const
         off += counts[r];
     }
     gpuCheck(ncclGroupEnd());
-    comm_nccl__issued(o, n->stream);
-    comm_nccl__end(n, req);
+    comm_nccl__end(n, o, req);
 }
 
 // buf holds size equal parts of `bytes` each; rank r's part (already in place at buf + r * bytes) reaches every rank.
 static void comm_nccl_iallgather_inplace_bytes(CommNccl* n, const KernelCtx* ctx, void* buf, size_t bytes, CommNcclReq* req) {
-    comm_nccl__begin(n, ctx);
-    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_ALLGATHER, (size_t)n->size * bytes, "bytes");
+    CommNcclOp* o = comm_nccl__begin(n, ctx, COMM_OP_ALLGATHER, (size_t)n->size * bytes, "bytes");
     gpuCheck(ncclAllGather((char*)buf + (size_t)n->rank * bytes, buf, bytes, ncclUint8, n->comm, n->stream));
-    comm_nccl__issued(o, n->stream);
-    comm_nccl__end(n, req);
+    comm_nccl__end(n, o, req);
 }
 
 // --- the tensor-parallel group's collectives (tp.h), on the compute stream -----------------------------------
@@ -510,21 +498,18 @@ static void comm_nccl_reduce_scatter_x(CommNccl* n, const KernelCtx* ctx, floatX
 // Sends bytes of device memory at buf to the other rank of pair n, once the compute stream has run what it has been
 // given so far (what wrote buf); returns at once. req finishes when the send has (comm_nccl_test).
 static void comm_nccl_send(CommNccl* n, const KernelCtx* ctx, const void* buf, size_t bytes, CommNcclReq* req) {
-    comm_nccl__begin(n, ctx);
-    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_SEND, bytes, "bytes");
+    CommNcclOp* o = comm_nccl__begin(n, ctx, COMM_OP_SEND, bytes, "bytes");
     gpuCheck(ncclSend(buf, bytes, ncclUint8, 1 - n->rank, n->comm, n->stream));
-    comm_nccl__issued(o, n->stream);
-    comm_nccl__end(n, req);
+    comm_nccl__end(n, o, req);
 }
 
 // Starts receiving bytes from the other rank of pair n into device memory at buf, after the mark `after` (recorded
 // where buf became free; none: at once); comm_nccl_wait makes the compute stream wait for it.
 static void comm_nccl_irecv(CommNccl* n, void* buf, size_t bytes, const CommNcclReq* after, CommNcclReq* req) {
     if (after && after->done) { gpuCheck(cudaStreamWaitEvent(n->stream, after->done, 0)); }
-    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_RECV, bytes, "bytes");
+    CommNcclOp* o = comm_nccl__issue(n, COMM_OP_RECV, bytes, "bytes"); // (no __begin: it waits on `after` only)
     gpuCheck(ncclRecv(buf, bytes, ncclUint8, 1 - n->rank, n->comm, n->stream));
-    comm_nccl__issued(o, n->stream);
-    comm_nccl__end(n, req);
+    comm_nccl__end(n, o, req);
 }
 
 // Records on the compute stream where it is now (a mark for comm_nccl_irecv's `after`; recorded again each call).

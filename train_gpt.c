@@ -2087,10 +2087,10 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
     double ms = t_bench / timed_steps * 1e3;
     double tok_s = cp->total_batch_size / (t_bench / timed_steps);
     double hidden = -1.0;
+    int nccl = strcmp(cp->comm, "nccl") == 0; // the host never waits for NCCL: its waited times say nothing then
     if (pcp->dp > 1 || cp->zero > 0) {
         // communication alone: reduce every bucket back to back, without compute to hide behind (on a GPU the device
         // is idle before the clock starts and has finished when it stops: NCCL's waits do not block the host)
-        int nccl = strcmp(cp->comm, "nccl") == 0;
         dev_sync(&mp->ctx);
         comm_barrier(&pcp->world);
         double t0 = now_seconds();
@@ -2108,7 +2108,7 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         comm_allreduce_max_f64(&pcp->world, &exposed, 1);
         hidden = comm_total > 0 ? 1.0 - exposed / comm_total : 0.0;
         if (hidden < 0) { hidden = 0; }
-        if (master && nccl) { // the host never waits for NCCL, so the time it waited says nothing of the device's
+        if (master && nccl) {
             printf("bench: gradient communication %.1f ms/step alone (%.1f ms backward); how much of it the backward hides "
                    "is not measured with --comm nccl\n", comm_total * 1e3, t_backward / timed_steps * 1e3);
         } else if (master) {
@@ -2119,7 +2119,7 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
     if (zp->stage == 3) {
         double g = zp->gather_seconds / timed_steps;
         comm_allreduce_max_f64(&pcp->world, &g, 1);
-        if (master && strcmp(cp->comm, "nccl") != 0) { printf("bench: ZeRO-3 parameter gathers: %.1f ms/step waited for (the rest travelled during compute)\n", g * 1e3); }
+        if (master && !nccl) { printf("bench: ZeRO-3 parameter gathers: %.1f ms/step waited for (the rest travelled during compute)\n", g * 1e3); }
     }
     double rss = (double)peak_rss_kb() * 1024.0;
     comm_allreduce_max_f64(&pcp->world, &rss, 1);
