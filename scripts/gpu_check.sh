@@ -345,10 +345,14 @@ if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
         bad "determinism: two identical --attention cudnn runs differ (a nondeterministic cuDNN engine?)"
     fi
     # sampling: a forward per token, at bucketed lengths (kernels_forward_len), so cuDNN builds one plan for 63
-    # tokens rather than one per token (its cache holds 32; explicit --attention cudnn stops on a shape it rejects)
-    if timeout $(budget 120) $CU --init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 2 --seq-len 64 --steps 1 \
-           --sample-every 1 --gen-tokens 63 --attention cudnn > $L.sample_cudnn.log 2>&1 && grep -q '^sample: ' $L.sample_cudnn.log; then
+    # tokens rather than one per token (its cache holds 32; explicit --attention cudnn stops on a shape it rejects);
+    # and those forwards leave the training unchanged: the same 4 steps without sampling, bit for bit
+    smp="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 2 --seq-len 64 --steps 4 --attention cudnn"
+    if timeout $(budget 120) $CU $smp --sample-every 2 --gen-tokens 63 --log $TMPD/smp_on.jsonl > $L.sample_cudnn.log 2>&1 &&
+       grep -q '^sample: ' $L.sample_cudnn.log; then
         ok "sampling 63 tokens through cuDNN's attention (bucketed forward lengths)"
+        timeout $(budget 120) $CU $smp --log $TMPD/smp_off.jsonl > /dev/null 2>&1 &&
+            agree "sampling through cuDNN leaves the training unchanged bit for bit" $TMPD/smp_on.jsonl $TMPD/smp_off.jsonl 0
     else
         bad "sampling through cuDNN's attention"; tail -n 3 $L.sample_cudnn.log
     fi
