@@ -13,6 +13,7 @@ its checks gather failures from every MPI rank.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 
 static int g_passed = 0, g_failed = 0;
 
@@ -39,6 +40,13 @@ static int run_capture(const char* cmd, char* out, size_t cap) {
     char* full = (char*)malloc(need);
     if (!full) { return -1; }
     snprintf(full, need, "unset $(env | sed -n 's/^\\(OMPI_[A-Za-z0-9_]*\\|PMIX_[A-Za-z0-9_]*\\|OPAL_[A-Za-z0-9_]*\\)=.*/\\1/p'); (%s) 2>&1", cmd);
+    double t0 = -1.0;
+    const char* times = getenv("TEST_COMMAND_TIMES");
+    if (times && atoi(times)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t0 = ts.tv_sec + 1e-9 * ts.tv_nsec;
+    }
     FILE* p = popen(full, "r");
     free(full);
     if (!p) { return -1; }
@@ -47,6 +55,11 @@ static int run_capture(const char* cmd, char* out, size_t cap) {
     while ((ch = fgetc(p)) != EOF) { if (n + 1 < cap) { out[n++] = (char)ch; } }
     out[n] = '\0';
     int st = pclose(p);
+    if (t0 >= 0) { // TEST_COMMAND_TIMES=1: each command's wall time on stderr (to see where a suite's minutes go)
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        fprintf(stderr, "[%6.1f s] %.200s\n", t1.tv_sec + 1e-9 * t1.tv_nsec - t0, cmd);
+    }
     if (WIFEXITED(st)) { return WEXITSTATUS(st); }
     if (WIFSIGNALED(st)) { return 128 + WTERMSIG(st); }
     return -1;
