@@ -39,7 +39,15 @@ Only static functions: include after comm.h and the kernels header.
 #include <pthread.h>
 #include <sched.h>
 
-static const char* kernels__status(ncclResult_t r) { return r == ncclSuccess ? NULL : ncclGetErrorString(r); }
+// NCCL's name for the result, then its last error message (ncclGetLastError: the reason a generic "unhandled system
+// error" or "invalid usage" hides, which NCCL otherwise prints only under NCCL_DEBUG=WARN)
+static const char* kernels__status(ncclResult_t r) {
+    static char buf[1200];
+    if (r == ncclSuccess) { return NULL; }
+    const char* last = ncclGetLastError(NULL);
+    snprintf(buf, sizeof(buf), "%s%s%s", ncclGetErrorString(r), last && last[0] ? ": " : "", last ? last : "");
+    return buf;
+}
 
 #define COMM_NCCL_TAG_ID 24 // a pair's unique id, from its first rank to its second (MPI, the group's communicator)
 #define COMM_NCCL_WATCH 1024 // operations of one communicator in flight before the host waits for the oldest

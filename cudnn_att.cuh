@@ -323,17 +323,32 @@ static AttPlan* att__cache_find(AttPlan* plans, int n, const AttShape* s, int ba
     return victim;
 }
 
-// The first configuration of heuristics `mode` whose plan finalizes, and its workspace; NULL when none does. What a
-// failed search made is destroyed again (a rejected plan at once), so g keeps only the winning plan's descriptors.
+// Why the last plan search found nothing, for the message that reports it: what failed and cuDNN's own reason
+// (cudnnGetLastErrorString), so a first run on a new machine says why without a rerun under ATT_VERBOSE=1.
+static char att__why[1400];
+
+// The first configuration of heuristics `mode` whose plan finalizes, and its workspace; NULL when none does (why in
+// att__why). What a failed search made is destroyed again (a rejected plan at once), so g keeps only the winning
+// plan's descriptors.
 static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int64_t* ws) {
     int mark = g->n;
+    const char* mname = mode == CUDNN_HEUR_MODE_A ? "heuristics A" : "fallback heuristics";
     cudnnBackendDescriptor_t heur = att__new(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     gpuCheck(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
     gpuCheck(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
-    if (cudnnBackendFinalize(heur) != CUDNN_STATUS_SUCCESS) { att__drop_to(g, mark); return NULL; }
+    cudnnStatus_t hst = cudnnBackendFinalize(heur);
+    if (hst != CUDNN_STATUS_SUCCESS) {
+        snprintf(att__why, sizeof(att__why), "%s: finalizing the heuristic failed: %s", mname, kernels__status(hst));
+        att__drop_to(g, mark);
+        return NULL;
+    }
     int64_t count = 0;
     gpuCheck(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL));
-    if (count <= 0) { att__drop_to(g, mark); return NULL; }
+    if (count <= 0) {
+        snprintf(att__why, sizeof(att__why), "%s: no engine configuration offered", mname);
+        att__drop_to(g, mark);
+        return NULL;
+    }
     if (count > 16) { count = 16; }
     cudnnBackendDescriptor_t cfgs[16];
     for (int64_t i = 0; i < count; i++) { cfgs[i] = att__new(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR); }
@@ -345,7 +360,9 @@ static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescript
         gpuCheck(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]));
         cudnnStatus_t st = cudnnBackendFinalize(plan);
         if (st != CUDNN_STATUS_SUCCESS) {
-            if (getenv("ATT_VERBOSE")) { fprintf(stderr, "cudnn attention: config %lld rejected: %s\n", (long long)i, kernels__status(st)); }
+            const char* why = kernels__status(st);
+            if (getenv("ATT_VERBOSE")) { fprintf(stderr, "cudnn attention: config %lld rejected: %s\n", (long long)i, why); }
+            snprintf(att__why, sizeof(att__why), "%s: all %lld configurations rejected, the last with %s", mname, (long long)got, why);
             att__drop_to(g, g->n - 1); // the plan just made (the newest descriptor)
             continue;
         }
@@ -382,11 +399,16 @@ static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward)
     if (backward) { att_build_backward(&p->build, s); } else { att_build_forward(&p->build, s); }
     cudnnBackendDescriptor_t graph = att_graph(&p->build, att__handle);
     p->plan = att__try_plans(&p->build, graph, CUDNN_HEUR_MODE_A, &p->workspace);
-    if (!p->plan) { p->plan = att__try_plans(&p->build, graph, CUDNN_HEUR_MODE_FALLBACK, &p->workspace); }
+    char why_a[sizeof(att__why)] = "";
     if (!p->plan) {
-        char what[200];
-        snprintf(what, sizeof(what), "no cuDNN engine runs the %s attention graph for B %lld, T %lld, NH %lld, HS %lld",
-                 backward ? "backward" : "forward", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS);
+        snprintf(why_a, sizeof(why_a), "%s", att__why);
+        p->plan = att__try_plans(&p->build, graph, CUDNN_HEUR_MODE_FALLBACK, &p->workspace);
+    }
+    if (!p->plan) {
+        char what[3200];
+        snprintf(what, sizeof(what), "no cuDNN engine runs the %s attention graph for B %lld, T %lld, NH %lld, HS %lld (%s; %s)",
+                 backward ? "backward" : "forward", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS, why_a,
+                 att__why);
         if (!ctx->attention_auto) { fatal("%s (ATT_VERBOSE=1 lists the rejections; --attention native avoids cuDNN)", what); }
         fprintf(stderr, "warning: %s: the native attention kernels run this shape (--attention auto)\n", what);
         att__free(&p->build);

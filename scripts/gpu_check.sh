@@ -92,6 +92,15 @@ summary() {
     [ ${#SKIPPED[@]} -gt 0 ] && printf 'skipped: %s\n' "${SKIPPED[@]}" | cut -c1-200
     [ ${#FAILS[@]} -gt 0 ] && printf 'FAIL %s\n' "${FAILS[@]}" | cut -c1-200 | tail -n 40
     grep -hE '^FAIL' $L.test_fp32.log $L.test_bf16.log 2>/dev/null | cut -c1-200 | head -n 20 | sed 's/^/  (op test) /'
+    # the libraries' messages (above: cuBLASLt errors, NCCL warnings, cuDNN's rejected engine configurations; a few
+    # rejections while a plan is found are normal), counted per log with the first of each
+    if [ $EMU = 0 ]; then
+        local f n
+        for f in $L.*.log; do
+            n=$(grep -ciE '\[cublasLt\].*error|NCCL WARN|cudnn attention: config .* rejected|no cuDNN engine' "$f" 2>/dev/null)
+            [ "${n:-0}" -gt 0 ] && echo "library messages: $f: $n, the first: $(grep -m1 -iE '\[cublasLt\].*error|NCCL WARN|cudnn attention: config .* rejected|no cuDNN engine' "$f" | cut -c1-160)"
+        done | head -n 15
+    fi
     if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
         tar czf "$OUT/gpu_check_logs.tgz" gpu_build*.log $L.*.log $L.*.txt 2>/dev/null && echo "logs: \$OUT/gpu_check_logs.tgz"
     fi
@@ -172,6 +181,11 @@ NVRTC=$(pylib nvrtc)
 [ -n "$NCCL_DIR" ] || skip "NCCL: not found (the toolkit or nvidia-nccl-cu13): --comm nccl not built"
 echo "cuDNN: ${CUDNN_DIR:-none} $CUDNN_INC; NCCL: ${NCCL_DIR:-none} $NCCL_INC; NVRTC: ${NVRTC:-from the toolkit}"
 export LD_LIBRARY_PATH="$LIBDIR:${CUDNN_DIR:+$CUDNN_DIR:}${NCCL_DIR:+$NCCL_DIR:}${NVRTC:+$NVRTC:}${LD_LIBRARY_PATH:-}"
+# The libraries' own reasons for a failure, in each run's log: cuBLASLt's errors (CUBLASLT_LOG_LEVEL=1), NCCL's
+# warnings (NCCL_DEBUG=WARN: why a communicator failed, beyond "unhandled system error"), and every engine
+# configuration cuDNN rejects while planning attention (ATT_VERBOSE=1). The benchmarks run without them. The summary
+# lists the logs that hold such messages.
+export CUBLASLT_LOG_LEVEL=1 NCCL_DEBUG=WARN ATT_VERBOSE=1
 # MPI: Open MPI's (the Makefile reads its wrapper's --showme; the script's mpirun flags are Open MPI's)
 HAVE_MPI=0
 if command -v mpirun > /dev/null 2>&1 && timeout 30 mpirun --version 2>&1 | grep -q 'Open MPI'; then HAVE_MPI=1; else skip "Open MPI: not found here: the multi-process stages"; fi
@@ -208,13 +222,13 @@ if [ $SAN_ONLY = 0 ]; then # (to the end of the op tests)
 stage "op and reference tests, fp32 storage ($TCU)"
 timeout $(budget $((300 * LONG))) $TCU > $L.test_fp32.log 2>&1; rc=$?
 grep -E '^(PASS|FAIL|SKIP)' $L.test_fp32.log | cut -c1-220
-line=$(tail -n 1 $L.test_fp32.log)
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' $L.test_fp32.log | tail -n 1)
 [ $rc -eq 0 ] && ok "$TCU: $line" || { bad "$TCU (exit $rc): $line"; tail -n 5 $L.test_fp32.log; }
 
 stage "op tests and --recompute bit for bit, bf16 storage ($TCU16)"
 timeout $(budget $((120 * LONG))) $TCU16 > $L.test_bf16.log 2>&1; rc=$?
 grep -E '^(PASS|FAIL|SKIP)' $L.test_bf16.log | cut -c1-220
-line=$(tail -n 1 $L.test_bf16.log)
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' $L.test_bf16.log | tail -n 1)
 [ $rc -eq 0 ] && ok "$TCU16: $line" || { bad "$TCU16 (exit $rc): $line"; tail -n 5 $L.test_bf16.log; }
 
 if [ $EMU = 0 ] && [ -x tests/test_cudnn_graph ]; then
@@ -396,7 +410,7 @@ bench() { # name model extra...
     for B in $sizes; do
         local secs=$(budget $((240 * LONG)))
         if [ $secs -lt 45 ]; then skip "benchmark $name: past the check's deadline"; return 0; fi
-        out=$(timeout $secs $CU --bench 1 --bench-steps $BENCH_STEPS --model "$model" --batch-size $B --seq-len $BENCH_T "$@" 2>&1); rc=$?
+        out=$(timeout $secs env -u CUBLASLT_LOG_LEVEL -u NCCL_DEBUG -u ATT_VERBOSE $CU --bench 1 --bench-steps $BENCH_STEPS --model "$model" --batch-size $B --seq-len $BENCH_T "$@" 2>&1); rc=$?
         if [ $rc -eq 0 ]; then
             ms=$(echo "$out" | grep -o 'bench: [0-9.]* ms/step' | grep -o '[0-9.]*' | head -n 1)
             tps=$(echo "$out" | grep -o '| [0-9]* tokens/s' | grep -o '[0-9]*' | head -n 1)

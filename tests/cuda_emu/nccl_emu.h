@@ -99,6 +99,7 @@ static std::vector<NcclJoin> g_nccl_early_joins; // joins that reached a maker w
 extern "C" {
 
 const char* ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "cuda_emu: NCCL error"; }
+const char* ncclGetLastError(ncclComm_t) { return ""; }
 // CUDA_EMU_NCCL_ASYNC_ERROR=1: every communicator reports an asynchronous error (a broken connection), as NCCL's
 // ncclCommGetAsyncError would, for the watchdog's test.
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* err) {
