@@ -334,7 +334,7 @@ tests/test_cudnn_graph: tests/test_cudnn_graph.cu cudnn_att.cuh $(CUDA_HEADERS) 
 
 # The emulated CUDA builds compile copies of the sources in build/emu/src whose kernel launches are rewritten
 EMU_SRC = $(CUDA_HEADERS) train_gpt.c test_gpt.c bench_kernels.cu tests/testing.h tests/stage_ops.h tests/test_cuda_emu.cu
-EMU_DEPS = build/emu/src/.rewritten tests/cuda_emu/cuda_emu.h tests/cuda_emu/cublaslt_emu.h tests/cuda_emu/nccl_emu.h tests/cuda_emu/include/cub/cub.cuh
+EMU_DEPS = build/emu/src/.rewritten tests/cuda_emu/cuda_emu.h tests/cuda_emu/cublaslt_emu.h tests/cuda_emu/nccl_emu.h tests/cuda_emu/include/cub/cub.cuh tests/cuda_emu/include/mma.h
 build/emu/src/.rewritten: $(EMU_SRC) tests/cuda_emu/rewrite.sh Makefile
 	bash tests/cuda_emu/rewrite.sh build/emu/src $(EMU_SRC) && touch $@
 

@@ -37,6 +37,7 @@ on a GPU: the GPU check (scripts/gpu_check.sh) is what proves it there.
 #include <stdio.h>
 #include <string.h>
 #include <initializer_list>
+#include <type_traits>
 #include "precision.h"  // defines: DTYPE_*, round_stochastic (host and device)
 #include "utils.h"      // defines: fatal, mallocCheck
 
@@ -1114,6 +1115,281 @@ __global__ void kernels__attention_forward(floatX* out, float* lse, const floatX
     if (lane == 0) { lse[((size_t)b * NH + h) * T + i] = m + logf(l); }
 }
 
+// ----------------------------------------------------------------------------
+// Causal attention on the tensor cores (wmma): the native path for 16-bit storage where the shape allows it (T, C and
+// the head size multiples of 16, the head size at most 128, buffers 32-byte aligned: kernels__att_tc_ok); the
+// kernels above run the rest, and fp32 storage. Same math and CPU twins as above. Each warp owns one 16-row tile
+// (query rows for the forward and dQ, key rows for dK and dV) and walks the 16 x 16 tiles of S = scale Q K^T that its
+// rows need: the products on the tensor cores with fp32 accumulation, the softmax between them in fp32 through a
+// 16 x 16 scratch tile in shared memory, and P (or dS) rounded to the storage type for the second product, as cuDNN
+// does. The warps of a block are independent: no __syncthreads, a __syncwarp
+// around each use of a warp's scratch tiles. Deterministic: a fixed order, no atomics.
+// The forward takes two passes over the keys, the row maximum and sum first (the log-sum-exp L), then
+// O = sum_j exp(S_j - L) V_j, so that O never needs rescaling and stays in the tensor cores' accumulators (whose
+// layout across lanes CUDA leaves unspecified): one product more per tile than a one-pass online softmax.
+// The backward as the kernels above: dQ by query tiles, dK and dV by key tiles, each recomputing P from L.
+
+#if !defined(ENABLE_FP32)
+#include <mma.h>
+#define KERNELS_TC_ATT 1
+#define KERNELS_TC_WARPS 4
+namespace kwmma = nvcuda::wmma;
+typedef kwmma::fragment<kwmma::matrix_a, 16, 16, 16, floatX, kwmma::row_major> KernelsFragA;
+typedef kwmma::fragment<kwmma::matrix_b, 16, 16, 16, floatX, kwmma::row_major> KernelsFragB;  // B from rows (k, n)
+typedef kwmma::fragment<kwmma::matrix_b, 16, 16, 16, floatX, kwmma::col_major> KernelsFragBt; // B = (rows (n, k))^T
+typedef kwmma::fragment<kwmma::accumulator, 16, 16, 16, float> KernelsFragC;
+
+// This warp's 16-row tile: batch b, head h, first row t0 (false past the last tile).
+__device__ __forceinline__ bool kernels__tc_tile(int B, int T, int NH, int* b, int* h, int* t0) {
+    long g = (long)blockIdx.x * KERNELS_TC_WARPS + threadIdx.x / 32, per = T / 16;
+    if (g >= (long)B * NH * per) { return false; }
+    *t0 = (int)(g % per) * 16;
+    *h = (int)((g / per) % NH);
+    *b = (int)(g / per / NH);
+    return true;
+}
+
+// acc = A R^T over the head: A the 16 x HS tile held as NK fragments, R the 16 rows at `rows` (leading dimension ld):
+// S = Q K^T with A = Q, R = K; dP = dO V^T; and the transposed S^T = K Q^T, dP^T = V dO^T.
+template <int NK>
+__device__ __forceinline__ void kernels__tc_abt(KernelsFragC& acc, const KernelsFragA* a, const floatX* rows, unsigned ld) {
+    kwmma::fill_fragment(acc, 0.0f);
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) {
+        KernelsFragBt rt;
+        kwmma::load_matrix_sync(rt, rows + 16 * k, ld);
+        kwmma::mma_sync(acc, a[k], rt, acc);
+    }
+}
+
+// acc[k] += P R over the 16 rows at `rows`: P a 16 x 16 tile in shared memory (P V, dS K, P^T dO, dS^T Q)
+template <int NK>
+__device__ __forceinline__ void kernels__tc_accumulate(KernelsFragC* acc, const KernelsFragA& p, const floatX* rows, unsigned ld) {
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) {
+        KernelsFragB rb;
+        kwmma::load_matrix_sync(rb, rows + 16 * k, ld);
+        kwmma::mma_sync(acc[k], p, rb, acc[k]);
+    }
+}
+
+// The element-wise work on a 16 x 16 scratch tile: lane l takes column l % 16 of rows l / 16 + 2 q, q = 0..7, so
+// each step q reads 32 consecutive floats (no shared-memory bank conflicts), and a row's 16 columns lie in the 16
+// lanes of one half-warp (reduced with 4 xor shuffles).
+#define KERNELS_TC_ROW(q) (lane / 16 + 2 * (q))
+
+// dst rows (16 x HS, leading dimension ld) = scale * acc, rounded to floatX, through the warp's scratch tile s
+template <int NK, class S>
+__device__ __forceinline__ void kernels__tc_write(floatX* dst, size_t ld, const KernelsFragC* acc, float scale, S s, int lane) {
+    int col = lane % 16;
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) {
+        __syncwarp(); // the tile's last readers are done
+        kwmma::store_matrix_sync(&s[0][0], acc[k], 16, kwmma::mem_row_major);
+        __syncwarp();
+        KERNELS_UNROLL
+        for (int q = 0; q < 8; q++) { dst[(size_t)KERNELS_TC_ROW(q) * ld + 16 * k + col] = kernels__x(scale * s[KERNELS_TC_ROW(q)][col]); }
+    }
+}
+
+template <int HS>
+__global__ void kernels__attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
+    constexpr int NK = HS / 16;
+    __shared__ __align__(32) float tc_s[KERNELS_TC_WARPS][16][16];
+    __shared__ __align__(32) floatX tc_p[KERNELS_TC_WARPS][16][16];
+    int b, h, i0;
+    if (!kernels__tc_tile(B, T, NH, &b, &h, &i0)) { return; } // (a whole warp: no block-wide synchronisation below)
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, col = lane % 16;
+    unsigned ld = 3 * C;
+    const floatX* base = qkv + (size_t)b * T * ld + h * HS;
+    float scale = rsqrtf((float)HS);
+    KernelsFragA q[NK];
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) { kwmma::load_matrix_sync(q[k], base + (size_t)i0 * ld + 16 * k, ld); }
+    // pass 1: each lane's running maximum and sum of its column in its 8 rows, then merged over the half-warp
+    float m[8], l[8];
+    KERNELS_UNROLL
+    for (int e = 0; e < 8; e++) { m[e] = -INFINITY; l[e] = 0.0f; }
+    for (int j0 = 0; j0 <= i0; j0 += 16) {
+        KernelsFragC s;
+        kernels__tc_abt<NK>(s, q, base + C + (size_t)j0 * ld, ld);
+        kwmma::store_matrix_sync(&tc_s[w][0][0], s, 16, kwmma::mem_row_major);
+        __syncwarp();
+        KERNELS_UNROLL
+        for (int e = 0; e < 8; e++) {
+            int r = KERNELS_TC_ROW(e);
+            if (j0 + col > i0 + r) { continue; } // causal (the diagonal tile only)
+            float x = scale * tc_s[w][r][col];
+            if (x > m[e]) { l[e] = l[e] * __expf(m[e] - x) + 1.0f; m[e] = x; }
+            else { l[e] += __expf(x - m[e]); }
+        }
+        __syncwarp();
+    }
+    float L[8];
+    KERNELS_UNROLL
+    for (int e = 0; e < 8; e++) {
+        for (int o = 1; o < 16; o <<= 1) { // (a lane whose column is masked in every tile so far has m = -inf, l = 0)
+            float m2 = __shfl_xor_sync(0xffffffffu, m[e], o), l2 = __shfl_xor_sync(0xffffffffu, l[e], o), M = fmaxf(m[e], m2);
+            l[e] = (m[e] == -INFINITY ? 0.0f : l[e] * __expf(m[e] - M)) + (m2 == -INFINITY ? 0.0f : l2 * __expf(m2 - M));
+            m[e] = M;
+        }
+        L[e] = m[e] + logf(l[e]); // (key 0 is in every row: m finite)
+    }
+    // pass 2: O = sum_j P_j V_j with P = exp(scale S - L), rounded to floatX for the product
+    KernelsFragC o[NK];
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) { kwmma::fill_fragment(o[k], 0.0f); }
+    for (int j0 = 0; j0 <= i0; j0 += 16) {
+        KernelsFragC s;
+        kernels__tc_abt<NK>(s, q, base + C + (size_t)j0 * ld, ld);
+        kwmma::store_matrix_sync(&tc_s[w][0][0], s, 16, kwmma::mem_row_major);
+        __syncwarp();
+        KERNELS_UNROLL
+        for (int e = 0; e < 8; e++) {
+            int r = KERNELS_TC_ROW(e);
+            tc_p[w][r][col] = kernels__x(j0 + col <= i0 + r ? __expf(scale * tc_s[w][r][col] - L[e]) : 0.0f);
+        }
+        __syncwarp();
+        KernelsFragA pa;
+        kwmma::load_matrix_sync(pa, &tc_p[w][0][0], 16);
+        kernels__tc_accumulate<NK>(o, pa, base + 2 * C + (size_t)j0 * ld, ld);
+    }
+    kernels__tc_write<NK>(out + ((size_t)b * T + i0) * C + h * HS, (size_t)C, o, 1.0f, tc_s[w], lane);
+    if (col == 0) {
+        KERNELS_UNROLL
+        for (int e = 0; e < 8; e++) { lse[((size_t)b * NH + h) * T + i0 + KERNELS_TC_ROW(e)] = L[e]; }
+    }
+}
+
+// dQ_i = scale sum_j dS_ij K_j, dS = P (dP - D), dP = dO V^T, by query tiles
+template <int HS>
+__global__ void kernels__attention_dq_tc(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
+                                         int B, int T, int C, int NH) {
+    constexpr int NK = HS / 16;
+    __shared__ __align__(32) float tc_s[KERNELS_TC_WARPS][16][16], tc_d[KERNELS_TC_WARPS][16][16];
+    __shared__ __align__(32) floatX tc_p[KERNELS_TC_WARPS][16][16];
+    int b, h, i0;
+    if (!kernels__tc_tile(B, T, NH, &b, &h, &i0)) { return; }
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, col = lane % 16;
+    unsigned ld = 3 * C;
+    const floatX* base = qkv + (size_t)b * T * ld + h * HS;
+    const floatX* dob = dout + (size_t)b * T * C + h * HS;
+    float scale = rsqrtf((float)HS);
+    KernelsFragA q[NK], dO[NK];
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) {
+        kwmma::load_matrix_sync(q[k], base + (size_t)i0 * ld + 16 * k, ld);
+        kwmma::load_matrix_sync(dO[k], dob + (size_t)i0 * C + 16 * k, (unsigned)C);
+    }
+    float L[8], D[8];
+    KERNELS_UNROLL
+    for (int e = 0; e < 8; e++) {
+        size_t si = ((size_t)b * NH + h) * T + i0 + KERNELS_TC_ROW(e);
+        L[e] = lse[si];
+        D[e] = Dbuf[si];
+    }
+    KernelsFragC dq[NK];
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) { kwmma::fill_fragment(dq[k], 0.0f); }
+    for (int j0 = 0; j0 <= i0; j0 += 16) {
+        KernelsFragC s, dp;
+        kernels__tc_abt<NK>(s, q, base + C + (size_t)j0 * ld, ld);
+        kernels__tc_abt<NK>(dp, dO, base + 2 * C + (size_t)j0 * ld, ld);
+        kwmma::store_matrix_sync(&tc_s[w][0][0], s, 16, kwmma::mem_row_major);
+        kwmma::store_matrix_sync(&tc_d[w][0][0], dp, 16, kwmma::mem_row_major);
+        __syncwarp();
+        KERNELS_UNROLL
+        for (int e = 0; e < 8; e++) {
+            int r = KERNELS_TC_ROW(e);
+            float p = j0 + col <= i0 + r ? __expf(scale * tc_s[w][r][col] - L[e]) : 0.0f;
+            tc_p[w][r][col] = kernels__x(p * (tc_d[w][r][col] - D[e]));
+        }
+        __syncwarp();
+        KernelsFragA dsa;
+        kwmma::load_matrix_sync(dsa, &tc_p[w][0][0], 16);
+        kernels__tc_accumulate<NK>(dq, dsa, base + C + (size_t)j0 * ld, ld);
+    }
+    kernels__tc_write<NK>(dqkv + ((size_t)b * T + i0) * ld + h * HS, (size_t)ld, dq, scale, tc_s[w], lane);
+}
+
+// dV_j = sum_i P_ij dO_i, dK_j = scale sum_i dS_ij Q_i, by key tiles (S^T = K Q^T and dP^T = V dO^T: rows are keys,
+// columns queries, so each lane needs one query's L and D per tile)
+template <int HS>
+__global__ void kernels__attention_dkv_tc(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
+                                          int B, int T, int C, int NH) {
+    constexpr int NK = HS / 16;
+    __shared__ __align__(32) float tc_s[KERNELS_TC_WARPS][16][16], tc_d[KERNELS_TC_WARPS][16][16];
+    __shared__ __align__(32) floatX tc_p[KERNELS_TC_WARPS][16][16], tc_g[KERNELS_TC_WARPS][16][16];
+    int b, h, j0;
+    if (!kernels__tc_tile(B, T, NH, &b, &h, &j0)) { return; }
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, col = lane % 16;
+    unsigned ld = 3 * C;
+    const floatX* base = qkv + (size_t)b * T * ld + h * HS;
+    const floatX* dob = dout + (size_t)b * T * C + h * HS;
+    float scale = rsqrtf((float)HS);
+    KernelsFragA kf[NK], vf[NK];
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) {
+        kwmma::load_matrix_sync(kf[k], base + C + (size_t)j0 * ld + 16 * k, ld);
+        kwmma::load_matrix_sync(vf[k], base + 2 * C + (size_t)j0 * ld + 16 * k, ld);
+    }
+    KernelsFragC dk[NK], dv[NK];
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) { kwmma::fill_fragment(dk[k], 0.0f); kwmma::fill_fragment(dv[k], 0.0f); }
+    const float* lse_bh = lse + ((size_t)b * NH + h) * T;
+    const float* D_bh = Dbuf + ((size_t)b * NH + h) * T;
+    for (int i0 = j0; i0 < T; i0 += 16) {
+        KernelsFragC st, dpt;
+        kernels__tc_abt<NK>(st, kf, base + (size_t)i0 * ld, ld);
+        kernels__tc_abt<NK>(dpt, vf, dob + (size_t)i0 * C, (unsigned)C);
+        kwmma::store_matrix_sync(&tc_s[w][0][0], st, 16, kwmma::mem_row_major);
+        kwmma::store_matrix_sync(&tc_d[w][0][0], dpt, 16, kwmma::mem_row_major);
+        float Li = lse_bh[i0 + col], Di = D_bh[i0 + col]; // this lane's query
+        __syncwarp();
+        KERNELS_UNROLL
+        for (int e = 0; e < 8; e++) { // row r: key j0 + r
+            int r = KERNELS_TC_ROW(e);
+            float p = 0.0f, ds = 0.0f;
+            if (j0 + r <= i0 + col) {
+                p = __expf(scale * tc_s[w][r][col] - Li);
+                ds = p * (tc_d[w][r][col] - Di);
+            }
+            tc_p[w][r][col] = kernels__x(p);
+            tc_g[w][r][col] = kernels__x(ds);
+        }
+        __syncwarp();
+        KernelsFragA pa, ga;
+        kwmma::load_matrix_sync(pa, &tc_p[w][0][0], 16);
+        kwmma::load_matrix_sync(ga, &tc_g[w][0][0], 16);
+        kernels__tc_accumulate<NK>(dv, pa, dob + (size_t)i0 * C, (unsigned)C);
+        kernels__tc_accumulate<NK>(dk, ga, base + (size_t)i0 * ld, ld);
+    }
+    floatX* dkrow = dqkv + ((size_t)b * T + j0) * ld + C + h * HS;
+    kernels__tc_write<NK>(dkrow, (size_t)ld, dk, scale, tc_s[w], lane);
+    kernels__tc_write<NK>(dkrow + C, (size_t)ld, dv, 1.0f, tc_s[w], lane);
+}
+
+// Whether the tensor-core kernels take this shape (the pointers: every tile a wmma load or store touches must be
+// 32-byte aligned, which the multiples of 16 keep once the buffers are)
+static int kernels__att_tc_ok(int T, int C, int NH, std::initializer_list<const void*> bufs) {
+    int hs = C / NH;
+    if (T % 16 != 0 || C % 16 != 0 || C % NH != 0 || hs % 16 != 0 || hs > 128) { return 0; }
+    for (const void* p : bufs) { if ((uintptr_t)p % 32 != 0) { return 0; } }
+    return 1;
+}
+
+// Calls launch(std::integral_constant<int, HS>) for the head size hs (16, 32, ..., 128): the kernels are templates
+// on it, so each warp's fragments are arrays of known length (registers, not local memory).
+template <int HS, class F> static void kernels__tc_dispatch(F launch, int hs) {
+    if (hs == HS) { launch(std::integral_constant<int, HS>()); return; }
+    if constexpr (HS < 128) { kernels__tc_dispatch<HS + 16>(launch, hs); }
+}
+static unsigned kernels__tc_grid(int B, int T, int NH) {
+    long warps = (long)B * NH * (T / 16);
+    return (unsigned)((warps + KERNELS_TC_WARPS - 1) / KERNELS_TC_WARPS);
+}
+#endif // !ENABLE_FP32
+
 #ifdef USE_CUDNN
 #include "cudnn_att.cuh" // defines: cudnn_attention_forward, cudnn_attention_backward (and the graph builders)
 #endif
@@ -1128,6 +1404,16 @@ static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, con
     if (ctx->attention_cudnn && cudnn_attention_forward(ctx, out, lse, qkv, B, T, C, NH)) { return; }
 #endif
     kernels__attention_check(C, NH);
+#ifdef KERNELS_TC_ATT
+    if (kernels__att_tc_ok(T, C, NH, {out, qkv})) {
+        kernels__tc_dispatch<16>([&](auto hs) {
+            constexpr int HS = decltype(hs)::value;
+            kernels__attention_forward_tc<HS><<<kernels__tc_grid(B, T, NH), 32 * KERNELS_TC_WARPS, 0, ctx->stream>>>(out, lse, qkv, B, T, C, NH);
+        }, C / NH);
+        launchCheck();
+        return;
+    }
+#endif
     long rows = (long)B * NH * T;
     kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, lse, qkv, B, T, C, NH);
     launchCheck();
@@ -1238,6 +1524,22 @@ static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX*
     unsigned grid = (unsigned)((rows + 7) / 8);
     kernels__attention_D<<<grid, 256, 0, ctx->stream>>>(Dbuf, dout, out, B, T, C, NH);
     launchCheck();
+#ifdef KERNELS_TC_ATT
+    if (kernels__att_tc_ok(T, C, NH, {dqkv, dout, qkv})) {
+        unsigned tg = kernels__tc_grid(B, T, NH);
+        kernels__tc_dispatch<16>([&](auto hs) {
+            constexpr int HS = decltype(hs)::value;
+            kernels__attention_dq_tc<HS><<<tg, 32 * KERNELS_TC_WARPS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, Dbuf, B, T, C, NH);
+        }, C / NH);
+        launchCheck();
+        kernels__tc_dispatch<16>([&](auto hs) {
+            constexpr int HS = decltype(hs)::value;
+            kernels__attention_dkv_tc<HS><<<tg, 32 * KERNELS_TC_WARPS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, Dbuf, B, T, C, NH);
+        }, C / NH);
+        launchCheck();
+        return;
+    }
+#endif
     kernels__attention_dq<<<grid, 256, 0, ctx->stream>>>(dqkv, dout, qkv, lse, Dbuf, B, T, C, NH);
     launchCheck();
     kernels__attention_dkv<<<grid, 256, 0, ctx->stream>>>(dqkv, dout, qkv, lse, Dbuf, B, T, C, NH);

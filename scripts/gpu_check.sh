@@ -17,7 +17,8 @@
 # 3. trains the same model on the same tokens for 10 steps with train_gpt_cu (bf16) and with the CPU trainer's
 #    bf16 emulation (--dtype bf16), and compares the losses step by step (and two identical runs bit for bit, with our
 #    attention and with cuDNN's; 63 tokens sampled through cuDNN);
-# 4. measures the bandwidth-bound kernels against a device copy and the matmul rate (bench_kernels_cu), then
+# 4. measures the bandwidth-bound kernels against a device copy, the matmul rate and attention's (native and cuDNN,
+#    forward and backward at GPT-2's shape) (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
 #    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory;
@@ -177,7 +178,7 @@ find_lib() {
 read -r CUDNN_DIR CUDNN_INC <<< "$(find_lib cudnn)"
 read -r NCCL_DIR NCCL_INC <<< "$(find_lib nccl)"
 NVRTC=$(pylib nvrtc)
-[ -n "$CUDNN_DIR" ] || skip "cuDNN: not found (the toolkit or nvidia-cudnn-cu13): native attention only, small benchmark batches"
+[ -n "$CUDNN_DIR" ] || skip "cuDNN: not found (the toolkit or nvidia-cudnn-cu13): native attention only"
 [ -n "$NCCL_DIR" ] || skip "NCCL: not found (the toolkit or nvidia-nccl-cu13): --comm nccl not built"
 echo "cuDNN: ${CUDNN_DIR:-none} $CUDNN_INC; NCCL: ${NCCL_DIR:-none} $NCCL_INC; NVRTC: ${NVRTC:-from the toolkit}"
 export LD_LIBRARY_PATH="$LIBDIR:${CUDNN_DIR:+$CUDNN_DIR:}${NCCL_DIR:+$NCCL_DIR:}${NVRTC:+$NVRTC:}${LD_LIBRARY_PATH:-}"
@@ -404,8 +405,7 @@ echo "MFU against ${PEAK%e12} TFLOP/s (the H200's dense bf16 peak) and against $
 BENCH_T=1024; BENCH_STEPS=3; [ $EMU = 1 ] && { BENCH_T=64; BENCH_STEPS=1; }
 bench() { # name model extra...
     local name=$1 model=$2; shift 2
-    local sizes="64 32 16 8 4"
-    [ -n "$CUDNN_DIR" ] || sizes="8 4" # the native attention kernels are O(T^2) per head and slow: small batches only
+    local sizes="64 32 16 8 4" # (without cuDNN the native tensor-core attention runs: bench_kernels' rows compare)
     [ $EMU = 1 ] && sizes="1"
     for B in $sizes; do
         local secs=$(budget $((240 * LONG)))

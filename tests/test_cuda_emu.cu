@@ -16,10 +16,13 @@ What it checks:
     past an allocation, a host pointer passed to a kernel, __syncthreads after a thread returned, a full-mask
     shuffle waiting for a returned lane, a copy in the wrong direction, a pointer less aligned than promised to
     cuBLASLt, lanes of a warp at different operations, a misaligned 16-byte vector access), and an invalid launch
-    configuration must be reported by cudaGetLastError as on a GPU.
+    configuration must be reported by cudaGetLastError as on a GPU;
+  - wmma: a product against its definition; a stored tile read across lanes without __syncwarp, a misaligned or
+    overrunning tile, and half a warp at a wmma operation are caught.
 */
 #include <sys/wait.h>
 #include <cub/cub.cuh> // the emulator's (tests/cuda_emu/include)
+#include <mma.h>         // the emulator's wmma (tests/cuda_emu/include)
 #include "../tests/testing.h"
 
 // --- kernels under test ------------------------------------------------------------------------------------------
@@ -125,12 +128,53 @@ __global__ void k_race_after_barrier(float* x) {
     s[threadIdx.x] = s[threadIdx.x] + 1.0f; // each its own element: no race
     x[threadIdx.x] = s[(threadIdx.x + 32) % 64]; // another warp's element, rewritten in this interval: a race
 }
+// every thread reads s[0], a __syncwarp, then thread 3 rewrites it: ordered within one warp (as after a wmma load,
+// which every lane reads whole), a race when the readers span two warps
+__global__ void k_readers_then_write(float* x) {
+    __shared__ float s[1];
+    if (threadIdx.x == 0) { s[0] = 1.0f; }
+    __syncthreads();
+    x[threadIdx.x] = s[0];
+    __syncwarp();
+    if (threadIdx.x == 3) { s[0] = 2.0f; }
+}
 // an index past the end of a shared array
 __global__ void k_shared_overrun(float* x) {
     __shared__ float s[32];
     s[threadIdx.x + 1] = 1.0f;
     __syncthreads();
     x[threadIdx.x] = s[threadIdx.x];
+}
+
+// wmma (tests/cuda_emu/include/mma.h): one warp, C = A B + C0 with A row-major from global memory, B column-major
+// from shared memory (staged by the lanes, a __syncwarp, then loaded), C through shared memory back to global; with
+// `nosync` the lanes read the stored tile with no __syncwarp (a race: each lane stored only its own elements)
+__global__ void k_wmma(float* c, const __nv_bfloat16* a, const __nv_bfloat16* b, int nosync) {
+    __shared__ __align__(32) __nv_bfloat16 sb[16][16];
+    __shared__ __align__(32) float sc[16][16];
+    int lane = threadIdx.x;
+    for (int e = lane; e < 256; e += 32) { sb[e / 16][e % 16] = b[e]; }
+    __syncwarp();
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> fa;
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::col_major> fb;
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> fc;
+    nvcuda::wmma::fill_fragment(fc, 0.5f);
+    nvcuda::wmma::load_matrix_sync(fa, a, 16);
+    nvcuda::wmma::load_matrix_sync(fb, &sb[0][0], 16);
+    nvcuda::wmma::mma_sync(fc, fa, fb, fc);
+    nvcuda::wmma::store_matrix_sync(&sc[0][0], fc, 16, nvcuda::wmma::mem_row_major);
+    if (!nosync) { __syncwarp(); }
+    for (int e = lane; e < 256; e += 32) { c[e] = sc[(e + 16) % 256 / 16][e % 16]; } // a row another lane stored
+}
+// a wmma load of the 16 x 16 tile at a + off (leading dimension 16)
+__global__ void k_wmma_load(const __nv_bfloat16* a, int off) {
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> fa;
+    nvcuda::wmma::load_matrix_sync(fa, a + off, 16);
+}
+// a wmma operation reached by half a warp
+__global__ void k_wmma_diverged(const __nv_bfloat16* a) {
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> fa;
+    if (threadIdx.x < 16) { nvcuda::wmma::load_matrix_sync(fa, a, 16); }
 }
 
 static float* dev_floats(size_t n) {
@@ -175,6 +219,22 @@ static void bug_early_return(void) { float* x = dev_floats(64); k_early_return<<
 static void bug_lane_gone(void) { float* x = dev_floats(32); k_lane_gone<<<1, 32>>>(x); cudaDeviceSynchronize(); }
 static void bug_divergent(void) { float* x = dev_floats(32); k_divergent<<<1, 32>>>(x); cudaDeviceSynchronize(); }
 static void bug_vector_misaligned(void) { float* x = dev_floats(32); k_vector_misaligned<<<1, 4>>>(x); cudaDeviceSynchronize(); }
+static __nv_bfloat16* dev_bf16(size_t n) {
+    __nv_bfloat16* d = NULL;
+    cudaMalloc((void**)&d, n * sizeof(__nv_bfloat16));
+    cudaMemset(d, 0, n * sizeof(__nv_bfloat16));
+    return d;
+}
+static void bug_readers_two_warps(void) { float* x = dev_floats(64); k_readers_then_write<<<1, 64>>>(x); cudaDeviceSynchronize(); }
+static void bug_wmma_race(void) {
+    float* c = dev_floats(256);
+    __nv_bfloat16 *a = dev_bf16(256), *b = dev_bf16(256);
+    k_wmma<<<1, 32>>>(c, a, b, 1);
+    cudaDeviceSynchronize();
+}
+static void bug_wmma_misaligned(void) { __nv_bfloat16* a = dev_bf16(512); k_wmma_load<<<1, 32>>>(a, 8); cudaDeviceSynchronize(); }
+static void bug_wmma_past_end(void) { __nv_bfloat16* a = dev_bf16(240); k_wmma_load<<<1, 32>>>(a, 0); cudaDeviceSynchronize(); }
+static void bug_wmma_diverged(void) { __nv_bfloat16* a = dev_bf16(256); k_wmma_diverged<<<1, 32>>>(a); cudaDeviceSynchronize(); }
 static void bug_copy_direction(void) {
     float* a = dev_floats(8);
     float* b = dev_floats(8);
@@ -440,7 +500,50 @@ int main(void) {
         cudaStreamDestroy(s2);
         cudaFreeHost(pin);
     }
-    // the bugs it must catch
+    { // wmma: one 16 x 16 x 16 product against its definition (bf16 inputs: the products are exact in fp32)
+        __nv_bfloat16 ha[256], hb[256];
+        for (int e = 0; e < 256; e++) {
+            ha[e] = __float2bfloat16((float)((e * 7) % 13 - 6) / 8.0f);
+            hb[e] = __float2bfloat16((float)((e * 5) % 11 - 5) / 4.0f);
+        }
+        __nv_bfloat16 *a = dev_bf16(256), *b = dev_bf16(256);
+        float* c = dev_floats(256);
+        cudaMemcpy(a, ha, sizeof(ha), cudaMemcpyHostToDevice);
+        cudaMemcpy(b, hb, sizeof(hb), cudaMemcpyHostToDevice);
+        k_wmma<<<1, 32>>>(c, a, b, 0);
+        float hc[256];
+        cudaMemcpy(hc, c, sizeof(hc), cudaMemcpyDeviceToHost);
+        int bad = 0;
+        for (int e = 0; e < 256; e++) {
+            int r = (e + 16) % 256 / 16, col = e % 16; // the element the kernel read back for e
+            double want = 0.5;
+            for (int k = 0; k < 16; k++) { // A row-major (a[r][k]); B column-major: b holds column col at b[col * 16 ...]
+                want += (double)__bfloat162float(ha[r * 16 + k]) * __bfloat162float(hb[col * 16 + k]);
+            }
+            bad += fabs(hc[e] - want) > 1e-6;
+        }
+        check(bad == 0, "wmma: C = A B + C0 (A row-major in global memory, B column-major in shared memory) as defined",
+              "%d of 256 wrong", bad);
+    }
+    { // lanes of one warp read an element, a __syncwarp, one lane rewrites it: no race (it would stop this binary)
+        float* x = dev_floats(32);
+        k_readers_then_write<<<1, 32>>>(x);
+        float hx[32];
+        cudaMemcpy(hx, x, sizeof(hx), cudaMemcpyDeviceToHost);
+        int bad = 0;
+        for (int i = 0; i < 32; i++) { bad += hx[i] != 1.0f; }
+        check(bad == 0, "one warp's lanes reading an element, a __syncwarp, then one lane rewriting it: no race reported, "
+              "every lane read the value before the rewrite", "%d lanes read another value", bad);
+    }
+    // the bugs it must catch (a race reported above would have stopped this binary)
+    expect_caught("two warps reading an element, then a __syncwarp (not __syncthreads) before a rewrite: a race is caught",
+                  bug_readers_two_warps, "shared-memory race on s[0]: this thread writes it after thread");
+    expect_caught("wmma: reading a stored accumulator tile across lanes with no __syncwarp is caught", bug_wmma_race,
+                  "shared-memory race on sc[");
+    expect_caught("wmma: a load from a pointer that is not 32-byte aligned is caught", bug_wmma_misaligned, "is not 32-byte aligned");
+    expect_caught("wmma: a tile running past its allocation is caught", bug_wmma_past_end,
+                  "wmma::load_matrix_sync: 512 bytes at offset 0 run past the end of a 480-byte device allocation");
+    expect_caught("wmma: an operation reached by half a warp is caught", bug_wmma_diverged, "warp operation");
     expect_caught("a write one past the end of an allocation is caught", bug_overrun, "wrote past the end of a 124-byte device allocation");
     expect_caught("a shared-memory read of another warp's element with no __syncthreads is caught", bug_race_blocks,
                   "shared-memory race on s[");

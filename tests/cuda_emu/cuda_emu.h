@@ -201,8 +201,8 @@ static void emu_aligned_access(const void* p, size_t bytes) {
 // worker as plain calls, and one that synchronises gets a worker per thread.
 
 enum { F_NEW, F_RUN, F_AT_BLOCK, F_AT_WARP, F_DONE };
-enum { OP_SYNCWARP = 1, OP_SHFL };
-static const char* op_name(int op) { return op == OP_SYNCWARP ? "__syncwarp" : "a shuffle"; }
+enum { OP_SYNCWARP = 1, OP_SHFL, OP_WMMA };
+static const char* op_name(int op) { return op == OP_SYNCWARP ? "__syncwarp" : op == OP_SHFL ? "a shuffle" : "a wmma operation"; }
 #define EMU_STACK ((size_t)64 << 10)
 
 // The switch between workers: on x86-64 a few instructions that swap the callee-saved registers and the stack
@@ -614,7 +614,8 @@ struct SharedCell {
     int32_t w_thread, r_thread;     // last writer and last reader (-1: none in this block)
     uint32_t w_bar, w_warp;         // the barrier epoch and the writer's warp epoch at the write
     uint32_t r_bar, r_warp;         // the same at the read
-    int r_many;                     // another thread read it too in the same barrier epoch
+    int r_many;                     // other threads read it too in the same barrier epoch: 1 all of the last
+                                    // reader's warp (r_warp is then the latest read's warp epoch), 2 of several warps
 };
 
 // Whether thread t's access now comes after the recorded access of thread `was` (barrier epoch bar, warp epoch wep).
@@ -635,29 +636,50 @@ static void shared_access(SharedCell* c, int write, const char* name, size_t i) 
     if (c->block != g_block_serial) { c->block = g_block_serial; c->w_thread = c->r_thread = -1; c->r_many = 0; }
     if (!shared_ordered(c->w_thread, c->w_bar, c->w_warp, t)) { shared_race(name, i, write ? "writes" : "reads", c->w_thread, "wrote"); }
     if (write) {
-        if (!shared_ordered(c->r_thread, c->r_bar, c->r_warp, t) || (c->r_many && c->r_bar == g_bar_epoch)) {
-            shared_race(name, i, "writes", c->r_thread, c->r_many ? "(and others) read" : "read");
-        }
+        // after every read: one reader as any access; readers of one warp (a wmma load: every lane reads the tile)
+        // need a __syncwarp after the latest of them, or a barrier; readers of several warps need a barrier
+        int ordered = c->r_many == 0 ? shared_ordered(c->r_thread, c->r_bar, c->r_warp, t)
+                      : g_bar_epoch > c->r_bar || (c->r_many == 1 && (unsigned)c->r_thread / 32 == t / 32 && g_warp_epoch[t / 32] > c->r_warp);
+        if (!ordered) { shared_race(name, i, "writes", c->r_thread, c->r_many ? "(and others) read" : "read"); }
         c->w_thread = (int32_t)t; c->w_bar = g_bar_epoch; c->w_warp = wep;
         c->r_thread = -1; c->r_many = 0;
-    } else if (c->r_thread >= 0 && (unsigned)c->r_thread != t && c->r_bar == g_bar_epoch) {
-        c->r_many = 1;
-    } else {
-        c->r_thread = (int32_t)t; c->r_bar = g_bar_epoch; c->r_warp = wep;
+    } else if (c->r_thread < 0 || c->r_bar != g_bar_epoch) { // the first read since the last barrier
+        c->r_thread = (int32_t)t; c->r_bar = g_bar_epoch; c->r_warp = wep; c->r_many = 0;
+    } else { // another read in this barrier epoch: the latest reader is remembered, with whether readers span warps
+        if ((unsigned)c->r_thread != t) { c->r_many = c->r_many == 2 || (unsigned)c->r_thread / 32 != t / 32 ? 2 : 1; }
+        c->r_thread = (int32_t)t; c->r_warp = wep;
     }
 }
+
+template <class T> struct SharedPtr;
 
 template <class T> struct SharedRef {
     T* p;
     SharedCell* c;
     const char* name;
-    size_t i;
+    size_t i, n; // this element's index in the whole array, and the array's element count
     operator T() const { shared_access(c, 0, name, i); return *p; }
+    SharedPtr<T> operator&() const { return SharedPtr<T>{p, c, name, i, n}; } // &s[i][j]: for wmma's loads and stores
     SharedRef& operator=(T v) { shared_access(c, 1, name, i); *p = v; return *this; }
     SharedRef& operator=(const SharedRef& o) { return *this = (T)o; }
     SharedRef& operator+=(T v) { T x = (T)*this; return *this = x + v; }
     SharedRef& operator-=(T v) { T x = (T)*this; return *this = x - v; }
     SharedRef& operator*=(T v) { T x = (T)*this; return *this = x * v; }
+};
+
+// &s[i][j]: a pointer into a shared array that keeps the checks: p[k] is checked against the whole array's end (a
+// pointer may run across the inner dimensions, as in C) and recorded for the race checker. wmma's emulated
+// load_matrix_sync / store_matrix_sync (tests/cuda_emu/include/mma.h) take these.
+template <class T> struct SharedPtr {
+    T* p;
+    SharedCell* c;
+    const char* name;
+    size_t i, n;
+    SharedRef<T> operator[](size_t k) const {
+        if (i + k >= n) { fail("index %zu past the end of shared array %s (%zu elements)", i + k, name, n); }
+        return SharedRef<T>{p + k, c + k, name, i + k, n};
+    }
+    const void* raw() const { return (const void*)p; }
 };
 
 // A (sub-)array of a Shared: indexing checks the bound and leads to the next dimension or to an element.
@@ -667,25 +689,25 @@ template <class A> struct SharedView {
     T* p;
     SharedCell* c;
     const char* name;
-    size_t off;
+    size_t off, n; // the view's first element in the whole array, and the array's element count
     auto operator[](size_t i) const {
         if (i >= std::extent<A>::value) { fail("index %zu past the end of a dimension of %zu of shared array %s", i, (size_t)std::extent<A>::value, name); }
         constexpr size_t stride = sizeof(Sub) / sizeof(T);
-        if constexpr (std::is_array<Sub>::value) { return SharedView<Sub>{p + i * stride, c + i * stride, name, off + i * stride}; }
-        else { return SharedRef<T>{p + i, c + i, name, off + i}; }
+        if constexpr (std::is_array<Sub>::value) { return SharedView<Sub>{p + i * stride, c + i * stride, name, off + i * stride, n}; }
+        else { return SharedRef<T>{p + i, c + i, name, off + i, n}; }
     }
 };
 
 template <class A> struct Shared {
     typedef typename std::remove_all_extents<A>::type T;
     static constexpr size_t N = sizeof(A) / sizeof(T);
-    T data[N];
+    alignas(128) T data[N]; // (a GPU aligns shared arrays at least this far; wmma needs 32 bytes)
     SharedCell cells[N];
     const char* name;
     explicit Shared(const char* nm) : name(nm) { memset(cells, 0, sizeof(cells)); }
-    auto operator[](size_t i) { return SharedView<A>{data, cells, name, 0}[i]; } // arrays
-    operator T() { return (T)SharedRef<T>{data, cells, name, 0}; }               // scalars
-    Shared& operator=(T v) { SharedRef<T>{data, cells, name, 0} = v; return *this; }
+    auto operator[](size_t i) { return SharedView<A>{data, cells, name, 0, N}[i]; } // arrays
+    operator T() { return (T)SharedRef<T>{data, cells, name, 0, N}; }               // scalars
+    Shared& operator=(T v) { SharedRef<T>{data, cells, name, 0, N} = v; return *this; }
 };
 
 } // namespace emu
