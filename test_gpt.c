@@ -400,6 +400,62 @@ static void att_ref(const AttCtx* c, double* out) {
     }
     free(p);
 }
+// The attention backward in double for the loss sum(O * R) at GPT-2's shapes, where finite differences would take
+// too long: g (B, T, 3C) = d loss / d qkv, given O (B, T, C), the forward's output as the kernels store it (rounded:
+// D_i = R_i . O_i comes from it, as in the kernels). lse (B, NH, T) gets the log-sum-exp the kernels take, and
+// bound, per element, what the kernels' own roundings may move it: u |g| (the stored output) plus u times the sum of
+// the magnitudes of the terms whose 16-bit factor they round (dS before dQ = scale dS K and dK = scale dS^T Q; P
+// before dV = P^T dO). fp32 sums over T terms stay within T 2^-24 of those magnitudes: a hundredth of u at T 1024.
+static void att_backward_ref(const AttCtx* c, const double* O, double u, double* g, double* bound, float* lse) {
+    int hs = c->C / c->NH, C3 = 3 * c->C, T = c->T;
+    double scale = 1.0 / sqrt((double)hs);
+    size_t n = (size_t)c->B * T * C3;
+    double* mag = (double*)mallocCheck(n * 8);
+    double* p = (double*)mallocCheck(sizeof(double) * T);
+    double* ds = (double*)mallocCheck(sizeof(double) * T);
+    for (size_t e = 0; e < n; e++) { g[e] = 0.0; mag[e] = 0.0; }
+    for (int b = 0; b < c->B; b++) for (int h = 0; h < c->NH; h++) for (int i = 0; i < T; i++) {
+        size_t ri = (size_t)(b * T + i);
+        const double* q = c->qkv + ri * C3 + h * hs;
+        const double* dO = c->R + ri * c->C + h * hs;
+        const double* o = O + ri * c->C + h * hs;
+        double m = -INFINITY, sum = 0.0, D = 0.0;
+        for (int j = 0; j <= i; j++) {
+            const double* k = c->qkv + (size_t)(b * T + j) * C3 + c->C + h * hs;
+            double s = 0;
+            for (int d = 0; d < hs; d++) { s += q[d] * k[d]; }
+            p[j] = s * scale;
+            if (p[j] > m) { m = p[j]; }
+        }
+        for (int j = 0; j <= i; j++) { sum += exp(p[j] - m); }
+        double L = m + log(sum);
+        lse[((size_t)b * c->NH + h) * T + i] = (float)L;
+        for (int d = 0; d < hs; d++) { D += dO[d] * o[d]; }
+        for (int j = 0; j <= i; j++) {
+            const double* v = c->qkv + (size_t)(b * T + j) * C3 + 2 * c->C + h * hs;
+            double dp = 0;
+            for (int d = 0; d < hs; d++) { dp += dO[d] * v[d]; }
+            p[j] = exp(p[j] - L);
+            ds[j] = p[j] * (dp - D);
+        }
+        double* gq = g + ri * C3 + h * hs;
+        double* mq = mag + ri * C3 + h * hs;
+        for (int j = 0; j <= i; j++) {
+            size_t rj = (size_t)(b * T + j) * C3 + h * hs;
+            const double* k = c->qkv + rj + c->C;
+            double *gk = g + rj + c->C, *gv = g + rj + 2 * c->C, *mk = mag + rj + c->C, *mv = mag + rj + 2 * c->C;
+            for (int d = 0; d < hs; d++) {
+                double tq = scale * ds[j] * k[d], tk = scale * ds[j] * q[d], tv = p[j] * dO[d];
+                gq[d] += tq; mq[d] += fabs(tq);
+                gk[d] += tk; mk[d] += fabs(tk);
+                gv[d] += tv; mv[d] += fabs(tv);
+            }
+        }
+    }
+    for (size_t e = 0; e < n; e++) { bound[e] = u * (fabs(g[e]) + mag[e]); }
+    free(mag); free(p); free(ds);
+}
+
 static double att_loss(void* pv) {
     AttCtx* c = (AttCtx*)pv;
     size_t n = (size_t)c->B * c->T * c->C;
@@ -847,6 +903,41 @@ static void test_ops_gpt2_shapes(void) {
         check_stored(nm, ao, ar, nao, dt, 2 * u, 1.0); // |V| <= 1: a rounded P costs at most u in absolute terms
     }
     kernels_set_attention(&ctx, "auto");
+    // the backward at the same shape, each implementation from the same inputs (the reference's O rounded to the
+    // storage type, its log-sum-exp), against the double backward, every element within its bound (att_backward_ref:
+    // the roundings of dS, P and the output, times 1.25 for the fp32 sums)
+    {
+        ac.R = (double*)mallocCheck(nao * 8);
+        fill_rand(ac.R, nao, 1.0);
+        round_inputs(ac.R, nao, dt);
+        double* orr = (double*)mallocCheck(nao * 8);
+        for (size_t k = 0; k < nao; k++) { orr[k] = round_dtype((float)ar[k], dt); }
+        double* gr2 = (double*)mallocCheck(nq * 8);
+        double* gb = (double*)mallocCheck(nq * 8);
+        att_backward_ref(&ac, orr, u, gr2, gb, lse);
+        float *fR = to_float(ac.R, nao), *fo = to_float(orr, nao);
+        float* dq = (float*)mallocCheck(nq * 4);
+        for (int impl = 0; impl < 2; impl++) {
+            if (kernels_set_attention(&ctx, impl == 0 ? "native" : "cudnn") != 0) { continue; }
+            if (impl == 1) { kernels_set_attention(&ctx, "auto"); }
+            for (size_t k = 0; k < nq; k++) { dq[k] = NAN; } // must be fully overwritten
+            attention_backward(&ctx, dq, fR, fq, fo, lse, ac.B, ac.T, ac.C, ac.NH);
+            size_t bad = 0, worst_at = 0;
+            double worst = 0.0; // the largest error in units of its bound
+            for (size_t k = 0; k < nq; k++) {
+                double err = fabs((double)dq[k] - gr2[k]), lim = 1.25 * gb[k] + 1e-7;
+                if (!(err <= lim)) { bad++; }
+                if (!(err / lim <= worst)) { worst = err / lim; worst_at = k; }
+            }
+            char nm[128];
+            snprintf(nm, sizeof(nm), "GPT-2 shape: attention_backward T %d, 12 x 64 [%s]: dqkv within its rounding bound", ac.T,
+                     impl == 0 ? "native" : "cudnn");
+            report(bad == 0, nm, "%zu of %zu outside; the worst at %.2f of its bound (element %zu: got %.6g, expected %.6g)", bad, nq,
+                   worst, worst_at, dq[worst_at], gr2[worst_at]);
+        }
+        kernels_set_attention(&ctx, "auto");
+        free(ac.R); free(orr); free(gr2); free(gb); free(fR); free(fo); free(dq);
+    }
     // LM head: loss of 8 rows over the padded GPT-2 vocabulary (V 50257 of Vp 50304)
     int32_t tgt[8] = {0, 50256, 17, -1, 31337, 5, 50000, 220};
     ClsCtx cc = {8, 768, 50257, 50304, NULL, NULL, tgt, 1.0};
