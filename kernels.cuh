@@ -203,9 +203,16 @@ static int kernels__bucket_len(int t, int t_max) {
 }
 
 // With cuDNN's attention, forward-only passes run at bucketed lengths: cuDNN builds an execution plan per shape (tens
-// of milliseconds each, cached), and sampling alone would ask for a new length at every token.
+// of milliseconds each, cached), and sampling alone would ask for a new length at every token. With the native
+// attention of 16-bit builds, at a multiple of 16 (at most t_max), which the tensor-core kernels take.
 static int kernels_forward_len(const KernelCtx* ctx, int t, int t_max) {
-    return ctx->attention_cudnn ? kernels__bucket_len(t, t_max) : t;
+    if (ctx->attention_cudnn) { return kernels__bucket_len(t, t_max); }
+#if !defined(ENABLE_FP32)
+    int r = (t + 15) / 16 * 16;
+    return t >= t_max ? t : (r < t_max ? r : t_max);
+#else
+    return t;
+#endif
 }
 
 static void kernels_ctx_free(KernelCtx* ctx) {
@@ -1149,10 +1156,12 @@ __device__ __forceinline__ bool kernels__tc_tile(int B, int T, int NH, int* b, i
     return true;
 }
 
-// acc = A R^T over the head: A the 16 x HS tile held as NK fragments, R the 16 rows at `rows` (leading dimension ld):
-// S = Q K^T with A = Q, R = K; dP = dO V^T; and the transposed S^T = K Q^T, dP^T = V dO^T.
-template <int NK>
-__device__ __forceinline__ void kernels__tc_abt(KernelsFragC& acc, const KernelsFragA* a, const floatX* rows, unsigned ld) {
+// The warp's scratch tile t (16 x 16 fp32, shared) = A R^T over the head: A the 16 x HS tile held as NK fragments, R
+// the 16 rows at `rows` (leading dimension ld). S = Q K^T with A = Q, R = K; dP = dO V^T; and the transposed
+// S^T = K Q^T, dP^T = V dO^T. Each lane stores its part: a __syncwarp before other lanes read it.
+template <int NK, class Tile>
+__device__ __forceinline__ void kernels__tc_abt(Tile t, const KernelsFragA* a, const floatX* rows, unsigned ld) {
+    KernelsFragC acc;
     kwmma::fill_fragment(acc, 0.0f);
     KERNELS_UNROLL
     for (int k = 0; k < NK; k++) {
@@ -1160,6 +1169,19 @@ __device__ __forceinline__ void kernels__tc_abt(KernelsFragC& acc, const Kernels
         kwmma::load_matrix_sync(rt, rows + 16 * k, ld);
         kwmma::mma_sync(acc, a[k], rt, acc);
     }
+    kwmma::store_matrix_sync(&t[0][0], acc, 16, kwmma::mem_row_major);
+}
+
+template <int NK> __device__ __forceinline__ void kernels__tc_zero(KernelsFragC* acc) {
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) { kwmma::fill_fragment(acc[k], 0.0f); }
+}
+
+// f[k] = the k-th 16 columns of the 16 rows at `rows` (a 16 x HS tile of Q, K, V or dO as NK A fragments)
+template <int NK>
+__device__ __forceinline__ void kernels__tc_load_rows(KernelsFragA* f, const floatX* rows, unsigned ld) {
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) { kwmma::load_matrix_sync(f[k], rows + 16 * k, ld); }
 }
 
 // acc[k] += P R over the 16 rows at `rows`: P a 16 x 16 tile in shared memory (P V, dS K, P^T dO, dS^T Q)
@@ -1204,16 +1226,13 @@ __global__ void kernels__attention_forward_tc(floatX* out, float* lse, const flo
     const floatX* base = qkv + (size_t)b * T * ld + h * HS;
     float scale = rsqrtf((float)HS);
     KernelsFragA q[NK];
-    KERNELS_UNROLL
-    for (int k = 0; k < NK; k++) { kwmma::load_matrix_sync(q[k], base + (size_t)i0 * ld + 16 * k, ld); }
+    kernels__tc_load_rows<NK>(q, base + (size_t)i0 * ld, ld);
     // pass 1: each lane's running maximum and sum of its column in its 8 rows, then merged over the half-warp
     float m[8], l[8];
     KERNELS_UNROLL
     for (int e = 0; e < 8; e++) { m[e] = -INFINITY; l[e] = 0.0f; }
     for (int j0 = 0; j0 <= i0; j0 += 16) {
-        KernelsFragC s;
-        kernels__tc_abt<NK>(s, q, base + C + (size_t)j0 * ld, ld);
-        kwmma::store_matrix_sync(&tc_s[w][0][0], s, 16, kwmma::mem_row_major);
+        kernels__tc_abt<NK>(tc_s[w], q, base + C + (size_t)j0 * ld, ld);
         __syncwarp();
         KERNELS_UNROLL
         for (int e = 0; e < 8; e++) {
@@ -1237,12 +1256,9 @@ __global__ void kernels__attention_forward_tc(floatX* out, float* lse, const flo
     }
     // pass 2: O = sum_j P_j V_j with P = exp(scale S - L), rounded to floatX for the product
     KernelsFragC o[NK];
-    KERNELS_UNROLL
-    for (int k = 0; k < NK; k++) { kwmma::fill_fragment(o[k], 0.0f); }
+    kernels__tc_zero<NK>(o);
     for (int j0 = 0; j0 <= i0; j0 += 16) {
-        KernelsFragC s;
-        kernels__tc_abt<NK>(s, q, base + C + (size_t)j0 * ld, ld);
-        kwmma::store_matrix_sync(&tc_s[w][0][0], s, 16, kwmma::mem_row_major);
+        kernels__tc_abt<NK>(tc_s[w], q, base + C + (size_t)j0 * ld, ld);
         __syncwarp();
         KERNELS_UNROLL
         for (int e = 0; e < 8; e++) {
@@ -1276,11 +1292,8 @@ __global__ void kernels__attention_dq_tc(floatX* dqkv, const floatX* dout, const
     const floatX* dob = dout + (size_t)b * T * C + h * HS;
     float scale = rsqrtf((float)HS);
     KernelsFragA q[NK], dO[NK];
-    KERNELS_UNROLL
-    for (int k = 0; k < NK; k++) {
-        kwmma::load_matrix_sync(q[k], base + (size_t)i0 * ld + 16 * k, ld);
-        kwmma::load_matrix_sync(dO[k], dob + (size_t)i0 * C + 16 * k, (unsigned)C);
-    }
+    kernels__tc_load_rows<NK>(q, base + (size_t)i0 * ld, ld);
+    kernels__tc_load_rows<NK>(dO, dob + (size_t)i0 * C, (unsigned)C);
     float L[8], D[8];
     KERNELS_UNROLL
     for (int e = 0; e < 8; e++) {
@@ -1289,14 +1302,10 @@ __global__ void kernels__attention_dq_tc(floatX* dqkv, const floatX* dout, const
         D[e] = Dbuf[si];
     }
     KernelsFragC dq[NK];
-    KERNELS_UNROLL
-    for (int k = 0; k < NK; k++) { kwmma::fill_fragment(dq[k], 0.0f); }
+    kernels__tc_zero<NK>(dq);
     for (int j0 = 0; j0 <= i0; j0 += 16) {
-        KernelsFragC s, dp;
-        kernels__tc_abt<NK>(s, q, base + C + (size_t)j0 * ld, ld);
-        kernels__tc_abt<NK>(dp, dO, base + 2 * C + (size_t)j0 * ld, ld);
-        kwmma::store_matrix_sync(&tc_s[w][0][0], s, 16, kwmma::mem_row_major);
-        kwmma::store_matrix_sync(&tc_d[w][0][0], dp, 16, kwmma::mem_row_major);
+        kernels__tc_abt<NK>(tc_s[w], q, base + C + (size_t)j0 * ld, ld);      // S
+        kernels__tc_abt<NK>(tc_d[w], dO, base + 2 * C + (size_t)j0 * ld, ld); // dP
         __syncwarp();
         KERNELS_UNROLL
         for (int e = 0; e < 8; e++) {
@@ -1328,22 +1337,16 @@ __global__ void kernels__attention_dkv_tc(floatX* dqkv, const floatX* dout, cons
     const floatX* dob = dout + (size_t)b * T * C + h * HS;
     float scale = rsqrtf((float)HS);
     KernelsFragA kf[NK], vf[NK];
-    KERNELS_UNROLL
-    for (int k = 0; k < NK; k++) {
-        kwmma::load_matrix_sync(kf[k], base + C + (size_t)j0 * ld + 16 * k, ld);
-        kwmma::load_matrix_sync(vf[k], base + 2 * C + (size_t)j0 * ld + 16 * k, ld);
-    }
+    kernels__tc_load_rows<NK>(kf, base + C + (size_t)j0 * ld, ld);
+    kernels__tc_load_rows<NK>(vf, base + 2 * C + (size_t)j0 * ld, ld);
     KernelsFragC dk[NK], dv[NK];
-    KERNELS_UNROLL
-    for (int k = 0; k < NK; k++) { kwmma::fill_fragment(dk[k], 0.0f); kwmma::fill_fragment(dv[k], 0.0f); }
+    kernels__tc_zero<NK>(dk);
+    kernels__tc_zero<NK>(dv);
     const float* lse_bh = lse + ((size_t)b * NH + h) * T;
     const float* D_bh = Dbuf + ((size_t)b * NH + h) * T;
     for (int i0 = j0; i0 < T; i0 += 16) {
-        KernelsFragC st, dpt;
-        kernels__tc_abt<NK>(st, kf, base + (size_t)i0 * ld, ld);
-        kernels__tc_abt<NK>(dpt, vf, dob + (size_t)i0 * C, (unsigned)C);
-        kwmma::store_matrix_sync(&tc_s[w][0][0], st, 16, kwmma::mem_row_major);
-        kwmma::store_matrix_sync(&tc_d[w][0][0], dpt, 16, kwmma::mem_row_major);
+        kernels__tc_abt<NK>(tc_s[w], kf, base + (size_t)i0 * ld, ld);      // S^T
+        kernels__tc_abt<NK>(tc_d[w], vf, dob + (size_t)i0 * C, (unsigned)C); // dP^T
         float Li = lse_bh[i0 + col], Di = D_bh[i0 + col]; // this lane's query
         __syncwarp();
         KERNELS_UNROLL

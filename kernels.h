@@ -36,7 +36,8 @@ static void kernels_ctx_free(KernelCtx* ctx);
 // --attention IMPL for this context ("auto", "native", "cudnn"): 0, or -1 when this backend cannot.
 static int kernels_set_attention(KernelCtx* ctx, const char* impl);
 // The length at which a forward-only pass over t positions (sampling, evaluation of short rows) should run: t, or up
-// to t_max where the backend runs fewer distinct shapes faster (a GPU with cuDNN's attention: one plan per shape).
+// to t_max where the backend runs fewer distinct shapes faster (a GPU with cuDNN's attention: one plan per shape;
+// the native attention of 16-bit CUDA builds: its tensor-core kernels take multiples of 16).
 // A causal model's outputs at the first t positions do not depend on the positions after them, so the caller pads
 // those with any token and reads the first t.
 static int kernels_forward_len(const KernelCtx* ctx, int t, int t_max);

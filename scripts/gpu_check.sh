@@ -372,6 +372,17 @@ if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
         bad "sampling through cuDNN's attention"; tail -n 3 $L.sample_cudnn.log
     fi
 fi
+# sampling with the native attention: forwards at lengths rounded up to 16 (kernels_forward_len), which the tensor-core
+# kernels take, and which leave the training unchanged: the same 4 steps without sampling, bit for bit
+smpn="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 2 --seq-len 64 --steps 4 --attention native"
+if timeout $(budget $((120 * LONG))) $CU $smpn --sample-every 2 --gen-tokens 63 --log $TMPD/smpn_on.jsonl > $L.sample_native.log 2>&1 &&
+   grep -q '^sample: ' $L.sample_native.log; then
+    ok "sampling 63 tokens through the native attention (forward lengths in multiples of 16)"
+    timeout $(budget $((120 * LONG))) $CU $smpn --log $TMPD/smpn_off.jsonl > /dev/null 2>&1 &&
+        agree "sampling through the native attention leaves the training unchanged bit for bit" $TMPD/smpn_on.jsonl $TMPD/smpn_off.jsonl 0
+else
+    bad "sampling through the native attention"; tail -n 3 $L.sample_native.log
+fi
 timeout $(budget 300) ./train_gpt $common --dtype bf16 --log $TMPD/cpu.jsonl > $L.train_cpu.log 2>&1; rc2=$?
 if [ $rc1 -ne 0 ] || [ $rc2 -ne 0 ]; then
     bad "trajectory runs ($CU exit $rc1, train_gpt exit $rc2)"; tail -n 3 $L.train_cu.log $L.train_cpu.log

@@ -18,7 +18,8 @@ What it checks:
     cuBLASLt, lanes of a warp at different operations, a misaligned 16-byte vector access), and an invalid launch
     configuration must be reported by cudaGetLastError as on a GPU;
   - wmma: a product against its definition; a stored tile read across lanes without __syncwarp, a misaligned or
-    overrunning tile, and half a warp at a wmma operation are caught.
+    overrunning tile, half a warp at a wmma operation, lanes passing different pointers, and a tile in a shared
+    array declared without __align__(32) are caught; so is a read ordered only by a __syncwarp of other lanes.
 */
 #include <sys/wait.h>
 #include <cub/cub.cuh> // the emulator's (tests/cuda_emu/include)
@@ -171,6 +172,27 @@ __global__ void k_wmma_load(const __nv_bfloat16* a, int off) {
     nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> fa;
     nvcuda::wmma::load_matrix_sync(fa, a + off, 16);
 }
+// a wmma load whose pointer differs between the lanes (CUDA requires the same in all)
+__global__ void k_wmma_lane_ptr(const __nv_bfloat16* a) {
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> fa;
+    nvcuda::wmma::load_matrix_sync(fa, a + (threadIdx.x / 16) * 16, 16);
+}
+// a wmma load from a shared array declared without __align__(32): a GPU promises it no more than 2-byte alignment
+__global__ void k_wmma_shared_unaligned(void) {
+    __shared__ __nv_bfloat16 sb[256];
+    for (int e = threadIdx.x; e < 256; e += 32) { sb[e] = __float2bfloat16(1.0f); }
+    __syncwarp();
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> fa;
+    nvcuda::wmma::load_matrix_sync(fa, &sb[0], 16);
+}
+// lanes 0-15 write, synchronise among themselves only, and lanes 16-31 read what they wrote: no ordering for lanes
+// the __syncwarp's mask leaves out
+__global__ void k_partial_syncwarp(float* x) {
+    __shared__ float s[16];
+    int lane = threadIdx.x;
+    if (lane < 16) { s[lane] = (float)lane; __syncwarp(0x0000ffffu); }
+    else { x[lane] = s[lane - 16]; }
+}
 // a wmma operation reached by half a warp
 __global__ void k_wmma_diverged(const __nv_bfloat16* a) {
     nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> fa;
@@ -234,6 +256,9 @@ static void bug_wmma_race(void) {
 }
 static void bug_wmma_misaligned(void) { __nv_bfloat16* a = dev_bf16(512); k_wmma_load<<<1, 32>>>(a, 8); cudaDeviceSynchronize(); }
 static void bug_wmma_past_end(void) { __nv_bfloat16* a = dev_bf16(240); k_wmma_load<<<1, 32>>>(a, 0); cudaDeviceSynchronize(); }
+static void bug_wmma_lane_ptr(void) { __nv_bfloat16* a = dev_bf16(512); k_wmma_lane_ptr<<<1, 32>>>(a); cudaDeviceSynchronize(); }
+static void bug_wmma_shared_unaligned(void) { k_wmma_shared_unaligned<<<1, 32>>>(); cudaDeviceSynchronize(); }
+static void bug_partial_syncwarp(void) { float* x = dev_floats(32); k_partial_syncwarp<<<1, 32>>>(x); cudaDeviceSynchronize(); }
 static void bug_wmma_diverged(void) { __nv_bfloat16* a = dev_bf16(256); k_wmma_diverged<<<1, 32>>>(a); cudaDeviceSynchronize(); }
 static void bug_copy_direction(void) {
     float* a = dev_floats(8);
@@ -544,6 +569,11 @@ int main(void) {
     expect_caught("wmma: a tile running past its allocation is caught", bug_wmma_past_end,
                   "wmma::load_matrix_sync: 512 bytes at offset 0 run past the end of a 480-byte device allocation");
     expect_caught("wmma: an operation reached by half a warp is caught", bug_wmma_diverged, "warp operation");
+    expect_caught("wmma: lanes passing different pointers to one load are caught", bug_wmma_lane_ptr, "with different arguments");
+    expect_caught("wmma: a tile in a shared array declared without __align__(32) is caught", bug_wmma_shared_unaligned,
+                  "is not 32-byte aligned");
+    expect_caught("a __syncwarp of half the warp does not order the other half's reads (a race is caught)", bug_partial_syncwarp,
+                  "shared-memory race on s[");
     expect_caught("a write one past the end of an allocation is caught", bug_overrun, "wrote past the end of a 124-byte device allocation");
     expect_caught("a shared-memory read of another warp's element with no __syncthreads is caught", bug_race_blocks,
                   "shared-memory race on s[");

@@ -255,7 +255,7 @@ static std::function<void()>* g_body = NULL;
 // enough (a lane writes a slot again only two shuffles later, after every lane of its warp passed the shuffle in
 // between, and so has read this one)
 static std::vector<uint64_t> g_exchange;
-struct WarpWait { unsigned waiting, mask; int op; }; // the lanes waiting at a warp operation, and which
+struct WarpWait { unsigned waiting, mask; int op; uint64_t args; }; // the lanes waiting at a warp operation, and which
 static std::vector<WarpWait> g_warp_wait;
 // Happens-before for the race checker: blocks are numbered as they run, and within the running block barriers
 // (__syncthreads) and each warp's __syncwarp count up.
@@ -393,7 +393,7 @@ static int release(unsigned n) {
 static void run_block(unsigned n) {
     g_fibers.resize(n);
     g_exchange.assign(2 * (size_t)n, 0);
-    g_warp_wait.assign((n + 31) / 32, WarpWait{0, 0, 0});
+    g_warp_wait.assign((n + 31) / 32, WarpWait{0, 0, 0, 0});
     g_block_serial++;
     g_bar_epoch = 0;
     g_warp_epoch.assign((n + 31) / 32, 0);
@@ -566,7 +566,9 @@ template <class... P> struct Launch {
 // ---------------------------------------------------------------------------------------------------------------
 // Warp operations
 
-static void warp_wait(unsigned mask, int op) {
+// A rendezvous of the lanes in mask at one warp operation. args: what every lane must pass alike (a wmma operation's
+// kind, pointer, leading dimension and layout; 0 for the others).
+static void warp_wait(unsigned mask, int op, uint64_t args = 0) {
     if (!g_cur) { fail("a warp operation outside a kernel"); }
     unsigned lane = g_cur->linear % 32;
     if (!(mask & (1u << lane))) { fail("warp operation with mask %08x called by lane %u, which the mask leaves out", mask, lane); }
@@ -575,10 +577,13 @@ static void warp_wait(unsigned mask, int op) {
     // next pass (release() reports what can never complete)
     unsigned w = g_cur->linear / 32;
     WarpWait* ww = &g_warp_wait[w];
-    if (ww->waiting == 0) { ww->op = op; ww->mask = mask; }
+    if (ww->waiting == 0) { ww->op = op; ww->mask = mask; ww->args = args; }
     else if (ww->op != op || ww->mask != mask) {
         fail("lanes of one warp wait at different warp operations (%s with mask %08x here, %s with mask %08x on another lane)",
              op_name(op), mask, op_name(ww->op), ww->mask);
+    } else if (ww->args != args) {
+        fail("lanes of one warp reach %s with different arguments (its kind, pointer, leading dimension and layout must be the "
+             "same in every lane)", op_name(op));
     }
     ww->waiting |= 1u << lane;
     if ((ww->waiting & mask) == mask && !(mask & ~warp_lanes(w, g_n))) {
@@ -586,7 +591,10 @@ static void warp_wait(unsigned mask, int op) {
             if (ww->waiting & (1u << l)) { g_fibers[w * 32 + l].state = F_RUN; }
         }
         ww->waiting = 0;
-        if (op == OP_SYNCWARP) { g_warp_epoch[w]++; } // (a shuffle exchanges registers; it orders no memory)
+        // a __syncwarp of every lane orders the warp's shared-memory accesses (a shuffle or a wmma operation exchanges
+        // registers and orders no memory); one of part of the warp is taken to order nothing (the race checker keeps
+        // one epoch per warp, not per lane: stricter, never blind)
+        if (op == OP_SYNCWARP && mask == warp_lanes(w, g_n)) { g_warp_epoch[w]++; }
         return;
     }
     suspend();
@@ -698,13 +706,18 @@ template <class A> struct SharedView {
     }
 };
 
-template <class A> struct Shared {
+// Align: the declaration's __align__(Align), 0 for none. Without one the array starts at an address that is a
+// multiple of its element's alignment and of nothing more that matters (alignof(T) past a multiple of 64): a GPU
+// promises no more, so a wmma tile (32 bytes) in an array declared without __align__(32) is caught here.
+template <class A, size_t Align = 0> struct Shared {
     typedef typename std::remove_all_extents<A>::type T;
     static constexpr size_t N = sizeof(A) / sizeof(T);
-    alignas(128) T data[N]; // (a GPU aligns shared arrays at least this far; wmma needs 32 bytes)
+    static_assert(Align <= 64, "cuda_emu: __align__ above 64 is not emulated");
+    alignas(64) unsigned char raw[sizeof(A) + 64];
+    T* data;
     SharedCell cells[N];
     const char* name;
-    explicit Shared(const char* nm) : name(nm) { memset(cells, 0, sizeof(cells)); }
+    explicit Shared(const char* nm) : data((T*)(raw + (Align ? 0 : alignof(T) % 64))), name(nm) { memset(cells, 0, sizeof(cells)); }
     auto operator[](size_t i) { return SharedView<A>{data, cells, name, 0, N}[i]; } // arrays
     operator T() { return (T)SharedRef<T>{data, cells, name, 0, N}; }               // scalars
     Shared& operator=(T v) { SharedRef<T>{data, cells, name, 0, N} = v; return *this; }

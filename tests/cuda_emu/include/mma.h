@@ -10,7 +10,8 @@ elements that lane owns, and store_matrix_sync writes only those. So a lane that
 shared-memory checker reports (as it is on a GPU), and code that touched a fragment's elements by index would find
 most of them missing (the kernels never do: the mapping is the hardware's).
 
-Each load, store and mma is a rendezvous of all 32 lanes (on a GPU a diverged warp there is undefined behaviour);
+Each load, store and mma is a rendezvous of all 32 lanes, which must pass the same pointer, leading dimension and
+layout (on a GPU a diverged warp there is undefined behaviour);
 pointers must be 32-byte aligned and the leading dimension a multiple of 16 bytes (the documented requirements; a
 GPU faults or computes garbage otherwise); a tile in device memory must lie inside one allocation, and one in shared
 memory inside its array (each element is checked and recorded for the race checker). Products are summed in fp32 in
@@ -64,8 +65,14 @@ static inline unsigned emu_lane(void) {
     return emu::g_cur->linear % 32;
 }
 
-// every lane of the warp must arrive (a diverged warp at a wmma operation is undefined behaviour on a GPU)
-static inline void emu_converge(void) { emu::warp_wait(0xffffffffu, emu::OP_WMMA); }
+// Every lane of the warp must arrive (a diverged warp at a wmma operation is undefined behaviour on a GPU), at the
+// same kind of operation with the same pointer, leading dimension and layout (as CUDA requires of all lanes).
+enum { EMU_LOAD_A = 1, EMU_LOAD_B, EMU_STORE, EMU_MMA };
+static inline void emu_converge(int kind, const void* p = NULL, unsigned ldm = 0, int layout = 0) {
+    uint64_t args = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull ^ ((uint64_t)ldm << 8) ^ ((uint64_t)kind << 2) ^ (uint64_t)layout;
+    emu::warp_wait(0xffffffffu, emu::OP_WMMA, args);
+}
+template <class Use> static constexpr int emu_kind() { return std::is_same<Use, matrix_a>::value ? EMU_LOAD_A : EMU_LOAD_B; }
 
 static inline void emu_check_layout(const void* p, unsigned ldm, size_t elem, const char* what) {
     if ((uintptr_t)p % 32 != 0) { emu::fail("%s: the pointer %p is not 32-byte aligned (wmma needs 256-bit alignment)", what, p); }
@@ -82,7 +89,7 @@ template <class Layout> static constexpr bool emu_row() { return std::is_same<La
 template <class Use, class T, class Layout>
 static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
     static_assert(!std::is_same<Use, accumulator>::value, "cuda_emu: an accumulator's load names its layout_t");
-    emu_converge();
+    emu_converge(emu_kind<Use>(), p, ldm, emu_row<Layout>());
     emu_check_layout(p, ldm, sizeof(T), "wmma::load_matrix_sync");
     emu::mem_check(p, emu_extent(ldm) * sizeof(T), emu::MEM_DEVICE, "wmma::load_matrix_sync");
     for (int r = 0; r < 16; r++) {
@@ -92,7 +99,7 @@ static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, con
 template <class Use, class T, class Layout>
 static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, emu::SharedPtr<T> p, unsigned ldm) {
     static_assert(!std::is_same<Use, accumulator>::value, "cuda_emu: an accumulator's load names its layout_t");
-    emu_converge();
+    emu_converge(emu_kind<Use>(), p.raw(), ldm, emu_row<Layout>());
     emu_check_layout(p.raw(), ldm, sizeof(T), "wmma::load_matrix_sync (shared memory)");
     for (int r = 0; r < 16; r++) {
         for (int c = 0; c < 16; c++) { f.v[r * 16 + c] = (T)p[emu_at(r, c, ldm, emu_row<Layout>())]; }
@@ -107,7 +114,7 @@ static inline void fill_fragment(fragment<accumulator, 16, 16, 16, float>& f, fl
 template <class T, class La, class Lb>
 static inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, T, La>& a,
                             const fragment<matrix_b, 16, 16, 16, T, Lb>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
-    emu_converge();
+    emu_converge(EMU_MMA);
     unsigned lane = emu_lane();
     for (int q = 0; q < 8; q++) {
         unsigned e = emu_owned(lane, q), r = e / 16, col = e % 16;
@@ -119,14 +126,14 @@ static inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const f
 
 // --- accumulators: each lane stores the elements it owns
 static inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm, layout_t layout) {
-    emu_converge();
+    emu_converge(EMU_STORE, p, ldm, layout);
     emu_check_layout(p, ldm, sizeof(float), "wmma::store_matrix_sync");
     emu::mem_check(p, emu_extent(ldm) * sizeof(float), emu::MEM_DEVICE, "wmma::store_matrix_sync");
     for (int q = 0; q < 8; q++) { unsigned e = emu_owned(emu_lane(), q); p[emu_at(e / 16, e % 16, ldm, layout == mem_row_major)] = f.v[q]; }
 }
 static inline void store_matrix_sync(emu::SharedPtr<float> p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm,
                                      layout_t layout) {
-    emu_converge();
+    emu_converge(EMU_STORE, p.raw(), ldm, layout);
     emu_check_layout(p.raw(), ldm, sizeof(float), "wmma::store_matrix_sync (shared memory)");
     for (int q = 0; q < 8; q++) { unsigned e = emu_owned(emu_lane(), q); p[emu_at(e / 16, e % 16, ldm, layout == mem_row_major)] = f.v[q]; }
 }
