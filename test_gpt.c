@@ -848,6 +848,28 @@ static void test_ops_dtype(void) {
     }
 }
 
+// --- forward-only lengths (kernels_forward_len): t itself on the CPU and in fp32 CUDA builds; with the native attention
+// of 16-bit CUDA builds, t rounded up to a multiple of 16 (the tensor-core kernels' tiles), at most t_max, and t when
+// t >= t_max; with cuDNN, buckets (tests/test_cudnn_graph)
+static void test_forward_len(void) {
+    kernels_set_attention(&g_ctx, "native");
+    const int cases[][3] = {{1, 64, 16}, {16, 64, 16}, {17, 64, 32}, {50, 60, 60}, {60, 64, 64}, {70, 64, 70}, {64, 64, 64}};
+    int bad = 0;
+    char detail[256] = "";
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+#if defined(KERNELS_CUDA) && !defined(ENABLE_FP32)
+        int want = cases[i][2];
+#else
+        int want = cases[i][0];
+#endif
+        int got = kernels_forward_len(&g_ctx, cases[i][0], cases[i][1]);
+        if (got != want) { bad++; snprintf(detail, sizeof(detail), "t %d, t_max %d: got %d, want %d", cases[i][0], cases[i][1], got, want); }
+    }
+    report(bad == 0, "kernels_forward_len with the native attention: t, or in 16-bit CUDA builds t rounded up to 16 within t_max",
+           "%s", bad ? detail : "7 cases");
+    kernels_set_attention(&g_ctx, "auto"); // (the test binary's setting, as the other attention tests leave it)
+}
+
 // --- the forward ops at GPT-2 124M's shapes in the 16-bit storage type (bf16 on the CPU, the build's type on a GPU):
 // T = 1024 attention with 12 heads of 64, C = 768 LayerNorm, the 768 -> 2304 QKV matmul, GELU over a 4C row block,
 // and the LM head over the padded 50304-row vocabulary. Inputs are 16-bit values; tolerances: one rounding of the
@@ -1837,6 +1859,7 @@ int main(int argc, char** argv) {
                 test_adamw();
             }
             test_ops_dtype();
+            test_forward_len();
 #ifdef KERNELS_CUDA
             test_param_streams();
             test_bias_grad_widths();
