@@ -575,11 +575,21 @@ static void test_classifier(int Vp) {
 // u |ref| + the fp32 tolerance, u = 2^-8 (bf16) or 2^-11 (fp16) the unit roundoff. LayerNorm's output is held to
 // 2u: its statistics are computed from the stored (rounded) inputs, which the double reference also uses.
 static void round_inputs(double* x, size_t n, int dt) { for (size_t i = 0; i < n; i++) { x[i] = round_dtype((float)x[i], dt); } }
+static double unit_roundoff(int dt) { return dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048; } // u of a 16-bit type
+
+// Attention implementation impl for the op tests: 0 native, 1 cuDNN through --attention auto (a shape cuDNN has no
+// plan for falls back to native, counted, instead of ending the test binary). 0 when this backend has it.
+static const char* attention_impl_name(int impl) { return impl == 0 ? "native" : "cudnn"; }
+static int attention_use(KernelCtx* ctx, int impl) {
+    if (kernels_set_attention(ctx, attention_impl_name(impl)) != 0) { return -1; }
+    if (impl == 1) { kernels_set_attention(ctx, "auto"); }
+    return 0;
+}
 
 static void check_stored(const char* name, const float* got, const double* ref, size_t n, int dt, double atol, double units) {
     size_t unrounded = 0;
     for (size_t i = 0; i < n; i++) { unrounded += round_dtype(got[i], dt) != got[i]; }
-    double u = dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    double u = unit_roundoff(dt);
     char nm[160];
     snprintf(nm, sizeof(nm), "%s (%s): every output a %s value", name, dtype_name(dt), dtype_name(dt));
     report(unrounded == 0, nm, "%zu of %zu not representable", unrounded, n);
@@ -802,10 +812,7 @@ static void test_ops_dtype(void) {
         // and T 32 (multiples of 16: its tensor-core kernels, two query tiles, so one tile below the diagonal)
         for (int shape = 0; shape < 2; shape++)
         for (int impl = 0; impl < 2; impl++) {
-            if (kernels_set_attention(&ctx, impl == 0 ? "native" : "cudnn") != 0) { continue; }
-            // cudnn through "auto": a shape cuDNN has no plan for falls back to native, and is reported below
-            // instead of ending the test binary
-            if (impl == 1) { kernels_set_attention(&ctx, "auto"); }
+            if (attention_use(&ctx, impl) != 0) { continue; } // (a cuDNN fallback is reported below)
 #ifdef KERNELS_CUDA
             long fallbacks0 = ctx.attention_fallbacks;
 #endif
@@ -820,12 +827,12 @@ static void test_ops_dtype(void) {
             float* lse = (float*)mallocCheck(sizeof(float) * ac.B * ac.NH * ac.T);
             double* ar = (double*)mallocCheck(nq * 8);
             char nm[160];
-            snprintf(nm, sizeof(nm), "attention_forward [%s] (T %d)", impl == 0 ? "native" : "cudnn", ac.T);
+            snprintf(nm, sizeof(nm), "attention_forward [%s] (T %d)", attention_impl_name(impl), ac.T);
             attention_forward(&ctx, ao, lse, fq, ac.B, ac.T, ac.C, ac.NH);
             att_ref(&ac, ar);
             // one rounding of the output (u relative), plus, where P is rounded before P V (cuDNN, the tensor-core
             // kernels), up to u of each P_j times |V_j| <= 1.5, P summing to 1: 1.5 u absolute
-            double u = dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048;
+            double u = unit_roundoff(dt);
             check_stored(nm, ao, ar, nao, dt, 1.5 * u, 1.0);
             float* dq = (float*)mallocCheck(nq * 4);
             for (size_t i = 0; i < nq; i++) { dq[i] = NAN; } // must be fully overwritten
@@ -834,7 +841,7 @@ static void test_ops_dtype(void) {
             double gmax = 0.0;
             for (size_t i = 0; i < nq; i++) { gmax = fmax(gmax, fabs(ar[i])); }
             snprintf(nm, sizeof(nm), "attention_backward [%s] (%s, T %d): dqkv within 8u of the largest (finite differences)",
-                     impl == 0 ? "native" : "cudnn", dtype_name(dt), ac.T);
+                     attention_impl_name(impl), dtype_name(dt), ac.T);
             check_close(nm, dq, ar, nq, 8 * u * gmax, 0.0);
             free(ac.qkv); free(ac.R); free(fq); free(fR); free(ao); free(lse); free(ar); free(dq);
 #ifdef KERNELS_CUDA
@@ -885,7 +892,7 @@ static void test_ops_gpt2_shapes(void) {
     KernelCtx ctx;
     kernels_ctx_init(&ctx, dt, 1024, 768);
 #endif
-    double u = dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    double u = unit_roundoff(dt);
     // QKV matmul: (128, 768) -> (128, 2304) with bias
     check_matmul_stored(&ctx, dt, "GPT-2 shape: matmul_forward 128 x 768 -> 2304", 128, 768, 2304, 0.05, 0.1, 1e-4);
     // the MLP: fc (128, 768) -> (128, 3072) with its GELU, and fcproj's backward into the GELU's input
@@ -917,11 +924,10 @@ static void test_ops_gpt2_shapes(void) {
     double* ar = (double*)mallocCheck(nao * 8);
     att_ref(&ac, ar);
     for (int impl = 0; impl < 2; impl++) {
-        if (kernels_set_attention(&ctx, impl == 0 ? "native" : "cudnn") != 0) { continue; }
-        if (impl == 1) { kernels_set_attention(&ctx, "auto"); }
+        if (attention_use(&ctx, impl) != 0) { continue; }
         attention_forward(&ctx, ao, lse, fq, ac.B, ac.T, ac.C, ac.NH);
         char nm[96];
-        snprintf(nm, sizeof(nm), "GPT-2 shape: attention_forward T %d, 12 x 64 [%s]", ac.T, impl == 0 ? "native" : "cudnn");
+        snprintf(nm, sizeof(nm), "GPT-2 shape: attention_forward T %d, 12 x 64 [%s]", ac.T, attention_impl_name(impl));
         check_stored(nm, ao, ar, nao, dt, 2 * u, 1.0); // |V| <= 1: a rounded P costs at most u in absolute terms
     }
     kernels_set_attention(&ctx, "auto");
@@ -940,8 +946,7 @@ static void test_ops_gpt2_shapes(void) {
         float *fR = to_float(ac.R, nao), *fo = to_float(orr, nao);
         float* dq = (float*)mallocCheck(nq * 4);
         for (int impl = 0; impl < 2; impl++) {
-            if (kernels_set_attention(&ctx, impl == 0 ? "native" : "cudnn") != 0) { continue; }
-            if (impl == 1) { kernels_set_attention(&ctx, "auto"); }
+            if (attention_use(&ctx, impl) != 0) { continue; }
             for (size_t k = 0; k < nq; k++) { dq[k] = NAN; } // must be fully overwritten
             attention_backward(&ctx, dq, fR, fq, fo, lse, ac.B, ac.T, ac.C, ac.NH);
             size_t bad = 0, worst_at = 0;
@@ -953,7 +958,7 @@ static void test_ops_gpt2_shapes(void) {
             }
             char nm[128];
             snprintf(nm, sizeof(nm), "GPT-2 shape: attention_backward T %d, 12 x 64 [%s]: dqkv within its rounding bound", ac.T,
-                     impl == 0 ? "native" : "cudnn");
+                     attention_impl_name(impl));
             report(bad == 0, nm, "%zu of %zu outside; the worst at %.2f of its bound (element %zu: got %.6g, expected %.6g)", bad, nq,
                    worst, worst_at, dq[worst_at], gr2[worst_at]);
         }
@@ -1611,7 +1616,7 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
         for (size_t j = 0; j < S_ && j < m.layout.num_params; j++) { differ += z.master[j] != m.params[j]; }
         snprintf(name, sizeof(name), "--dtype %s: fp32 master weights differ from the compute copy", dtype_name(dt));
         report(differ > m.layout.num_params / 4, name, "%zu of %zu differ", differ, m.layout.num_params);
-        double u = dt == DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048, worst = 0.0;
+        double u = unit_roundoff(dt), worst = 0.0;
         for (int step = 0; step < STEPS; step++) { worst = fmax(worst, fabs(loss[dt][step] - loss[0][step]) / loss[0][step]); }
         snprintf(name, sizeof(name), "--dtype %s: 20 steps follow fp32 within u/4 = %.3g relative, and differ by more than fp32 rounding (1e-6)",
                  dtype_name(dt), u / 4);
