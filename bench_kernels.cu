@@ -1,8 +1,8 @@
 /*
 bench_kernels.cu: memory bandwidth of the CUDA backend's bandwidth-bound kernels against a plain device-to-device
 copy on the same GPU (the ceiling they should approach: the goal is 80% of it), and the matmul rate of cuBLASLt and
-of causal attention (native and cuDNN) on GPT-2 shapes against the bf16 peak. Each figure is the median of 20 timed launches (CUDA events) after 3 warm-ups,
-bytes counted as the kernel must read and write them.
+of causal attention (native and cuDNN) on GPT-2 shapes against the bf16 peak. Each figure is the median of 20 timed
+launches (CUDA events) after 3 warm-ups, bytes counted as the kernel must read and write them.
 
     make bench_kernels_cu && ./bench_kernels_cu [elements]          (default 2^28 elements per buffer)
 */

@@ -282,7 +282,7 @@ static void suspend(void) {
     Worker* me = g_cur_worker;
     Worker* to = NULL;
     Fiber* next = NULL;
-    for (unsigned i = g_cur ? g_cur->linear + 1 : g_n; i < g_n && i < g_next; i++) {
+    for (unsigned i = g_cur ? g_cur->linear + 1 : g_next; i < g_next; i++) { // (g_next <= g_n: the threads started)
         if (g_fibers[i].state == F_RUN && g_fibers[i].worker) { next = &g_fibers[i]; to = next->worker; break; }
     }
     if (!to && g_next < g_n) { to = worker_start(); }

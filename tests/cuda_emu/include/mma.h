@@ -85,26 +85,30 @@ static inline size_t emu_extent(unsigned ldm) { return (size_t)15 * ldm + 16; }
 
 template <class Layout> static constexpr bool emu_row() { return std::is_same<Layout, row_major>::value; }
 
-// --- operands: every lane loads the whole tile
-template <class Use, class T, class Layout>
-static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
-    static_assert(!std::is_same<Use, accumulator>::value, "cuda_emu: an accumulator's load names its layout_t");
-    emu_converge(emu_kind<Use>(), p, ldm, emu_row<Layout>());
-    emu_check_layout(p, ldm, sizeof(T), "wmma::load_matrix_sync");
-    emu::mem_check(p, emu_extent(ldm) * sizeof(T), emu::MEM_DEVICE, "wmma::load_matrix_sync");
-    for (int r = 0; r < 16; r++) {
-        for (int c = 0; c < 16; c++) { f.v[r * 16 + c] = p[emu_at(r, c, ldm, emu_row<Layout>())]; }
-    }
+// A tile's memory: a device pointer (the whole tile checked against its allocation at once) or a pointer into a
+// shared array (each element checked, and recorded for the race checker, as it is touched).
+template <class T> static inline const void* emu_addr(const T* p) { return p; }
+template <class T> static inline const void* emu_addr(const emu::SharedPtr<T>& p) { return p.raw(); }
+template <class T> static inline void emu_check_extent(const T* p, unsigned ldm, const char* what) {
+    emu::mem_check(p, emu_extent(ldm) * sizeof(T), emu::MEM_DEVICE, what);
 }
-template <class Use, class T, class Layout>
-static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, emu::SharedPtr<T> p, unsigned ldm) {
+template <class T> static inline void emu_check_extent(const emu::SharedPtr<T>&, unsigned, const char*) {}
+
+// --- operands: every lane loads the whole tile
+template <class Use, class T, class Layout, class P>
+static inline void emu_load(fragment<Use, 16, 16, 16, T, Layout>& f, const P& p, unsigned ldm) {
     static_assert(!std::is_same<Use, accumulator>::value, "cuda_emu: an accumulator's load names its layout_t");
-    emu_converge(emu_kind<Use>(), p.raw(), ldm, emu_row<Layout>());
-    emu_check_layout(p.raw(), ldm, sizeof(T), "wmma::load_matrix_sync (shared memory)");
+    emu_converge(emu_kind<Use>(), emu_addr(p), ldm, emu_row<Layout>());
+    emu_check_layout(emu_addr(p), ldm, sizeof(T), "wmma::load_matrix_sync");
+    emu_check_extent(p, ldm, "wmma::load_matrix_sync");
     for (int r = 0; r < 16; r++) {
         for (int c = 0; c < 16; c++) { f.v[r * 16 + c] = (T)p[emu_at(r, c, ldm, emu_row<Layout>())]; }
     }
 }
+template <class Use, class T, class Layout>
+static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) { emu_load(f, p, ldm); }
+template <class Use, class T, class Layout>
+static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, emu::SharedPtr<T> p, unsigned ldm) { emu_load(f, p, ldm); }
 
 static inline void fill_fragment(fragment<accumulator, 16, 16, 16, float>& f, float x) {
     for (int q = 0; q < 8; q++) { f.v[q] = x; }
@@ -125,17 +129,19 @@ static inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const f
 }
 
 // --- accumulators: each lane stores the elements it owns
-static inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm, layout_t layout) {
-    emu_converge(EMU_STORE, p, ldm, layout);
-    emu_check_layout(p, ldm, sizeof(float), "wmma::store_matrix_sync");
-    emu::mem_check(p, emu_extent(ldm) * sizeof(float), emu::MEM_DEVICE, "wmma::store_matrix_sync");
+template <class P>
+static inline void emu_store(const P& p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm, layout_t layout) {
+    emu_converge(EMU_STORE, emu_addr(p), ldm, layout);
+    emu_check_layout(emu_addr(p), ldm, sizeof(float), "wmma::store_matrix_sync");
+    emu_check_extent(p, ldm, "wmma::store_matrix_sync");
     for (int q = 0; q < 8; q++) { unsigned e = emu_owned(emu_lane(), q); p[emu_at(e / 16, e % 16, ldm, layout == mem_row_major)] = f.v[q]; }
+}
+static inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm, layout_t layout) {
+    emu_store(p, f, ldm, layout);
 }
 static inline void store_matrix_sync(emu::SharedPtr<float> p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm,
                                      layout_t layout) {
-    emu_converge(EMU_STORE, p.raw(), ldm, layout);
-    emu_check_layout(p.raw(), ldm, sizeof(float), "wmma::store_matrix_sync (shared memory)");
-    for (int q = 0; q < 8; q++) { unsigned e = emu_owned(emu_lane(), q); p[emu_at(e / 16, e % 16, ldm, layout == mem_row_major)] = f.v[q]; }
+    emu_store(p, f, ldm, layout);
 }
 
 } // namespace wmma
