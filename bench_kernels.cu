@@ -1,7 +1,8 @@
 /*
 bench_kernels.cu: memory bandwidth of the CUDA backend's bandwidth-bound kernels against a plain device-to-device
 copy on the same GPU (the ceiling they should approach: the goal is 80% of it), and the matmul rate of cuBLASLt and
-of causal attention (native and cuDNN) on GPT-2 shapes against the bf16 peak. Each figure is the median of 20 timed
+of causal attention (native and cuDNN) on GPT-2 shapes against the bf16 peak; the weight-gradient product with the
+bias gradient from cuBLASLt's epilogue and from our reduction. Each figure is the median of 20 timed
 launches (CUDA events) after 3 warm-ups, bytes counted as the kernel must read and write them.
 
     make bench_kernels_cu && ./bench_kernels_cu [elements]          (default 2^28 elements per buffer)
@@ -151,6 +152,14 @@ int main(int argc, char** argv) {
     mm_row("matmul_forward 16384 x 768 -> 3072", flops, ms);
     ms = time_ms([&] { matmul_backward(&g, a, dw, NULL, o, a, w, M, K, N, 0); });
     mm_row("matmul_backward (dinp + dweight)", 2 * flops, ms);
+    // with the bias gradient as well: from the dweight product's BGRADB epilogue (cuBLASLt says on stderr when it has
+    // no algorithm for it, and the row then times the fallback), then from the separate two-pass reduction
+    for (int fused = 1; fused >= 0; fused--) {
+        g.bias_grad_fusion = fused;
+        ms = time_ms([&] { matmul_backward(&g, a, dw, m, o, a, w, M, K, N, 1); });
+        mm_row(fused ? "matmul_backward + dbias (BGRADB epilogue)" : "matmul_backward + dbias (separate reduction)", 2 * flops, ms);
+    }
+    g.bias_grad_fusion = 1;
     // the rate cuBLASLt reaches on a large square product of data: the achievable ceiling (scripts/gpu_check.sh
     // reports MFU against it as well as against the datasheet's peak)
     int S = 8192;

@@ -122,6 +122,8 @@ typedef struct {
     int attention_auto;        // --attention auto: fall back to the native kernels where cuDNN has no plan
     long attention_fallbacks;  // attention calls cuDNN had no plan for, run by the native kernels instead
     int gelu_fusion;           // 1 (the default): matmul_forward_gelu fuses the GELU into cuBLASLt's epilogue where it can
+    int bias_grad_fusion;      // 1 (the default): matmul_backward takes dbias from the weight gradient's BGRADB epilogue
+                               // where cuBLASLt offers it (0: always the separate reduction, kernels__bias_grad)
     void* att_workspace;       // cuDNN's attention workspace (grown on demand)
     size_t att_workspace_bytes;
     void* retired[KERNELS_MAX_RETIRED]; // outgrown buffers of the above, freed with the context (kernels__grow)
@@ -180,6 +182,7 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
 #endif
     ctx->attention_auto = 1;
     ctx->gelu_fusion = 1;
+    ctx->bias_grad_fusion = 1;
 }
 
 // --attention: cudnn (a build with cuDNN, 16-bit storage), native (the kernels below), auto (cudnn when possible).
@@ -820,7 +823,7 @@ static uint32_t kernels__alignment(const void* p) {
 typedef struct {
     int m, n, k, lda, ldb, transA, transB, has_bias, d_f32, beta_nonzero, epi;
     int usable; // 0: cuBLASLt has no algorithm for this epilogue here (the caller takes the unfused path)
-    uint32_t al[3];
+    uint32_t al[5]; // the alignments of A, B, D, the bias and the auxiliary matrix the algorithm was chosen for
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
@@ -829,17 +832,23 @@ typedef struct {
 static KernelsLtPlan* kernels__lt_plans; // grown as new shapes appear (a step has a dozen; the op tests, hundreds)
 static int kernels__lt_num_plans, kernels__lt_cap_plans;
 
-// The epilogues beyond the bias: GELU with its input kept as the auxiliary output (the MLP's forward), and GELU's
-// derivative applied to the product from that auxiliary input (the backward into the MLP's hidden layer).
-enum { KERNELS_EPI_NONE = 0, KERNELS_EPI_GELU_AUX = 1, KERNELS_EPI_DGELU = 2 };
+// The epilogues beyond the bias: GELU with its input kept as the auxiliary output (the MLP's forward), GELU's
+// derivative applied to the product from that auxiliary input (the backward into the MLP's hidden layer), and the bias
+// gradient of the weight-gradient product (BGRADB: the sums over k of op(B)'s columns, which the product reads anyway,
+// written to the bias pointer in D's type, fp32 here).
+enum { KERNELS_EPI_NONE = 0, KERNELS_EPI_GELU_AUX = 1, KERNELS_EPI_DGELU = 2, KERNELS_EPI_BGRADB = 3 };
+static const char* const kernels__epi_names[] = {"no", "GELU_AUX", "DGELU", "BGRADB"};
 
-static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int transA, int lda, int transB, int ldb, int has_bias,
-                                       int epi, int m, int n, int k, float beta, const uint32_t al[3]) {
+// bias and aux: the pointers of the first call, set before the heuristic query, which reads them to learn their
+// alignment (it would assume 256 bytes of NULL); a plan serves only pointers aligned as those were (al[3], al[4]).
+static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int transA, int lda, int transB, int ldb, const void* bias,
+                                       int epi, const void* aux, int m, int n, int k, float beta, const uint32_t al[5]) {
+    int has_bias = bias != NULL;
     for (int i = 0; i < kernels__lt_num_plans; i++) {
         KernelsLtPlan* p = &kernels__lt_plans[i];
         if (p->m == m && p->n == n && p->k == k && p->lda == lda && p->ldb == ldb && p->transA == transA && p->transB == transB &&
-            p->has_bias == has_bias && p->epi == epi && p->d_f32 == d_f32 && p->beta_nonzero == (beta != 0.0f) && p->al[0] == al[0] &&
-            p->al[1] == al[1] && p->al[2] == al[2]) { return p; }
+            p->has_bias == has_bias && p->epi == epi && p->d_f32 == d_f32 && p->beta_nonzero == (beta != 0.0f) &&
+            memcmp(p->al, al, sizeof(p->al)) == 0) { return p; }
     }
     if (kernels__lt_num_plans == kernels__lt_cap_plans) {
         kernels__lt_cap_plans = kernels__lt_cap_plans ? 2 * kernels__lt_cap_plans : 64;
@@ -848,7 +857,7 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
     }
     KernelsLtPlan* p = &kernels__lt_plans[kernels__lt_num_plans];
     p->m = m; p->n = n; p->k = k; p->lda = lda; p->ldb = ldb; p->transA = transA; p->transB = transB; p->has_bias = has_bias; p->epi = epi;
-    p->d_f32 = d_f32; p->beta_nonzero = beta != 0.0f; p->al[0] = al[0]; p->al[1] = al[1]; p->al[2] = al[2];
+    p->d_f32 = d_f32; p->beta_nonzero = beta != 0.0f; memcpy(p->al, al, sizeof(p->al));
     cudaDataType_t ab_type = kernels__cuda_type(0), d_type = kernels__cuda_type(d_f32);
     gpuCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -856,17 +865,22 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
     gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     cublasLtEpilogue_t lt_epi = epi == KERNELS_EPI_GELU_AUX ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                               : epi == KERNELS_EPI_DGELU ? CUBLASLT_EPILOGUE_DGELU
+                              : epi == KERNELS_EPI_BGRADB ? CUBLASLT_EPILOGUE_BGRADB
                               : has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epi, sizeof(lt_epi)));
-    if (has_bias) {
-        cudaDataType_t bias_type = kernels__cuda_type(0);
-        gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    if (has_bias) { // an input bias is floatX; a bias gradient has D's type, which it is left to take
+        if (epi != KERNELS_EPI_BGRADB) {
+            cudaDataType_t bias_type = kernels__cuda_type(0);
+            gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+        }
+        gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))); // (for its alignment)
     }
-    if (epi != KERNELS_EPI_NONE) { // the GELU's input (floatX, laid out as D: m rows, leading dimension m)
+    if (epi == KERNELS_EPI_GELU_AUX || epi == KERNELS_EPI_DGELU) { // the GELU's input (floatX, laid out as D: m rows, leading dimension m)
         int64_t aux_ld = m;
         cudaDataType_t aux_type = kernels__cuda_type(0);
         gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
         gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type, sizeof(aux_type)));
+        gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux))); // (the same)
     }
     gpuCheck(cublasLtMatrixLayoutCreate(&p->la, ab_type, transA ? k : m, transA ? m : k, lda));
     gpuCheck(cublasLtMatrixLayoutCreate(&p->lb, ab_type, transB ? n : k, transB ? k : n, ldb));
@@ -892,12 +906,12 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
     kernels__lt_num_plans++;
     if (found == 0 && epi != KERNELS_EPI_NONE) { // remembered, so the query is not repeated every step
         fprintf(stderr, "cuBLASLt: no algorithm for the %s epilogue of a %d x %d x %d matmul: unfused ops instead\n",
-                epi == KERNELS_EPI_GELU_AUX ? "GELU_AUX" : "DGELU", m, n, k);
+                kernels__epi_names[epi], m, n, k);
         return p;
     }
     if (found == 0) {
-        fatal("cuBLASLt: no algorithm for a %d x %d x %d matmul (transA %d, transB %d, bias %d, epilogue %d, fp32 out %d, alignments %u/%u/%u)",
-              m, n, k, transA, transB, has_bias, epi, d_f32, al[0], al[1], al[2]);
+        fatal("cuBLASLt: no algorithm for a %d x %d x %d matmul (transA %d, transB %d, bias %d, epilogue %d, fp32 out %d, alignments %u/%u/%u/%u)",
+              m, n, k, transA, transB, has_bias, epi, d_f32, al[0], al[1], al[2], al[3]);
     }
     p->algo = heur.algo;
     return p;
@@ -905,16 +919,17 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
 
 // D (m x n, ldd = m) = alpha op(A) op(B) + beta D, column-major; A is (m x k) after op, B (k x n) after op. With
 // bias (length m, floatX) the BIAS epilogue adds it to every column. epi KERNELS_EPI_GELU_AUX: D = GELU(product +
-// bias) and aux (m x n, floatX) receives product + bias; KERNELS_EPI_DGELU: D = GELU'(aux) * product. Returns 0,
-// having done nothing, when cuBLASLt offers no algorithm for that epilogue (the caller then runs the unfused ops).
+// bias) and aux (m x n, floatX) receives product + bias; KERNELS_EPI_DGELU: D = GELU'(aux) * product;
+// KERNELS_EPI_BGRADB: bias (length n, D's type) receives the column sums of op(B), overwritten. Returns 0, having done
+// nothing, when cuBLASLt offers no algorithm for that epilogue (the caller then runs the unfused ops).
 static int kernels__matmul_lt(const KernelCtx* ctx, void* d, int d_f32, const floatX* a, int transA, int lda, const floatX* b,
-                               int transB, int ldb, const floatX* bias, int m, int n, int k, float beta, int epi = KERNELS_EPI_NONE,
+                               int transB, int ldb, const void* bias, int m, int n, int k, float beta, int epi = KERNELS_EPI_NONE,
                                const floatX* aux = NULL) {
-    uint32_t al[3] = {kernels__alignment(a), kernels__alignment(b), kernels__alignment(d)};
-    KernelsLtPlan* p = kernels__lt_plan(ctx, d_f32, transA, lda, transB, ldb, bias != NULL, epi, m, n, k, beta, al);
+    uint32_t al[5] = {kernels__alignment(a), kernels__alignment(b), kernels__alignment(d), kernels__alignment(bias), kernels__alignment(aux)};
+    KernelsLtPlan* p = kernels__lt_plan(ctx, d_f32, transA, lda, transB, ldb, bias, epi, aux, m, n, k, beta, al);
     if (!p->usable) { return 0; }
     if (bias) { gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))); }
-    if (epi != KERNELS_EPI_NONE) { gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux))); }
+    if (aux) { gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux))); }
     float alpha = 1.0f;
     gpuCheck(cublasLtMatmul(ctx->lt, p->op, &alpha, a, p->la, b, p->lb, &beta, d, p->ld, d, p->ld, &p->algo, ctx->lt_workspace,
                             KERNELS_LT_WORKSPACE, ctx->stream));
@@ -978,10 +993,20 @@ static void kernels__bias_grad(const KernelCtx* ctx, float* dbias, const floatX*
     kernels__sum_columns_launch(ctx->stream, dbias, part, KERNELS_BIAS_ROW_GROUPS, (size_t)OC, OC, acc);
 }
 
-// CPU twin: matmul_backward.
+// CPU twin: matmul_backward. dbias comes from the weight-gradient product's BGRADB epilogue where cuBLASLt offers one
+// (op(B) there is dout, its columns summed over the BT rows the product reads anyway: no second pass over dout), into
+// a scratch vector (the epilogue overwrites, and a 256-byte aligned pointer keeps the plans few) then added (acc) or
+// copied into dbias; elsewhere from kernels__bias_grad.
 static void matmul_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* dbias, const floatX* dout,
                             const floatX* inp, const floatX* w, int BT, int C, int OC, int acc) {
     if (dinp) { kernels__matmul_lt(ctx, dinp, 0, w, 0, C, dout, 0, OC, NULL, C, BT, OC, 0.0f); }
+    if (dbias && ctx->bias_grad_fusion) {
+        float* sums = kernels__col_partials(ctx, (size_t)OC);
+        if (kernels__matmul_lt(ctx, dw, 1, inp, 0, C, dout, 1, OC, sums, C, OC, BT, acc ? 1.0f : 0.0f, KERNELS_EPI_BGRADB)) {
+            kernels__sum_columns_launch(ctx->stream, dbias, sums, 1, (size_t)OC, OC, acc);
+            return;
+        }
+    }
     kernels__matmul_lt(ctx, dw, 1, inp, 0, C, dout, 1, OC, NULL, C, OC, BT, acc ? 1.0f : 0.0f);
     if (dbias) { kernels__bias_grad(ctx, dbias, dout, BT, OC, acc); }
 }

@@ -700,8 +700,9 @@ static void check_layernorm_stored(const KernelCtx* ctx, int dt, const char* nam
 // has warps) and widths of whole 16-byte packs (24) and not (13): dbias accumulates onto 0.5 the column sums of a
 // dout of storage-type values, against the double sums. Tolerance 1e-4 absolute + 1e-5 relative: an fp32 sum of
 // 2500 random terms of magnitude <= 1 errs by about sqrt(2500) x 2^-24 x 50 = 1.5e-5 (seen: under 1e-5), while a row
-// lost or summed twice moves its columns by that row's values, 0.5 on average.
-static void check_bias_grad(const KernelCtx* ctx, int dt) {
+// lost or summed twice moves its columns by that row's values, 0.5 on average. A GPU build runs it twice: dbias from
+// cuBLASLt's BGRADB epilogue (where offered), then from the separate reduction.
+static void check_bias_grad_as(const KernelCtx* ctx, int dt, const char* how) {
     enum { BT = 2500, C = 4 };
     for (int OC = 24; OC >= 13; OC -= 11) {
         float* dout = (float*)mallocCheck(sizeof(float) * BT * OC);
@@ -716,10 +717,20 @@ static void check_bias_grad(const KernelCtx* ctx, int dt) {
         for (int i = 0; i < OC * C; i++) { w[i] = round_dtype((float)rand_d(), dt); dw[i] = 0.0f; }
         matmul_backward(ctx, NULL, dw, db, dout, inp, w, BT, C, OC, 1);
         char nm[128];
-        snprintf(nm, sizeof(nm), "matmul_backward (%s): dbias accumulates the column sums of 2500 x %d", dtype_name(dt), OC);
+        snprintf(nm, sizeof(nm), "matmul_backward (%s%s): dbias accumulates the column sums of 2500 x %d", dtype_name(dt), how, OC);
         check_close(nm, db, ref, OC, 1e-4, 1e-5);
         free(dout); free(inp); free(w); free(dw); free(db); free(ref);
     }
+}
+static void check_bias_grad(KernelCtx* ctx, int dt) {
+#ifdef KERNELS_CUDA
+    check_bias_grad_as(ctx, dt, ", BGRADB epilogue");
+    ctx->bias_grad_fusion = 0;
+    check_bias_grad_as(ctx, dt, ", separate reduction");
+    ctx->bias_grad_fusion = 1;
+#else
+    check_bias_grad_as(ctx, dt, "");
+#endif
 }
 
 // AdamW in the storage type dt with master weights, on a ZeRO shard [lo, hi) that cuts through tensors (segments at

@@ -392,11 +392,12 @@ else
         follows $TMPD/cudnn.jsonl $TMPD/cu.jsonl 2e-2 && ok "trajectory: cuDNN attention follows the native kernels (2e-2 relative per step)" || bad "trajectory: cuDNN and native attention differ"
     fi
 fi
-if [ $EMU = 1 ]; then # cuBLASLt without the GELU epilogues: the unfused ops take over, and the run stays on course
+if [ $EMU = 1 ]; then # cuBLASLt without the GELU and bias-gradient epilogues: the unfused ops take over, on course
     CUDA_EMU_NO_EPILOGUE=1 timeout $((120 * LONG)) $CU $common --attention native --log $TMPD/noepi.jsonl > $L.train_noepi.log 2>&1 &&
-        grep -q "no algorithm for the GELU_AUX epilogue" $L.train_noepi.log && follows $TMPD/noepi.jsonl $TMPD/cu.jsonl 2e-2 &&
-        ok "no GELU epilogue from cuBLASLt: the unfused fallback is announced and follows the fused run (2e-2 relative)" ||
-        { bad "the fallback from the GELU epilogues"; tail -n 3 $L.train_noepi.log; }
+        grep -q "no algorithm for the GELU_AUX epilogue" $L.train_noepi.log && grep -q "no algorithm for the BGRADB epilogue" $L.train_noepi.log &&
+        follows $TMPD/noepi.jsonl $TMPD/cu.jsonl 2e-2 &&
+        ok "no GELU or bias-gradient epilogue from cuBLASLt: the unfused fallbacks are announced and follow the fused run (2e-2 relative)" ||
+        { bad "the fallback from the GELU and bias-gradient epilogues"; tail -n 3 $L.train_noepi.log; }
 fi
 
 # The benchmarks come right after the whole-model checks, so that the deadline cuts the longer multi-process stages

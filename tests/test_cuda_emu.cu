@@ -279,7 +279,9 @@ static uint32_t g_rng = 12345;
 static float urand(void) { g_rng = g_rng * 1664525u + 1013904223u; return ((g_rng >> 8) / 16777216.0f) * 2.0f - 1.0f; }
 
 // One matmul through the emulated cuBLASLt: D (m x n) = epi(op(A) op(B) + beta C [+ bias]), column-major, with A/B/D
-// of type t (fp32 or bf16), against the same in double on the stored inputs.
+// of type t (fp32 or bf16), against the same in double on the stored inputs; with BGRADA/BGRADB, the bias gradient
+// too (op(A)'s row sums or op(B)'s column sums, in D's type). misalign 1: A less aligned than the preference says;
+// 2: the bias pointer set only after the heuristic ran (which then took it as 256-byte aligned), and 2 bytes off.
 static void lt_case(int ta, int tb, float beta, cublasLtEpilogue_t epi, cudaDataType_t t, int misalign) {
     const int m = 24, n = 5, k = 7;
     size_t es = t == CUDA_R_32F ? 4 : 2;
@@ -300,7 +302,8 @@ static void lt_case(int ta, int tb, float beta, cublasLtEpilogue_t epi, cudaData
         for (size_t i = 0; i < h.size(); i++) { emu::store_float(d, t, i, h[i]); }
         return d;
     };
-    char *da = up(ha, misalign ? 2 : 0), *db = up(hb, 0), *dd = up(hd, 0), *dbias = up(hbias, 0), *daux = up(haux, 0);
+    char *da = up(ha, misalign == 1 ? 2 : 0), *db = up(hb, 0), *dd = up(hd, 0), *dbias = up(hbias, misalign == 2 ? 2 : 0), *daux = up(haux, 0);
+    const int bgrad = epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB;
     cublasLtHandle_t lt;
     cublasLtCreate(&lt);
     cublasLtMatmulDesc_t op;
@@ -309,7 +312,7 @@ static void lt_case(int ta, int tb, float beta, cublasLtEpilogue_t epi, cudaData
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa));
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb));
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
-    if (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+    if ((epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || bgrad) && misalign != 2) {
         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof(dbias));
     }
     if (epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_DGELU) {
@@ -328,6 +331,7 @@ static void lt_case(int ta, int tb, float beta, cublasLtEpilogue_t epi, cudaData
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found);
+    if (misalign == 2) { cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof(dbias)); }
     float alpha = 1.0f;
     cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, &heur.algo, NULL, 0, 0);
     cudaDeviceSynchronize(); // the product runs when the stream does
@@ -347,15 +351,25 @@ static void lt_case(int ta, int tb, float beta, cublasLtEpilogue_t epi, cudaData
             worst = fmax(worst, fabs(emu::load_as_float(dd, t, i + (size_t)j * ldd) - want) / (1.0 + fabs(want)));
         }
     }
+    if (bgrad) { // "auxiliary" below: the bias gradient
+        int rows = epi == CUBLASLT_EPILOGUE_BGRADA;
+        for (int i = 0; i < (rows ? m : n); i++) {
+            double s = 0.0;
+            for (int l = 0; l < k; l++) { s += rows ? ha[ta ? l + (size_t)i * lda : i + (size_t)l * lda] : hb[tb ? i + (size_t)l * ldb : l + (size_t)i * ldb]; }
+            worst_aux = fmax(worst_aux, fabs(emu::load_as_float(dbias, t, i) - s) / (1.0 + fabs(s)));
+        }
+    }
     double tol = t == CUDA_R_32F ? 1e-5 : 1e-2;
     const char* en = epi == CUBLASLT_EPILOGUE_BIAS ? "BIAS" : epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "GELU_AUX_BIAS"
-                   : epi == CUBLASLT_EPILOGUE_DGELU ? "DGELU" : "DEFAULT";
+                   : epi == CUBLASLT_EPILOGUE_DGELU ? "DGELU" : epi == CUBLASLT_EPILOGUE_BGRADA ? "BGRADA"
+                   : epi == CUBLASLT_EPILOGUE_BGRADB ? "BGRADB" : "DEFAULT";
     char name[160];
     snprintf(name, sizeof(name), "cuBLASLt %s, transA %d, transB %d, beta %g, %s", en, ta, tb, beta, t == CUDA_R_32F ? "fp32" : "bf16");
     check(found == 1 && worst <= tol && worst_aux <= tol, name, "worst relative error %.3g, auxiliary %.3g (tolerance %g)", worst, worst_aux, tol);
 }
 
 static void bug_misaligned(void) { lt_case(0, 0, 0.0f, CUBLASLT_EPILOGUE_DEFAULT, CUDA_R_32F, 1); }
+static void bug_bias_after_heuristic(void) { lt_case(1, 0, 0.0f, CUBLASLT_EPILOGUE_BIAS, CUDA_R_16BF, 2); }
 
 int main(void) {
     // indices over a 2D grid of 2D blocks
@@ -465,6 +479,9 @@ int main(void) {
     lt_case(0, 0, 0.0f, CUBLASLT_EPILOGUE_DGELU, CUDA_R_32F, 0);
     lt_case(1, 0, 0.0f, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUDA_R_16BF, 0);
     lt_case(0, 1, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, CUDA_R_16BF, 0);
+    lt_case(0, 1, 1.0f, CUBLASLT_EPILOGUE_BGRADB, CUDA_R_32F, 0); // the weight gradient's shape (B transposed, beta 1)
+    lt_case(0, 0, 0.0f, CUBLASLT_EPILOGUE_BGRADB, CUDA_R_16BF, 0);
+    lt_case(1, 0, 0.0f, CUBLASLT_EPILOGUE_BGRADA, CUDA_R_32F, 0);
     // an invalid launch configuration is reported by cudaGetLastError, as on a GPU
     {
         float* x = dev_floats(8);
@@ -591,5 +608,7 @@ int main(void) {
     expect_caught("a misaligned 16-byte vector access is caught (a GPU faults on it)", bug_vector_misaligned, "which is not 16-byte aligned");
     expect_caught("a host-to-device copy from device memory is caught", bug_copy_direction, "is device memory, where host memory was expected");
     expect_caught("a pointer less aligned than promised to cuBLASLt is caught", bug_misaligned, "the heuristic was promised 16");
+    expect_caught("a bias pointer set after cuBLASLt's heuristic, less aligned than the one it saw (none: 256), is caught",
+                  bug_bias_after_heuristic, "is 2-byte aligned, but the heuristic was given a pointer aligned to 256");
     return test_summary();
 }

@@ -3,9 +3,10 @@ tests/cuda_emu/cublaslt_emu.h: the part of cuBLASLt the backend uses, on the CPU
 
 The opaque descriptors of cublasLt.h hold our own structs. The heuristic query checks what the real library checks
 for these shapes (and a little more: every layout against the op's m, n, k) and returns one algorithm, which
-remembers the alignments the preference promised; cublasLtMatmul checks the pointers against them and each operand's
-extent against its allocation, then computes D = epilogue(alpha op(A) op(B) + beta C) with fp32 accumulation, as
-the GPU does (the order of the sum differs). Column-major, as cuBLAS.
+remembers the alignments the preference promised and those of the bias and auxiliary pointers set when it ran (the
+library reads them to learn theirs); cublasLtMatmul checks the pointers against them and each operand's extent
+against its allocation, then computes D = epilogue(alpha op(A) op(B) + beta C) with fp32 accumulation, as the GPU
+does (the order of the sum differs), and for BGRADA/BGRADB the bias gradient. Column-major, as cuBLAS.
 */
 #ifndef CUBLASLT_EMU_H
 #define CUBLASLT_EMU_H
@@ -27,7 +28,9 @@ struct LtDesc {
 };
 struct LtLayout { int32_t type; uint64_t rows, cols; int64_t ld; };
 struct LtPref { uint64_t workspace; uint32_t align[4]; };
-struct LtAlgo { uint32_t magic; uint32_t align[4]; };
+// align: A, B, C, D as the preference promised, then the bias and auxiliary pointers as they were when the heuristic
+// ran (it reads their values to learn their alignment; unset counts as 256)
+struct LtAlgo { uint32_t magic; uint32_t align[6]; };
 #define EMU_LT_MAGIC 0x4c54454du
 
 static_assert(sizeof(LtDesc) <= sizeof(cublasLtMatmulDescOpaque_t), "LtDesc");
@@ -67,6 +70,9 @@ static int epi_has_aux(uint32_t e) {
     return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
 }
 static int epi_has_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+// the bias gradient epilogues: the bias pointer receives the sums of op(A)'s rows (BGRADA, m of them) or of op(B)'s
+// columns (BGRADB, n of them) over k, in D's type; D itself is the plain product
+static int epi_is_bgrad(uint32_t e) { return e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB; }
 static float gelu_tanh(float x) {
     const float k = 0.7978845608028654f;
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
@@ -96,7 +102,11 @@ static const char* lt_validate(const LtDesc* d, const LtLayout* a, const LtLayou
     if (epi_has_aux(d->epilogue)) {
         if (d->aux_ld % 8 != 0 || d->aux_ld < (int64_t)m) { snprintf(why, sizeof(why), "GELU auxiliary leading dimension %lld (a multiple of 8, at least m = %llu, is required)", (long long)d->aux_ld, (unsigned long long)m); return why; }
     }
-    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS && !epi_has_aux(d->epilogue)) {
+    if (epi_is_bgrad(d->epilogue) && d->bias_type >= 0 && d->bias_type != out) {
+        return "a bias gradient of a type other than D's (cublasLt.h: the same type as the output elements)";
+    }
+    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS && !epi_has_aux(d->epilogue) &&
+        !epi_is_bgrad(d->epilogue)) {
         return "an epilogue the emulator does not know";
     }
     *m_out = m; *n_out = n; *k_out = k;
@@ -200,12 +210,15 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     const char* why = emu::lt_validate(op, (emu::LtLayout*)a, (emu::LtLayout*)b, (emu::LtLayout*)c, (emu::LtLayout*)d, &m, &n, &k);
     if (why) { emu::fail("cublasLtMatmulAlgoGetHeuristic: %s", why); }
     *found = 0;
+    // CUDA_EMU_NO_EPILOGUE=1: no algorithm for the GELU and bias-gradient epilogues (the callers' unfused paths)
     const char* no_epi = getenv("CUDA_EMU_NO_EPILOGUE");
-    if (no_epi && atoi(no_epi) && emu::epi_has_aux(op->epilogue)) { return CUBLAS_STATUS_NOT_SUPPORTED; }
+    if (no_epi && atoi(no_epi) && (emu::epi_has_aux(op->epilogue) || emu::epi_is_bgrad(op->epilogue))) { return CUBLAS_STATUS_NOT_SUPPORTED; }
     memset(&results[0], 0, sizeof(results[0]));
     emu::LtAlgo* algo = (emu::LtAlgo*)&results[0].algo;
     algo->magic = EMU_LT_MAGIC;
-    memcpy(algo->align, ((emu::LtPref*)pref)->align, sizeof(algo->align));
+    memcpy(algo->align, ((emu::LtPref*)pref)->align, 4 * sizeof(uint32_t));
+    algo->align[4] = emu::ptr_alignment(op->bias); // NULL: 256, the most an algorithm may then assume
+    algo->align[5] = emu::ptr_alignment(op->aux);
     results[0].workspaceSize = 0;
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
@@ -225,12 +238,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     if (why) { emu::fail("cublasLtMatmul: %s", why); }
     if (!algo_p || ((const emu::LtAlgo*)algo_p)->magic != EMU_LT_MAGIC) { emu::fail("cublasLtMatmul: no algorithm from the heuristic"); }
     const emu::LtAlgo* algo = (const emu::LtAlgo*)algo_p;
-    const void* ptrs[4] = {A, B, C, D};
-    const char* names[4] = {"A", "B", "C", "D"};
-    for (int i = 0; i < 4; i++) {
+    const int uses_bias = emu::epi_has_bias(op->epilogue) || emu::epi_is_bgrad(op->epilogue);
+    const void* ptrs[6] = {A, B, C, D, uses_bias ? op->bias : NULL, emu::epi_has_aux(op->epilogue) ? op->aux : NULL};
+    const char* names[6] = {"A", "B", "C", "D", "the bias", "the auxiliary matrix"};
+    for (int i = 0; i < 6; i++) {
         if (emu::ptr_alignment(ptrs[i]) < algo->align[i]) {
-            emu::fail("cublasLtMatmul: %s at %p is %u-byte aligned, but the heuristic was promised %u", names[i], ptrs[i],
-                      emu::ptr_alignment(ptrs[i]), algo->align[i]);
+            emu::fail("cublasLtMatmul: %s at %p is %u-byte aligned, but the heuristic was %s %u", names[i], ptrs[i],
+                      emu::ptr_alignment(ptrs[i]), i < 4 ? "promised" : "given a pointer aligned to", algo->align[i]);
         }
     }
     if (workspace_bytes) { emu::mem_check(workspace, workspace_bytes, emu::MEM_DEVICE, "cublasLtMatmul: the workspace"); }
@@ -246,6 +260,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     if (emu::epi_has_bias(op->epilogue)) {
         if (!op->bias) { emu::fail("cublasLtMatmul: a bias epilogue without a bias pointer"); }
         emu::mem_check(op->bias, m * emu::type_size(bias_type), emu::MEM_DEVICE, "cublasLtMatmul: the bias");
+    }
+    if (emu::epi_is_bgrad(op->epilogue)) {
+        if (!op->bias) { emu::fail("cublasLtMatmul: a bias-gradient epilogue without a bias pointer"); }
+        // the library's documentation does not say how alpha scales the bias gradient: refuse what cannot be vouched for
+        if (*(const float*)alpha_p != 1.0f) { emu::fail("cublasLtMatmul: a bias-gradient epilogue with alpha %g (the emulator knows alpha 1 only)", *(const float*)alpha_p); }
+        size_t len = op->epilogue == CUBLASLT_EPILOGUE_BGRADA ? m : n;
+        emu::mem_check(op->bias, len * emu::type_size(dd->type), emu::MEM_DEVICE, "cublasLtMatmul: the bias gradient");
     }
     if (emu::epi_has_aux(op->epilogue)) {
         if (!op->aux) { emu::fail("cublasLtMatmul: a GELU epilogue without an auxiliary pointer"); }
@@ -296,6 +317,15 @@ static void lt_compute(const LtDesc* op, const LtLayout* a, const LtLayout* b, c
         }
     }
 #endif
+    if (epi_is_bgrad(op->epilogue)) { // fp32 sums over k, stored in D's type
+        int rows = op->epilogue == CUBLASLT_EPILOGUE_BGRADA;
+        const std::vector<float>& src = rows ? at : bt;
+        for (uint64_t i = 0; i < (rows ? m : n); i++) {
+            float s = 0.0f;
+            for (uint64_t l = 0; l < k; l++) { s += src[i * k + l]; }
+            store_float((void*)op->bias, dd->type, i, s);
+        }
+    }
     for (uint64_t j = 0; j < n; j++) {
         for (uint64_t i = 0; i < m; i++) {
             float v = alpha * out[j * m + i];
