@@ -48,6 +48,9 @@
 # concurrency, speed) stays for the GPU. Its last line is also "N passed, M failed", for scripts/run_tests.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# mpirun ends a failed job (the hung-rank stages) with SIGCONT, 1 s, SIGTERM, 1 s, SIGKILL, even after every process
+# has exited: no grace (Open MPI's odls_base_sigkill_timeout; other MPIs ignore it)
+export OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:-0}"
 QUICK=0; EMU=0; SAN_ONLY=0; SAN_SECS=150
 while [ $# -gt 0 ]; do
     case "$1" in

@@ -7,6 +7,14 @@ cd "$(dirname "$0")/.."
 export GPT2_VOCAB_DIR="${GPT2_VOCAB_DIR:-data/gpt2}"
 # tests must not inherit a fault injection from the caller's shell
 unset TRAIN_GPT_FAULT
+# Open MPI settings for the tests' hundreds of short jobs (a value the caller set wins; training runs set nothing):
+# - the ob1 PML, which Debian's configuration ends up with anyway, named so that the ranks of each job reach it at
+#   once instead of first probing the cm PML's transports: 0.7 to 0.45 s per 2-rank mpirun here (a single process
+#   sets it itself, comm.h);
+# - no grace period when mpirun ends a job that failed: it sends SIGCONT, waits 1 s, SIGTERM, waits 1 s, SIGKILL,
+#   even when every process has already exited, so every test that expects a refusal or a failure waited 2 s.
+# tests/testing.h passes them on to the commands the C test binaries run (it drops every other OMPI_ variable).
+export OMPI_MCA_pml="${OMPI_MCA_pml:-ob1}" OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:-0}"
 passed=0
 failed=0
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1"

@@ -31,15 +31,33 @@ static void __attribute__((format(printf, 3, 4))) check(int ok, const char* name
     fflush(stdout);
 }
 
+// The caller's Open MPI settings: "export OMPI_MCA_x='v' ...;" for the OMPI_MCA_ variables this process had when it
+// started (before an MPI_Init of its own could add job variables), unless mpirun started it (then they are the job's).
+// scripts/run_tests.sh sets some for the tests' many short jobs; run_capture passes them on.
+static char g_caller_mca[4096];
+__attribute__((constructor)) static void testing__save_caller_mca(void) {
+    extern char** environ;
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK")) { return; }
+    size_t n = 0;
+    for (char** e = environ; *e; e++) {
+        const char* eq = strchr(*e, '=');
+        if (strncmp(*e, "OMPI_MCA_", 9) != 0 || !eq || strchr(eq, '\'')) { continue; } // (a quote in a value: left out)
+        int w = snprintf(g_caller_mca + n, sizeof(g_caller_mca) - n, "export %.*s='%s'; ", (int)(eq - *e), *e, eq + 1);
+        if (w < 0 || (size_t)w >= sizeof(g_caller_mca) - n) { g_caller_mca[n] = '\0'; break; }
+        n += (size_t)w;
+    }
+}
+
 // Runs a shell command, capturing stdout+stderr into out (truncated to cap); returns the exit status, or
 // 128 + signal when it was killed by a signal. For the tests that drive the real binaries.
 static int run_capture(const char* cmd, char* out, size_t cap) {
     // A test binary may be an MPI singleton: its OMPI_/PMIX_ variables would make a child mpirun (or a child
-    // singleton) try to join this job, so the child shell drops them first.
-    size_t need = strlen(cmd) + 256;
+    // singleton) try to join this job, so the child shell drops them first, then restores the caller's settings.
+    size_t need = strlen(cmd) + strlen(g_caller_mca) + 256;
     char* full = (char*)malloc(need);
     if (!full) { return -1; }
-    snprintf(full, need, "unset $(env | sed -n 's/^\\(OMPI_[A-Za-z0-9_]*\\|PMIX_[A-Za-z0-9_]*\\|OPAL_[A-Za-z0-9_]*\\)=.*/\\1/p'); (%s) 2>&1", cmd);
+    snprintf(full, need, "unset $(env | sed -n 's/^\\(OMPI_[A-Za-z0-9_]*\\|PMIX_[A-Za-z0-9_]*\\|OPAL_[A-Za-z0-9_]*\\)=.*/\\1/p'); %s(%s) 2>&1",
+             g_caller_mca, cmd);
     double t0 = -1.0;
     const char* times = getenv("TEST_COMMAND_TIMES");
     if (times && atoi(times)) {
