@@ -1,7 +1,7 @@
 /*
 cudnn_att.cuh: causal flash attention (forward and backward) through cuDNN 9's backend (graph) C API, for the CUDA
-backend (kernels.cuh includes it when built with -DUSE_CUDNN). The C++ frontend is not installed, so the graphs are
-built descriptor by descriptor, mirroring what the frontend builds for causal bf16/fp16 SDPA on cuDNN 9.19: a
+backend (kernels_attention.cuh includes it when built with -DUSE_CUDNN). The C++ frontend is not installed, so the
+graphs are built descriptor by descriptor, mirroring what the frontend builds for causal bf16/fp16 SDPA on cuDNN 9.19: a
 composite graph of matmul, pointwise, reduction and reshape operations that cuDNN recognises and runs with its
 fused flash-attention engines (the recipe, with its sources: ../shared/notes/cudnn-sdpa.md).
 

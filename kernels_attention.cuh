@@ -1,0 +1,490 @@
+/*
+kernels_attention.cuh: the CUDA backend's causal attention (split out of kernels.cuh by topic and included by it
+after its core; not a standalone header). The native kernels (a warp per row; on the tensor cores through wmma in
+16-bit builds where the shape allows), cuDNN's fused flash attention (cudnn_att.cuh, where built with cuDNN), and
+the ops of kernels.h that choose between them (--attention cudnn|native|auto).
+*/
+#ifndef KERNELS_ATTENTION_CUH
+#define KERNELS_ATTENTION_CUH
+
+// ----------------------------------------------------------------------------
+// Causal attention, native kernels (the fallback and cross-check of the cuDNN path). CPU twins: attention_forward,
+// attention_backward (same math: S = scale Q K^T masked, P = softmax, O = P V, lse kept; backward recomputes P).
+// One warp per query row (forward, dQ) or key row (dK, dV); the 32 lanes take 32 keys (queries) at a time, each
+// computing a full dot product over the head, then the warp accumulates the head vector, each lane owning
+// head dims lane, lane + 32, ... (hs <= 128). Online softmax: no T x T matrix in memory. O(T^2 hs) work per head,
+// deterministic.
+
+#define KERNELS_ATT_MAX_HS 128
+#define KERNELS_ATT_PER_LANE (KERNELS_ATT_MAX_HS / 32)
+
+__device__ __forceinline__ float kernels__dot(const floatX* a, const floatX* b, int hs) {
+    float s = 0.0f;
+    for (int d = 0; d < hs; d++) { s += kernels__f(a[d]) * kernels__f(b[d]); }
+    return s;
+}
+
+__global__ void kernels__attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
+    int hs = C / NH, lane = threadIdx.x % 32;
+    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; // over (b, h, i)
+    if (row >= (long)B * NH * T) { return; }
+    int i = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long)T * NH));
+    float scale = rsqrtf((float)hs);
+    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const floatX* q = base + (size_t)i * 3 * C + h * hs;
+    float m = -INFINITY, l = 0.0f, o[KERNELS_ATT_PER_LANE] = {0};
+    for (int j0 = 0; j0 <= i; j0 += 32) {
+        int j = j0 + lane;
+        float s = -INFINITY;
+        if (j <= i) { s = scale * kernels__dot(q, base + (size_t)j * 3 * C + C + h * hs, hs); }
+        float mc = kernels__warp_max(s), mn = fmaxf(m, mc);
+        float p = j <= i ? __expf(s - mn) : 0.0f;
+        float corr = __expf(m - mn); // 0 at the first chunk (m = -inf)
+        l = l * corr + kernels__warp_sum(p);
+        for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) { o[e] *= corr; }
+        int nj = i - j0 + 1 < 32 ? i - j0 + 1 : 32;
+        for (int jj = 0; jj < nj; jj++) {
+            float pj = __shfl_sync(0xffffffffu, p, jj);
+            const floatX* v = base + (size_t)(j0 + jj) * 3 * C + 2 * C + h * hs;
+            for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+                int d = lane + 32 * e;
+                if (d < hs) { o[e] += pj * kernels__f(v[d]); }
+            }
+        }
+        m = mn;
+    }
+    floatX* orow = out + ((size_t)b * T + i) * C + h * hs;
+    for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < hs) { orow[d] = kernels__x(o[e] / l); }
+    }
+    if (lane == 0) { lse[((size_t)b * NH + h) * T + i] = m + logf(l); }
+}
+
+// ----------------------------------------------------------------------------
+// Causal attention on the tensor cores (wmma): the native path for 16-bit storage where the shape allows it (T, C and
+// the head size multiples of 16, the head size at most 128, buffers 32-byte aligned: kernels__att_tc_ok); the
+// kernels above run the rest, and fp32 storage. Same math and CPU twins as above. Each warp owns one 16-row tile
+// (query rows for the forward and dQ, key rows for dK and dV) and walks the 16 x 16 tiles of S = scale Q K^T that its
+// rows need: the products on the tensor cores with fp32 accumulation, the softmax between them in fp32 through a
+// 16 x 16 scratch tile in shared memory, and P (or dS) rounded to the storage type for the second product, as cuDNN
+// does. The warps of a block are independent: no __syncthreads, a __syncwarp
+// around each use of a warp's scratch tiles. Deterministic: a fixed order, no atomics.
+// The forward takes two passes over the keys, the row maximum and sum first (the log-sum-exp L), then
+// O = sum_j exp(S_j - L) V_j, so that O never needs rescaling and stays in the tensor cores' accumulators (whose
+// layout across lanes CUDA leaves unspecified): one product more per tile than a one-pass online softmax.
+// The backward as the kernels above: dQ by query tiles, dK and dV by key tiles, each recomputing P from L.
+
+#if !defined(ENABLE_FP32)
+#include <mma.h>
+#define KERNELS_TC_ATT 1
+#define KERNELS_TC_WARPS 4
+namespace kwmma = nvcuda::wmma;
+typedef kwmma::fragment<kwmma::matrix_a, 16, 16, 16, floatX, kwmma::row_major> KernelsFragA;
+typedef kwmma::fragment<kwmma::matrix_b, 16, 16, 16, floatX, kwmma::row_major> KernelsFragB;  // B from rows (k, n)
+typedef kwmma::fragment<kwmma::matrix_b, 16, 16, 16, floatX, kwmma::col_major> KernelsFragBt; // B = (rows (n, k))^T
+typedef kwmma::fragment<kwmma::accumulator, 16, 16, 16, float> KernelsFragC;
+
+// This warp's 16-row tile: batch b, head h, first row t0 (false past the last tile).
+__device__ __forceinline__ bool kernels__tc_tile(int B, int T, int NH, int* b, int* h, int* t0) {
+    long g = (long)blockIdx.x * KERNELS_TC_WARPS + threadIdx.x / 32, per = T / 16;
+    if (g >= (long)B * NH * per) { return false; }
+    *t0 = (int)(g % per) * 16;
+    *h = (int)((g / per) % NH);
+    *b = (int)(g / per / NH);
+    return true;
+}
+
+// The warp's scratch tile t (16 x 16 fp32, shared) = A R^T over the head: A the 16 x HS tile held as NK fragments, R
+// the 16 rows at `rows` (leading dimension ld). S = Q K^T with A = Q, R = K; dP = dO V^T; and the transposed
+// S^T = K Q^T, dP^T = V dO^T. Each lane stores its part: a __syncwarp before other lanes read it.
+template <int NK, class Tile>
+__device__ __forceinline__ void kernels__tc_abt(Tile t, const KernelsFragA* a, const floatX* rows, unsigned ld) {
+    KernelsFragC acc;
+    kwmma::fill_fragment(acc, 0.0f);
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) {
+        KernelsFragBt rt;
+        kwmma::load_matrix_sync(rt, rows + 16 * k, ld);
+        kwmma::mma_sync(acc, a[k], rt, acc);
+    }
+    kwmma::store_matrix_sync(&t[0][0], acc, 16, kwmma::mem_row_major);
+}
+
+template <int NK> __device__ __forceinline__ void kernels__tc_zero(KernelsFragC* acc) {
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) { kwmma::fill_fragment(acc[k], 0.0f); }
+}
+
+// f[k] = the k-th 16 columns of the 16 rows at `rows` (a 16 x HS tile of Q, K, V or dO as NK A fragments)
+template <int NK>
+__device__ __forceinline__ void kernels__tc_load_rows(KernelsFragA* f, const floatX* rows, unsigned ld) {
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) { kwmma::load_matrix_sync(f[k], rows + 16 * k, ld); }
+}
+
+// acc[k] += P R over the 16 rows at `rows`: P a 16 x 16 tile in shared memory (P V, dS K, P^T dO, dS^T Q)
+template <int NK>
+__device__ __forceinline__ void kernels__tc_accumulate(KernelsFragC* acc, const KernelsFragA& p, const floatX* rows, unsigned ld) {
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) {
+        KernelsFragB rb;
+        kwmma::load_matrix_sync(rb, rows + 16 * k, ld);
+        kwmma::mma_sync(acc[k], p, rb, acc[k]);
+    }
+}
+
+// The element-wise work on a 16 x 16 scratch tile: lane l takes column l % 16 of rows l / 16 + 2 q, q = 0..7, so
+// each step q reads 32 consecutive floats (no shared-memory bank conflicts), and a row's 16 columns lie in the 16
+// lanes of one half-warp (reduced with 4 xor shuffles).
+#define KERNELS_TC_ROW(q) (lane / 16 + 2 * (q))
+
+// dst rows (16 x HS, leading dimension ld) = scale * acc, rounded to floatX, through the warp's scratch tile s
+template <int NK, class S>
+__device__ __forceinline__ void kernels__tc_write(floatX* dst, size_t ld, const KernelsFragC* acc, float scale, S s, int lane) {
+    int col = lane % 16;
+    KERNELS_UNROLL
+    for (int k = 0; k < NK; k++) {
+        __syncwarp(); // the tile's last readers are done
+        kwmma::store_matrix_sync(&s[0][0], acc[k], 16, kwmma::mem_row_major);
+        __syncwarp();
+        KERNELS_UNROLL
+        for (int q = 0; q < 8; q++) { dst[(size_t)KERNELS_TC_ROW(q) * ld + 16 * k + col] = kernels__x(scale * s[KERNELS_TC_ROW(q)][col]); }
+    }
+}
+
+template <int HS>
+__global__ void kernels__attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
+    constexpr int NK = HS / 16;
+    __shared__ __align__(32) float tc_s[KERNELS_TC_WARPS][16][16];
+    __shared__ __align__(32) floatX tc_p[KERNELS_TC_WARPS][16][16];
+    int b, h, i0;
+    if (!kernels__tc_tile(B, T, NH, &b, &h, &i0)) { return; } // (a whole warp: no block-wide synchronisation below)
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, col = lane % 16;
+    unsigned ld = 3 * C;
+    const floatX* base = qkv + (size_t)b * T * ld + h * HS;
+    float scale = rsqrtf((float)HS);
+    KernelsFragA q[NK];
+    kernels__tc_load_rows<NK>(q, base + (size_t)i0 * ld, ld);
+    // pass 1: each lane's running maximum and sum of its column in its 8 rows, then merged over the half-warp
+    float m[8], l[8];
+    KERNELS_UNROLL
+    for (int e = 0; e < 8; e++) { m[e] = -INFINITY; l[e] = 0.0f; }
+    for (int j0 = 0; j0 <= i0; j0 += 16) {
+        kernels__tc_abt<NK>(tc_s[w], q, base + C + (size_t)j0 * ld, ld);
+        __syncwarp();
+        KERNELS_UNROLL
+        for (int e = 0; e < 8; e++) {
+            int r = KERNELS_TC_ROW(e);
+            if (j0 + col > i0 + r) { continue; } // causal (the diagonal tile only)
+            float x = scale * tc_s[w][r][col];
+            if (x > m[e]) { l[e] = l[e] * __expf(m[e] - x) + 1.0f; m[e] = x; }
+            else { l[e] += __expf(x - m[e]); }
+        }
+        __syncwarp();
+    }
+    float L[8];
+    KERNELS_UNROLL
+    for (int e = 0; e < 8; e++) {
+        for (int o = 1; o < 16; o <<= 1) { // (a lane whose column is masked in every tile so far has m = -inf, l = 0)
+            float m2 = __shfl_xor_sync(0xffffffffu, m[e], o), l2 = __shfl_xor_sync(0xffffffffu, l[e], o), M = fmaxf(m[e], m2);
+            l[e] = (m[e] == -INFINITY ? 0.0f : l[e] * __expf(m[e] - M)) + (m2 == -INFINITY ? 0.0f : l2 * __expf(m2 - M));
+            m[e] = M;
+        }
+        L[e] = m[e] + logf(l[e]); // (key 0 is in every row: m finite)
+    }
+    // pass 2: O = sum_j P_j V_j with P = exp(scale S - L), rounded to floatX for the product
+    KernelsFragC o[NK];
+    kernels__tc_zero<NK>(o);
+    for (int j0 = 0; j0 <= i0; j0 += 16) {
+        kernels__tc_abt<NK>(tc_s[w], q, base + C + (size_t)j0 * ld, ld);
+        __syncwarp();
+        KERNELS_UNROLL
+        for (int e = 0; e < 8; e++) {
+            int r = KERNELS_TC_ROW(e);
+            tc_p[w][r][col] = kernels__x(j0 + col <= i0 + r ? __expf(scale * tc_s[w][r][col] - L[e]) : 0.0f);
+        }
+        __syncwarp();
+        KernelsFragA pa;
+        kwmma::load_matrix_sync(pa, &tc_p[w][0][0], 16);
+        kernels__tc_accumulate<NK>(o, pa, base + 2 * C + (size_t)j0 * ld, ld);
+    }
+    kernels__tc_write<NK>(out + ((size_t)b * T + i0) * C + h * HS, (size_t)C, o, 1.0f, tc_s[w], lane);
+    if (col == 0) {
+        KERNELS_UNROLL
+        for (int e = 0; e < 8; e++) { lse[((size_t)b * NH + h) * T + i0 + KERNELS_TC_ROW(e)] = L[e]; }
+    }
+}
+
+// dQ_i = scale sum_j dS_ij K_j, dS = P (dP - D), dP = dO V^T, by query tiles
+template <int HS>
+__global__ void kernels__attention_dq_tc(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
+                                         int B, int T, int C, int NH) {
+    constexpr int NK = HS / 16;
+    __shared__ __align__(32) float tc_s[KERNELS_TC_WARPS][16][16], tc_d[KERNELS_TC_WARPS][16][16];
+    __shared__ __align__(32) floatX tc_p[KERNELS_TC_WARPS][16][16];
+    int b, h, i0;
+    if (!kernels__tc_tile(B, T, NH, &b, &h, &i0)) { return; }
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, col = lane % 16;
+    unsigned ld = 3 * C;
+    const floatX* base = qkv + (size_t)b * T * ld + h * HS;
+    const floatX* dob = dout + (size_t)b * T * C + h * HS;
+    float scale = rsqrtf((float)HS);
+    KernelsFragA q[NK], dO[NK];
+    kernels__tc_load_rows<NK>(q, base + (size_t)i0 * ld, ld);
+    kernels__tc_load_rows<NK>(dO, dob + (size_t)i0 * C, (unsigned)C);
+    float L[8], D[8];
+    KERNELS_UNROLL
+    for (int e = 0; e < 8; e++) {
+        size_t si = ((size_t)b * NH + h) * T + i0 + KERNELS_TC_ROW(e);
+        L[e] = lse[si];
+        D[e] = Dbuf[si];
+    }
+    KernelsFragC dq[NK];
+    kernels__tc_zero<NK>(dq);
+    for (int j0 = 0; j0 <= i0; j0 += 16) {
+        kernels__tc_abt<NK>(tc_s[w], q, base + C + (size_t)j0 * ld, ld);      // S
+        kernels__tc_abt<NK>(tc_d[w], dO, base + 2 * C + (size_t)j0 * ld, ld); // dP
+        __syncwarp();
+        KERNELS_UNROLL
+        for (int e = 0; e < 8; e++) {
+            int r = KERNELS_TC_ROW(e);
+            float p = j0 + col <= i0 + r ? __expf(scale * tc_s[w][r][col] - L[e]) : 0.0f;
+            tc_p[w][r][col] = kernels__x(p * (tc_d[w][r][col] - D[e]));
+        }
+        __syncwarp();
+        KernelsFragA dsa;
+        kwmma::load_matrix_sync(dsa, &tc_p[w][0][0], 16);
+        kernels__tc_accumulate<NK>(dq, dsa, base + C + (size_t)j0 * ld, ld);
+    }
+    kernels__tc_write<NK>(dqkv + ((size_t)b * T + i0) * ld + h * HS, (size_t)ld, dq, scale, tc_s[w], lane);
+}
+
+// dV_j = sum_i P_ij dO_i, dK_j = scale sum_i dS_ij Q_i, by key tiles (S^T = K Q^T and dP^T = V dO^T: rows are keys,
+// columns queries, so each lane needs one query's L and D per tile)
+template <int HS>
+__global__ void kernels__attention_dkv_tc(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
+                                          int B, int T, int C, int NH) {
+    constexpr int NK = HS / 16;
+    __shared__ __align__(32) float tc_s[KERNELS_TC_WARPS][16][16], tc_d[KERNELS_TC_WARPS][16][16];
+    __shared__ __align__(32) floatX tc_p[KERNELS_TC_WARPS][16][16], tc_g[KERNELS_TC_WARPS][16][16];
+    int b, h, j0;
+    if (!kernels__tc_tile(B, T, NH, &b, &h, &j0)) { return; }
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, col = lane % 16;
+    unsigned ld = 3 * C;
+    const floatX* base = qkv + (size_t)b * T * ld + h * HS;
+    const floatX* dob = dout + (size_t)b * T * C + h * HS;
+    float scale = rsqrtf((float)HS);
+    KernelsFragA kf[NK], vf[NK];
+    kernels__tc_load_rows<NK>(kf, base + C + (size_t)j0 * ld, ld);
+    kernels__tc_load_rows<NK>(vf, base + 2 * C + (size_t)j0 * ld, ld);
+    KernelsFragC dk[NK], dv[NK];
+    kernels__tc_zero<NK>(dk);
+    kernels__tc_zero<NK>(dv);
+    const float* lse_bh = lse + ((size_t)b * NH + h) * T;
+    const float* D_bh = Dbuf + ((size_t)b * NH + h) * T;
+    for (int i0 = j0; i0 < T; i0 += 16) {
+        kernels__tc_abt<NK>(tc_s[w], kf, base + (size_t)i0 * ld, ld);      // S^T
+        kernels__tc_abt<NK>(tc_d[w], vf, dob + (size_t)i0 * C, (unsigned)C); // dP^T
+        float Li = lse_bh[i0 + col], Di = D_bh[i0 + col]; // this lane's query
+        __syncwarp();
+        KERNELS_UNROLL
+        for (int e = 0; e < 8; e++) { // row r: key j0 + r
+            int r = KERNELS_TC_ROW(e);
+            float p = 0.0f, ds = 0.0f;
+            if (j0 + r <= i0 + col) {
+                p = __expf(scale * tc_s[w][r][col] - Li);
+                ds = p * (tc_d[w][r][col] - Di);
+            }
+            tc_p[w][r][col] = kernels__x(p);
+            tc_g[w][r][col] = kernels__x(ds);
+        }
+        __syncwarp();
+        KernelsFragA pa, ga;
+        kwmma::load_matrix_sync(pa, &tc_p[w][0][0], 16);
+        kwmma::load_matrix_sync(ga, &tc_g[w][0][0], 16);
+        kernels__tc_accumulate<NK>(dv, pa, dob + (size_t)i0 * C, (unsigned)C);
+        kernels__tc_accumulate<NK>(dk, ga, base + (size_t)i0 * ld, ld);
+    }
+    floatX* dkrow = dqkv + ((size_t)b * T + j0) * ld + C + h * HS;
+    kernels__tc_write<NK>(dkrow, (size_t)ld, dk, scale, tc_s[w], lane);
+    kernels__tc_write<NK>(dkrow + C, (size_t)ld, dv, 1.0f, tc_s[w], lane);
+}
+
+// Whether the tensor-core kernels take this shape (the pointers: every tile a wmma load or store touches must be
+// 32-byte aligned, which the multiples of 16 keep once the buffers are)
+static int kernels__att_tc_ok(int T, int C, int NH, std::initializer_list<const void*> bufs) {
+    int hs = C / NH;
+    if (T % 16 != 0 || C % 16 != 0 || C % NH != 0 || hs % 16 != 0 || hs > 128) { return 0; }
+    for (const void* p : bufs) { if ((uintptr_t)p % 32 != 0) { return 0; } }
+    return 1;
+}
+
+// Calls launch(std::integral_constant<int, HS>) for the head size hs (16, 32, ..., 128): the kernels are templates
+// on it, so each warp's fragments are arrays of known length (registers, not local memory).
+template <int HS, class F> static void kernels__tc_dispatch(F launch, int hs) {
+    if (hs == HS) { launch(std::integral_constant<int, HS>()); return; }
+    if constexpr (HS < 128) { kernels__tc_dispatch<HS + 16>(launch, hs); }
+}
+static unsigned kernels__tc_grid(int B, int T, int NH) {
+    long warps = (long)B * NH * (T / 16);
+    return (unsigned)((warps + KERNELS_TC_WARPS - 1) / KERNELS_TC_WARPS);
+}
+#endif // !ENABLE_FP32
+
+#ifdef USE_CUDNN
+#include "cudnn_att.cuh" // defines: cudnn_attention_forward, cudnn_attention_backward (and the graph builders)
+#endif
+
+static void kernels__attention_check(int C, int NH) {
+    if (C % NH != 0 || C / NH > KERNELS_ATT_MAX_HS) { fatal("attention: head size %d is not supported (at most %d)", C / NH, KERNELS_ATT_MAX_HS); }
+}
+
+static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
+                              int NH) {
+#ifdef USE_CUDNN
+    if (ctx->attention_cudnn && cudnn_attention_forward(ctx, out, lse, qkv, B, T, C, NH)) { return; }
+#endif
+    kernels__attention_check(C, NH);
+#ifdef KERNELS_TC_ATT
+    if (kernels__att_tc_ok(T, C, NH, {out, qkv})) {
+        kernels__tc_dispatch<16>([&](auto hs) {
+            constexpr int HS = decltype(hs)::value;
+            kernels__attention_forward_tc<HS><<<kernels__tc_grid(B, T, NH), 32 * KERNELS_TC_WARPS, 0, ctx->stream>>>(out, lse, qkv, B, T, C, NH);
+        }, C / NH);
+        launchCheck();
+        return;
+    }
+#endif
+    long rows = (long)B * NH * T;
+    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, lse, qkv, B, T, C, NH);
+    launchCheck();
+}
+
+// D_i = sum_d dO_i[d] O_i[d], one warp per (b, h, i)
+__global__ void kernels__attention_D(float* Dbuf, const floatX* dout, const floatX* out, int B, int T, int C, int NH) {
+    int hs = C / NH, lane = threadIdx.x % 32;
+    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= (long)B * NH * T) { return; }
+    int i = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long)T * NH));
+    const floatX* o = out + ((size_t)b * T + i) * C + h * hs;
+    const floatX* dO = dout + ((size_t)b * T + i) * C + h * hs;
+    float s = 0.0f;
+    for (int d = lane; d < hs; d += 32) { s += kernels__f(o[d]) * kernels__f(dO[d]); }
+    s = kernels__warp_sum(s);
+    if (lane == 0) { Dbuf[((size_t)b * NH + h) * T + i] = s; }
+}
+
+// dQ_i = scale sum_{j<=i} dS_ij K_j, dS_ij = P_ij (dO_i . V_j - D_i), P_ij = exp(scale Q_i . K_j - lse_i)
+__global__ void kernels__attention_dq(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
+                                      int B, int T, int C, int NH) {
+    int hs = C / NH, lane = threadIdx.x % 32;
+    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= (long)B * NH * T) { return; }
+    int i = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long)T * NH));
+    float scale = rsqrtf((float)hs);
+    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const floatX* q = base + (size_t)i * 3 * C + h * hs;
+    const floatX* dO = dout + ((size_t)b * T + i) * C + h * hs;
+    size_t si = ((size_t)b * NH + h) * T + i;
+    float l = lse[si], Di = Dbuf[si], acc[KERNELS_ATT_PER_LANE] = {0};
+    for (int j0 = 0; j0 <= i; j0 += 32) {
+        int j = j0 + lane;
+        float ds = 0.0f;
+        if (j <= i) {
+            const floatX* k = base + (size_t)j * 3 * C + C + h * hs;
+            const floatX* v = k + C;
+            float p = __expf(scale * kernels__dot(q, k, hs) - l);
+            ds = p * (kernels__dot(dO, v, hs) - Di);
+        }
+        int nj = i - j0 + 1 < 32 ? i - j0 + 1 : 32;
+        for (int jj = 0; jj < nj; jj++) {
+            float dsj = __shfl_sync(0xffffffffu, ds, jj);
+            const floatX* k = base + (size_t)(j0 + jj) * 3 * C + C + h * hs;
+            for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+                int d = lane + 32 * e;
+                if (d < hs) { acc[e] += dsj * kernels__f(k[d]); }
+            }
+        }
+    }
+    floatX* dq = dqkv + (size_t)b * T * 3 * C + (size_t)i * 3 * C + h * hs;
+    for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < hs) { dq[d] = kernels__x(scale * acc[e]); }
+    }
+}
+
+// dV_j = sum_{i>=j} P_ij dO_i;  dK_j = scale sum_{i>=j} dS_ij Q_i
+__global__ void kernels__attention_dkv(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
+                                       int B, int T, int C, int NH) {
+    int hs = C / NH, lane = threadIdx.x % 32;
+    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= (long)B * NH * T) { return; }
+    int j = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long)T * NH));
+    float scale = rsqrtf((float)hs);
+    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const floatX* k = base + (size_t)j * 3 * C + C + h * hs;
+    const floatX* v = k + C;
+    float dk[KERNELS_ATT_PER_LANE] = {0}, dv[KERNELS_ATT_PER_LANE] = {0};
+    for (int i0 = j; i0 < T; i0 += 32) {
+        int i = i0 + lane;
+        float p = 0.0f, ds = 0.0f;
+        if (i < T) {
+            const floatX* q = base + (size_t)i * 3 * C + h * hs;
+            const floatX* dO = dout + ((size_t)b * T + i) * C + h * hs;
+            size_t si = ((size_t)b * NH + h) * T + i;
+            p = __expf(scale * kernels__dot(q, k, hs) - lse[si]);
+            ds = p * (kernels__dot(dO, v, hs) - Dbuf[si]);
+        }
+        int ni = T - i0 < 32 ? T - i0 : 32;
+        for (int ii = 0; ii < ni; ii++) {
+            float pi = __shfl_sync(0xffffffffu, p, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
+            const floatX* q = base + (size_t)(i0 + ii) * 3 * C + h * hs;
+            const floatX* dO = dout + ((size_t)b * T + i0 + ii) * C + h * hs;
+            for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+                int d = lane + 32 * e;
+                if (d < hs) { dv[e] += pi * kernels__f(dO[d]); dk[e] += dsi * kernels__f(q[d]); }
+            }
+        }
+    }
+    floatX* dkr = dqkv + (size_t)b * T * 3 * C + (size_t)j * 3 * C + C + h * hs;
+    floatX* dvr = dkr + C;
+    for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < hs) { dkr[d] = kernels__x(scale * dk[e]); dvr[d] = kernels__x(dv[e]); }
+    }
+}
+
+static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                               const floatX* out, const float* lse, int B, int T, int C, int NH) {
+#ifdef USE_CUDNN
+    if (ctx->attention_cudnn && cudnn_attention_backward(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH)) { return; }
+#endif
+    kernels__attention_check(C, NH);
+    long rows = (long)B * NH * T;
+    float* Dbuf = kernels__col_partials(ctx, (size_t)rows);
+    unsigned grid = (unsigned)((rows + 7) / 8);
+    kernels__attention_D<<<grid, 256, 0, ctx->stream>>>(Dbuf, dout, out, B, T, C, NH);
+    launchCheck();
+#ifdef KERNELS_TC_ATT
+    if (kernels__att_tc_ok(T, C, NH, {dqkv, dout, qkv})) {
+        unsigned tg = kernels__tc_grid(B, T, NH);
+        kernels__tc_dispatch<16>([&](auto hs) {
+            constexpr int HS = decltype(hs)::value;
+            kernels__attention_dq_tc<HS><<<tg, 32 * KERNELS_TC_WARPS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, Dbuf, B, T, C, NH);
+        }, C / NH);
+        launchCheck();
+        kernels__tc_dispatch<16>([&](auto hs) {
+            constexpr int HS = decltype(hs)::value;
+            kernels__attention_dkv_tc<HS><<<tg, 32 * KERNELS_TC_WARPS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, Dbuf, B, T, C, NH);
+        }, C / NH);
+        launchCheck();
+        return;
+    }
+#endif
+    kernels__attention_dq<<<grid, 256, 0, ctx->stream>>>(dqkv, dout, qkv, lse, Dbuf, B, T, C, NH);
+    launchCheck();
+    kernels__attention_dkv<<<grid, 256, 0, ctx->stream>>>(dqkv, dout, qkv, lse, Dbuf, B, T, C, NH);
+    launchCheck();
+}
+#endif // KERNELS_ATTENTION_CUH

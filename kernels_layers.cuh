@@ -1,0 +1,384 @@
+/*
+kernels_layers.cuh: the CUDA backend's embedding, LayerNorm and GELU (split out of kernels.cuh by topic and included
+by it after its core: the context, memory, packed access and block reductions; not a standalone header). The token
+and position embedding forward and its deterministic backward over radix-sorted tokens; LayerNorm one warp per row,
+fused with the residual add, forward, apply and backward; GELU (tanh approximation) forward and backward.
+*/
+#ifndef KERNELS_LAYERS_CUH
+#define KERNELS_LAYERS_CUH
+
+// ----------------------------------------------------------------------------
+// Encoder. CPU twin: encoder_forward / encoder_backward.
+
+// VEC consecutive channels per step (C a multiple of VEC); tokens outside [vocab_lo, vocab_lo + vocab_n) embed as 0
+template <int VEC>
+__global__ void kernels__encoder_forward(floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe, int vocab_lo,
+                                         int vocab_n, int B, int T, int C) {
+    typedef KernelsVec<floatX, VEC> P;
+    size_t packs = (size_t)B * T * C / VEC;
+    int cp = C / VEC; // packs per row
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
+        size_t row = i / cp;
+        int c = (int)(i % cp), t = (int)(row % T), v = tok[row] - vocab_lo;
+        int in = v >= 0 && v < vocab_n;
+        P e = in ? kernels__ldv<P>(wte, (size_t)v * cp + c) : P(), p = wpe ? kernels__ldv<P>(wpe, (size_t)t * cp + c) : P(), y;
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) {
+            float s = in ? kernels__f(e.v[k]) : 0.0f;
+            y.v[k] = kernels__x(wpe ? s + kernels__f(p.v[k]) : s);
+        }
+        kernels__stv<P>(out, i, y);
+    }
+}
+
+static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe,
+                            int vocab_lo, int vocab_n, int B, int T, int C) {
+    size_t n = (size_t)B * T * C;
+    if (kernels__rows_packed(C, {out, wte, wpe})) {
+        kernels__encoder_forward<KERNELS_PACK><<<kernels__blocks(n / KERNELS_PACK, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, vocab_lo, vocab_n, B, T, C);
+    } else {
+        kernels__encoder_forward<1><<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, vocab_lo, vocab_n, B, T, C);
+    }
+    launchCheck();
+}
+
+// dwpe[t,c] += sum_b dout[b,t,c], in b order
+__global__ void kernels__encoder_backward_wpe(float* dwpe, const floatX* dout, int B, int T, int C) {
+    size_t n = (size_t)T * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int b = 0; b < B; b++) { s += kernels__f(dout[(size_t)b * n + i]); }
+        dwpe[i] += s;
+    }
+}
+
+// dwte[token] += the dout rows of that token. The positions come sorted by token (a stable radix sort, so within a
+// token in position order); block k handles the run of equal tokens that starts at sorted index k, if one does,
+// its threads striding over the channels: every sum is in a fixed order, and no two blocks touch the same row.
+__global__ void kernels__encoder_backward_wte(float* dwte, const floatX* dout, const int32_t* sorted_tok, const int32_t* sorted_pos,
+                                              int vocab_lo, int vocab_n, int BT, int C) {
+    int k = blockIdx.x;
+    if (k >= BT || (k > 0 && sorted_tok[k] == sorted_tok[k - 1])) { return; }
+    int tokv = sorted_tok[k];
+    if (tokv < vocab_lo || tokv >= vocab_lo + vocab_n) { return; } // another rank's slice of the vocabulary
+    int end = k + 1;
+    while (end < BT && sorted_tok[end] == tokv) { end++; }
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float s = 0.0f;
+        for (int j = k; j < end; j++) { s += kernels__f(dout[(size_t)sorted_pos[j] * C + c]); }
+        dwte[(size_t)(tokv - vocab_lo) * C + c] += s;
+    }
+}
+
+__global__ void kernels__iota(int32_t* x, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) { x[i] = i; }
+}
+
+static void encoder_backward(const KernelCtx* cctx, float* dwte, float* dwpe, const floatX* dout, const int32_t* tok,
+                             int vocab_lo, int vocab_n, int B, int T, int C) {
+    KernelCtx* ctx = (KernelCtx*)cctx; // the sort buffers grow on first use
+    int BT = B * T;
+    if (BT > ctx->sort_capacity) {
+        kernels__retire(ctx, ctx->sort_keys_in);
+        kernels__retire(ctx, ctx->sort_temp);
+        int32_t* buf;
+        gpuCheck(cudaMalloc((void**)&buf, 4 * (size_t)BT * sizeof(int32_t)));
+        ctx->sort_keys_in = buf; ctx->sort_keys_out = buf + BT; ctx->sort_vals_in = buf + 2 * (size_t)BT; ctx->sort_vals_out = buf + 3 * (size_t)BT;
+        ctx->sort_temp_bytes = 0;
+        gpuCheck(cub::DeviceRadixSort::SortPairs(NULL, ctx->sort_temp_bytes, ctx->sort_keys_in, ctx->sort_keys_out,
+                                                 ctx->sort_vals_in, ctx->sort_vals_out, BT));
+        gpuCheck(cudaMalloc(&ctx->sort_temp, ctx->sort_temp_bytes));
+        ctx->bytes += 4 * (size_t)BT * sizeof(int32_t) + ctx->sort_temp_bytes;
+        ctx->sort_capacity = BT;
+    }
+    if (dwpe) {
+        kernels__encoder_backward_wpe<<<kernels__blocks((size_t)T * C, 256), 256, 0, ctx->stream>>>(dwpe, dout, B, T, C);
+        launchCheck();
+    }
+    gpuCheck(cudaMemcpyAsync(ctx->sort_keys_in, tok, (size_t)BT * sizeof(int32_t), cudaMemcpyDeviceToDevice, ctx->stream));
+    kernels__iota<<<kernels__blocks(BT, 256), 256, 0, ctx->stream>>>(ctx->sort_vals_in, BT);
+    launchCheck();
+    size_t temp = ctx->sort_temp_bytes;
+    gpuCheck(cub::DeviceRadixSort::SortPairs(ctx->sort_temp, temp, ctx->sort_keys_in, ctx->sort_keys_out, ctx->sort_vals_in,
+                                             ctx->sort_vals_out, BT, 0, 32, ctx->stream));
+    kernels__encoder_backward_wte<<<BT, 256, 0, ctx->stream>>>(dwte, dout, ctx->sort_keys_out, ctx->sort_vals_out, vocab_lo, vocab_n, BT, C);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// LayerNorm: one warp per row, statistics in fp32. CPU twins: layernorm_forward, layernorm_apply,
+// residual_layernorm_forward, layernorm_backward. Each lane takes packs lane, lane + 32, ... of VEC channels; VEC =
+// KERNELS_PACK when C is a multiple of it and every row pointer 16-byte aligned (kernels__rows_packed), else 1.
+// The row sums' order follows VEC, so the bits of the statistics do too. Recomputation must reproduce the forward's
+// bits; it does because the trainer's buffers make VEC a function of C alone: activations are tensors of 64-byte
+// multiples, parameters start at multiples of a (shard of a) row of C, all 16-byte aligned whenever C is a multiple
+// of the pack.
+
+
+// y = (x - mean) * rstd * w + b over one row held at x (floatX), by one warp; writes mean and rstd when asked.
+template <int VEC>
+__device__ void kernels__ln_row(floatX* y, float* mean_out, float* rstd_out, const floatX* x, const floatX* w, const floatX* b, int C) {
+    typedef KernelsVec<floatX, VEC> P;
+    int lane = threadIdx.x % 32, np = C / VEC;
+    float s = 0.0f;
+    for (int p = lane; p < np; p += 32) {
+        P xv = kernels__ldv<P>(x, p);
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) { s += kernels__f(xv.v[k]); }
+    }
+    float m = kernels__warp_sum(s) / C;
+    float v = 0.0f;
+    for (int p = lane; p < np; p += 32) {
+        P xv = kernels__ldv<P>(x, p);
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) { float d = kernels__f(xv.v[k]) - m; v += d * d; }
+    }
+    v = kernels__warp_sum(v) / C;
+    float r = rsqrtf(v + 1e-5f);
+    for (int p = lane; p < np; p += 32) {
+        P xv = kernels__ldv<P>(x, p), wv = kernels__ldv<P>(w, p), bv = kernels__ldv<P>(b, p), yv;
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) { yv.v[k] = kernels__x((kernels__f(xv.v[k]) - m) * r * kernels__f(wv.v[k]) + kernels__f(bv.v[k])); }
+        kernels__stv<P>(y, p, yv);
+    }
+    if (lane == 0 && mean_out) { *mean_out = m; *rstd_out = r; }
+}
+
+template <int VEC>
+__global__ void kernels__layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
+                                           int BT, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= BT) { return; }
+    kernels__ln_row<VEC>(out + (size_t)row * C, mean + row, rstd + row, inp + (size_t)row * C, w, b, C);
+}
+
+static void layernorm_forward(const KernelCtx* ctx, floatX* out, float* mean, float* rstd, const floatX* inp,
+                              const floatX* w, const floatX* b, int BT, int C) {
+    if (kernels__rows_packed(C, {out, inp, w, b})) {
+        kernels__layernorm_forward<KERNELS_PACK><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, mean, rstd, inp, w, b, BT, C);
+    } else {
+        kernels__layernorm_forward<1><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, mean, rstd, inp, w, b, BT, C);
+    }
+    launchCheck();
+}
+
+template <int VEC>
+__global__ void kernels__layernorm_apply(floatX* out, const floatX* inp, const float* mean, const float* rstd, const floatX* w,
+                                         const floatX* b, int BT, int C) {
+    typedef KernelsVec<floatX, VEC> P;
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= BT) { return; }
+    const floatX* x = inp + (size_t)row * C;
+    floatX* y = out + (size_t)row * C;
+    float m = mean[row], r = rstd[row];
+    for (int p = threadIdx.x % 32; p < C / VEC; p += 32) {
+        P xv = kernels__ldv<P>(x, p), wv = kernels__ldv<P>(w, p), bv = kernels__ldv<P>(b, p), yv;
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) { yv.v[k] = kernels__x((kernels__f(xv.v[k]) - m) * r * kernels__f(wv.v[k]) + kernels__f(bv.v[k])); }
+        kernels__stv<P>(y, p, yv);
+    }
+}
+
+static void layernorm_apply(const KernelCtx* ctx, floatX* out, const floatX* inp, const float* mean, const float* rstd,
+                            const floatX* w, const floatX* b, int BT, int C) {
+    if (kernels__rows_packed(C, {out, inp, w, b})) {
+        kernels__layernorm_apply<KERNELS_PACK><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, inp, mean, rstd, w, b, BT, C);
+    } else {
+        kernels__layernorm_apply<1><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(out, inp, mean, rstd, w, b, BT, C);
+    }
+    launchCheck();
+}
+
+// The residual is stored first; the warp then normalises what it stored (each lane reads back only the packs it
+// wrote, so no barrier is needed).
+template <int VEC>
+__global__ void kernels__residual_layernorm_forward(floatX* res_out, floatX* out, float* mean, float* rstd, const floatX* res_in,
+                                                    const floatX* delta, const floatX* bias, const floatX* w, const floatX* b,
+                                                    int BT, int C) {
+    typedef KernelsVec<floatX, VEC> P;
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= BT) { return; }
+    floatX* ro = res_out + (size_t)row * C;
+    const floatX* ri = res_in + (size_t)row * C;
+    const floatX* d = delta + (size_t)row * C;
+    for (int p = threadIdx.x % 32; p < C / VEC; p += 32) {
+        P rv = kernels__ldv<P>(ri, p), dv = kernels__ldv<P>(d, p), bv = bias ? kernels__ldv<P>(bias, p) : P(), yv;
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) {
+            yv.v[k] = kernels__x(kernels__f(rv.v[k]) + kernels__f(dv.v[k]) + (bias ? kernels__f(bv.v[k]) : 0.0f));
+        }
+        kernels__stv<P>(ro, p, yv);
+    }
+    __syncwarp();
+    kernels__ln_row<VEC>(out + (size_t)row * C, mean + row, rstd + row, ro, w, b, C);
+}
+
+static void residual_layernorm_forward(const KernelCtx* ctx, floatX* res_out, floatX* out, float* mean, float* rstd,
+                                       const floatX* res_in, const floatX* delta, const floatX* bias, const floatX* w,
+                                       const floatX* b, int BT, int C) {
+    if (kernels__rows_packed(C, {res_out, out, res_in, delta, bias, w, b})) {
+        kernels__residual_layernorm_forward<KERNELS_PACK><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(res_out, out, mean, rstd, res_in, delta, bias, w, b, BT, C);
+    } else {
+        kernels__residual_layernorm_forward<1><<<(BT + 7) / 8, 256, 0, ctx->stream>>>(res_out, out, mean, rstd, res_in, delta, bias, w, b, BT, C);
+    }
+    launchCheck();
+}
+
+// Backward: warp w of the grid takes rows w, w + W, ...; its dw/db partial sums go to its own slice of
+// col_partials (W x 2C floats), summed over W in order by kernels__sum_columns. W: 16 warps per SM (two blocks of 8
+// on each, every SM busy: a bandwidth-bound kernel), fewer when there are fewer rows than that.
+static int kernels__ln_blocks(const KernelCtx* ctx, int BT) {
+    int blocks = 2 * (ctx->num_sms > 0 ? ctx->num_sms : 1), need = (BT + 7) / 8;
+    return need < blocks ? (need > 0 ? need : 1) : blocks;
+}
+template <int VEC>
+__global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* w,
+                                            const float* mean, const float* rstd, int BT, int C) {
+    typedef KernelsVec<floatX, VEC> P;
+    typedef KernelsVec<float, VEC> F;
+    int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, nwarps = gridDim.x * (blockDim.x / 32), lane = threadIdx.x % 32;
+    int np = C / VEC;
+    float* pdw = partial + (size_t)warp * 2 * C;
+    float* pdb = pdw + C;
+    for (int p = lane; p < np; p += 32) {
+        F z;
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) { z.v[k] = 0.0f; }
+        kernels__stv<F>(pdw, p, z);
+        kernels__stv<F>(pdb, p, z);
+    }
+    for (int row = warp; row < BT; row += nwarps) {
+        const floatX* x = inp + (size_t)row * C;
+        const floatX* d = dout + (size_t)row * C;
+        floatX* dx = dinp + (size_t)row * C;
+        float m = mean[row], s = rstd[row];
+        float g_mean = 0.0f, gn_mean = 0.0f;
+        for (int p = lane; p < np; p += 32) {
+            P xv = kernels__ldv<P>(x, p), dv = kernels__ldv<P>(d, p), wv = kernels__ldv<P>(w, p);
+            KERNELS_UNROLL
+            for (int k = 0; k < VEC; k++) {
+                float n = (kernels__f(xv.v[k]) - m) * s, g = kernels__f(dv.v[k]) * kernels__f(wv.v[k]);
+                g_mean += g;
+                gn_mean += g * n;
+            }
+        }
+        g_mean = kernels__warp_sum(g_mean) / C;
+        gn_mean = kernels__warp_sum(gn_mean) / C;
+        for (int p = lane; p < np; p += 32) {
+            P xv = kernels__ldv<P>(x, p), dv = kernels__ldv<P>(d, p), wv = kernels__ldv<P>(w, p), dxv = kernels__ldv<P>(dx, p);
+            F dwv = kernels__ldv<F>(pdw, p), dbv = kernels__ldv<F>(pdb, p);
+            KERNELS_UNROLL
+            for (int k = 0; k < VEC; k++) {
+                float n = (kernels__f(xv.v[k]) - m) * s, di = kernels__f(dv.v[k]), g = di * kernels__f(wv.v[k]);
+                dxv.v[k] = kernels__x(kernels__f(dxv.v[k]) + s * (g - g_mean - n * gn_mean));
+                dwv.v[k] += di * n;
+                dbv.v[k] += di;
+            }
+            kernels__stv<P>(dx, p, dxv);
+            kernels__stv<F>(pdw, p, dwv);
+            kernels__stv<F>(pdb, p, dbv);
+        }
+    }
+}
+
+// out[c] (+)= sum over r of part[r * stride + c] (a column sum of partials in a fixed order, so deterministic). A
+// block of 32 x 32 threads takes 32 columns: thread (x, y) sums rows y, y + 32, ... of column x (32 loads in flight
+// per column, each warp reading 128 contiguous bytes), then thread (x, 0) adds the 32 sums in order. (One thread
+// per column summing every row in turn waited on one load at a time: hundreds of microseconds for 2000 rows.)
+#define KERNELS_SUM_LANES 32
+__global__ void kernels__sum_columns(float* out, const float* part, int rows, size_t stride, int cols, int acc) {
+    __shared__ float sums[KERNELS_SUM_LANES][33]; // (+1: no bank conflicts when column x reads down its sums)
+    int x = threadIdx.x, y = threadIdx.y, c = blockIdx.x * 32 + x;
+    float s = 0.0f;
+    if (c < cols) {
+        for (int r = y; r < rows; r += KERNELS_SUM_LANES) { s += part[(size_t)r * stride + c]; }
+    }
+    sums[y][x] = s;
+    __syncthreads();
+    if (y == 0 && c < cols) {
+        float t = 0.0f;
+        for (int k = 0; k < KERNELS_SUM_LANES; k++) { t += sums[k][x]; }
+        out[c] = acc ? out[c] + t : t;
+    }
+}
+
+static void kernels__sum_columns_launch(cudaStream_t stream, float* out, const float* part, int rows, size_t stride, int cols, int acc) {
+    kernels__sum_columns<<<(cols + 31) / 32, dim3(32, KERNELS_SUM_LANES), 0, stream>>>(out, part, rows, stride, cols, acc);
+    launchCheck();
+}
+
+static float* kernels__col_partials(const KernelCtx* cctx, size_t floats) {
+    KernelCtx* ctx = (KernelCtx*)cctx;
+    ctx->col_partials = (float*)kernels__grow(ctx, ctx->col_partials, &ctx->col_partials_bytes, floats * sizeof(float));
+    return ctx->col_partials;
+}
+
+static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, float* db, const floatX* dout,
+                               const floatX* inp, const floatX* w, const float* mean, const float* rstd, int BT, int C,
+                               int acc) {
+    int blocks = kernels__ln_blocks(ctx, BT), warps = 8 * blocks;
+    float* part = kernels__col_partials(ctx, (size_t)warps * 2 * C);
+    if (kernels__rows_packed(C, {dinp, dout, inp, w})) {
+        kernels__layernorm_backward<KERNELS_PACK><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+    } else {
+        kernels__layernorm_backward<1><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+    }
+    launchCheck();
+    kernels__sum_columns_launch(ctx->stream, dw, part, warps, 2 * (size_t)C, C, acc);
+    kernels__sum_columns_launch(ctx->stream, db, part + C, warps, 2 * (size_t)C, C, acc);
+}
+
+// ----------------------------------------------------------------------------
+// GELU (tanh approximation). CPU twins: gelu_forward, gelu_backward.
+
+#define KERNELS_GELU_K 0.7978845608028654f
+__device__ __forceinline__ float kernels__gelu(float x) { return 0.5f * x * (1.0f + tanhf(KERNELS_GELU_K * (x + 0.044715f * x * x * x))); }
+__device__ __forceinline__ float kernels__gelu_grad(float x) {
+    float th = tanhf(KERNELS_GELU_K * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * KERNELS_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+// Elements [from, n) one per thread (the unaligned case, and the tail after the packs).
+__global__ void kernels__gelu_forward(floatX* out, const floatX* inp, size_t from, size_t n) {
+    for (size_t i = from + blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        out[i] = kernels__x(kernels__gelu(kernels__f(inp[i])));
+    }
+}
+__global__ void kernels__gelu_forward_packed(floatX* out, const floatX* inp, size_t packs) {
+    typedef KernelsVec<floatX, KERNELS_PACK> P;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
+        P x = kernels__ldv<P>(inp, i), y;
+        KERNELS_UNROLL
+        for (int e = 0; e < KERNELS_PACK; e++) { y.v[e] = kernels__x(kernels__gelu(kernels__f(x.v[e]))); }
+        kernels__stv<P>(out, i, y);
+    }
+}
+static void gelu_forward(const KernelCtx* ctx, floatX* out, const floatX* inp, size_t n) {
+    size_t packs = kernels__aligned16(out) && kernels__aligned16(inp) ? n / KERNELS_PACK : 0;
+    if (packs) { kernels__gelu_forward_packed<<<kernels__blocks(packs, 256), 256, 0, ctx->stream>>>(out, inp, packs); launchCheck(); }
+    size_t from = packs * KERNELS_PACK;
+    if (from < n) { kernels__gelu_forward<<<kernels__blocks(n - from, 256), 256, 0, ctx->stream>>>(out, inp, from, n); launchCheck(); }
+}
+
+__global__ void kernels__gelu_backward(floatX* dinp, const floatX* inp, const floatX* dout, size_t from, size_t n) {
+    for (size_t i = from + blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        dinp[i] = kernels__x(kernels__gelu_grad(kernels__f(inp[i])) * kernels__f(dout[i]));
+    }
+}
+__global__ void kernels__gelu_backward_packed(floatX* dinp, const floatX* inp, const floatX* dout, size_t packs) {
+    typedef KernelsVec<floatX, KERNELS_PACK> P;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
+        P x = kernels__ldv<P>(inp, i), d = kernels__ldv<P>(dout, i), y;
+        KERNELS_UNROLL
+        for (int e = 0; e < KERNELS_PACK; e++) { y.v[e] = kernels__x(kernels__gelu_grad(kernels__f(x.v[e])) * kernels__f(d.v[e])); }
+        kernels__stv<P>(dinp, i, y);
+    }
+}
+// dinp may alias dout: each element is read before it is written, by the same thread
+static void gelu_backward(const KernelCtx* ctx, floatX* dinp, const floatX* inp, const floatX* dout, size_t n) {
+    size_t packs = kernels__aligned16(dinp) && kernels__aligned16(inp) && kernels__aligned16(dout) ? n / KERNELS_PACK : 0;
+    if (packs) { kernels__gelu_backward_packed<<<kernels__blocks(packs, 256), 256, 0, ctx->stream>>>(dinp, inp, dout, packs); launchCheck(); }
+    size_t from = packs * KERNELS_PACK;
+    if (from < n) { kernels__gelu_backward<<<kernels__blocks(n - from, 256), 256, 0, ctx->stream>>>(dinp, inp, dout, from, n); launchCheck(); }
+}
+#endif // KERNELS_LAYERS_CUH
