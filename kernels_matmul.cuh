@@ -138,7 +138,8 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
 // bias (length m, floatX) the BIAS epilogue adds it to every column. epi KERNELS_EPI_GELU_AUX: D = GELU(product +
 // bias) and aux (m x n, floatX) receives product + bias; KERNELS_EPI_DGELU: D = GELU'(aux) * product;
 // KERNELS_EPI_BGRADB: bias (length n, D's type) receives the column sums of op(B), overwritten. Returns 0, having done
-// nothing, when cuBLASLt offers no algorithm for that epilogue (the caller then runs the unfused ops).
+// nothing, when cuBLASLt offers no algorithm for that epilogue or refuses it when run (the caller then runs the
+// unfused ops).
 static int kernels__matmul_lt(const KernelCtx* ctx, void* d, int d_f32, const floatX* a, int transA, int lda, const floatX* b,
                                int transB, int ldb, const void* bias, int m, int n, int k, float beta, int epi = KERNELS_EPI_NONE,
                                const floatX* aux = NULL) {
@@ -148,8 +149,17 @@ static int kernels__matmul_lt(const KernelCtx* ctx, void* d, int d_f32, const fl
     if (bias) { gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))); }
     if (aux) { gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux))); }
     float alpha = 1.0f;
-    gpuCheck(cublasLtMatmul(ctx->lt, p->op, &alpha, a, p->la, b, p->lb, &beta, d, p->ld, d, p->ld, &p->algo, ctx->lt_workspace,
-                            KERNELS_LT_WORKSPACE, ctx->stream));
+    cublasStatus_t cublasLtMatmul_status = cublasLtMatmul(ctx->lt, p->op, &alpha, a, p->la, b, p->lb, &beta, d, p->ld, d, p->ld,
+                                                          &p->algo, ctx->lt_workspace, KERNELS_LT_WORKSPACE, ctx->stream);
+    // cuBLASLt may refuse an epilogue its heuristic offered only when the product is asked for (checks it makes then):
+    // nothing ran, so the caller's unfused ops take over, for this plan from now on
+    if (cublasLtMatmul_status == CUBLAS_STATUS_NOT_SUPPORTED && epi != KERNELS_EPI_NONE) {
+        p->usable = 0;
+        fprintf(stderr, "cuBLASLt: the %s epilogue of a %d x %d x %d matmul was refused when run: unfused ops instead\n",
+                kernels__epi_names[epi], m, n, k);
+        return 0;
+    }
+    gpuCheck(cublasLtMatmul_status);
     return 1;
 }
 

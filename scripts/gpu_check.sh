@@ -401,6 +401,11 @@ if [ $EMU = 1 ]; then # cuBLASLt without the GELU and bias-gradient epilogues: t
         follows $TMPD/noepi.jsonl $TMPD/cu.jsonl 2e-2 &&
         ok "no GELU or bias-gradient epilogue from cuBLASLt: the unfused fallbacks are announced and follow the fused run (2e-2 relative)" ||
         { bad "the fallback from the GELU and bias-gradient epilogues"; tail -n 3 $L.train_noepi.log; }
+    # offered by the heuristic but refused when the product runs: the op tests pass on the unfused ops
+    CUDA_EMU_NO_EPILOGUE=2 timeout $((60 * LONG)) $TCU16 --only small-ops > $L.ops_refused.log 2>&1 &&
+        grep -q "epilogue of a .* was refused when run" $L.ops_refused.log &&
+        ok "GELU and bias-gradient epilogues refused when run (after the heuristic offered them): the op tests pass unfused" ||
+        { bad "the fallback from epilogues refused when run"; tail -n 3 $L.ops_refused.log; }
 fi
 
 # The benchmarks come right after the whole-model checks, so that the deadline cuts the longer multi-process stages

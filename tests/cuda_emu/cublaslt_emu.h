@@ -73,6 +73,12 @@ static int epi_has_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e ==
 // the bias gradient epilogues: the bias pointer receives the sums of op(A)'s rows (BGRADA, m of them) or of op(B)'s
 // columns (BGRADB, n of them) over k, in D's type; D itself is the plain product
 static int epi_is_bgrad(uint32_t e) { return e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB; }
+// Whether CUDA_EMU_NO_EPILOGUE equals `when` (1: at the heuristic, 2: at the product) and op has a GELU or
+// bias-gradient epilogue, which are then refused.
+static int lt_refuse_epilogue(const LtDesc* op, int when) {
+    const char* v = getenv("CUDA_EMU_NO_EPILOGUE");
+    return v && atoi(v) == when && (epi_has_aux(op->epilogue) || epi_is_bgrad(op->epilogue));
+}
 static float gelu_tanh(float x) {
     const float k = 0.7978845608028654f;
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
@@ -211,8 +217,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if (why) { emu::fail("cublasLtMatmulAlgoGetHeuristic: %s", why); }
     *found = 0;
     // CUDA_EMU_NO_EPILOGUE=1: no algorithm for the GELU and bias-gradient epilogues (the callers' unfused paths)
-    const char* no_epi = getenv("CUDA_EMU_NO_EPILOGUE");
-    if (no_epi && atoi(no_epi) && (emu::epi_has_aux(op->epilogue) || emu::epi_is_bgrad(op->epilogue))) { return CUBLAS_STATUS_NOT_SUPPORTED; }
+    if (emu::lt_refuse_epilogue(op, 1)) { return CUBLAS_STATUS_NOT_SUPPORTED; }
     memset(&results[0], 0, sizeof(results[0]));
     emu::LtAlgo* algo = (emu::LtAlgo*)&results[0].algo;
     algo->magic = EMU_LT_MAGIC;
@@ -237,6 +242,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     const char* why = emu::lt_validate(op, a, b, c, dd, &m, &n, &k);
     if (why) { emu::fail("cublasLtMatmul: %s", why); }
     if (!algo_p || ((const emu::LtAlgo*)algo_p)->magic != EMU_LT_MAGIC) { emu::fail("cublasLtMatmul: no algorithm from the heuristic"); }
+    // CUDA_EMU_NO_EPILOGUE=2: the heuristic offers them, the product refuses them (before anything is queued)
+    if (emu::lt_refuse_epilogue(op, 2)) { return CUBLAS_STATUS_NOT_SUPPORTED; }
     const emu::LtAlgo* algo = (const emu::LtAlgo*)algo_p;
     const int uses_bias = emu::epi_has_bias(op->epilogue) || emu::epi_is_bgrad(op->epilogue);
     const void* ptrs[6] = {A, B, C, D, uses_bias ? op->bias : NULL, emu::epi_has_aux(op->epilogue) ? op->aux : NULL};

@@ -36,8 +36,8 @@ What it checks beyond the results (each failure names the kernel, block and thre
 What it does not model: concurrency beyond that. Races through global memory between threads or blocks are invisible
 here, and so is warp-synchronous code that assumes lanes run in lockstep, and performance. Fast-math intrinsics are computed exactly. Those stay for the GPU check.
 
-CUDA_EMU_NO_EPILOGUE=1 makes the heuristic find no algorithm for the GELU and bias-gradient epilogues (the fallback
-paths' test).
+CUDA_EMU_NO_EPILOGUE=1 makes the heuristic find no algorithm for the GELU and bias-gradient epilogues, and =2 makes
+cublasLtMatmul refuse them (CUBLAS_STATUS_NOT_SUPPORTED) after the heuristic offered one (the fallback paths' tests).
 CUDA_EMU_BUS_ID=X gives every process the same PCI bus id X (cudaDeviceGetPCIBusId): processes sharing one GPU, as
 on a one-GPU machine, where NCCL refuses a communicator between them. Unset, each process is a GPU of its own.
 */
