@@ -65,7 +65,7 @@ user already set it, and COMM_MPI_TUNING=0 in the environment skips them all):
   - A process started without mpirun (a one-rank singleton) does not start Open MPI's daemon, orted
     (OMPI_MCA_ess_singleton_isolated=1): 0.43 s to 0.27 s from start to a flag error here; nothing the trainer
     does needs it (it spawns no processes). Nor does it need a PML other than ob1 (OMPI_MCA_pml=ob1), which it
-    reaches at once instead of after the default selection probes the cm PML's transports: 0.33 s to 0.13 s from
+    reaches at once instead of after the default selection probes the cm PML's transports: 0.33 s to 0.09 s from
     start to the end of a 4-step run of the reference model on the CI machine.
   - Open MPI mallocs a temporary buffer as large as the message in every reduction and frees it afterwards;
     glibc serves big ones with fresh mmap'd pages, so every call page-faults the whole buffer in again (20x slower
