@@ -335,11 +335,14 @@ static void lt_case(int ta, int tb, float beta, cublasLtEpilogue_t epi, cudaData
     float alpha = 1.0f;
     cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, &heur.algo, NULL, 0, 0);
     cudaDeviceSynchronize(); // the product runs when the stream does
+    // op(A)[i][l] and op(B)[l][j] of the stored inputs
+    auto a_at = [&](int i, int l) { return (double)ha[ta ? l + (size_t)i * lda : i + (size_t)l * lda]; };
+    auto b_at = [&](int l, int j) { return (double)hb[tb ? j + (size_t)l * ldb : l + (size_t)j * ldb]; };
     double worst = 0.0, worst_aux = 0.0;
     for (int j = 0; j < n; j++) {
         for (int i = 0; i < m; i++) {
             double s = 0.0;
-            for (int l = 0; l < k; l++) { s += (double)ha[ta ? l + (size_t)i * lda : i + (size_t)l * lda] * hb[tb ? j + (size_t)l * ldb : l + (size_t)j * ldb]; }
+            for (int l = 0; l < k; l++) { s += a_at(i, l) * b_at(l, j); }
             s += beta * hd[i + (size_t)j * ldd];
             if (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) { s += hbias[i]; }
             double want = s;
@@ -355,7 +358,7 @@ static void lt_case(int ta, int tb, float beta, cublasLtEpilogue_t epi, cudaData
         int rows = epi == CUBLASLT_EPILOGUE_BGRADA;
         for (int i = 0; i < (rows ? m : n); i++) {
             double s = 0.0;
-            for (int l = 0; l < k; l++) { s += rows ? ha[ta ? l + (size_t)i * lda : i + (size_t)l * lda] : hb[tb ? i + (size_t)l * ldb : l + (size_t)i * ldb]; }
+            for (int l = 0; l < k; l++) { s += rows ? a_at(i, l) : b_at(l, i); }
             worst_aux = fmax(worst_aux, fabs(emu::load_as_float(dbias, t, i) - s) / (1.0 + fabs(s)));
         }
     }
