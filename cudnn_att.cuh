@@ -38,7 +38,8 @@ enum {
 };
 
 // A backward graph makes 70 descriptors and a forward one 48; a plan search adds at most 18 more (a heuristic, its 16
-// configurations, the plan being tried), dropped again when the search fails (tests/test_cudnn_graph checks the sum).
+// configurations, and the engine being read or the plan being tried), dropped again when the search fails
+// (tests/test_cudnn_graph checks the sum).
 #define ATT_MAX_DESCS 128
 
 // Every descriptor made while building one graph, destroyed together.
@@ -285,7 +286,8 @@ static cudnnBackendDescriptor_t att_graph(AttBuild* g, cudnnHandle_t handle) {
 }
 
 // ----------------------------------------------------------------------------
-// Plans (GPU only): heuristics mode A, then FALLBACK; the first configuration whose plan finalizes wins.
+// Plans (GPU only): heuristics mode A, then FALLBACK; the first configuration whose plan finalizes wins, deterministic
+// engines before the others.
 
 // The plan cache: one entry per (shape, direction), at most ATT_MAX_PLANS. A shape cuDNN has no engine for is
 // remembered too, so that its attention runs on the native kernels without asking cuDNN again (and without turning
@@ -299,6 +301,8 @@ typedef struct {
     AttBuild build;               // keeps the descriptors the plan refers to alive
     cudnnBackendDescriptor_t plan;
     int64_t workspace;
+    int64_t engine;               // the plan's engine (cuDNN's global index; -1 when cuDNN did not say)
+    unsigned notes;               // its numerical notes, 1 << CUDNN_NUMERICAL_NOTE_*
 } AttPlan;
 
 #define ATT_MAX_PLANS 32
@@ -327,12 +331,73 @@ static AttPlan* att__cache_find(AttPlan* plans, int n, const AttShape* s, int ba
 // (cudnnGetLastErrorString), so a first run on a new machine says why without a rerun under ATT_VERBOSE=1.
 static char att__why[1400];
 
-// The first configuration of heuristics `mode` whose plan finalizes, and its workspace; NULL when none does (why in
+#define ATT_NONDET (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
+
+// The configurations among n to try in one pass, given their engines' numerical notes: the deterministic ones
+// (nondet 0) or the others (nondet 1), in the heuristic's own order (its ranking). Training resumes bit for bit and the
+// tests compare runs bit for bit, so an engine that may sum in a different order each time (cuDNN marks it
+// NONDETERMINISTIC, as a dQ accumulated with atomics would be) is tried only after every deterministic one of both
+// heuristics has failed. Returns how many were picked.
+static int att__config_order(const unsigned* notes, int n, int nondet, int* order) {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (((notes[i] & ATT_NONDET) != 0) == (nondet != 0)) { order[k++] = i; }
+    }
+    return k;
+}
+
+// The numerical notes as words (for the messages), e.g. "tensor_core, nondeterministic".
+static const char* att__notes_str(unsigned notes, char* buf, size_t cap) {
+    static const char* names[CUDNN_NUMERICAL_NOTE_TYPE_COUNT] = {
+        "tensor_core", "down_convert_inputs", "reduced_precision_reduction", "fft", "nondeterministic",
+        "winograd", "winograd_4x4", "winograd_6x6", "winograd_13x13", "strict_nan_prop"};
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT && at < cap; i++) {
+        if (notes & (1u << i)) { at += snprintf(buf + at, cap - at, "%s%s", at ? ", " : "", names[i]); }
+    }
+    if (at == 0) { snprintf(buf, cap, "none"); }
+    return buf;
+}
+
+// An engine's global index and numerical notes (-1 and 0 where cuDNN does not say: an engine whose notes cannot be
+// read counts as deterministic, as cuDNN's own ranking does not look at them either). Engines of a finalized graph
+// can be made and read without a GPU (tests/test_cudnn_graph does).
+static void att__engine_notes(cudnnBackendDescriptor_t engine, int64_t* index, unsigned* notes) {
+    *index = -1;
+    *notes = 0;
+    int64_t cnt = 0, idx = -1;
+    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &cnt, &idx) == CUDNN_STATUS_SUCCESS) { *index = idx; }
+    cudnnBackendNumericalNote_t got[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &cnt,
+                                 got) != CUDNN_STATUS_SUCCESS) { return; }
+    for (int64_t i = 0; i < cnt && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
+        if ((int)got[i] >= 0 && (int)got[i] < CUDNN_NUMERICAL_NOTE_TYPE_COUNT) { *notes |= 1u << got[i]; }
+    }
+}
+
+// The same of a configuration's engine, which lives only while it is read.
+static void att__engine_info(AttBuild* g, cudnnBackendDescriptor_t cfg, int64_t* index, unsigned* notes) {
+    *index = -1;
+    *notes = 0;
+    int mark = g->n;
+    cudnnBackendDescriptor_t engine = att__new(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    int64_t cnt = 0;
+    if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cnt, &engine) == CUDNN_STATUS_SUCCESS) {
+        att__engine_notes(engine, index, notes);
+    }
+    att__drop_to(g, mark);
+}
+
+// The first configuration of heuristics `mode` whose plan finalizes, among its deterministic engines (nondet 0) or
+// the others (nondet 1; att__config_order), with its workspace, engine and notes; NULL when none does (why in
 // att__why). What a failed search made is destroyed again (a rejected plan at once), so g keeps only the winning
 // plan's descriptors.
-static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int64_t* ws) {
+static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int nondet,
+                                               int64_t* ws, int64_t* engine, unsigned* notes) {
     int mark = g->n;
-    const char* mname = mode == CUDNN_HEUR_MODE_A ? "heuristics A" : "fallback heuristics";
+    const char* mname = mode == CUDNN_HEUR_MODE_A ? (nondet ? "heuristics A, nondeterministic engines" : "heuristics A")
+                                                  : (nondet ? "fallback heuristics, nondeterministic engines" : "fallback heuristics");
     cudnnBackendDescriptor_t heur = att__new(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     gpuCheck(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
     gpuCheck(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
@@ -354,20 +419,33 @@ static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescript
     for (int64_t i = 0; i < count; i++) { cfgs[i] = att__new(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR); }
     int64_t got = 0;
     gpuCheck(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgs));
-    for (int64_t i = 0; i < got; i++) {
+    int64_t index[16];
+    unsigned note[16];
+    int order[16];
+    for (int64_t i = 0; i < got; i++) { att__engine_info(g, cfgs[i], &index[i], &note[i]); }
+    int tries = att__config_order(note, (int)got, nondet, order);
+    if (tries == 0) { snprintf(att__why, sizeof(att__why), "%s: none of the %lld configurations offered", mname, (long long)got); }
+    for (int k = 0; k < tries; k++) {
+        int64_t i = order[k];
+        char nb[200];
         cudnnBackendDescriptor_t plan = att__new(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         gpuCheck(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &att__handle));
         gpuCheck(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]));
         cudnnStatus_t st = cudnnBackendFinalize(plan);
         if (st != CUDNN_STATUS_SUCCESS) {
             const char* why = kernels__status(st);
-            if (getenv("ATT_VERBOSE")) { fprintf(stderr, "cudnn attention: config %lld rejected: %s\n", (long long)i, why); }
-            snprintf(att__why, sizeof(att__why), "%s: all %lld configurations rejected, the last with %s", mname, (long long)got, why);
+            if (getenv("ATT_VERBOSE")) {
+                fprintf(stderr, "cudnn attention: %s config %lld (engine %lld, notes: %s) rejected: %s\n", mname, (long long)i,
+                        (long long)index[i], att__notes_str(note[i], nb, sizeof(nb)), why);
+            }
+            snprintf(att__why, sizeof(att__why), "%s: all %d configurations rejected, the last with %s", mname, tries, why);
             att__drop_to(g, g->n - 1); // the plan just made (the newest descriptor)
             continue;
         }
         int64_t n = 0;
         gpuCheck(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, ws));
+        *engine = index[i];
+        *notes = note[i];
         return plan;
     }
     att__drop_to(g, mark);
@@ -398,22 +476,35 @@ static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward)
     p->last_use = att__clock;
     if (backward) { att_build_backward(&p->build, s); } else { att_build_forward(&p->build, s); }
     cudnnBackendDescriptor_t graph = att_graph(&p->build, att__handle);
-    p->plan = att__try_plans(&p->build, graph, CUDNN_HEUR_MODE_A, &p->workspace);
-    char why_a[sizeof(att__why)] = "";
-    if (!p->plan) {
-        snprintf(why_a, sizeof(why_a), "%s", att__why);
-        p->plan = att__try_plans(&p->build, graph, CUDNN_HEUR_MODE_FALLBACK, &p->workspace);
+    // deterministic engines of heuristics A, then of FALLBACK; only then the nondeterministic ones of each
+    char whys[4 * sizeof(att__why)] = "";
+    for (int pass = 0; pass < 4 && !p->plan; pass++) {
+        p->plan = att__try_plans(&p->build, graph, pass % 2 ? CUDNN_HEUR_MODE_FALLBACK : CUDNN_HEUR_MODE_A, pass / 2, &p->workspace,
+                                 &p->engine, &p->notes);
+        size_t at = strlen(whys);
+        if (!p->plan) { snprintf(whys + at, sizeof(whys) - at, "%s%s", at ? "; " : "", att__why); }
     }
     if (!p->plan) {
-        char what[3200];
-        snprintf(what, sizeof(what), "no cuDNN engine runs the %s attention graph for B %lld, T %lld, NH %lld, HS %lld (%s; %s)",
-                 backward ? "backward" : "forward", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS, why_a,
-                 att__why);
+        char what[sizeof(whys) + 200];
+        snprintf(what, sizeof(what), "no cuDNN engine runs the %s attention graph for B %lld, T %lld, NH %lld, HS %lld (%s)",
+                 backward ? "backward" : "forward", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS, whys);
         if (!ctx->attention_auto) { fatal("%s (ATT_VERBOSE=1 lists the rejections; --attention native avoids cuDNN)", what); }
         fprintf(stderr, "warning: %s: the native attention kernels run this shape (--attention auto)\n", what);
         att__free(&p->build);
         p->rejected = 1;
         return NULL;
+    }
+    char nb[200];
+    att__notes_str(p->notes, nb, sizeof(nb));
+    if (p->notes & ATT_NONDET) {
+        fprintf(stderr, "warning: cudnn attention: no deterministic engine runs the %s graph for B %lld, T %lld, NH %lld, HS %lld; "
+                "engine %lld does, nondeterministically: runs will not repeat bit for bit (--attention native does)\n", backward ? "backward" : "forward",
+                (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS, (long long)p->engine);
+    }
+    if (getenv("ATT_VERBOSE")) {
+        fprintf(stderr, "cudnn attention: %s B %lld, T %lld, NH %lld, HS %lld: engine %lld (notes: %s), workspace %lld bytes\n",
+                backward ? "backward" : "forward", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS, (long long)p->engine, nb,
+                (long long)p->workspace);
     }
     return p;
 }

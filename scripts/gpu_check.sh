@@ -355,12 +355,14 @@ fi
 if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
     timeout $(budget 120) $CU $common --attention cudnn --log $TMPD/cudnn.jsonl > $L.train_cudnn.log 2>&1 || { bad "$CU --attention cudnn"; tail -n 3 $L.train_cudnn.log; }
     # cuDNN's backward graph is the deterministic variant (dQ by a matmul, no float dQ accumulator: llm.c's choice on
-    # Hopper): two identical runs must agree bit for bit (the runs compared bit for bit below pin the native kernels)
+    # Hopper), and a plan search takes engines cuDNN does not mark NONDETERMINISTIC first (cudnn_att.cuh; the chosen
+    # engine and its notes are in $L.train_cudnn.log under ATT_VERBOSE): two identical runs must agree bit for bit (the
+    # runs compared bit for bit below pin the native kernels)
     timeout $(budget 120) $CU $common --attention cudnn --log $TMPD/cudnn2.jsonl > /dev/null 2>&1
     if [ -s $TMPD/cudnn2.jsonl ] && cmp -s <(grep -o '"loss": [^,]*' $TMPD/cudnn.jsonl) <(grep -o '"loss": [^,]*' $TMPD/cudnn2.jsonl); then
         ok "determinism: two identical --attention cudnn runs give the same losses bit for bit"
     else
-        bad "determinism: two identical --attention cudnn runs differ (a nondeterministic cuDNN engine?)"
+        bad "determinism: two identical --attention cudnn runs differ (the engines chosen: $(grep -o 'cudnn attention: [a-z]* .*engine [0-9-]* (notes: [^)]*)' $L.train_cudnn.log | sort -u | tr '\n' ';'))"
     fi
     # sampling: a forward per token, at bucketed lengths (kernels_forward_len), so cuDNN builds one plan for 63
     # tokens rather than one per token (its cache holds 32; explicit --attention cudnn stops on a shape it rejects);

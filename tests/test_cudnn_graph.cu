@@ -70,6 +70,57 @@ static void test_bucket_len(void) {
     check(bad == 0, "forward lengths bucket to 64, 128, 256, ... up to the limit", "%d cases wrong", bad);
 }
 
+// The engine order of a plan search (att__config_order): a pass takes the deterministic engines, or the others, each
+// in the heuristic's ranking; the notes' names in the messages.
+static void test_config_order(void) {
+    unsigned tc = 1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+    unsigned notes[5] = {tc, tc | ATT_NONDET, 0, ATT_NONDET, tc};
+    int order[5], want_det[3] = {0, 2, 4}, want_nd[2] = {1, 3};
+    int nd = att__config_order(notes, 5, 0, order);
+    check(nd == 3 && memcmp(order, want_det, sizeof(want_det)) == 0, "engine order: the deterministic pass takes 0, 2, 4 in the heuristic's order",
+          "%d picked: %d %d %d", nd, order[0], order[1], order[2]);
+    int nn = att__config_order(notes, 5, 1, order);
+    check(nn == 2 && memcmp(order, want_nd, sizeof(want_nd)) == 0, "engine order: the nondeterministic pass takes 1, 3", "%d picked: %d %d", nn,
+          order[0], order[1]);
+    char b[200];
+    att__notes_str(tc | ATT_NONDET, b, sizeof(b));
+    check(strcmp(b, "tensor_core, nondeterministic") == 0, "engine notes: named in the messages", "'%s'", b);
+    att__notes_str(0, b, sizeof(b));
+    check(strcmp(b, "none") == 0, "engine notes: none", "'%s'", b);
+}
+
+// Engines of a finalized graph are made and read without a GPU: att__engine_notes reads back each one's global index
+// and the tensor-core note cuDNN gives its fused attention engines (so a misread attribute fails here, not in a GPU
+// session that needs the nondeterminism note).
+static void test_engine_notes(const AttShape* s, int backward) {
+    AttBuild g;
+    if (backward) { att_build_backward(&g, s); } else { att_build_forward(&g, s); }
+    cudnnBackendDescriptor_t graph = att_graph(&g, NULL);
+    int made = 0, bad = 0;
+    for (int64_t k = 0; k < 16; k++) {
+        int mark = g.n;
+        cudnnBackendDescriptor_t e = att__new(&g, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+        gpuCheck(cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
+        gpuCheck(cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &k));
+        if (cudnnBackendFinalize(e) == CUDNN_STATUS_SUCCESS) {
+            int64_t index = -2;
+            unsigned notes = 0;
+            att__engine_notes(e, &index, &notes);
+            made++;
+            if (index != k || !(notes & (1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE))) {
+                char b[200];
+                printf("  engine %lld: read back index %lld, notes %s\n", (long long)k, (long long)index, att__notes_str(notes, b, sizeof(b)));
+                bad++;
+            }
+        }
+        att__drop_to(&g, mark);
+    }
+    char name[160];
+    snprintf(name, sizeof(name), "%s graph: its engines' index and tensor-core note read back (%d engines)", backward ? "backward" : "forward", made);
+    check(made > 0 && bad == 0, name, "%d engines, %d misread", made, bad);
+    att__free(&g);
+}
+
 int main(void) {
     printf("cuDNN %zu (backend API, no GPU needed for graph finalization)\n", cudnnGetVersion());
     AttShape shapes[] = {{2, 128, 4, 64}, {4, 1024, 12, 64}, {1, 2048, 16, 64}, {3, 100, 25, 64}, {2, 64, 8, 128}};
@@ -82,7 +133,7 @@ int main(void) {
         att_graph(&g, NULL); // finalizes (exits naming the failing call otherwise)
         snprintf(name, sizeof(name), "forward graph B %lld T %lld NH %lld HS %lld finalizes", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS);
         check(nops == 14 && bound == 7, name, "%d operations (want 14), %d bound tensors (want 7)", nops, bound);
-        // a plan search adds a heuristic, up to 16 configurations and the plan it tries (att__try_plans)
+        // a plan search adds a heuristic, up to 16 configurations and the engine it reads or the plan it tries (att__try_plans)
         snprintf(name, sizeof(name), "forward graph B %lld T %lld: %d descriptors leave room for a plan search (at most %d)",
                  (long long)s->B, (long long)s->T, g.n, ATT_MAX_DESCS);
         check(g.n + 18 <= ATT_MAX_DESCS, name, "%d + 18 of %d", g.n, ATT_MAX_DESCS);
@@ -101,5 +152,8 @@ int main(void) {
     }
     test_plan_cache();
     test_bucket_len();
+    test_config_order();
+    test_engine_notes(&shapes[0], 0);
+    test_engine_notes(&shapes[0], 1);
     return test_summary();
 }
