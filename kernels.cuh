@@ -283,6 +283,14 @@ static unsigned kernels__blocks(size_t n, unsigned threads) {
     return (unsigned)(b > 65535u * 32u ? 65535u * 32u : (b ? b : 1));
 }
 
+// The threads of a block that works through `items` items together (a row of packs, a list of partial sums): one
+// per item, rounded up to whole warps, at most 1024. GPT-2's rows of 50304 / 8 packs get 1024 threads; a small
+// vocabulary's row gets a warp or two instead of 1024 threads that mostly wait at the block's barriers.
+static unsigned kernels__row_threads(size_t items) {
+    size_t t = (items + 31) / 32 * 32;
+    return (unsigned)(t < 32 ? 32 : t > 1024 ? 1024 : t);
+}
+
 // ----------------------------------------------------------------------------
 // Memory (kernels.h). All work is ordered on the context's stream; dev_sync waits for it.
 

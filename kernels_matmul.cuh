@@ -352,10 +352,11 @@ static void classifier_forward_backward(const KernelCtx* ctx, float* losses, flo
         int rows = BT - r0 < chunk_rows ? BT - r0 : chunk_rows;
         const floatX* xr = x + (size_t)r0 * C;
         matmul_forward(ctx, chunk, xr, wte, NULL, rows, C, Vp);
-        if (kernels__rows_packed(Vp, {chunk})) {
-            kernels__classifier_softmax<KERNELS_PACK><<<rows, 1024, 0, ctx->stream>>>(chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
+        if (kernels__rows_packed(Vp, {chunk})) { // a block per row, a thread per pack (GPT-2: 1024 threads)
+            unsigned th = kernels__row_threads(Vp / KERNELS_PACK);
+            kernels__classifier_softmax<KERNELS_PACK><<<rows, th, 0, ctx->stream>>>(chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
         } else {
-            kernels__classifier_softmax<1><<<rows, 1024, 0, ctx->stream>>>(chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
+            kernels__classifier_softmax<1><<<rows, kernels__row_threads(Vp), 0, ctx->stream>>>(chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
         }
         launchCheck();
         if (dx) {
@@ -386,9 +387,10 @@ static void classifier_vp_stats(const KernelCtx* ctx, float* stats, const floatX
     int real = V - vocab_lo < Vp_l ? V - vocab_lo : Vp_l;
     if (real < 0) { real = 0; }
     if (kernels__rows_packed(Vp_l, {logits})) {
-        kernels__vp_stats<KERNELS_PACK><<<rows, 1024, 0, ctx->stream>>>(stats, logits, targets, vocab_lo, Vp_l, real);
+        unsigned th = kernels__row_threads(Vp_l / KERNELS_PACK);
+        kernels__vp_stats<KERNELS_PACK><<<rows, th, 0, ctx->stream>>>(stats, logits, targets, vocab_lo, Vp_l, real);
     } else {
-        kernels__vp_stats<1><<<rows, 1024, 0, ctx->stream>>>(stats, logits, targets, vocab_lo, Vp_l, real);
+        kernels__vp_stats<1><<<rows, kernels__row_threads(Vp_l), 0, ctx->stream>>>(stats, logits, targets, vocab_lo, Vp_l, real);
     }
     launchCheck();
 }
@@ -421,9 +423,10 @@ static void classifier_vp_apply(const KernelCtx* ctx, float* losses, floatX* log
     int real = V - vocab_lo < Vp_l ? V - vocab_lo : Vp_l;
     if (real < 0) { real = 0; }
     if (kernels__rows_packed(Vp_l, {logits})) {
-        kernels__vp_apply<KERNELS_PACK><<<rows, 1024, 0, ctx->stream>>>(losses, logits, stats, targets, dloss_scale, vocab_lo, Vp_l, real, want_grad);
+        unsigned th = kernels__row_threads(Vp_l / KERNELS_PACK);
+        kernels__vp_apply<KERNELS_PACK><<<rows, th, 0, ctx->stream>>>(losses, logits, stats, targets, dloss_scale, vocab_lo, Vp_l, real, want_grad);
     } else {
-        kernels__vp_apply<1><<<rows, 1024, 0, ctx->stream>>>(losses, logits, stats, targets, dloss_scale, vocab_lo, Vp_l, real, want_grad);
+        kernels__vp_apply<1><<<rows, kernels__row_threads(Vp_l), 0, ctx->stream>>>(losses, logits, stats, targets, dloss_scale, vocab_lo, Vp_l, real, want_grad);
     }
     launchCheck();
 }

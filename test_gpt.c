@@ -733,6 +733,31 @@ static void check_bias_grad(KernelCtx* ctx, int dt) {
 #endif
 }
 
+// The two-pass sums behind the loss and the global gradient norm (sum_accumulate, sum_squares_accumulate; the same
+// kernels in every storage type) add to what *acc holds, in double, at lengths around the CUDA launch's thresholds:
+// one warp (n <= 256), a block of 1024 threads of 8 elements each (8192) and one more element, several blocks, and
+// past the 1024-block cap (8.4M), where each thread takes more. Against a serial double sum: any order of n double
+// additions is within n u of the exact sum times the sum of the magnitudes (u = 2^-53), so the two sums within
+// 2 n u of it of each other.
+static void test_sums(void) {
+    const KernelCtx* ctx = &g_ctx;
+    size_t ns[] = {1, 37, 256, 257, 8192, 8193, 300001, (size_t)1024 * 1024 * 8 + 4097};
+    for (size_t t = 0; t < sizeof(ns) / sizeof(ns[0]); t++) {
+        size_t n = ns[t];
+        float* x = (float*)mallocCheck(n * sizeof(float));
+        double ref = 0.5, ref2 = 0.25, mag = 0.5;
+        for (size_t i = 0; i < n; i++) { x[i] = (float)rand_d(); ref += x[i]; mag += fabs(x[i]); ref2 += (double)x[i] * x[i]; }
+        double s = 0.5, s2 = 0.25, tol = 2.0 * (double)(n + 1) * DBL_EPSILON / 2;
+        sum_accumulate(ctx, &s, x, n);
+        sum_squares_accumulate(ctx, &s2, x, n);
+        char nm[128];
+        snprintf(nm, sizeof(nm), "sum_accumulate and sum_squares_accumulate over %zu values add to the accumulator", n);
+        double e = fabs(s - ref) / mag, e2 = fabs(s2 - ref2) / ref2;
+        report(e <= tol && e2 <= tol, nm, "errors %.2g and %.2g of the magnitudes' sums (at most %.2g)", e, e2, tol);
+        free(x);
+    }
+}
+
 // AdamW in the storage type dt with master weights, on a ZeRO shard [lo, hi) that cuts through tensors (segments at
 // odd offsets, a gap that belongs to no segment): two steps against the closed form in double (master, m, v; the
 // tolerances of test_adamw), every stored parameter exactly the stochastic rounding of its own master value (keyed
@@ -1883,6 +1908,7 @@ int main(int argc, char** argv) {
                 test_classifier(16);
                 test_classifier(13);
                 test_adamw();
+                test_sums();
             }
             test_ops_dtype();
             test_forward_len();

@@ -178,6 +178,20 @@ static void stage_adamw_update(const KernelCtx* ctx, float* params, float* maste
     stage_free(g);
 }
 
+// the two-pass sums: acc is one device double, copied up and back
+static void stage_sum(const KernelCtx* ctx, double* acc, const float* x, size_t n, int squares) {
+    float* xd = stage_f(x, n);
+    double* ad = (double*)dev_alloc(&g_ctx, sizeof(double));
+    dev_copy_h2d(&g_ctx, ad, acc, sizeof(double));
+    if (squares) { sum_squares_accumulate(ctx, ad, xd, n); } else { sum_accumulate(ctx, ad, xd, n); }
+    dev_copy_d2h(&g_ctx, acc, ad, sizeof(double));
+    dev_sync(&g_ctx);
+    dev_free(&g_ctx, ad);
+    stage_free(xd);
+}
+static void stage_sum_accumulate(const KernelCtx* ctx, double* acc, const float* x, size_t n) { stage_sum(ctx, acc, x, n, 0); }
+static void stage_sum_squares_accumulate(const KernelCtx* ctx, double* acc, const float* x, size_t n) { stage_sum(ctx, acc, x, n, 1); }
+
 #define matmul_forward stage_matmul_forward
 #define matmul_backward stage_matmul_backward
 #define matmul_forward_gelu stage_matmul_forward_gelu
@@ -191,6 +205,8 @@ static void stage_adamw_update(const KernelCtx* ctx, float* params, float* maste
 #define attention_backward stage_attention_backward
 #define classifier_forward_backward stage_classifier_forward_backward
 #define adamw_update stage_adamw_update
+#define sum_accumulate stage_sum_accumulate
+#define sum_squares_accumulate stage_sum_squares_accumulate
 // the encoder's stagers need the table sizes, which the kernels do not take: the tests pass them
 #define ENCODER_FORWARD(ctx, out, tok, wte, wpe, B, T, C, V, maxT) stage_encoder_forward(ctx, out, tok, wte, wpe, B, T, C, V, maxT)
 #define ENCODER_BACKWARD(ctx, dwte, dwpe, dout, tok, B, T, C, V, maxT) stage_encoder_backward(ctx, dwte, dwpe, dout, tok, B, T, C, V, maxT)

@@ -56,6 +56,7 @@ on a one-GPU machine, where NCCL refuses a communicator between them. Unset, eac
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -120,7 +121,12 @@ static size_t g_device_bytes = 0;
 
 static void* mem_alloc(size_t size, int kind) {
     size_t total = (size + 2 * EMU_GUARD + 255) / 256 * 256;
-    unsigned char* raw = (unsigned char*)aligned_alloc(256, total);
+    // Allocations of 2 MB or more on 2 MB pages where the kernel allows it (transparent huge pages on request): the
+    // fill below touches every page, and a short emulated run spent a tenth of its time in first-touch faults on 4 KB
+    // pages (24.8k faults; 4.4k on 2 MB pages)
+    size_t huge = (size_t)2 << 20, rounded = (total + huge - 1) / huge * huge;
+    unsigned char* raw = (unsigned char*)(total >= huge ? aligned_alloc(huge, rounded) : aligned_alloc(256, total));
+    if (raw && total >= huge) { madvise(raw, rounded, MADV_HUGEPAGE); }
     if (!raw) { fail("out of host memory for a %zu-byte allocation", size); }
     memset(raw, EMU_GUARD_BYTE, EMU_GUARD);
     memset(raw + EMU_GUARD + size, EMU_GUARD_BYTE, total - EMU_GUARD - size);
