@@ -75,7 +75,7 @@ static double plan_rank_memory(const GPTConfig* g, const PlanLayout* p, int r, c
     int master = p->dtype != DTYPE_FP32;
     mem[0] = (double)gpt_param_floats(&pl, p->zero, p->dp) * floatx_bytes;
     mem[1] = (double)gpt_grad_floats(&pl, p->zero, p->dp) * sizeof(float) + (p->zero >= 2 ? (double)S * sizeof(float) : 0.0);
-    mem[2] = (double)(2 + master) * owned * sizeof(float);
+    mem[2] = (double)(2 + master) * owned * sizeof(float) + sizeof(double); // (+ the norm's device scalar: zero_state_bytes)
     ActShape sh = plan_act_shape(g, p, r, first, &pl);
     int act_dtype = floatx_bytes == sizeof(floatX) ? -1 : p->dtype;
     mem[3] = (double)activations_bytes_shape(g, &sh, p->B, p->T, p->recompute, act_dtype, NULL) +

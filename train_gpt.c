@@ -2142,7 +2142,10 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
 #ifdef KERNELS_CUDA
         size_t mem_free = 0, mem_total = 0;
         if (cudaMemGetInfo(&mem_free, &mem_total) == cudaSuccess) {
-            printf("bench: GPU memory in use %.2f GB of %.2f GB\n", (mem_total - mem_free) / 1e9, mem_total / 1e9);
+            // beside the planner's figure for this rank: the difference is what the planner does not model (the
+            // CUDA context, the libraries' handles, NCCL's buffers)
+            printf("bench: GPU memory in use %.2f GB of %.2f GB (planned for this rank %.2f GB; bytes in use %zu, planned %.0f)\n",
+                   (mem_total - mem_free) / 1e9, mem_total / 1e9, rank_total / 1e9, mem_total - mem_free, rank_total);
         }
 #endif
         printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);

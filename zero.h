@@ -180,10 +180,11 @@ static void zero_set_powersgd(ZeroOptimizer* z, PowerSgd* ps) {
     if (!z->host_grads) { z->host_grads = (float*)dev_host_alloc(z->ctx, mulSize(z->n_pad, sizeof(float))); }
 }
 
-// Bytes of optimizer state per rank: moments, the stage-2 gradient shard, master weights.
+// Bytes of optimizer state per rank: moments, the stage-2 gradient shard, master weights, and the device scalar the
+// gradient norm's sum goes to.
 static size_t zero_state_bytes(const ZeroOptimizer* z) {
     size_t S = z->hi - z->lo;
-    return (2 + (z->gshard != NULL) + (z->master != NULL)) * S * sizeof(float);
+    return (2 + (z->gshard != NULL) + (z->master != NULL)) * S * sizeof(float) + sizeof(double);
 }
 
 // The master weights of the owned range from the fp32 values of all parameters (host_params: n_pad or at least

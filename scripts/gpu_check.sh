@@ -438,6 +438,18 @@ bench() { # name model extra...
             tps=$(echo "$out" | grep -o '| [0-9]* tokens/s' | grep -o '[0-9]*' | head -n 1)
             gf=$(echo "$out" | grep -o '[0-9.]* GFLOP/s' | tail -n 1 | grep -o '[0-9.]*')
             mem=$(echo "$out" | grep -o 'GPU memory in use [0-9.]* GB' | head -n 1)
+            # the planner's bytes for this rank beside those in use: on a GPU the difference is what the planner does
+            # not model (the CUDA context, cuBLASLt's and cuDNN's handles and workspaces); the emulation has none of
+            # those, so there every byte the trainer allocated on the device must be one the planner counts
+            used=$(echo "$out" | grep -o 'bytes in use [0-9]*' | grep -o '[0-9]*' | head -n 1)
+            planned=$(echo "$out" | grep -o 'planned [0-9]*)' | grep -o '[0-9]*' | head -n 1)
+            if [ -n "$used" ] && [ -n "$planned" ]; then
+                mem="$mem, planner $(awk -v p="$planned" 'BEGIN { printf "%.2f", p / 1e9 }') GB"
+                if [ $EMU = 1 ]; then
+                    if [ "$used" = "$planned" ]; then ok "benchmark $name: the device memory in use is the planner's to the byte ($used)"
+                    else bad "benchmark $name: $used device bytes in use, the planner counts $planned (a buffer it does not know)"; fi
+                fi
+            fi
             if [ -z "$ms" ] || [ -z "$tps" ] || [ -z "$gf" ] || [ -z "$mem" ]; then
                 bad "benchmark $name: its output lacks what this script reads (ms '$ms', tokens/s '$tps', GFLOP/s '$gf', memory '$mem')"; return 0
             fi
