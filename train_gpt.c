@@ -2143,7 +2143,8 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         size_t mem_free = 0, mem_total = 0;
         if (cudaMemGetInfo(&mem_free, &mem_total) == cudaSuccess) {
             // beside the planner's figure for this rank: the difference is what the planner does not model (the
-            // CUDA context, the libraries' handles, NCCL's buffers)
+            // CUDA context, the libraries' handles and NCCL's own buffers; with --comm nccl also three device buffers
+            // of that path: the bf16 compression buffer, the tensor-parallel scratch, the pipeline's messages)
             printf("bench: GPU memory in use %.2f GB of %.2f GB (planned for this rank %.2f GB; bytes in use %zu, planned %.0f)\n",
                    (mem_total - mem_free) / 1e9, mem_total / 1e9, rank_total / 1e9, mem_total - mem_free, rank_total);
         }
