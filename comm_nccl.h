@@ -456,6 +456,10 @@ static float* comm_nccl__scratch(CommNccl* n, size_t floats) {
     return n->scratch;
 }
 
+// Makes the scratch hold `floats` now, at start-up: the tensor-parallel collectives' largest is a (B, T, C)
+// activation, and a cudaMalloc in the first forward would stall the device's streams mid-step.
+static void comm_nccl_reserve(CommNccl* n, size_t floats) { (void)comm_nccl__scratch(n, floats); }
+
 // buf (count floatX) summed over the group, in place.
 static void comm_nccl_allreduce_x(CommNccl* n, const KernelCtx* ctx, floatX* buf, size_t count) {
     float* f = comm_nccl__scratch(n, count);
@@ -595,6 +599,7 @@ static void comm_nccl_iallreduce_sum_bf16(CommNccl* n, const KernelCtx* ctx, uin
 static void comm_nccl_ireduce_scatterv_sum_bf16(CommNccl* n, const KernelCtx* ctx, uint16_t* buf, const size_t* counts, CommNcclReq* req) {
     (void)n; (void)ctx; (void)buf; (void)counts; (void)req; comm_nccl__none();
 }
+static void comm_nccl_reserve(CommNccl* n, size_t floats) { (void)n; (void)floats; comm_nccl__none(); }
 static void comm_nccl_allreduce_x(CommNccl* n, const KernelCtx* ctx, floatX* buf, size_t count) {
     (void)n; (void)ctx; (void)buf; (void)count; comm_nccl__none();
 }

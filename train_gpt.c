@@ -2367,6 +2367,7 @@ int main(int argc, char** argv) {
         if (pc.tp > 1) { // every rank joins its tp group's communicator, then its dp group's: the same order everywhere
             comm_nccl_init(&nccl_tp, &pc.tp_group);
             pc.tp_group.nccl = &nccl_tp;
+            comm_nccl_reserve(&nccl_tp, (size_t)B * T * model.cfg.channels); // (tp.h's largest collective: a (B, T, C) activation)
         }
         comm_nccl_init(&nccl, &pc.dp_group);
         zero_set_nccl(&zopt, &nccl);
