@@ -494,17 +494,16 @@ static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward)
         p->rejected = 1;
         return NULL;
     }
-    char nb[200];
-    att__notes_str(p->notes, nb, sizeof(nb));
     if (p->notes & ATT_NONDET) {
         fprintf(stderr, "warning: cudnn attention: no deterministic engine runs the %s graph for B %lld, T %lld, NH %lld, HS %lld; "
                 "engine %lld does, nondeterministically: runs will not repeat bit for bit (--attention native does)\n", backward ? "backward" : "forward",
                 (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS, (long long)p->engine);
     }
     if (getenv("ATT_VERBOSE")) {
+        char nb[200];
         fprintf(stderr, "cudnn attention: %s B %lld, T %lld, NH %lld, HS %lld: engine %lld (notes: %s), workspace %lld bytes\n",
-                backward ? "backward" : "forward", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS, (long long)p->engine, nb,
-                (long long)p->workspace);
+                backward ? "backward" : "forward", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS, (long long)p->engine,
+                att__notes_str(p->notes, nb, sizeof(nb)), (long long)p->workspace);
     }
     return p;
 }

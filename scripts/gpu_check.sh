@@ -450,8 +450,8 @@ bench() { # name model extra...
                     else bad "benchmark $name: $used device bytes in use, the planner counts $planned (a buffer it does not know)"; fi
                 fi
             fi
-            if [ -z "$ms" ] || [ -z "$tps" ] || [ -z "$gf" ] || [ -z "$mem" ]; then
-                bad "benchmark $name: its output lacks what this script reads (ms '$ms', tokens/s '$tps', GFLOP/s '$gf', memory '$mem')"; return 0
+            if [ -z "$ms" ] || [ -z "$tps" ] || [ -z "$gf" ] || [ -z "$mem" ] || [ -z "$used" ] || [ -z "$planned" ]; then
+                bad "benchmark $name: its output lacks what this script reads (ms '$ms', tokens/s '$tps', GFLOP/s '$gf', memory '$mem', bytes in use '$used', planned '$planned')"; return 0
             fi
             mfu=$(awk -v g="$gf" -v p=$PEAK 'BEGIN { printf "%.1f%%", g * 1e9 / p * 100 }')
             mfu2=$(awk -v g="$gf" -v m="${MEAS:-0}" 'BEGIN { if (m > 0) printf "%.1f%%", g * 1e9 / (m * 1e12) * 100; else printf "n/a" }')
