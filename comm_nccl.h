@@ -73,6 +73,7 @@ typedef struct CommNccl {
     size_t scratch_floats;
     float* retired[40];  // outgrown scratch buffers, freed with the communicator (see comm_nccl__scratch)
     int nretired;
+    size_t retired_bytes;
     CommGroup* group;    // the group it serves (a pair: the group of its two ranks), for the watchdog's messages
     int peer;            // a pair: the other rank, by group rank; -1 for a whole group's communicator
     CommNcclOp* ops;     // (COMM_NCCL_WATCH) the operations in flight, oldest at `head`, `count` of them, in the
@@ -241,9 +242,45 @@ static void comm_nccl__issued(CommNcclOp* o, cudaStream_t stream) {
 typedef struct { cudaEvent_t done; } CommNcclReq;
 
 static int comm_nccl_available(void) { return 1; }
+
+// Several communicators on one device with operations in flight at once (the data-parallel group's reductions on
+// their stream while the backward's tensor-parallel collectives and the pipeline's pairs run on theirs): NCCL's
+// kernels wait for their peers, so two devices that start two communicators' kernels in different orders can wait
+// for each other forever. NCCL 2.26 and later order their launches on each device as the host issued them when
+// NCCL_LAUNCH_ORDER_IMPLICIT=1; each process here issues its NCCL calls from one thread, so that order is its
+// program's. On CUDA 12.3 and later a kernel waits only for the previous one's launch and they still overlap; before
+// it NCCL serializes them, which would hold a pipeline's send behind a receive that needs the peer's send first
+// (tests/test_pp: "on one stream per rank"), so there it is not set. Set before the first NCCL call (NCCL reads it
+// once); a user's own setting is kept, and comm_nccl_launch_order says which holds.
+static int comm_nccl__cuda_orders_launches(void) {
+    int driver = 0;
+    return cudaDriverGetVersion(&driver) == cudaSuccess && driver >= 12030 && CUDART_VERSION >= 12030;
+}
+static void comm_nccl__order_launches(void) {
+    if (comm_nccl__cuda_orders_launches()) { setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", 0); }
+}
+
+// 1 when several communicators' launches are ordered as issued (NCCL 2.26 or later with NCCL_LAUNCH_ORDER_IMPLICIT=1,
+// on CUDA 12.3 or later); 0 with why not in why.
+static int comm_nccl_launch_order(char* why, size_t cap) {
+    int v = 0;
+    const char* e = getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+    if (!comm_nccl__cuda_orders_launches()) {
+        snprintf(why, cap, "CUDA before 12.3 (runtime %d): NCCL could order several communicators' launches only by serializing them", CUDART_VERSION);
+        return 0;
+    }
+    if (ncclGetVersion(&v) != ncclSuccess || v < 22600) {
+        snprintf(why, cap, "NCCL %d.%d.%d predates NCCL_LAUNCH_ORDER_IMPLICIT (2.26)", v / 10000, v / 100 % 100, v % 100);
+        return 0;
+    }
+    if (!e || strcmp(e, "1") != 0) { snprintf(why, cap, "NCCL_LAUNCH_ORDER_IMPLICIT is '%s', not 1", e ? e : ""); return 0; }
+    snprintf(why, cap, "launches of several communicators ordered as the host issued them (NCCL_LAUNCH_ORDER_IMPLICIT=1)");
+    return 1;
+}
 static int comm_nccl_joined(const CommNccl* n) { return n->comm != NULL; }
 
 static void comm_nccl__join(CommNccl* n, ncclUniqueId id, int rank, int size, CommGroup* g, int peer) {
+    memset(n, 0, sizeof(*n));
     n->rank = rank;
     n->size = size;
     gpuCheck(ncclCommInitRank(&n->comm, size, id, rank));
@@ -254,6 +291,7 @@ static void comm_nccl__join(CommNccl* n, ncclUniqueId id, int rank, int size, Co
 
 // Joins the NCCL communicator of group g (collective over g's MPI communicator).
 static void comm_nccl_init(CommNccl* n, CommGroup* g) {
+    comm_nccl__order_launches();
     ncclUniqueId id;
     memset(&id, 0, sizeof(id));
     if (g->rank == 0) { gpuCheck(ncclGetUniqueId(&id)); }
@@ -263,6 +301,7 @@ static void comm_nccl_init(CommNccl* n, CommGroup* g) {
 
 // Joins the communicator of two members of g, `first` (its rank 0) and `second`; only those two call it.
 static void comm_nccl_init_pair(CommNccl* n, CommGroup* g, int first, int second) {
+    comm_nccl__order_launches();
     ncclUniqueId id;
     memset(&id, 0, sizeof(id));
     if (g->rank == first) {
@@ -309,6 +348,7 @@ static void comm_nccl_free(CommNccl* n) {
     if (n->scratch) { gpuCheck(cudaFree(n->scratch)); n->scratch = NULL; n->scratch_floats = 0; }
     for (int i = 0; i < n->nretired; i++) { gpuCheck(cudaFree(n->retired[i])); }
     n->nretired = 0;
+    n->retired_bytes = 0;
     gpuCheck(ncclCommDestroy(n->comm));
     gpuCheck(cudaEventDestroy(n->ready));
     gpuCheck(cudaStreamDestroy(n->stream));
@@ -448,6 +488,7 @@ static float* comm_nccl__scratch(CommNccl* n, size_t floats) {
         if (n->scratch) {
             if (n->nretired == (int)(sizeof(n->retired) / sizeof(n->retired[0]))) { fatal("internal: NCCL scratch grown too often"); }
             n->retired[n->nretired++] = n->scratch;
+            n->retired_bytes += n->scratch_floats * sizeof(float);
         }
         if (floats < 2 * n->scratch_floats) { floats = 2 * n->scratch_floats; }
         gpuCheck(cudaMalloc((void**)&n->scratch, floats * sizeof(float)));
@@ -459,6 +500,9 @@ static float* comm_nccl__scratch(CommNccl* n, size_t floats) {
 // Makes the scratch hold `floats` now, at start-up: the tensor-parallel collectives' largest is a (B, T, C)
 // activation, and a cudaMalloc in the first forward would stall the device's streams mid-step.
 static void comm_nccl_reserve(CommNccl* n, size_t floats) { (void)comm_nccl__scratch(n, floats); }
+
+// The device bytes the communicator's scratch holds (with outgrown buffers not freed yet), for the memory table.
+static size_t comm_nccl_device_bytes(const CommNccl* n) { return n->scratch_floats * sizeof(float) + n->retired_bytes; }
 
 // buf (count floatX) summed over the group, in place.
 static void comm_nccl_allreduce_x(CommNccl* n, const KernelCtx* ctx, floatX* buf, size_t count) {
@@ -552,6 +596,7 @@ static void comm_nccl_req_free(CommNcclReq* req) {
 typedef struct CommNccl { int unused; } CommNccl;
 typedef struct { int unused; } CommNcclReq;
 static int comm_nccl_available(void) { return 0; }
+static int comm_nccl_launch_order(char* why, size_t cap) { snprintf(why, cap, "no NCCL"); return 0; }
 static int comm_nccl_joined(const CommNccl* n) { (void)n; return 0; }
 static void comm_nccl__none(void) { fatal("internal: an NCCL collective in a build without NCCL"); }
 static void comm_nccl_init(CommNccl* n, CommGroup* g) { (void)n; (void)g; comm_nccl__none(); }
@@ -600,6 +645,7 @@ static void comm_nccl_ireduce_scatterv_sum_bf16(CommNccl* n, const KernelCtx* ct
     (void)n; (void)ctx; (void)buf; (void)counts; (void)req; comm_nccl__none();
 }
 static void comm_nccl_reserve(CommNccl* n, size_t floats) { (void)n; (void)floats; comm_nccl__none(); }
+static size_t comm_nccl_device_bytes(const CommNccl* n) { (void)n; return 0; }
 static void comm_nccl_allreduce_x(CommNccl* n, const KernelCtx* ctx, floatX* buf, size_t count) {
     (void)n; (void)ctx; (void)buf; (void)count; comm_nccl__none();
 }

@@ -165,6 +165,10 @@ static void pipeline_use_nccl(Pipeline* p, GPT* m) {
     p->nccl = 1;
 }
 
+// The device bytes of the messages (pipeline_use_nccl: the receive buffer and the send pool; 0 through MPI, whose
+// buffers are pinned host memory).
+static size_t pipeline_device_bytes(const Pipeline* p) { return p->nccl ? (size_t)(p->ndsends + 1) * p->max_msg_bytes : 0; }
+
 // Waits for every send in flight (their buffers become free). With NCCL nothing waits: a device send buffer is
 // taken again once its send has finished.
 static void pp_wait_sends(Pipeline* p) {

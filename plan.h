@@ -34,6 +34,10 @@ typedef struct {
     int recompute, dtype;
     int kind, V;            // pipeline schedule and chunks per rank (pp > 1)
     int threads;            // host threads per process (the CPU kernels' scratch)
+    // --comm nccl (GPU builds, one GPU per process): the collectives run on device buffers, which adds three of them:
+    // the tensor-parallel group's fp32 scratch (tp > 1), the pipeline's device messages (pp_nccl: pp > 1 and no
+    // two stages on one GPU), and with --grad-compress bf16 the gradients' bf16 copy
+    int nccl, pp_nccl, compress_bf16;
 } PlanLayout;
 
 // Where the blocks are cut into pp V chunks: balanced by cost (a block's FLOPs per token; the LM head's on the last
@@ -65,8 +69,8 @@ static ActShape plan_act_shape(const GPTConfig* g, const PlanLayout* p, int r, c
 
 // What pipeline rank r of layout p allocates, in bytes, as the trainer's memory table shows it: [0] the compute copy
 // of the parameters (with ZeRO-3's arena), [1] gradients (with the stage-2/3 shard), [2] optimizer state (moments
-// and master weights), [3] activations with the kernels' scratch. floatx_bytes: the storage of a floatX element
-// (sizeof(floatX) for this build; 2 for what a GPU build allocates in bf16/fp16). Returns the total.
+// and master weights), [3] activations with the kernels' and the collectives' scratch. floatx_bytes: the storage of
+// a floatX element (sizeof(floatX) for this build; 2 for what a GPU build allocates in bf16/fp16). Returns the total.
 static double plan_rank_memory(const GPTConfig* g, const PlanLayout* p, int r, const int* first, size_t floatx_bytes, double mem[4]) {
     ParamLayout pl;
     layout_build_3d(&pl, g, p->tp, 0, p->pp, r, p->pp > 1 ? p->V : 1, p->pp > 1 ? first : NULL);
@@ -75,11 +79,17 @@ static double plan_rank_memory(const GPTConfig* g, const PlanLayout* p, int r, c
     int master = p->dtype != DTYPE_FP32;
     mem[0] = (double)gpt_param_floats(&pl, p->zero, p->dp) * floatx_bytes;
     mem[1] = (double)gpt_grad_floats(&pl, p->zero, p->dp) * sizeof(float) + (p->zero >= 2 ? (double)S * sizeof(float) : 0.0);
+    if (p->nccl && p->compress_bf16) { mem[1] += (double)n_pad * 2.0; } // the bf16 copy the reductions send (zero_set_compress)
     mem[2] = (double)(2 + master) * owned * sizeof(float) + sizeof(double); // (+ the norm's device scalar: zero_state_bytes)
     ActShape sh = plan_act_shape(g, p, r, first, &pl);
     int act_dtype = floatx_bytes == sizeof(floatX) ? -1 : p->dtype;
     mem[3] = (double)activations_bytes_shape(g, &sh, p->B, p->T, p->recompute, act_dtype, NULL) +
              (double)kernels_scratch_bytes(p->T, g->channels, p->threads);
+    double btc = (double)p->B * p->T * g->channels;
+    if (p->nccl && p->tp > 1) { mem[3] += btc * sizeof(float); } // tp.h's collectives' fp32 scratch (comm_nccl_reserve)
+    // the pipeline's device messages of B T C floatX: one receive buffer, and a send buffer per slot and one more
+    // (pipeline_use_nccl)
+    if (p->pp_nccl && p->pp > 1) { mem[3] += (double)(sh.nslots + 2) * btc * (double)floatx_bytes; }
     layout_free(&pl);
     return mem[0] + mem[1] + mem[2] + mem[3];
 }
@@ -105,7 +115,17 @@ typedef struct {
     double peak;              // dense bf16/fp16 peak per device, FLOP/s (what MFU is measured against)
     double efficiency;        // the share of the peak a training step's matmuls reach
     size_t floatx_bytes;      // storage of a floatX element (see plan_rank_memory)
+    int gpu;                  // the devices are GPUs (a GPU build, or --plan-storage gpu): see plan_comm_nccl
+    double reserve;           // bytes per device a layout leaves to what the planner does not model (the runtime's)
 } PlanMachine;
+
+// Whether a run on the machine takes the --comm nccl path, whose device buffers plan_rank_memory counts: on GPUs,
+// one per process, as --comm auto decides for several processes; --comm nccl asks for it on one too, and --comm mpi
+// or staged never takes it.
+static int plan_comm_nccl(const Config* c, const PlanMachine* mc) {
+    if (!mc->gpu) { return 0; }
+    return strcmp(c->comm, "nccl") == 0 || (strcmp(c->comm, "auto") == 0 && mc->per_node * mc->nodes > 1);
+}
 
 typedef struct {
     PlanLayout p;
@@ -210,14 +230,17 @@ static int plan__by_step(const void* a, const void* b) {
 // Enumerates every layout of the machine, prints the rejected ones by reason (each one with --plan-verbose 1) and
 // the best --plan-top by estimated step time, each with its memory, time split and command. Returns how many fit.
 static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) {
-    int N = mc->per_node * mc->nodes, T = c->seq_len;
+    int N = mc->per_node * mc->nodes, T = c->seq_len, nccl = plan_comm_nccl(c, mc), bf16 = strcmp(c->grad_compress, "bf16") == 0;
     long total = c->total_batch_size;
     if (total <= 0) { fatal("--plan: give the global batch (--total-batch-size, tokens per optimizer step)"); }
-    printf("plan: %s (L %d, C %d, NH %d, %.1f M parameters), T %d, %ld tokens per step, %d node(s) x %d device(s), %.1f GB each, "
-           "%.0f TFLOP/s bf16 peak at %.0f%%, links %.0f / %.0f GB/s (intra / inter), %s storage, %d thread(s) per process\n",
+    printf("plan: %s (L %d, C %d, NH %d, %.1f M parameters), T %d, %ld tokens per step, %d node(s) x %d device(s), %.1f GB each "
+           "(%.1f GB of it reserved for the runtime), "
+           "%.0f TFLOP/s bf16 peak at %.0f%%, links %.0f / %.0f GB/s (intra / inter), %s storage, %d thread(s) per process, "
+           "collectives %s%s\n",
            c->init[0] ? c->init : c->model, g->num_layers, g->channels, g->num_heads, gpt_num_params(g) / 1e6, T, total, mc->nodes, mc->per_node,
-           mc->memory / 1e9, mc->peak / 1e12, 100.0 * mc->efficiency, mc->intra / 1e9, mc->inter / 1e9, mc->floatx_bytes == sizeof(floatX) ? "this build's" : "GPU (16-bit)",
-           c->threads > 0 ? c->threads : kernels_num_threads());
+           mc->memory / 1e9, mc->reserve / 1e9, mc->peak / 1e12, 100.0 * mc->efficiency, mc->intra / 1e9, mc->inter / 1e9, mc->floatx_bytes == sizeof(floatX) ? "this build's" : "GPU (16-bit)",
+           c->threads > 0 ? c->threads : kernels_num_threads(), nccl ? "through NCCL on device buffers" : "through MPI",
+           nccl && bf16 ? " (with the bf16 gradient copy of --grad-compress bf16)" : "");
     size_t cap = 1024, nres = 0;
     PlanResult* res = (PlanResult*)mallocCheck(sizeof(PlanResult) * cap);
     char reasons[PLAN_MAX_REASONS][160], examples[PLAN_MAX_REASONS][256];
@@ -236,7 +259,8 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
                         for (int B = 1; B <= 64; B *= 2) {
                             for (int rc = 0; rc <= 2; rc++) {
                                 for (int d = 0; d < 2; d++) {
-                                    PlanLayout p = {dp, tp, pp, sp, zero, B, T, 0, rc, dtypes[d], kind, V, c->threads > 0 ? c->threads : kernels_num_threads()};
+                                    PlanLayout p = {dp, tp, pp, sp, zero, B, T, 0, rc, dtypes[d], kind, V, c->threads > 0 ? c->threads : kernels_num_threads(),
+                                                    nccl, nccl, bf16};
                                     long per_micro = (long)B * T * dp;
                                     p.M = per_micro > 0 && total % per_micro == 0 ? (int)(total / per_micro) : 1;
                                     char why[160];
@@ -249,9 +273,10 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
                                         if (pp > 1) { first = (int*)mallocCheck(sizeof(int) * (size_t)(pp * V + 1)); plan_partition(g, &p, first); }
                                         r.mem_total = plan_max_memory(g, &p, first, mc->floatx_bytes, r.mem, &r.worst_stage);
                                         free(first);
-                                        if (r.mem_total > mc->memory) {
+                                        if (r.mem_total > mc->memory - mc->reserve) {
                                             ok = 0;
-                                            snprintf(why, sizeof(why), "needs %.2f GB per device, above %.2f GB", r.mem_total / 1e9, mc->memory / 1e9);
+                                            snprintf(why, sizeof(why), "needs %.2f GB per device, above %.2f GB (%.2f GB less %.2f GB reserved)",
+                                                     r.mem_total / 1e9, (mc->memory - mc->reserve) / 1e9, mc->memory / 1e9, mc->reserve / 1e9);
                                             if (least < 0 || r.mem_total < least) { least = r.mem_total; }
                                         }
                                     }
@@ -298,7 +323,10 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
     printf("plan: %zu layouts fit, %d rejected:\n", nres, rejected);
     for (int k = 0; k < nreasons; k++) { printf("  %6d like: %s\n", reason_count[k], examples[k]); }
     if (nres == 0) {
-        if (least > 0) { printf("plan: no layout fits: the smallest needs %.2f GB per device (more devices, or a shorter sequence)\n", least / 1e9); }
+        if (least > 0) {
+            printf("plan: no layout fits: the smallest needs %.2f GB per device, %.2f GB are there after the reserve (more devices, or a shorter sequence)\n",
+                   least / 1e9, (mc->memory - mc->reserve) / 1e9);
+        }
         else { printf("plan: no layout can run on this machine (the reasons above)\n"); }
         free(res);
         return 0;

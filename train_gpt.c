@@ -119,6 +119,7 @@ typedef struct {
     int plan;                // 1: print the best parallel layouts for the machine below and exit
     int plan_nodes, plan_devices_per_node;
     float plan_memory_gb;    // per device
+    float plan_reserve_gb;   // per device, kept for the runtime (-1: 2 on GPUs, 0 otherwise)
     float plan_intra_gbps, plan_inter_gbps; // link bandwidth per device, GB/s, within and between nodes
     float plan_tflops;       // dense bf16 peak per device
     float plan_efficiency;   // share of the peak a training step's matmuls reach
@@ -201,6 +202,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("plan-nodes", NULL, plan_nodes, 1, 1e5, "--plan: nodes"),
     FLAG_I("plan-devices-per-node", NULL, plan_devices_per_node, 1, 1024, "--plan: devices (processes) per node"),
     FLAG_F("plan-memory-gb", NULL, plan_memory_gb, 1e-6, 1e6, "--plan: memory per device, GB"),
+    FLAG_F("plan-reserve-gb", NULL, plan_reserve_gb, -1, 1e6, "--plan: memory per device a layout must leave free for what the planner does not model (the CUDA context, the libraries' handles, NCCL's own buffers), GB; -1: 2 on GPUs (--plan-storage gpu, or a GPU build), 0 otherwise"),
     FLAG_F("plan-intra-gbps", NULL, plan_intra_gbps, 0.001, 1e6, "--plan: link bandwidth per device within a node, GB/s"),
     FLAG_F("plan-inter-gbps", NULL, plan_inter_gbps, 0.001, 1e6, "--plan: link bandwidth per device between nodes, GB/s"),
     FLAG_F("plan-tflops", NULL, plan_tflops, 1e-6, 1e6, "--plan: dense bf16 peak TFLOP/s per device (MFU is against it)"),
@@ -251,6 +253,7 @@ static void config_defaults(Config* c) {
     c->plan_nodes = 1;
     c->plan_devices_per_node = 8;
     c->plan_memory_gb = 80.0f;
+    c->plan_reserve_gb = -1.0f;
     c->plan_intra_gbps = 200.0f;
     c->plan_inter_gbps = 50.0f;
     c->plan_tflops = 989.0f;   // H100/H200 SXM dense bf16
@@ -1747,14 +1750,18 @@ static void check_config_agreement(ParallelContext* pc, const Config* c) {
 // The parts of main: the plan printed at start, one training step, the benchmark report
 
 // What this rank allocates, in bytes: [0] the compute copy of the parameters (floatX), [1] gradients (fp32, with the
-// stage-2 shard), [2] optimizer state (moments and master weights, fp32), [3] activations (the table's types) with
-// the kernels' scratch. Returns the total.
+// stage-2 shard and --comm nccl's bf16 copy), [2] optimizer state (moments and master weights, fp32), [3] activations
+// (the table's types) with the kernels' and the collectives' scratch. Returns the total.
 static double rank_memory(const GPT* mp, const ZeroOptimizer* zp, double mem[4]) {
     double shard = zp->gshard ? (double)zp->shard * sizeof(float) : 0.0;
     mem[0] = (double)mp->param_floats * sizeof(floatX);
     mem[1] = (double)mp->grad_floats * sizeof(float) + shard;
     mem[2] = (double)zero_state_bytes(zp) - shard;
     mem[3] = (double)mp->acts.total_bytes + (double)kernels_ctx_bytes(&mp->ctx);
+    // --comm nccl's device buffers: the gradients' bf16 copy, the tensor-parallel scratch, the pipeline's messages
+    mem[1] += (double)zero_compress_device_bytes(zp);
+    if (mp->tp_group && mp->tp_group->nccl) { mem[3] += (double)comm_nccl_device_bytes(mp->tp_group->nccl); }
+    if (mp->pipe) { mem[3] += (double)pipeline_device_bytes(mp->pipe); }
     return mem[0] + mem[1] + mem[2] + mem[3];
 }
 
@@ -1797,8 +1804,11 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
                kernels_num_threads(), mp->sp ? "; sequence parallel" : "");
         printf("| matmuls              | %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
         if (pcp->world_size > 1) {
-            printf("| collectives          | %s\n", strcmp(cp->comm, "nccl") == 0 ? "NCCL on the device buffers (--comm nccl)"
-                   : comm_is_staged(cp->comm) ? "MPI through pinned host copies of the device buffers (--comm mpi)" : "MPI on the buffers");
+            char order[160] = "";
+            if (strcmp(cp->comm, "nccl") == 0) { (void)comm_nccl_launch_order(order, sizeof(order)); }
+            printf("| collectives          | %s%s%s\n", strcmp(cp->comm, "nccl") == 0 ? "NCCL on the device buffers (--comm nccl)"
+                   : comm_is_staged(cp->comm) ? "MPI through pinned host copies of the device buffers (--comm mpi)" : "MPI on the buffers",
+                   order[0] ? "; " : "", order);
         }
         if (mp->pipe) {
             const Pipeline* p = mp->pipe;
@@ -2079,6 +2089,33 @@ static void comm_counts_print(const CommCounts* since, const ParallelContext* pc
 
 // --bench: time per step and its parts, how much of the gradient communication backward hides, communication per
 // step, memory, figure last. comm0: the communication counts when the timed steps began.
+// The device bytes in use (cudaMemGetInfo) beside what this rank allocated by the trainer's count (rank_memory,
+// which is the planner's per family: print_run_plan), collective over the world: the least and most bytes in use
+// beyond that count over the ranks. On a GPU the difference is what the planner does not model (the CUDA context,
+// cuBLASLt's and cuDNN's handles, NCCL's own buffers; with processes sharing a GPU, each other's memory too). The
+// emulation has none of those, so there a difference is a device buffer the count misses (scripts/gpu_check.sh --emu
+// demands 0 on every rank). Returns 0, with no collective, in a CPU build, or when a runtime could not say.
+typedef struct { double used, total, planned, least, most; } DeviceMemory;
+static int device_memory(const GPT* mp, const ZeroOptimizer* zp, ParallelContext* pcp, DeviceMemory* d) {
+    memset(d, 0, sizeof(*d));
+#ifdef KERNELS_CUDA
+    double mem[4];
+    d->planned = rank_memory(mp, zp, mem);
+    size_t mem_free = 0, mem_total = 0;
+    int ok = cudaMemGetInfo(&mem_free, &mem_total) == cudaSuccess;
+    d->used = (double)(mem_total - mem_free);
+    d->total = (double)mem_total;
+    double v[3] = {d->used - d->planned, d->planned - d->used, ok ? 0.0 : 1.0};
+    comm_allreduce_max_f64(&pcp->world, v, 3);
+    d->most = v[0];
+    d->least = 0.0 - v[1]; // (not -v[1]: -0.0 would print as "-0")
+    return v[2] == 0.0;
+#else
+    (void)mp; (void)zp; (void)pcp;
+    return 0;
+#endif
+}
+
 static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelContext* pcp, double t_bench, double t_forward,
                          double t_backward, double wait_bench, int timed_steps, const CommCounts* comm0) {
     int B = cp->batch_size, T = cp->seq_len, master = pcp->world_rank == 0;
@@ -2123,6 +2160,8 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
     }
     double rss = (double)peak_rss_kb() * 1024.0;
     comm_allreduce_max_f64(&pcp->world, &rss, 1);
+    DeviceMemory dm;
+    int have_dm = device_memory(mp, zp, pcp, &dm);
     if (master) {
         char rs[32];
         fmt_bytes(rs, sizeof(rs), rss);
@@ -2139,16 +2178,11 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         printf("bench-row: dtype %s recompute %d ms %.1f tokens_per_s %.0f activation_bytes %zu device_activation_bytes %zu "
                "rank_bytes %.0f param_bytes %.0f\n", dtype_name(mp->ctx.dtype), cp->recompute, ms, tok_s, mp->acts.total_bytes,
                activations_device_bytes_tp(&mp->cfg, mp->tp, mp->sp, B, T, cp->recompute, mp->ctx.dtype), rank_total, mem[0]);
-#ifdef KERNELS_CUDA
-        size_t mem_free = 0, mem_total = 0;
-        if (cudaMemGetInfo(&mem_free, &mem_total) == cudaSuccess) {
-            // beside the planner's figure for this rank: the difference is what the planner does not model (the
-            // CUDA context, the libraries' handles and NCCL's own buffers; with --comm nccl also three device buffers
-            // of that path: the bf16 compression buffer, the tensor-parallel scratch, the pipeline's messages)
-            printf("bench: GPU memory in use %.2f GB of %.2f GB (planned for this rank %.2f GB; bytes in use %zu, planned %.0f)\n",
-                   (mem_total - mem_free) / 1e9, mem_total / 1e9, rank_total / 1e9, mem_total - mem_free, rank_total);
+        if (have_dm) {
+            printf("bench: GPU memory in use %.2f GB of %.2f GB (planned for this rank %.2f GB; bytes in use %.0f, planned %.0f)\n",
+                   dm.used / 1e9, dm.total / 1e9, dm.planned / 1e9, dm.used, dm.planned);
+            printf("bench: GPU bytes in use beyond the planner's over the %d rank(s): least %.0f, most %.0f\n", pcp->world_size, dm.least, dm.most);
         }
-#endif
         printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
     }
 }
@@ -2241,7 +2275,16 @@ int main(int argc, char** argv) {
         // --plan: search the layouts of the machine the flags describe, print the best, exit (no data, no model)
         if (pc.world_size > 1) { fatal("--plan runs in one process, not under mpirun (%d ranks)", pc.world_size); }
         PlanMachine mc = {c.plan_devices_per_node, c.plan_nodes, c.plan_memory_gb * 1e9, c.plan_intra_gbps * 1e9, c.plan_inter_gbps * 1e9,
-                          c.plan_tflops * 1e12, c.plan_efficiency, strcmp(c.plan_storage, "gpu") == 0 ? 2 : sizeof(floatX)};
+                          c.plan_tflops * 1e12, c.plan_efficiency, strcmp(c.plan_storage, "gpu") == 0 ? 2 : sizeof(floatX),
+                          strcmp(c.plan_storage, "gpu") == 0, 0.0};
+#ifdef KERNELS_CUDA
+        mc.gpu = 1;
+#endif
+        // the runtime's share: an assumption until a GPU measures it (a CUDA context with cuBLASLt's and cuDNN's
+        // handles, about 0.5-1 GB on a Hopper GPU; NCCL's buffers, some hundreds of MB per communicator), which
+        // scripts/gpu_check.sh's benchmark table does: its "GPU memory in use" beside "planner"
+        mc.reserve = c.plan_reserve_gb >= 0 ? c.plan_reserve_gb * 1e9 : mc.gpu ? 2e9 : 0.0;
+        if (mc.reserve >= mc.memory) { fatal("--plan-reserve-gb %g leaves nothing of --plan-memory-gb %g", mc.reserve / 1e9, mc.memory / 1e9); }
         plan_run(&c, &gc, &mc);
         parallel_finalize(&pc);
         return 0;
@@ -2285,7 +2328,7 @@ int main(int argc, char** argv) {
     int V = pp_kind == PP_INTERLEAVED ? c.virtual_stages : 1;
     // (the layout as the planner sees it: its memory table is the trainer's; see print_run_plan)
     PlanLayout run = {pc.dp, c.tp, c.pp, c.tp > 1 && c.sequence_parallel, c.zero, B, T, grad_accum, c.recompute, dtype_parse(c.dtype),
-                      pp_kind, V, kernels_num_threads()};
+                      pp_kind, V, kernels_num_threads(), 0, 0, 0}; // (the comm path's three: set once it is decided)
     int* chunk_first = NULL;
     if (c.pp > 1) {
         char pperr[300];
@@ -2371,8 +2414,15 @@ int main(int argc, char** argv) {
         }
         comm_nccl_init(&nccl, &pc.dp_group);
         zero_set_nccl(&zopt, &nccl);
+        char why[160];
+        if ((pc.tp > 1 || pc.pp > 1) && !comm_nccl_launch_order(why, sizeof(why)) && master) {
+            fprintf(stderr, "warning: --comm nccl: %s: the communicators of several groups in flight at once may deadlock "
+                            "(NCCL 2.26 or later orders them when NCCL_LAUNCH_ORDER_IMPLICIT=1, which this program sets unless told otherwise)\n", why);
+        }
     }
     if (strcmp(c.grad_compress, "bf16") == 0) { zero_set_compress(&zopt); }
+    run.nccl = strcmp(c.comm, "nccl") == 0; // (the planner's memory counts this path's device buffers)
+    run.compress_bf16 = strcmp(c.grad_compress, "bf16") == 0;
     PowerSgd psgd;
     char gcerr[256];
     int psgd_rank = powersgd_spec_rank(c.grad_compress, gcerr, sizeof(gcerr)); // (checked by parse_flags)
@@ -2409,7 +2459,7 @@ int main(int argc, char** argv) {
         model.pipe = &pipe;
         if (strcmp(c.comm, "nccl") == 0) { // the stages' messages device to device, unless stages share a GPU
             int a, b;
-            if (!comm_nccl_shared_device(&pc.pp_group, &model.ctx, &a, &b)) { pipeline_use_nccl(&pipe, &model); }
+            if (!comm_nccl_shared_device(&pc.pp_group, &model.ctx, &a, &b)) { pipeline_use_nccl(&pipe, &model); run.pp_nccl = 1; }
             else if (master) {
                 printf("note: --comm nccl: pipeline stages %d and %d share a GPU, which NCCL refuses: the pipeline's messages "
                        "go through MPI on pinned host copies\n", a, b);
@@ -2641,10 +2691,18 @@ int main(int argc, char** argv) {
             if (master) { printf("pipeline: trace of the first %d steps written to %s (open in ui.perfetto.dev or chrome://tracing)\n", pipe.trace_steps, c.trace); }
         }
     }
-    if (!c.bench && master) {
-        char rs[32];
-        fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
-        printf("done: %d steps, peak RSS %s\n", steps, rs);
+    if (!c.bench) {
+        DeviceMemory dm;
+        int have_dm = device_memory(&model, &zopt, &pc, &dm);
+        if (master) {
+            char rs[32], gm[200] = "";
+            fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
+            if (have_dm) {
+                snprintf(gm, sizeof(gm), "; GPU memory in use %.2f GB (rank 0), bytes beyond the planner's over the %d rank(s): least %.0f, most %.0f",
+                         dm.used / 1e9, pc.world_size, dm.least, dm.most);
+            }
+            printf("done: %d steps, peak RSS %s%s\n", steps, rs, gm);
+        }
     }
 
     if (logf) { fclose(logf); }

@@ -187,6 +187,9 @@ static size_t zero_state_bytes(const ZeroOptimizer* z) {
     return (2 + (z->gshard != NULL) + (z->master != NULL)) * S * sizeof(float) + sizeof(double);
 }
 
+// --comm nccl with --grad-compress bf16: the device copy of the gradients the reductions send (0 otherwise)
+static size_t zero_compress_device_bytes(const ZeroOptimizer* z) { return z->dev_bf16 ? z->n_pad * sizeof(uint16_t) : 0; }
+
 // The master weights of the owned range from the fp32 values of all parameters (host_params: n_pad or at least
 // hi floats, the logical layout), when a master is kept.
 static void zero_set_master(ZeroOptimizer* z, const float* host_params) {

@@ -272,10 +272,21 @@ train() {
     if [ $secs -lt 20 ]; then skip "$name: past the check's deadline"; return 1; fi
     timeout $secs "$@" > $L.$name.log 2>&1
     rc=$?
-    [ $rc -eq 0 ] && return 0
+    if [ $rc -eq 0 ]; then
+        # the emulation has no runtime memory of its own: every device byte a run holds at its end (its "done:" line)
+        # must be one the trainer counted, which is the planner's count (print_run_plan), on every rank
+        local beyond
+        beyond=$(grep -o "beyond the planner's over the [0-9]* rank(s): least -*[0-9]*, most -*[0-9]*" $L.$name.log | tail -n 1)
+        if [ $EMU = 1 ] && [ -n "$beyond" ]; then
+            if [[ "$beyond" == *"least 0, most 0" ]]; then MEM_EXACT=$((MEM_EXACT + 1))
+            else bad "$name: the GPU bytes in use $beyond (a device buffer the planner does not count)"; fi
+        fi
+        return 0
+    fi
     bad "$name (exit $rc): $*"; tail -n 3 $L.$name.log
     return 1
 }
+MEM_EXACT=0 # emulated runs whose device memory was the planner's to the byte on every rank
 
 # agree WHAT A B TOL: PASS WHAT when the losses of log A follow log B's within TOL relative (follows), FAIL otherwise.
 agree() { if follows "$2" "$3" "$4"; then ok "$1"; else bad "$1"; fi; }
@@ -778,6 +789,10 @@ else
     echo; skip "compute-sanitizer: too little left before the deadline (run it alone: --sanitizer-only)"
 fi
 
+if [ $EMU = 1 ]; then
+    if [ $MEM_EXACT -ge 10 ]; then ok "the device memory at the end of $MEM_EXACT emulated training runs (every rank; --comm mpi and nccl, dp, tp, pp, bf16 compression) is the planner's to the byte"
+    else bad "only $MEM_EXACT emulated training runs reported their device memory against the planner's (the 'done:' line)"; fi
+fi
 summary
 if [ $EMU = 1 ]; then
     echo "(the CPU emulation: its figures are no performance figures)"

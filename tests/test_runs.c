@@ -1244,6 +1244,80 @@ static void test_planner(void) {
         checked += rc == 0 && rel <= 0.02;
     }
     report(checked >= 10, "planner: at least 10 layouts predicted within 2%", "%d of 12, worst difference %.3g", checked, worst);
+    // --comm nccl's device buffers (plan_rank_memory): planning for GPUs (--plan-storage gpu), --comm auto takes the
+    // NCCL path on several processes and counts its buffers, --comm mpi none; --grad-compress bf16 adds the gradients'
+    // bf16 copy (2 bytes a padded parameter) on the NCCL path only (through MPI it is host memory). Exact: the
+    // planner's bytes are the trainer's count, which the emulated GPU check holds to the device's bytes in use.
+    {
+        static char outs[4][1 << 20];
+        const char* how[4] = {"--comm mpi", "", "--grad-compress bf16", "--comm mpi --grad-compress bf16"};
+        int ok = 1;
+        for (int k = 0; k < 4 && ok; k++) {
+            snprintf(cmd, sizeof(cmd), "%s --plan-memory-gb 1 --plan-reserve-gb 0 --plan-top 100000 --plan-storage gpu %s", base, how[k]);
+            ok = run_capture(cmd, outs[k], sizeof(outs[k])) == 0;
+        }
+        report(ok && strstr(outs[0], "collectives through MPI") && strstr(outs[1], "collectives through NCCL on device buffers"),
+               "planner: on GPUs, --comm auto plans the NCCL path, --comm mpi the MPI one", "%.300s", outs[1]);
+        // the model's parameters, from the trainer's table
+        size_t n = 0;
+        snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --seq-len 8 --batch-size 1 --threads 1 --bench 1 --bench-steps 1");
+        rc = run_capture(cmd, out, sizeof(out));
+        const char* par = strstr(out, "| parameters ");
+        if (par) { sscanf(par, "| parameters | %zu", &n); }
+        size_t n_pad = (n + 63) / 64 * 64; // zero_padded_size(n, 4): a multiple of 16 floats per rank
+        const char* layouts[3] = {
+            "--batch-size 2 --seq-len 8 --total-batch-size 64 --zero 1 --recompute 0 --dtype bf16\n",
+            "--batch-size 2 --seq-len 8 --total-batch-size 64 --zero 1 --recompute 0 --dtype fp32 --tp 2\n",
+            "--batch-size 2 --seq-len 8 --total-batch-size 64 --zero 1 --recompute 0 --dtype fp32 --pp 2 --pp-schedule 1f1b\n",
+        };
+        double m[3][4];
+        for (int l = 0; l < 3; l++) {
+            for (int k = 0; k < 4; k++) {
+                m[l][k] = -1.0;
+                const char* at = strstr(outs[k], layouts[l]);
+                if (!at) { continue; }
+                const char* line = at;
+                while (line > outs[k] && line[-1] != '\n') { line--; }
+                sscanf(line, " memory per rank %lf bytes", &m[l][k]);
+            }
+        }
+        double btc = 2.0 * 8 * 32; // B T C of those layouts (the reference model's C is 32)
+        report(n > 0 && m[0][0] > 0 && m[0][1] == m[0][0] && m[0][2] - m[0][1] == 2.0 * n_pad && m[0][3] == m[0][0],
+               "planner: --grad-compress bf16 on the NCCL path counts the gradients' bf16 copy (2 bytes a padded parameter), and nothing else differs",
+               "%zu parameters; mpi %.0f, nccl %.0f, nccl bf16 %.0f, mpi bf16 %.0f", n, m[0][0], m[0][1], m[0][2], m[0][3]);
+        report(m[1][0] > 0 && m[1][1] - m[1][0] == btc * 4,
+               "planner: tp 2 on the NCCL path counts its fp32 scratch of B T C floats", "mpi %.0f, nccl %.0f", m[1][0], m[1][1]);
+        // the pipeline's messages: a receive buffer and a send buffer per slot and one more, B T C 16-bit elements
+        // each; 1F1B on 2 stages with 2 micro-batches keeps at most 2 alive
+        double pp_extra = m[2][1] - m[2][0];
+        report(m[2][0] > 0 && (pp_extra == 3 * btc * 2 || pp_extra == 4 * btc * 2),
+               "planner: pp 2 on the NCCL path counts the device message buffers (3 or 4 of B T C 16-bit elements, by the stage)",
+               "mpi %.0f, nccl %.0f", m[2][0], m[2][1]);
+        // the runtime's reserve: 2 GB by default on GPUs, none for this build's storage; a layout must fit in what the
+        // reserve leaves: the dp 4 ZeRO 1 layout above, on devices 1000 bytes larger than it needs, fits with no
+        // reserve and not with 2000 bytes of it, rejected with the reason
+        snprintf(cmd, sizeof(cmd), "%s --plan-storage gpu --plan-top 1", base);
+        rc = run_capture(cmd, out, sizeof(out));
+        int gpu_default = rc == 0 && strstr(out, "80.0 GB each (2.0 GB of it reserved for the runtime)");
+        snprintf(cmd, sizeof(cmd), "%s --plan-top 1", base);
+        rc = run_capture(cmd, out, sizeof(out));
+        report(gpu_default && rc == 0 && strstr(out, "(0.0 GB of it reserved for the runtime)"),
+               "planner: the runtime's reserve is 2 GB on GPUs and none for this build's storage by default", "%.300s", out);
+        int fits[2] = {0, 0}, reason = 0;
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof(cmd), "%s --plan-storage gpu --plan-memory-gb %.9f --plan-reserve-gb %s --plan-top 100000 --plan-verbose 1",
+                     base, (m[0][1] + 1000.0) / 1e9, k == 0 ? "0" : "0.000002");
+            rc = run_capture(cmd, out, sizeof(out));
+            fits[k] = rc == 0 && strstr(out, layouts[0]) != NULL;
+            if (k == 1) {
+                const char* rej = strstr(out, "rejected: dp 4 tp 1 pp 1 sp 0 zero 1 B 2 recompute 0 bf16: needs ");
+                reason = rej && strstr(rej, "reserved") && strstr(rej, "reserved") < strchr(rej, '\n');
+            }
+        }
+        report(m[0][1] > 0 && fits[0] && !fits[1] && reason,
+               "planner: a layout that fits the device but not what the reserve leaves is rejected, with the reason",
+               "fits without a reserve %d, with 2000 bytes %d, reason given %d", fits[0], fits[1], reason);
+    }
     // rejected layouts are counted by reason (the test model has 4 heads: tp 3 cannot split them)
     snprintf(cmd, sizeof(cmd), "./train_gpt --plan 1 --init tests/ref/ref_model.bin --seq-len 8 --total-batch-size 96 --threads 1 "
              "--plan-devices-per-node 3 --plan-verbose 1");

@@ -772,6 +772,7 @@ template <class... P> static emu::Launch<P...> emu_launch(const char* name, void
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) { *count = 1; return cudaSuccess; }
+cudaError_t cudaDriverGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; } // (a driver as new as the headers)
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 cudaError_t cudaGetDevice(int* device) { *device = 0; return cudaSuccess; }
 // Each process is a device of its own, unless CUDA_EMU_BUS_ID names one for all (several processes on one GPU).

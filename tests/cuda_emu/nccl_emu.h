@@ -19,6 +19,8 @@ like a kernel and receives when that stream's work runs, that is when some later
 that waits on an event recorded after it, a synchronisation). A receive whose result is used without such a wait
 computes with stale memory here, as on a GPU. What a GPU adds and this cannot show: a send occupies its stream until
 the peer posts the matching receive (the caller gives each direction its own communicator and stream for that).
+A second communicator in one process needs NCCL_LAUNCH_ORDER_IMPLICIT=1 (NCCL's rule for several communicators in
+flight on one device; a GPU shows its absence only as a rare hang): ncclCommInitRank fails without it.
 */
 #ifndef NCCL_EMU_H
 #define NCCL_EMU_H
@@ -93,6 +95,7 @@ static void nccl_reap_sends(ncclComm* c, int all) {
 enum { NCCL_TAG_JOIN = 30001, NCCL_TAG_MEMBERS = 30002, NCCL_TAG_CREATE = 30003 };
 struct NcclJoin { char id[16]; int rank, world; };
 static std::vector<NcclJoin> g_nccl_early_joins; // joins that reached a maker while it made another communicator
+static int g_nccl_live = 0; // this process's communicators (its device's)
 
 } // namespace emu
 
@@ -126,6 +129,15 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
     MPI_Comm_rank(MPI_COMM_WORLD, &world);
     memcpy(&maker, id.internal + 16, sizeof(int));
     if (rank < 0 || rank >= nranks) { emu::fail("ncclCommInitRank: rank %d of %d", rank, nranks); }
+    // NCCL's rule for several communicators on one device ("Using multiple NCCL communicators concurrently"): their
+    // kernels wait for their peers, so without an order devices can start them differently and wait for each other
+    // forever; since 2.26 NCCL_LAUNCH_ORDER_IMPLICIT=1 orders them as the host issued them. A GPU shows the missing
+    // setting only as a rare hang; here it fails at once.
+    const char* order = getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+    if (emu::g_nccl_live > 0 && (!order || strcmp(order, "1") != 0)) {
+        emu::fail("ncclCommInitRank: a second communicator on this device with NCCL_LAUNCH_ORDER_IMPLICIT '%s', not 1: the kernels "
+                  "of several communicators in flight are not ordered and can deadlock", order ? order : "");
+    }
     if ((rank == 0) != (world == maker)) {
         emu::fail("ncclCommInitRank: the emulation needs the id made by the communicator's rank 0 (world rank %d made it; "
                   "world rank %d joins as rank %d)", maker, world, rank);
@@ -173,11 +185,13 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
         emu::fail("ncclCommInitRank: joined as rank %d of %d, asked for rank %d of %d", c->rank, c->size, rank, nranks);
     }
     *comm = c;
+    emu::g_nccl_live++;
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (emu::g_nccl_group_depth) { emu::fail("ncclCommDestroy inside a group"); }
+    emu::g_nccl_live--;
     emu::nccl_reap_sends(comm, 1);
     MPI_Comm_free(&comm->comm);
     delete comm;
