@@ -34,10 +34,13 @@ What it checks beyond the results (each failure names the kernel, block and thre
     aligned as the alignments promised to the heuristic, every operand's extent inside its allocation.
 
 What it does not model: concurrency beyond that. Races through global memory between threads or blocks are invisible
-here, and so is warp-synchronous code that assumes lanes run in lockstep, and performance. Fast-math intrinsics are computed exactly. Those stay for the GPU check.
+here (except as a dependence on the blocks' order: CUDA_EMU_BLOCK_ORDER below), and so is warp-synchronous code that assumes lanes run in lockstep, and performance. Fast-math intrinsics are computed exactly. Those stay for the GPU check.
 
 CUDA_EMU_NO_EPILOGUE=1 makes the heuristic find no algorithm for the GELU and bias-gradient epilogues, and =2 makes
 cublasLtMatmul refuse them (CUBLAS_STATUS_NOT_SUPPORTED) after the heuristic offered one (the fallback paths' tests).
+CUDA_EMU_BLOCK_ORDER=reverse runs each grid's blocks from the last to the first (run_grid): a kernel whose blocks
+depend on the order they run in, which a GPU does not keep, then gives other bits (scripts/gpu_check.sh --emu runs
+its second determinism run and the op tests' race check that way).
 CUDA_EMU_BUS_ID=X gives every process the same PCI bus id X (cudaDeviceGetPCIBusId): processes sharing one GPU, as
 on a one-GPU machine, where NCCL refuses a communicator between them. Unset, each process is a GPU of its own.
 */
@@ -506,6 +509,8 @@ static void enqueue(cudaStream_t stream, std::function<void()> f) {
     if (g_sync_mode) { stream_run_all(s); }
 }
 
+static int g_block_order = -1; // CUDA_EMU_BLOCK_ORDER (run_grid): 1 reverse, 0 in index order, -1 not read yet
+
 // Runs kernel `name` over the grid; body calls it with its arguments.
 static void run_grid(const char* name, dim3 grid, dim3 block, std::function<void()>* body) {
     size_t threads = (size_t)block.x * block.y * block.z;
@@ -514,13 +519,17 @@ static void run_grid(const char* name, dim3 grid, dim3 block, std::function<void
     g_block_dim = block;
     g_body = body;
     double t0 = now_s();
-    for (unsigned z = 0; z < grid.z; z++) {
-        for (unsigned y = 0; y < grid.y; y++) {
-            for (unsigned x = 0; x < grid.x; x++) {
-                g_block_idx.x = x; g_block_idx.y = y; g_block_idx.z = z;
-                run_block((unsigned)threads);
-            }
-        }
+    // CUDA_EMU_BLOCK_ORDER=reverse: the blocks from the last to the first. A GPU runs them in any order, at once; a
+    // kernel whose result depends on that order (a block reading what another writes, two blocks writing one
+    // element) gives other bits, or fails, when the order turns.
+    if (g_block_order < 0) { const char* e = getenv("CUDA_EMU_BLOCK_ORDER"); g_block_order = e && strcmp(e, "reverse") == 0; }
+    size_t nblocks = (size_t)grid.x * grid.y * grid.z;
+    for (size_t k = 0; k < nblocks; k++) {
+        size_t b = g_block_order ? nblocks - 1 - k : k;
+        g_block_idx.x = (unsigned)(b % grid.x);
+        g_block_idx.y = (unsigned)(b / grid.x % grid.y);
+        g_block_idx.z = (unsigned)(b / ((size_t)grid.x * grid.y));
+        run_block((unsigned)threads);
     }
     profile_add(name, t0);
     char what[160];
