@@ -357,10 +357,10 @@ common="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len
 [ $EMU = 1 ] && common="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 64 --steps $STEPS --lr 1e-3 --warmup 2 --seed 7"
 timeout $(budget $((120 * LONG))) $CU $common --attention native --log $TMPD/cu.jsonl > $L.train_cu.log 2>&1; rc1=$?
 # determinism: no float atomics anywhere, so a second identical run gives the same losses bit for bit (under the
-# emulation, which runs a grid's blocks one after another, the second run takes them in reverse order: a GPU keeps
-# no order, so no result may depend on it)
-rev=""; [ $EMU = 1 ] && rev=" (the second with every grid's blocks in reverse order)"
-CUDA_EMU_BLOCK_ORDER=$([ $EMU = 1 ] && echo reverse || echo forward) timeout $(budget $((120 * LONG))) $CU $common --attention native --log $TMPD/cu2.jsonl > /dev/null 2>&1
+# emulation, which runs a grid's blocks, and a block's threads, one after another, the second run takes them in
+# reverse order: a GPU keeps no order, so no result may depend on it)
+rev=""; [ $EMU = 1 ] && rev=" (the second with blocks and threads in reverse order)"
+CUDA_EMU_ORDER=$([ $EMU = 1 ] && echo reverse || echo forward) timeout $(budget $((120 * LONG))) $CU $common --attention native --log $TMPD/cu2.jsonl > /dev/null 2>&1
 if cmp -s <(grep -o '"loss": [^,]*' $TMPD/cu.jsonl) <(grep -o '"loss": [^,]*' $TMPD/cu2.jsonl) && [ -s $TMPD/cu2.jsonl ]; then
     ok "determinism: two identical $CU runs give the same losses bit for bit$rev"
 else
@@ -743,13 +743,13 @@ san() {
     shift 2
     log=$L.san_${tool}_$name.log
     if [ $EMU = 1 ]; then
-        # each command once, without the tool; racecheck's with the grids' blocks in reverse order (cuda_emu.h's
-        # CUDA_EMU_BLOCK_ORDER), the emulation's look at what depends on the order blocks run in
+        # each command once, without the tool; racecheck's with every grid's blocks and every block's threads in
+        # reverse order (cuda_emu.h's CUDA_EMU_ORDER), the emulation's look at what depends on the order they run in
         local order=forward how="runs (emulation: compute-sanitizer needs a GPU)"
-        [ $tool = racecheck ] && { order=reverse; name=${name}_reversed; how="passes with every grid's blocks in reverse order (emulation)"; }
+        [ $tool = racecheck ] && { order=reverse; name=${name}_reversed; how="passes with blocks and threads in reverse order (emulation)"; }
         [ -n "${san_ran[$name]:-}" ] && return 0
         san_ran[$name]=1; log=$L.san_$name.log
-        CUDA_EMU_BLOCK_ORDER=$order timeout $((120 * LONG)) "$@" > $log 2>&1 && ! grep -qE '^0 passed' $log &&
+        CUDA_EMU_ORDER=$order timeout $((120 * LONG)) "$@" > $log 2>&1 && ! grep -qE '^0 passed' $log &&
             ok "sanitizer's command $name $how" ||
             { bad "sanitizer's command $name (exit $?): $*"; tail -n 5 $log; }
         return 0

@@ -10,6 +10,8 @@ What it checks:
   - cuBLASLt: every transpose combination, beta, the BIAS, GELU_AUX_BIAS and DGELU epilogues, bf16 storage, against
     a double-precision product;
   - cub's pair sort: stable, by value;
+  - CUDA_EMU_ORDER: blocks, and a block's threads, in index order and reversed (a chain of each reading its
+    neighbour's write comes out as that order makes it);
   - stream semantics: a pinned buffer refilled before its copy ran, and a stream reading another's result without
     waiting on its event, give stale data as on a GPU; with the synchronisation they do not;
   - that it catches bugs: each case below runs in a child process that must stop with the named complaint (a write
@@ -31,6 +33,16 @@ What it checks:
 __global__ void k_ids(int* out, int W) {
     int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     out[y * W + x] = 1000 * (int)(threadIdx.y * blockDim.x + threadIdx.x) + (int)(blockIdx.y * gridDim.x + blockIdx.x);
+}
+
+// order-dependent on purpose (CUDA_EMU_ORDER): block b copies block b - 1's value, plus one, with nothing that orders
+// the two (a GPU may run b first); thread t of one block does the same with thread t + 1's value
+__global__ void k_block_chain(int* x) {
+    if (threadIdx.x == 0) { x[blockIdx.x] = blockIdx.x == 0 ? 1 : x[blockIdx.x - 1] + 1; }
+}
+__global__ void k_thread_chain(int* x) {
+    int t = threadIdx.x;
+    x[t] = t + 1 < (int)blockDim.x ? x[t + 1] + 1 : 1;
 }
 
 // each block sums its 256 values through shared memory, a tree with __syncthreads between levels
@@ -388,6 +400,35 @@ int main(void) {
             for (int x = 0; x < W; x++) { ok &= h[y * W + x] == 1000 * ((y % 2) * 8 + x % 8) + (y / 2) * 2 + x / 8; }
         }
         check(ok, "threadIdx, blockIdx, blockDim and gridDim over a 2 x 3 grid of 8 x 2 blocks", "%s", ok ? "every element" : "mismatch");
+    }
+    // CUDA_EMU_ORDER=reverse: blocks and the threads of a block from the last to the first (set here directly), so a
+    // kernel that depends on the order they run in, which a GPU does not keep, comes out otherwise
+    {
+        const int n = 8;
+        int* d = NULL;
+        cudaMalloc((void**)&d, n * sizeof(int));
+        int got[2][2][n];
+        for (int rev = 0; rev < 2; rev++) {
+            emu::g_reverse = rev;
+            cudaMemset(d, 0, n * sizeof(int));
+            k_block_chain<<<n, 32>>>(d);
+            cudaMemcpy(got[rev][0], d, sizeof(got[rev][0]), cudaMemcpyDeviceToHost);
+            cudaMemset(d, 0, n * sizeof(int));
+            k_thread_chain<<<1, n>>>(d);
+            cudaMemcpy(got[rev][1], d, sizeof(got[rev][1]), cudaMemcpyDeviceToHost);
+        }
+        emu::g_reverse = -1; // (read from the environment again)
+        int blocks_fwd = 1, blocks_rev = 1, threads_fwd = 1, threads_rev = 1;
+        for (int i = 0; i < n; i++) {
+            blocks_fwd &= got[0][0][i] == i + 1;               // each block after its predecessor
+            blocks_rev &= got[1][0][i] == 1;                   // each block before it: the predecessor's 0, plus one
+            threads_fwd &= got[0][1][i] == 1;                  // each thread before its successor wrote (the last: 1)
+            threads_rev &= got[1][1][i] == n - i;              // each thread after it
+        }
+        check(blocks_fwd && blocks_rev, "blocks run in index order, and from the last to the first under CUDA_EMU_ORDER=reverse",
+              "forward %d %d .. %d, reversed %d %d .. %d", got[0][0][0], got[0][0][1], got[0][0][n - 1], got[1][0][0], got[1][0][1], got[1][0][n - 1]);
+        check(threads_fwd && threads_rev, "a block's threads run in index order, and from the last to the first under CUDA_EMU_ORDER=reverse",
+              "forward %d %d .. %d, reversed %d %d .. %d", got[0][1][0], got[0][1][1], got[0][1][n - 1], got[1][1][0], got[1][1][1], got[1][1][n - 1]);
     }
     // shared memory and __syncthreads
     {

@@ -34,13 +34,13 @@ What it checks beyond the results (each failure names the kernel, block and thre
     aligned as the alignments promised to the heuristic, every operand's extent inside its allocation.
 
 What it does not model: concurrency beyond that. Races through global memory between threads or blocks are invisible
-here (except as a dependence on the blocks' order: CUDA_EMU_BLOCK_ORDER below), and so is warp-synchronous code that assumes lanes run in lockstep, and performance. Fast-math intrinsics are computed exactly. Those stay for the GPU check.
+here (except as a dependence on the order blocks and threads run in: CUDA_EMU_ORDER below), and so is warp-synchronous code that assumes lanes run in lockstep, and performance. Fast-math intrinsics are computed exactly. Those stay for the GPU check.
 
 CUDA_EMU_NO_EPILOGUE=1 makes the heuristic find no algorithm for the GELU and bias-gradient epilogues, and =2 makes
 cublasLtMatmul refuse them (CUBLAS_STATUS_NOT_SUPPORTED) after the heuristic offered one (the fallback paths' tests).
-CUDA_EMU_BLOCK_ORDER=reverse runs each grid's blocks from the last to the first (run_grid): a kernel whose blocks
-depend on the order they run in, which a GPU does not keep, then gives other bits (scripts/gpu_check.sh --emu runs
-its second determinism run and the op tests' race check that way).
+CUDA_EMU_ORDER=reverse runs each grid's blocks, and each block's threads, from the last to the first (run_grid,
+sched_thread): a kernel that depends on the order they run in, which a GPU does not keep, then gives other bits
+(scripts/gpu_check.sh --emu runs its second determinism run and the op tests' race check that way).
 CUDA_EMU_BUS_ID=X gives every process the same PCI bus id X (cudaDeviceGetPCIBusId): processes sharing one GPU, as
 on a one-GPU machine, where NCCL refuses a communicator between them. Unset, each process is a GPU of its own.
 */
@@ -260,6 +260,12 @@ static std::vector<Fiber> g_fibers;
 static std::vector<Worker*> g_free_workers; // idle workers, their stacks kept for reuse
 static Worker* g_cur_worker = NULL;
 static unsigned g_next = 0, g_n = 0; // the next thread of the block to start; the block's thread count
+// CUDA_EMU_ORDER=reverse (read by run_grid): 1 runs a grid's blocks, and each block's threads, from the last to the
+// first; 0 in index order; -1 not read yet
+static int g_reverse = -1;
+// The thread at scheduling position p (threads start, and resume after a suspension, in position order): p, or
+// n - 1 - p reversed. Its own inverse: it also gives a thread's position.
+static inline unsigned sched_thread(unsigned p) { return g_reverse == 1 ? g_n - 1 - p : p; }
 static std::function<void()>* g_body = NULL;
 // The shuffle values of the block's threads: two slots each, used alternately, so one rendezvous per shuffle is
 // enough (a lane writes a slot again only two shuffles later, after every lane of its warp passed the shuffle in
@@ -292,8 +298,9 @@ static void suspend(void) {
     Worker* me = g_cur_worker;
     Worker* to = NULL;
     Fiber* next = NULL;
-    for (unsigned i = g_cur ? g_cur->linear + 1 : g_next; i < g_next; i++) { // (g_next <= g_n: the threads started)
-        if (g_fibers[i].state == F_RUN && g_fibers[i].worker) { next = &g_fibers[i]; to = next->worker; break; }
+    for (unsigned p = g_cur ? sched_thread(g_cur->linear) + 1 : g_next; p < g_next; p++) { // (g_next <= g_n: the positions started)
+        Fiber* f = &g_fibers[sched_thread(p)];
+        if (f->state == F_RUN && f->worker) { next = f; to = next->worker; break; }
     }
     if (!to && g_next < g_n) { to = worker_start(); }
     g_cur = next;
@@ -308,7 +315,7 @@ static void suspend(void) {
 static void worker_entry(void) {
     Worker* me = g_cur_worker;
     while (g_next < g_n) {
-        Fiber* t = &g_fibers[g_next++];
+        Fiber* t = &g_fibers[sched_thread(g_next++)];
         t->worker = me;
         t->state = F_RUN;
         g_cur = t;
@@ -419,9 +426,10 @@ static void run_block(unsigned n) {
     for (;;) {
         while (g_next < n) { resume(worker_start(), NULL); } // runs threads until one suspends (or all are done)
         int resumed = 0, live = 0;
-        for (unsigned i = 0; i < n; i++) {
-            if (g_fibers[i].state == F_RUN) { resume(g_fibers[i].worker, &g_fibers[i]); resumed = 1; }
-            live += g_fibers[i].state != F_DONE;
+        for (unsigned p = 0; p < n; p++) {
+            Fiber* f = &g_fibers[sched_thread(p)];
+            if (f->state == F_RUN) { resume(f->worker, f); resumed = 1; }
+            live += f->state != F_DONE;
         }
         if (!live) { break; }
         if (resumed) { continue; }
@@ -509,8 +517,6 @@ static void enqueue(cudaStream_t stream, std::function<void()> f) {
     if (g_sync_mode) { stream_run_all(s); }
 }
 
-static int g_block_order = -1; // CUDA_EMU_BLOCK_ORDER (run_grid): 1 reverse, 0 in index order, -1 not read yet
-
 // Runs kernel `name` over the grid; body calls it with its arguments.
 static void run_grid(const char* name, dim3 grid, dim3 block, std::function<void()>* body) {
     size_t threads = (size_t)block.x * block.y * block.z;
@@ -519,13 +525,14 @@ static void run_grid(const char* name, dim3 grid, dim3 block, std::function<void
     g_block_dim = block;
     g_body = body;
     double t0 = now_s();
-    // CUDA_EMU_BLOCK_ORDER=reverse: the blocks from the last to the first. A GPU runs them in any order, at once; a
-    // kernel whose result depends on that order (a block reading what another writes, two blocks writing one
-    // element) gives other bits, or fails, when the order turns.
-    if (g_block_order < 0) { const char* e = getenv("CUDA_EMU_BLOCK_ORDER"); g_block_order = e && strcmp(e, "reverse") == 0; }
+    // CUDA_EMU_ORDER=reverse: the blocks from the last to the first (and in each block the threads: sched_thread).
+    // A GPU runs blocks in any order, at once, and a block's warps likewise; a kernel whose result depends on the
+    // order (a block reading what another writes, two threads writing one element, a thread reading global memory
+    // another writes with no barrier between) gives other bits, or fails, when the order turns.
+    if (g_reverse < 0) { const char* e = getenv("CUDA_EMU_ORDER"); g_reverse = e && strcmp(e, "reverse") == 0; }
     size_t nblocks = (size_t)grid.x * grid.y * grid.z;
     for (size_t k = 0; k < nblocks; k++) {
-        size_t b = g_block_order ? nblocks - 1 - k : k;
+        size_t b = g_reverse ? nblocks - 1 - k : k;
         g_block_idx.x = (unsigned)(b % grid.x);
         g_block_idx.y = (unsigned)(b / grid.x % grid.y);
         g_block_idx.z = (unsigned)(b / ((size_t)grid.x * grid.y));
