@@ -1805,10 +1805,10 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         printf("| matmuls              | %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
         if (pcp->world_size > 1) {
             char order[160] = "";
-            if (strcmp(cp->comm, "nccl") == 0) { (void)comm_nccl_launch_order(order, sizeof(order)); }
+            int ordered = strcmp(cp->comm, "nccl") != 0 || comm_nccl_launch_order(order, sizeof(order));
             printf("| collectives          | %s%s%s\n", strcmp(cp->comm, "nccl") == 0 ? "NCCL on the device buffers (--comm nccl)"
                    : comm_is_staged(cp->comm) ? "MPI through pinned host copies of the device buffers (--comm mpi)" : "MPI on the buffers",
-                   order[0] ? "; " : "", order);
+                   order[0] ? (ordered ? "; " : "; several communicators' launches NOT ordered: ") : "", order);
         }
         if (mp->pipe) {
             const Pipeline* p = mp->pipe;
@@ -2087,8 +2087,6 @@ static void comm_counts_print(const CommCounts* since, const ParallelContext* pc
     printf("bench-comm: dp_sent_bytes_per_step %.0f tp_sent_bytes_per_step %.0f\n", total[0], total[1]);
 }
 
-// --bench: time per step and its parts, how much of the gradient communication backward hides, communication per
-// step, memory, figure last. comm0: the communication counts when the timed steps began.
 // The device bytes in use (cudaMemGetInfo) beside what this rank allocated by the trainer's count (rank_memory,
 // which is the planner's per family: print_run_plan), collective over the world: the least and most bytes in use
 // beyond that count over the ranks. On a GPU the difference is what the planner does not model (the CUDA context,
@@ -2116,6 +2114,8 @@ static int device_memory(const GPT* mp, const ZeroOptimizer* zp, ParallelContext
 #endif
 }
 
+// --bench: time per step and its parts, how much of the gradient communication backward hides, communication per
+// step, memory, figure last. comm0: the communication counts when the timed steps began.
 static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelContext* pcp, double t_bench, double t_forward,
                          double t_backward, double wait_bench, int timed_steps, const CommCounts* comm0) {
     int B = cp->batch_size, T = cp->seq_len, master = pcp->world_rank == 0;
