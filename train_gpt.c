@@ -685,6 +685,8 @@ typedef struct {
     int V;                  // chunks per pipeline rank (1 unless interleaved)
     const int* chunk_first; // (pp V + 1) block boundaries of the chunks; NULL when pp is 1
     int zero3;              // the parameters are sharded over the data-parallel ranks (ZeRO-3)
+    const double* planned;  // GPU builds: the planner's four families for this rank, checked against the device's free
+                            // memory before any allocation (gpt__check_device_memory); NULL: not checked
 } ModelSplit;
 
 // Whether tensor e's gradient enters this rank's part of the global norm (see gpt_alloc_params_split).
@@ -701,6 +703,26 @@ static size_t gpt_param_floats(const ParamLayout* pl, int stage, int dp) {
     return stage < 3 ? n_pad : n_pad / dp + arena_size(pl);
 }
 
+#ifdef KERNELS_CUDA
+// Before the model's allocations, on the device the context was just made on: what the planner counts for this rank
+// (fam: its four families, plan_rank_memory) must fit in what is free, else one clear message now rather than a
+// cudaMalloc failing halfway. The kernels' start-up buffers (ctx->bytes) are in the count and allocated already. The
+// count is a lower bound (the NCCL path's buffers only when --comm nccl is asked for; the workspaces grow later): a
+// run it lets through may still run out, one it stops cannot fit.
+static void gpt__check_device_memory(const KernelCtx* ctx, const double fam[4]) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) { return; }
+    double need = fam[0] + fam[1] + fam[2] + fam[3];
+    if (need - (double)ctx->bytes <= (double)free_b) { return; }
+    fatal("out of memory before training: this rank needs %.3f GB on the device by the planner's count (parameters %.3f, "
+          "gradients %.3f, optimizer state %.3f, activations and scratch %.3f GB), and %.3f GB of %s's %.3f GB are free "
+          "after the %.3f GB of the kernels' buffers: a smaller --batch-size, --recompute 1 or 2, a higher --zero stage, or "
+          "more ranks (--tp, --pp); ./train_gpt --plan 1 --plan-storage gpu lists the layouts that fit",
+          need / 1e9, fam[0] / 1e9, fam[1] / 1e9, fam[2] / 1e9, fam[3] / 1e9, free_b / 1e9, ctx->device_name, total_b / 1e9,
+          ctx->bytes / 1e9);
+}
+#endif
+
 // The execution context (storage type dtype; scratch for sequences up to T), then the parameter buffer, zeroed:
 // this rank's share of the model under tensor and pipeline parallelism (and data parallelism under ZeRO-3).
 static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const ModelSplit* ms, int dtype, int T) {
@@ -713,6 +735,9 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
     m->pp_rank = ms->pp_group ? ms->pp_group->rank : 0;
     m->pp_group = m->pp > 1 ? ms->pp_group : NULL;
     kernels_ctx_init(&m->ctx, dtype, T, cfg->channels);
+#ifdef KERNELS_CUDA
+    if (ms->planned) { gpt__check_device_memory(&m->ctx, ms->planned); }
+#endif
     m->cfg = *cfg;
     layout_build_3d(&m->layout, cfg, m->tp, m->tp_rank, m->pp, m->pp_rank, m->pp > 1 ? ms->V : 1, m->pp > 1 ? ms->chunk_first : NULL);
     layout_build(&m->glayout, cfg);
@@ -759,7 +784,7 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
 }
 
 static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
-    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0};
+    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL};
     gpt_alloc_params_split(m, cfg, dp, &ms, dtype, T);
 }
 
@@ -2370,7 +2395,14 @@ int main(int argc, char** argv) {
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
     GPT model;
-    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3};
+    // (the planner's count of what this rank will allocate, checked against the device before any allocation: the
+    // NCCL path's buffers only when asked for, since --comm auto decides later and stages may share a GPU)
+    PlanLayout at_least = run;
+    at_least.nccl = strcmp(c.comm, "nccl") == 0;
+    at_least.compress_bf16 = strcmp(c.grad_compress, "bf16") == 0;
+    double planned[4];
+    plan_rank_memory(&gc, &at_least, pc.pp_rank, chunk_first, sizeof(floatX), planned);
+    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, planned};
     gpt_alloc_params_split(&model, &gc, pc.dp, &split, dtype_parse(c.dtype), T);
     if (kernels_set_attention(&model.ctx, c.attention) != 0) {
         fatal("--attention %s: not available in this build (the CPU has native attention only; cudnn needs a CUDA build "

@@ -21,7 +21,9 @@
 #    forward and backward at GPT-2's shape) (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
-#    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory;
+#    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory (the
+#    bytes in use after the timed steps: the trainer frees nothing mid-run, outgrown buffers are kept) beside the
+#    planner's count;
 # 5. fp16 with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for
 #    bit; HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm
 #    nccl on one rank (ZeRO 1-3, and --grad-compress bf16), and with pp 2 (1f1b and interleaved, with validation:
@@ -492,6 +494,30 @@ else
     fi
 fi
 [ -s $L.bench.txt ] && ok "benchmarks ran ($(wc -l < $L.bench.txt) rows)"
+if [ $EMU = 1 ]; then
+    # a device too small for the layout: the trainer stops before its first allocation, saying what the layout needs
+    # (gpt__check_device_memory, against the planner's count at start-up: the run plan's "largest rank" bytes). The
+    # kernels' workspaces grow past that on first use, to the benchmark's "planned" bytes at its end, which the
+    # emulated device (CUDA_EMU_MEM_GB) then holds exactly: a device of that size runs the d2 benchmark, and one a
+    # byte smaller than the start-up count is refused at once.
+    small="--model d2 --batch-size 1 --seq-len $BENCH_T --bench 1 --bench-steps 1"
+    out=$(timeout 120 $CU $small 2>&1)
+    need_end=$(echo "$out" | grep -o 'planned [0-9]*)' | grep -o '[0-9]*' | head -n 1)
+    need_start=$(echo "$out" | grep -o 'largest rank: [0-9]* bytes' | grep -o '[0-9]*' | head -n 1)
+    if [ -n "$need_end" ] && [ -n "$need_start" ]; then
+        gb() { awk -v b="$1" 'BEGIN { printf "%.15f", b / 1073741824 }'; } # (b + 0.5 bytes: the emulator floors)
+        CUDA_EMU_MEM_GB=$(gb $need_end.5) timeout 120 $CU $small > $L.mem_exact.log 2>&1; rc_fit=$?
+        CUDA_EMU_MEM_GB=$(gb $((need_start - 1)).5) timeout 120 $CU $small > $L.mem_short.log 2>&1; rc_short=$?
+        if [ $rc_fit -eq 0 ] && [ $rc_short -ne 0 ] && grep -q "out of memory before training: this rank needs" $L.mem_short.log &&
+           ! grep -q "cudaMalloc" $L.mem_short.log; then
+            ok "a device of $need_end bytes runs the d2 benchmark; one of $((need_start - 1)) (the planner's start-up count less one) stops before any allocation, saying what the layout needs"
+        else
+            bad "the device-memory check before allocating (exit $rc_fit with $need_end bytes, $rc_short with $((need_start - 1))): $(grep -m1 -i error $L.mem_exact.log $L.mem_short.log | cut -c1-200)"
+        fi
+    else
+        bad "the d2 benchmark printed no planned or start-up bytes"
+    fi
+fi
 
 stage "fp16 storage with dynamic loss scaling: $CU16 against the CPU's fp16 emulation"
 # an initial scale of 2^24 overflows the gradients: the first steps are skipped and the scale halves until they fit;

@@ -41,6 +41,7 @@ cublasLtMatmul refuse them (CUBLAS_STATUS_NOT_SUPPORTED) after the heuristic off
 CUDA_EMU_ORDER=reverse runs each grid's blocks, and each block's threads, from the last to the first (run_grid,
 sched_thread): a kernel that depends on the order they run in, which a GPU does not keep, then gives other bits
 (scripts/gpu_check.sh --emu runs its second determinism run and the op tests' race check that way).
+CUDA_EMU_MEM_GB=X makes the device X GB (16 by default): cudaMalloc past it fails with cudaErrorMemoryAllocation.
 CUDA_EMU_BUS_ID=X gives every process the same PCI bus id X (cudaDeviceGetPCIBusId): processes sharing one GPU, as
 on a one-GPU machine, where NCCL refuses a communicator between them. Unset, each process is a GPU of its own.
 */
@@ -121,6 +122,16 @@ enum { MEM_DEVICE = 0, MEM_PINNED = 1 };
 struct Alloc { size_t size; int kind; };
 static std::map<uintptr_t, Alloc> g_allocs; // keyed by the user pointer
 static size_t g_device_bytes = 0;
+// The emulated device's memory: CUDA_EMU_MEM_GB (default 16); cudaMalloc past it fails as a GPU's does
+static size_t device_total(void) {
+    static size_t total = 0;
+    if (!total) {
+        const char* e = getenv("CUDA_EMU_MEM_GB");
+        double gb = e ? atof(e) : 16.0;
+        total = (size_t)((gb > 0 ? gb : 16.0) * (double)(1u << 30));
+    }
+    return total;
+}
 
 static void* mem_alloc(size_t size, int kind) {
     size_t total = (size + 2 * EMU_GUARD + 255) / 256 * 256;
@@ -806,13 +817,13 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
     prop->major = 9;
     prop->minor = 0;
     prop->multiProcessorCount = 4;
-    prop->totalGlobalMem = (size_t)16 << 30;
+    prop->totalGlobalMem = emu::device_total();
     prop->warpSize = 32;
     prop->maxThreadsPerBlock = 1024;
     return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
-    *total = (size_t)16 << 30;
+    *total = emu::device_total();
     *free_bytes = *total > emu::g_device_bytes ? *total - emu::g_device_bytes : 0;
     return cudaSuccess;
 }
@@ -830,7 +841,11 @@ const char* cudaGetErrorString(cudaError_t e) {
     }
 }
 
-cudaError_t cudaMalloc(void** p, size_t size) { *p = emu::mem_alloc(size, emu::MEM_DEVICE); return cudaSuccess; }
+cudaError_t cudaMalloc(void** p, size_t size) {
+    if (size > emu::device_total() - std::min(emu::device_total(), emu::g_device_bytes)) { *p = NULL; return cudaErrorMemoryAllocation; }
+    *p = emu::mem_alloc(size, emu::MEM_DEVICE);
+    return cudaSuccess;
+}
 cudaError_t cudaFree(void* p) { emu::device_run_all(); emu::mem_free(p, emu::MEM_DEVICE, "cudaFree"); return cudaSuccess; }
 cudaError_t cudaMallocHost(void** p, size_t size) { *p = emu::mem_alloc(size, emu::MEM_PINNED); return cudaSuccess; }
 cudaError_t cudaFreeHost(void* p) { emu::device_run_all(); emu::mem_free(p, emu::MEM_PINNED, "cudaFreeHost"); return cudaSuccess; }
