@@ -115,7 +115,9 @@ group_kill() {
     r1=$(summary_row "$sum" 1); r2=$(summary_row "$sum" 2)
     p=""
     [ "$rc" -eq 0 ] || p="$(seen kill)"
-    [[ "$r1" == "1|3|scratch|137|6|1|"*"rank 1"*"signal 9"* ]] || p="$p attempt 1 row '$r1' (want 3 ranks, from scratch, exit 137, 6 steps, rank 1 lost, mpirun's line);"
+    # (rank 1 dies as step 7 starts, when rank 0 may still be writing step 6's line: mpirun's SIGKILL can reach rank 0
+    # first, and then the attempt logged 5 steps; a loaded machine showed it once)
+    [[ "$r1" == "1|3|scratch|137|"[56]"|1|"*"rank 1"*"signal 9"* ]] || p="$p attempt 1 row '$r1' (want 3 ranks, from scratch, exit 137, 6 steps (or 5), rank 1 lost, mpirun's line);"
     [ "$r2" = "2|2|step 4|0|16|-|-" ] || p="$p attempt 2 row '$r2' (want 2 ranks from step 4, exit 0, 16 steps);"
     [ "$(summary_row "$sum" 3)" = "" ] || p="$p more than 2 attempts;"
     grep -q 'finished after 1 restart(s) (ranks: 3 -> 2)' "$sum" 2>/dev/null || p="$p no 'finished after 1 restart' line;"
