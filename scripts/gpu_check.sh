@@ -666,6 +666,16 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
                 train nccl_tp2_sp$sp 120 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl &&
                     agree "--comm nccl --tp 2 --sequence-parallel $sp equals --comm mpi bit for bit" $TMPD/nccl_tp2_sp$sp.jsonl $TMPD/tp2_sp$sp.jsonl 0
             done
+            # several communicators per process (tp and dp) with their launches ordered (comm_nccl.h sets
+            # NCCL_LAUNCH_ORDER_IMPLICIT=1, which the emulation demands for a second communicator), and the run plan
+            # saying so; a process with one communicator runs without it, and its plan says the order does not hold
+            if grep -q "launches of several communicators ordered as the host issued them" $L.nccl_tp2_sp1.log 2>/dev/null &&
+               timeout $((60 * LONG)) $MPIRUN -x NCCL_LAUNCH_ORDER_IMPLICIT=0 $CU $common2 --zero 1 --comm nccl > $L.nccl_unordered.log 2>&1 &&
+               grep -q "NOT ordered: NCCL_LAUNCH_ORDER_IMPLICIT is '0', not 1" $L.nccl_unordered.log; then
+                ok "--comm nccl: the run plan says whether several communicators' launches are ordered (NCCL_LAUNCH_ORDER_IMPLICIT)"
+            else
+                bad "--comm nccl: the run plan's launch-order line"; grep -h '^| collectives' $L.nccl_tp2_sp1.log $L.nccl_unordered.log 2>/dev/null | cut -c1-200
+            fi
             # --comm auto (the default): NCCL when no two ranks of a group share a GPU, else MPI through host copies;
             # each equal to the run that named it
             for v in own shared; do
