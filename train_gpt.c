@@ -2446,11 +2446,6 @@ int main(int argc, char** argv) {
         }
         comm_nccl_init(&nccl, &pc.dp_group);
         zero_set_nccl(&zopt, &nccl);
-        char why[160];
-        if ((pc.tp > 1 || pc.pp > 1) && !comm_nccl_launch_order(why, sizeof(why)) && master) {
-            fprintf(stderr, "warning: --comm nccl: %s: the communicators of several groups in flight at once may deadlock "
-                            "(NCCL 2.26 or later orders them when NCCL_LAUNCH_ORDER_IMPLICIT=1, which this program sets unless told otherwise)\n", why);
-        }
     }
     if (strcmp(c.grad_compress, "bf16") == 0) { zero_set_compress(&zopt); }
     run.nccl = strcmp(c.comm, "nccl") == 0; // (the planner's memory counts this path's device buffers)
@@ -2507,6 +2502,13 @@ int main(int argc, char** argv) {
     }
     activations_alloc_shape(&model.acts, &model.ctx, &gc, &shape, B, T, c.recompute);
     model.acts0 = model.acts;
+    char why[160];
+    if (run.nccl && (pc.tp > 1 || run.pp_nccl) && !comm_nccl_launch_order(why, sizeof(why)) && master) {
+        // several communicators in this process: the tensor-parallel group's or the pipeline's pairs beside the
+        // data-parallel group's
+        fprintf(stderr, "warning: --comm nccl: %s: the communicators of several groups in flight at once may deadlock "
+                        "(NCCL 2.26 or later orders them when NCCL_LAUNCH_ORDER_IMPLICIT=1, which this program sets unless told otherwise)\n", why);
+    }
 
     TrainState ts;
     memset(&ts, 0, sizeof(ts));
