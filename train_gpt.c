@@ -2353,7 +2353,7 @@ int main(int argc, char** argv) {
     int V = pp_kind == PP_INTERLEAVED ? c.virtual_stages : 1;
     // (the layout as the planner sees it: its memory table is the trainer's; see print_run_plan)
     PlanLayout run = {pc.dp, c.tp, c.pp, c.tp > 1 && c.sequence_parallel, c.zero, B, T, grad_accum, c.recompute, dtype_parse(c.dtype),
-                      pp_kind, V, kernels_num_threads(), 0, 0, 0}; // (the comm path's three: set once it is decided)
+                      pp_kind, V, kernels_num_threads(), 0, 0, strcmp(c.grad_compress, "bf16") == 0}; // (nccl, pp_nccl: set once decided)
     int* chunk_first = NULL;
     if (c.pp > 1) {
         char pperr[300];
@@ -2399,7 +2399,6 @@ int main(int argc, char** argv) {
     // NCCL path's buffers only when asked for, since --comm auto decides later and stages may share a GPU)
     PlanLayout at_least = run;
     at_least.nccl = strcmp(c.comm, "nccl") == 0;
-    at_least.compress_bf16 = strcmp(c.grad_compress, "bf16") == 0;
     double planned[4];
     plan_rank_memory(&gc, &at_least, pc.pp_rank, chunk_first, sizeof(floatX), planned);
     ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, planned};
@@ -2448,8 +2447,7 @@ int main(int argc, char** argv) {
         zero_set_nccl(&zopt, &nccl);
     }
     if (strcmp(c.grad_compress, "bf16") == 0) { zero_set_compress(&zopt); }
-    run.nccl = strcmp(c.comm, "nccl") == 0; // (the planner's memory counts this path's device buffers)
-    run.compress_bf16 = strcmp(c.grad_compress, "bf16") == 0;
+    run.nccl = strcmp(c.comm, "nccl") == 0; // (--comm auto resolved above; the planner counts this path's device buffers)
     PowerSgd psgd;
     char gcerr[256];
     int psgd_rank = powersgd_spec_rank(c.grad_compress, gcerr, sizeof(gcerr)); // (checked by parse_flags)

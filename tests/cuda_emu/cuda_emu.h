@@ -132,6 +132,7 @@ static size_t device_total(void) {
     }
     return total;
 }
+static size_t device_free(void) { return device_total() > g_device_bytes ? device_total() - g_device_bytes : 0; }
 
 static void* mem_alloc(size_t size, int kind) {
     size_t total = (size + 2 * EMU_GUARD + 255) / 256 * 256;
@@ -824,7 +825,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
 }
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
     *total = emu::device_total();
-    *free_bytes = *total > emu::g_device_bytes ? *total - emu::g_device_bytes : 0;
+    *free_bytes = emu::device_free();
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { emu::device_run_all(); return cudaSuccess; }
@@ -842,7 +843,7 @@ const char* cudaGetErrorString(cudaError_t e) {
 }
 
 cudaError_t cudaMalloc(void** p, size_t size) {
-    if (size > emu::device_total() - std::min(emu::device_total(), emu::g_device_bytes)) { *p = NULL; return cudaErrorMemoryAllocation; }
+    if (size > emu::device_free()) { *p = NULL; return cudaErrorMemoryAllocation; }
     *p = emu::mem_alloc(size, emu::MEM_DEVICE);
     return cudaSuccess;
 }
