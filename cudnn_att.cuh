@@ -523,6 +523,19 @@ static void att__execute(const KernelCtx* cctx, AttPlan* p, int n, const int64_t
     att__free(&vb);
 }
 
+// The workspace the forward and backward graphs of a shape take (att__execute's), their plans made now (kernels_reserve:
+// a training step's shape, sized before the step). 0 for a graph cuDNN has no plan for (--attention auto runs the
+// native kernels there).
+static size_t cudnn_attention_workspace(const KernelCtx* ctx, int B, int T, int NH, int HS) {
+    AttShape s = {B, T, NH, HS};
+    size_t ws = 0;
+    for (int backward = 0; backward < 2; backward++) {
+        AttPlan* p = att__plan(ctx, &s, backward);
+        if (p && (size_t)p->workspace + 16 > ws) { ws = (size_t)p->workspace + 16; }
+    }
+    return ws;
+}
+
 // CPU twin: attention_forward (lse = Stats).
 // Returns 0 when cuDNN has no plan for the shape and --attention auto lets the caller fall back to the native kernels.
 static int cudnn_attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {

@@ -134,6 +134,8 @@ typedef struct {
     void* retired[KERNELS_MAX_RETIRED]; // outgrown buffers of the above, freed with the context (kernels__grow)
     int nretired;
     size_t bytes;              // device bytes held by the context
+    int reserved;              // kernels_reserve has sized the workspaces for a training step
+    size_t grown;              // device bytes the workspaces grew by after that (kernels_grown_bytes)
 } KernelCtx;
 
 #include "kernels.h"  // declares: every op below, with the signature both backends share
@@ -274,8 +276,16 @@ static void* kernels__grow(KernelCtx* ctx, void* p, size_t* have, size_t need) {
     void* q;
     gpuCheck(cudaMalloc(&q, need));
     ctx->bytes += need;
+    if (ctx->reserved) { ctx->grown += need; }
     *have = need;
     return q;
+}
+
+// The bytes kernels__grow(have, need) would add (alloc 0), or adds (alloc 1).
+static size_t kernels__grow_to(KernelCtx* ctx, void** p, size_t* have, size_t need, int alloc) {
+    if (need <= *have) { return 0; }
+    if (alloc) { *p = kernels__grow(ctx, *p, have, need); }
+    return need;
 }
 
 static unsigned kernels__blocks(size_t n, unsigned threads) {
@@ -489,5 +499,33 @@ __device__ double kernels__block_sum_d(double v) {
 #include "kernels_matmul.cuh"    // defines: matmul_*, classifier_* (the LM head), the bias gradient's reduction
 #include "kernels_attention.cuh" // defines: attention_forward, attention_backward (native, tensor cores, cuDNN)
 #include "kernels_optim.cuh"     // defines: sum_accumulate, sum_squares_accumulate, add_inplace, adamw_update
+
+// ----------------------------------------------------------------------------
+// The workspaces sized up front (kernels.h). The ops grow them on demand, which in a training step would mean a
+// cudaMalloc (the device synchronised) in the first step and a layout that passed the start-up memory check
+// (train_gpt.c: gpt__check_device_memory) running out in its first backward. Each need below is the one its op
+// asks for: the LayerNorm backward's column partials (its warps x 2C), the bias gradient's (row groups x OC; the
+// BGRADB epilogue takes OC of them), the attention backward's row sums (B NH T, cuDNN's and the native kernels'),
+// the token sort of the embedding backward (B T), sampling's row of logits (Vp), and cuDNN's workspaces for the
+// forward and backward graphs of the step's shape (its plans made now, cached for the step).
+static size_t kernels_reserve(KernelCtx* ctx, const KernelsShapes* s, int alloc) {
+    size_t floats = kernels__ln_partial_floats(ctx, s->rows, s->C);
+    size_t bias = kernels__bias_partial_floats(s->oc), att = (size_t)s->B * s->nh * s->T;
+    if (bias > floats) { floats = bias; }
+    if (att > floats) { floats = att; }
+    size_t added = kernels__grow_to(ctx, (void**)&ctx->col_partials, &ctx->col_partials_bytes, floats * sizeof(float), alloc);
+    added += kernels__sort_reserve(ctx, s->B * s->T, alloc);
+    added += kernels__grow_to(ctx, (void**)&ctx->row_scratch, &ctx->row_scratch_bytes, (size_t)s->vp * sizeof(floatX), alloc);
+#ifdef USE_CUDNN
+    if (ctx->attention_cudnn) {
+        size_t ws = cudnn_attention_workspace(ctx, s->B, s->T, s->nh, s->hs);
+        added += kernels__grow_to(ctx, &ctx->att_workspace, &ctx->att_workspace_bytes, ws, alloc);
+    }
+#endif
+    if (alloc) { ctx->reserved = 1; }
+    return added;
+}
+
+static size_t kernels_grown_bytes(const KernelCtx* ctx) { return ctx->grown; }
 
 #endif // KERNELS_CUDA_CUH

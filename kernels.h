@@ -45,6 +45,20 @@ static size_t kernels_ctx_bytes(const KernelCtx* ctx);
 // What kernels_ctx_init(max_T, C) allocates with nthreads host threads, without a context (the planner): exactly
 // kernels_ctx_bytes on the CPU; on a GPU the start-up workspaces (cuBLASLt, staging, reductions), before any grows.
 static size_t kernels_scratch_bytes(int max_T, int C, int nthreads);
+// The shapes a training step gives the ops on this rank, for kernels_reserve: B sequences of T tokens; C, the model's
+// channels (the LayerNorms'); nh heads of hs channels in the attention (a tensor-parallel rank's share of the heads);
+// rows, the LayerNorms' rows
+// (B T, or a sequence-parallel rank's share); oc, the widest matmul output whose bias gradient the rank takes; vp,
+// the vocabulary rows it holds (sampling's row of logits).
+typedef struct { int B, T, C, nh, hs, rows, oc, vp; } KernelsShapes;
+// The workspaces the ops grow on demand (a GPU's: the gradient partials, the token sort, cuDNN's attention workspace
+// for the context's --attention), sized for s up front, so that a training step allocates nothing: the bytes that
+// adds to the context, allocated only with alloc (0: the count, for a check before anything is allocated). None on
+// the CPU (its scratch is made with the context): 0.
+static size_t kernels_reserve(KernelCtx* ctx, const KernelsShapes* s, int alloc);
+// The bytes the ops allocated after kernels_reserve, for shapes it was not given (sampling and evaluation at other
+// lengths may; a training step must not).
+static size_t kernels_grown_bytes(const KernelCtx* ctx);
 // For the start-up table and benchmarks: the matmul engine, why it was chosen, the host threads per process.
 static const char* kernels_blas_name(void);
 static const char* kernels_blas_reason(void);

@@ -202,6 +202,10 @@ static size_t kernels_scratch_bytes(int max_T, int C, int nthreads) {
     return (kernels__attention_scratch_floats(max_T) + (size_t)2 * C) * (size_t)nthreads * sizeof(float);
 }
 
+// The CPU's scratch is sized for max_T and C when the context is made: nothing grows later.
+static size_t kernels_reserve(KernelCtx* ctx, const KernelsShapes* s, int alloc) { (void)ctx; (void)s; (void)alloc; return 0; }
+static size_t kernels_grown_bytes(const KernelCtx* ctx) { (void)ctx; return 0; }
+
 // The store of n floatX values computed in fp32: round them to the storage type. kernels__store_rows is the
 // serial version for a row inside a parallel loop.
 static void kernels__store(const KernelCtx* ctx, floatX* x, size_t n) { round_buffer(x, n, ctx->dtype); }

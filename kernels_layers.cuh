@@ -74,23 +74,34 @@ __global__ void kernels__iota(int32_t* x, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) { x[i] = i; }
 }
 
+// The token sort's buffers for BT tokens (keys and values, in and out, and cub's scratch, asked for with the sort's
+// own arguments): the bytes they add when smaller (the old ones retired: queued work may still use them), made only
+// with alloc.
+static size_t kernels__sort_reserve(KernelCtx* ctx, int BT, int alloc) {
+    if (BT <= ctx->sort_capacity) { return 0; }
+    size_t temp = 0;
+    gpuCheck(cub::DeviceRadixSort::SortPairs(NULL, temp, (const int32_t*)NULL, (int32_t*)NULL, (const int32_t*)NULL,
+                                             (int32_t*)NULL, BT, 0, 32, ctx->stream));
+    size_t bytes = 4 * (size_t)BT * sizeof(int32_t) + temp;
+    if (!alloc) { return bytes; }
+    kernels__retire(ctx, ctx->sort_keys_in);
+    kernels__retire(ctx, ctx->sort_temp);
+    int32_t* buf;
+    gpuCheck(cudaMalloc((void**)&buf, 4 * (size_t)BT * sizeof(int32_t)));
+    ctx->sort_keys_in = buf; ctx->sort_keys_out = buf + BT; ctx->sort_vals_in = buf + 2 * (size_t)BT; ctx->sort_vals_out = buf + 3 * (size_t)BT;
+    gpuCheck(cudaMalloc(&ctx->sort_temp, temp));
+    ctx->sort_temp_bytes = temp;
+    ctx->bytes += bytes;
+    if (ctx->reserved) { ctx->grown += bytes; }
+    ctx->sort_capacity = BT;
+    return bytes;
+}
+
 static void encoder_backward(const KernelCtx* cctx, float* dwte, float* dwpe, const floatX* dout, const int32_t* tok,
                              int vocab_lo, int vocab_n, int B, int T, int C) {
-    KernelCtx* ctx = (KernelCtx*)cctx; // the sort buffers grow on first use
+    KernelCtx* ctx = (KernelCtx*)cctx; // the sort buffers grow on first use (unless kernels_reserve sized them)
     int BT = B * T;
-    if (BT > ctx->sort_capacity) {
-        kernels__retire(ctx, ctx->sort_keys_in);
-        kernels__retire(ctx, ctx->sort_temp);
-        int32_t* buf;
-        gpuCheck(cudaMalloc((void**)&buf, 4 * (size_t)BT * sizeof(int32_t)));
-        ctx->sort_keys_in = buf; ctx->sort_keys_out = buf + BT; ctx->sort_vals_in = buf + 2 * (size_t)BT; ctx->sort_vals_out = buf + 3 * (size_t)BT;
-        ctx->sort_temp_bytes = 0;
-        gpuCheck(cub::DeviceRadixSort::SortPairs(NULL, ctx->sort_temp_bytes, ctx->sort_keys_in, ctx->sort_keys_out,
-                                                 ctx->sort_vals_in, ctx->sort_vals_out, BT));
-        gpuCheck(cudaMalloc(&ctx->sort_temp, ctx->sort_temp_bytes));
-        ctx->bytes += 4 * (size_t)BT * sizeof(int32_t) + ctx->sort_temp_bytes;
-        ctx->sort_capacity = BT;
-    }
+    kernels__sort_reserve(ctx, BT, 1);
     if (dwpe) {
         kernels__encoder_backward_wpe<<<kernels__blocks((size_t)T * C, 256), 256, 0, ctx->stream>>>(dwpe, dout, B, T, C);
         launchCheck();
@@ -231,6 +242,8 @@ static int kernels__ln_blocks(const KernelCtx* ctx, int BT) {
     int blocks = 2 * (ctx->num_sms > 0 ? ctx->num_sms : 1), need = (BT + 7) / 8;
     return need < blocks ? (need > 0 ? need : 1) : blocks;
 }
+// Its partials: 2C floats for each of the 8 warps of a block (kernels_reserve sizes them for the step's rows).
+static size_t kernels__ln_partial_floats(const KernelCtx* ctx, int BT, int C) { return (size_t)8 * kernels__ln_blocks(ctx, BT) * 2 * C; }
 template <int VEC>
 __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* w,
                                             const float* mean, const float* rstd, int BT, int C) {
@@ -317,7 +330,7 @@ static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, fl
                                const floatX* inp, const floatX* w, const float* mean, const float* rstd, int BT, int C,
                                int acc) {
     int blocks = kernels__ln_blocks(ctx, BT), warps = 8 * blocks;
-    float* part = kernels__col_partials(ctx, (size_t)warps * 2 * C);
+    float* part = kernels__col_partials(ctx, kernels__ln_partial_floats(ctx, BT, C));
     if (kernels__rows_packed(C, {dinp, dout, inp, w})) {
         kernels__layernorm_backward<KERNELS_PACK><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
     } else {

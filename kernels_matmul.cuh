@@ -206,9 +206,12 @@ __global__ void kernels__bias_partials(float* part, const floatX* dout, int BT, 
     }
 }
 
+// The partials of kernels__bias_grad: a row of OC sums for each row group (the BGRADB epilogue's one row is fewer).
+static size_t kernels__bias_partial_floats(int OC) { return (size_t)KERNELS_BIAS_ROW_GROUPS * OC; }
+
 // dbias (+)= the column sums of dout (BT, OC): the bias gradient of matmul_backward.
 static void kernels__bias_grad(const KernelCtx* ctx, float* dbias, const floatX* dout, int BT, int OC, int acc) {
-    float* part = kernels__col_partials(ctx, (size_t)KERNELS_BIAS_ROW_GROUPS * OC);
+    float* part = kernels__col_partials(ctx, kernels__bias_partial_floats(OC));
     if (kernels__rows_packed(OC, {dout})) {
         dim3 grid((OC + 32 * KERNELS_PACK - 1) / (32 * KERNELS_PACK), KERNELS_BIAS_ROW_GROUPS);
         kernels__bias_partials<KERNELS_PACK><<<grid, 32 * KERNELS_BIAS_WARPS, 0, ctx->stream>>>(part, dout, BT, OC);

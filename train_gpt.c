@@ -655,6 +655,7 @@ typedef struct {
     floatX* params;       // (n_pad) flat parameters: the compute copy (the master weights too in fp32); under ZeRO-3
                           // only the owned range (S = n_pad / dp), and the views point into param_arena
     size_t param_floats;  // elements of parameter memory actually allocated (params, and ZeRO-3's arena)
+    size_t workspace_bytes; // the kernels' workspaces sized for a step at start-up (kernels_reserve; 0 on the CPU)
     ParamViews p;
     // ZeRO-3 (--zero 3, zero3.h): the tensors in use are gathered from their owners into the arena, a layer at a time
     ZeroOptimizer* z3;    // NULL unless stage 3
@@ -687,6 +688,8 @@ typedef struct {
     int zero3;              // the parameters are sharded over the data-parallel ranks (ZeRO-3)
     const double* planned;  // GPU builds: the planner's four families for this rank, checked against the device's free
                             // memory before any allocation (gpt__check_device_memory); NULL: not checked
+    int B;                  // the micro-batch the kernels' workspaces are sized for up front (kernels_reserve); 0: none
+    const char* attention;  // --attention, set before the workspaces are sized (cuDNN's are its plans'); NULL: auto
 } ModelSplit;
 
 // Whether tensor e's gradient enters this rank's part of the global norm (see gpt_alloc_params_split).
@@ -707,25 +710,28 @@ static size_t gpt_param_floats(const ParamLayout* pl, int stage, int dp) {
 // Before the model's allocations, on the device the context was just made on: what the planner counts for this rank
 // (fam: its four families, plan_rank_memory) must fit in what is free, else one clear message now rather than a
 // cudaMalloc failing halfway. The kernels' start-up buffers (ctx->bytes) are in the count and allocated already. The
-// count is a lower bound (the NCCL path's buffers only when --comm nccl is asked for; the workspaces grow later): a
-// run it lets through may still run out, one it stops cannot fit.
-static void gpt__check_device_memory(const KernelCtx* ctx, const double fam[4]) {
+// count, with the workspaces the kernels will size for a step (reserve bytes, kernels_reserve), is what the run
+// allocates (the NCCL path's buffers only when --comm nccl is asked for: --comm auto decides later), beside what the
+// runtime and the libraries keep for themselves: a run it lets through may still run out, one it stops cannot fit.
+static void gpt__check_device_memory(const KernelCtx* ctx, const double fam[4], size_t reserve) {
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) { return; }
-    double need = fam[0] + fam[1] + fam[2] + fam[3];
+    double need = fam[0] + fam[1] + fam[2] + fam[3] + (double)reserve;
     if (need - (double)ctx->bytes <= (double)free_b) { return; }
     fatal("out of memory before training: this rank needs %.3f GB on the device by the planner's count (parameters %.3f, "
-          "gradients %.3f, optimizer state %.3f, activations and scratch %.3f GB), and %.3f GB of %s's %.3f GB are free "
-          "after the %.3f GB of the kernels' buffers: a smaller --batch-size, --recompute 1 or 2, a higher --zero stage, or "
-          "more ranks (--tp, --pp); ./train_gpt --plan 1 --plan-storage gpu lists the layouts that fit",
-          need / 1e9, fam[0] / 1e9, fam[1] / 1e9, fam[2] / 1e9, fam[3] / 1e9, free_b / 1e9, ctx->device_name, total_b / 1e9,
-          ctx->bytes / 1e9);
+          "gradients %.3f, optimizer state %.3f, activations and scratch %.3f GB) and the kernels' workspaces for a step "
+          "(%.3f GB), and %.3f GB of %s's %.3f GB are free after the %.3f GB of the kernels' buffers: a smaller --batch-size, "
+          "--recompute 1 or 2, a higher --zero stage, or more ranks (--tp, --pp); ./train_gpt --plan 1 --plan-storage gpu "
+          "lists the layouts that fit",
+          need / 1e9, fam[0] / 1e9, fam[1] / 1e9, fam[2] / 1e9, fam[3] / 1e9, reserve / 1e9, free_b / 1e9, ctx->device_name,
+          total_b / 1e9, ctx->bytes / 1e9);
 }
 #endif
 
-// The execution context (storage type dtype; scratch for sequences up to T), then the parameter buffer, zeroed:
-// this rank's share of the model under tensor and pipeline parallelism (and data parallelism under ZeRO-3).
-static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const ModelSplit* ms, int dtype, int T) {
+// The model's place in the groups and its execution context (storage type dtype; scratch for sequences up to T;
+// on a GPU the device and its fixed workspaces), before any other allocation: what the run decides with the device
+// in hand (--comm auto's path, which the memory check counts) comes between this and gpt_alloc_params_split.
+static void gpt_init_ctx(GPT* m, const ModelSplit* ms, int dtype, int T, int C) {
     memset(m, 0, sizeof(*m));
     m->tp = ms->tp_group ? ms->tp_group->size : 1;
     m->tp_rank = ms->tp_group ? ms->tp_group->rank : 0;
@@ -734,10 +740,29 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
     m->pp = ms->pp_group ? ms->pp_group->size : 1;
     m->pp_rank = ms->pp_group ? ms->pp_group->rank : 0;
     m->pp_group = m->pp > 1 ? ms->pp_group : NULL;
-    kernels_ctx_init(&m->ctx, dtype, T, cfg->channels);
+    kernels_ctx_init(&m->ctx, dtype, T, C);
+    if (ms->attention && kernels_set_attention(&m->ctx, ms->attention) != 0) {
+        fatal("--attention %s: not available in this build (the CPU has native attention only; cudnn needs a CUDA build "
+              "with cuDNN and bf16/fp16 storage)", ms->attention);
+    }
+}
+
+// After gpt_init_ctx: the kernels' workspaces for a step (ms->B), checked with the planner's count against the
+// device (ms->planned), then the parameter buffer, zeroed: this rank's share of the model under tensor and pipeline
+// parallelism (and data parallelism under ZeRO-3).
+static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const ModelSplit* ms, int T) {
+    // the workspaces a training step's ops take, for this rank's shapes (its share of the heads and of the LayerNorms'
+    // rows under tensor and sequence parallelism; the widest bias, the MLP's 4C / tp or the projections' C)
+    int C = cfg->channels, tp_oc = 4 * C / m->tp;
+    KernelsShapes ks = {ms->B, T, C, cfg->num_heads / m->tp, C / cfg->num_heads, m->sp ? ms->B * T / m->tp : ms->B * T,
+                        tp_oc > C ? tp_oc : C, cfg->padded_vocab_size / m->tp};
+    size_t reserve = ms->B > 0 ? kernels_reserve(&m->ctx, &ks, 0) : 0;
 #ifdef KERNELS_CUDA
-    if (ms->planned) { gpt__check_device_memory(&m->ctx, ms->planned); }
+    if (ms->planned) { gpt__check_device_memory(&m->ctx, ms->planned, reserve); }
+#else
+    (void)reserve; // (0: the CPU's scratch is in the planner's count)
 #endif
+    if (ms->B > 0) { m->workspace_bytes = kernels_reserve(&m->ctx, &ks, 1); }
     m->cfg = *cfg;
     layout_build_3d(&m->layout, cfg, m->tp, m->tp_rank, m->pp, m->pp_rank, m->pp > 1 ? ms->V : 1, m->pp > 1 ? ms->chunk_first : NULL);
     layout_build(&m->glayout, cfg);
@@ -784,8 +809,9 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
 }
 
 static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
-    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL};
-    gpt_alloc_params_split(m, cfg, dp, &ms, dtype, T);
+    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL};
+    gpt_init_ctx(m, &ms, dtype, T, cfg->channels);
+    gpt_alloc_params_split(m, cfg, dp, &ms, T);
 }
 
 static void gpt_alloc_params(GPT* m, const GPTConfig* cfg, int dp, int dtype, int T) {
@@ -1791,8 +1817,8 @@ static double rank_memory(const GPT* mp, const ZeroOptimizer* zp, double mem[4])
 }
 
 // The resolved configuration and every rank's memory (collective: each rank contributes its sizes; rank 0 prints).
-// The memory is what this rank allocated; the planner's prediction for the layout (plan_rank_memory) must equal it
-// (on a GPU the kernels' workspaces grow after start-up: there the prediction is checked without them).
+// The memory is what this rank allocated; the planner's prediction for the layout (plan_rank_memory) with the
+// kernels' workspaces for a step (a GPU's, sized at start-up) must equal it: the start-up memory check's count.
 static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer* zp, ParallelContext* pcp, const PlanLayout* run,
                            const int* chunk_first, int grad_accum, unsigned long long train_tokens) {
     const GPTConfig* g = &mp->cfg;
@@ -1801,10 +1827,7 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
     double mem[4], pred[4];
     rank_memory(mp, zp, mem);
     plan_rank_memory(g, run, pcp->pp_rank, chunk_first, sizeof(floatX), pred);
-#ifdef KERNELS_CUDA
-    double scratch_now = (double)kernels_ctx_bytes(&mp->ctx), scratch_plan = (double)kernels_scratch_bytes(T, g->channels, run->threads);
-    pred[3] += scratch_now - scratch_plan;
-#endif
+    pred[3] += (double)mp->workspace_bytes;
     for (int k = 0; k < 4; k++) {
         if (pred[k] != mem[k]) {
             fatal("internal: the planner's memory for this layout (%.0f bytes of family %d) differs from what rank %d allocated (%.0f)", pred[k], k,
@@ -2117,8 +2140,10 @@ static void comm_counts_print(const CommCounts* since, const ParallelContext* pc
 // beyond that count over the ranks. On a GPU the difference is what the planner does not model (the CUDA context,
 // cuBLASLt's and cuDNN's handles, NCCL's own buffers; with processes sharing a GPU, each other's memory too). The
 // emulation has none of those, so there a difference is a device buffer the count misses (scripts/gpu_check.sh --emu
-// demands 0 on every rank). Returns 0, with no collective, in a CPU build, or when a runtime could not say.
-typedef struct { double used, total, planned, least, most; } DeviceMemory;
+// demands 0 on every rank). grown: the most bytes the kernels' workspaces grew by on a rank after they were sized for
+// a training step (kernels_grown_bytes: sampling or evaluation at other shapes may; the emulated runs must not).
+// Returns 0, with no collective, in a CPU build, or when a runtime could not say.
+typedef struct { double used, total, planned, least, most, grown; } DeviceMemory;
 static int device_memory(const GPT* mp, const ZeroOptimizer* zp, ParallelContext* pcp, DeviceMemory* d) {
     memset(d, 0, sizeof(*d));
 #ifdef KERNELS_CUDA
@@ -2128,10 +2153,11 @@ static int device_memory(const GPT* mp, const ZeroOptimizer* zp, ParallelContext
     int ok = cudaMemGetInfo(&mem_free, &mem_total) == cudaSuccess;
     d->used = (double)(mem_total - mem_free);
     d->total = (double)mem_total;
-    double v[3] = {d->used - d->planned, d->planned - d->used, ok ? 0.0 : 1.0};
-    comm_allreduce_max_f64(&pcp->world, v, 3);
+    double v[4] = {d->used - d->planned, d->planned - d->used, ok ? 0.0 : 1.0, (double)kernels_grown_bytes(&mp->ctx)};
+    comm_allreduce_max_f64(&pcp->world, v, 4);
     d->most = v[0];
     d->least = 0.0 - v[1]; // (not -v[1]: -0.0 would print as "-0")
+    d->grown = v[3];
     return v[2] == 0.0;
 #else
     (void)mp; (void)zp; (void)pcp;
@@ -2206,7 +2232,8 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         if (have_dm) {
             printf("bench: GPU memory in use %.2f GB of %.2f GB (planned for this rank %.2f GB; bytes in use %.0f, planned %.0f)\n",
                    dm.used / 1e9, dm.total / 1e9, dm.planned / 1e9, dm.used, dm.planned);
-            printf("bench: GPU bytes in use beyond the planner's over the %d rank(s): least %.0f, most %.0f\n", pcp->world_size, dm.least, dm.most);
+            printf("bench: GPU bytes in use beyond the planner's over the %d rank(s): least %.0f, most %.0f; workspaces grown after "
+                   "start-up: %.0f bytes\n", pcp->world_size, dm.least, dm.most, dm.grown);
         }
         printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
     }
@@ -2395,18 +2422,8 @@ int main(int argc, char** argv) {
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
     GPT model;
-    // (the planner's count of what this rank will allocate, checked against the device before any allocation: the
-    // NCCL path's buffers only when asked for, since --comm auto decides later and stages may share a GPU)
-    PlanLayout at_least = run;
-    at_least.nccl = strcmp(c.comm, "nccl") == 0;
-    double planned[4];
-    plan_rank_memory(&gc, &at_least, pc.pp_rank, chunk_first, sizeof(floatX), planned);
-    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, planned};
-    gpt_alloc_params_split(&model, &gc, pc.dp, &split, dtype_parse(c.dtype), T);
-    if (kernels_set_attention(&model.ctx, c.attention) != 0) {
-        fatal("--attention %s: not available in this build (the CPU has native attention only; cudnn needs a CUDA build "
-              "with cuDNN and bf16/fp16 storage)", c.attention);
-    }
+    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, NULL, B, c.attention};
+    gpt_init_ctx(&model, &split, dtype_parse(c.dtype), T, gc.channels);
 #ifdef KERNELS_CUDA
     // NCCL refuses a communicator whose ranks share a GPU (as the tests' processes on one GPU do). --comm nccl stops
     // here on such data- or tensor-parallel ranks, in our words and with the way out; --comm auto takes NCCL when this
@@ -2433,6 +2450,18 @@ int main(int argc, char** argv) {
     }
     if (strcmp(c.comm, "auto") == 0) { snprintf(c.comm, sizeof(c.comm), "mpi"); }
 #endif
+    // the pipeline's messages go device to device through NCCL pairs, unless stages share a GPU (pp_shared: two of them)
+    int pp_shared[2] = {-1, -1};
+    if (c.pp > 1 && strcmp(c.comm, "nccl") == 0) {
+        run.pp_nccl = !comm_nccl_shared_device(&pc.pp_group, &model.ctx, &pp_shared[0], &pp_shared[1]);
+    }
+    // the planner's count of what this rank will allocate, for the path just decided, checked against the device
+    // before any allocation
+    run.nccl = strcmp(c.comm, "nccl") == 0;
+    double planned[4];
+    plan_rank_memory(&gc, &run, pc.pp_rank, chunk_first, sizeof(floatX), planned);
+    split.planned = planned;
+    gpt_alloc_params_split(&model, &gc, pc.dp, &split, T);
     ZeroOptimizer zopt;
     gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, comm_is_staged(c.comm));
     static CommNccl nccl, nccl_tp; // --comm nccl: the data-parallel group's communicator (the optimizer's reductions)
@@ -2447,7 +2476,6 @@ int main(int argc, char** argv) {
         zero_set_nccl(&zopt, &nccl);
     }
     if (strcmp(c.grad_compress, "bf16") == 0) { zero_set_compress(&zopt); }
-    run.nccl = strcmp(c.comm, "nccl") == 0; // (--comm auto resolved above; the planner counts this path's device buffers)
     PowerSgd psgd;
     char gcerr[256];
     int psgd_rank = powersgd_spec_rank(c.grad_compress, gcerr, sizeof(gcerr)); // (checked by parse_flags)
@@ -2482,13 +2510,10 @@ int main(int argc, char** argv) {
     if (c.pp > 1) {
         pipeline_init(&pipe, &model, pp_kind, grad_accum, V, B, T, c.trace[0] ? 3 : 0);
         model.pipe = &pipe;
-        if (strcmp(c.comm, "nccl") == 0) { // the stages' messages device to device, unless stages share a GPU
-            int a, b;
-            if (!comm_nccl_shared_device(&pc.pp_group, &model.ctx, &a, &b)) { pipeline_use_nccl(&pipe, &model); run.pp_nccl = 1; }
-            else if (master) {
-                printf("note: --comm nccl: pipeline stages %d and %d share a GPU, which NCCL refuses: the pipeline's messages "
-                       "go through MPI on pinned host copies\n", a, b);
-            }
+        if (run.pp_nccl) { pipeline_use_nccl(&pipe, &model); }
+        else if (strcmp(c.comm, "nccl") == 0 && master) {
+            printf("note: --comm nccl: pipeline stages %d and %d share a GPU, which NCCL refuses: the pipeline's messages "
+                   "go through MPI on pinned host copies\n", pp_shared[0], pp_shared[1]);
         }
         shape.layers = 0;
         for (int v = 0; v < V; v++) {
@@ -2730,8 +2755,8 @@ int main(int argc, char** argv) {
             char rs[32], gm[200] = "";
             fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
             if (have_dm) {
-                snprintf(gm, sizeof(gm), "; GPU memory in use %.2f GB (rank 0), bytes beyond the planner's over the %d rank(s): least %.0f, most %.0f",
-                         dm.used / 1e9, pc.world_size, dm.least, dm.most);
+                snprintf(gm, sizeof(gm), "; GPU memory in use %.2f GB (rank 0), bytes beyond the planner's over the %d rank(s): least %.0f, most %.0f; "
+                         "workspaces grown after start-up: %.0f bytes", dm.used / 1e9, pc.world_size, dm.least, dm.most, dm.grown);
             }
             printf("done: %d steps, peak RSS %s%s\n", steps, rs, gm);
         }

@@ -277,11 +277,14 @@ train() {
     if [ $rc -eq 0 ]; then
         # the emulation has no runtime memory of its own: every device byte a run holds at its end (its "done:" line)
         # must be one the trainer counted, which is the planner's count (print_run_plan), on every rank
-        local beyond
+        # and the kernels' workspaces, sized for a training step at start-up (kernels_reserve), must not have grown
+        local beyond grown
         beyond=$(grep -o "beyond the planner's over the [0-9]* rank(s): least -*[0-9]*, most -*[0-9]*" $L.$name.log | tail -n 1)
+        grown=$(grep -o "workspaces grown after start-up: [0-9]* bytes" $L.$name.log | tail -n 1)
         if [ $EMU = 1 ] && [ -n "$beyond" ]; then
-            if [[ "$beyond" == *"least 0, most 0" ]]; then MEM_EXACT=$((MEM_EXACT + 1))
-            else bad "$name: the GPU bytes in use $beyond (a device buffer the planner does not count)"; fi
+            if [[ "$beyond" == *"least 0, most 0" ]] && [ "$grown" = "workspaces grown after start-up: 0 bytes" ]; then MEM_EXACT=$((MEM_EXACT + 1))
+            elif [[ "$beyond" != *"least 0, most 0" ]]; then bad "$name: the GPU bytes in use $beyond (a device buffer the planner does not count)"
+            else bad "$name: the kernels' ${grown:-workspaces: no growth reported} (a shape kernels_reserve was not given)"; fi
         fi
         return 0
     fi
@@ -496,10 +499,10 @@ fi
 [ -s $L.bench.txt ] && ok "benchmarks ran ($(wc -l < $L.bench.txt) rows)"
 if [ $EMU = 1 ]; then
     # a device too small for the layout: the trainer stops before its first allocation, saying what the layout needs
-    # (gpt__check_device_memory, against the planner's count at start-up: the run plan's "largest rank" bytes). The
-    # kernels' workspaces grow past that on first use, to the benchmark's "planned" bytes at its end, which the
-    # emulated device (CUDA_EMU_MEM_GB) then holds exactly: a device of that size runs the d2 benchmark, and one a
-    # byte smaller than the start-up count is refused at once.
+    # (gpt__check_device_memory: the planner's count with the kernels' workspaces for a step, the run plan's "largest
+    # rank" bytes). Nothing grows after start-up (kernels_reserve), so that is also the benchmark's "planned" bytes at
+    # its end, which the emulated device (CUDA_EMU_MEM_GB) then holds exactly: a device of that size runs the d2
+    # benchmark, and one a byte smaller is refused at once.
     small="--model d2 --batch-size 1 --seq-len $BENCH_T --bench 1 --bench-steps 1"
     out=$(timeout 120 $CU $small 2>&1)
     need_end=$(echo "$out" | grep -o 'planned [0-9]*)' | grep -o '[0-9]*' | head -n 1)
@@ -508,9 +511,11 @@ if [ $EMU = 1 ]; then
         gb() { awk -v b="$1" 'BEGIN { printf "%.15f", b / 1073741824 }'; } # (b + 0.5 bytes: the emulator floors)
         CUDA_EMU_MEM_GB=$(gb $need_end.5) timeout 120 $CU $small > $L.mem_exact.log 2>&1; rc_fit=$?
         CUDA_EMU_MEM_GB=$(gb $((need_start - 1)).5) timeout 120 $CU $small > $L.mem_short.log 2>&1; rc_short=$?
-        if [ $rc_fit -eq 0 ] && [ $rc_short -ne 0 ] && grep -q "out of memory before training: this rank needs" $L.mem_short.log &&
+        if [ "$need_start" != "$need_end" ]; then
+            bad "the d2 benchmark's device bytes at its end ($need_end) are not the start-up count ($need_start): a workspace grew after start-up"
+        elif [ $rc_fit -eq 0 ] && [ $rc_short -ne 0 ] && grep -q "out of memory before training: this rank needs" $L.mem_short.log &&
            ! grep -q "cudaMalloc" $L.mem_short.log; then
-            ok "a device of $need_end bytes runs the d2 benchmark; one of $((need_start - 1)) (the planner's start-up count less one) stops before any allocation, saying what the layout needs"
+            ok "a device of $need_end bytes runs the d2 benchmark; one of $((need_start - 1)) (the start-up count, the same, less one) stops before any allocation, saying what the layout needs"
         else
             bad "the device-memory check before allocating (exit $rc_fit with $need_end bytes, $rc_short with $((need_start - 1))): $(grep -m1 -i error $L.mem_exact.log $L.mem_short.log | cut -c1-200)"
         fi
@@ -833,7 +838,7 @@ else
 fi
 
 if [ $EMU = 1 ]; then
-    if [ $MEM_EXACT -ge 10 ]; then ok "the device memory at the end of $MEM_EXACT emulated training runs (every rank; --comm mpi and nccl, dp, tp, pp, bf16 compression) is the planner's to the byte"
+    if [ $MEM_EXACT -ge 10 ]; then ok "the device memory at the end of $MEM_EXACT emulated training runs (every rank; --comm mpi and nccl, dp, tp, pp, bf16 compression) is the planner's to the byte, with workspaces sized at start-up that never grew"
     else bad "only $MEM_EXACT emulated training runs reported their device memory against the planner's (the 'done:' line)"; fi
 fi
 summary
