@@ -86,6 +86,7 @@ struct Pipeline {
                              // at the end: cudaFree waits for the whole device, which mid-step could wait for a send
                              // that waits for a peer)
     int ndsends;
+    size_t grown_bytes;      // device bytes the pool grew by after pipeline_use_nccl (pipeline_grown_bytes)
     void* drecv;             // the receive buffer
     CommNcclReq drecv_req, drecv_free; // its receive in flight, and the mark after the last message's copy into place
     // --trace
@@ -168,6 +169,8 @@ static void pipeline_use_nccl(Pipeline* p, GPT* m) {
 // The device bytes of the messages (pipeline_use_nccl: the receive buffer and the send pool; 0 through MPI, whose
 // buffers are pinned host memory).
 static size_t pipeline_device_bytes(const Pipeline* p) { return p->nccl ? (size_t)(p->ndsends + 1) * p->max_msg_bytes : 0; }
+// What of them the send pool added after start-up, beyond the planner's count (peers that fell further behind).
+static size_t pipeline_grown_bytes(const Pipeline* p) { return p->grown_bytes; }
 
 // Waits for every send in flight (their buffers become free). With NCCL nothing waits: a device send buffer is
 // taken again once its send has finished.
@@ -235,6 +238,7 @@ static void pp_send(Pipeline* p, GPT* m, const void* src, size_t n, int peer, in
             s = &p->dsends[p->ndsends++];
             memset(s, 0, sizeof(*s));
             s->buf = dev_alloc(&m->ctx, p->max_msg_bytes);
+            p->grown_bytes += p->max_msg_bytes;
         }
         dev_copy_d2d(&m->ctx, s->buf, src, n);
         comm_nccl_send(pp_link(p, peer, tag, 1), &m->ctx, s->buf, n, &s->req);

@@ -2140,8 +2140,9 @@ static void comm_counts_print(const CommCounts* since, const ParallelContext* pc
 // beyond that count over the ranks. On a GPU the difference is what the planner does not model (the CUDA context,
 // cuBLASLt's and cuDNN's handles, NCCL's own buffers; with processes sharing a GPU, each other's memory too). The
 // emulation has none of those, so there a difference is a device buffer the count misses (scripts/gpu_check.sh --emu
-// demands 0 on every rank). grown: the most bytes the kernels' workspaces grew by on a rank after they were sized for
-// a training step (kernels_grown_bytes: sampling or evaluation at other shapes may; the emulated runs must not).
+// demands 0 on every rank). grown: the most bytes a rank's device buffers grew by after start-up: the kernels'
+// workspaces, sized for a training step then (kernels_grown_bytes: sampling or evaluation at other shapes may grow
+// them), and the pipeline's NCCL send pool (pipeline_grown_bytes); the emulated runs must grow neither.
 // Returns 0, with no collective, in a CPU build, or when a runtime could not say.
 typedef struct { double used, total, planned, least, most, grown; } DeviceMemory;
 static int device_memory(const GPT* mp, const ZeroOptimizer* zp, ParallelContext* pcp, DeviceMemory* d) {
@@ -2153,7 +2154,8 @@ static int device_memory(const GPT* mp, const ZeroOptimizer* zp, ParallelContext
     int ok = cudaMemGetInfo(&mem_free, &mem_total) == cudaSuccess;
     d->used = (double)(mem_total - mem_free);
     d->total = (double)mem_total;
-    double v[4] = {d->used - d->planned, d->planned - d->used, ok ? 0.0 : 1.0, (double)kernels_grown_bytes(&mp->ctx)};
+    double grown = (double)kernels_grown_bytes(&mp->ctx) + (mp->pipe ? (double)pipeline_grown_bytes(mp->pipe) : 0.0);
+    double v[4] = {d->used - d->planned, d->planned - d->used, ok ? 0.0 : 1.0, grown};
     comm_allreduce_max_f64(&pcp->world, v, 4);
     d->most = v[0];
     d->least = 0.0 - v[1]; // (not -v[1]: -0.0 would print as "-0")
@@ -2232,8 +2234,8 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         if (have_dm) {
             printf("bench: GPU memory in use %.2f GB of %.2f GB (planned for this rank %.2f GB; bytes in use %.0f, planned %.0f)\n",
                    dm.used / 1e9, dm.total / 1e9, dm.planned / 1e9, dm.used, dm.planned);
-            printf("bench: GPU bytes in use beyond the planner's over the %d rank(s): least %.0f, most %.0f; workspaces grown after "
-                   "start-up: %.0f bytes\n", pcp->world_size, dm.least, dm.most, dm.grown);
+            printf("bench: GPU bytes in use beyond the planner's over the %d rank(s): least %.0f, most %.0f; device buffers grown "
+                   "after start-up: %.0f bytes\n", pcp->world_size, dm.least, dm.most, dm.grown);
         }
         printf("bench: %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s\n", ms, tok_s, tok_s * fpt / 1e9);
     }
@@ -2756,7 +2758,7 @@ int main(int argc, char** argv) {
             fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
             if (have_dm) {
                 snprintf(gm, sizeof(gm), "; GPU memory in use %.2f GB (rank 0), bytes beyond the planner's over the %d rank(s): least %.0f, most %.0f; "
-                         "workspaces grown after start-up: %.0f bytes", dm.used / 1e9, pc.world_size, dm.least, dm.most, dm.grown);
+                         "device buffers grown after start-up: %.0f bytes", dm.used / 1e9, pc.world_size, dm.least, dm.most, dm.grown);
             }
             printf("done: %d steps, peak RSS %s%s\n", steps, rs, gm);
         }

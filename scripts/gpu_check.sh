@@ -280,9 +280,9 @@ train() {
         # and the kernels' workspaces, sized for a training step at start-up (kernels_reserve), must not have grown
         local beyond grown
         beyond=$(grep -o "beyond the planner's over the [0-9]* rank(s): least -*[0-9]*, most -*[0-9]*" $L.$name.log | tail -n 1)
-        grown=$(grep -o "workspaces grown after start-up: [0-9]* bytes" $L.$name.log | tail -n 1)
+        grown=$(grep -o "device buffers grown after start-up: [0-9]* bytes" $L.$name.log | tail -n 1)
         if [ $EMU = 1 ] && [ -n "$beyond" ]; then
-            if [[ "$beyond" == *"least 0, most 0" ]] && [ "$grown" = "workspaces grown after start-up: 0 bytes" ]; then MEM_EXACT=$((MEM_EXACT + 1))
+            if [[ "$beyond" == *"least 0, most 0" ]] && [ "$grown" = "device buffers grown after start-up: 0 bytes" ]; then MEM_EXACT=$((MEM_EXACT + 1))
             elif [[ "$beyond" != *"least 0, most 0" ]]; then bad "$name: the GPU bytes in use $beyond (a device buffer the planner does not count)"
             else bad "$name: the kernels' ${grown:-workspaces: no growth reported} (a shape kernels_reserve was not given)"; fi
         fi
@@ -469,8 +469,14 @@ bench() { # name model extra...
                     else bad "benchmark $name: $used device bytes in use, the planner counts $planned (a buffer it does not know)"; fi
                 fi
             fi
-            if [ -z "$ms" ] || [ -z "$tps" ] || [ -z "$gf" ] || [ -z "$mem" ] || [ -z "$used" ] || [ -z "$planned" ]; then
-                bad "benchmark $name: its output lacks what this script reads (ms '$ms', tokens/s '$tps', GFLOP/s '$gf', memory '$mem', bytes in use '$used', planned '$planned')"; return 0
+            # the kernels' workspaces (cuDNN's among them, on a GPU) were sized for the step at start-up: the timed
+            # steps must not have grown them
+            grown=$(echo "$out" | grep -o 'device buffers grown after start-up: [0-9]* bytes' | grep -o '[0-9]*' | head -n 1)
+            if [ -n "$grown" ] && [ "$grown" != 0 ]; then
+                bad "benchmark $name B $B: the kernels' workspaces grew by $grown bytes after start-up (a shape kernels_reserve was not given)"
+            fi
+            if [ -z "$ms" ] || [ -z "$tps" ] || [ -z "$gf" ] || [ -z "$mem" ] || [ -z "$used" ] || [ -z "$planned" ] || [ -z "$grown" ]; then
+                bad "benchmark $name: its output lacks what this script reads (ms '$ms', tokens/s '$tps', GFLOP/s '$gf', memory '$mem', bytes in use '$used', planned '$planned', grown '$grown')"; return 0
             fi
             mfu=$(awk -v g="$gf" -v p=$PEAK 'BEGIN { printf "%.1f%%", g * 1e9 / p * 100 }')
             mfu2=$(awk -v g="$gf" -v m="${MEAS:-0}" 'BEGIN { if (m > 0) printf "%.1f%%", g * 1e9 / (m * 1e12) * 100; else printf "n/a" }')
