@@ -3,7 +3,8 @@
 # and tokenize with BLAS hidden (NO_BLAS=1, as on a machine without OpenBLAS), then plainly (as after installing
 # it), then again. Checks that the second build relinked train_gpt and its --version now names OpenBLAS, that
 # tokenize (which does not use BLAS) was not rebuilt, and that the third build rebuilt nothing. Then checkpoints
-# across the checksum change: version 3 (FNV, from a build without xxHash) resumes in the xxHash build.
+# across the checksum change: version 3 (FNV, from a build without xxHash) resumes in the xxHash build. Then the
+# CUDA trainer for sm_80, where nvcc is installed.
 # Prints "PASS name" / "FAIL name: detail" lines and "N passed, M failed" last. Run by scripts/run_tests.sh.
 set -u
 cd "$(dirname "$0")/.."
@@ -53,6 +54,16 @@ check "$([[ -n "$la" && "$la" == "$lb" ]]; echo $?)" "a version-3 (FNV) checkpoi
 ./train_gpt_fnv "${run_args[@]}" --resume ck4 > run_d.log 2>&1
 check "$(grep -q 'uses XXH3 checksums, and this build has no xxHash' run_d.log; echo $?)" \
     "a build without xxHash refuses a version-4 checkpoint, saying why" "$(tail -n 2 run_d.log)"
+
+# the CUDA trainer builds for the A100 too (CUDA_ARCH=80; the default is the H100/H200's 90), warnings as errors:
+# compiled and linked here, where nvcc is installed, whether or not a GPU is
+if grep -q 'cuda' <(make -s report 2>/dev/null); then
+    make -s CUDA_ARCH=80 train_gpt_cu > build6.log 2>&1
+    v6=$(./train_gpt_cu --version 2>&1 | tail -n 1)
+    check "$([[ "$v6" == *sm_80* ]]; echo $?)" "train_gpt_cu builds for sm_80 (CUDA_ARCH=80): $v6" "$(tail -n 3 build6.log)"
+else
+    echo "SKIP the sm_80 build: no nvcc with cuBLASLt here"
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
