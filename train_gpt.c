@@ -711,8 +711,8 @@ static size_t gpt_param_floats(const ParamLayout* pl, int stage, int dp) {
 // (fam: its four families, plan_rank_memory) must fit in what is free, else one clear message now rather than a
 // cudaMalloc failing halfway. The kernels' start-up buffers (ctx->bytes) are in the count and allocated already. The
 // count, with the workspaces the kernels will size for a step (reserve bytes, kernels_reserve), is what the run
-// allocates (the NCCL path's buffers only when --comm nccl is asked for: --comm auto decides later), beside what the
-// runtime and the libraries keep for themselves: a run it lets through may still run out, one it stops cannot fit.
+// allocates (for the collectives' path --comm auto has taken by then), beside what the runtime and the libraries keep
+// for themselves: a run it lets through may still run out, one it stops cannot fit.
 static void gpt__check_device_memory(const KernelCtx* ctx, const double fam[4], size_t reserve) {
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) { return; }
