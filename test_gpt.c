@@ -1072,6 +1072,75 @@ static void test_bias_grad_widths(void) {
     free(host);
 }
 
+// kernels_reserve: a fresh context's workspaces sized for a shape; then the ops that take workspaces run at that
+// shape (the LayerNorm backward over `rows`, the bias gradient unfused and through matmul_backward, the attention
+// backward, cuDNN's where this build runs it, the embedding backward's token sort, sampling's row of logits) and grow
+// none of them (kernels_grown_bytes 0), the count before allocating is what was allocated, and asking again adds
+// nothing. Three shapes in which, in turn, the LayerNorm partials, the unfused bias gradient's (row groups x OC) and
+// the attention's row sums are the largest need (on the emulation's 4 SMs and on a 132-SM H200 alike). Then an
+// embedding backward over twice the tokens must grow the sort, and the count must say so. Inputs are zeros: only the
+// sizes matter here.
+// (the kernels themselves on device buffers, not the op tests' stagers of host arrays that stage_ops.h puts in their
+// place)
+#pragma push_macro("layernorm_backward")
+#pragma push_macro("matmul_backward")
+#pragma push_macro("attention_backward")
+#undef layernorm_backward
+#undef matmul_backward
+#undef attention_backward
+static void test_reserve(void) {
+    const KernelsShapes cases[3] = {
+        {4, 128, 64, 2, 32, 512, 32, 64}, // {B, T, C, nh, hs, rows, oc, vp}: LayerNorm partials over 512 rows
+        {1, 16, 64, 4, 16, 16, 256, 64},  // the bias gradient of 256 columns
+        {4, 128, 64, 4, 16, 8, 8, 64},    // the attention backward's 4 x 4 heads x 128 rows
+    };
+    const int V = 16;
+    for (int k = 0; k < 3; k++) {
+        const KernelsShapes* s = &cases[k];
+        KernelCtx ctx;
+        kernels_ctx_init(&ctx, KERNELS_DTYPE, s->T, s->C);
+        size_t base = kernels_ctx_bytes(&ctx), want = kernels_reserve(&ctx, s, 0), got = kernels_reserve(&ctx, s, 1);
+        size_t after = kernels_ctx_bytes(&ctx), again = kernels_reserve(&ctx, s, 0);
+        int BT = s->B * s->T, Ca = s->nh * s->hs;
+        // zeroed device buffers, each large enough for every operand below (twice the tokens for the last call)
+        size_t n = (size_t)2 * BT * 3 * s->C;
+        size_t cands[4] = {(size_t)s->rows * s->C, (size_t)BT * s->oc, (size_t)s->oc * s->C, (size_t)s->vp * s->C};
+        for (int i = 0; i < 4; i++) { if (cands[i] > n) { n = cands[i]; } }
+        floatX* x[4];
+        float* f[3];
+        for (int i = 0; i < 4; i++) { x[i] = (floatX*)dev_alloc(&ctx, n * sizeof(floatX)); }
+        for (int i = 0; i < 3; i++) { f[i] = (float*)dev_alloc(&ctx, n * sizeof(float)); }
+        int32_t* tok = (int32_t*)dev_alloc(&ctx, (size_t)2 * BT * sizeof(int32_t));
+        size_t held = kernels_ctx_bytes(&ctx);
+        layernorm_backward(&ctx, x[0], f[0], f[0] + s->C, x[1], x[2], x[3], f[1], f[2], s->rows, s->C, 0);
+        kernels__bias_grad(&ctx, f[0], x[1], BT, s->oc, 0);
+        matmul_backward(&ctx, x[0], f[0], f[1], x[1], x[2], x[3], BT, s->C, s->oc, 0);
+        attention_backward(&ctx, x[0], x[1], x[2], x[3], f[1], s->B, s->T, Ca, s->nh);
+        encoder_backward(&ctx, f[0], f[1], x[1], tok, 0, V, s->B, s->T, s->C);
+        classifier_logits_row(&ctx, f[0], x[1], x[2], s->C, s->vp);
+        dev_sync(&ctx);
+        size_t grown = kernels_grown_bytes(&ctx), held_after = kernels_ctx_bytes(&ctx);
+        char name[160];
+        snprintf(name, sizeof(name), "kernels_reserve, shape %d of 3: a step's workspaces sized up front; the ops at that shape grow none", k + 1);
+        report(want > 0 && got == want && after == base + got && again == 0 && grown == 0 && held_after == held, name,
+               "counted %zu bytes, allocated %zu (context %zu -> %zu), again %zu; grown by the ops %zu", want, got, base, after,
+               again, grown);
+        // past the reserved shape: the sort grows, and the count says so
+        encoder_backward(&ctx, f[0], f[1], x[1], tok, 0, V, 2 * s->B, s->T, s->C);
+        dev_sync(&ctx);
+        size_t grown2 = kernels_grown_bytes(&ctx);
+        snprintf(name, sizeof(name), "kernels_reserve, shape %d of 3: twice the tokens grow the sort, counted", k + 1);
+        report(grown2 > 0 && kernels_ctx_bytes(&ctx) == held + grown2, name, "grown %zu bytes", grown2);
+        for (int i = 0; i < 4; i++) { dev_free(&ctx, x[i]); }
+        for (int i = 0; i < 3; i++) { dev_free(&ctx, f[i]); }
+        dev_free(&ctx, tok);
+        kernels_ctx_free(&ctx);
+    }
+}
+#pragma pop_macro("attention_backward")
+#pragma pop_macro("matmul_backward")
+#pragma pop_macro("layernorm_backward")
+
 // The file streams' double buffer (params_from_f32 / params_to_f32): values representable in the storage type make
 // the round trip exactly, over several staging chunks and an odd tail, with the two pinned buffers taking turns
 // across calls (an upload is still in flight when the next call starts).
@@ -1915,6 +1984,7 @@ int main(int argc, char** argv) {
 #ifdef KERNELS_CUDA
             test_param_streams();
             test_bias_grad_widths();
+            test_reserve();
 #endif
         }
         if (name_selected(only, "gpt2-ops")) { test_ops_gpt2_shapes(); }
