@@ -40,10 +40,10 @@ typedef struct {
     int busy;
 } PpMsg;
 
-// --comm nccl: a pooled device buffer of a send in flight
+// --comm nccl: a device send buffer of the ring (pp_send)
 typedef struct {
     void* buf;
-    CommNcclReq req;   // the send; free once comm_nccl_test says so
+    CommNcclReq req;   // its last send: the next copy into buf waits for it (on the compute stream)
 } PpDevMsg;
 
 // The pairs (communicators of two ranks) a stage's NCCL messages take: activations to the next stage and from the
@@ -82,11 +82,8 @@ struct Pipeline {
     int nccl;
     CommNccl link[PP_LINKS]; // (not joined: this rank has no such link)
     CommNccl wte_pair;       // first and last stage: the tied wte's gradients
-    PpDevMsg* dsends;        // the pool of device send buffers (made up front, grown if a step needs more; freed only
-                             // at the end: cudaFree waits for the whole device, which mid-step could wait for a send
-                             // that waits for a peer)
-    int ndsends;
-    size_t grown_bytes;      // device bytes the pool grew by after pipeline_use_nccl (pipeline_grown_bytes)
+    PpDevMsg* dsends;        // the ring of device send buffers, one per message the rank sends in a step (pp_sends)
+    int ndsends, dsend_next; // its size, and the buffer the next send takes
     void* drecv;             // the receive buffer
     CommNcclReq drecv_req, drecv_free; // its receive in flight, and the mark after the last message's copy into place
     // --trace
@@ -97,6 +94,17 @@ struct Pipeline {
     double t_origin;
     double busy_seconds, step_seconds; // compute inside a step, and the steps' wall time (for the measured bubble)
 };
+
+// The messages pipeline rank r sends in a step of its schedule (the output of every forward but the last chunk's, the
+// input gradient of every backward but the first chunk's): the device send buffers of --comm nccl (pipeline_use_nccl).
+static int pp_sends(const PpOp* ops, int n, int r, int pp, int V) {
+    int sends = 0;
+    for (int i = 0; i < n; i++) {
+        int g = ops[i].v * pp + r;
+        sends += ops[i].fwd ? g < pp * V - 1 : g > 0;
+    }
+    return sends;
+}
 
 // The most micro-batches whose forward through one of this rank's chunks ran and whose backward did not, over the
 // schedule: the activation slots the rank needs.
@@ -156,10 +164,11 @@ static void pipeline_use_nccl(Pipeline* p, GPT* m) {
     if (m->layout.has_wte) { comm_nccl_init_pair(&p->wte_pair, m->pp_group, 0, pp - 1); }
     p->drecv = dev_alloc(&m->ctx, p->max_msg_bytes);
     comm_nccl_mark(&m->ctx, &p->drecv_free); // the first receive waits for dev_alloc's zeroing on the compute stream
-    // send buffers for as many messages as the rank keeps micro-batches alive, and one more, made now: a cudaMalloc
-    // in the middle of a step may hold later work behind a send that waits for its peer (the pool grows past this
-    // only if the peers fall further behind); each is a small part of a slot's activations
-    p->ndsends = p->nslots + 1;
+    // a send buffer for every message the rank sends in a step, taken in turn (pp_send), made now (a cudaMalloc in the
+    // middle of a step may hold later work behind a send that waits for its peer); each is a small part of a slot's
+    // activations
+    p->ndsends = pp_sends(p->ops, p->nops, p->rank, p->pp, p->V);
+    if (p->ndsends < 1) { p->ndsends = 1; }
     p->dsends = (PpDevMsg*)calloc((size_t)p->ndsends, sizeof(PpDevMsg));
     if (!p->dsends) { fatal("out of memory for pipeline messages"); }
     for (int i = 0; i < p->ndsends; i++) { p->dsends[i].buf = dev_alloc(&m->ctx, p->max_msg_bytes); }
@@ -169,8 +178,6 @@ static void pipeline_use_nccl(Pipeline* p, GPT* m) {
 // The device bytes of the messages (pipeline_use_nccl: the receive buffer and the send pool; 0 through MPI, whose
 // buffers are pinned host memory).
 static size_t pipeline_device_bytes(const Pipeline* p) { return p->nccl ? (size_t)(p->ndsends + 1) * p->max_msg_bytes : 0; }
-// What of them the send pool added after start-up, beyond the planner's count (peers that fell further behind).
-static size_t pipeline_grown_bytes(const Pipeline* p) { return p->grown_bytes; }
 
 // Waits for every send in flight (their buffers become free). With NCCL nothing waits: a device send buffer is
 // taken again once its send has finished.
@@ -228,18 +235,15 @@ static CommNccl* pp_link(Pipeline* p, int peer, int tag, int out) {
 
 // Sends n bytes of device memory to pipeline rank `peer` without waiting: copied into a free pooled buffer (host
 // memory for MPI, device memory for NCCL) first, so the source may change at once.
+// NCCL: the CPU runs up to a step ahead of the device, so nearly every send of a step is still queued when the next
+// is issued: the ring has a buffer for each, and a buffer's copy waits (on the compute stream) for the send it made
+// a ring ago. That send belongs to an earlier step (or forward-only pass: one sends at most a step's messages), so
+// its peer receives it without anything this rank has yet to do, and the wait cannot close a cycle.
 static void pp_send(Pipeline* p, GPT* m, const void* src, size_t n, int peer, int tag) {
     if (p->nccl) {
-        PpDevMsg* s = NULL;
-        for (int i = 0; i < p->ndsends && !s; i++) { if (comm_nccl_test(&p->dsends[i].req)) { s = &p->dsends[i]; } }
-        if (!s) {
-            p->dsends = (PpDevMsg*)realloc(p->dsends, sizeof(PpDevMsg) * (size_t)(p->ndsends + 1));
-            if (!p->dsends) { fatal("out of memory for pipeline messages"); }
-            s = &p->dsends[p->ndsends++];
-            memset(s, 0, sizeof(*s));
-            s->buf = dev_alloc(&m->ctx, p->max_msg_bytes);
-            p->grown_bytes += p->max_msg_bytes;
-        }
+        PpDevMsg* s = &p->dsends[p->dsend_next];
+        p->dsend_next = (p->dsend_next + 1) % p->ndsends;
+        comm_nccl_wait(&m->ctx, &s->req);
         dev_copy_d2d(&m->ctx, s->buf, src, n);
         comm_nccl_send(pp_link(p, peer, tag, 1), &m->ctx, s->buf, n, &s->req);
         return;

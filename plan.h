@@ -49,9 +49,11 @@ static void plan_partition(const GPTConfig* g, const PlanLayout* p, int* first) 
 }
 
 // The activation slots of pipeline rank r: its largest chunk, the LM head's families on the last stage, and as many
-// copies of the kept families as its schedule keeps micro-batches alive (pipeline_init counts the same way).
-static ActShape plan_act_shape(const GPTConfig* g, const PlanLayout* p, int r, const int* first, const ParamLayout* pl) {
+// copies of the kept families as its schedule keeps micro-batches alive (pipeline_init counts the same way); and the
+// messages it sends in a step (sends: pp_sends, 0 without a pipeline).
+static ActShape plan_act_shape(const GPTConfig* g, const PlanLayout* p, int r, const int* first, const ParamLayout* pl, int* sends) {
     ActShape sh = {p->tp, p->tp > 1 && p->sp, g->num_layers, 1, 1};
+    *sends = 0;
     if (p->pp == 1) { return sh; }
     sh.layers = 0;
     for (int v = 0; v < p->V; v++) {
@@ -63,6 +65,7 @@ static ActShape plan_act_shape(const GPTConfig* g, const PlanLayout* p, int r, c
     int n = pp_schedule_build(p->kind, p->pp, r, p->M, p->V, ops);
     sh.nslots = pp_max_alive(ops, n);
     if (sh.nslots < 1) { sh.nslots = 1; }
+    *sends = pp_sends(ops, n, r, p->pp, p->V);
     free(ops);
     return sh;
 }
@@ -81,15 +84,16 @@ static double plan_rank_memory(const GPTConfig* g, const PlanLayout* p, int r, c
     mem[1] = (double)gpt_grad_floats(&pl, p->zero, p->dp) * sizeof(float) + (p->zero >= 2 ? (double)S * sizeof(float) : 0.0);
     if (p->nccl && p->compress_bf16) { mem[1] += (double)n_pad * 2.0; } // the bf16 copy the reductions send (zero_set_compress)
     mem[2] = (double)(2 + master) * owned * sizeof(float) + sizeof(double); // (+ the norm's device scalar: zero_state_bytes)
-    ActShape sh = plan_act_shape(g, p, r, first, &pl);
+    int sends;
+    ActShape sh = plan_act_shape(g, p, r, first, &pl, &sends);
     int act_dtype = floatx_bytes == sizeof(floatX) ? -1 : p->dtype;
     mem[3] = (double)activations_bytes_shape(g, &sh, p->B, p->T, p->recompute, act_dtype, NULL) +
              (double)kernels_scratch_bytes(p->T, g->channels, p->threads);
     double btc = (double)p->B * p->T * g->channels;
     if (p->nccl && p->tp > 1) { mem[3] += btc * sizeof(float); } // tp.h's collectives' fp32 scratch (comm_nccl_reserve)
-    // the pipeline's device messages of B T C floatX: one receive buffer, and a send buffer per slot and one more
-    // (pipeline_use_nccl)
-    if (p->pp_nccl && p->pp > 1) { mem[3] += (double)(sh.nslots + 2) * btc * (double)floatx_bytes; }
+    // the pipeline's device messages of B T C floatX: one receive buffer, and a send buffer for each message of a
+    // step (pipeline_use_nccl)
+    if (p->pp_nccl && p->pp > 1) { mem[3] += (double)((sends > 1 ? sends : 1) + 1) * btc * (double)floatx_bytes; }
     layout_free(&pl);
     return mem[0] + mem[1] + mem[2] + mem[3];
 }

@@ -2142,7 +2142,7 @@ static void comm_counts_print(const CommCounts* since, const ParallelContext* pc
 // emulation has none of those, so there a difference is a device buffer the count misses (scripts/gpu_check.sh --emu
 // demands 0 on every rank). grown: the most bytes a rank's device buffers grew by after start-up: the kernels'
 // workspaces, sized for a training step then (kernels_grown_bytes: sampling or evaluation at other shapes may grow
-// them), and the pipeline's NCCL send pool (pipeline_grown_bytes); the emulated runs must grow neither.
+// them; the emulated runs must not).
 // Returns 0, with no collective, in a CPU build, or when a runtime could not say.
 typedef struct { double used, total, planned, least, most, grown; } DeviceMemory;
 static int device_memory(const GPT* mp, const ZeroOptimizer* zp, ParallelContext* pcp, DeviceMemory* d) {
@@ -2154,8 +2154,7 @@ static int device_memory(const GPT* mp, const ZeroOptimizer* zp, ParallelContext
     int ok = cudaMemGetInfo(&mem_free, &mem_total) == cudaSuccess;
     d->used = (double)(mem_total - mem_free);
     d->total = (double)mem_total;
-    double grown = (double)kernels_grown_bytes(&mp->ctx) + (mp->pipe ? (double)pipeline_grown_bytes(mp->pipe) : 0.0);
-    double v[4] = {d->used - d->planned, d->planned - d->used, ok ? 0.0 : 1.0, grown};
+    double v[4] = {d->used - d->planned, d->planned - d->used, ok ? 0.0 : 1.0, (double)kernels_grown_bytes(&mp->ctx)};
     comm_allreduce_max_f64(&pcp->world, v, 4);
     d->most = v[0];
     d->least = 0.0 - v[1]; // (not -v[1]: -0.0 would print as "-0")
