@@ -13,7 +13,9 @@ What it checks:
   - CUDA_EMU_ORDER: blocks, and a block's threads, in index order and reversed (a chain of each reading its
     neighbour's write comes out as that order makes it);
   - stream semantics: a pinned buffer refilled before its copy ran, and a stream reading another's result without
-    waiting on its event, give stale data as on a GPU; with the synchronisation they do not;
+    waiting on its event, give stale data as on a GPU; with the synchronisation they do not; an NCCL send's buffer
+    rewritten on another stream with nothing ordering the write after the send is caught, and allowed when an event
+    wait (direct or through a third stream) or a host synchronisation orders it;
   - that it catches bugs: each case below runs in a child process that must stop with the named complaint (a write
     past an allocation, a host pointer passed to a kernel, __syncthreads after a thread returned, a full-mask
     shuffle waiting for a returned lane, a copy in the wrong direction, a pointer less aligned than promised to
@@ -241,6 +243,27 @@ static void expect_caught(const char* name, void (*f)(void), const char* want) {
     if (nl) { *nl = 0; }
     check(!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && strstr(buf, want) != NULL, name, "%s", buf);
 }
+
+// An NCCL send's buffer (emu::pending_send, what nccl_emu.h's ncclSend records) rewritten by a copy on another stream
+// that neither waited for an event recorded after the send nor came after a host synchronisation with its stream.
+// ordered_send_writes: the three ways to order it, none of which may stop the program.
+static void send_then_write(int how) {
+    float* buf = dev_floats(64);
+    float* src = dev_floats(64);
+    cudaStream_t link, mid, compute;
+    cudaStreamCreate(&link); cudaStreamCreate(&mid); cudaStreamCreate(&compute);
+    cudaEvent_t sent, passed;
+    cudaEventCreate(&sent); cudaEventCreate(&passed);
+    emu::pending_send(buf, 64 * sizeof(float), emu::stream_of(link));
+    cudaEventRecord(sent, link);
+    if (how == 1) { cudaStreamWaitEvent(compute, sent, 0); }                                  // waits directly
+    if (how == 2) { cudaStreamWaitEvent(mid, sent, 0); cudaEventRecord(passed, mid); cudaStreamWaitEvent(compute, passed, 0); }
+    if (how == 3) { cudaStreamSynchronize(link); }                                           // the host saw it done
+    cudaMemcpyAsync(buf, src, 64 * sizeof(float), cudaMemcpyDeviceToDevice, compute);
+    cudaDeviceSynchronize();
+}
+static void bug_send_overwritten(void) { send_then_write(0); }
+static void ordered_send_writes(void) { for (int how = 1; how <= 3; how++) { send_then_write(how); } }
 
 static void bug_overrun(void) { float* x = dev_floats(31); k_overrun<<<1, 32>>>(x, 31); cudaDeviceSynchronize(); }
 static void bug_race_blocks(void) { float* x = dev_floats(64); k_race_blocks<<<1, 64>>>(x); cudaDeviceSynchronize(); }
@@ -621,7 +644,21 @@ int main(void) {
         check(bad == 0, "one warp's lanes reading an element, a __syncwarp, then one lane rewriting it: no race reported, "
               "every lane read the value before the rewrite", "%d lanes read another value", bad);
     }
+    // a send's buffer rewritten after an event wait (directly, or through another stream), or after the host
+    // synchronised with the send's stream: not a bug (a complaint would stop the child, which must return normally)
+    {
+        fflush(stdout); fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) { ordered_send_writes(); _exit(0); }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "an NCCL send's buffer rewritten after waiting for the send "
+              "(an event, directly or through another stream) or after the host synchronised with its stream: allowed",
+              "exit status %d", status);
+    }
     // the bugs it must catch (a race reported above would have stopped this binary)
+    expect_caught("an NCCL send's buffer rewritten on another stream with nothing ordering it after the send is caught",
+                  bug_send_overwritten, "that an NCCL send on another stream may still be reading");
     expect_caught("two warps reading an element, then a __syncwarp (not __syncthreads) before a rewrite: a race is caught",
                   bug_readers_two_warps, "shared-memory race on s[0]: this thread writes it after thread");
     expect_caught("wmma: reading a stored accumulator tile across lanes with no __syncwarp is caught", bug_wmma_race,

@@ -63,6 +63,7 @@ on a one-GPU machine, where NCCL refuses a communicator between them. Unset, eac
 #include <sys/mman.h>
 #include <algorithm>
 #include <functional>
+#include <pthread.h>
 #include <map>
 #include <memory>
 #include <string>
@@ -495,6 +496,9 @@ static void profile_add(const char* name, double t0) {
 struct EmuStream {
     std::vector<std::function<void()>> q; // queued work; q[done - base ...] not yet run
     uint64_t queued = 0, done = 0, base = 0;
+    std::map<EmuStream*, uint64_t> after;  // work queued here from now on follows these streams' work up to there
+                                           // (cudaStreamWaitEvent, and what the waited stream followed)
+    uint64_t synced = 0;                   // the host has synchronised with this stream up to there
 };
 struct EmuEvent { EmuStream* stream; uint64_t at; };
 static EmuStream g_null_stream;
@@ -513,6 +517,7 @@ static void stream_run(EmuStream* s, uint64_t upto) {
     if (s->done == s->queued) { s->q.clear(); s->base = s->done; }
 }
 static void stream_run_all(EmuStream* s) { stream_run(s, s->queued); }
+static void host_synced(EmuStream* s, uint64_t at);
 static void device_run_all(void) {
     for (int again = 1; again;) { // a stream's work may wait on another's: until every queue is empty
         again = 0;
@@ -520,7 +525,45 @@ static void device_run_all(void) {
             if (s->done < s->queued) { stream_run_all(s); again = 1; }
         }
     }
+    for (EmuStream* s : g_streams) { host_synced(s, s->queued); }
 }
+// The host has seen s's work up to `at` complete (a synchronisation, a successful event query): work issued
+// afterwards, on any stream, follows it.
+static void host_synced(EmuStream* s, uint64_t at) { if (at > s->synced) { s->synced = at; } }
+static const pthread_t g_host_thread = pthread_self(); // the thread that issues the device work (main's)
+
+// Device memory an NCCL send reads. nccl_emu.h sends a copy made at the call; on a GPU the send reads the buffer until
+// its peer has received it. So a copy or memset into that memory on another stream must follow the send in the
+// device's order as the host issued it: after an event recorded behind the send that the writing stream waited on
+// (directly or through another stream's wait), or after the host synchronised with the send's stream. Else a GPU may
+// overwrite a message still in flight, which the copy hides here: the emulation stops instead (kernels' writes are
+// not checked).
+struct EmuPendingSend { const char* lo; const char* hi; EmuStream* s; uint64_t at; };
+static std::vector<EmuPendingSend> g_pending_sends;
+// (the send has run, as nccl_emu.h runs it at its call: an empty item gives it a place in its stream's order, run at
+// once, so that an event recorded after it is complete as before)
+static void pending_send(const void* p, size_t bytes, EmuStream* s) {
+    s->q.push_back([]() {});
+    s->queued++;
+    stream_run_all(s);
+    g_pending_sends.push_back({(const char*)p, (const char*)p + bytes, s, s->queued});
+}
+static void write_check(const void* p, size_t bytes, EmuStream* w, const char* what) {
+    const char *lo = (const char*)p, *hi = lo + bytes;
+    for (size_t i = 0; i < g_pending_sends.size();) {
+        EmuPendingSend x = g_pending_sends[i];
+        if (x.s->synced >= x.at) { g_pending_sends[i] = g_pending_sends.back(); g_pending_sends.pop_back(); continue; }
+        auto a = w->after.find(x.s);
+        int ordered = w == x.s || (a != w->after.end() && a->second >= x.at);
+        if (!ordered && lo < x.hi && x.lo < hi) {
+            fail("%s: a write into device memory [%p, +%zu) that an NCCL send on another stream may still be reading: "
+                 "the writing stream does not wait for the send's completion (an event recorded after it), nor has the host "
+                 "synchronised with it", what, (const void*)x.lo, (size_t)(x.hi - x.lo));
+        }
+        i++;
+    }
+}
+
 static void enqueue(cudaStream_t stream, std::function<void()> f) {
     if (g_sync_mode < 0) { const char* e = getenv("CUDA_EMU_SYNC"); g_sync_mode = e && atoi(e); }
     EmuStream* s = stream_of(stream);
@@ -863,6 +906,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
     switch (kind) {
     case cudaMemcpyHostToDevice:
         emu::mem_check(dst, bytes, emu::MEM_DEVICE, "cudaMemcpy host to device: the destination");
+        emu::write_check(dst, bytes, emu::stream_of(stream), "cudaMemcpy host to device");
         emu::mem_check(src, bytes, -2, "cudaMemcpy host to device: the source");
         if (!emu__pinned(src)) {
             std::shared_ptr<std::vector<char>> copy(new std::vector<char>((const char*)src, (const char*)src + bytes));
@@ -877,11 +921,15 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
     case cudaMemcpyDeviceToDevice:
         emu::mem_check(src, bytes, emu::MEM_DEVICE, "cudaMemcpy device to device: the source");
         emu::mem_check(dst, bytes, emu::MEM_DEVICE, "cudaMemcpy device to device: the destination");
+        emu::write_check(dst, bytes, emu::stream_of(stream), "cudaMemcpy device to device");
         break;
     default: emu::fail("cudaMemcpy: kind %d is not one the backend should use", (int)kind);
     }
     emu::enqueue(stream, [dst, src, bytes]() { memmove(dst, src, bytes); emu::mem_check_guards("cudaMemcpy"); });
-    if (kind == cudaMemcpyDeviceToHost && !emu__pinned(dst)) { emu::stream_run_all(emu::stream_of(stream)); }
+    if (kind == cudaMemcpyDeviceToHost && !emu__pinned(dst)) {
+        emu::stream_run_all(emu::stream_of(stream));
+        emu::host_synced(emu::stream_of(stream), emu::stream_of(stream)->queued);
+    }
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
@@ -892,6 +940,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpy
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
     if (bytes == 0) { return cudaSuccess; }
     emu::mem_check(p, bytes, emu::MEM_DEVICE, "cudaMemset");
+    emu::write_check(p, bytes, emu::stream_of(stream), "cudaMemset");
     emu::enqueue(stream, [p, value, bytes]() { memset(p, value, bytes); });
     return cudaSuccess;
 }
@@ -913,10 +962,20 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     emu::EmuStream* x = emu::stream_of(s);
     emu::stream_run_all(x); // CUDA finishes a destroyed stream's work
     emu::g_streams.erase(std::find(emu::g_streams.begin(), emu::g_streams.end(), x));
+    for (size_t i = 0; i < emu::g_pending_sends.size();) { // (its sends are done: the host waits for them here)
+        if (emu::g_pending_sends[i].s == x) { emu::g_pending_sends[i] = emu::g_pending_sends.back(); emu::g_pending_sends.pop_back(); }
+        else { i++; }
+    }
+    for (emu::EmuStream* o : emu::g_streams) { o->after.erase(x); }
     delete x;
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { emu::stream_run_all(emu::stream_of(s)); return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    emu::EmuStream* x = emu::stream_of(s);
+    emu::stream_run_all(x);
+    emu::host_synced(x, x->queued);
+    return cudaSuccess;
+}
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
     (void)flags;
     *e = (cudaEvent_t) new emu::EmuEvent{NULL, 0};
@@ -933,19 +992,32 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     emu::EmuEvent* x = (emu::EmuEvent*)e;
-    if (x->stream) { emu::stream_run(x->stream, x->at); } // never recorded: complete
+    if (x->stream) { emu::stream_run(x->stream, x->at); emu::host_synced(x->stream, x->at); } // never recorded: complete
     return cudaSuccess;
 }
 // Whether the work before the event's record has run (nothing is run to find out).
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     emu::EmuEvent* x = (emu::EmuEvent*)e;
-    return !x->stream || x->stream->done >= x->at ? cudaSuccess : cudaErrorNotReady;
+    if (!x->stream) { return cudaSuccess; }
+    if (x->stream->done < x->at) { return cudaErrorNotReady; }
+    // the issuing thread has seen it complete (another thread's query, such as the NCCL watchdog's, orders nothing
+    // the issuing thread does: it polls on its own clock)
+    if (pthread_equal(pthread_self(), emu::g_host_thread)) { emu::host_synced(x->stream, x->at); }
+    return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     (void)flags;
     if (!e) { emu::fail("cudaStreamWaitEvent on a NULL event"); }
     emu::EmuEvent x = *(emu::EmuEvent*)e; // the record as of now: a later record does not change this wait
-    if (x.stream) { emu::enqueue(s, [x]() { emu::stream_run(x.stream, x.at); }); }
+    if (x.stream) {
+        emu::EmuStream* w = emu::stream_of(s);
+        if (w != x.stream) { // (what x.stream followed, as of now: at most more than as of the record)
+            std::map<emu::EmuStream*, uint64_t> inherited = x.stream->after;
+            inherited[x.stream] = x.at;
+            for (auto& kv : inherited) { uint64_t& a = w->after[kv.first]; if (kv.second > a) { a = kv.second; } }
+        }
+        emu::enqueue(s, [x]() { emu::stream_run(x.stream, x.at); });
+    }
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { (void)a; (void)b; *ms = 0.0f; return cudaSuccess; }

@@ -19,6 +19,8 @@ like a kernel and receives when that stream's work runs, that is when some later
 that waits on an event recorded after it, a synchronisation). A receive whose result is used without such a wait
 computes with stale memory here, as on a GPU. What a GPU adds and this cannot show: a send occupies its stream until
 the peer posts the matching receive (the caller gives each direction its own communicator and stream for that).
+Its buffer is read until then, so a copy or memset into it must follow the send's completion (cuda_emu.h:
+write_check stops one that does not).
 A second communicator in one process needs NCCL_LAUNCH_ORDER_IMPLICIT=1 (NCCL's rule for several communicators in
 flight on one device; a GPU shows its absence only as a rare hang): ncclCommInitRank fails without it.
 */
@@ -293,6 +295,7 @@ ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer
         MPI_Isend(copy->data(), (int)copy->size(), MPI_BYTE, peer, 0, comm->comm, &r);
         comm->sends.push_back({r, copy});
     });
+    emu::pending_send(send, count * es, emu::stream_of(s)); // (a GPU reads the buffer until the peer has it)
     return ncclSuccess;
 }
 
