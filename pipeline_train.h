@@ -233,8 +233,8 @@ static CommNccl* pp_link(Pipeline* p, int peer, int tag, int out) {
     return &p->link[k];
 }
 
-// Sends n bytes of device memory to pipeline rank `peer` without waiting: copied into a free pooled buffer (host
-// memory for MPI, device memory for NCCL) first, so the source may change at once.
+// Sends n bytes of device memory to pipeline rank `peer` without waiting: copied first (into a free pooled host
+// buffer for MPI, the ring's next device buffer for NCCL), so the source may change at once.
 // NCCL: the CPU runs up to a step ahead of the device, so nearly every send of a step is still queued when the next
 // is issued: the ring has a buffer for each, and a buffer's copy waits (on the compute stream) for the send it made
 // a ring ago. That send belongs to an earlier step (or forward-only pass: one sends at most a step's messages), so
