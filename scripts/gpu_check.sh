@@ -276,8 +276,9 @@ train() {
     rc=$?
     if [ $rc -eq 0 ]; then
         # the emulation has no runtime memory of its own: every device byte a run holds at its end (its "done:" line)
-        # must be one the trainer counted, which is the planner's count (print_run_plan), on every rank
-        # and the kernels' workspaces, sized for a training step at start-up (kernels_reserve), must not have grown
+        # must be one the trainer counted, which is the planner's count (print_run_plan), on every rank; and, on a GPU
+        # too, the kernels' workspaces, sized for a training step at start-up (kernels_reserve, with cuDNN's plans for
+        # the step's shape), must not have grown: these runs train and validate at that shape, and do not sample
         local beyond grown
         beyond=$(grep -o "beyond the planner's over the [0-9]* rank(s): least -*[0-9]*, most -*[0-9]*" $L.$name.log | tail -n 1)
         grown=$(grep -o "device buffers grown after start-up: [0-9]* bytes" $L.$name.log | tail -n 1)
@@ -285,6 +286,8 @@ train() {
             if [[ "$beyond" == *"least 0, most 0" ]] && [ "$grown" = "device buffers grown after start-up: 0 bytes" ]; then MEM_EXACT=$((MEM_EXACT + 1))
             elif [[ "$beyond" != *"least 0, most 0" ]]; then bad "$name: the GPU bytes in use $beyond (a device buffer the planner does not count)"
             else bad "$name: the kernels' ${grown:-workspaces: no growth reported} (a shape kernels_reserve was not given)"; fi
+        elif [ $EMU = 0 ] && [ -n "$grown" ] && [ "$grown" != "device buffers grown after start-up: 0 bytes" ]; then
+            bad "$name: the kernels' $grown (a shape kernels_reserve was not given)"
         fi
         return 0
     fi
