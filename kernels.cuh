@@ -118,7 +118,8 @@ typedef struct {
     size_t col_partials_bytes;
     // the embedding gradient's token sort (grown on demand to the largest B*T seen)
     int sort_capacity;
-    int32_t *sort_keys_in, *sort_keys_out, *sort_vals_in, *sort_vals_out;
+    int32_t *sort_keys_in, *sort_keys_out, *sort_vals_in, *sort_vals_out; // (one buffer of sort_keys_bytes)
+    size_t sort_keys_bytes;
     void* sort_temp;
     size_t sort_temp_bytes;
     floatX* row_scratch;       // (Vp) one row of logits (sampling), grown on demand

@@ -47,9 +47,8 @@ static size_t kernels_ctx_bytes(const KernelCtx* ctx);
 static size_t kernels_scratch_bytes(int max_T, int C, int nthreads);
 // The shapes a training step gives the ops on this rank, for kernels_reserve: B sequences of T tokens; C, the model's
 // channels (the LayerNorms'); nh heads of hs channels in the attention (a tensor-parallel rank's share of the heads);
-// rows, the LayerNorms' rows
-// (B T, or a sequence-parallel rank's share); oc, the widest matmul output whose bias gradient the rank takes; vp,
-// the vocabulary rows it holds (sampling's row of logits).
+// rows, the LayerNorms' rows (B T, or a sequence-parallel rank's share); oc, the widest matmul output whose bias
+// gradient the rank takes; vp, the vocabulary rows it holds (sampling's row of logits).
 typedef struct { int B, T, C, nh, hs, rows, oc, vp; } KernelsShapes;
 // The workspaces the ops grow on demand (a GPU's: the gradient partials, the token sort, cuDNN's attention workspace
 // for the context's --attention), sized for s up front, so that a training step allocates nothing: the bytes that

@@ -74,27 +74,22 @@ __global__ void kernels__iota(int32_t* x, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) { x[i] = i; }
 }
 
-// The token sort's buffers for BT tokens (keys and values, in and out, and cub's scratch, asked for with the sort's
-// own arguments): the bytes they add when smaller (the old ones retired: queued work may still use them), made only
-// with alloc.
+// The token sort's buffers for BT tokens (keys and values, in and out, in one buffer, and cub's scratch, asked for
+// with the sort's own arguments), grown like the context's other workspaces (kernels__grow_to): the bytes they add,
+// made only with alloc.
 static size_t kernels__sort_reserve(KernelCtx* ctx, int BT, int alloc) {
     if (BT <= ctx->sort_capacity) { return 0; }
     size_t temp = 0;
     gpuCheck(cub::DeviceRadixSort::SortPairs(NULL, temp, (const int32_t*)NULL, (int32_t*)NULL, (const int32_t*)NULL,
                                              (int32_t*)NULL, BT, 0, 32, ctx->stream));
-    size_t bytes = 4 * (size_t)BT * sizeof(int32_t) + temp;
-    if (!alloc) { return bytes; }
-    kernels__retire(ctx, ctx->sort_keys_in);
-    kernels__retire(ctx, ctx->sort_temp);
-    int32_t* buf;
-    gpuCheck(cudaMalloc((void**)&buf, 4 * (size_t)BT * sizeof(int32_t)));
-    ctx->sort_keys_in = buf; ctx->sort_keys_out = buf + BT; ctx->sort_vals_in = buf + 2 * (size_t)BT; ctx->sort_vals_out = buf + 3 * (size_t)BT;
-    gpuCheck(cudaMalloc(&ctx->sort_temp, temp));
-    ctx->sort_temp_bytes = temp;
-    ctx->bytes += bytes;
-    if (ctx->reserved) { ctx->grown += bytes; }
-    ctx->sort_capacity = BT;
-    return bytes;
+    size_t added = kernels__grow_to(ctx, (void**)&ctx->sort_keys_in, &ctx->sort_keys_bytes, 4 * (size_t)BT * sizeof(int32_t), alloc) +
+                   kernels__grow_to(ctx, &ctx->sort_temp, &ctx->sort_temp_bytes, temp, alloc);
+    if (alloc) {
+        int32_t* buf = ctx->sort_keys_in;
+        ctx->sort_keys_out = buf + BT; ctx->sort_vals_in = buf + 2 * (size_t)BT; ctx->sort_vals_out = buf + 3 * (size_t)BT;
+        ctx->sort_capacity = BT;
+    }
+    return added;
 }
 
 static void encoder_backward(const KernelCtx* cctx, float* dwte, float* dwpe, const floatX* dout, const int32_t* tok,

@@ -2753,7 +2753,7 @@ int main(int argc, char** argv) {
         DeviceMemory dm;
         int have_dm = device_memory(&model, &zopt, &pc, &dm);
         if (master) {
-            char rs[32], gm[200] = "";
+            char rs[32], gm[320] = "";
             fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
             if (have_dm) {
                 snprintf(gm, sizeof(gm), "; GPU memory in use %.2f GB (rank 0), bytes beyond the planner's over the %d rank(s): least %.0f, most %.0f; "
