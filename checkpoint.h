@@ -26,6 +26,9 @@ checkpoint directory, and loading with every byte checked.
 // With --grad-compress powersgd:R the state also holds PowerSGD's state after the optimizer's vectors (version 6):
 // the Q factors (the same on every rank, written once) and every data-parallel rank's error feedback, n floats each
 // in rank order (PowerSGD runs without tensor and pipeline parallelism, so the flat layout is the logical one).
+// With the outlier guard on (--skip-loss-z, --skip-grad-z) the state ends with the guard's two windows (version 7):
+// the recent losses, then the recent gradient norms, each as a count and W doubles (the held values oldest first,
+// zeros after them), W = ST_OUTLIER_WINDOW.
 
 #define STATE_MAGIC 20240331
 // 3: header under the checksum, model checksum over the whole file, AdamW update count; word-wise FNV checksums
@@ -34,11 +37,14 @@ checkpoint directory, and loading with every byte checked.
 //    16-bit, the loss scaler (scale and clean-step count) and the stochastic-rounding seed.
 // 6: version 5 followed by the PowerSGD section (ST_PSGD_*: its rank R, the number of error-feedback vectors, the
 //    Q floats); written only by runs that compress with PowerSGD, so every other checkpoint stays version 5.
-// All four are read (3 and 4 as having no master weights and a fresh loss scaler); 5 and 6 are written.
+// 7: version 6 (its PowerSGD section present when ST_PSGD_RANK > 0) followed by the outlier guard's section
+//    (ST_OUTLIER_WINDOW); written only by runs with the guard on.
+// All five are read (3 and 4 as having no master weights and a fresh loss scaler); 5, 6 and 7 are written.
 #define STATE_VERSION_FNV 3
 #define STATE_VERSION_XXH3 4
 #define STATE_VERSION 5
 #define STATE_VERSION_PSGD 6
+#define STATE_VERSION_OUTLIER 7
 #define STATE_PSGD_MAX_RANKS (1 << 20)
 #define STATE_CHUNK_FLOATS ((size_t)1 << 22)
 enum {
@@ -47,6 +53,7 @@ enum {
     ST_SUM_KIND, ST_DTYPE, ST_HAS_MASTER, ST_SCALE_CLEAN, ST_SR_SEED, // version 5
     ST_PSGD_RANK, ST_PSGD_RANKS, ST_PSGD_Q, // version 6
     ST_TOTAL_BATCH, // tokens per optimizer step of the run that wrote it (0 in files written before it was recorded)
+    ST_OUTLIER_WINDOW, // version 7: W of the outlier guard's section
     ST_DATA = 32, // DATALOADER_STATE_WORDS words
     ST_HEADER_WORDS = 64
 };
@@ -60,6 +67,7 @@ typedef struct {
     uint64_t rng;
     uint64_t data_state[DATALOADER_STATE_WORDS];
     uint64_t total_batch;   // loaded: the checkpoint's tokens per optimizer step (0: not recorded)
+    OutlierWindow loss_w, norm_w; // the outlier guard's recent losses and gradient norms (outlier.h)
 } TrainState;
 
 static void checkpoint_paths(const char* dir, int step, char* model_path, char* state_path, size_t cap) {
@@ -247,6 +255,42 @@ static void stream_powersgd_out(FILE* fp, const char* path, const PowerSgd* ps, 
 }
 
 // Collective over the data-parallel group; rank 0 writes. Refuses (exits) to write a state that is not finite.
+// The outlier guard's section (version 7): for the losses, then the gradient norms, the count of held values and W
+// doubles, the held values oldest first and zeros after them; under the state's checksum.
+static void outlier_section_out(FILE* fp, const char* path, const TrainState* ts, Checksum* sum) {
+    const OutlierWindow* ws[2] = {&ts->loss_w, &ts->norm_w};
+    for (int k = 0; k < 2; k++) {
+        int W = ws[k]->window;
+        uint64_t* words = (uint64_t*)calloc((size_t)W + 1, sizeof(uint64_t));
+        double* vals = (double*)mallocCheck(sizeof(double) * (size_t)W);
+        if (!words) { fatal("out of memory writing '%s'", path); }
+        int n = outlier_get(ws[k], vals);
+        words[0] = (uint64_t)n;
+        memcpy(words + 1, vals, sizeof(double) * (size_t)n);
+        fwriteCheck(words, sizeof(uint64_t), (size_t)W + 1, fp, path);
+        checksum_add(sum, words, sizeof(uint64_t) * ((size_t)W + 1));
+        free(words);
+        free(vals);
+    }
+}
+
+// Reads the outlier guard's section of a state (W values per window) into vals (2 x W doubles: losses, then norms)
+// and counts, under the checksum; exits on a count above W or a non-finite value.
+static void outlier_section_in(FILE* fp, const char* path, int W, double* vals, int counts[2], Checksum* sum) {
+    uint64_t* words = (uint64_t*)mallocCheck(sizeof(uint64_t) * ((size_t)W + 1));
+    for (int k = 0; k < 2; k++) {
+        freadCheck(words, sizeof(uint64_t), (size_t)W + 1, fp, path);
+        checksum_add(sum, words, sizeof(uint64_t) * ((size_t)W + 1));
+        if (words[0] > (uint64_t)W) { fatal("checkpoint state '%s': corrupt outlier-guard section (%llu values in a window of %d)", path, (unsigned long long)words[0], W); }
+        counts[k] = (int)words[0];
+        memcpy(vals + (size_t)k * W, words + 1, sizeof(double) * (size_t)W);
+        for (int i = 0; i < counts[k]; i++) {
+            if (!isfinite(vals[(size_t)k * W + i])) { fatal("checkpoint state '%s': corrupt outlier-guard section (a value is not finite)", path); }
+        }
+    }
+    free(words);
+}
+
 static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
                             const Config* c) {
     int writer = pc->world_rank == 0;
@@ -290,11 +334,15 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
     stream_shard_out(writer ? af.fp : NULL, sp, z->v, z, m, stages, pc, buf, part, &sum);
     if (z->master) { stream_shard_out(writer ? af.fp : NULL, sp, z->master, z, m, stages, pc, buf, part, &sum); }
     if (z->psgd) { stream_powersgd_out(writer ? af.fp : NULL, sp, z->psgd, m->layout.logical_params, buf, &sum); }
+    int guard = c->skip_loss_z > 0.0f || c->skip_grad_z > 0.0f;
+    if (guard && writer) { outlier_section_out(af.fp, sp, ts, &sum); }
     for (int st = 0; st < m->layout.pp; st++) { layout_free(&stages[st]); }
     free(stages);
     if (writer) {
         const GPTConfig* g = &m->cfg;
-        h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = z->psgd ? STATE_VERSION_PSGD : STATE_VERSION; h[ST_STEP] = ts->step;
+        h[ST_MAGIC] = STATE_MAGIC; h[ST_STEP] = ts->step;
+        h[ST_VERSION] = guard ? STATE_VERSION_OUTLIER : z->psgd ? STATE_VERSION_PSGD : STATE_VERSION;
+        h[ST_OUTLIER_WINDOW] = guard ? (uint64_t)ts->loss_w.window : 0;
         h[ST_NUM_PARAMS] = m->layout.logical_params; h[ST_RNG] = ts->rng;
         h[ST_MAXT] = g->max_seq_len; h[ST_V] = g->vocab_size; h[ST_L] = g->num_layers; h[ST_NH] = g->num_heads;
         h[ST_C] = g->channels; h[ST_VP] = g->padded_vocab_size; h[ST_ZERO] = z->stage; h[ST_WORLD] = pc->world_size;
@@ -343,22 +391,32 @@ static int checkpoint_latest_step(const char* dir) {
 
 // What the first words of a state file say: its checksum kind, whether master weights follow the moments, and the
 // PowerSGD section's sizes (version 6; psgd_rank 0: none).
-typedef struct { int sum_kind; int has_master; int psgd_rank; int psgd_ranks; size_t psgd_q; } StateKind;
+typedef struct { int sum_kind; int has_master; int psgd_rank; int psgd_ranks; size_t psgd_q; int outlier_window; } StateKind;
 
 // Reads and checks the version words of a state file's header h (at least ST_HAS_MASTER + 1 words); exits on an
 // unknown version or checksum kind.
 static StateKind state_kind(const char* path, const uint64_t* h) {
-    StateKind k = {CHECKSUM_FNV, 0, 0, 0, 0};
+    StateKind k = {CHECKSUM_FNV, 0, 0, 0, 0, 0};
     if (h[ST_VERSION] == STATE_VERSION_FNV) { return k; }
     if (h[ST_VERSION] == STATE_VERSION_XXH3) { k.sum_kind = CHECKSUM_XXH3; }
-    else if (h[ST_VERSION] == STATE_VERSION || h[ST_VERSION] == STATE_VERSION_PSGD) {
+    else if (h[ST_VERSION] == STATE_VERSION || h[ST_VERSION] == STATE_VERSION_PSGD || h[ST_VERSION] == STATE_VERSION_OUTLIER) {
         if (h[ST_SUM_KIND] != CHECKSUM_FNV && h[ST_SUM_KIND] != CHECKSUM_XXH3) {
             fatal("checkpoint state '%s': unknown checksum kind %llu", path, (unsigned long long)h[ST_SUM_KIND]);
         }
         if (h[ST_HAS_MASTER] > 1) { fatal("checkpoint state '%s': corrupt header (master-weights flag %llu)", path, (unsigned long long)h[ST_HAS_MASTER]); }
         k.sum_kind = (int)h[ST_SUM_KIND];
         k.has_master = (int)h[ST_HAS_MASTER];
-        if (h[ST_VERSION] == STATE_VERSION_PSGD) {
+        // version 7: a PowerSGD section only when its rank is set (its words all 0 otherwise), then the guard's
+        int psgd = h[ST_VERSION] == STATE_VERSION_PSGD || (h[ST_VERSION] == STATE_VERSION_OUTLIER && h[ST_PSGD_RANK] != 0);
+        if (h[ST_VERSION] == STATE_VERSION_OUTLIER) {
+            if (h[ST_OUTLIER_WINDOW] < 1 || h[ST_OUTLIER_WINDOW] > OUTLIER_MAX_WINDOW || (!psgd && (h[ST_PSGD_RANKS] || h[ST_PSGD_Q]))) {
+                fatal("checkpoint state '%s': corrupt header (outlier-guard window %llu, PowerSGD words %llu %llu %llu)", path,
+                      (unsigned long long)h[ST_OUTLIER_WINDOW], (unsigned long long)h[ST_PSGD_RANK], (unsigned long long)h[ST_PSGD_RANKS],
+                      (unsigned long long)h[ST_PSGD_Q]);
+            }
+            k.outlier_window = (int)h[ST_OUTLIER_WINDOW];
+        }
+        if (psgd) {
             if (h[ST_PSGD_RANK] < 1 || h[ST_PSGD_RANK] > POWERSGD_MAX_RANK || h[ST_PSGD_RANKS] < 1 || h[ST_PSGD_RANKS] > STATE_PSGD_MAX_RANKS) {
                 fatal("checkpoint state '%s': corrupt header (PowerSGD rank %llu, %llu error-feedback vectors)", path,
                       (unsigned long long)h[ST_PSGD_RANK], (unsigned long long)h[ST_PSGD_RANKS]);
@@ -368,7 +426,7 @@ static StateKind state_kind(const char* path, const uint64_t* h) {
             k.psgd_q = (size_t)h[ST_PSGD_Q];
         }
     } else {
-        fatal("checkpoint state '%s': unsupported version %llu (this trainer reads versions 3 to 6)", path, (unsigned long long)h[ST_VERSION]);
+        fatal("checkpoint state '%s': unsupported version %llu (this trainer reads versions 3 to 7)", path, (unsigned long long)h[ST_VERSION]);
     }
 #ifndef USE_XXHASH
     if (k.sum_kind == CHECKSUM_XXH3) {
@@ -396,7 +454,8 @@ static StateKind checkpoint_check_files(const char* dir, int step, size_t num_pa
     StateKind k = state_kind(sp, h);
     // Q is smaller than the matrices it factors ((n + m) R < n m for each), so below num_params
     if (k.psgd_rank && k.psgd_q >= num_params) { fatal("checkpoint state '%s': corrupt header (%zu PowerSGD Q floats for %zu parameters)", sp, k.psgd_q, num_params); }
-    long long expect = state_file_bytes(num_params, k.has_master) + 4 * ((long long)k.psgd_q + (long long)k.psgd_ranks * (long long)num_params);
+    long long expect = state_file_bytes(num_params, k.has_master) + 4 * ((long long)k.psgd_q + (long long)k.psgd_ranks * (long long)num_params) +
+                       16 * ((long long)k.outlier_window + (k.outlier_window > 0));
     if (actual != expect) { fatal("checkpoint state '%s' is %s: %lld bytes, expected %lld", sp, actual < expect ? "truncated" : "too long", actual, expect); }
     return k;
 }
@@ -468,8 +527,9 @@ static int stream_powersgd_in(FILE* fp, const char* path, PowerSgd* ps, const St
 // model_sum is the checksum of the checkpoint's model file as loaded (model_load_params), compared with the one the
 // state recorded. Master weights: a state that has them gives them to a run that keeps them, and to an fp32 run as
 // its parameters (more precise than the 16-bit compute copy in the model file); a state without them (fp32, or
-// versions 3 and 4) leaves the masters a 16-bit run took from the model file.
-static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimizer* z, TrainState* ts, uint64_t model_sum) {
+// versions 3 and 4) leaves the masters a 16-bit run took from the model file. The outlier guard's windows (version 7)
+// go to ts's, within their --outlier-window. Returns whether the state had them.
+static int checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimizer* z, TrainState* ts, uint64_t model_sum) {
     char mp[2048], sp[2048];
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
     size_t n = m->layout.logical_params;
@@ -486,6 +546,9 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
     stream_shard_in(fp, sp, z->v, NULL, z, m, chunk, part, &sum);
     if (sk.has_master) { stream_shard_in(fp, sp, z->master, z->master ? NULL : m, z, m, chunk, part, &sum); }
     int psgd = sk.psgd_rank ? stream_powersgd_in(fp, sp, z->psgd, &sk, n, chunk, &sum) : z->psgd ? PSGD_ABSENT : PSGD_LOADED;
+    int W = sk.outlier_window, counts[2] = {0, 0};
+    double* guard_vals = W ? (double*)mallocCheck(sizeof(double) * 2 * (size_t)W) : NULL;
+    if (W) { outlier_section_in(fp, sp, W, guard_vals, counts, &sum); }
     free(chunk);
     free(part);
     fclose(fp);
@@ -513,7 +576,7 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
     ts->adam_t = (int)h[ST_ADAM_T];
     ts->skipped_in_a_row = (int)h[ST_SKIPPED];
     ts->rng = h[ST_RNG];
-    if (h[ST_VERSION] == STATE_VERSION || h[ST_VERSION] == STATE_VERSION_PSGD) {
+    if (h[ST_VERSION] >= STATE_VERSION) {
         uint32_t scale_bits = (uint32_t)h[ST_LOSS_SCALE];
         float scale;
         memcpy(&scale, &scale_bits, 4);
@@ -530,6 +593,13 @@ static void checkpoint_load_state(const char* dir, int step, GPT* m, ZeroOptimiz
     }
     for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { ts->data_state[i] = h[ST_DATA + i]; }
     ts->total_batch = h[ST_TOTAL_BATCH];
+    if (W) {
+        if (counts[0] > step || counts[1] > step) { fatal("checkpoint state '%s': corrupt outlier-guard section (more values than steps)", sp); }
+        outlier_set(&ts->loss_w, guard_vals, counts[0]);
+        outlier_set(&ts->norm_w, guard_vals + W, counts[1]);
+        free(guard_vals);
+    }
+    return W > 0;
 }
 
 #endif // CHECKPOINT_H

@@ -1454,12 +1454,17 @@ static void test_model_files(const char* dir, ParallelContext* pc) {
 
 // The schedule of lr_at against its definition, evaluated in double: linear warmup lr * (s + 1) / W for s < W;
 // then constant, or a decay from lr to lr_min = lr * final_frac over the steps after warmup, with
-// ratio = (s - W) / (steps - W): cosine lr_min + (lr - lr_min) (1 + cos(pi ratio)) / 2, linear lr - (lr - lr_min) ratio.
+// ratio = (s - W) / (steps - W): cosine lr_min + (lr - lr_min) (1 + cos(pi ratio)) / 2, linear lr - (lr - lr_min) ratio;
+// or wsd (llm.c's): lr until D = floor(0.8 steps), then lr_min + (lr - lr_min) (1 - sqrt((s - D) / (steps - D))).
 // Tolerance 1e-6 of the peak: lr_at computes in float.
 static double lr_closed_form(double lr, const char* sched, int W, double frac, int steps, int s) {
     double lr_min = lr * frac;
     if (s < W) { return lr * (s + 1) / W; }
     if (strcmp(sched, "constant") == 0) { return lr; }
+    if (strcmp(sched, "wsd") == 0) {
+        int D = (int)floor(0.8 * steps + 1e-9);
+        return s < D ? lr : lr_min + (lr - lr_min) * (1.0 - sqrt((double)(s - D) / (steps - D)));
+    }
     double ratio = steps > W ? (double)(s - W) / (steps - W) : 1.0;
     if (strcmp(sched, "linear") == 0) { return lr - (lr - lr_min) * ratio; }
     return lr_min + (lr - lr_min) * 0.5 * (1.0 + cos(M_PI * ratio));
@@ -1469,6 +1474,7 @@ static void test_lr_schedule(void) {
     struct { int warmup; const char* sched; float frac; int steps; } cases[] = {
         {0, "cosine", 0.0f, 10}, {3, "cosine", 0.1f, 12}, {4, "linear", 0.2f, 10}, {2, "constant", 0.0f, 8},
         {10, "cosine", 0.1f, 10}, {0, "linear", 0.0f, 1}, {1, "cosine", 0.5f, 3},
+        {0, "wsd", 0.0f, 10}, {5, "wsd", 0.1f, 20}, {2, "wsd", 0.0f, 7}, {3, "wsd", 0.25f, 33},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         Config c;
@@ -1495,6 +1501,69 @@ static void test_lr_schedule(void) {
     report(lr_at(&c, 0) == 0.25f && lr_at(&c, 3) == 1.0f && lr_at(&c, 4) == 1.0f && fabsf(lr_at(&c, 9) - 0.55f) < 1e-6f &&
            fabsf(lr_at(&c, 14) - 0.1f) < 1e-6f, "lr schedule anchors: step 0 = lr/W, end of warmup = lr, midpoint, final = lr * frac",
            "%g %g %g %g %g", lr_at(&c, 0), lr_at(&c, 3), lr_at(&c, 4), lr_at(&c, 9), lr_at(&c, 14));
+    // wsd, 10 steps, no warmup: the peak through step 8 (= 0.8 x 10), then 1 - sqrt(1/2) at 9, lr_min at 10
+    c.warmup = 0; c.final_lr_frac = 0.0f; c.steps = 10; strcpy(c.lr_schedule, "wsd");
+    report(lr_at(&c, 0) == 1.0f && lr_at(&c, 7) == 1.0f && lr_at(&c, 8) == 1.0f && fabsf(lr_at(&c, 9) - 0.29289322f) < 1e-6f &&
+           lr_at(&c, 10) == 0.0f, "lr schedule wsd anchors: constant to 80%, 1 - sqrt(r) after, 0 at the end",
+           "%g %g %g %g %g", lr_at(&c, 0), lr_at(&c, 7), lr_at(&c, 8), lr_at(&c, 9), lr_at(&c, 10));
+}
+
+// The outlier guard (outlier.h) against a direct two-pass computation over the last W values: mean, then the mean
+// squared deviation (a different formula from the guard's sum of squares; they agree to 1e-9 here, the values being
+// of order 1 and the variance not small). Also: no z-score while the window fills, 0 for a constant window,
+// non-finite values kept out, the skip rule, and the checkpoint round trip (outlier_get/outlier_set), into a smaller
+// window too.
+static void test_outlier_guard(void) {
+    enum { W = 16, N = 200 };
+    double xs[N];
+    uint64_t rng = 7;
+    for (int i = 0; i < N; i++) { xs[i] = 3.0 + (double)(rng_next(&rng) % 1000) / 1000.0; }
+    xs[100] = 9.0; // an outlier
+    OutlierWindow w;
+    outlier_init(&w, W);
+    int nan_while_filling = 1, z_ok = 1;
+    double worst = 0.0, z100 = 0.0;
+    for (int i = 0; i < N; i++) {
+        double z = outlier_push(&w, xs[i]);
+        if (i < W) { nan_while_filling &= isnan(z); continue; }
+        double mean = 0.0, ss = 0.0;
+        for (int j = i - W + 1; j <= i; j++) { mean += xs[j]; }
+        mean /= W;
+        for (int j = i - W + 1; j <= i; j++) { ss += (xs[j] - mean) * (xs[j] - mean); }
+        double want = (xs[i] - mean) / sqrt(ss / W);
+        if (!(fabs(z - want) <= 1e-9)) { z_ok = 0; }
+        worst = fmax(worst, fabs(z - want));
+        if (i == 100) { z100 = z; }
+    }
+    report(nan_while_filling, "outlier guard: no z-score for the values that fill the window", "%s", "");
+    report(z_ok, "outlier guard: z-scores equal the two-pass mean and deviation of the last W values", "max error %.3g", worst);
+    const char* why = NULL;
+    report(z100 > 3.0 && z100 <= sqrt(W - 1.0) && outlier_skip(NAN, z100, 0.0, 3.0, &why) && strcmp(why, "grad_norm") == 0 &&
+           outlier_skip(z100, z100, 3.0, 3.0, &why) && strcmp(why, "loss") == 0 && !outlier_skip(z100, z100, 0.0, 0.0, &why) &&
+           !outlier_skip(NAN, NAN, 1.0, 1.0, &why) && !outlier_skip(z100, 0.0, z100 + 0.01, 3.0, &why),
+           "outlier guard: an outlier's z-score is high (at most sqrt(W - 1)), and skips when above a threshold that is on",
+           "z %.4f", z100);
+    // non-finite values do not enter; a constant window has z 0
+    OutlierWindow c1;
+    outlier_init(&c1, 4);
+    for (int i = 0; i < 4; i++) { outlier_push(&c1, 2.5); }
+    double zn = outlier_push(&c1, NAN), zi = outlier_push(&c1, INFINITY), zc = outlier_push(&c1, 2.5);
+    report(isnan(zn) && isnan(zi) && zc == 0.0 && c1.count == 4, "outlier guard: NaN and inf stay out of the window; a constant window gives z 0",
+           "%g %g %g, %d held", zn, zi, zc, c1.count);
+    // round trip: the values out in arrival order, back into a window of the same size (the same next z-scores)
+    // and into a smaller one (its newest values)
+    double vals[W], small_vals[8];
+    int n = outlier_get(&w, vals);
+    OutlierWindow back, small;
+    outlier_init(&back, W);
+    outlier_set(&back, vals, n);
+    outlier_init(&small, 8);
+    outlier_set(&small, vals, n);
+    int ns = outlier_get(&small, small_vals);
+    int same = n == W && vals[W - 1] == xs[N - 1] && vals[0] == xs[N - W] && ns == 8 && small_vals[0] == xs[N - 8];
+    for (int k = 0; k < 5 && same; k++) { same = outlier_push(&back, 1.0 + k) == outlier_push(&w, 1.0 + k); }
+    report(same, "outlier guard: the windows' values leave and return in arrival order; a smaller window keeps the newest",
+           "%d held, %d in the small one", n, ns);
 }
 
 // Weight decay applies to matrices and embeddings, never to biases or LayerNorm parameters: checked per tensor
@@ -2014,6 +2083,7 @@ int main(int argc, char** argv) {
         }
         if (name_selected(only, "units")) {
             test_lr_schedule();
+            test_outlier_guard();
             test_init();
             test_weight_decay(mp, &pc);
             test_evaluate(mp, &pc);

@@ -45,6 +45,7 @@ forward/backward (tensor parallel through tp.h), optimizer step, checkpoints (ch
 #include "dataloader.h"   // defines: DataLoader, dataloader_init, dataloader_next_batch, dataloader_get/set_state
 #include "tokenizer.h"    // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_free
 #include "hellaswag.h"    // defines: HellaSwag, hellaswag_load, hellaswag_fill_rows, hellaswag_add_losses, hellaswag_predict
+#include "outlier.h"      // defines: OutlierWindow, outlier_init, outlier_push, outlier_get, outlier_set, outlier_skip
 // hf_gpt2.h (Hugging Face checkpoints) is included after the model-file section below: it uses the model layout
 
 // ----------------------------------------------------------------------------
@@ -85,6 +86,9 @@ typedef struct {
     float grad_clip;
     char nan_policy[16];     // stop | skip: what a step with a non-finite loss or gradient norm does
     int max_skipped_steps;   // skip: stop after this many non-finite steps in a row
+    float skip_loss_z;       // llm.c's -sl: skip the update when the loss's z-score is above this (0: off; outlier.h)
+    float skip_grad_z;       // llm.c's -sg: the same for the gradient norm
+    int outlier_window;      // the steps those z-scores are taken over (llm.c: 128)
     int seed;
     // parallel
     int zero;
@@ -164,13 +168,16 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("loss-scale-backoff", NULL, loss_scale_backoff, 1e-6, 1, "--dtype fp16: the scale's factor after a step with an inf/NaN gradient, which is skipped (backoff_factor)"),
     FLAG_I("loss-scale-window", NULL, loss_scale_window, 1, 1e9, "--dtype fp16: clean steps in a row before the scale grows (growth_interval)"),
     FLAG_F("lr", "-l", lr, 0, 10, "peak learning rate"),
-    FLAG_S("lr-schedule", NULL, lr_schedule, "cosine | linear | constant (all with linear warmup)"),
+    FLAG_S("lr-schedule", "-k", lr_schedule, "cosine | linear | constant | wsd (warmup, constant, then 1 - sqrt decay over the last 20% of --steps, as llm.c's); all with linear warmup"),
     FLAG_I("warmup", "-u", warmup, 0, 1e9, "warmup steps"),
     FLAG_F("final-lr-frac", "-q", final_lr_frac, 0, 1, "final learning rate as a fraction of the peak"),
     FLAG_F("weight-decay", "-c", weight_decay, 0, 10, "AdamW decoupled weight decay (matrices and embeddings only)"),
     FLAG_F("grad-clip", NULL, grad_clip, 0, 1e9, "clip the global gradient norm to this; 0 turns clipping off"),
     FLAG_S("nan-policy", NULL, nan_policy, "a step whose loss or gradient norm is not finite: stop (error, no checkpoint of that state) | skip (no update; stop after --max-skipped-steps in a row)"),
     FLAG_I("max-skipped-steps", NULL, max_skipped_steps, 1, 1e6, "--nan-policy skip: stop after this many non-finite steps in a row"),
+    FLAG_F("skip-loss-z", "-sl", skip_loss_z, 0, 1e6, "skip the update of a step whose loss lies more than this many standard deviations above the mean of the last --outlier-window steps' (0: off)"),
+    FLAG_F("skip-grad-z", "-sg", skip_grad_z, 0, 1e6, "the same for the gradient norm (0: off)"),
+    FLAG_I("outlier-window", NULL, outlier_window, 2, OUTLIER_MAX_WINDOW, "--skip-loss-z, --skip-grad-z: the steps the mean and deviation are taken over (z-scores start once it has filled)"),
     FLAG_I("zero", "-z", zero, 0, 3, "ZeRO stage: 0 (all-reduce), 1 (sharded optimizer), 2 (sharded gradients too), 3 (sharded parameters too)"),
     FLAG_I("tp", NULL, tp, 1, 64, "tensor-parallel size (Megatron): attention heads, the MLP and the vocabulary split over this many adjacent ranks; processes = dp x tp"),
     FLAG_I("sequence-parallel", NULL, sequence_parallel, 0, 1, "with --tp > 1: split the LayerNorm and residual activations along the tokens too (reduce-scatter and all-gather in place of each all-reduce)"),
@@ -235,6 +242,7 @@ static void config_defaults(Config* c) {
     c->loss_scale_window = 2000;
     strcpy(c->nan_policy, "stop");
     c->max_skipped_steps = 5;
+    c->outlier_window = 128;
     c->keep_checkpoints = 3;
     c->seed = 1337;
     c->tp = 1;
@@ -278,7 +286,7 @@ static void flag_value_string(const FlagSpec* f, const Config* c, char* buf, siz
 static const char* const FLAG_GROUPS[][2] = {
     {"model", "model"}, {"train", "data"}, {"batch-size", "batch and length of the run"},
     {"recompute", "memory, precision and kernels"}, {"lr", "optimizer"},
-    {"nan-policy", "non-finite steps"}, {"zero", "parallelism and threads"}, {"val-every", "evaluation and samples"},
+    {"nan-policy", "non-finite and outlier steps"}, {"zero", "parallelism and threads"}, {"val-every", "evaluation and samples"},
     {"checkpoint-every", "checkpoints and logs"}, {"bench", "benchmark"}, {"plan", "planner"},
 };
 
@@ -337,8 +345,9 @@ static void parse_flags(Config* c, int argc, char** argv) {
             *(float*)p = (float)x;
         }
     }
-    if (strcmp(c->lr_schedule, "cosine") != 0 && strcmp(c->lr_schedule, "linear") != 0 && strcmp(c->lr_schedule, "constant") != 0) {
-        fatal("--lr-schedule: '%s' is not one of cosine, linear, constant", c->lr_schedule);
+    if (strcmp(c->lr_schedule, "cosine") != 0 && strcmp(c->lr_schedule, "linear") != 0 && strcmp(c->lr_schedule, "constant") != 0 &&
+        strcmp(c->lr_schedule, "wsd") != 0) {
+        fatal("--lr-schedule: '%s' is not one of cosine, linear, constant, wsd", c->lr_schedule);
     }
     if (strcmp(c->nan_policy, "stop") != 0 && strcmp(c->nan_policy, "skip") != 0) {
         fatal("--nan-policy: '%s' is not one of stop, skip", c->nan_policy);
@@ -378,6 +387,20 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (c->val_every > 0 && !c->val[0] && !c->bench) { fatal("--val-every %d needs --val PATTERN (the validation shards)", c->val_every); }
     if (c->hellaswag[0] && c->hellaswag_every == 0) { fatal("--hellaswag %s needs --hellaswag-every N (how often to evaluate it)", c->hellaswag); }
     if (c->hellaswag_every > 0 && !c->hellaswag[0]) { fatal("--hellaswag-every %d needs --hellaswag FILE (the eval file)", c->hellaswag_every); }
+    // the z-score of a value among W (itself included) is at most sqrt(W - 1): a threshold at or above it never fires
+    const char* zflag[2] = {"skip-loss-z", "skip-grad-z"};
+    float zval[2] = {c->skip_loss_z, c->skip_grad_z};
+    for (int j = 0; j < 2; j++) {
+        if (zval[j] > 0.0f && zval[j] >= sqrtf((float)(c->outlier_window - 1))) {
+            fatal("--%s %g can never skip a step: a z-score among --outlier-window %d values is at most sqrt(%d) = %.2f", zflag[j],
+                  zval[j], c->outlier_window, c->outlier_window - 1, sqrtf((float)(c->outlier_window - 1)));
+        }
+    }
+    for (int k = 0; k < NUM_FLAGS; k++) {
+        if (seen[k] && strcmp(FLAGS[k].name, "outlier-window") == 0 && c->skip_loss_z == 0.0f && c->skip_grad_z == 0.0f) {
+            fatal("--outlier-window %d sets the outlier guard's window: it needs --skip-loss-z or --skip-grad-z", c->outlier_window);
+        }
+    }
     if (c->hellaswag_details[0] && !c->eval_hellaswag[0]) { fatal("--hellaswag-details %s needs --eval-hellaswag FILE", c->hellaswag_details); }
     // --eval-hellaswag evaluates a model and exits: it takes the model, its layout and the length limit, nothing that
     // belongs to a training run
@@ -1356,12 +1379,20 @@ static void gpt_forward_backward(GPT* m, const int32_t* host_targets, float dlos
 
 // ----------------------------------------------------------------------------
 // Learning-rate schedule: linear warmup over `warmup` steps, then cosine / linear decay to lr * final_frac, or
-// constant. step is 0-based.
+// constant, or wsd (warmup-stable-decay, Hägele et al. 2024, as llm.c has it): constant until 80% of the steps, then
+// lr_min + (1 - sqrt(r)) (lr - lr_min) with r going from 0 to 1 over the last 20%. step is 0-based.
 
 static float lr_at(const Config* c, int step) {
     float lr = c->lr, lr_min = c->lr * c->final_lr_frac;
     if (step < c->warmup) { return lr * (step + 1) / c->warmup; }
     if (strcmp(c->lr_schedule, "constant") == 0) { return lr; }
+    if (strcmp(c->lr_schedule, "wsd") == 0) {
+        int decay_start = (int)(0.8f * c->steps);
+        if (step < decay_start) { return lr; }
+        float r = c->steps > decay_start ? (float)(step - decay_start) / (c->steps - decay_start) : 1.0f;
+        if (r > 1.0f) { r = 1.0f; }
+        return lr_min + (1.0f - sqrtf(r)) * (lr - lr_min);
+    }
     int decay_steps = c->steps - c->warmup;
     float ratio = decay_steps > 0 ? (float)(step - c->warmup) / decay_steps : 1.0f;
     if (ratio > 1.0f) { ratio = 1.0f; }
@@ -1715,8 +1746,11 @@ static void maybe_inject_fault(int rank, int step) {
 }
 
 // TRAIN_GPT_FAULT="KIND:RANK:STEP[:COUNT]" for KIND nan (that rank's loss and gradients become NaN, as a
-// divergence would) or overflow (its gradients become inf/NaN and its loss stays finite, as an fp16 overflow
-// would), in COUNT steps (default 1) from STEP on. Several faults are separated by commas.
+// divergence would), overflow (its gradients become inf/NaN and its loss stays finite, as an fp16 overflow
+// would), lossspike (the loss it reports is 4 times its own, as a bad batch's would be; its gradients stay) or
+// gradspike (its loss gradient is 100 times larger: so are its parameter gradients; its loss stays), in COUNT steps
+// (default 1) from STEP on. Several faults are separated by commas. (A pipeline's loss and loss gradient are its
+// last stage's: the spikes take effect on a last-stage rank.)
 static int fault_injected(const char* kind, int rank, int step) {
     const char* f = getenv("TRAIN_GPT_FAULT");
     for (; f && *f; f = strchr(f, ',') ? strchr(f, ',') + 1 : NULL) {
@@ -1947,13 +1981,15 @@ static void print_powersgd_plan(const PowerSgd* ps, const GPT* mp, const ZeroOpt
 }
 
 // One optimizer step: grad_accum micro-steps of forward and backward (reductions started as buckets finish), the
-// gradient norm, the decision (update; skip for the fp16 loss scaler; --nan-policy), the update. Returns what the
-// step prints and logs.
+// gradient norm, the decision (update; skip for the fp16 loss scaler; --nan-policy; the outlier guard), the update.
+// Returns what the step prints and logs.
 typedef struct {
     StepStats stats;
     float loss;              // mean over all ranks' tokens
     int finite;              // 0: the step was skipped (overflow under fp16 loss scaling, or --nan-policy skip)
     int overflow;            // fp16: skipped because a gradient was inf/NaN (the loss scale was halved)
+    double z_loss, z_norm;   // the z-scores of the loss and the gradient norm (outlier.h; NaN while undefined)
+    const char* outlier;     // finite, but skipped by the outlier guard: "loss" or "grad_norm" (NULL otherwise)
     float loss_scale;        // fp16: the scale this step ran with
     double seconds, forward_seconds, backward_seconds;
     double wait_seconds;     // blocked in waits for gradient reductions
@@ -2035,6 +2071,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     int poison = fault_injected("nan", pcp->world_rank, step);
     if (poison) { dloss_scale = NAN; }
     if (fault_injected("overflow", pcp->world_rank, step)) { dloss_scale = INFINITY; } // gradients overflow, loss fine
+    if (fault_injected("gradspike", pcp->world_rank, step)) { dloss_scale *= 100.0f; }
     gpt_clear_loss_sum(mp);
     if (mp->pipe) { pipeline_micro_steps(mp, bcp, cp, pcp, train_loader, cp->bench ? bench_tokens : NULL, grad_accum, dloss_scale, &tf, &tb); }
     else {
@@ -2058,6 +2095,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     // through the reductions), so every rank takes the same decision below
     double loss_sum = gpt_take_loss_sum(mp) / ((double)B * T * grad_accum);
     if (poison) { loss_sum = NAN; }
+    if (fault_injected("lossspike", pcp->world_rank, step)) { loss_sum *= 4.0; }
     if (mp->pp_group) { comm_allreduce_sum_f64(mp->pp_group, &loss_sum, 1); } // the last stage's (a NaN anywhere too)
     StepStats st;
     st.grad_norm = grad_norm_reduced(mp, zp) / scale;
@@ -2067,6 +2105,10 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     int loss_ok = isfinite(mean_loss), grads_ok = isfinite(st.grad_norm);
     // fp16: inf/NaN gradients with a finite loss are the loss scaler's business (too large a scale), not divergence
     int overflow = fp16 && loss_ok && !grads_ok;
+    // the outlier guard's windows take every finite value (a skipped update's too); the same on every rank
+    r.z_loss = outlier_push(&tsp->loss_w, mean_loss);
+    r.z_norm = outlier_push(&tsp->norm_w, st.grad_norm);
+    r.outlier = NULL;
     if (!loss_ok || (!grads_ok && !fp16)) {
         if (strcmp(cp->nan_policy, "stop") == 0) {
             fatal("step %d: the %s is not finite (loss %g, gradient norm %g): stopping before the update (--nan-policy stop); "
@@ -2074,7 +2116,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
                   mean_loss, st.grad_norm, cp->out[0] ? ", the last one in " : "", cp->out);
         }
         tsp->skipped_in_a_row++;
-    } else if (!overflow) {
+    } else if (!overflow && !outlier_skip(r.z_loss, r.z_norm, cp->skip_loss_z, cp->skip_grad_z, &r.outlier)) {
         double to = now_seconds();
         optimizer_update(mp, zp, cp, st.grad_norm, st.lr, tsp->adam_t + 1, scale, tsp->sr_seed);
         if (mp->pipe) { pp_span(mp->pipe, "optimizer", -1, -1, to, now_seconds()); }
@@ -2537,10 +2579,16 @@ int main(int argc, char** argv) {
     TrainState ts;
     memset(&ts, 0, sizeof(ts));
     ts.rng = (uint64_t)c.seed * 0x2545F4914F6CDD1DULL + 7;
+    outlier_init(&ts.loss_w, c.outlier_window);
+    outlier_init(&ts.norm_w, c.outlier_window);
     ts.sr_seed = splitmix64((uint64_t)c.seed ^ 0x5352ull); // "SR": its own stream, independent of the others
     ts.loss_scale.scale = model.ctx.dtype == DTYPE_FP16 ? c.loss_scale : 1.0f;
     if (resume_step >= 0) {
-        checkpoint_load_state(resume_dir, resume_step, &model, &zopt, &ts, model_sum);
+        int had_windows = checkpoint_load_state(resume_dir, resume_step, &model, &zopt, &ts, model_sum);
+        if (master && !had_windows && (c.skip_loss_z > 0.0f || c.skip_grad_z > 0.0f)) {
+            printf("note: --resume %s: the checkpoint holds no outlier-guard windows (its run had no --skip-loss-z or --skip-grad-z): "
+                   "they fill afresh, and no update is skipped for the next %d steps\n", c.resume, c.outlier_window);
+        }
         sharedfs_drop_copy(resume_scratch);
         if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
         // a different global batch is allowed (a batch-size ramp), but never silent: without --total-batch-size it
@@ -2617,6 +2665,7 @@ int main(int argc, char** argv) {
     float last_val = -1.0f;
     int start_step = ts.step;
     int resumed = resume_step >= 0;
+    int guard = c.skip_loss_z > 0.0f || c.skip_grad_z > 0.0f; // the outlier guard (outlier.h) is on
     for (int step = start_step; step <= steps; step++) {
         int last = step == steps;
         // a resumed run starts where the checkpoint was written: the evaluation and the sample of that step were
@@ -2665,11 +2714,23 @@ int main(int argc, char** argv) {
         if (master) {
             int done = step + 1 - start_step;
             double eta = done > 0 ? t_train / done * (steps - step - 1) : 0.0;
-            char scale_note[64] = "";
+            char scale_note[64] = "", z_note[160] = "";
             if (model.ctx.dtype == DTYPE_FP16) { snprintf(scale_note, sizeof(scale_note), " | scale %g", sr.loss_scale); }
-            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds%s%s\n",
+            if (guard) {
+                // llm.c's "(+1.23z)" after the loss and the norm; "-" while the window fills
+                char zl[16] = "-", zn[16] = "-";
+                if (isfinite(sr.z_loss)) { snprintf(zl, sizeof(zl), "%+.2f", sr.z_loss); }
+                if (isfinite(sr.z_norm)) { snprintf(zn, sizeof(zn), "%+.2f", sr.z_norm); }
+                snprintf(z_note, sizeof(z_note), " | z loss %s norm %s", zl, zn);
+                if (sr.outlier) {
+                    int by_loss = strcmp(sr.outlier, "loss") == 0;
+                    snprintf(z_note + strlen(z_note), sizeof(z_note) - strlen(z_note), " | skipped: %s z-score above --%s %g",
+                             by_loss ? "loss" : "gradient norm", by_loss ? "skip-loss-z" : "skip-grad-z", by_loss ? c.skip_loss_z : c.skip_grad_z);
+                }
+            }
+            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds%s%s%s\n",
                    step + 1, steps, sr.loss, st.grad_norm, st.lr, dt * 1e3, tok_s, tok_s * fpt / 1e9,
-                   (int)eta / 60, (int)eta % 60, scale_note,
+                   (int)eta / 60, (int)eta % 60, scale_note, z_note,
                    sr.finite ? "" : sr.overflow ? " | skipped: gradient overflow, loss scale halved" : " | skipped: not finite (--nan-policy skip)");
             fflush(stdout);
             if (logf) {
@@ -2677,10 +2738,17 @@ int main(int argc, char** argv) {
                 char lv[32] = "null", nv[32] = "null";
                 if (isfinite(sr.loss)) { snprintf(lv, sizeof(lv), "%.9g", sr.loss); }
                 if (isfinite(st.grad_norm)) { snprintf(nv, sizeof(nv), "%.9g", st.grad_norm); }
-                char sc[48] = "";
+                char sc[48] = "", zj[128] = "";
                 if (model.ctx.dtype == DTYPE_FP16) { snprintf(sc, sizeof(sc), ", \"loss_scale\": %.9g", sr.loss_scale); }
-                fprintf(logf, "{\"step\": %d, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, \"ms\": %.3f, \"tokens_per_s\": %.1f%s%s}\n",
-                        step + 1, lv, st.lr, nv, dt * 1e3, tok_s, sc, sr.finite ? "" : ", \"skipped\": true");
+                if (guard) {
+                    char zl[32] = "null", zn[32] = "null";
+                    if (isfinite(sr.z_loss)) { snprintf(zl, sizeof(zl), "%.9g", sr.z_loss); }
+                    if (isfinite(sr.z_norm)) { snprintf(zn, sizeof(zn), "%.9g", sr.z_norm); }
+                    snprintf(zj, sizeof(zj), ", \"loss_z\": %s, \"grad_norm_z\": %s", zl, zn);
+                    if (sr.outlier) { snprintf(zj + strlen(zj), sizeof(zj) - strlen(zj), ", \"skipped\": true, \"outlier\": \"%s\"", sr.outlier); }
+                }
+                fprintf(logf, "{\"step\": %d, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, \"ms\": %.3f, \"tokens_per_s\": %.1f%s%s%s}\n",
+                        step + 1, lv, st.lr, nv, dt * 1e3, tok_s, sc, zj, sr.finite ? "" : ", \"skipped\": true");
                 fflush(logf);
             }
         }

@@ -80,28 +80,32 @@ typedef struct {
 
 // Puts the checksums that checkpoint_load_state expects into a state file of the right size: the payload (m, v and
 // in version 5 perhaps the master weights, in chunks as stream_shard_in reads them; in version 6 then PowerSGD's Q
-// and error feedback, as stream_powersgd_in reads them), then the header (state_header_sum), and the model file's
-// checksum.
+// and error feedback, as stream_powersgd_in reads them; in version 7 then the outlier guard's windows), then the
+// header (state_header_sum), and the model file's checksum.
 static void fix_checksums(uint8_t* st, size_t len) {
     size_t n = g_model.layout.num_params;
     if (len < (size_t)ST_HEADER_WORDS * 8) { return; }
     uint64_t h[ST_HEADER_WORDS];
     memcpy(h, st, sizeof(h));
     int kind, vectors = 2;
-    size_t psgd_q = 0, psgd_ranks = 0;
+    size_t psgd_q = 0, psgd_ranks = 0, guard_w = 0;
     if (h[ST_VERSION] == STATE_VERSION_FNV) { kind = CHECKSUM_FNV; }
     else if (h[ST_VERSION] == STATE_VERSION_XXH3) { kind = CHECKSUM_XXH3; }
-    else if ((h[ST_VERSION] == STATE_VERSION || h[ST_VERSION] == STATE_VERSION_PSGD) &&
+    else if ((h[ST_VERSION] == STATE_VERSION || h[ST_VERSION] == STATE_VERSION_PSGD || h[ST_VERSION] == STATE_VERSION_OUTLIER) &&
              (h[ST_SUM_KIND] == CHECKSUM_FNV || h[ST_SUM_KIND] == CHECKSUM_XXH3) && h[ST_HAS_MASTER] <= 1) {
         kind = (int)h[ST_SUM_KIND];
         vectors += (int)h[ST_HAS_MASTER];
-        if (h[ST_VERSION] == STATE_VERSION_PSGD) {
+        if (h[ST_VERSION] == STATE_VERSION_OUTLIER) {
+            if (h[ST_OUTLIER_WINDOW] < 1 || h[ST_OUTLIER_WINDOW] > OUTLIER_MAX_WINDOW) { return; }
+            guard_w = (size_t)h[ST_OUTLIER_WINDOW];
+        }
+        if (h[ST_VERSION] == STATE_VERSION_PSGD || (h[ST_VERSION] == STATE_VERSION_OUTLIER && h[ST_PSGD_RANK] != 0)) {
             if (h[ST_PSGD_Q] >= n || h[ST_PSGD_RANKS] > 64) { return; } // (sizes the harness can hold)
             psgd_q = (size_t)h[ST_PSGD_Q];
             psgd_ranks = (size_t)h[ST_PSGD_RANKS];
         }
     } else { return; }
-    if (len != (size_t)state_file_bytes(n, vectors == 3) + 4 * (psgd_q + psgd_ranks * n)) { return; }
+    if (len != (size_t)state_file_bytes(n, vectors == 3) + 4 * (psgd_q + psgd_ranks * n) + 16 * (guard_w + (guard_w > 0))) { return; }
     memcpy(st + 8 * ST_MODEL_SUM, &g_model_sum[kind], 8);
     h[ST_MODEL_SUM] = g_model_sum[kind];
     Checksum sum;
@@ -121,6 +125,10 @@ static void fix_checksums(uint8_t* st, size_t len) {
             checksum_add(&sum, p + 4 * off, cnt * 4);
         }
         p += 4 * len_k;
+    }
+    for (int k = 0; k < 2 && guard_w > 0; k++) { // the outlier guard's windows, as outlier_section_in reads them
+        checksum_add(&sum, p, 8 * (guard_w + 1));
+        p += 8 * (guard_w + 1);
     }
     uint64_t total = state_header_sum(h, &sum);
     memcpy(st + 8 * ST_STATE_SUM, &total, 8);
@@ -150,11 +158,20 @@ static void run(void* arg) {
     TrainState ts;
     memset(&ts, 0, sizeof(ts));
     ts.loss_scale.scale = 1.0f;
+    outlier_init(&ts.loss_w, 4); // a run's --outlier-window: a saved window of another size is cut to its newest 4
+    outlier_init(&ts.norm_w, 4);
     // as main(): the pair and the state's size and version first, then the model file checksummed with the kind
     // the state names
     int kind = checkpoint_check_files(g_dir, step, g_model.layout.num_params).sum_kind;
     checkpoint_load_state(g_dir, step, &g_model, &g_zero, &ts, g_model_sum[kind]);
     if (ts.step != step) { fuzz_fail("loaded step %d from a checkpoint named %d", ts.step, step); }
+    const OutlierWindow* ws[2] = {&ts.loss_w, &ts.norm_w};
+    for (int k = 0; k < 2; k++) {
+        if (ws[k]->window != 4 || ws[k]->count < 0 || ws[k]->count > 4 || ws[k]->count > step) { fuzz_fail("outlier window %d holds %d values", ws[k]->window, ws[k]->count); }
+        for (int i = 0; i < ws[k]->count; i++) {
+            if (!isfinite(ws[k]->vals[i])) { fuzz_fail("a loaded outlier-window value is not finite"); }
+        }
+    }
     DataLoader* dl = &g_loader[ts.data_state[1] == 1];
     dataloader_reset(dl);
     char err[512];

@@ -233,7 +233,7 @@ def dl_state(shuffle, cursor_or_shard, position, epoch, seed=1337, T=4):
 
 
 def state_file(step=3, version=3, magic=20240331, params=None, data=None, adam_t=None, master=0, sum_kind=1,
-               dtype=0, scale=1.0, clean=0, psgd=None):
+               dtype=0, scale=1.0, clean=0, psgd=None, guard=None):
     n = num_params(8, 5, 8, 1, 1, 4) if params is None else params
     h = [0] * 64
     h[0], h[1], h[2], h[3] = magic, version, step, n
@@ -252,6 +252,11 @@ def state_file(step=3, version=3, magic=20240331, params=None, data=None, adam_t
         rank, ranks, q = psgd
         h[25], h[26], h[27] = rank, ranks, q
         payload += struct.pack("<%df" % q, *[0.5] * q) + struct.pack("<%df" % (ranks * n), *[1e-3 * (i % 7) for i in range(ranks * n)])
+    if guard:  # version 7: the outlier guard's window W; per window (losses, norms) the count and W doubles
+        W, windows = guard
+        h[29] = W
+        for vals in windows:
+            payload += struct.pack("<Q", len(vals)) + struct.pack("<%dd" % W, *(list(vals) + [0.0] * (W - len(vals))))
     return struct.pack("<64Q", *h) + payload
 
 
@@ -270,6 +275,12 @@ def make_checkpoint_seeds():
     write("checkpoint", "v6_powersgd_bad_rank", fix + b"3\n" + sep + state_file(version=6, sum_kind=2, psgd=(0, 2, 36)))
     big_q = state_file(version=6, sum_kind=2, psgd=(1, 1, 100000))  # refused by its header: no need for the floats
     write("checkpoint", "v6_powersgd_big_q", fix + b"3\n" + sep + big_q[:len(state_file(version=6, sum_kind=2, psgd=(1, 1, 0)))])
+    write("checkpoint", "v7_guard", fix + b"3\n" + sep + state_file(version=7, sum_kind=2, guard=(8, [[4.5, 4.4, 4.3], [1.5, 1.2, 1.1]])))
+    write("checkpoint", "v7_guard_powersgd", fix + b"3\n" + sep + state_file(version=7, sum_kind=2, psgd=(1, 2, 36), guard=(2, [[4.5, 4.4], [1.0]])))
+    write("checkpoint", "v7_guard_count_above_window", fix + b"3\n" + sep + state_file(version=7, sum_kind=2, guard=(2, [[4.5, 4.4], [1.0]]))
+          .replace(struct.pack("<Q", 2) + struct.pack("<2d", 4.5, 4.4), struct.pack("<Q", 3) + struct.pack("<2d", 4.5, 4.4)))
+    write("checkpoint", "v7_guard_nan", fix + b"3\n" + sep + state_file(version=7, sum_kind=2, guard=(4, [[4.5, float("nan")], []])))
+    write("checkpoint", "v7_guard_window_0", fix + b"3\n" + sep + state_file(version=7, sum_kind=2, guard=(0, [[], []])))
     # broken
     write("checkpoint", "latest_not_a_number", fix + b"three\n" + sep + state_file())
     write("checkpoint", "latest_two_numbers", fix + b"3 4\n" + sep + state_file())
@@ -329,8 +340,8 @@ def make_hellaswag_seeds():
 
 def make_flags_seeds():
     src = open(os.path.join(ROOT, "train_gpt.c"), encoding="utf-8").read()
-    names = re.findall(r'FLAG_[ISF]\("([a-z0-9-]+)",\s*(NULL|"-[a-z]")', src)
-    names += re.findall(r'\{\s*"([a-z0-9-]+)",\s*(NULL|"-[a-z]"),\s*FLAG_', src)
+    names = re.findall(r'FLAG_[ISF]\("([a-z0-9-]+)",\s*(NULL|"-[a-z]+")', src)
+    names += re.findall(r'\{\s*"([a-z0-9-]+)",\s*(NULL|"-[a-z]+"),\s*FLAG_', src)
     args = lambda *a: b"\0".join(x.encode() for x in a)
     write("flags", "typical", args("--model", "d4", "--train", "data/x/*_train_*.bin", "--batch-size", "4", "--seq-len", "64",
                                    "--steps", "100", "--lr", "6e-4", "--lr-schedule", "linear", "--warmup", "10"))
@@ -345,6 +356,8 @@ def make_flags_seeds():
     write("flags", "twice", args("--seed", "1", "--seed", "2"))
     write("flags", "long_string", args("--model", "d" * 100))
     write("flags", "powersgd", args("--grad-compress", "powersgd:4", "--zero", "1", "--dtype", "bf16"))
+    write("flags", "eval_hellaswag_no_seq_len", args("--eval-hellaswag", "3"))  # (seq_len 0: the model's context, later)
+    write("flags", "outlier_guard", args("-sl", "5", "-sg", "5", "-k", "wsd", "--outlier-window", "64"))
     with open(os.path.join(FUZZ, "flags.dict"), "w") as f:
         f.write("# libFuzzer dictionary for fuzz/flags.c (made by fuzz/make_seeds.py from train_gpt.c's flag table)\n")
         words = set()
@@ -352,7 +365,7 @@ def make_flags_seeds():
             words.add("--" + name)
             if alias != "NULL":
                 words.add(alias.strip('"'))
-        words |= {"--help", "-h", "cosine", "linear", "constant", "stop", "skip", "d12", "gpt2-124M", "gpt3-2.7B", "bf16", "powersgd:",
+        words |= {"--help", "-h", "cosine", "linear", "constant", "wsd", "stop", "skip", "d12", "gpt2-124M", "gpt3-2.7B", "bf16", "powersgd:",
                   "nan", "inf", "1e308", "-0", "0x10", "2147483648", "9223372036854775808", "\x00"}
         for w in sorted(words):
             f.write('"%s"\n' % w.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", "\\x00"))

@@ -7,7 +7,7 @@ runs against uninterrupted ones; resume across world sizes; failures).
 
     make tests/test_runs && ./tests/test_runs          all groups (mpirun groups skipped when mpirun is missing)
     ./tests/test_runs --only NAME                      the groups whose name contains NAME
-                                                        (checkpoint, badinput, nan, schedule, sample, parallel,
+                                                        (checkpoint, badinput, nan, outlier, schedule, sample, parallel,
                                                         precision, compress, powersgd, shakespeare)
 
 It includes train_gpt.c (TRAIN_GPT_NO_MAIN) only for the file layouts (reading model files to compare parameters)
@@ -209,7 +209,7 @@ static void test_absurd_input(void) {
     char base0[1200], base[1300];
     snprintf(base0, sizeof(base0), "--init tests/ref/ref_model.bin --train %s --steps 2 --threads 1", shard);
     snprintf(base, sizeof(base), "%s --batch-size 2 --seq-len 8", base0);
-    struct { const char* name; char args[4096]; const char* expect; } cases[16];
+    struct { const char* name; char args[4096]; const char* expect; } cases[24];
     int n = 0;
 #define CASE(nm, exp, ...) do { cases[n].name = nm; cases[n].expect = exp; snprintf(cases[n].args, sizeof(cases[n].args), __VA_ARGS__); n++; } while (0)
     CASE("--total-batch-size of 1e12 (accumulation count overflow)", "--total-batch-size 1000000000000", "%s --batch-size 2 --seq-len 8 --total-batch-size 1000000000000", base0);
@@ -223,6 +223,9 @@ static void test_absurd_input(void) {
     CASE("a flag given twice", "--lr is given twice", "%s --lr 1e-3 --lr 2e-3", base);
     CASE("a flag given twice through its alias", "--lr is given twice", "%s -l 1e-3 --lr 2e-3", base);
     CASE("--nan-policy with an unknown value", "--nan-policy", "%s --nan-policy maybe", base);
+    CASE("--outlier-window without a guard", "it needs --skip-loss-z or --skip-grad-z", "%s --outlier-window 16", base);
+    CASE("an outlier threshold no window allows", "--skip-loss-z 12 can never skip a step", "%s -sl 12", base);
+    CASE("--lr-schedule with an unknown value", "not one of cosine, linear, constant, wsd", "%s -k step", base);
     CASE("NaN in a padded wte row", "tensor 'wte' holds a non-finite value", "--init %s/abs/nan_padded_wte.bin --train %s --steps 2 --seq-len 8", TMP, shard);
     CASE("NaN in an unused wpe row", "tensor 'wpe' holds a non-finite value", "--init %s/abs/nan_unused_wpe.bin --train %s --steps 2 --seq-len 8", TMP, shard);
     CASE("+Inf in a weight matrix", "tensor 'qkvw.0' holds a non-finite value", "--init %s/abs/inf_qkvw.bin --train %s --steps 2 --seq-len 8", TMP, shard);
@@ -1341,6 +1344,120 @@ static void test_planner(void) {
     }
 }
 
+// The outlier guard through the binary (--skip-loss-z, --skip-grad-z; outlier.h), over a window of 16 steps. The
+// lossspike fault reports a step's loss 4x (its gradients as they were), gradspike multiplies the loss gradient by
+// 100 (the loss as it was): the z-score of either is then the largest a window of 16 allows, sqrt(15) = 3.87, and
+// the guard at 3 skips that step's update: the checkpoints before and after it hold the same parameters, the log
+// names the guard, and no other step is skipped. Without the guard the same spike updates the parameters (so the
+// comparison can fail). A run checkpointed at step 16 and resumed there continues bit for bit, z-scores and the skip
+// included: the windows are in the state (version 7; without them the resumed run would have no z-score before step
+// 33). Two ranks (ZeRO-1, the spike on both: the mean loss is 4x, as in one process) and a 2-stage pipeline (the
+// spike on the last stage, where the loss is) skip the same step as one process, losses within 2e-6 relative (the
+// tolerance of the parallel tests above: the reductions round differently from one process's accumulation).
+static int count_in_file(const char* path, const char* needle) {
+    FILE* f = fopen(path, "r");
+    if (!f) { return -1; }
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) { n += strstr(line, needle) != NULL; }
+    fclose(f);
+    return n;
+}
+
+static void test_outlier_runs(void) {
+    char cmd[8192], out[65536], name[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/ol && mkdir -p %s/ol", TMP, TMP);
+    if (system(cmd) != 0) { report(0, "outlier setup", "%s", ""); return; }
+    char shard[1024];
+    snprintf(shard, sizeof(shard), "%s/ol/train_000000.bin", TMP);
+    write_shard(shard, 4000, 101, 7, 20240520, 1, 4000);
+    char base[4096];
+    snprintf(base, sizeof(base), "--init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --total-batch-size 32 --lr 1e-3 "
+             "--threads 1 --steps 24", shard);
+    // step index 20 (the 21st step) spikes; checkpoints every step, so models 20 and 21 bracket it
+    struct { const char* tag; const char* fault; const char* guard; int skips; const char* why; } cases[] = {
+        {"loss", "lossspike:0:20", "--skip-loss-z 3 --outlier-window 16", 1, "\"outlier\": \"loss\""},
+        {"grad", "gradspike:0:20", "--skip-grad-z 3 --outlier-window 16", 1, "\"outlier\": \"grad_norm\""},
+        {"none", "gradspike:0:20", "", 0, ""},
+    };
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof(cmd), "TRAIN_GPT_FAULT=%s ./train_gpt %s %s --checkpoint-every 1 --keep-checkpoints 0 --out %s/ol/%s --log %s/ol/%s.jsonl",
+                 cases[k].fault, base, cases[k].guard, TMP, cases[k].tag, TMP, cases[k].tag);
+        int rc = run_capture(cmd, out, sizeof(out));
+        snprintf(cmd, sizeof(cmd), "cmp -s %s/ol/%s/model_00000020.bin %s/ol/%s/model_00000021.bin", TMP, cases[k].tag, TMP, cases[k].tag);
+        int same20 = system(cmd) == 0;
+        snprintf(cmd, sizeof(cmd), "cmp -s %s/ol/%s/model_00000021.bin %s/ol/%s/model_00000022.bin", TMP, cases[k].tag, TMP, cases[k].tag);
+        int same21 = system(cmd) == 0;
+        char logp[1024];
+        snprintf(logp, sizeof(logp), "%s/ol/%s.jsonl", TMP, cases[k].tag);
+        int skipped = count_in_file(logp, "\"skipped\": true"), named = cases[k].skips ? count_in_file(logp, cases[k].why) : 0;
+        char step21[64];
+        snprintf(step21, sizeof(step21), "{\"step\": 21, ");
+        int at21 = 0;
+        FILE* f = fopen(logp, "r");
+        char line[2048];
+        while (f && fgets(line, sizeof(line), f)) { at21 |= strncmp(line, step21, strlen(step21)) == 0 && (!cases[k].skips || strstr(line, cases[k].why)); }
+        if (f) { fclose(f); }
+        if (cases[k].skips) {
+            snprintf(name, sizeof(name), "outlier guard (%s): the spiking step 21 is skipped (parameters unchanged), named in the log, the only skip; training goes on", cases[k].tag);
+            report(rc == 0 && same20 && !same21 && skipped == 1 && named == 1 && at21, name, "exit %d, models 20/21 %s, 21/22 %s, %d skipped, %d named%s%.300s",
+                   rc, same20 ? "same" : "differ", same21 ? "same" : "differ", skipped, named, rc ? ": " : "", rc ? out : "");
+        } else {
+            report(rc == 0 && !same20 && skipped == 0, "outlier guard off: the same gradient spike updates the parameters (clipped)",
+                   "exit %d, models 20/21 %s, %d skipped", rc, same20 ? "same" : "differ", skipped);
+        }
+    }
+    // resume: both guards on, the loss spike at step 21; checkpoints at 8, 16, 24; resumed from 16
+    char guard[256];
+    snprintf(guard, sizeof(guard), "--skip-loss-z 3 --skip-grad-z 3 --outlier-window 16");
+    snprintf(cmd, sizeof(cmd), "TRAIN_GPT_FAULT=lossspike:0:20 ./train_gpt %s %s --checkpoint-every 8 --keep-checkpoints 0 --out %s/ol/ck --log %s/ol/a.jsonl"
+             " && cd %s/ol/ck && rm -f model_00000024.bin state_00000024.bin && echo 16 > latest",
+             base, guard, TMP, TMP, TMP);
+    int rc = run_capture(cmd, out, sizeof(out));
+    uint64_t words[2] = {0, 0};
+    snprintf(cmd, sizeof(cmd), "%s/ol/ck/state_00000016.bin", TMP);
+    FILE* sf = fopen(cmd, "rb");
+    if (sf) { if (fread(words, 8, 2, sf) != 2) { words[1] = 0; } fclose(sf); }
+    report(rc == 0 && words[1] == STATE_VERSION_OUTLIER, "outlier guard: a checkpoint of a guarded run is state version 7",
+           "exit %d, version %llu%s%.300s", rc, (unsigned long long)words[1], rc ? ": " : "", rc ? out : "");
+    snprintf(cmd, sizeof(cmd), "TRAIN_GPT_FAULT=lossspike:0:20 ./train_gpt %s %s --resume %s/ol/ck --log %s/ol/b.jsonl", base, guard, TMP, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    const char* keys[3] = {"loss", "loss_z", "grad_norm_z"};
+    int same = rc == 0;
+    char la[64][32], lb[64][32], detail[256] = "";
+    for (int k = 0; k < 3 && same; k++) {
+        snprintf(cmd, sizeof(cmd), "%s/ol/a.jsonl", TMP);
+        int na = read_log_values(cmd, keys[k], la, 64);
+        snprintf(cmd, sizeof(cmd), "%s/ol/b.jsonl", TMP);
+        int nb = read_log_values(cmd, keys[k], lb, 64);
+        same = na == 24 && nb == 8;
+        for (int i = 0; same && i < 8; i++) { same = strcmp(la[16 + i], lb[i]) == 0; }
+        if (!same) { snprintf(detail, sizeof(detail), "%s: %d vs %d values; step 17: %s vs %s", keys[k], na, nb, na > 16 ? la[16] : "-", nb > 0 ? lb[0] : "-"); }
+    }
+    snprintf(cmd, sizeof(cmd), "%s/ol/b.jsonl", TMP);
+    int b_skips = count_in_file(cmd, "\"outlier\": \"loss\"");
+    report(same && b_skips == 1, "outlier guard: resumed from step 16, losses and z-scores equal the uninterrupted run bit for bit, the same step skipped",
+           "exit %d, %d skips, %s%.300s", rc, b_skips, detail, rc ? out : "");
+    if (system("command -v mpirun > /dev/null 2>&1") != 0) { printf("SKIP outlier guard across ranks: mpirun not found\n"); return; }
+    struct { const char* tag; const char* fault; const char* args; } par[] = {
+        {"dp2", "lossspike:0:20,lossspike:1:20", "-np 2 ./train_gpt --zero 1"},
+        {"pp2", "lossspike:1:20", "-np 2 ./train_gpt --pp 2"},
+    };
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof(cmd), "export TRAIN_GPT_FAULT=%s; timeout 120 " MPIRUN " %s %s %s --log %s/ol/%s.jsonl",
+                 par[k].fault, par[k].args, base, guard, TMP, par[k].tag);
+        rc = run_capture(cmd, out, sizeof(out));
+        char a[1024], b[1024];
+        snprintf(a, sizeof(a), "%s/ol/a.jsonl", TMP);
+        snprintf(b, sizeof(b), "%s/ol/%s.jsonl", TMP, par[k].tag);
+        snprintf(name, sizeof(name), "outlier guard, %s: losses equal one process's (2e-6), the same step skipped", par[k].tag);
+        if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
+        int skips = count_in_file(b, "\"outlier\": \"loss\"");
+        int ok = compare_losses(name, a, 0, b, 24, 2e-6);
+        if (ok) { report(skips == 1, name, "%d skips", skips); }
+    }
+}
+
 int main(int argc, char** argv) {
     const char* only = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1351,6 +1468,7 @@ int main(int argc, char** argv) {
     if (name_selected(only, "checkpoint")) { test_checkpoint_resume(); }
     if (name_selected(only, "badinput")) { test_bad_input(); test_absurd_input(); }
     if (name_selected(only, "nan")) { test_nan_policy(); }
+    if (name_selected(only, "outlier")) { test_outlier_runs(); }
     if (name_selected(only, "parallel")) { test_parallel(); test_zero3_deep(); }
     if (name_selected(only, "precision")) { test_mixed_precision(); }
     if (name_selected(only, "compress")) { test_grad_compress(); }
