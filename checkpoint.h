@@ -189,8 +189,9 @@ static int cmp_int_desc(const void* a, const void* b) { return *(const int*)b - 
 
 // Tidies a checkpoint directory (rank 0): removes temporary files of dead writers, every unpaired model or state
 // file, and, when keep > 0, all but the newest `keep` checkpoints at or before `latest` (those after it belong to a
-// run the user rewound, and stay). Returns the number of files removed.
-static int checkpoint_prune(const char* dir, int keep, int latest) {
+// run the user rewound, and stay); checkpoints at multiples of `major` (> 0) are neither removed nor counted
+// (llm.c's major checkpoints, -nm). Returns the number of files removed.
+static int checkpoint_prune(const char* dir, int keep, int major, int latest) {
     int removed = atomic_clean_stale(dir);
     DIR* d = opendir(dir);
     if (!d) { return removed; }
@@ -219,6 +220,7 @@ static int checkpoint_prune(const char* dir, int keep, int latest) {
         checkpoint_paths(dir, ms[i], mp, sp, sizeof(mp));
         if (!paired) { removed += unlink(mp) == 0; continue; }
         if (ms[i] > latest) { continue; }
+        if (major > 0 && ms[i] % major == 0) { continue; } // a major checkpoint: kept, and not counted
         if (keep > 0 && kept >= keep) { removed += unlink(mp) == 0; removed += unlink(sp) == 0; continue; }
         kept++;
     }
@@ -363,7 +365,7 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         atomic_open(&af, lp);
         fprintf(af.fp, "%d\n", ts->step);
         atomic_commit(&af);
-        int pruned = checkpoint_prune(dir, c->keep_checkpoints, ts->step);
+        int pruned = checkpoint_prune(dir, c->keep_checkpoints, c->major_checkpoint_every, ts->step);
         printf("checkpoint: wrote %s and %s%s\n", mp, sp, pruned ? " (older ones pruned, --keep-checkpoints)" : "");
     }
     free(buf);

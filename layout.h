@@ -394,10 +394,35 @@ static size_t gpt_num_params(const GPTConfig* g) {
     return (size_t)g->padded_vocab_size * C + (size_t)g->max_seq_len * C + per_layer * g->num_layers + 2 * C;
 }
 
+// llm.c's model descriptors (train_gpt2.cu's gpt_build_from_descriptor): GPT-2 shapes by depth, d<N> or
+// gpt2:d<N> (context 1024), and GPT-3 shapes by width, gpt3:c<N> (context 2048). Returns 0 for a size llm.c has not.
+static int llmc_shape(const char* name, int* L, int* C, int* NH, int* T) {
+    static const int gpt2[][3] = {{6, 384, 6}, {12, 768, 12}, {24, 1024, 16}, {36, 1280, 20}, {48, 1600, 25},
+                                  {60, 1920, 30}, {72, 2880, 30}, {84, 3456, 36}}; // depth, channels, heads
+    static const int gpt3[][3] = {{384, 6, 64}, {768, 12, 64}, {1024, 24, 64}, {1536, 24, 96}, {2048, 24, 128},
+                                  {2560, 32, 80}, {4096, 32, 128}, {5120, 40, 128}, {12288, 96, 128}}; // channels, depth, head size
+    int is3 = strncmp(name, "gpt3:c", 6) == 0;
+    const char* digits = name[0] == 'd' ? name + 1 : strncmp(name, "gpt2:d", 6) == 0 || is3 ? name + 6 : NULL;
+    if (!digits || !isdigit((unsigned char)digits[0])) { return 0; }
+    char* end;
+    long n = strtol(digits, &end, 10);
+    if (*end != '\0') { return 0; }
+    for (int i = 0; !is3 && i < (int)(sizeof(gpt2) / sizeof(gpt2[0])); i++) {
+        if (gpt2[i][0] == n) { *L = gpt2[i][0]; *C = gpt2[i][1]; *NH = gpt2[i][2]; *T = 1024; return 1; }
+    }
+    for (int i = 0; is3 && i < (int)(sizeof(gpt3) / sizeof(gpt3[0])); i++) {
+        if (gpt3[i][0] == n) { *L = gpt3[i][1]; *C = gpt3[i][0]; *NH = gpt3[i][0] / gpt3[i][2]; *T = 2048; return 1; }
+    }
+    return 0;
+}
+
 // Model sizes by name. Returns 0 if the name is unknown.
 static int config_from_name(GPTConfig* g, const char* name) {
     int L = 0, C = 0, NH = 0, T = 1024;
-    if (name[0] == 'd' && isdigit((unsigned char)name[1])) {
+    if (llmc_shape(name, &L, &C, &NH, &T)) {
+        // llm.c's descriptors (d12 is GPT-2 124M, d48 GPT-2 1558M, gpt3:c768 GPT-3 125M, ...)
+    } else if (name[0] == 'd' && isdigit((unsigned char)name[1])) {
+        // other depths: N layers of 64N channels in N heads of 64
         char* end;
         long d = strtol(name + 1, &end, 10);
         if (*end != '\0' || d < 1 || d > 256) { return 0; }

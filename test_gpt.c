@@ -1508,6 +1508,33 @@ static void test_lr_schedule(void) {
            "%g %g %g %g %g", lr_at(&c, 0), lr_at(&c, 7), lr_at(&c, 8), lr_at(&c, 9), lr_at(&c, 10));
 }
 
+// llm.c's model descriptors against the named shapes (a separate table): d12/gpt2:d12 is GPT-2 124M, d24 350M,
+// d36 774M, d48 1558M; gpt3:c768 ... gpt3:c2560 are GPT-3 125M ... 2.7B (context 2048); other depths d<N> are N
+// layers of 64N channels in N heads; sizes llm.c has not are unknown.
+static void test_llmc_descriptors(void) {
+    const char* pairs[][2] = {{"d12", "gpt2-124M"}, {"gpt2:d12", "gpt2-124M"}, {"d24", "gpt2-350M"}, {"d36", "gpt2-774M"},
+                              {"gpt2:d48", "gpt2-1558M"}, {"gpt3:c768", "gpt3-125M"}, {"gpt3:c1024", "gpt3-350M"},
+                              {"gpt3:c1536", "gpt3-760M"}, {"gpt3:c2048", "gpt3-1.3B"}, {"gpt3:c2560", "gpt3-2.7B"}};
+    int ok = 1;
+    char bad[128] = "";
+    for (size_t k = 0; k < sizeof(pairs) / sizeof(pairs[0]); k++) {
+        GPTConfig a, b;
+        memset(&a, 0, sizeof(a));
+        memset(&b, 0, sizeof(b));
+        int same = config_from_name(&a, pairs[k][0]) && config_from_name(&b, pairs[k][1]) && memcmp(&a, &b, sizeof(a)) == 0;
+        if (!same && ok) { snprintf(bad, sizeof(bad), "%s vs %s", pairs[k][0], pairs[k][1]); }
+        ok &= same;
+    }
+    GPTConfig g;
+    int d5 = config_from_name(&g, "d5") && g.num_layers == 5 && g.channels == 320 && g.num_heads == 5 && g.max_seq_len == 1024;
+    int d60 = config_from_name(&g, "d60") && g.channels == 1920 && g.num_heads == 30;
+    int c12288 = config_from_name(&g, "gpt3:c12288") && g.num_layers == 96 && g.num_heads == 96 && g.max_seq_len == 2048;
+    int unknown = !config_from_name(&g, "gpt2:d13") && !config_from_name(&g, "gpt3:c100") && !config_from_name(&g, "d") &&
+                  !config_from_name(&g, "gpt3:c") && !config_from_name(&g, "d12x");
+    report(ok && d5 && d60 && c12288 && unknown, "llm.c's model descriptors equal the named shapes; other depths 64N; unknown sizes refused",
+           "%s d5 %d d60 %d c12288 %d unknown %d", bad, d5, d60, c12288, unknown);
+}
+
 // The outlier guard (outlier.h) against a direct two-pass computation over the last W values: mean, then the mean
 // squared deviation (a different formula from the guard's sum of squares; they agree to 1e-9 here, the values being
 // of order 1 and the variance not small). Also: no z-score while the window fills, 0 for a constant window,
@@ -2084,6 +2111,7 @@ int main(int argc, char** argv) {
         if (name_selected(only, "units")) {
             test_lr_schedule();
             test_outlier_guard();
+            test_llmc_descriptors();
             test_init();
             test_weight_decay(mp, &pc);
             test_evaluate(mp, &pc);

@@ -114,7 +114,12 @@ typedef struct {
     int checkpoint_every;
     char out[1024];
     int keep_checkpoints;    // keep the newest N checkpoints in --out (0: all)
+    int major_checkpoint_every; // checkpoints at multiples of this many steps are never pruned (0: none)
     char resume[1024];
+    int auto_resume;         // 1: resume from --out when it holds a checkpoint, else start fresh (llm.c's -y 1)
+    int overfit_batch;       // 1: every step trains on the same first batch (llm.c's -a 1)
+    int llmc_hellaswag;      // llm.c's -h 1: HellaSwag from its path at every validation (resolved in parse_flags)
+    int model_given;         // --model was on the command line (with --init or --resume it must agree with the file)
     char log[1024];
     // benchmark
     int bench;
@@ -148,7 +153,7 @@ typedef struct {
 #define FLAG_S(n, a, field, h) { n, a, FLAG_STR, offsetof(Config, field), sizeof(((Config*)0)->field), 0, 0, 0, h }
 
 static const FlagSpec FLAGS[] = {
-    FLAG_S("model", NULL, model, "model size by name: d<N> (N layers, 64N channels), gpt2-124M/350M/774M/1558M (or gpt2, gpt2-medium, gpt2-large, gpt2-xl), gpt3-125M/350M/760M/1.3B/2.7B"),
+    FLAG_S("model", NULL, model, "model size by name: gpt2-124M/350M/774M/1558M (or gpt2, gpt2-medium, gpt2-large, gpt2-xl), gpt3-125M/350M/760M/1.3B/2.7B, llm.c's descriptors (d6, d12, d24, d36, d48, d60, d72, d84 or gpt2:d<N>: GPT-2 shapes by depth; gpt3:c<N>, N one of 384, 768, 1024, 1536, 2048, 2560, 4096, 5120, 12288: GPT-3 shapes by width), or d<N> for another depth (N layers, 64N channels)"),
     FLAG_S("init", "-e", init, "start from this model: an llm.c file (.bin, version 3 fp32 or 5 bf16), or a Hugging Face GPT-2 checkpoint (model.safetensors, model.safetensors.index.json or their directory, config.json beside it)"),
     FLAG_S("export-hf", NULL, export_hf, "with --init FILE only: write that model to DIR as a Hugging Face GPT-2 checkpoint (model.safetensors, config.json, tokenizer files) and exit"),
     FLAG_S("train", "-i", train, "glob pattern of training shards"),
@@ -158,8 +163,9 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("batch-size", "-b", batch_size, 1, 1 << 20, "sequences per micro-step per process (B)"),
     FLAG_I("seq-len", "-t", seq_len, 1, 1 << 20, "sequence length (T), at most the model's context"),
     FLAG_I("total-batch-size", "-d", total_batch_size, 0, 1e12, "tokens per optimizer step over all processes; 0: B*T*processes"),
-    FLAG_I("steps", "-x", steps, 0, 1e9, "optimizer steps to train"),
+    FLAG_I("steps", "-x", steps, -1, 1e9, "optimizer steps to train; -1: one epoch of the training data (llm.c's default)"),
     FLAG_I("seed", NULL, seed, 0, 2147483647, "seed for initialisation, data order and sampling"),
+    FLAG_I("overfit-batch", "-a", overfit_batch, 0, 1, "1: every step trains on the same first batch, the data restarting at each step (llm.c's debugging mode: the loss should fall towards 0)"),
     FLAG_I("recompute", NULL, recompute, 0, 2, "activations recomputed in backward: 0 none; 1 GELU and LayerNorm outputs (llm.c); 2 whole blocks, keeping only each block's input (Megatron's full recomputation)"),
     FLAG_S("attention", NULL, attention, "attention implementation: auto | native (our kernels; the only one on the CPU) | cudnn (cuDNN's fused flash attention: GPU builds with cuDNN, bf16/fp16)"),
     FLAG_S("dtype", NULL, dtype, "storage of activations and the compute copy of the parameters: fp32 | bf16 | fp16 (fp32 master weights, moments and gradients in all; the CPU emulates bf16/fp16 by rounding each stored value)"),
@@ -200,8 +206,10 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("gen-tokens", "-g", gen_tokens, 1, 1e6, "tokens to generate per sample (at most the sequence length)"),
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
     FLAG_S("out", "-o", out, "output directory for checkpoints (created if missing; checked at start)"),
-    FLAG_I("keep-checkpoints", NULL, keep_checkpoints, 0, 1e9, "keep only the newest N checkpoints in --out (0: keep all)"),
+    FLAG_I("keep-checkpoints", "-nk", keep_checkpoints, 0, 1e9, "keep only the newest N checkpoints in --out (0: keep all)"),
+    FLAG_I("major-checkpoint-every", "-nm", major_checkpoint_every, 0, 1e9, "checkpoints at multiples of N steps are kept for good: --keep-checkpoints neither prunes nor counts them (0: none)"),
     FLAG_S("resume", NULL, resume, "resume from the latest checkpoint in this directory"),
+    FLAG_I("auto-resume", "-y", auto_resume, 0, 1, "1: resume from the newest checkpoint in --out when it holds one, else start fresh (llm.c's -y 1: re-running one command continues its run)"),
     FLAG_S("log", NULL, log, "append one JSON object per step to this file"),
     FLAG_I("bench", NULL, bench, 0, 1, "1: benchmark full training steps on synthetic tokens, print ms/step"),
     FLAG_I("bench-steps", NULL, bench_steps, 1, 1e6, "timed steps for --bench"),
@@ -282,6 +290,8 @@ static void flag_value_string(const FlagSpec* f, const Config* c, char* buf, siz
     }
 }
 
+#define LLMC_HELLASWAG_PATH "dev/data/hellaswag/hellaswag_val.bin" // llm.c's -h 1 reads it
+
 // --help prints the flags by topic: each group starts at the flag named here.
 static const char* const FLAG_GROUPS[][2] = {
     {"model", "model"}, {"train", "data"}, {"batch-size", "batch and length of the run"},
@@ -302,24 +312,105 @@ static void print_help(void) {
         flag_value_string(&FLAGS[i], &d, def, sizeof(def));
         printf("  --%-18s %-3s %s (default %s)\n", FLAGS[i].name, FLAGS[i].alias ? FLAGS[i].alias : "", FLAGS[i].help, def);
     }
+    printf("\nllm.c's other flags, read with train_gpt2.cu's meaning (its defaults differ: README: Coming from llm.c):\n"
+           "  -h 0|1    1: HellaSwag from " LLMC_HELLASWAG_PATH " at every validation step (-v); -h alone is this help\n"
+           "  -r 0|1|2  recomputation: 0 none, 1 GELU, 2 GELU and LayerNorm; 1 and 2 both run --recompute 1 (GELU and LayerNorm)\n"
+           "  -e NAME   a model file, or llm.c's descriptor (d12, gpt2:d48, gpt3:c768) when no file has that name: --model\n"
+           "  -f N, -ge N, -lg N, -w 1, -pi mpi   accepted; they change nothing here (the run says why)\n"
+           "  -w 0, -pi tcp|fs, -pn, -pr, -pg, -pf, -ps   refused: master weights are always kept; processes start under mpirun\n");
+}
+
+// ----------------------------------------------------------------------------
+// llm.c's command line. Most of train_gpt2.cu's flags are aliases in the table above (-i, -b, -l, -sl, -nk, -y, ...);
+// the rest are read here with llm.c's meaning (its defaults differ: README, "Coming from llm.c"):
+//   -h 0|1   HellaSwag at every validation step from llm.c's path (-h alone, or before another flag, is --help)
+//   -r 0|1|2 recomputation: none | GELU | GELU and LayerNorm; --recompute 1 recomputes both, so 1 and 2 become it
+//   -e dN, gpt2:dN, gpt3:cN   a model by llm.c's descriptor (when no file has that name): --model
+//   -f, -ge, -lg, -w 1, -pi mpi   accepted; they change nothing here (a note says why)
+//   -w 0, -pi tcp|fs, -pn, -pr, -pg, -pf, -ps   refused (no fp32-only weights; processes start under mpirun)
+static char g_flag_notes[2048]; // what the run is told about llm.c flags that change nothing (rank 0 prints it)
+
+static void flag_note(const char* fmt, ...) {
+    size_t used = strlen(g_flag_notes);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_flag_notes + used, sizeof(g_flag_notes) - used, fmt, ap);
+    va_end(ap);
+}
+
+// Whether v is one of llm.c's model descriptors: d<N>, gpt2:d<N>, gpt3:c<N> (config_from_name knows which exist).
+static int llmc_descriptor(const char* v) {
+    const char* digits = v[0] == 'd' ? v + 1 : strncmp(v, "gpt2:d", 6) == 0 || strncmp(v, "gpt3:c", 6) == 0 ? v + 6 : NULL;
+    if (!digits || !*digits) { return 0; }
+    for (const char* q = digits; *q; q++) { if (!isdigit((unsigned char)*q)) { return 0; } }
+    return 1;
+}
+
+static const FlagSpec* flag_named(const char* name) {
+    for (int k = 0; k < NUM_FLAGS; k++) { if (strcmp(FLAGS[k].name, name) == 0) { return &FLAGS[k]; } }
+    fatal("internal: no flag --%s", name);
+    return NULL;
+}
+
+// llm.c's flags without a counterpart in the table (the list above, but -r and -e): consumes argv[*i] and its value
+// and returns 1, or returns 0 if argv[*i] is none of them.
+static int llmc_other_flag(Config* c, int argc, char** argv, int* i) {
+    static const char* const names[] = {"-h", "-f", "-ge", "-lg", "-w", "-pi", "-pn", "-pr", "-pg", "-pf", "-ps"};
+    const char* a = argv[*i];
+    int known = 0;
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) { known |= strcmp(a, names[k]) == 0; }
+    if (!known) { return 0; }
+    if (*i + 1 >= argc) { fatal("llm.c's flag %s needs a value", a); }
+    const char* v = argv[++*i];
+    if (strcmp(a, "-pi") == 0) {
+        if (strcmp(v, "mpi") != 0) {
+            fatal("-pi %s: llm.c's NCCL start-up without MPI (tcp, fs) is not supported: start the processes with mpirun "
+                  "(on several machines: scripts/multihost.sh), which is llm.c's default (-pi mpi)", v);
+        }
+        return 1;
+    }
+    if (a[1] == 'p') {
+        fatal("%s %s: llm.c's process layout for a start-up without MPI is not supported: mpirun gives every process "
+              "its rank and the number of processes (on several machines: scripts/multihost.sh)", a, v);
+    }
+    char* end = NULL;
+    long n = strtol(v, &end, 10);
+    if (end == v || *end != '\0') { fatal("llm.c's flag %s: '%s' is not an integer", a, v); }
+    if (strcmp(a, "-h") == 0) { c->llmc_hellaswag = n != 0; }
+    else if (strcmp(a, "-w") == 0) {
+        if (n == 0) { fatal("-w 0: this trainer always keeps fp32 master weights beside a 16-bit compute copy (--dtype bf16/fp16); for no 16-bit copy at all, use --dtype fp32"); }
+    } else if (strcmp(a, "-f") == 0) {
+        flag_note("note: -f %ld (llm.c's TF32 switch) changes nothing here: fp32 matmuls are exact fp32, and the fast path is --dtype bf16\n", n);
+    } else if (strcmp(a, "-ge") == 0) {
+        flag_note("note: -ge %ld (llm.c's GELU fusion) changes nothing here: the GPU build always fuses GELU into the matmuls (cuBLASLt's GELU_AUX and DGELU epilogues) where the recomputation allows\n", n);
+    } else if (strcmp(a, "-lg") == 0) {
+        flag_note("note: -lg %ld (llm.c's GPU-utilisation log) is not implemented here: nvidia-smi reports the same\n", n);
+    }
+    return 1;
 }
 
 // Parses argv into c. Every value is checked: numbers with strtol/strtod and a range, strings with a bound.
 static void parse_flags(Config* c, int argc, char** argv) {
     int seen[NUM_FLAGS] = {0};
+    g_flag_notes[0] = '\0';
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { print_help(); exit(0); }
+        int llmc_h = strcmp(a, "-h") == 0 && i + 1 < argc && (strcmp(argv[i + 1], "0") == 0 || strcmp(argv[i + 1], "1") == 0);
+        if (strcmp(a, "--help") == 0 || (strcmp(a, "-h") == 0 && !llmc_h)) { print_help(); exit(0); }
         if (strcmp(a, "--version") == 0) { print_version("train_gpt"); exit(0); }
+        if (llmc_other_flag(c, argc, argv, &i)) { continue; }
         const FlagSpec* f = NULL;
         for (int k = 0; k < NUM_FLAGS && !f; k++) {
             if ((a[0] == '-' && a[1] == '-' && strcmp(a + 2, FLAGS[k].name) == 0) ||
                 (FLAGS[k].alias && strcmp(a, FLAGS[k].alias) == 0)) { f = &FLAGS[k]; }
         }
+        if (!f && strcmp(a, "-r") == 0) { f = flag_named("recompute"); }
         if (!f) { fatal("unknown flag '%s' (see --help)", a); }
+        if (strcmp(a, "-e") == 0 && i + 1 < argc && llmc_descriptor(argv[i + 1]) && !file_exists(argv[i + 1])) { f = flag_named("model"); }
         if (seen[f - FLAGS]++) { fatal("flag --%s is given twice ('%s' repeats it)", f->name, a); }
         if (i + 1 >= argc) { fatal("flag --%s needs a value", f->name); }
         const char* v = argv[++i];
+        if (strcmp(a, "-r") == 0 && strcmp(v, "2") == 0) { v = "1"; } // llm.c's GELU and LayerNorm: our mode 1
         char* p = (char*)c + f->offset;
         if (f->type == FLAG_STR) {
             if (strlen(v) + 1 > f->str_cap) { fatal("--%s: value longer than %zu characters", f->name, f->str_cap - 1); }
@@ -379,6 +470,20 @@ static void parse_flags(Config* c, int argc, char** argv) {
                 fatal("--export-hf converts the --init model and exits: --%s does nothing with it (use: train_gpt --init FILE --export-hf DIR)", nm);
             }
         }
+    }
+    // llm.c's -h 1: HellaSwag from its path at every validation step
+    if (c->llmc_hellaswag) {
+        if (c->hellaswag[0]) { fatal("-h 1 and --hellaswag %s: give one (-h 1 is llm.c's: '%s' at every validation step)", c->hellaswag, LLMC_HELLASWAG_PATH); }
+        if (c->val_every == 0) { fatal("-h 1 evaluates HellaSwag at every validation step, as llm.c does: it needs -v N (--val-every)"); }
+        snprintf(c->hellaswag, sizeof(c->hellaswag), "%s", LLMC_HELLASWAG_PATH);
+        c->hellaswag_every = c->val_every;
+        for (int k = 0; k < NUM_FLAGS; k++) { seen[k] += strcmp(FLAGS[k].name, "hellaswag") == 0 || strcmp(FLAGS[k].name, "hellaswag-every") == 0; }
+    }
+    for (int k = 0; k < NUM_FLAGS; k++) { c->model_given |= seen[k] && strcmp(FLAGS[k].name, "model") == 0; }
+    if (c->auto_resume && !c->out[0]) { fatal("--auto-resume 1 (-y 1) resumes from --out DIR: give --out (-o)"); }
+    if (c->auto_resume && c->resume[0]) { fatal("--auto-resume 1 (-y 1) and --resume %s: give one", c->resume); }
+    if (c->major_checkpoint_every > 0 && c->checkpoint_every == 0) {
+        fatal("--major-checkpoint-every %d (-nm) keeps some checkpoints for good: it needs --checkpoint-every N (-n)", c->major_checkpoint_every);
     }
     // flags that do nothing without another: refuse rather than ignore them
     if (c->checkpoint_every > 0 && !c->out[0]) { fatal("--checkpoint-every %d needs --out DIR (where to write the checkpoints)", c->checkpoint_every); }
@@ -2296,6 +2401,16 @@ int main(int argc, char** argv) {
 #endif
     kernels_init_fp_mode();
     check_config_agreement(&pc, &c);
+    if (master && g_flag_notes[0]) { printf("%s", g_flag_notes); }
+    if (c.auto_resume) {
+        // rank 0 looks (ranks on other machines may not see --out), and every rank follows it
+        char lp[2048];
+        snprintf(lp, sizeof(lp), "%s/latest", c.out);
+        double found = master && file_exists(lp);
+        comm_allreduce_max_f64(&pc.world, &found, 1);
+        if (found) { snprintf(c.resume, sizeof(c.resume), "%s", c.out); }
+        if (master) { printf("auto-resume: %s\n", found ? "continuing from the newest checkpoint in --out" : "no checkpoint in --out yet: starting fresh"); }
+    }
 #ifdef KERNELS_CUDA
     if (strcmp(c.comm, "nccl") == 0) {
         if (!comm_nccl_available()) { fatal("--comm nccl: this build has no NCCL (make found none; --comm mpi stages device buffers through pinned host memory)"); }
@@ -2327,7 +2442,15 @@ int main(int argc, char** argv) {
     } else if (init_path[0]) {
         model_read_header(init_path, &gc, &model_version, &model_fp);
     } else if (!config_from_name(&gc, c.model)) {
-        fatal("--model: unknown model '%s' (d<N>, gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B)", c.model);
+        fatal("--model: unknown model '%s' (gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B, d<N>, gpt2:d<N>, gpt3:c<N>: see --help)", c.model);
+    }
+    GPTConfig named;
+    if (init_path[0] && c.model_given && config_from_name(&named, c.model) &&
+        (named.num_layers != gc.num_layers || named.channels != gc.channels || named.num_heads != gc.num_heads)) {
+        // (a shape the file agrees with is fine: scripts keep --model beside --resume)
+        fatal("--model %s (L %d, C %d, NH %d) and %s %s (L %d, C %d, NH %d) name different models: give one", c.model, named.num_layers,
+              named.channels, named.num_heads, resume_step >= 0 ? "--resume" : "--init", resume_step >= 0 ? c.resume : c.init,
+              gc.num_layers, gc.channels, gc.num_heads);
     }
     char err_hs[1024];
     int resume_sum_kind = CHECKSUM_DEFAULT;
@@ -2451,13 +2574,26 @@ int main(int argc, char** argv) {
         }
         have_train = 1;
         sharedfs_check_data(&pc, train_loader.fingerprint, c.train);
+        if (c.steps < 0) {
+            // llm.c's default: one epoch, the optimizer steps in which every rank reads each of its batches once
+            uint64_t per_rank = dataloader_num_batches(&train_loader), n = per_rank / (uint64_t)grad_accum;
+            if (n < 1 || n > 1000000000ull) {
+                fatal("--steps -1 (one epoch): the training data makes %llu batches per rank, and an optimizer step takes %d",
+                      (unsigned long long)per_rank, grad_accum);
+            }
+            c.steps = (int)n;
+            if (master) { printf("steps: one epoch of the training data is %d optimizer steps (--steps -1)\n", c.steps); }
+        }
         if (c.val[0] && c.val_every > 0) {
             if (dataloader_init(&val_loader, c.val, B, T, 0, 1, 0, 0, gc.vocab_size, err, sizeof(err)) != 0) { fatal("--val: %s", err); }
             have_val = 1;
         }
         if (c.hellaswag[0] && c.hellaswag_every > 0) {
             // every row must fit one sequence of the run
-            if (hellaswag_load(&hs, c.hellaswag, gc.vocab_size, T, "--seq-len", err_hs, sizeof(err_hs)) != 0) { fatal("--hellaswag: %s", err_hs); }
+            if (hellaswag_load(&hs, c.hellaswag, gc.vocab_size, T, "--seq-len", err_hs, sizeof(err_hs)) != 0) {
+                fatal("--hellaswag: %s%s", err_hs, c.llmc_hellaswag ? " (llm.c's -h 1 reads this path: make it with scripts/prepare_hellaswag.sh "
+                      "dev/data/hellaswag, or give --hellaswag FILE --hellaswag-every N)" : "");
+            }
             have_hs = 1;
         }
     }
@@ -2601,7 +2737,7 @@ int main(int argc, char** argv) {
     if (master && c.out[0] && !c.bench) {
         prepare_out_dir(c.out);
         // what dead writers left: temporary files, and when resuming into the same directory unpaired files too
-        if (resume_step >= 0 && strcmp(c.out, c.resume) == 0) { checkpoint_prune(c.out, 0, resume_step); }
+        if (resume_step >= 0 && strcmp(c.out, c.resume) == 0) { checkpoint_prune(c.out, 0, 0, resume_step); }
         else { atomic_clean_stale(c.out); }
     }
     if (c.out[0] && !c.bench) { sharedfs_check_out(&pc, c.out); } // (hosts without a filesystem shared with rank 0 are named)
@@ -2700,6 +2836,7 @@ int main(int argc, char** argv) {
         if (last) { break; }
         maybe_inject_fault(pc.world_rank, step);
         if (c.bench && step == start_step + 1) { comm_counts_take(&comm0, &pc); zopt.gather_seconds = 0.0; } // the timed steps begin
+        if (c.overfit_batch && have_train) { dataloader_reset(&train_loader); } // --overfit-batch: the same batches again
 
         StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens, grad_accum, step);
         StepStats st = sr.stats;

@@ -358,6 +358,10 @@ def make_flags_seeds():
     write("flags", "powersgd", args("--grad-compress", "powersgd:4", "--zero", "1", "--dtype", "bf16"))
     write("flags", "eval_hellaswag_no_seq_len", args("--eval-hellaswag", "3"))  # (seq_len 0: the model's context, later)
     write("flags", "outlier_guard", args("-sl", "5", "-sg", "5", "-k", "wsd", "--outlier-window", "64"))
+    write("flags", "llmc_124M", args("-i", "t.bin", "-j", "v.bin", "-o", "log", "-v", "250", "-s", "20000", "-g", "144", "-h", "1",
+                                     "-b", "64", "-t", "1024", "-d", "524288", "-r", "2", "-z", "1", "-c", "0.1", "-l", "0.0006",
+                                     "-q", "0.0", "-u", "700", "-n", "5000", "-y", "1", "-e", "gpt2:d12", "-nk", "2", "-nm", "10000",
+                                     "-f", "1", "-ge", "2", "-x", "-1", "-pi", "mpi"))
     with open(os.path.join(FUZZ, "flags.dict"), "w") as f:
         f.write("# libFuzzer dictionary for fuzz/flags.c (made by fuzz/make_seeds.py from train_gpt.c's flag table)\n")
         words = set()
@@ -365,7 +369,7 @@ def make_flags_seeds():
             words.add("--" + name)
             if alias != "NULL":
                 words.add(alias.strip('"'))
-        words |= {"--help", "-h", "cosine", "linear", "constant", "wsd", "stop", "skip", "d12", "gpt2-124M", "gpt3-2.7B", "bf16", "powersgd:",
+        words |= {"--help", "-h", "-r", "-f", "-ge", "-lg", "-w", "-pi", "-pn", "mpi", "gpt2:d", "gpt3:c", "cosine", "linear", "constant", "wsd", "stop", "skip", "d12", "gpt2-124M", "gpt3-2.7B", "bf16", "powersgd:",
                   "nan", "inf", "1e308", "-0", "0x10", "2147483648", "9223372036854775808", "\x00"}
         for w in sorted(words):
             f.write('"%s"\n' % w.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", "\\x00"))

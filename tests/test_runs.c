@@ -7,7 +7,7 @@ runs against uninterrupted ones; resume across world sizes; failures).
 
     make tests/test_runs && ./tests/test_runs          all groups (mpirun groups skipped when mpirun is missing)
     ./tests/test_runs --only NAME                      the groups whose name contains NAME
-                                                        (checkpoint, badinput, nan, outlier, schedule, sample, parallel,
+                                                        (checkpoint, badinput, nan, outlier, llmc, schedule, sample, parallel,
                                                         precision, compress, powersgd, shakespeare)
 
 It includes train_gpt.c (TRAIN_GPT_NO_MAIN) only for the file layouts (reading model files to compare parameters)
@@ -223,6 +223,7 @@ static void test_absurd_input(void) {
     CASE("a flag given twice", "--lr is given twice", "%s --lr 1e-3 --lr 2e-3", base);
     CASE("a flag given twice through its alias", "--lr is given twice", "%s -l 1e-3 --lr 2e-3", base);
     CASE("--nan-policy with an unknown value", "--nan-policy", "%s --nan-policy maybe", base);
+    CASE("--model naming another shape than --init's file", "name different models", "%s --model d2", base);
     CASE("--outlier-window without a guard", "it needs --skip-loss-z or --skip-grad-z", "%s --outlier-window 16", base);
     CASE("an outlier threshold no window allows", "--skip-loss-z 12 can never skip a step", "%s -sl 12", base);
     CASE("--lr-schedule with an unknown value", "not one of cosine, linear, constant, wsd", "%s -k step", base);
@@ -1458,6 +1459,110 @@ static void test_outlier_runs(void) {
     }
 }
 
+// llm.c's command line (train_gpt2.cu's flags, README "Coming from llm.c"): llm.c's GPT-2 124M command
+// (scripts/run_gpt2_124M.sh's flags, sizes scaled down, the model from a file) against the same run in long flags:
+// losses and validation losses identical as text (the same run: nothing may differ); then -y 1 (re-running the same
+// command) continues from its newest checkpoint bit for bit, and starts fresh where there is none. Then each flag
+// that is not a plain alias: -r 2 is --recompute 1, -x -1 one epoch (4000 tokens make (4000 - 1) / 16 = 249 batches
+// of 16 tokens, 2 to a step of -d 32: 124 steps), -a 1 trains on one batch (with -l 0 every step's loss is the
+// first's; without -a they differ), -nk 1 -nm 3 keeps checkpoints 3 and 6 for good and the newest, -e d6 is llm.c's d6 shape, -h 1 reads llm.c's HellaSwag path
+// (missing here: an error naming it and how to make it), -h alone is the help; -f, -ge, -lg print notes; -w 0 and
+// llm.c's start-up without MPI are refused.
+static void test_llmc_flags(void) {
+    char cmd[8192], out[65536];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/lc && mkdir -p %s/lc", TMP, TMP);
+    if (system(cmd) != 0) { report(0, "llm.c flags setup", "%s", ""); return; }
+    char tr[1024], va[1024];
+    snprintf(tr, sizeof(tr), "%s/lc/train_000000.bin", TMP);
+    snprintf(va, sizeof(va), "%s/lc/val_000000.bin", TMP);
+    write_shard(tr, 4000, 101, 7, 20240520, 1, 4000);
+    write_shard(va, 1000, 101, 8, 20240520, 1, 1000);
+    char llmc[4096], longf[4096];
+    snprintf(llmc, sizeof(llmc), "./train_gpt -i %s -j %s -o %s/lc/A -v 2 -s 0 -g 16 -h 0 -b 2 -t 8 -d 32 -r 0 -z 1 -c 0.1 -l 0.0006 "
+             "-q 0.0 -u 2 -n 4 -y 1 -e tests/ref/ref_model.bin -x 8 -k cosine -nk 0 -sl 0 -sg 0 --threads 1 --log %s/lc/", tr, va, TMP, TMP);
+    snprintf(longf, sizeof(longf), "./train_gpt --train %s --val %s --out %s/lc/B --val-every 2 --batch-size 2 --seq-len 8 "
+             "--total-batch-size 32 --recompute 0 --zero 1 --weight-decay 0.1 --lr 0.0006 --final-lr-frac 0 --warmup 2 "
+             "--checkpoint-every 4 --init tests/ref/ref_model.bin --steps 8 --lr-schedule cosine --keep-checkpoints 0 --threads 1 --log %s/lc/b.jsonl",
+             tr, va, TMP, TMP);
+    snprintf(cmd, sizeof(cmd), "%sa.jsonl", llmc);
+    int rc1 = run_capture(cmd, out, sizeof(out));
+    int fresh = strstr(out, "auto-resume: no checkpoint in --out yet: starting fresh") != NULL;
+    int rc2 = run_capture(longf, out, sizeof(out));
+    const char* keys[2] = {"loss", "val_loss"};
+    int same = rc1 == 0 && rc2 == 0;
+    char la[64][32], lb[64][32], a[1024], b[1024];
+    snprintf(a, sizeof(a), "%s/lc/a.jsonl", TMP);
+    snprintf(b, sizeof(b), "%s/lc/b.jsonl", TMP);
+    for (int k = 0; k < 2 && same; k++) {
+        int na = read_log_values(a, keys[k], la, 64), nb = read_log_values(b, keys[k], lb, 64);
+        same = na == nb && na == (k == 0 ? 8 : 5);
+        for (int i = 0; same && i < na; i++) { same = strcmp(la[i], lb[i]) == 0; }
+    }
+    report(same && fresh, "llm.c's 124M command line (scaled down) equals the long flags' run: losses and val losses identical",
+           "exits %d %d, starting fresh %d: %.300s", rc1, rc2, fresh, out);
+    // -y 1 again after rewinding the checkpoint to step 4: continues, steps 5-8 as before
+    snprintf(cmd, sizeof(cmd), "echo 4 > %s/lc/A/latest && %sc.jsonl", TMP, llmc);
+    int rc = run_capture(cmd, out, sizeof(out));
+    int cont = strstr(out, "auto-resume: continuing from the newest checkpoint") != NULL;
+    snprintf(b, sizeof(b), "%s/lc/c.jsonl", TMP);
+    int na = read_log_values(a, "loss", la, 64), nc = read_log_values(b, "loss", lb, 64);
+    same = rc == 0 && cont && na == 8 && nc == 4;
+    for (int i = 0; same && i < 4; i++) { same = strcmp(la[4 + i], lb[i]) == 0; }
+    report(same, "llm.c's -y 1 run again continues from the newest checkpoint in -o: steps 5-8 bit for bit", "exit %d, %d and %d losses: %.300s", rc, na, nc, out);
+    // the flags that are not plain aliases
+    char base[2048];
+    snprintf(base, sizeof(base), "./train_gpt -i %s -b 2 -t 8 -e tests/ref/ref_model.bin --threads 1", tr);
+    snprintf(cmd, sizeof(cmd), "%s -x 1 -r 2 --log %s/lc/r.jsonl && grep -c '\"recompute\": 1,' %s/lc/r.jsonl", base, TMP, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0, "llm.c's -r 2 (GELU and LayerNorm) runs --recompute 1", "exit %d: %.300s", rc, out);
+    snprintf(cmd, sizeof(cmd), "%s -x -1 -d 32", base);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "one epoch of the training data is 124 optimizer steps") && strstr(out, "step   124/124"),
+           "llm.c's -x -1 trains one epoch (249 batches of 16 tokens in 4000, 2 per step: 124 steps)", "exit %d: %.300s", rc, out);
+    double l1[8], l0[8];
+    int n1 = 0, n0 = 0;
+    for (int ov = 1; ov >= 0; ov--) {
+        snprintf(cmd, sizeof(cmd), "%s -x 4 -l 0 -a %d --log %s/lc/ov%d.jsonl", base, ov, TMP, ov);
+        rc = run_capture(cmd, out, sizeof(out));
+        snprintf(a, sizeof(a), "%s/lc/ov%d.jsonl", TMP, ov);
+        int n = read_log_values(a, "loss", la, 8);
+        for (int i = 0; i < n; i++) { (ov ? l1 : l0)[i] = atof(la[i]); }
+        if (ov) { n1 = rc == 0 ? n : 0; } else { n0 = rc == 0 ? n : 0; }
+    }
+    int one = n1 == 4 && n0 == 4 && l1[1] == l1[0] && l1[3] == l1[0] && l0[1] != l0[0];
+    report(one, "llm.c's -a 1: every step trains on the same batch (learning rate 0: the same loss each step; without -a not)",
+           "%d and %d losses; -a 1: %g %g %g %g; -a 0: %g %g", n1, n0, l1[0], l1[1], l1[2], l1[3], l0[0], l0[1]);
+    snprintf(cmd, sizeof(cmd), "%s -x 7 -n 1 -nk 1 -nm 3 -o %s/lc/M > /dev/null && ls %s/lc/M | tr '\\n' ' '", base, TMP, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strcmp(out, "latest model_00000003.bin model_00000006.bin model_00000007.bin state_00000003.bin state_00000006.bin state_00000007.bin ") == 0,
+           "llm.c's -nk 1 -nm 3: the newest checkpoint and those at multiples of 3 stay", "exit %d: %.300s", rc, out);
+    snprintf(cmd, sizeof(cmd), "./train_gpt -i %s -b 2 -t 8 -e d6 -x 0 --threads 1", tr);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "L 6, C 384, NH 6, maxT 1024, V 50257"), "llm.c's -e d6 builds its d6 shape (no file of that name)", "exit %d: %.300s", rc, out);
+    snprintf(cmd, sizeof(cmd), "%s -x 2 -v 1 -j %s -h 1", base, va);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 1 && strstr(out, "dev/data/hellaswag/hellaswag_val.bin") && strstr(out, "prepare_hellaswag.sh"),
+           "llm.c's -h 1 reads its HellaSwag path; missing, an error names it and how to make it", "exit %d: %.300s", rc, out);
+    snprintf(cmd, sizeof(cmd), "%s -x 2 -h 1", base);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 1 && strstr(out, "it needs -v N"), "llm.c's -h 1 without -v is refused (it evaluates at the validation steps)", "exit %d: %.300s", rc, out);
+    rc = run_capture("./train_gpt -h", out, sizeof(out));
+    report(rc == 0 && strstr(out, "usage: train_gpt"), "-h alone is the help", "exit %d: %.200s", rc, out);
+    snprintf(cmd, sizeof(cmd), "%s -x 1 -f 1 -ge 2 -lg 5 -w 1 -pi mpi", base);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "note: -f 1") && strstr(out, "note: -ge 2") && strstr(out, "note: -lg 5"),
+           "llm.c's -f, -ge, -lg, -w 1, -pi mpi are accepted, with a note for each that changes nothing", "exit %d: %.300s", rc, out);
+    const char* refused[][2] = {{"-w 0", "always keeps fp32 master weights"}, {"-pi tcp", "without MPI (tcp, fs) is not supported"},
+                                {"-pn 2", "mpirun gives every process its rank"}, {"-y 1", "resumes from --out DIR"}};
+    for (int k = 0; k < 4; k++) {
+        snprintf(cmd, sizeof(cmd), "%s -x 1 %s", base, refused[k][0]);
+        rc = run_capture(cmd, out, sizeof(out));
+        char name[160];
+        snprintf(name, sizeof(name), "llm.c's %s is refused with its reason", refused[k][0]);
+        report(rc == 1 && strstr(out, refused[k][1]), name, "exit %d: %.300s", rc, out);
+    }
+}
+
 int main(int argc, char** argv) {
     const char* only = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1469,6 +1574,7 @@ int main(int argc, char** argv) {
     if (name_selected(only, "badinput")) { test_bad_input(); test_absurd_input(); }
     if (name_selected(only, "nan")) { test_nan_policy(); }
     if (name_selected(only, "outlier")) { test_outlier_runs(); }
+    if (name_selected(only, "llmc")) { test_llmc_flags(); }
     if (name_selected(only, "parallel")) { test_parallel(); test_zero3_deep(); }
     if (name_selected(only, "precision")) { test_mixed_precision(); }
     if (name_selected(only, "compress")) { test_grad_compress(); }
