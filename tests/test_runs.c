@@ -137,13 +137,20 @@ static void test_sample_resume(const char* common, const char* shard) {
 // The NaN policy, through fault injection (TRAIN_GPT_FAULT=nan:RANK:STEP[:COUNT] makes that rank's loss and
 // gradients NaN from STEP on, COUNT steps).
 
+// A fresh scratch directory TMP/sub (TMP itself for sub "") holding a shard `name` of n tokens below 101 (write_shard's
+// text from `seed`), its path in shard. Returns 0, after reporting the failure as `what`, if the directory cannot be made.
+static int fresh_shard(const char* what, const char* sub, const char* name, int n, uint64_t seed, char* shard, size_t cap) {
+    char cmd[2400];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/%s && mkdir -p %s/%s", TMP, sub, TMP, sub);
+    if (system(cmd) != 0) { report(0, what, "cannot make %s/%s", TMP, sub); return 0; }
+    snprintf(shard, cap, "%s%s%s/%s", TMP, sub[0] ? "/" : "", sub, name);
+    write_shard(shard, n, 101, seed, 20240520, 1, n);
+    return 1;
+}
+
 static void test_nan_policy(void) {
-    char cmd[8192], out[65536];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s/nan && mkdir -p %s/nan", TMP, TMP);
-    if (system(cmd) != 0) { report(0, "nan setup", "%s", ""); return; }
-    char shard[1024];
-    snprintf(shard, sizeof(shard), "%s/nan/train_000000.bin", TMP);
-    write_shard(shard, 4000, 101, 7, 20240520, 1, 4000);
+    char cmd[8192], out[65536], shard[1024];
+    if (!fresh_shard("nan setup", "nan", "train_000000.bin", 4000, 7, shard, sizeof(shard))) { return; }
     char common[4096];
     snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --lr 1e-3 --threads 1 --steps 8", shard);
     // stop (the default): an error naming the step; the checkpoint before it stays current, none is written after
@@ -248,12 +255,8 @@ static void test_absurd_input(void) {
 }
 
 static void test_checkpoint_resume(void) {
-    char cmd[4096], out[65536];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", TMP, TMP);
-    if (system(cmd) != 0) { report(0, "checkpoint setup", "cannot make %s", TMP); return; }
-    char shard[1024];
-    snprintf(shard, sizeof(shard), "%s/train_000000.bin", TMP);
-    write_shard(shard, 4000, 101, 7, 20240520, 1, 4000);
+    char cmd[4096], out[65536], shard[1024];
+    if (!fresh_shard("checkpoint setup", "", "train_000000.bin", 4000, 7, shard, sizeof(shard))) { return; }
     const char* common = "--init tests/ref/ref_model.bin --batch-size 2 --seq-len 8 --lr 1e-3 --weight-decay 0.1 "
                          "--warmup 3 --lr-schedule cosine --threads 2";
     // A: 20 steps straight, checkpoint at 10
@@ -831,12 +834,8 @@ static void test_powersgd_shakespeare(void) {
 }
 
 static void test_mixed_precision(void) {
-    char cmd[8192], out[65536], name[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", TMP, TMP);
-    if (system(cmd) != 0) { report(0, "mixed precision setup", "%s", ""); return; }
-    char shard[1024];
-    snprintf(shard, sizeof(shard), "%s/mtrain_000000.bin", TMP);
-    write_shard(shard, 6000, 101, 21, 20240520, 1, 6000);
+    char cmd[8192], out[65536], name[256], shard[1024];
+    if (!fresh_shard("mixed precision setup", "", "mtrain_000000.bin", 6000, 21, shard, sizeof(shard))) { return; }
     char common[2048];
     snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --lr 1e-3 "
              "--warmup 2 --weight-decay 0.1 --threads 1", shard);
@@ -1366,12 +1365,8 @@ static int count_in_file(const char* path, const char* needle) {
 }
 
 static void test_outlier_runs(void) {
-    char cmd[8192], out[65536], name[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s/ol && mkdir -p %s/ol", TMP, TMP);
-    if (system(cmd) != 0) { report(0, "outlier setup", "%s", ""); return; }
-    char shard[1024];
-    snprintf(shard, sizeof(shard), "%s/ol/train_000000.bin", TMP);
-    write_shard(shard, 4000, 101, 7, 20240520, 1, 4000);
+    char cmd[8192], out[65536], name[256], shard[1024];
+    if (!fresh_shard("outlier setup", "ol", "train_000000.bin", 4000, 7, shard, sizeof(shard))) { return; }
     char base[4096];
     snprintf(base, sizeof(base), "--init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --total-batch-size 32 --lr 1e-3 "
              "--threads 1 --steps 24", shard);
@@ -1469,13 +1464,9 @@ static void test_outlier_runs(void) {
 // (missing here: an error naming it and how to make it), -h alone is the help; -f, -ge, -lg print notes; -w 0 and
 // llm.c's start-up without MPI are refused.
 static void test_llmc_flags(void) {
-    char cmd[8192], out[65536];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s/lc && mkdir -p %s/lc", TMP, TMP);
-    if (system(cmd) != 0) { report(0, "llm.c flags setup", "%s", ""); return; }
-    char tr[1024], va[1024];
-    snprintf(tr, sizeof(tr), "%s/lc/train_000000.bin", TMP);
+    char cmd[8192], out[65536], tr[1024], va[1024];
+    if (!fresh_shard("llm.c flags setup", "lc", "train_000000.bin", 4000, 7, tr, sizeof(tr))) { return; }
     snprintf(va, sizeof(va), "%s/lc/val_000000.bin", TMP);
-    write_shard(tr, 4000, 101, 7, 20240520, 1, 4000);
     write_shard(va, 1000, 101, 8, 20240520, 1, 1000);
     char llmc[4096], longf[4096];
     snprintf(llmc, sizeof(llmc), "./train_gpt -i %s -j %s -o %s/lc/A -v 2 -s 0 -g 16 -h 0 -b 2 -t 8 -d 32 -r 0 -z 1 -c 0.1 -l 0.0006 "
