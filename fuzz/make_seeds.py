@@ -8,7 +8,7 @@ A few valid inputs and a few broken ones per target; about 130 KB in all.
     python3 fuzz/make_seeds.py [--gpt2 ../shared/data/gpt2]      (from the repository root; overwrites)
 
 The formats written here follow the harnesses' top comments (fuzz/*.c) and the parsers' file formats
-(dataloader.h, tokenizer.h, train_gpt.c). Only the standard library.
+(dataloader.h, tokenizer.h, train_gpt.c, flags.h). Only the standard library.
 """
 import argparse
 import json
@@ -339,7 +339,7 @@ def make_hellaswag_seeds():
 
 
 def make_flags_seeds():
-    src = open(os.path.join(ROOT, "train_gpt.c"), encoding="utf-8").read()
+    src = open(os.path.join(ROOT, "flags.h"), encoding="utf-8").read()
     names = re.findall(r'FLAG_[ISF]\("([a-z0-9-]+)",\s*(NULL|"-[a-z]+")', src)
     names += re.findall(r'\{\s*"([a-z0-9-]+)",\s*(NULL|"-[a-z]+"),\s*FLAG_', src)
     args = lambda *a: b"\0".join(x.encode() for x in a)
@@ -363,7 +363,7 @@ def make_flags_seeds():
                                      "-q", "0.0", "-u", "700", "-n", "5000", "-y", "1", "-e", "gpt2:d12", "-nk", "2", "-nm", "10000",
                                      "-f", "1", "-ge", "2", "-x", "-1", "-pi", "mpi"))
     with open(os.path.join(FUZZ, "flags.dict"), "w") as f:
-        f.write("# libFuzzer dictionary for fuzz/flags.c (made by fuzz/make_seeds.py from train_gpt.c's flag table)\n")
+        f.write("# libFuzzer dictionary for fuzz/flags.c (made by fuzz/make_seeds.py from the flag table in flags.h)\n")
         words = set()
         for name, alias in names:
             words.add("--" + name)
