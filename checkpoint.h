@@ -256,7 +256,6 @@ static void stream_powersgd_out(FILE* fp, const char* path, const PowerSgd* ps, 
     }
 }
 
-// Collective over the data-parallel group; rank 0 writes. Refuses (exits) to write a state that is not finite.
 // The outlier guard's section (version 7): for the losses, then the gradient norms, the count of held values and W
 // doubles, the held values oldest first and zeros after them; under the state's checksum.
 static void outlier_section_out(FILE* fp, const char* path, const TrainState* ts, Checksum* sum) {
@@ -293,6 +292,7 @@ static void outlier_section_in(FILE* fp, const char* path, int W, double* vals, 
     free(words);
 }
 
+// Collective over the data-parallel group; rank 0 writes. Refuses (exits) to write a state that is not finite.
 static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
                             const Config* c) {
     int writer = pc->world_rank == 0;
