@@ -262,16 +262,13 @@ static void outlier_section_out(FILE* fp, const char* path, const TrainState* ts
     const OutlierWindow* ws[2] = {&ts->loss_w, &ts->norm_w};
     for (int k = 0; k < 2; k++) {
         int W = ws[k]->window;
-        uint64_t* words = (uint64_t*)calloc((size_t)W + 1, sizeof(uint64_t));
-        double* vals = (double*)mallocCheck(sizeof(double) * (size_t)W);
+        double* words = (double*)calloc((size_t)W + 1, sizeof(double)); // the count's word, then the values
         if (!words) { fatal("out of memory writing '%s'", path); }
-        int n = outlier_get(ws[k], vals);
-        words[0] = (uint64_t)n;
-        memcpy(words + 1, vals, sizeof(double) * (size_t)n);
-        fwriteCheck(words, sizeof(uint64_t), (size_t)W + 1, fp, path);
-        checksum_add(sum, words, sizeof(uint64_t) * ((size_t)W + 1));
+        uint64_t n = (uint64_t)outlier_get(ws[k], words + 1);
+        memcpy(words, &n, sizeof(n));
+        fwriteCheck(words, sizeof(double), (size_t)W + 1, fp, path);
+        checksum_add(sum, words, sizeof(double) * ((size_t)W + 1));
         free(words);
-        free(vals);
     }
 }
 

@@ -1,10 +1,10 @@
 /*
-flags.h: train_gpt.c's command line, split out of it by topic and included by it after the kernels, ZeRO and the
-outlier guard (it uses dtype_name, dtype_parse, powersgd_spec_rank and OUTLIER_MAX_WINDOW; it is not a standalone
-header). Every flag is declared once, in a table that also prints --help and the resolved configuration and is
-hashed to check that all ranks run the same one; llm.c's train_gpt2.cu flags are read with llm.c's meaning (its
-most are aliases in the table, the rest are read by llmc_other_flag). parse_flags checks every value
-and the combinations that make no sense, and exits with one line naming the flag.
+flags.h: train_gpt.c's command line, split out of it by topic and included by it after the kernels, ZeRO, the
+outlier guard and the layout (it uses dtype_name, dtype_parse, powersgd_spec_rank, OUTLIER_MAX_WINDOW and
+llmc_descriptor_digits; it is not a standalone header). Every flag is declared once, in a table that also prints
+--help and the resolved configuration and is hashed to check that all ranks run the same one; llm.c's train_gpt2.cu
+flags are read with llm.c's meaning (most are aliases in the table, the rest are read by llmc_other_flag).
+parse_flags checks every value and the combinations that make no sense, and exits with one line naming the flag.
 */
 #ifndef FLAGS_H
 #define FLAGS_H
@@ -296,14 +296,6 @@ static void flag_note(const char* fmt, ...) {
     va_end(ap);
 }
 
-// Whether v is one of llm.c's model descriptors: d<N>, gpt2:d<N>, gpt3:c<N> (config_from_name knows which exist).
-static int llmc_descriptor(const char* v) {
-    const char* digits = v[0] == 'd' ? v + 1 : strncmp(v, "gpt2:d", 6) == 0 || strncmp(v, "gpt3:c", 6) == 0 ? v + 6 : NULL;
-    if (!digits || !*digits) { return 0; }
-    for (const char* q = digits; *q; q++) { if (!isdigit((unsigned char)*q)) { return 0; } }
-    return 1;
-}
-
 static const FlagSpec* flag_named(const char* name) {
     for (int k = 0; k < NUM_FLAGS; k++) { if (strcmp(FLAGS[k].name, name) == 0) { return &FLAGS[k]; } }
     fatal("internal: no flag --%s", name);
@@ -364,7 +356,10 @@ static void parse_flags(Config* c, int argc, char** argv) {
         }
         if (!f && strcmp(a, "-r") == 0) { f = flag_named("recompute"); }
         if (!f) { fatal("unknown flag '%s' (see --help)", a); }
-        if (strcmp(a, "-e") == 0 && i + 1 < argc && llmc_descriptor(argv[i + 1]) && !file_exists(argv[i + 1])) { f = flag_named("model"); }
+        int gpt3;
+        if (strcmp(a, "-e") == 0 && i + 1 < argc && llmc_descriptor_digits(argv[i + 1], &gpt3) && !file_exists(argv[i + 1])) {
+            f = flag_named("model"); // (config_from_name knows which sizes exist)
+        }
         if (seen[f - FLAGS]++) { fatal("flag --%s is given twice ('%s' repeats it)", f->name, a); }
         if (i + 1 >= argc) { fatal("flag --%s needs a value", f->name); }
         const char* v = argv[++i];
@@ -411,12 +406,11 @@ static void parse_flags(Config* c, int argc, char** argv) {
 #ifndef KERNELS_CUDA
     if (strcmp(c->attention, "cudnn") == 0) { fatal("--attention cudnn: GPU builds only (train_gpt_cu with cuDNN); the CPU has native attention"); }
 #endif
+#define SEEN(name) seen[flag_named(name) - FLAGS] // whether the command line gave --name (or its alias)
     const char* scaler_flags[] = {"loss-scale", "loss-scale-growth", "loss-scale-backoff", "loss-scale-window"};
-    for (int k = 0; k < NUM_FLAGS; k++) {
-        for (int j = 0; j < 4; j++) {
-            if (seen[k] && strcmp(FLAGS[k].name, scaler_flags[j]) == 0 && dtype_parse(c->dtype) != DTYPE_FP16) {
-                fatal("--%s sets the fp16 loss scaler: it needs --dtype fp16 (bf16 and fp32 need no loss scaling)", scaler_flags[j]);
-            }
+    for (int j = 0; j < 4; j++) {
+        if (SEEN(scaler_flags[j]) && dtype_parse(c->dtype) != DTYPE_FP16) {
+            fatal("--%s sets the fp16 loss scaler: it needs --dtype fp16 (bf16 and fp32 need no loss scaling)", scaler_flags[j]);
         }
     }
     // --export-hf converts a model and exits: it takes --init and nothing that belongs to a training run
@@ -435,9 +429,10 @@ static void parse_flags(Config* c, int argc, char** argv) {
         if (c->val_every == 0) { fatal("-h 1 evaluates HellaSwag at every validation step, as llm.c does: it needs -v N (--val-every)"); }
         snprintf(c->hellaswag, sizeof(c->hellaswag), "%s", LLMC_HELLASWAG_PATH);
         c->hellaswag_every = c->val_every;
-        for (int k = 0; k < NUM_FLAGS; k++) { seen[k] += strcmp(FLAGS[k].name, "hellaswag") == 0 || strcmp(FLAGS[k].name, "hellaswag-every") == 0; }
+        SEEN("hellaswag")++;
+        SEEN("hellaswag-every")++;
     }
-    for (int k = 0; k < NUM_FLAGS; k++) { c->model_given |= seen[k] && strcmp(FLAGS[k].name, "model") == 0; }
+    c->model_given = SEEN("model") > 0;
     if (c->auto_resume && !c->out[0]) { fatal("--auto-resume 1 (-y 1) resumes from --out DIR: give --out (-o)"); }
     if (c->auto_resume && c->resume[0]) { fatal("--auto-resume 1 (-y 1) and --resume %s: give one", c->resume); }
     if (c->major_checkpoint_every > 0 && c->checkpoint_every == 0) {
@@ -459,10 +454,8 @@ static void parse_flags(Config* c, int argc, char** argv) {
                   zval[j], c->outlier_window, c->outlier_window - 1, sqrtf((float)(c->outlier_window - 1)));
         }
     }
-    for (int k = 0; k < NUM_FLAGS; k++) {
-        if (seen[k] && strcmp(FLAGS[k].name, "outlier-window") == 0 && c->skip_loss_z == 0.0f && c->skip_grad_z == 0.0f) {
-            fatal("--outlier-window %d sets the outlier guard's window: it needs --skip-loss-z or --skip-grad-z", c->outlier_window);
-        }
+    if (SEEN("outlier-window") && c->skip_loss_z == 0.0f && c->skip_grad_z == 0.0f) {
+        fatal("--outlier-window %d sets the outlier guard's window: it needs --skip-loss-z or --skip-grad-z", c->outlier_window);
     }
     if (c->hellaswag_details[0] && !c->eval_hellaswag[0]) { fatal("--hellaswag-details %s needs --eval-hellaswag FILE", c->hellaswag_details); }
     // --eval-hellaswag evaluates a model and exits: it takes the model, its layout and the length limit, nothing that
@@ -476,14 +469,13 @@ static void parse_flags(Config* c, int argc, char** argv) {
             if (seen[k] && !ok) { fatal("--eval-hellaswag evaluates a model and exits: --%s does nothing with it", FLAGS[k].name); }
         }
         // the rows' length limit: --seq-len when given, else the model's context (0 here, resolved with the model)
-        int seq_seen = 0;
-        for (int k = 0; k < NUM_FLAGS; k++) { seq_seen |= seen[k] && strcmp(FLAGS[k].name, "seq-len") == 0; }
-        if (!seq_seen) { c->seq_len = 0; }
+        if (!SEEN("seq-len")) { c->seq_len = 0; }
     }
     if (strcmp(c->plan_storage, "build") != 0 && strcmp(c->plan_storage, "gpu") != 0) { fatal("--plan-storage: '%s' is not one of build, gpu", c->plan_storage); }
     for (int k = 0; k < NUM_FLAGS && !c->plan; k++) {
         if (seen[k] && strncmp(FLAGS[k].name, "plan-", 5) == 0) { fatal("--%s configures the planner: it needs --plan 1", FLAGS[k].name); }
     }
+#undef SEEN
     // --grad-compress: PowerSGD all-reduces factors of whole gradient matrices, so every data-parallel rank must hold
     // whole gradients (DDP or ZeRO-1, as PyTorch's hook needs DDP)
     char gcerr[256];

@@ -394,6 +394,16 @@ static size_t gpt_num_params(const GPTConfig* g) {
     return (size_t)g->padded_vocab_size * C + (size_t)g->max_seq_len * C + per_layer * g->num_layers + 2 * C;
 }
 
+// The digits of an llm.c model descriptor (d<N>, gpt2:d<N>, gpt3:c<N>; *gpt3: the last form), or NULL when name has
+// not that form.
+static const char* llmc_descriptor_digits(const char* name, int* gpt3) {
+    *gpt3 = strncmp(name, "gpt3:c", 6) == 0;
+    const char* digits = name[0] == 'd' ? name + 1 : strncmp(name, "gpt2:d", 6) == 0 || *gpt3 ? name + 6 : NULL;
+    if (!digits || !*digits) { return NULL; }
+    for (const char* q = digits; *q; q++) { if (!isdigit((unsigned char)*q)) { return NULL; } }
+    return digits;
+}
+
 // llm.c's model descriptors (train_gpt2.cu's gpt_build_from_descriptor): GPT-2 shapes by depth, d<N> or
 // gpt2:d<N> (context 1024), and GPT-3 shapes by width, gpt3:c<N> (context 2048). Returns 0 for a size llm.c has not.
 static int llmc_shape(const char* name, int* L, int* C, int* NH, int* T) {
@@ -401,12 +411,10 @@ static int llmc_shape(const char* name, int* L, int* C, int* NH, int* T) {
                                   {60, 1920, 30}, {72, 2880, 30}, {84, 3456, 36}}; // depth, channels, heads
     static const int gpt3[][3] = {{384, 6, 64}, {768, 12, 64}, {1024, 24, 64}, {1536, 24, 96}, {2048, 24, 128},
                                   {2560, 32, 80}, {4096, 32, 128}, {5120, 40, 128}, {12288, 96, 128}}; // channels, depth, head size
-    int is3 = strncmp(name, "gpt3:c", 6) == 0;
-    const char* digits = name[0] == 'd' ? name + 1 : strncmp(name, "gpt2:d", 6) == 0 || is3 ? name + 6 : NULL;
-    if (!digits || !isdigit((unsigned char)digits[0])) { return 0; }
-    char* end;
-    long n = strtol(digits, &end, 10);
-    if (*end != '\0') { return 0; }
+    int is3;
+    const char* digits = llmc_descriptor_digits(name, &is3);
+    if (!digits) { return 0; }
+    long n = strtol(digits, NULL, 10); // (too many digits: LONG_MAX, no size of llm.c's)
     for (int i = 0; !is3 && i < (int)(sizeof(gpt2) / sizeof(gpt2[0])); i++) {
         if (gpt2[i][0] == n) { *L = gpt2[i][0]; *C = gpt2[i][1]; *NH = gpt2[i][2]; *T = 1024; return 1; }
     }

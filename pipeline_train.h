@@ -96,14 +96,15 @@ struct Pipeline {
 };
 
 // The messages pipeline rank r sends in a step of its schedule (the output of every forward but the last chunk's, the
-// input gradient of every backward but the first chunk's): the device send buffers of --comm nccl (pipeline_use_nccl).
+// input gradient of every backward but the first chunk's), at least 1: the ring of device send buffers of --comm
+// nccl (pipeline_use_nccl; the planner counts the same).
 static int pp_sends(const PpOp* ops, int n, int r, int pp, int V) {
     int sends = 0;
     for (int i = 0; i < n; i++) {
         int g = ops[i].v * pp + r;
         sends += ops[i].fwd ? g < pp * V - 1 : g > 0;
     }
-    return sends;
+    return sends > 1 ? sends : 1;
 }
 
 // The most micro-batches whose forward through one of this rank's chunks ran and whose backward did not, over the
@@ -168,7 +169,6 @@ static void pipeline_use_nccl(Pipeline* p, GPT* m) {
     // middle of a step may hold later work behind a send that waits for its peer); each is a small part of a slot's
     // activations
     p->ndsends = pp_sends(p->ops, p->nops, p->rank, p->pp, p->V);
-    if (p->ndsends < 1) { p->ndsends = 1; }
     p->dsends = (PpDevMsg*)calloc((size_t)p->ndsends, sizeof(PpDevMsg));
     if (!p->dsends) { fatal("out of memory for pipeline messages"); }
     for (int i = 0; i < p->ndsends; i++) { p->dsends[i].buf = dev_alloc(&m->ctx, p->max_msg_bytes); }

@@ -93,7 +93,7 @@ static double plan_rank_memory(const GPTConfig* g, const PlanLayout* p, int r, c
     if (p->nccl && p->tp > 1) { mem[3] += btc * sizeof(float); } // tp.h's collectives' fp32 scratch (comm_nccl_reserve)
     // the pipeline's device messages of B T C floatX: one receive buffer, and a send buffer for each message of a
     // step (pipeline_use_nccl)
-    if (p->pp_nccl && p->pp > 1) { mem[3] += (double)((sends > 1 ? sends : 1) + 1) * btc * (double)floatx_bytes; }
+    if (p->pp_nccl && p->pp > 1) { mem[3] += (double)(sends + 1) * btc * (double)floatx_bytes; }
     layout_free(&pl);
     return mem[0] + mem[1] + mem[2] + mem[3];
 }

@@ -49,12 +49,12 @@ forward/backward (tensor parallel through tp.h), optimizer step, checkpoints (ch
 // hf_gpt2.h (Hugging Face checkpoints) is included after the model-file section below: it uses the model layout
 
 // ----------------------------------------------------------------------------
-// The command line: the configuration, the flag table with llm.c's aliases, --help, parse_flags and its checks
-#include "flags.h"        // defines: Config, FLAGS, config_defaults, print_help, parse_flags, config_serialize, flag_named
-
-// ----------------------------------------------------------------------------
 // The model layout (the parameter table, one rank's share, the tensor-parallel runs, views, named sizes)
 #include "layout.h"       // defines: GPTConfig, ParamEntry, ParamLayout, layout_build_3d, tp_run, views_bind, config_from_name
+
+// ----------------------------------------------------------------------------
+// The command line: the configuration, the flag table with llm.c's aliases, --help, parse_flags and its checks
+#include "flags.h"        // defines: Config, FLAGS, config_defaults, print_help, parse_flags, config_serialize, flag_named
 
 // ----------------------------------------------------------------------------
 // Parameters in and out: initialisation, llm.c model files, parameter streams (the logical one across tp and pp)
