@@ -1353,7 +1353,8 @@ static void test_planner(void) {
 // included: the windows are in the state (version 7; without them the resumed run would have no z-score before step
 // 33). Two ranks (ZeRO-1, the spike on both: the mean loss is 4x, as in one process) and a 2-stage pipeline (the
 // spike on the last stage, where the loss is) skip the same step as one process, losses within 2e-6 relative (the
-// tolerance of the parallel tests above: the reductions round differently from one process's accumulation).
+// tolerance of the parallel tests above: the reductions round differently from one process's accumulation). With
+// nothing to skip, a guarded run equals the unguarded one, loss for loss, in each of those layouts.
 static int count_in_file(const char* path, const char* needle) {
     FILE* f = fopen(path, "r");
     if (!f) { return -1; }
@@ -1452,6 +1453,26 @@ static void test_outlier_runs(void) {
         int ok = compare_losses(name, a, 0, b, 24, 2e-6);
         if (ok) { report(skips == 1, name, "%d skips", skips); }
     }
+    // with nothing to skip, the guard (its z-scores, its windows in the version-7 checkpoints at 8, 16 and 24) leaves
+    // the run as it is without it: the same losses to the last digit, in one process, ZeRO-1 x 2 and pp 2
+    struct { const char* tag; const char* launch; } lay[] = {
+        {"one", "./train_gpt"},
+        {"dp2", "timeout 120 " MPIRUN " -np 2 ./train_gpt --zero 1"},
+        {"pp2", "timeout 120 " MPIRUN " -np 2 ./train_gpt --pp 2"},
+    };
+    for (int k = 0; k < 3; k++) {
+        char logs[2][1024];
+        int rcs[2];
+        for (int on = 0; on <= 1; on++) {
+            snprintf(logs[on], sizeof(logs[on]), "%s/ol/%s_guard%d.jsonl", TMP, lay[k].tag, on);
+            snprintf(cmd, sizeof(cmd), "export TRAIN_GPT_FAULT=; rm -rf %s/ol/g%d && %s %s %s --checkpoint-every 8 --out %s/ol/g%d --log %s",
+                     TMP, on, lay[k].launch, base, on ? guard : "", TMP, on, logs[on]);
+            rcs[on] = run_capture(cmd, out, sizeof(out));
+        }
+        snprintf(name, sizeof(name), "outlier guard, %s: on with nothing to skip, the run equals the run without it (losses identical)", lay[k].tag);
+        if (rcs[0] != 0 || rcs[1] != 0) { report(0, name, "exits %d %d: %.300s", rcs[0], rcs[1], out); continue; }
+        compare_losses(name, logs[0], 0, logs[1], 24, 0.0);
+    }
 }
 
 // llm.c's command line (train_gpt2.cu's flags, README "Coming from llm.c"): llm.c's GPT-2 124M command
@@ -1510,19 +1531,18 @@ static void test_llmc_flags(void) {
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && strstr(out, "one epoch of the training data is 124 optimizer steps") && strstr(out, "step   124/124"),
            "llm.c's -x -1 trains one epoch (249 batches of 16 tokens in 4000, 2 per step: 124 steps)", "exit %d: %.300s", rc, out);
-    double l1[8], l0[8];
-    int n1 = 0, n0 = 0;
-    for (int ov = 1; ov >= 0; ov--) {
+    double l[2][8] = {{0}}; // the losses with -a 0 and -a 1
+    int nl[2] = {0, 0};
+    for (int ov = 0; ov <= 1; ov++) {
         snprintf(cmd, sizeof(cmd), "%s -x 4 -l 0 -a %d --log %s/lc/ov%d.jsonl", base, ov, TMP, ov);
         rc = run_capture(cmd, out, sizeof(out));
         snprintf(a, sizeof(a), "%s/lc/ov%d.jsonl", TMP, ov);
-        int n = read_log_values(a, "loss", la, 8);
-        for (int i = 0; i < n; i++) { (ov ? l1 : l0)[i] = atof(la[i]); }
-        if (ov) { n1 = rc == 0 ? n : 0; } else { n0 = rc == 0 ? n : 0; }
+        nl[ov] = rc == 0 ? read_log_values(a, "loss", la, 8) : 0;
+        for (int i = 0; i < nl[ov]; i++) { l[ov][i] = atof(la[i]); }
     }
-    int one = n1 == 4 && n0 == 4 && l1[1] == l1[0] && l1[3] == l1[0] && l0[1] != l0[0];
+    int one = nl[1] == 4 && nl[0] == 4 && l[1][1] == l[1][0] && l[1][3] == l[1][0] && l[0][1] != l[0][0];
     report(one, "llm.c's -a 1: every step trains on the same batch (learning rate 0: the same loss each step; without -a not)",
-           "%d and %d losses; -a 1: %g %g %g %g; -a 0: %g %g", n1, n0, l1[0], l1[1], l1[2], l1[3], l0[0], l0[1]);
+           "%d and %d losses; -a 1: %g %g %g %g; -a 0: %g %g", nl[1], nl[0], l[1][0], l[1][1], l[1][2], l[1][3], l[0][0], l[0][1]);
     snprintf(cmd, sizeof(cmd), "%s -x 7 -n 1 -nk 1 -nm 3 -o %s/lc/M > /dev/null && ls %s/lc/M | tr '\\n' ' '", base, TMP, TMP);
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && strcmp(out, "latest model_00000003.bin model_00000006.bin model_00000007.bin state_00000003.bin state_00000006.bin state_00000007.bin ") == 0,
