@@ -172,10 +172,11 @@ static int device_all_finite(const KernelCtx* ctx, const float* x, size_t n, flo
     return 1;
 }
 
-// Parses a checkpoint file name "model_XXXXXXXX.bin" / "state_XXXXXXXX.bin": returns the step, or -1.
-static int checkpoint_name_step(const char* name, const char* prefix) {
-    size_t pl = strlen(prefix);
-    if (strncmp(name, prefix, pl) != 0 || strlen(name) != pl + 8 + 4 || strcmp(name + pl + 8, ".bin") != 0) { return -1; }
+// Parses a checkpoint file name "model_XXXXXXXX.bin" / "state_XXXXXXXX.bin" (or llm.c's "DONE_XXXXXXXX", suffix ""):
+// returns the step, or -1.
+static int checkpoint_name_step_in(const char* name, const char* prefix, const char* suffix) {
+    size_t pl = strlen(prefix), sl = strlen(suffix);
+    if (strncmp(name, prefix, pl) != 0 || strlen(name) != pl + 8 + sl || strcmp(name + pl + 8, suffix) != 0) { return -1; }
     int step = 0;
     for (int i = 0; i < 8; i++) {
         char ch = name[pl + i];
@@ -184,6 +185,8 @@ static int checkpoint_name_step(const char* name, const char* prefix) {
     }
     return step;
 }
+
+static int checkpoint_name_step(const char* name, const char* prefix) { return checkpoint_name_step_in(name, prefix, ".bin"); }
 
 static int cmp_int_desc(const void* a, const void* b) { return *(const int*)b - *(const int*)a; }
 
@@ -232,6 +235,20 @@ static int checkpoint_prune(const char* dir, int keep, int major, int latest) {
     }
     free(ms);
     free(ss);
+    // llm.c's DONE_XXXXXXXX markers go with their checkpoint (they are not counted as removed files)
+    if ((d = opendir(dir)) != NULL) {
+        while ((ent = readdir(d)) != NULL) {
+            int sd = checkpoint_name_step_in(ent->d_name, "DONE_", "");
+            if (sd < 0) { continue; }
+            checkpoint_paths(dir, sd, mp, sp, sizeof(mp));
+            if (!file_exists(mp) || !file_exists(sp)) {
+                char done[2100];
+                snprintf(done, sizeof(done), "%s/%s", dir, ent->d_name);
+                unlink(done);
+            }
+        }
+        closedir(d);
+    }
     return removed;
 }
 
@@ -361,6 +378,10 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         snprintf(lp, sizeof(lp), "%s/latest", dir);
         atomic_open(&af, lp);
         fprintf(af.fp, "%d\n", ts->step);
+        atomic_commit(&af);
+        // llm.c's sign that the checkpoint of this step is whole, which its scripts' restart loops wait for
+        snprintf(lp, sizeof(lp), "%s/DONE_%08d", dir, ts->step);
+        atomic_open(&af, lp);
         atomic_commit(&af);
         int pruned = checkpoint_prune(dir, c->keep_checkpoints, c->major_checkpoint_every, ts->step);
         printf("checkpoint: wrote %s and %s%s\n", mp, sp, pruned ? " (older ones pruned, --keep-checkpoints)" : "");

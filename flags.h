@@ -163,7 +163,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("sample-every", "-s", sample_every, 0, 1e9, "generate a sample every N steps (0: off)"),
     FLAG_I("gen-tokens", "-g", gen_tokens, 1, 1e6, "tokens to generate per sample (at most the sequence length)"),
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
-    FLAG_S("out", "-o", out, "output directory for checkpoints (created if missing; checked at start)"),
+    FLAG_S("out", "-o", out, "output directory (created if missing; checked at start): the checkpoints of --checkpoint-every, and llm.c's main.log"),
     FLAG_I("keep-checkpoints", "-nk", keep_checkpoints, 0, 1e9, "keep only the newest N checkpoints in --out (0: keep all)"),
     FLAG_I("major-checkpoint-every", "-nm", major_checkpoint_every, 0, 1e9, "checkpoints at multiples of N steps are kept for good: --keep-checkpoints neither prunes nor counts them (0: none)"),
     FLAG_S("resume", NULL, resume, "resume from the latest checkpoint in this directory"),
@@ -440,7 +440,6 @@ static void parse_flags(Config* c, int argc, char** argv) {
     }
     // flags that do nothing without another: refuse rather than ignore them
     if (c->checkpoint_every > 0 && !c->out[0]) { fatal("--checkpoint-every %d needs --out DIR (where to write the checkpoints)", c->checkpoint_every); }
-    if (c->out[0] && c->checkpoint_every == 0 && !c->bench) { fatal("--out %s needs --checkpoint-every N (how often to write a checkpoint)", c->out); }
     if (c->val[0] && c->val_every == 0) { fatal("--val is given but --val-every is 0: say how often to evaluate (--val-every N)"); }
     if (c->val_every > 0 && !c->val[0] && !c->bench) { fatal("--val-every %d needs --val PATTERN (the validation shards)", c->val_every); }
     if (c->hellaswag[0] && c->hellaswag_every == 0) { fatal("--hellaswag %s needs --hellaswag-every N (how often to evaluate it)", c->hellaswag); }

@@ -1368,6 +1368,38 @@ static void prepare_out_dir(const char* dir) {
     unlink(probe);
 }
 
+// llm.c's main.log in --out (rank 0), the file its dev/vislog.ipynb plots. One line per event, steps counted from 0
+// as llm.c counts them: "s:N trl:LOSS lr:LR norm:NORM" for training step N (printed here as step N+1),
+// "s:N tel:LOSS" for the validation loss before step N, "s:N eval:ACC" for HellaSwag's acc_norm before step N.
+// A fresh run starts it empty. A run resumed at step S keeps what the interrupted run wrote up to its checkpoint
+// (the training lines of steps before S, the evaluations at S and before) and drops the rest, which would otherwise
+// appear twice; llm.c keeps everything and leaves its reader to take the last value of each step.
+static int mainlog_keep(const char* line, int resume_step) {
+    int s = 0, n = 0;
+    char key[8];
+    if (sscanf(line, "s:%d %7[a-z]:%n", &s, key, &n) != 2 || n == 0) { return 1; } // not ours to judge: kept
+    return strcmp(key, "trl") == 0 ? s < resume_step : s <= resume_step;
+}
+
+static FILE* mainlog_open(const char* dir, int resume_step) {
+    char path[2100];
+    snprintf(path, sizeof(path), "%s/main.log", dir);
+    if (resume_step >= 0 && file_exists(path)) {
+        FILE* in = fopenCheck(path, "rb");
+        AtomicFile af;
+        atomic_open(&af, path);
+        char line[512];
+        while (fgets(line, sizeof(line), in)) {
+            if (mainlog_keep(line, resume_step)) { fputs(line, af.fp); }
+        }
+        fclose(in);
+        atomic_commit(&af);
+    }
+    FILE* fp = fopen(path, resume_step >= 0 ? "a" : "w");
+    if (!fp) { fatal("--out %s: cannot open '%s': %s", dir, path, strerror(errno)); }
+    return fp;
+}
+
 // Checks that every rank of `group` holds the same parameters (they must, after each optimizer step): all of them
 // across a data-parallel group; the replicated tensors (LayerNorms, biases after a row-parallel layer, wpe) across a
 // tensor-parallel group, whose ranks update them from identical gradients.
@@ -2271,6 +2303,7 @@ int main(int argc, char** argv) {
                 c.total_batch_size, (double)model.acts.total_bytes);
         fflush(logf);
     }
+    FILE* mainlog = master && c.out[0] && !c.bench ? mainlog_open(c.out, resume_step) : NULL; // llm.c's main.log
 
     BackwardComm bc;
     bc.z = &zopt;
@@ -2301,6 +2334,7 @@ int main(int argc, char** argv) {
             if (master) {
                 printf("step %5d | val loss %.6f\n", step, last_val);
                 if (logf) { fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g}\n", step, last_val); fflush(logf); }
+                if (mainlog) { fprintf(mainlog, "s:%d tel:%.4f\n", step, last_val); fflush(mainlog); }
             }
         }
         if (have_hs && (step % c.hellaswag_every == 0 || last) && !again) {
@@ -2308,6 +2342,7 @@ int main(int argc, char** argv) {
             if (master) {
                 printf("step %5d | hellaswag acc %.4f acc_norm %.4f (%d examples)\n", step, hr.acc, hr.acc_norm, hr.examples);
                 if (logf) { fprintf(logf, "{\"step\": %d, \"hellaswag_acc\": %.9g, \"hellaswag_acc_norm\": %.9g}\n", step, hr.acc, hr.acc_norm); fflush(logf); }
+                if (mainlog) { fprintf(mainlog, "s:%d eval:%.4f\n", step, hr.acc_norm); fflush(mainlog); }
             }
             free(hr.sums);
         }
@@ -2377,6 +2412,7 @@ int main(int argc, char** argv) {
                         step + 1, lv, st.lr, nv, dt * 1e3, tok_s, sc, zj, sr.finite ? "" : ", \"skipped\": true");
                 fflush(logf);
             }
+            if (mainlog) { fprintf(mainlog, "s:%d trl:%.4f lr:%.6f norm:%.2f\n", step, sr.loss, st.lr, st.grad_norm); fflush(mainlog); }
         }
         if (ts.skipped_in_a_row >= c.max_skipped_steps) {
             fatal("step %d: %d steps in a row had a non-finite loss or gradient norm (--max-skipped-steps %d): training diverged",
@@ -2458,6 +2494,7 @@ int main(int argc, char** argv) {
     }
 
     if (logf) { fclose(logf); }
+    if (mainlog) { fclose(mainlog); }
     if (have_train) { dataloader_free(&train_loader); }
     if (have_val) { dataloader_free(&val_loader); }
     if (have_hs) { hellaswag_free(&hs); }

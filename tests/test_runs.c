@@ -70,7 +70,7 @@ static void test_checkpoint_files(const char* common, const char* shard) {
     char host[256] = "localhost";
     gethostname(host, sizeof(host) - 1);
     snprintf(cmd, sizeof(cmd), "rm -rf %s/hk && cp -r %s %s/hk && cd %s/hk && echo x > state_00000010.bin.tmp.%s.99999999 && "
-             "echo x > model_00000012.bin.tmp.%s.%d && cp model_00000010.bin model_00000014.bin && cp state_00000010.bin state_00000016.bin",
+             "echo x > model_00000012.bin.tmp.%s.%d && cp model_00000010.bin model_00000014.bin && cp state_00000010.bin state_00000016.bin && touch DONE_00000014",
              TMP, ck, TMP, TMP, host, host, (int)getpid());
     if (system(cmd) != 0) { report(0, "housekeeping setup", "%s", cmd); return; }
     snprintf(cmd, sizeof(cmd), "./train_gpt %s --train %s --steps 20 --resume %s/hk --out %s/hk --checkpoint-every 2 --keep-checkpoints 2",
@@ -83,8 +83,11 @@ static void test_checkpoint_files(const char* common, const char* shard) {
     snprintf(live, sizeof(live), "model_00000012.bin.tmp.%s.%d", host, (int)getpid());
     int ok = rc == 0 && strstr(listing, "model_00000018.bin") && strstr(listing, "state_00000018.bin") && strstr(listing, "model_00000020.bin") &&
              strstr(listing, "state_00000020.bin") && !strstr(listing, "model_00000016.bin") && !strstr(listing, "_00000010.bin ") &&
-             !strstr(listing, "model_00000014.bin") && !strstr(listing, "state_00000016.bin") && !strstr(listing, "99999999") && strstr(listing, live);
-    report(ok, "checkpoint housekeeping: stale temporary and unpaired files removed, a live writer's kept, --keep-checkpoints 2",
+             !strstr(listing, "model_00000014.bin") && !strstr(listing, "state_00000016.bin") && !strstr(listing, "99999999") && strstr(listing, live) &&
+             strstr(listing, "DONE_00000018 ") && strstr(listing, "DONE_00000020 ") && !strstr(listing, "DONE_00000010") &&
+             !strstr(listing, "DONE_00000014") && !strstr(listing, "DONE_00000016");
+    report(ok, "checkpoint housekeeping: stale temporary and unpaired files removed, a live writer's kept, --keep-checkpoints 2, "
+           "llm.c's DONE_ markers only beside the checkpoints kept",
            "exit %d; files: %.600s", rc, listing);
 }
 
@@ -222,7 +225,6 @@ static void test_absurd_input(void) {
     CASE("--total-batch-size of 1e12 (accumulation count overflow)", "--total-batch-size 1000000000000", "%s --batch-size 2 --seq-len 8 --total-batch-size 1000000000000", base0);
     CASE("--total-batch-size of 2^32 with B = T = 1", "--total-batch-size 4294967296", "%s --batch-size 1 --seq-len 1 --total-batch-size 4294967296", base0);
     CASE("--checkpoint-every without --out", "--checkpoint-every 2 needs --out", "%s --checkpoint-every 2", base);
-    CASE("--out without --checkpoint-every", "needs --checkpoint-every", "%s --out %s/abs/o1", base, TMP);
     CASE("--val without --val-every", "--val-every", "%s --val %s", base, shard);
     CASE("--val-every without --val", "needs --val", "%s --val-every 2", base);
     CASE("--out that cannot be created, found at start", "--out /proc/nonexistent/x", "%s --out /proc/nonexistent/x --checkpoint-every 1", base);
@@ -1512,15 +1514,48 @@ static void test_llmc_flags(void) {
     }
     report(same && fresh, "llm.c's 124M command line (scaled down) equals the long flags' run: losses and val losses identical",
            "exits %d %d, starting fresh %d: %.300s", rc1, rc2, fresh, out);
+    // llm.c's main.log in -o: "s:N tel:X" before step N, "s:N trl:X lr:Y norm:Z" for step N (from 0), the values
+    // those of the JSON log to llm.c's 4 decimals; DONE_XXXXXXXX beside each whole checkpoint
+    char mlog[1024], line[256], want[256];
+    snprintf(mlog, sizeof(mlog), "%s/lc/A/main.log", TMP);
+    FILE* mf = fopen(mlog, "r");
+    int lines = 0, good = mf != NULL, tl = 0, vl = 0;
+    int na0 = read_log_values(a, "loss", la, 64), nv0 = read_log_values(a, "val_loss", lb, 64);
+    while (good && fgets(line, sizeof(line), mf)) {
+        int s = -1;
+        double lr = 0, nrm = 0;
+        float x = 0;
+        if (sscanf(line, "s:%d trl:%f lr:%lf norm:%lf", &s, &x, &lr, &nrm) == 4) {
+            snprintf(want, sizeof(want), "s:%d trl:%.4f ", tl, (float)atof(la[tl < na0 ? tl : 0]));
+            good = s == tl && strncmp(line, want, strlen(want)) == 0;
+            tl++;
+        } else {
+            snprintf(want, sizeof(want), "s:%d tel:%.4f\n", 2 * vl, (float)atof(lb[vl < nv0 ? vl : 0]));
+            good = strcmp(line, want) == 0;
+            vl++;
+        }
+        lines++;
+    }
+    if (mf) { fclose(mf); }
+    snprintf(cmd, sizeof(cmd), "cp %s %s.first && ls %s/lc/A | grep DONE_ | tr '\\n' ' '", mlog, mlog, TMP);
+    int rc = run_capture(cmd, out, sizeof(out));
+    report(good && tl == 8 && vl == 5 && na0 == 8 && nv0 == 5 && rc == 0 && strcmp(out, "DONE_00000004 DONE_00000008 ") == 0,
+           "llm.c's main.log in -o: 5 'tel' and 8 'trl' lines in its format, the JSON log's values; DONE_ at steps 4 and 8",
+           "%d lines, %d trl, %d tel, at '%.80s' (wanted '%.80s'); DONE files: %.100s", lines, tl, vl, line, want, out);
     // -y 1 again after rewinding the checkpoint to step 4: continues, steps 5-8 as before
     snprintf(cmd, sizeof(cmd), "echo 4 > %s/lc/A/latest && %sc.jsonl", TMP, llmc);
-    int rc = run_capture(cmd, out, sizeof(out));
+    rc = run_capture(cmd, out, sizeof(out));
     int cont = strstr(out, "auto-resume: continuing from the newest checkpoint") != NULL;
     snprintf(b, sizeof(b), "%s/lc/c.jsonl", TMP);
     int na = read_log_values(a, "loss", la, 64), nc = read_log_values(b, "loss", lb, 64);
     same = rc == 0 && cont && na == 8 && nc == 4;
     for (int i = 0; same && i < 4; i++) { same = strcmp(la[4 + i], lb[i]) == 0; }
     report(same, "llm.c's -y 1 run again continues from the newest checkpoint in -o: steps 5-8 bit for bit", "exit %d, %d and %d losses: %.300s", rc, na, nc, out);
+    // the resumed run's main.log: what the first run wrote up to step 4, then steps 4-7 again, each once
+    snprintf(cmd, sizeof(cmd), "cmp %s %s.first", mlog, mlog);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0, "llm.c's main.log after -y 1 from step 4 is the uninterrupted run's, line for line (the lines after step 4 replaced, not repeated)",
+           "cmp exit %d: %.300s", rc, out);
     // the flags that are not plain aliases
     char base[2048];
     snprintf(base, sizeof(base), "./train_gpt -i %s -b 2 -t 8 -e tests/ref/ref_model.bin --threads 1", tr);
@@ -1545,8 +1580,13 @@ static void test_llmc_flags(void) {
            "%d and %d losses; -a 1: %g %g %g %g; -a 0: %g %g", nl[1], nl[0], l[1][0], l[1][1], l[1][2], l[1][3], l[0][0], l[0][1]);
     snprintf(cmd, sizeof(cmd), "%s -x 7 -n 1 -nk 1 -nm 3 -o %s/lc/M > /dev/null && ls %s/lc/M | tr '\\n' ' '", base, TMP, TMP);
     rc = run_capture(cmd, out, sizeof(out));
-    report(rc == 0 && strcmp(out, "latest model_00000003.bin model_00000006.bin model_00000007.bin state_00000003.bin state_00000006.bin state_00000007.bin ") == 0,
-           "llm.c's -nk 1 -nm 3: the newest checkpoint and those at multiples of 3 stay", "exit %d: %.300s", rc, out);
+    report(rc == 0 && strcmp(out, "DONE_00000003 DONE_00000006 DONE_00000007 latest main.log model_00000003.bin model_00000006.bin model_00000007.bin "
+                                  "state_00000003.bin state_00000006.bin state_00000007.bin ") == 0,
+           "llm.c's -nk 1 -nm 3: the newest checkpoint and those at multiples of 3 stay, each with its DONE_ marker", "exit %d: %.300s", rc, out);
+    // -o without -n is llm.c's log directory: main.log and no checkpoint
+    snprintf(cmd, sizeof(cmd), "%s -x 3 -o %s/lc/L > /dev/null && ls %s/lc/L | tr '\\n' ' ' && grep -c trl: %s/lc/L/main.log", base, TMP, TMP, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strcmp(out, "main.log 3\n") == 0, "llm.c's -o without -n writes main.log only (3 training lines), no checkpoint", "exit %d: %.300s", rc, out);
     snprintf(cmd, sizeof(cmd), "./train_gpt -i %s -b 2 -t 8 -e d6 -x 0 --threads 1", tr);
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && strstr(out, "L 6, C 384, NH 6, maxT 1024, V 50257"), "llm.c's -e d6 builds its d6 shape (no file of that name)", "exit %d: %.300s", rc, out);
