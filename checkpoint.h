@@ -70,6 +70,17 @@ typedef struct {
     OutlierWindow loss_w, norm_w; // the outlier guard's recent losses and gradient norms (outlier.h)
 } TrainState;
 
+// The state a fresh run starts from: its sampling RNG and stochastic-rounding seed from --seed, the loss scale, empty
+// outlier windows.
+static void train_state_fresh(TrainState* ts, const Config* c, float loss_scale) {
+    memset(ts, 0, sizeof(*ts));
+    ts->rng = (uint64_t)c->seed * 0x2545F4914F6CDD1DULL + 7;
+    outlier_init(&ts->loss_w, c->outlier_window);
+    outlier_init(&ts->norm_w, c->outlier_window);
+    ts->sr_seed = splitmix64((uint64_t)c->seed ^ 0x5352ull); // "SR": its own stream, independent of the others
+    ts->loss_scale.scale = loss_scale;
+}
+
 static void checkpoint_paths(const char* dir, int step, char* model_path, char* state_path, size_t cap) {
     snprintf(model_path, cap, "%s/model_%08d.bin", dir, step);
     snprintf(state_path, cap, "%s/state_%08d.bin", dir, step);
@@ -188,12 +199,22 @@ static int checkpoint_name_step_in(const char* name, const char* prefix, const c
 
 static int checkpoint_name_step(const char* name, const char* prefix) { return checkpoint_name_step_in(name, prefix, ".bin"); }
 
+// Whether step's files in dir belong to an llm.c checkpoint (its rank-0 state file is there): its model file and
+// DONE_ marker are llm.c's, which pruning never removes (an imported checkpoint adds only our state file beside them).
+static int checkpoint_is_llmc(const char* dir, int step) {
+    char p[2200];
+    snprintf(p, sizeof(p), "%s/state_%08d_00000.bin", dir, step);
+    return file_exists(p);
+}
+
 static int cmp_int_desc(const void* a, const void* b) { return *(const int*)b - *(const int*)a; }
 
 // Tidies a checkpoint directory (rank 0): removes temporary files of dead writers, every unpaired model or state
 // file, and, when keep > 0, all but the newest `keep` checkpoints at or before `latest` (those after it belong to a
 // run the user rewound, and stay); checkpoints at multiples of `major` (> 0) are neither removed nor counted
-// (llm.c's major checkpoints, -nm). Returns the number of files removed.
+// (llm.c's major checkpoints, -nm). DONE_ markers go with their checkpoint. The files of an llm.c checkpoint (an
+// llm.c run's directory continued here, llmc_state.h) stay: only our state file beside them may go. Returns the
+// number of files removed.
 static int checkpoint_prune(const char* dir, int keep, int major, int latest) {
     int removed = atomic_clean_stale(dir);
     DIR* d = opendir(dir);
@@ -221,10 +242,11 @@ static int checkpoint_prune(const char* dir, int keep, int major, int latest) {
         int paired = 0;
         for (int j = 0; j < ns; j++) { paired |= ss[j] == ms[i]; }
         checkpoint_paths(dir, ms[i], mp, sp, sizeof(mp));
-        if (!paired) { removed += unlink(mp) == 0; continue; }
+        int llmc = checkpoint_is_llmc(dir, ms[i]);
+        if (!paired) { removed += !llmc && unlink(mp) == 0; continue; }
         if (ms[i] > latest) { continue; }
         if (major > 0 && ms[i] % major == 0) { continue; } // a major checkpoint: kept, and not counted
-        if (keep > 0 && kept >= keep) { removed += unlink(mp) == 0; removed += unlink(sp) == 0; continue; }
+        if (keep > 0 && kept >= keep) { removed += !llmc && unlink(mp) == 0; removed += unlink(sp) == 0; continue; }
         kept++;
     }
     for (int j = 0; j < ns; j++) {
@@ -241,7 +263,7 @@ static int checkpoint_prune(const char* dir, int keep, int major, int latest) {
             int sd = checkpoint_name_step_in(ent->d_name, "DONE_", "");
             if (sd < 0) { continue; }
             checkpoint_paths(dir, sd, mp, sp, sizeof(mp));
-            if (!file_exists(mp) || !file_exists(sp)) {
+            if ((!file_exists(mp) || !file_exists(sp)) && !checkpoint_is_llmc(dir, sd)) {
                 char done[2100];
                 snprintf(done, sizeof(done), "%s/%s", dir, ent->d_name);
                 unlink(done);

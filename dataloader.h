@@ -510,6 +510,29 @@ static int dataloader_set_state(DataLoader* dl, const uint64_t state[DATALOADER_
     return 0;
 }
 
+// Positions the loader where `calls` calls of dataloader_next_batch from the start (dataloader_reset) leave it, in
+// O(shards): the data position of a run resumed from a state that records only its step (an import of llm.c's
+// checkpoint, whose data order is not ours). shuffle = 0 counts the groups each shard holds, (ntok - 1) / group,
+// and leaves the position after the last group read, as the calls would; shuffle = 1 moves the cursor.
+static void dataloader_skip(DataLoader* dl, uint64_t calls) {
+    dataloader_reset(dl);
+    if (calls == 0) { return; }
+    if (dl->shuffle == 1) {
+        dl->cursor = calls * (uint64_t)dl->B * (uint64_t)dl->world;
+        dl->epoch = dl->cursor / dl->samples_per_epoch;
+        return;
+    }
+    uint64_t group = (uint64_t)dl->B * (uint64_t)dl->T * (uint64_t)dl->world;
+    uint64_t per_epoch = 0;
+    for (int i = 0; i < dl->nshards; i++) { per_epoch += (dl->shards[i].ntok - 1) / group; }
+    uint64_t k = (calls - 1) % per_epoch; // the last call's group, counted within its epoch
+    dl->epoch = (calls - 1) / per_epoch;
+    int s = 0;
+    while (k >= (dl->shards[s].ntok - 1) / group) { k -= (dl->shards[s].ntok - 1) / group; s++; }
+    dl->shard_index = s;
+    dl->position = (k + 1) * group;
+}
+
 // Total tokens over all shards.
 static uint64_t dataloader_num_tokens(const DataLoader* dl) {
     return dl->total_tokens;

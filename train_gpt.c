@@ -1074,6 +1074,7 @@ static void loss_scale_update(LossScale* ls, const Config* c, int found_inf) {
 // ----------------------------------------------------------------------------
 // Checkpoints: save, tidy, load (checkpoint.h, split out by topic; it uses everything above)
 #include "checkpoint.h"   // defines: TrainState, checkpoint_save, checkpoint_prune, checkpoint_latest_step, checkpoint_check_files, checkpoint_load_state
+#include "llmc_state.h"   // defines: llmc_newest_step, llmc_import
 #include "sharedfs.h"     // defines: sharedfs_check_out, sharedfs_fetch_resume, sharedfs_drop_copy, sharedfs_check_data
 
 // ----------------------------------------------------------------------------
@@ -1927,10 +1928,26 @@ int main(int argc, char** argv) {
         // rank 0 looks (ranks on other machines may not see --out), and every rank follows it
         char lp[2048];
         snprintf(lp, sizeof(lp), "%s/latest", c.out);
-        double found = master && file_exists(lp);
+        double found = master && (file_exists(lp) || llmc_newest_step(c.out) >= 0); // ours, or an llm.c run's
         comm_allreduce_max_f64(&pc.world, &found, 1);
         if (found) { snprintf(c.resume, sizeof(c.resume), "%s", c.out); }
         if (master) { printf("auto-resume: %s\n", found ? "continuing from the newest checkpoint in --out" : "no checkpoint in --out yet: starting fresh"); }
+    }
+    if (c.resume[0]) {
+        // an llm.c run's directory (DONE_XXXXXXXX beside its per-process state files, no `latest` of ours): rank 0
+        // converts its newest checkpoint into ours in place, and the resume below reads that (llmc_state.h)
+        char lp[2048];
+        snprintf(lp, sizeof(lp), "%s/latest", c.resume);
+        double llmc_step = master && !file_exists(lp) ? llmc_newest_step(c.resume) : -1;
+        comm_allreduce_max_f64(&pc.world, &llmc_step, 1);
+        if (llmc_step >= 0) {
+            if (master) {
+                TrainState fresh;
+                train_state_fresh(&fresh, &c, 1.0f);
+                llmc_import(c.resume, (int)llmc_step, &fresh);
+            }
+            comm_barrier(&pc.world);
+        }
     }
 #ifdef KERNELS_CUDA
     if (strcmp(c.comm, "nccl") == 0) {
@@ -2234,12 +2251,7 @@ int main(int argc, char** argv) {
     }
 
     TrainState ts;
-    memset(&ts, 0, sizeof(ts));
-    ts.rng = (uint64_t)c.seed * 0x2545F4914F6CDD1DULL + 7;
-    outlier_init(&ts.loss_w, c.outlier_window);
-    outlier_init(&ts.norm_w, c.outlier_window);
-    ts.sr_seed = splitmix64((uint64_t)c.seed ^ 0x5352ull); // "SR": its own stream, independent of the others
-    ts.loss_scale.scale = model.ctx.dtype == DTYPE_FP16 ? c.loss_scale : 1.0f;
+    train_state_fresh(&ts, &c, model.ctx.dtype == DTYPE_FP16 ? c.loss_scale : 1.0f);
     if (resume_step >= 0) {
         int had_windows = checkpoint_load_state(resume_dir, resume_step, &model, &zopt, &ts, model_sum);
         if (master && !had_windows && (c.skip_loss_z > 0.0f || c.skip_grad_z > 0.0f)) {
@@ -2247,7 +2259,11 @@ int main(int argc, char** argv) {
                    "they fill afresh, and no update is skipped for the next %d steps\n", c.resume, c.outlier_window);
         }
         sharedfs_drop_copy(resume_scratch);
-        if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
+        if (have_train && ts.data_state[0] == 0) {
+            // a state that records no data position (converted from llm.c's): where this run's sampler is after
+            // resume_step steps of grad_accum micro-batches
+            dataloader_skip(&train_loader, (uint64_t)resume_step * (uint64_t)grad_accum);
+        } else if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
         // a different global batch is allowed (a batch-size ramp), but never silent: without --total-batch-size it
         // follows the number of processes (B x T x dp), so a resume on fewer ranks would shrink it unnoticed
         if (master && ts.total_batch != 0 && ts.total_batch != (uint64_t)c.total_batch_size) {

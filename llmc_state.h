@@ -1,0 +1,224 @@
+/*
+llmc_state.h: continuing an llm.c run here. Included by train_gpt.c after checkpoint.h (it writes this trainer's
+state format and reads llm.c model files through model_files.h; not a standalone header).
+
+llm.c's checkpoint of step S in its output directory (train_gpt2.cu's -o) is model_S.bin (an llm.c model file, which
+this trainer reads as it is), one state_S_RRRRR.bin per process, and an empty DONE_S once they are all written
+(XXXXXXXX steps, RRRRR ranks, zero-padded). A state file (llm.c's save_state) is:
+  a header of 256 int32: [0] 20240527, [1] version 1, [2] processes N, [3] this rank, [4] fp32 master weights kept
+  (0/1), [5] data shuffled (0/1), [10] the step, [20..23] its stochastic-rounding RNG (two uint64), [30..33] its data
+  position (shard index and sample index, two size_t);
+  AdamW's m, then v, then (when [4]) the master weights: `shard` floats each;
+  when [5], its data loader's shuffle: a size_t shard count and that many int32, a size_t sample count and that
+  many int32, and its mt19937 state (2520 bytes).
+The vectors follow llm.c's flat parameter order (the model file's). Without ZeRO (-z 0) every process holds all of
+them (shard = every parameter). Under ZeRO-1 (-z 1), shard = parameters / N, cut tensor by tensor and layer by layer
+as llm.c's gpt2_update walks them: for each of the 16 tensor kinds (flat offset O, per-layer size s, L layers for the
+12 layer kinds, one "layer" for wte, wpe, lnfw, lnfb), for each layer l, process r holds elements [r s/N, (r+1) s/N)
+of that layer's tensor at O/N + l s/N of its shard. Which of the two a checkpoint is follows from its files' size.
+
+The import: when --resume DIR (or -y 1's --out) holds no `latest` of ours but a DONE_S beside llm.c's state files,
+rank 0 converts the newest such checkpoint into this trainer's, in place: it writes state_S.bin (our format) beside
+llm.c's model_S.bin, which stays as it was, and `latest`; the ordinary resume then reads them, and llm.c's files are
+left untouched. What comes over: the step, the moments, the master weights (an fp32 llm.c run has none: then the
+model file's values are the masters, as for any fp32 checkpoint), and AdamW's update count (llm.c's bias correction
+uses t = step + 1 at every step: S updates done). What does not: llm.c's data order (per-process mt19937 permutations,
+not our sampler's), so the converted state's data words are zero, which tells the resume to place the sampler where
+this run's own order is after S steps (dataloader_skip); and llm.c's rounding RNG (our stochastic rounding hashes the
+seed, the update count and the index), so the state gets the seed-derived words of a fresh run.
+*/
+#ifndef LLMC_STATE_H
+#define LLMC_STATE_H
+
+#define LLMC_STATE_MAGIC 20240527
+#define LLMC_STATE_HEADER_BYTES 1024
+#define LLMC_MT19937_BYTES 2520 // sizeof(mt19937_state): a uint64 seed, an int, a uint32, 624 + 2 uint32
+#define LLMC_MAX_PROCESSES 65536
+
+// The newest step S of an llm.c checkpoint in dir: the largest S with DONE_S and state_S_00000.bin (our own
+// checkpoints leave DONE_S too, but never llm.c's state files); -1 if there is none.
+static int llmc_newest_step(const char* dir) {
+    DIR* d = opendir(dir);
+    if (!d) { return -1; }
+    int best = -1;
+    struct dirent* ent;
+    char sp[2200];
+    while ((ent = readdir(d)) != NULL) {
+        int s = checkpoint_name_step_in(ent->d_name, "DONE_", "");
+        if (s <= best) { continue; }
+        snprintf(sp, sizeof(sp), "%s/state_%08d_00000.bin", dir, s);
+        if (file_exists(sp)) { best = s; }
+    }
+    closedir(d);
+    return best;
+}
+
+// One process's state file, opened and checked against the header of rank 0's (h0; NULL for rank 0 itself).
+typedef struct {
+    char path[2200];
+    FILE* fp;
+    int32_t h[256];
+} LlmcRankFile;
+
+static void llmc_open_rank(LlmcRankFile* f, const char* dir, int step, int rank, const int32_t* h0) {
+    snprintf(f->path, sizeof(f->path), "%s/state_%08d_%05d.bin", dir, step, rank);
+    if (!file_exists(f->path)) { fatal("llm.c checkpoint of step %d in '%s': '%s' is missing (its DONE_%08d says all %d processes wrote theirs)", step, dir, f->path, step, h0 ? h0[2] : 1); }
+    if (file_size(f->path) < LLMC_STATE_HEADER_BYTES) { fatal("llm.c state '%s' is truncated: shorter than its 1024-byte header", f->path); }
+    f->fp = fopenCheck(f->path, "rb");
+    freadCheck(f->h, sizeof(int32_t), 256, f->fp, f->path);
+    const int32_t* h = f->h;
+    if (h[0] != LLMC_STATE_MAGIC) { fatal("llm.c state '%s': bad magic number %d (expected %d)", f->path, h[0], LLMC_STATE_MAGIC); }
+    if (h[1] != 1) { fatal("llm.c state '%s': unsupported version %d (llm.c writes 1)", f->path, h[1]); }
+    if (h[2] < 1 || h[2] > LLMC_MAX_PROCESSES || h[3] != rank || (h[4] != 0 && h[4] != 1) || (h[5] != 0 && h[5] != 1) || h[10] != step) {
+        fatal("llm.c state '%s': corrupt header (processes %d, rank %d, master weights %d, shuffle %d, step %d; expected rank %d, step %d)",
+              f->path, h[2], h[3], h[4], h[5], h[10], rank, step);
+    }
+    if (h0 && (h[2] != h0[2] || h[4] != h0[4] || h[5] != h0[5])) {
+        fatal("llm.c state '%s' disagrees with rank 0's (processes %d vs %d, master weights %d vs %d, shuffle %d vs %d)",
+              f->path, h[2], h0[2], h[4], h0[4], h[5], h0[5]);
+    }
+}
+
+// The size a state file must have when each vector holds `shard` floats: the header, the vectors, and the shuffle
+// section, whose two counts are read from the file itself (-1 when they cannot be: the file is too short).
+static long long llmc_expected_bytes(LlmcRankFile* f, size_t shard) {
+    long long at = LLMC_STATE_HEADER_BYTES + 4LL * (2 + f->h[4]) * (long long)shard, size = file_size(f->path);
+    if (!f->h[5]) { return at; }
+    for (int k = 0; k < 2; k++) { // the shard indices, then the sample indices: a size_t count and that many int32
+        uint64_t count = 0;
+        if (at + 8 > size) { return -1; }
+        fseekCheck(f->fp, (long)at, SEEK_SET, f->path);
+        freadCheck(&count, 8, 1, f->fp, f->path);
+        if (count > (uint64_t)size) { return -1; }
+        at += 8 + 4LL * (long long)count;
+    }
+    return at + LLMC_MT19937_BYTES;
+}
+
+// Copies `count` floats from f (starting at float `from` of its first vector `vec`: 0 m, 1 v, 2 master weights) to
+// out at float `to` of our state's vector `vec`, checking every value is finite. buf: STATE_CHUNK_FLOATS floats.
+static void llmc_copy(LlmcRankFile* f, size_t shard, int vec, size_t from, FILE* out, const char* out_path, size_t n, size_t to,
+                      size_t count, float* buf) {
+    static const char* names[3] = {"m", "v", "master weight"};
+    for (size_t k = 0; k < count; k += STATE_CHUNK_FLOATS) {
+        size_t cnt = count - k < STATE_CHUNK_FLOATS ? count - k : STATE_CHUNK_FLOATS;
+        fseekCheck(f->fp, (long)(LLMC_STATE_HEADER_BYTES + 4 * ((size_t)vec * shard + from + k)), SEEK_SET, f->path);
+        freadCheck(buf, sizeof(float), cnt, f->fp, f->path);
+        for (size_t i = 0; i < cnt; i++) {
+            if (!isfinite(buf[i])) { fatal("llm.c state '%s': %s %zu of its shard is not finite", f->path, names[vec], from + k + i); }
+        }
+        fseekCheck(out, (long)(ST_HEADER_WORDS * 8 + 4 * ((size_t)vec * n + to + k)), SEEK_SET, out_path);
+        fwriteCheck(buf, sizeof(float), cnt, out, out_path);
+    }
+}
+
+static void llmc_discard_put(void* self, size_t off, const float* x, size_t n) { (void)self; (void)off; (void)x; (void)n; }
+
+// Rank 0: converts llm.c's checkpoint of `step` in dir into this trainer's (state_XXXXXXXX.bin and `latest` beside
+// its model file; see the header comment). `fresh` holds the words a fresh run of this configuration starts with (its
+// RNG and stochastic-rounding seed). Every problem exits naming the file; nothing of llm.c's is changed.
+static void llmc_import(const char* dir, int step, const TrainState* fresh) {
+    char mp[2048], sp[2048];
+    checkpoint_paths(dir, step, mp, sp, sizeof(mp));
+    GPTConfig g;
+    int version = 0;
+    FILE* mfp = NULL;
+    model_read_header(mp, &g, &version, &mfp); // (exits if the model file is missing or malformed)
+    ParamLayout el;
+    layout_build(&el, &g);
+    size_t n = el.num_params;
+    // the model file's checksum, as the resume will compute it while loading it
+    ParamStream discard = {llmc_discard_put, NULL, NULL};
+    uint64_t model_sum = model_load_stream(mp, mfp, version, &el, &discard, CHECKSUM_DEFAULT);
+
+    LlmcRankFile first;
+    llmc_open_rank(&first, dir, step, 0, NULL);
+    int N = first.h[2], master = first.h[4];
+    LlmcRankFile* files = (LlmcRankFile*)mallocCheck(sizeof(LlmcRankFile) * (size_t)N);
+    files[0] = first;
+    for (int r = 1; r < N; r++) { llmc_open_rank(&files[r], dir, step, r, first.h); }
+    // ZeRO-1 needs every tensor of a layer to divide by N; else llm.c runs without it
+    int can_shard = N > 1 && n % (size_t)N == 0;
+    for (int i = 0; i < el.num_tensors && can_shard; i++) { can_shard = (el.table[i].rows * el.table[i].cols) % (size_t)N == 0; }
+    int stage = -1;
+    long long e0 = llmc_expected_bytes(&files[0], n), e1 = can_shard ? llmc_expected_bytes(&files[0], n / (size_t)N) : -2;
+    long long size0 = file_size(files[0].path);
+    if (size0 == e0) { stage = 0; } else if (size0 == e1) { stage = 1; }
+    if (stage < 0) {
+        fatal("llm.c state '%s' is %lld bytes: neither the %lld of a run without ZeRO nor the %lld of ZeRO-1 over %d processes "
+              "(for the model in '%s', %zu parameters)", files[0].path, size0, e0, e1, N, mp, n);
+    }
+    size_t shard = stage == 0 ? n : n / (size_t)N;
+    for (int r = 1; r < N; r++) {
+        long long want = llmc_expected_bytes(&files[r], shard), have = file_size(files[r].path);
+        if (have != want) { fatal("llm.c state '%s' is %lld bytes, expected %lld (as rank 0's: ZeRO-%d, %zu floats per vector)", files[r].path, have, want, stage, shard); }
+    }
+
+    AtomicFile af;
+    atomic_open(&af, sp);
+    uint64_t h[ST_HEADER_WORDS] = {0};
+    fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
+    float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
+    // walk the tensors in llm.c's flat order (the table's order): F is the flat offset of table entry i, which is
+    // layer l of its kind, whose layers follow one another from the kind's offset F - l * size
+    for (int vec = 0; vec < 2 + master; vec++) {
+        size_t F = 0;
+        for (int i = 0; i < el.num_tensors; i++) {
+            const ParamEntry* e = &el.table[i];
+            size_t ne = e->rows * e->cols, l = e->layer < 0 ? 0 : (size_t)e->layer;
+            if (stage == 0) {
+                llmc_copy(&files[0], shard, vec, F, af.fp, sp, n, e->offset, ne, buf);
+            } else {
+                size_t piece = ne / (size_t)N, kind_offset = F - l * ne;
+                for (int r = 0; r < N; r++) {
+                    llmc_copy(&files[r], shard, vec, kind_offset / (size_t)N + l * piece, af.fp, sp, n, e->offset + (size_t)r * piece, piece, buf);
+                }
+            }
+            F += ne;
+        }
+    }
+    for (int r = 0; r < N; r++) { fclose(files[r].fp); }
+    free(files);
+    // the payload's checksum, read back in file order (it was written tensor by tensor)
+    if (fflush(af.fp) != 0) { fatal("writing '%s' failed: %s", sp, strerror(errno)); }
+    FILE* back = fopenCheck(af.tmp_path, "rb");
+    fseekCheck(back, ST_HEADER_WORDS * 8, SEEK_SET, af.tmp_path);
+    Checksum sum;
+    checksum_begin(&sum, CHECKSUM_DEFAULT);
+    size_t total = (size_t)(2 + master) * n;
+    for (size_t k = 0; k < total; k += STATE_CHUNK_FLOATS) {
+        size_t cnt = total - k < STATE_CHUNK_FLOATS ? total - k : STATE_CHUNK_FLOATS;
+        freadCheck(buf, sizeof(float), cnt, back, af.tmp_path);
+        checksum_add(&sum, buf, cnt * sizeof(float));
+    }
+    fclose(back);
+    free(buf);
+    uint32_t one;
+    float f1 = 1.0f;
+    memcpy(&one, &f1, 4);
+    h[ST_MAGIC] = STATE_MAGIC; h[ST_VERSION] = STATE_VERSION; h[ST_STEP] = (uint64_t)step; h[ST_NUM_PARAMS] = n;
+    h[ST_MODEL_SUM] = model_sum; h[ST_RNG] = fresh->rng; h[ST_LOSS_SCALE] = one;
+    h[ST_MAXT] = g.max_seq_len; h[ST_V] = g.vocab_size; h[ST_L] = g.num_layers; h[ST_NH] = g.num_heads; h[ST_C] = g.channels;
+    h[ST_VP] = g.padded_vocab_size; h[ST_ZERO] = (uint64_t)stage; h[ST_WORLD] = (uint64_t)N;
+    h[ST_ADAM_T] = (uint64_t)step; // llm.c updates with t = step + 1 at every step: `step` updates are done
+    h[ST_SUM_KIND] = CHECKSUM_DEFAULT; h[ST_DTYPE] = master ? DTYPE_BF16 : DTYPE_FP32; h[ST_HAS_MASTER] = (uint64_t)master;
+    h[ST_SR_SEED] = fresh->sr_seed;
+    // h[ST_DATA...] stay 0: "placed by step" (dataloader_skip), h[ST_TOTAL_BATCH] 0: not recorded
+    h[ST_STATE_SUM] = state_header_sum(h, &sum);
+    fseekCheck(af.fp, 0, SEEK_SET, sp);
+    fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
+    atomic_commit(&af);
+    char lp[2100];
+    snprintf(lp, sizeof(lp), "%s/latest", dir);
+    atomic_open(&af, lp);
+    fprintf(af.fp, "%d\n", step);
+    atomic_commit(&af);
+    layout_free(&el);
+    printf("resume: '%s' holds llm.c's checkpoint of step %d (%d process%s, %s, %s): converted to this trainer's '%s' beside "
+           "its model file (llm.c's files unchanged); the data continue where this run's own sampler is after step %d "
+           "(llm.c's data position is not carried over)\n", dir, step, N, N == 1 ? "" : "es", stage ? "ZeRO-1" : "no ZeRO",
+           master ? "bf16 with fp32 master weights" : "fp32", sp, step);
+    fflush(stdout);
+}
+
+#endif // LLMC_STATE_H
