@@ -27,8 +27,17 @@ g*B*world + r*B, one per row. A group may straddle an epoch boundary. The only p
 cursor, which does not depend on rank, world or B, so a run resumed with another world size (or B) continues
 the same stream: within an epoch no sample is dropped or repeated.
 
+shuffle = 2, llm.c's shuffled order: the batches llm.c's train_gpt2.cu reads (its llmc/dataloader.h with
+should_shuffle, whose generator is llmc/rand.h's MT19937, PyTorch's). Groups as in shuffle = 0 (sample i of a
+shard is the group at i*B*T*world; rank r reads its B*T+1 tokens from there + r*B*T), but every rank draws its own
+orders from MT19937 seeded 42 + rank: at the start of each epoch it permutes its shard order again (Fisher-Yates,
+j = draw % (i + 1), the previous epoch's order permuted, from the identity at the start), and on entering a shard it
+permutes that shard's groups afresh from the identity. So ranks read different shards at the same step, as in
+llm.c. The position is the number of calls made: a resume replays that many (cheap: no tokens are read), which needs
+the same B, T and world (refused otherwise). Checked against llm.c's own loader: tests/ref/llmc_data_order.txt.
+
 Shard size rules (checked at init, the error names the file):
-  shuffle = 0: every shard holds at least one group: n >= B*T*world + 1.
+  shuffle = 0 or 2: every shard holds at least one group: n >= B*T*world + 1.
   shuffle = 1: every shard holds at least one sample: n >= T + 1; and the whole data set holds at least
                B*world samples per epoch (so the ranks of one micro-step never share a sample).
 
@@ -38,8 +47,9 @@ Resumable state: DATALOADER_STATE_WORDS uint64 words, logical (no rank, no world
   [2] seed
   [3] T (checked on restore only when shuffle = 1, where it defines the samples)
   [4] epoch (shuffle = 1: cursor / samples per epoch, checked for consistency)
-  [5] shuffle = 0: shard index;             shuffle = 1: global sample cursor
-  [6] shuffle = 0: group position in shard; shuffle = 1: 0
+  [5] shuffle = 0: shard index;             shuffle = 1: global sample cursor; shuffle = 2: calls made
+  [6] shuffle = 0: group position in shard; shuffle = 1: 0;                    shuffle = 2: B*T
+  (shuffle = 2 puts the world size in [2], its seed being llm.c's fixed 42 + rank)
   [7] data fingerprint: FNV-1a of the shard count and every shard's token count (a different data set is
       refused; renaming or moving the files is not)
 */
@@ -85,7 +95,7 @@ typedef struct {
     // configuration
     int B, T;                 // batch size and sequence length of one rank's micro-batch
     int rank, world;          // this process and the number of processes that share the stream
-    int shuffle;              // 0: llm.c sequential order; 1: the distributed sampler
+    int shuffle;              // 0: llm.c sequential order; 1: the distributed sampler; 2: llm.c's shuffled order
     uint64_t seed;            // shuffle = 1: the permutation seed
     int vocab_size;           // every token id is below it (validated at init)
     // the data
@@ -101,8 +111,15 @@ typedef struct {
     uint64_t cursor;          // shuffle = 1: global sample cursor (samples consumed by all ranks)
     // shuffle = 1: the shard order of one epoch, cached
     uint64_t cached_epoch;    // the epoch perm/offsets describe, or UINT64_MAX
-    int* shard_perm;          // (nshards) stream position k -> shard index
+    int* shard_perm;          // (nshards) stream position k -> shard index (shuffle = 2: this epoch's order)
     uint64_t* shard_offset;   // (nshards + 1) first sample of stream position k within the epoch
+    // shuffle = 2: this rank's MT19937 and the current shard's group order; shard_index and position are llm.c's
+    // current_shard_idx and current_sample_idx
+    uint32_t mt[624];
+    int mt_left, mt_next;
+    int* group_perm;          // (most groups in a shard) group order of the current shard
+    uint64_t shard_groups;    // groups in the current shard
+    uint64_t calls;           // dataloader_next_batch calls since the start
     // output of dataloader_next_batch
     int32_t* inputs;          // (B*T)
     int32_t* targets;         // (B*T)
@@ -197,6 +214,72 @@ static void dataloader__locate_sample(DataLoader* dl, uint64_t s, int* shard, ui
     uint64_t i = dataloader__permute(local, dl->shards[sh].nsamples, key);
     *shard = sh;
     *start = i * (uint64_t)dl->T;
+}
+
+// ----------------------------------------------------------------------------
+// shuffle = 2: llm.c's shuffled order
+
+// MT19937 seeded as llm.c's manual_seed (the reference generator's init_genrand); the first draw twists.
+static void dataloader__mt_seed(DataLoader* dl, uint32_t seed) {
+    dl->mt[0] = seed;
+    for (uint32_t j = 1; j < 624; j++) { dl->mt[j] = 1812433253u * (dl->mt[j - 1] ^ (dl->mt[j - 1] >> 30)) + j; }
+    dl->mt_left = 1;
+    dl->mt_next = 0;
+}
+
+static uint32_t dataloader__mt_draw(DataLoader* dl) {
+    if (--dl->mt_left <= 0) { // the twist: all 624 words at once
+        for (int j = 0; j < 624; j++) {
+            uint32_t y = (dl->mt[j] & 0x80000000u) | (dl->mt[(j + 1) % 624] & 0x7fffffffu);
+            dl->mt[j] = dl->mt[(j + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+        }
+        dl->mt_left = 624;
+        dl->mt_next = 0;
+    }
+    uint32_t y = dl->mt[dl->mt_next++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    return y ^ (y >> 18);
+}
+
+// llm.c's random_permutation: Fisher-Yates from the end, j = draw % (i + 1).
+static void dataloader__mt_permute(DataLoader* dl, int* a, int n) {
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(dataloader__mt_draw(dl) % (uint32_t)(i + 1));
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+// Entering stream position shard_index: that shard's groups in a fresh order.
+static void dataloader__llmc_enter_shard(DataLoader* dl) {
+    uint64_t group = (uint64_t)dl->B * (uint64_t)dl->T * (uint64_t)dl->world;
+    dl->shard_groups = (dl->shards[dl->shard_perm[dl->shard_index]].ntok - 1) / group;
+    for (uint64_t i = 0; i < dl->shard_groups; i++) { dl->group_perm[i] = (int)i; }
+    dataloader__mt_permute(dl, dl->group_perm, (int)dl->shard_groups);
+    dl->position = 0;
+}
+
+// The next call's group (its first token in shard shard_perm[shard_index]), advancing as llm.c's next_batch does:
+// past the last group of a shard into the next one, past the last shard into a new epoch with a new shard order.
+static uint64_t dataloader__llmc_advance(DataLoader* dl) {
+    if (dl->position >= dl->shard_groups) {
+        if (dl->shard_index == dl->nshards - 1) {
+            dl->shard_index = 0;
+            dl->epoch++;
+            dataloader__mt_permute(dl, dl->shard_perm, dl->nshards);
+        } else {
+            dl->shard_index++;
+        }
+        dataloader__llmc_enter_shard(dl);
+    }
+    uint64_t group = (uint64_t)dl->B * (uint64_t)dl->T * (uint64_t)dl->world;
+    uint64_t start = (uint64_t)dl->group_perm[dl->position] * group + (uint64_t)dl->rank * (uint64_t)dl->B * (uint64_t)dl->T;
+    dl->position++;
+    dl->calls++;
+    return start;
 }
 
 // ----------------------------------------------------------------------------
@@ -313,6 +396,8 @@ static void dataloader_free(DataLoader* dl) {
     }
     free(dl->shard_perm);
     free(dl->shard_offset);
+    free(dl->group_perm);
+    dl->group_perm = NULL;
     free(dl->inputs);
     free(dl->targets);
     dl->shards = NULL;
@@ -329,6 +414,15 @@ static void dataloader_reset(DataLoader* dl) {
     dl->shard_index = 0;
     dl->position = 0;
     dl->cursor = 0;
+    dl->calls = 0;
+    if (dl->shuffle == 2) {
+        // llm.c's dataloader_init and first dataloader_reset: the generator of this rank, the identity shard order
+        // permuted, the first shard entered
+        dataloader__mt_seed(dl, 42u + (uint32_t)dl->rank);
+        for (int i = 0; i < dl->nshards; i++) { dl->shard_perm[i] = i; }
+        dataloader__mt_permute(dl, dl->shard_perm, dl->nshards);
+        dataloader__llmc_enter_shard(dl);
+    }
 }
 
 // Opens every shard matching pattern (sorted), validates them all (magic, version, size against token count,
@@ -341,7 +435,7 @@ static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
     if (world <= 0 || rank < 0 || rank >= world) {
         return dataloader__fail(err, errlen, "dataloader: rank %d is not in [0, world=%d)", rank, world);
     }
-    if (shuffle != 0 && shuffle != 1) { return dataloader__fail(err, errlen, "dataloader: shuffle must be 0 or 1 (got %d)", shuffle); }
+    if (shuffle < 0 || shuffle > 2) { return dataloader__fail(err, errlen, "dataloader: shuffle must be 0, 1 or 2 (got %d)", shuffle); }
     if (vocab_size <= 0) { return dataloader__fail(err, errlen, "dataloader: vocab size must be positive (got %d)", vocab_size); }
     dl->B = B;
     dl->T = T;
@@ -375,7 +469,7 @@ static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
         const char* path = g.gl_pathv[i];
         if (dataloader__open_shard(sh, path, err, errlen) != 0) { globfree(&g); dataloader_free(dl); return -1; }
         int rc = 0;
-        if (shuffle == 0 && sh->ntok < group + 1) {
+        if (shuffle != 1 && sh->ntok < group + 1) {
             rc = dataloader__fail(err, errlen, "'%s': %llu tokens, too few for one batch per rank (B*T*world+1 = %d*%d*%d+1 = %llu)",
                                   path, (unsigned long long)sh->ntok, B, T, world, (unsigned long long)(group + 1));
         } else if (shuffle == 1 && sh->ntok < (uint64_t)T + 1) {
@@ -394,7 +488,7 @@ static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
         dl->total_tokens += sh->ntok;
         dl->samples_per_epoch += sh->nsamples;
         fp = fnv1a64(&sh->ntok, sizeof(sh->ntok), fp);
-        if (shuffle == 1) { madvise(sh->map, sh->map_bytes, MADV_RANDOM); } // windows are read in random order
+        if (shuffle != 0) { madvise(sh->map, sh->map_bytes, MADV_RANDOM); } // windows are read in random order
     }
     globfree(&g);
     dl->fingerprint = fp;
@@ -408,6 +502,12 @@ static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
     dl->shard_offset = (uint64_t*)mallocCheck(mulSize((size_t)dl->nshards + 1, sizeof(uint64_t)));
     dl->inputs = (int32_t*)mallocCheck(mulSize(BT, sizeof(int32_t)));
     dl->targets = (int32_t*)mallocCheck(mulSize(BT, sizeof(int32_t)));
+    if (shuffle == 2) {
+        uint64_t most = 1;
+        for (int i = 0; i < dl->nshards; i++) { most = (dl->shards[i].ntok - 1) / group > most ? (dl->shards[i].ntok - 1) / group : most; }
+        if (most > (uint64_t)INT32_MAX) { dataloader_free(dl); return dataloader__fail(err, errlen, "'%s': a shard holds more than 2^31 groups", pattern); }
+        dl->group_perm = (int*)mallocCheck(mulSize((size_t)most, sizeof(int)));
+    }
     dataloader_reset(dl);
     return 0;
 }
@@ -427,6 +527,9 @@ static void dataloader_next_batch(DataLoader* dl) {
         const DataShard* sh = &dl->shards[dl->shard_index];
         dataloader__copy_window(sh, dl->position + (uint64_t)dl->rank * BT, (size_t)BT, dl->inputs, dl->targets);
         dl->position += group;
+    } else if (dl->shuffle == 2) {
+        uint64_t start = dataloader__llmc_advance(dl);
+        dataloader__copy_window(&dl->shards[dl->shard_perm[dl->shard_index]], start, (size_t)BT, dl->inputs, dl->targets);
     } else {
         uint64_t base = dl->cursor + (uint64_t)dl->rank * (uint64_t)dl->B;
         for (int b = 0; b < dl->B; b++) {
@@ -440,6 +543,34 @@ static void dataloader_next_batch(DataLoader* dl) {
     }
 }
 
+// Positions the loader where `calls` calls of dataloader_next_batch from the start (dataloader_reset) leave it, in
+// O(shards): the data position of a run resumed from a state that records only its step (an import of llm.c's
+// checkpoint). shuffle = 0 counts the groups each shard holds, (ntok - 1) / group, and leaves the position after
+// the last group read, as the calls would; shuffle = 1 moves the cursor; shuffle = 2 replays the calls (O(calls),
+// without reading tokens), since each shard entered draws its group order from the generator.
+static void dataloader_skip(DataLoader* dl, uint64_t calls) {
+    dataloader_reset(dl);
+    if (calls == 0) { return; }
+    if (dl->shuffle == 1) {
+        dl->cursor = calls * (uint64_t)dl->B * (uint64_t)dl->world;
+        dl->epoch = dl->cursor / dl->samples_per_epoch;
+        return;
+    }
+    if (dl->shuffle == 2) { // replayed: the generator's draws follow the shards entered
+        for (uint64_t i = 0; i < calls; i++) { (void)dataloader__llmc_advance(dl); }
+        return;
+    }
+    uint64_t group = (uint64_t)dl->B * (uint64_t)dl->T * (uint64_t)dl->world;
+    uint64_t per_epoch = 0;
+    for (int i = 0; i < dl->nshards; i++) { per_epoch += (dl->shards[i].ntok - 1) / group; }
+    uint64_t k = (calls - 1) % per_epoch; // the last call's group, counted within its epoch
+    dl->epoch = (calls - 1) / per_epoch;
+    int s = 0;
+    while (k >= (dl->shards[s].ntok - 1) / group) { k -= (dl->shards[s].ntok - 1) / group; s++; }
+    dl->shard_index = s;
+    dl->position = (k + 1) * group;
+}
+
 // Writes the logical, rank- and world-independent position (layout in the header comment).
 static void dataloader_get_state(const DataLoader* dl, uint64_t state[DATALOADER_STATE_WORDS]) {
     state[0] = DATALOADER_STATE_MAGIC;
@@ -450,6 +581,11 @@ static void dataloader_get_state(const DataLoader* dl, uint64_t state[DATALOADER
         state[4] = dl->epoch;
         state[5] = (uint64_t)dl->shard_index;
         state[6] = dl->position;
+    } else if (dl->shuffle == 2) {
+        state[2] = (uint64_t)dl->world;
+        state[4] = dl->epoch;
+        state[5] = dl->calls;
+        state[6] = (uint64_t)dl->B * (uint64_t)dl->T;
     } else {
         state[4] = dl->cursor / dl->samples_per_epoch;
         state[5] = dl->cursor;
@@ -488,6 +624,18 @@ static int dataloader_set_state(DataLoader* dl, const uint64_t state[DATALOADER_
         dl->shard_index = (int)state[5];
         dl->position = state[6];
         dl->cursor = 0;
+    } else if (dl->shuffle == 2) {
+        // every rank's own generator replays the calls: only the same world, B and T give llm.c's batches again
+        if (state[2] != (uint64_t)dl->world || state[3] != (uint64_t)dl->T || state[6] != (uint64_t)dl->B * (uint64_t)dl->T) {
+            return dataloader__fail(err, errlen, "dataloader state: llm.c's shuffled order (--shuffle 2) was saved with %llu processes, T=%llu "
+                                    "and B*T=%llu, this run has %d, %d and %d: its order depends on all three (each rank draws its own)",
+                                    (unsigned long long)state[2], (unsigned long long)state[3], (unsigned long long)state[6], dl->world, dl->T, dl->B * dl->T);
+        }
+        dataloader_skip(dl, state[5]);
+        if (dl->epoch != state[4]) {
+            return dataloader__fail(err, errlen, "dataloader state: epoch %llu disagrees with %llu calls (epoch %llu)",
+                                    (unsigned long long)state[4], (unsigned long long)state[5], (unsigned long long)dl->epoch);
+        }
     } else {
         if (state[2] != dl->seed) {
             return dataloader__fail(err, errlen, "dataloader state: saved with seed %llu, this loader has seed %llu",
@@ -508,29 +656,6 @@ static int dataloader_set_state(DataLoader* dl, const uint64_t state[DATALOADER_
         dl->position = 0;
     }
     return 0;
-}
-
-// Positions the loader where `calls` calls of dataloader_next_batch from the start (dataloader_reset) leave it, in
-// O(shards): the data position of a run resumed from a state that records only its step (an import of llm.c's
-// checkpoint, whose data order is not ours). shuffle = 0 counts the groups each shard holds, (ntok - 1) / group,
-// and leaves the position after the last group read, as the calls would; shuffle = 1 moves the cursor.
-static void dataloader_skip(DataLoader* dl, uint64_t calls) {
-    dataloader_reset(dl);
-    if (calls == 0) { return; }
-    if (dl->shuffle == 1) {
-        dl->cursor = calls * (uint64_t)dl->B * (uint64_t)dl->world;
-        dl->epoch = dl->cursor / dl->samples_per_epoch;
-        return;
-    }
-    uint64_t group = (uint64_t)dl->B * (uint64_t)dl->T * (uint64_t)dl->world;
-    uint64_t per_epoch = 0;
-    for (int i = 0; i < dl->nshards; i++) { per_epoch += (dl->shards[i].ntok - 1) / group; }
-    uint64_t k = (calls - 1) % per_epoch; // the last call's group, counted within its epoch
-    dl->epoch = (calls - 1) / per_epoch;
-    int s = 0;
-    while (k >= (dl->shards[s].ntok - 1) / group) { k -= (dl->shards[s].ntok - 1) / group; s++; }
-    dl->shard_index = s;
-    dl->position = (k + 1) * group;
 }
 
 // Total tokens over all shards.

@@ -117,7 +117,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("train", "-i", train, "glob pattern of training shards"),
     FLAG_S("val", "-j", val, "glob pattern of validation shards"),
     FLAG_S("tokenizer", NULL, tokenizer, "llm.c gpt2_tokenizer.bin to decode samples (token ids are printed without it)"),
-    FLAG_I("shuffle", NULL, shuffle, 0, 1, "0: llm.c's sequential order; 1: shuffled distributed sampler"),
+    FLAG_I("shuffle", NULL, shuffle, 0, 2, "0: llm.c's sequential order; 1: shuffled distributed sampler; 2: llm.c's shuffled order (train_gpt2.cu's batches, given its B, T and processes)"),
     FLAG_I("batch-size", "-b", batch_size, 1, 1 << 20, "sequences per micro-step per process (B)"),
     FLAG_I("seq-len", "-t", seq_len, 1, 1 << 20, "sequence length (T), at most the model's context"),
     FLAG_I("total-batch-size", "-d", total_batch_size, 0, 1e12, "tokens per optimizer step over all processes; 0: B*T*processes"),

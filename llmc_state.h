@@ -34,6 +34,8 @@ seed, the update count and the index), so the state gets the seed-derived words 
 #define LLMC_STATE_HEADER_BYTES 1024
 #define LLMC_MT19937_BYTES 2520 // sizeof(mt19937_state): a uint64 seed, an int, a uint32, 624 + 2 uint32
 #define LLMC_MAX_PROCESSES 65536
+// The data words of a converted state (word 0, the loader's magic, is 0: the position follows from the step):
+enum { LLMC_DATA_RECORDED = 1, LLMC_DATA_SHUFFLED, LLMC_DATA_SHARD, LLMC_DATA_SAMPLE };
 
 // The newest step S of an llm.c checkpoint in dir: the largest S with DONE_S and state_S_00000.bin (our own
 // checkpoints leave DONE_S too, but never llm.c's state files); -1 if there is none.
@@ -113,6 +115,32 @@ static void llmc_copy(LlmcRankFile* f, size_t shard, int vec, size_t from, FILE*
 }
 
 static void llmc_discard_put(void* self, size_t off, const float* x, size_t n) { (void)self; (void)off; (void)x; (void)n; }
+
+// After the loader was placed by step (dataloader_skip) for a state converted from llm.c's (data words d): says
+// whether the data continue as llm.c's would. llm.c's position is (stream position of the shard, group in it), rank
+// 0's: in llm.c's own orders (its shuffled one is --shuffle 2, its unshuffled one --shuffle 0) the replay reaches it
+// exactly when B, T and the processes are llm.c's; the sampler (--shuffle 1) has no such position. Rank 0 prints.
+static void llmc_data_note(const DataLoader* dl, const uint64_t* d, int step) {
+    if (d[LLMC_DATA_RECORDED] != 1) { return; }
+    int shuffled = d[LLMC_DATA_SHUFFLED] != 0;
+    uint64_t group = (uint64_t)dl->B * (uint64_t)dl->T * (uint64_t)dl->world;
+    const char* mine = shuffled ? "llm.c's shuffled order (--shuffle 2)" : "llm.c's unshuffled order (--shuffle 0)";
+    if (dl->shuffle != (shuffled ? 2 : 0)) {
+        printf("note: the data continue where this run's %s is after step %d, not at llm.c's position (in %s, which this run "
+               "does not use)\n", dl->shuffle == 1 ? "sampler (--shuffle 1)" : "order", step, mine);
+        return;
+    }
+    uint64_t sample = shuffled ? dl->position : dl->position / group;
+    if ((uint64_t)dl->shard_index == d[LLMC_DATA_SHARD] && sample == d[LLMC_DATA_SAMPLE]) {
+        printf("data: %s replayed to step %d reaches shard %d, group %llu, as llm.c's state records: the data continue as in llm.c\n",
+               mine, step, dl->shard_index, (unsigned long long)sample);
+    } else {
+        printf("warning: %s replayed to step %d reaches shard %d, group %llu, but llm.c's state records shard %llu, group %llu: "
+               "its run had other B, T or processes than this one (or did not start at step 0), and the data continue from the "
+               "replay\n", mine, step, dl->shard_index, (unsigned long long)sample, (unsigned long long)d[LLMC_DATA_SHARD],
+               (unsigned long long)d[LLMC_DATA_SAMPLE]);
+    }
+}
 
 // Rank 0: converts llm.c's checkpoint of `step` in dir into this trainer's (state_XXXXXXXX.bin and `latest` beside
 // its model file; see the header comment). `fresh` holds the words a fresh run of this configuration starts with (its
@@ -203,7 +231,12 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
     h[ST_ADAM_T] = (uint64_t)step; // llm.c updates with t = step + 1 at every step: `step` updates are done
     h[ST_SUM_KIND] = CHECKSUM_DEFAULT; h[ST_DTYPE] = master ? DTYPE_BF16 : DTYPE_FP32; h[ST_HAS_MASTER] = (uint64_t)master;
     h[ST_SR_SEED] = fresh->sr_seed;
-    // h[ST_DATA...] stay 0: "placed by step" (dataloader_skip), h[ST_TOTAL_BATCH] 0: not recorded
+    // data word 0 stays 0: "placed by step" (dataloader_skip); words 1-4 keep llm.c's rank-0 position to check that
+    // against (LLMC_DATA_*); h[ST_TOTAL_BATCH] 0: not recorded
+    size_t pos[2];
+    memcpy(pos, &first.h[30], sizeof(pos));
+    h[ST_DATA + LLMC_DATA_RECORDED] = 1; h[ST_DATA + LLMC_DATA_SHUFFLED] = (uint64_t)first.h[5];
+    h[ST_DATA + LLMC_DATA_SHARD] = pos[0]; h[ST_DATA + LLMC_DATA_SAMPLE] = pos[1];
     h[ST_STATE_SUM] = state_header_sum(h, &sum);
     fseekCheck(af.fp, 0, SEEK_SET, sp);
     fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
@@ -215,9 +248,8 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
     atomic_commit(&af);
     layout_free(&el);
     printf("resume: '%s' holds llm.c's checkpoint of step %d (%d process%s, %s, %s): converted to this trainer's '%s' beside "
-           "its model file (llm.c's files unchanged); the data continue where this run's own sampler is after step %d "
-           "(llm.c's data position is not carried over)\n", dir, step, N, N == 1 ? "" : "es", stage ? "ZeRO-1" : "no ZeRO",
-           master ? "bf16 with fp32 master weights" : "fp32", sp, step);
+           "its model file (llm.c's files unchanged)\n", dir, step, N, N == 1 ? "" : "es", stage ? "ZeRO-1" : "no ZeRO",
+           master ? "bf16 with fp32 master weights" : "fp32", sp);
     fflush(stdout);
 }
 

@@ -2263,6 +2263,7 @@ int main(int argc, char** argv) {
             // a state that records no data position (converted from llm.c's): where this run's sampler is after
             // resume_step steps of grad_accum micro-batches
             dataloader_skip(&train_loader, (uint64_t)resume_step * (uint64_t)grad_accum);
+            if (master) { llmc_data_note(&train_loader, ts.data_state, resume_step); }
         } else if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
         // a different global batch is allowed (a batch-size ramp), but never silent: without --total-batch-size it
         // follows the number of processes (B x T x dp), so a resume on fewer ranks would shrink it unnoticed

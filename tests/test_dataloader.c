@@ -679,11 +679,68 @@ static void test_permutation_bijective(void) {
 
 // ----------------------------------------------------------------------------
 
+// --shuffle 2 reads llm.c's batches: for worlds 1-3 and every rank, the first token of each of 60 calls (about 3
+// epochs) equals what llm.c's own loader read from the same data (tests/ref/llmc_data_order.txt, see its header), and
+// each batch is one window of B*T+1 consecutive tokens, as llm.c reads it.
+static void test_llmc_order(void) {
+    FILE* f = fopen("tests/ref/llmc_data_order.txt", "r");
+    if (!f) { check(0, "llmc order", "tests/ref/llmc_data_order.txt is missing (run from the repository root)"); return; }
+    char line[4096];
+    int lines = 0;
+    while (fgets(line, sizeof(line), f)) {
+        int w, r, used = 0;
+        if (line[0] == '#' || sscanf(line, "world %d rank %d:%n", &w, &r, &used) != 2) { continue; }
+        DataLoader dl;
+        char name[64];
+        snprintf(name, sizeof(name), "llm.c's shuffled order, world %d rank %d", w, r);
+        if (open_main(&dl, r, w, 2, 1234, name) != 0) { break; }
+        const char* p = line + used;
+        int ok = 1, call = 0, want = -1, n = 0;
+        for (; call < 60 && ok; call++) {
+            ok = sscanf(p, "%d%n", &want, &n) == 1;
+            p += n;
+            dataloader_next_batch(&dl);
+            ok = ok && dl.inputs[0] == want && batch_is_windows(&dl, 1);
+        }
+        check(ok && call == 60, name, "call %d: first token %d, llm.c's %d", call, dl.inputs[0], want);
+        dataloader_free(&dl);
+        lines++;
+    }
+    fclose(f);
+    check(lines == 6, "llm.c's shuffled order: the reference's 6 rank lines read", "%d lines", lines);
+}
+
+// --shuffle 2 resumes by replaying its calls: a state taken after 23 calls continues identically in a fresh loader;
+// a state from another world size is refused, naming the three things the order depends on.
+static void test_llmc_order_resume(void) {
+    DataLoader a, b, c;
+    if (open_main(&a, 1, 2, 2, 0, "llmc order resume") != 0) { return; }
+    for (int k = 0; k < 23; k++) { dataloader_next_batch(&a); }
+    uint64_t st[DATALOADER_STATE_WORDS];
+    dataloader_get_state(&a, st);
+    if (open_main(&b, 1, 2, 2, 0, "llmc order resume") != 0) { dataloader_free(&a); return; }
+    char err[512] = "";
+    int ok = dataloader_set_state(&b, st, err, sizeof(err)) == 0, k = 0;
+    for (; k < 40 && ok; k++) {
+        dataloader_next_batch(&a);
+        dataloader_next_batch(&b);
+        ok = memcmp(a.inputs, b.inputs, BB * TT * sizeof(int32_t)) == 0 && a.epoch == b.epoch;
+    }
+    check(ok, "llmc order resume: 23 calls, then 40 more identical after a restore", "at call %d (err '%s')", 23 + k, err);
+    if (open_main(&c, 0, 3, 2, 0, "llmc order resume") == 0) {
+        int rc = dataloader_set_state(&c, st, err, sizeof(err));
+        check(rc != 0 && strstr(err, "saved with 2 processes") != NULL, "llmc order: a state of 2 processes is refused by 3", "rc %d, '%s'", rc, err);
+        dataloader_free(&c);
+    }
+    dataloader_free(&a);
+    dataloader_free(&b);
+}
+
 // dataloader_skip(n) leaves the loader exactly where n calls of dataloader_next_batch from the start do: the same
-// state words and the same next batch, in both orders, for rank 1 of 2 and rank 0 of 3, for n from 0 across several
+// state words and the same next batch, in all three orders, for rank 1 of 2 and rank 0 of 3, for n from 0 across several
 // epochs (the main data set holds 18 and 12 groups per epoch in order 0 for these worlds, 76 samples in order 1).
 static void test_skip(void) {
-    for (int shuffle = 0; shuffle <= 1; shuffle++) {
+    for (int shuffle = 0; shuffle <= 2; shuffle++) {
         for (int w = 2; w <= 3; w++) {
             DataLoader a, b;
             char name[96];
@@ -730,6 +787,8 @@ int main(void) {
     test_errors();
     test_state_errors();
     test_skip();
+    test_llmc_order();
+    test_llmc_order_resume();
 
     remove_dir(g_dir);
     return test_summary();
