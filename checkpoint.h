@@ -199,12 +199,38 @@ static int checkpoint_name_step_in(const char* name, const char* prefix, const c
 
 static int checkpoint_name_step(const char* name, const char* prefix) { return checkpoint_name_step_in(name, prefix, ".bin"); }
 
-// Whether step's files in dir belong to an llm.c checkpoint (its rank-0 state file is there): its model file and
-// DONE_ marker are llm.c's, which pruning never removes (an imported checkpoint adds only our state file beside them).
-static int checkpoint_is_llmc(const char* dir, int step) {
+// llm.c's per-process state files (llmc_state.h): its magic, and the word of their 256-int header where the ones this
+// trainer writes (--llmc-checkpoints) carry LLMC_OURS_MARK ("TGPT"); llm.c leaves it 0.
+#define LLMC_STATE_MAGIC 20240527
+#define LLMC_HDR_OURS 100
+#define LLMC_OURS_MARK 0x54475054
+
+// Who wrote step's llm.c state files in dir: 0 none, 1 llm.c (an llm.c run continued here, whose model file, state
+// files and DONE_ marker pruning never removes: the import adds only our state file beside them), 2 this trainer.
+static int checkpoint_llmc_owner(const char* dir, int step) {
     char p[2200];
     snprintf(p, sizeof(p), "%s/state_%08d_00000.bin", dir, step);
-    return file_exists(p);
+    FILE* fp = fopen(p, "rb");
+    if (!fp) { return 0; }
+    int32_t h[256] = {0};
+    size_t got = fread(h, sizeof(int32_t), 256, fp);
+    fclose(fp);
+    return got == 256 && h[0] == LLMC_STATE_MAGIC && h[LLMC_HDR_OURS] == LLMC_OURS_MARK ? 2 : 1;
+}
+
+static int checkpoint_is_llmc(const char* dir, int step) { return checkpoint_llmc_owner(dir, step) == 1; }
+
+// Removes the llm.c state files this trainer wrote beside its checkpoint of step (--llmc-checkpoints).
+static int checkpoint_remove_llmc_export(const char* dir, int step) {
+    if (checkpoint_llmc_owner(dir, step) != 2) { return 0; }
+    int removed = 0;
+    char p[2200];
+    for (int r = 0;; r++) {
+        snprintf(p, sizeof(p), "%s/state_%08d_%05d.bin", dir, step, r);
+        if (unlink(p) != 0) { break; }
+        removed++;
+    }
+    return removed;
 }
 
 static int cmp_int_desc(const void* a, const void* b) { return *(const int*)b - *(const int*)a; }
@@ -243,10 +269,15 @@ static int checkpoint_prune(const char* dir, int keep, int major, int latest) {
         for (int j = 0; j < ns; j++) { paired |= ss[j] == ms[i]; }
         checkpoint_paths(dir, ms[i], mp, sp, sizeof(mp));
         int llmc = checkpoint_is_llmc(dir, ms[i]);
-        if (!paired) { removed += !llmc && unlink(mp) == 0; continue; }
+        if (!paired) { removed += !llmc && unlink(mp) == 0; removed += checkpoint_remove_llmc_export(dir, ms[i]); continue; }
         if (ms[i] > latest) { continue; }
         if (major > 0 && ms[i] % major == 0) { continue; } // a major checkpoint: kept, and not counted
-        if (keep > 0 && kept >= keep) { removed += !llmc && unlink(mp) == 0; removed += unlink(sp) == 0; continue; }
+        if (keep > 0 && kept >= keep) {
+            removed += !llmc && unlink(mp) == 0;
+            removed += unlink(sp) == 0;
+            removed += checkpoint_remove_llmc_export(dir, ms[i]);
+            continue;
+        }
         kept++;
     }
     for (int j = 0; j < ns; j++) {
@@ -329,8 +360,11 @@ static void outlier_section_in(FILE* fp, const char* path, int W, double* vals, 
 }
 
 // Collective over the data-parallel group; rank 0 writes. Refuses (exits) to write a state that is not finite.
+// (llmc_state.h) writes llm.c's per-process state files of a checkpoint just saved
+static void llmc_export(const char* dir, int step, const GPTConfig* g, const TrainState* ts, const DataLoader* train, int N, int zero);
+
 static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
-                            const Config* c) {
+                            const Config* c, const DataLoader* train) {
     int writer = pc->world_rank == 0;
     size_t S = z->hi - z->lo;
     float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float)); // a chunk of the file (rank 0)
@@ -401,6 +435,7 @@ static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const Tra
         atomic_open(&af, lp);
         fprintf(af.fp, "%d\n", ts->step);
         atomic_commit(&af);
+        if (c->llmc_checkpoints) { llmc_export(dir, ts->step, &m->cfg, ts, train, pc->dp, z->stage); }
         // llm.c's sign that the checkpoint of this step is whole, which its scripts' restart loops wait for
         snprintf(lp, sizeof(lp), "%s/DONE_%08d", dir, ts->step);
         atomic_open(&af, lp);

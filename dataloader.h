@@ -117,7 +117,8 @@ typedef struct {
     // current_shard_idx and current_sample_idx
     uint32_t mt[624];
     int mt_left, mt_next;
-    int* group_perm;          // (most groups in a shard) group order of the current shard
+    int* group_perm;          // (most_groups) group order of the current shard
+    uint64_t most_groups;     // the most groups any shard holds
     uint64_t shard_groups;    // groups in the current shard
     uint64_t calls;           // dataloader_next_batch calls since the start
     // output of dataloader_next_batch
@@ -507,6 +508,7 @@ static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
         for (int i = 0; i < dl->nshards; i++) { most = (dl->shards[i].ntok - 1) / group > most ? (dl->shards[i].ntok - 1) / group : most; }
         if (most > (uint64_t)INT32_MAX) { dataloader_free(dl); return dataloader__fail(err, errlen, "'%s': a shard holds more than 2^31 groups", pattern); }
         dl->group_perm = (int*)mallocCheck(mulSize((size_t)most, sizeof(int)));
+        dl->most_groups = most;
     }
     dataloader_reset(dl);
     return 0;
@@ -569,6 +571,30 @@ static void dataloader_skip(DataLoader* dl, uint64_t calls) {
     while (k >= (dl->shards[s].ntok - 1) / group) { k -= (dl->shards[s].ntok - 1) / group; s++; }
     dl->shard_index = s;
     dl->position = (k + 1) * group;
+}
+
+// llm.c's data loader state of process `rank` after `calls` calls of dataloader_next_batch from the start, in its
+// shuffled order (dl->shuffle = 2): what llm.c's save_state writes for that process, so that llm.c can continue a
+// run of ours. The calls are replayed on a copy of dl with that rank (the shards are shared, only read);
+// shard_order (nshards ints) and group_order (dl->most_groups ints) receive its orders.
+typedef struct {
+    uint64_t shard_idx, sample_idx, groups; // llm.c's current_shard_idx, current_sample_idx, shard_num_samples
+    uint32_t mt[624];                       // its mt19937_state: state_, left_, next_
+    int mt_left, mt_next;
+} LlmcLoaderState;
+
+static void dataloader_llmc_state(const DataLoader* dl, int rank, uint64_t calls, LlmcLoaderState* out, int* shard_order, int* group_order) {
+    DataLoader t = *dl;
+    t.rank = rank;
+    t.shard_perm = shard_order;
+    t.group_perm = group_order;
+    dataloader_skip(&t, calls);
+    out->shard_idx = (uint64_t)t.shard_index;
+    out->sample_idx = t.position;
+    out->groups = t.shard_groups;
+    memcpy(out->mt, t.mt, sizeof(out->mt));
+    out->mt_left = t.mt_left;
+    out->mt_next = t.mt_next;
 }
 
 // Writes the logical, rank- and world-independent position (layout in the header comment).

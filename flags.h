@@ -73,6 +73,7 @@ typedef struct {
     char out[1024];
     int keep_checkpoints;    // keep the newest N checkpoints in --out (0: all)
     int major_checkpoint_every; // checkpoints at multiples of this many steps are never pruned (0: none)
+    int llmc_checkpoints;    // 1: each checkpoint also writes llm.c's per-process state files (llmc_state.h)
     char resume[1024];
     int auto_resume;         // 1: resume from --out when it holds a checkpoint, else start fresh (llm.c's -y 1)
     int overfit_batch;       // 1: every step trains on the same first batch (llm.c's -a 1)
@@ -165,6 +166,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
     FLAG_S("out", "-o", out, "output directory (created if missing; checked at start): the checkpoints of --checkpoint-every, and llm.c's main.log"),
     FLAG_I("keep-checkpoints", "-nk", keep_checkpoints, 0, 1e9, "keep only the newest N checkpoints in --out (0: keep all)"),
+    FLAG_I("llmc-checkpoints", NULL, llmc_checkpoints, 0, 1, "1: each checkpoint also writes llm.c's state_XXXXXXXX_RRRRR.bin, so llm.c's train_gpt2cu -y 1 continues the run (same processes, B, T)"),
     FLAG_I("major-checkpoint-every", "-nm", major_checkpoint_every, 0, 1e9, "checkpoints at multiples of N steps are kept for good: --keep-checkpoints neither prunes nor counts them (0: none)"),
     FLAG_S("resume", NULL, resume, "resume from the latest checkpoint in this directory"),
     FLAG_I("auto-resume", "-y", auto_resume, 0, 1, "1: resume from the newest checkpoint in --out when it holds one, else start fresh (llm.c's -y 1: re-running one command continues its run)"),
@@ -437,6 +439,13 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (c->auto_resume && c->resume[0]) { fatal("--auto-resume 1 (-y 1) and --resume %s: give one", c->resume); }
     if (c->major_checkpoint_every > 0 && c->checkpoint_every == 0) {
         fatal("--major-checkpoint-every %d (-nm) keeps some checkpoints for good: it needs --checkpoint-every N (-n)", c->major_checkpoint_every);
+    }
+    if (c->llmc_checkpoints) {
+        // llm.c resumes what it has: one data-parallel group, its own data orders, fp32 or bf16
+        if (c->checkpoint_every == 0) { fatal("--llmc-checkpoints 1 adds llm.c's state files to each checkpoint: it needs --checkpoint-every N (-n)"); }
+        if (c->shuffle == 1) { fatal("--llmc-checkpoints 1: llm.c has no equivalent of the sampler (--shuffle 1): use --shuffle 2 (llm.c's shuffled order) or 0 (its unshuffled one)"); }
+        if (c->tp > 1 || c->pp > 1) { fatal("--llmc-checkpoints 1: llm.c has no tensor or pipeline parallelism (--tp %d, --pp %d)", c->tp, c->pp); }
+        if (strcmp(c->dtype, "fp16") == 0) { fatal("--llmc-checkpoints 1: llm.c does not resume fp16 runs (its build_from_checkpoint refuses fp16): use --dtype bf16 or fp32"); }
     }
     // flags that do nothing without another: refuse rather than ignore them
     if (c->checkpoint_every > 0 && !c->out[0]) { fatal("--checkpoint-every %d needs --out DIR (where to write the checkpoints)", c->checkpoint_every); }

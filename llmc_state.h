@@ -30,7 +30,6 @@ seed, the update count and the index), so the state gets the seed-derived words 
 #ifndef LLMC_STATE_H
 #define LLMC_STATE_H
 
-#define LLMC_STATE_MAGIC 20240527
 #define LLMC_STATE_HEADER_BYTES 1024
 #define LLMC_MT19937_BYTES 2520 // sizeof(mt19937_state): a uint64 seed, an int, a uint32, 624 + 2 uint32
 #define LLMC_MAX_PROCESSES 65536
@@ -251,6 +250,93 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
            "its model file (llm.c's files unchanged)\n", dir, step, N, N == 1 ? "" : "es", stage ? "ZeRO-1" : "no ZeRO",
            master ? "bf16 with fp32 master weights" : "fp32", sp);
     fflush(stdout);
+}
+
+// Copies `count` floats of our state's vector `vec` from float `from` (our layout) to the end of an llm.c state file.
+static void llmc_copy_out(FILE* in, const char* in_path, size_t n, int vec, size_t from, size_t count, FILE* out, const char* out_path, float* buf) {
+    fseekCheck(in, (long)(ST_HEADER_WORDS * 8 + 4 * ((size_t)vec * n + from)), SEEK_SET, in_path);
+    for (size_t k = 0; k < count; k += STATE_CHUNK_FLOATS) {
+        size_t cnt = count - k < STATE_CHUNK_FLOATS ? count - k : STATE_CHUNK_FLOATS;
+        freadCheck(buf, sizeof(float), cnt, in, in_path);
+        fwriteCheck(buf, sizeof(float), cnt, out, out_path);
+    }
+}
+
+// Rank 0, once a checkpoint of `step` is committed (--llmc-checkpoints 1): llm.c's state_XXXXXXXX_RRRRR.bin for
+// each of the N data-parallel processes, read from our state file, so that llm.c's train_gpt2cu -y 1 with N
+// processes (and this run's B and T) continues the run; the model file is already llm.c's format (fp32, version 3,
+// which llm.c's bf16 build does not read when it has master weights: it rounds them). ZeRO-1 (llm.c's -z 1) when this
+// run shards its optimizer and every tensor divides by N, else -z 0. The data: llm.c's shuffled order (--shuffle 2)
+// replayed for each process (its orders and generator), or the unshuffled position (--shuffle 0). The header word
+// LLMC_HDR_OURS marks the files as ours, so pruning removes them with the checkpoint (llm.c ignores it).
+static void llmc_export(const char* dir, int step, const GPTConfig* g, const TrainState* ts, const DataLoader* dl, int N, int zero) {
+    char mp[2048], sp[2048];
+    checkpoint_paths(dir, step, mp, sp, sizeof(mp));
+    ParamLayout el;
+    layout_build(&el, g);
+    size_t n = el.num_params;
+    FILE* in = fopenCheck(sp, "rb");
+    uint64_t h[ST_HEADER_WORDS];
+    freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, in, sp);
+    if (h[ST_NUM_PARAMS] != n) { fatal("--llmc-checkpoints: '%s' holds %llu parameters, the model %zu", sp, (unsigned long long)h[ST_NUM_PARAMS], n); }
+    int master = h[ST_HAS_MASTER] != 0, shuffled = dl && dl->shuffle == 2;
+    int stage = zero >= 1 && N > 1 && n % (size_t)N == 0;
+    for (int i = 0; i < el.num_tensors && stage; i++) { stage = (el.table[i].rows * el.table[i].cols) % (size_t)N == 0; }
+    float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
+    int* order = shuffled ? (int*)mallocCheck(sizeof(int) * (size_t)dl->nshards) : NULL;
+    int* groups = shuffled ? (int*)mallocCheck(sizeof(int) * (size_t)dl->most_groups) : NULL;
+    for (int r = 0; r < N; r++) {
+        char path[2200];
+        snprintf(path, sizeof(path), "%s/state_%08d_%05d.bin", dir, step, r);
+        LlmcLoaderState st;
+        memset(&st, 0, sizeof(st));
+        if (shuffled) {
+            dataloader_llmc_state(dl, r, ts->data_state[5], &st, order, groups); // (word 5: the calls made)
+        } else if (dl) { // the unshuffled order: shard index and group (the position counts tokens)
+            st.shard_idx = ts->data_state[5];
+            st.sample_idx = ts->data_state[6] / ((uint64_t)dl->B * (uint64_t)dl->T * (uint64_t)dl->world);
+        }
+        int32_t lh[256] = {0};
+        lh[0] = LLMC_STATE_MAGIC; lh[1] = 1; lh[2] = N; lh[3] = r; lh[4] = master; lh[5] = shuffled; lh[10] = step;
+        lh[LLMC_HDR_OURS] = LLMC_OURS_MARK;
+        uint64_t rng = splitmix64(ts->sr_seed + (uint64_t)step); // llm.c's rounding RNG: any value serves
+        memcpy(&lh[20], &rng, 8); memcpy(&lh[22], &rng, 8);
+        size_t pos[2] = {(size_t)st.shard_idx, (size_t)st.sample_idx};
+        memcpy(&lh[30], pos, sizeof(pos));
+        AtomicFile af;
+        atomic_open(&af, path);
+        fwriteCheck(lh, sizeof(int32_t), 256, af.fp, path);
+        for (int vec = 0; vec < 2 + master; vec++) {
+            for (int i = 0; i < el.num_tensors; i++) { // llm.c's flat order; under ZeRO-1 the r-th N-th of each
+                const ParamEntry* e = &el.table[i];
+                size_t ne = e->rows * e->cols, piece = stage ? ne / (size_t)N : ne;
+                llmc_copy_out(in, sp, n, vec, e->offset + (stage ? (size_t)r * piece : 0), piece, af.fp, path, buf);
+            }
+        }
+        if (shuffled) {
+            uint64_t count = (uint64_t)dl->nshards;
+            fwriteCheck(&count, 8, 1, af.fp, path);
+            fwriteCheck(order, sizeof(int32_t), (size_t)dl->nshards, af.fp, path);
+            fwriteCheck(&st.groups, 8, 1, af.fp, path);
+            fwriteCheck(groups, sizeof(int32_t), (size_t)st.groups, af.fp, path);
+            // its mt19937_state: seed_ (unused), left_, next_, state_[624], MATRIX_A (which it checks, else it reseeds)
+            uint64_t seed_word = 0;
+            uint32_t next = (uint32_t)st.mt_next, matrix[2] = {0u, 0x9908b0dfu};
+            fwriteCheck(&seed_word, 8, 1, af.fp, path);
+            fwriteCheck(&st.mt_left, 4, 1, af.fp, path);
+            fwriteCheck(&next, 4, 1, af.fp, path);
+            fwriteCheck(st.mt, 4, 624, af.fp, path);
+            fwriteCheck(matrix, 4, 2, af.fp, path);
+        }
+        atomic_commit(&af);
+    }
+    fclose(in);
+    free(buf);
+    free(order);
+    free(groups);
+    layout_free(&el);
+    printf("checkpoint: llm.c's state files for %d process%s written beside it (llm.c's %s build continues it with -y 1 -z %d and this run's B and T)\n",
+           N, N == 1 ? "" : "es", master ? "bf16" : "fp32", stage);
 }
 
 #endif // LLMC_STATE_H

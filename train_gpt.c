@@ -1918,6 +1918,7 @@ int main(int argc, char** argv) {
     parse_flags(&c, argc, argv);
     parallel_set_layout(&pc, c.tp, c.pp, c.comm_timeout); // a world that does not divide by tp x pp ends here, one message
     int master = pc.world_rank == 0;
+    if (c.llmc_checkpoints && (pc.tp > 1 || pc.pp > 1)) { fatal("--llmc-checkpoints 1: llm.c has no tensor or pipeline parallelism (this run: tp %d, pp %d)", pc.tp, pc.pp); }
 #ifdef _OPENMP
     if (c.threads > 0) { omp_set_num_threads(c.threads); }
 #endif
@@ -2372,7 +2373,7 @@ int main(int argc, char** argv) {
             TrainState cur = ts;
             cur.step = step;
             if (have_train) { dataloader_get_state(&train_loader, cur.data_state); }
-            checkpoint_save(c.out, &model, &zopt, &cur, &pc, &c);
+            checkpoint_save(c.out, &model, &zopt, &cur, &pc, &c, have_train ? &train_loader : NULL);
         }
         if (last) { break; }
         maybe_inject_fault(pc.world_rank, step);

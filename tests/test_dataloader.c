@@ -689,7 +689,7 @@ static void test_llmc_order(void) {
     int lines = 0;
     while (fgets(line, sizeof(line), f)) {
         int w, r, used = 0;
-        if (line[0] == '#' || sscanf(line, "world %d rank %d:%n", &w, &r, &used) != 2) { continue; }
+        if (line[0] == '#' || sscanf(line, "world %d rank %d:%n", &w, &r, &used) != 2 || used == 0) { continue; } // (not the state lines)
         DataLoader dl;
         char name[64];
         snprintf(name, sizeof(name), "llm.c's shuffled order, world %d rank %d", w, r);
@@ -708,6 +708,44 @@ static void test_llmc_order(void) {
     }
     fclose(f);
     check(lines == 6, "llm.c's shuffled order: the reference's 6 rank lines read", "%d lines", lines);
+}
+
+// What llm.c's save_state writes for its loader (the shard and group position, the generator, the orders) equals
+// dataloader_llmc_state's replay for each (world, rank, calls) of the reference (tests/ref/llmc_data_order.txt).
+static void test_llmc_state(void) {
+    FILE* f = fopen("tests/ref/llmc_data_order.txt", "r");
+    if (!f) { check(0, "llmc state", "tests/ref/llmc_data_order.txt is missing"); return; }
+    char line[4096];
+    int lines = 0;
+    while (fgets(line, sizeof(line), f)) {
+        int w, r, calls, left, next, used = 0;
+        unsigned long long shard, sample, fnv, groups;
+        if (sscanf(line, "world %d rank %d calls %d: shard %llu sample %llu left %d next %d mt_fnv %llx shards%n", &w, &r, &calls, &shard,
+                   &sample, &left, &next, &fnv, &used) != 8) { continue; }
+        DataLoader dl;
+        char name[96];
+        snprintf(name, sizeof(name), "llm.c's loader state, world %d rank %d after %d calls", w, r, calls);
+        if (open_main(&dl, 0, w, 2, 0, name) != 0) { break; }
+        int order[NSH], groups_at[64];
+        LlmcLoaderState st;
+        dataloader_llmc_state(&dl, r, (uint64_t)calls, &st, order, groups_at);
+        uint64_t h = 1469598103934665603ULL;
+        for (int i = 0; i < 624; i++) { for (int b = 0; b < 4; b++) { h ^= (st.mt[i] >> (8 * b)) & 255u; h *= 1099511628211ULL; } }
+        int ok = st.shard_idx == shard && st.sample_idx == sample && st.mt_left == left && st.mt_next == next && h == fnv;
+        const char* p = line + used;
+        int n = 0, v = 0;
+        for (int i = 0; i < NSH && ok; i++) { ok = sscanf(p, "%d%n", &v, &n) == 1 && v == order[i]; p += n; }
+        ok = ok && sscanf(p, " groups %llu:%n", &groups, &n) == 1 && groups == st.groups;
+        p += n;
+        for (uint64_t i = 0; i < st.groups && ok; i++) { ok = sscanf(p, "%d%n", &v, &n) == 1 && v == groups_at[i]; p += n; }
+        check(ok, name, "replay: shard %llu sample %llu left %d next %d fnv %016llx groups %llu",
+              (unsigned long long)st.shard_idx, (unsigned long long)st.sample_idx, st.mt_left, st.mt_next, (unsigned long long)h,
+              (unsigned long long)st.groups);
+        dataloader_free(&dl);
+        lines++;
+    }
+    fclose(f);
+    check(lines == 3, "llm.c's loader states: the reference's 3 lines read", "%d lines", lines);
 }
 
 // --shuffle 2 resumes by replaying its calls: a state taken after 23 calls continues identically in a fresh loader;
@@ -789,6 +827,7 @@ int main(void) {
     test_skip();
     test_llmc_order();
     test_llmc_order_resume();
+    test_llmc_state();
 
     remove_dir(g_dir);
     return test_summary();

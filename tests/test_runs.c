@@ -1604,12 +1604,16 @@ static void test_llmc_flags(void) {
     report(rc == 0 && strstr(out, "note: -f 1") && strstr(out, "note: -ge 2") && strstr(out, "note: -lg 5"),
            "llm.c's -f, -ge, -lg, -w 1, -pi mpi are accepted, with a note for each that changes nothing", "exit %d: %.300s", rc, out);
     const char* refused[][2] = {{"-w 0", "always keeps fp32 master weights"}, {"-pi tcp", "without MPI (tcp, fs) is not supported"},
-                                {"-pn 2", "mpirun gives every process its rank"}, {"-y 1", "resumes from --out DIR"}};
-    for (int k = 0; k < 4; k++) {
+                                {"-pn 2", "mpirun gives every process its rank"}, {"-y 1", "resumes from --out DIR"},
+                                {"--llmc-checkpoints 1", "it needs --checkpoint-every N"},
+                                {"-n 1 -o /tmp/test_runs/lc/X --llmc-checkpoints 1 --shuffle 1", "no equivalent of the sampler"},
+                                {"-n 1 -o /tmp/test_runs/lc/X --llmc-checkpoints 1 --dtype fp16", "does not resume fp16 runs"},
+                                {"-n 1 -o /tmp/test_runs/lc/X --llmc-checkpoints 1 --tp 2", "no tensor or pipeline parallelism"}};
+    for (int k = 0; k < 8; k++) {
         snprintf(cmd, sizeof(cmd), "%s -x 1 %s", base, refused[k][0]);
         rc = run_capture(cmd, out, sizeof(out));
-        char name[160];
-        snprintf(name, sizeof(name), "llm.c's %s is refused with its reason", refused[k][0]);
+        char name[200];
+        snprintf(name, sizeof(name), "'%s' is refused with its reason", refused[k][0]);
         report(rc == 1 && strstr(out, refused[k][1]), name, "exit %d: %.300s", rc, out);
     }
 }
@@ -1743,6 +1747,48 @@ static void test_llmc_import(void) {
     int rc0 = run_capture(cmd, out, sizeof(out));
     report(rc0 == 0 && strstr(out, "warning: llm.c's unshuffled order (--shuffle 0) replayed to step 4 reaches shard 0, group 8, but llm.c's state records shard 0, group 5"),
            "llm.c's recorded data position differing from the replay is warned about, naming both", "exit %d: %.400s", rc0, out);
+    // the other way: --llmc-checkpoints 1 writes llm.c's state files beside each checkpoint (2 processes, ZeRO-1,
+    // bf16, llm.c's shuffled order). Their vectors equal, byte for byte, what write_llmc_checkpoint makes of the same
+    // checkpoint; with our state removed, the directory is an llm.c run's, and -y 1 continues it here at llm.c's data
+    // position, bit for bit; -nk 1 prunes them with their checkpoint.
+    if (have_mpi) {
+        char e[512], w[512], f[512], common[2048];
+        snprintf(e, sizeof(e), "%s/li/export", TMP);
+        snprintf(w, sizeof(w), "%s/li/export_writer", TMP);
+        snprintf(f, sizeof(f), "%s/li/export_llmc", TMP);
+        snprintf(common, sizeof(common), "timeout 300 " MPIRUN " -np 2 ./train_gpt -e tests/ref/ref_model.bin -i %s -b 2 -t 8 -d 32 -x 8 -n 4 "
+                 "--threads 1 --dtype bf16 --shuffle 2 -z 1", tr);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s && %s --llmc-checkpoints 1 -nk 0 -o %s --log %s/li/e.jsonl", e, w, f, common, e, TMP);
+        int rc = run_capture(cmd, out, sizeof(out));
+        int wrote = rc == 0 && strstr(out, "llm.c's state files for 2 processes written beside it (llm.c's bf16 build continues it with -y 1 -z 1");
+        int ok = wrote && write_llmc_checkpoint(e, 4, w, 2, 1, 0, 0, 0) == 0;
+        for (int r = 0; r < 2 && ok; r++) {
+            char a[1024], b[1024];
+            snprintf(a, sizeof(a), "%s/state_00000004_%05d.bin", e, r);
+            snprintf(b, sizeof(b), "%s/state_00000004_%05d.bin", w, r);
+            long long vec = file_size(b) - 1024;
+            snprintf(cmd, sizeof(cmd), "cmp -i 1024 -n %lld %s %s", vec, a, b);
+            ok = vec > 0 && system(cmd) == 0;
+        }
+        report(ok, "--llmc-checkpoints 1 writes llm.c's state files: m, v and master weights of each process as llm.c lays them out (ZeRO-1, 2 processes)",
+               "exit %d, wrote %d: %.300s", rc, wrote, out);
+        snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/model_00000004.bin %s/state_00000004_0000?.bin %s/DONE_00000004 %s/ && %s -o %s -y 1 --log %s/li/f.jsonl",
+                 f, e, e, e, f, common, f, TMP);
+        rc = run_capture(cmd, out, sizeof(out));
+        char la[16][32], lb[16][32], a[600], b[600];
+        snprintf(a, sizeof(a), "%s/li/e.jsonl", TMP);
+        snprintf(b, sizeof(b), "%s/li/f.jsonl", TMP);
+        int na = read_log_values(a, "loss", la, 16), nb = read_log_values(b, "loss", lb, 16);
+        int same = rc == 0 && na == 8 && nb == 4 && strstr(out, "llm.c's shuffled order (--shuffle 2) replayed to step 4 reaches shard 0, group 4, as llm.c's state records");
+        for (int i = 0; same && i < 4; i++) { same = strcmp(la[4 + i], lb[i]) == 0; }
+        report(same, "llm.c's state files written here, alone with the model file and DONE_, continue with -y 1 at their data position, bit for bit",
+               "exit %d, %d and %d losses: %.400s", rc, na, nb, out);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s && %s --llmc-checkpoints 1 -nk 1 -o %s > /dev/null && ls %s | tr '\n' ' '", e, common, e, e);
+        rc = run_capture(cmd, out, sizeof(out));
+        report(rc == 0 && strstr(out, "DONE_00000008 latest main.log model_00000008.bin state_00000008.bin state_00000008_00000.bin state_00000008_00001.bin ") &&
+               !strstr(out, "_00000004"),
+               "--llmc-checkpoints with -nk 1: llm.c's state files are pruned with their checkpoint", "exit %d: %.300s", rc, out);
+    }
     // damaged llm.c checkpoints: an error naming the file and the problem, before anything is trained
     char base[2048];
     snprintf(base, sizeof(base), "./train_gpt -e tests/ref/ref_model.bin -i %s -b 2 -t 8 -d 32 -x 8 -n 4 --threads 1 --dtype bf16 --shuffle 2 -y 1", tr);
