@@ -228,7 +228,7 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
     h[ST_MAXT] = g.max_seq_len; h[ST_V] = g.vocab_size; h[ST_L] = g.num_layers; h[ST_NH] = g.num_heads; h[ST_C] = g.channels;
     h[ST_VP] = g.padded_vocab_size; h[ST_ZERO] = (uint64_t)stage; h[ST_WORLD] = (uint64_t)N;
     h[ST_ADAM_T] = (uint64_t)step; // llm.c updates with t = step + 1 at every step: `step` updates are done
-    h[ST_SUM_KIND] = CHECKSUM_DEFAULT; h[ST_DTYPE] = master ? DTYPE_BF16 : DTYPE_FP32; h[ST_HAS_MASTER] = (uint64_t)master;
+    h[ST_SUM_KIND] = CHECKSUM_DEFAULT; h[ST_DTYPE] = version == 5 ? DTYPE_BF16 : DTYPE_FP32; h[ST_HAS_MASTER] = (uint64_t)master;
     h[ST_SR_SEED] = fresh->sr_seed;
     // data word 0 stays 0: "placed by step" (dataloader_skip); words 1-4 keep llm.c's rank-0 position to check that
     // against (LLMC_DATA_*); h[ST_TOTAL_BATCH] 0: not recorded
@@ -246,15 +246,15 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
     fprintf(af.fp, "%d\n", step);
     atomic_commit(&af);
     layout_free(&el);
-    printf("resume: '%s' holds llm.c's checkpoint of step %d (%d process%s, %s, %s): converted to this trainer's '%s' beside "
-           "its model file (llm.c's files unchanged)\n", dir, step, N, N == 1 ? "" : "es", stage ? "ZeRO-1" : "no ZeRO",
-           master ? "bf16 with fp32 master weights" : "fp32", sp);
+    printf("resume: '%s' holds llm.c's checkpoint of step %d (%d process%s, %s, %s model file, %s): converted to this trainer's '%s' "
+           "beside its model file (llm.c's files unchanged)\n", dir, step, N, N == 1 ? "" : "es", stage ? "ZeRO-1" : "no ZeRO",
+           version == 5 ? "bf16" : "fp32", master ? "fp32 master weights" : "no master weights", sp);
     fflush(stdout);
 }
 
-// Copies `count` floats of our state's vector `vec` from float `from` (our layout) to the end of an llm.c state file.
-static void llmc_copy_out(FILE* in, const char* in_path, size_t n, int vec, size_t from, size_t count, FILE* out, const char* out_path, float* buf) {
-    fseekCheck(in, (long)(ST_HEADER_WORDS * 8 + 4 * ((size_t)vec * n + from)), SEEK_SET, in_path);
+// Copies `count` floats from byte `at` of `in` to the end of an llm.c state file.
+static void llmc_copy_out(FILE* in, const char* in_path, size_t at, size_t count, FILE* out, const char* out_path, float* buf) {
+    fseekCheck(in, (long)at, SEEK_SET, in_path);
     for (size_t k = 0; k < count; k += STATE_CHUNK_FLOATS) {
         size_t cnt = count - k < STATE_CHUNK_FLOATS ? count - k : STATE_CHUNK_FLOATS;
         freadCheck(buf, sizeof(float), cnt, in, in_path);
@@ -264,8 +264,9 @@ static void llmc_copy_out(FILE* in, const char* in_path, size_t n, int vec, size
 
 // Rank 0, once a checkpoint of `step` is committed (--llmc-checkpoints 1): llm.c's state_XXXXXXXX_RRRRR.bin for
 // each of the N data-parallel processes, read from our state file, so that llm.c's train_gpt2cu -y 1 with N
-// processes (and this run's B and T) continues the run; the model file is already llm.c's format (fp32, version 3,
-// which llm.c's bf16 build does not read when it has master weights: it rounds them). ZeRO-1 (llm.c's -z 1) when this
+// processes (and this run's B and T) continues the run. The model file is already llm.c's format (fp32, version 3;
+// llm.c's bf16 build, keeping master weights, takes only the header from it and rounds the masters), and the state
+// always carries master weights as llm.c's default (-w 1) expects: an fp32 run's are its parameters. ZeRO-1 (llm.c's -z 1) when this
 // run shards its optimizer and every tensor divides by N, else -z 0. The data: llm.c's shuffled order (--shuffle 2)
 // replayed for each process (its orders and generator), or the unshuffled position (--shuffle 0). The header word
 // LLMC_HDR_OURS marks the files as ours, so pruning removes them with the checkpoint (llm.c ignores it).
@@ -279,7 +280,10 @@ static void llmc_export(const char* dir, int step, const GPTConfig* g, const Tra
     uint64_t h[ST_HEADER_WORDS];
     freadCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, in, sp);
     if (h[ST_NUM_PARAMS] != n) { fatal("--llmc-checkpoints: '%s' holds %llu parameters, the model %zu", sp, (unsigned long long)h[ST_NUM_PARAMS], n); }
+    // llm.c keeps master weights unless told -w 0, also in its fp32 build, and then refuses a state without them: an
+    // fp32 run's are its parameters, the model file's fp32 values, which are in llm.c's flat order already
     int master = h[ST_HAS_MASTER] != 0, shuffled = dl && dl->shuffle == 2;
+    FILE* model = master ? NULL : fopenCheck(mp, "rb");
     int stage = zero >= 1 && N > 1 && n % (size_t)N == 0;
     for (int i = 0; i < el.num_tensors && stage; i++) { stage = (el.table[i].rows * el.table[i].cols) % (size_t)N == 0; }
     float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
@@ -297,7 +301,7 @@ static void llmc_export(const char* dir, int step, const GPTConfig* g, const Tra
             st.sample_idx = ts->data_state[6] / ((uint64_t)dl->B * (uint64_t)dl->T * (uint64_t)dl->world);
         }
         int32_t lh[256] = {0};
-        lh[0] = LLMC_STATE_MAGIC; lh[1] = 1; lh[2] = N; lh[3] = r; lh[4] = master; lh[5] = shuffled; lh[10] = step;
+        lh[0] = LLMC_STATE_MAGIC; lh[1] = 1; lh[2] = N; lh[3] = r; lh[4] = 1; lh[5] = shuffled; lh[10] = step;
         lh[LLMC_HDR_OURS] = LLMC_OURS_MARK;
         uint64_t rng = splitmix64(ts->sr_seed + (uint64_t)step); // llm.c's rounding RNG: any value serves
         memcpy(&lh[20], &rng, 8); memcpy(&lh[22], &rng, 8);
@@ -306,11 +310,14 @@ static void llmc_export(const char* dir, int step, const GPTConfig* g, const Tra
         AtomicFile af;
         atomic_open(&af, path);
         fwriteCheck(lh, sizeof(int32_t), 256, af.fp, path);
-        for (int vec = 0; vec < 2 + master; vec++) {
+        for (int vec = 0; vec < 3; vec++) {
+            size_t F = 0; // llm.c's flat offset of table entry i
             for (int i = 0; i < el.num_tensors; i++) { // llm.c's flat order; under ZeRO-1 the r-th N-th of each
                 const ParamEntry* e = &el.table[i];
-                size_t ne = e->rows * e->cols, piece = stage ? ne / (size_t)N : ne;
-                llmc_copy_out(in, sp, n, vec, e->offset + (stage ? (size_t)r * piece : 0), piece, af.fp, path, buf);
+                size_t ne = e->rows * e->cols, piece = stage ? ne / (size_t)N : ne, skip = stage ? (size_t)r * piece : 0;
+                if (vec < 2 || master) { llmc_copy_out(in, sp, ST_HEADER_WORDS * 8 + 4 * ((size_t)vec * n + e->offset + skip), piece, af.fp, path, buf); }
+                else { llmc_copy_out(model, mp, 1024 + 4 * (F + skip), piece, af.fp, path, buf); }
+                F += ne;
             }
         }
         if (shuffled) {
@@ -331,6 +338,7 @@ static void llmc_export(const char* dir, int step, const GPTConfig* g, const Tra
         atomic_commit(&af);
     }
     fclose(in);
+    if (model) { fclose(model); }
     free(buf);
     free(order);
     free(groups);

@@ -1747,46 +1747,60 @@ static void test_llmc_import(void) {
     int rc0 = run_capture(cmd, out, sizeof(out));
     report(rc0 == 0 && strstr(out, "warning: llm.c's unshuffled order (--shuffle 0) replayed to step 4 reaches shard 0, group 8, but llm.c's state records shard 0, group 5"),
            "llm.c's recorded data position differing from the replay is warned about, naming both", "exit %d: %.400s", rc0, out);
-    // the other way: --llmc-checkpoints 1 writes llm.c's state files beside each checkpoint (2 processes, ZeRO-1,
-    // bf16, llm.c's shuffled order). Their vectors equal, byte for byte, what write_llmc_checkpoint makes of the same
-    // checkpoint; with our state removed, the directory is an llm.c run's, and -y 1 continues it here at llm.c's data
-    // position, bit for bit; -nk 1 prunes them with their checkpoint.
-    if (have_mpi) {
+    // the other way: --llmc-checkpoints 1 writes llm.c's state files beside each checkpoint: as above, bf16 with 2
+    // processes under ZeRO-1 in llm.c's shuffled order, and fp32 in one process without ZeRO, unshuffled. Their m and v
+    // (and a bf16 run's master weights) equal, byte for byte, what write_llmc_checkpoint makes of the same checkpoint;
+    // an fp32 run's master weights are its parameters, the model file's payload (llm.c keeps master weights by default
+    // and refuses a state without them). With our state removed the directory is an llm.c run's, and -y 1 continues it
+    // here at llm.c's data position, bit for bit; -nk 1 prunes llm.c's files with their checkpoint.
+    for (int k = have_mpi ? 0 : 1; k < 2; k++) {
         char e[512], w[512], f[512], common[2048];
-        snprintf(e, sizeof(e), "%s/li/export", TMP);
-        snprintf(w, sizeof(w), "%s/li/export_writer", TMP);
-        snprintf(f, sizeof(f), "%s/li/export_llmc", TMP);
-        snprintf(common, sizeof(common), "timeout 300 " MPIRUN " -np 2 ./train_gpt -e tests/ref/ref_model.bin -i %s -b 2 -t 8 -d 32 -x 8 -n 4 "
-                 "--threads 1 --dtype bf16 --shuffle 2 -z 1", tr);
-        snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s && %s --llmc-checkpoints 1 -nk 0 -o %s --log %s/li/e.jsonl", e, w, f, common, e, TMP);
+        snprintf(e, sizeof(e), "%s/li/export%d", TMP, k);
+        snprintf(w, sizeof(w), "%s/li/export_writer%d", TMP, k);
+        snprintf(f, sizeof(f), "%s/li/export_llmc%d", TMP, k);
+        snprintf(common, sizeof(common), "%s./train_gpt -e tests/ref/ref_model.bin -i %s -b 2 -t 8 -d 32 -x 8 -n 4 --threads 1 --dtype %s "
+                 "--shuffle %d -z %d", k == 0 ? "timeout 300 " MPIRUN " -np 2 " : "", tr, cases[k].dtype, cases[k].shuffle, cases[k].zero);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s && %s --llmc-checkpoints 1 -nk 0 -o %s --log %s/li/e%d.jsonl", e, w, f, common, e, TMP, k);
         int rc = run_capture(cmd, out, sizeof(out));
-        int wrote = rc == 0 && strstr(out, "llm.c's state files for 2 processes written beside it (llm.c's bf16 build continues it with -y 1 -z 1");
-        int ok = wrote && write_llmc_checkpoint(e, 4, w, 2, 1, 0, 0, 0) == 0;
-        for (int r = 0; r < 2 && ok; r++) {
+        char want[200];
+        snprintf(want, sizeof(want), "llm.c's state files for %d process%s written beside it (llm.c's %s build continues it with -y 1 -z %d", cases[k].N,
+                 cases[k].N > 1 ? "es" : "", cases[k].dtype, cases[k].zero);
+        int wrote = rc == 0 && strstr(out, want);
+        int ok = wrote && write_llmc_checkpoint(e, 4, w, cases[k].N, cases[k].zero, 0, 0, 0) == 0;
+        for (int r = 0; r < cases[k].N && ok; r++) {
             char a[1024], b[1024];
             snprintf(a, sizeof(a), "%s/state_00000004_%05d.bin", e, r);
             snprintf(b, sizeof(b), "%s/state_00000004_%05d.bin", w, r);
             long long vec = file_size(b) - 1024;
             snprintf(cmd, sizeof(cmd), "cmp -i 1024 -n %lld %s %s", vec, a, b);
             ok = vec > 0 && system(cmd) == 0;
+            if (ok && k == 1) { // fp32: the third vector is the model file's payload
+                snprintf(cmd, sizeof(cmd), "cmp -i %lld:1024 -n %lld %s %s/model_00000004.bin", 1024 + vec, vec / 2, a, e);
+                ok = system(cmd) == 0 && file_size(a) == 1024 + vec + vec / 2;
+            }
         }
-        report(ok, "--llmc-checkpoints 1 writes llm.c's state files: m, v and master weights of each process as llm.c lays them out (ZeRO-1, 2 processes)",
-               "exit %d, wrote %d: %.300s", rc, wrote, out);
-        snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/model_00000004.bin %s/state_00000004_0000?.bin %s/DONE_00000004 %s/ && %s -o %s -y 1 --log %s/li/f.jsonl",
-                 f, e, e, e, f, common, f, TMP);
+        char name[300];
+        snprintf(name, sizeof(name), "--llmc-checkpoints 1 (%s, %d process%s) writes llm.c's state files: m, v and master weights as llm.c lays them out (ZeRO-%d)",
+                 cases[k].dtype, cases[k].N, cases[k].N > 1 ? "es" : "", cases[k].zero);
+        report(ok, name, "exit %d, wrote %d: %.300s", rc, wrote, out);
+        snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/model_00000004.bin %s/state_00000004_0000?.bin %s/DONE_00000004 %s/ && %s -o %s -y 1 --log %s/li/f%d.jsonl",
+                 f, e, e, e, f, common, f, TMP, k);
         rc = run_capture(cmd, out, sizeof(out));
-        char la[16][32], lb[16][32], a[600], b[600];
-        snprintf(a, sizeof(a), "%s/li/e.jsonl", TMP);
-        snprintf(b, sizeof(b), "%s/li/f.jsonl", TMP);
+        char la[16][32], lb[16][32], a[600], b[600], at[160];
+        snprintf(a, sizeof(a), "%s/li/e%d.jsonl", TMP, k);
+        snprintf(b, sizeof(b), "%s/li/f%d.jsonl", TMP, k);
+        snprintf(at, sizeof(at), "replayed to step 4 reaches shard 0, group %zu, as llm.c's state records", cases[k].group);
         int na = read_log_values(a, "loss", la, 16), nb = read_log_values(b, "loss", lb, 16);
-        int same = rc == 0 && na == 8 && nb == 4 && strstr(out, "llm.c's shuffled order (--shuffle 2) replayed to step 4 reaches shard 0, group 4, as llm.c's state records");
+        int same = rc == 0 && na == 8 && nb == 4 && strstr(out, at);
         for (int i = 0; same && i < 4; i++) { same = strcmp(la[4 + i], lb[i]) == 0; }
-        report(same, "llm.c's state files written here, alone with the model file and DONE_, continue with -y 1 at their data position, bit for bit",
-               "exit %d, %d and %d losses: %.400s", rc, na, nb, out);
-        snprintf(cmd, sizeof(cmd), "rm -rf %s && %s --llmc-checkpoints 1 -nk 1 -o %s > /dev/null && ls %s | tr '\n' ' '", e, common, e, e);
+        snprintf(name, sizeof(name), "llm.c's state files written here (%s), alone with the model file and DONE_, continue with -y 1 at their data position, bit for bit",
+                 cases[k].dtype);
+        report(same, name, "exit %d, %d and %d losses: %.400s", rc, na, nb, out);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s && %s --llmc-checkpoints 1 -nk 1 -o %s > /dev/null && ls %s | tr '\\n' ' '", e, common, e, e);
         rc = run_capture(cmd, out, sizeof(out));
-        report(rc == 0 && strstr(out, "DONE_00000008 latest main.log model_00000008.bin state_00000008.bin state_00000008_00000.bin state_00000008_00001.bin ") &&
-               !strstr(out, "_00000004"),
+        snprintf(want, sizeof(want), "DONE_00000008 latest main.log model_00000008.bin state_00000008.bin state_00000008_00000.bin %s",
+                 cases[k].N > 1 ? "state_00000008_00001.bin " : "");
+        report(rc == 0 && strstr(out, want) && !strstr(out, "_00000004"),
                "--llmc-checkpoints with -nk 1: llm.c's state files are pruned with their checkpoint", "exit %d: %.300s", rc, out);
     }
     // damaged llm.c checkpoints: an error naming the file and the problem, before anything is trained
