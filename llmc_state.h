@@ -171,9 +171,16 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
     long long e0 = llmc_expected_bytes(&files[0], n), e1 = can_shard ? llmc_expected_bytes(&files[0], n / (size_t)N) : -2;
     long long size0 = file_size(files[0].path);
     if (size0 == e0) { stage = 0; } else if (size0 == e1) { stage = 1; }
-    if (stage < 0) {
+    if (stage < 0 && e0 < 0 && e1 < 0) {
+        fatal("llm.c state '%s': its data loader section (after the moments) is cut short or holds impossible counts", files[0].path);
+    }
+    if (stage < 0 && can_shard) {
         fatal("llm.c state '%s' is %lld bytes: neither the %lld of a run without ZeRO nor the %lld of ZeRO-1 over %d processes "
               "(for the model in '%s', %zu parameters)", files[0].path, size0, e0, e1, N, mp, n);
+    }
+    if (stage < 0) {
+        fatal("llm.c state '%s' is %lld bytes, expected %lld for the model in '%s' (%zu parameters%s)", files[0].path, size0, e0, mp, n,
+              N > 1 ? ", whole: ZeRO-1 cannot split it over these processes" : "");
     }
     size_t shard = stage == 0 ? n : n / (size_t)N;
     for (int r = 1; r < N; r++) {

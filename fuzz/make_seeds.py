@@ -20,7 +20,7 @@ import struct
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUZZ = os.path.join(ROOT, "fuzz")
 MASK = (1 << 64) - 1
-OWN_TARGETS = ["shard", "tokenizer_bin", "vocab", "encode", "model", "checkpoint", "flags", "hellaswag"]
+OWN_TARGETS = ["shard", "tokenizer_bin", "vocab", "encode", "model", "checkpoint", "llmc_state", "flags", "hellaswag"]
 
 
 def write(target, name, data):
@@ -260,6 +260,50 @@ def state_file(step=3, version=3, magic=20240331, params=None, data=None, adam_t
     return struct.pack("<64Q", *h) + payload
 
 
+# llm.c's per-process state files (fuzz/llmc_state.c) for the tiny model: a 256-int header (magic 20240527, version
+# 1, processes, rank, master weights, shuffle, [10] step, [30..33] shard and sample as size_t), m, v and perhaps the
+# master weights (`shard` floats each: every parameter, or under ZeRO-1 the rank's N-th of each tensor of llm.c's
+# flat order), then with shuffle the loader's orders and a 2520-byte mt19937 state
+TINY_TENSORS = [32, 32, 4, 4, 48, 12, 16, 4, 4, 4, 64, 16, 64, 4, 4, 4]  # llm.c's flat order, L 1
+
+
+def llmc_state(N=1, rank=0, zero=0, master=0, shuffle=0, step=4, magic=20240527, values=None):
+    n = sum(TINY_TENSORS)
+    h = [0] * 256
+    h[0], h[1], h[2], h[3], h[4], h[5], h[10] = magic, 1, N, rank, master, shuffle, step
+    h[32] = 3  # the sample index (low word of the size_t)
+    flat = values if values is not None else [0.01 * i for i in range(n)]
+    if zero:
+        mine, at = [], 0
+        for size in TINY_TENSORS:
+            piece = size // N
+            mine += flat[at + rank * piece:at + (rank + 1) * piece]
+            at += size
+    else:
+        mine = flat
+    body = b"".join(struct.pack("<%df" % len(mine), *[v * (k + 1) for v in mine]) for k in range(2 + master))
+    if shuffle:
+        body += struct.pack("<Q", 1) + struct.pack("<i", 0) + struct.pack("<Q", 3) + struct.pack("<3i", 2, 0, 1) + b"\0" * 2520
+    return struct.pack("<256i", *h) + body
+
+
+def make_llmc_state_seeds():
+    sep = b"\n@@rank@@\n"
+    write("llmc_state", "one_process", llmc_state())
+    write("llmc_state", "one_process_master_shuffled", llmc_state(master=1, shuffle=1))
+    write("llmc_state", "two_zero1", sep.join(llmc_state(N=2, rank=r, zero=1, master=1, shuffle=1) for r in range(2)))
+    write("llmc_state", "two_zero0", sep.join(llmc_state(N=2, rank=r) for r in range(2)))
+    write("llmc_state", "four_zero1", sep.join(llmc_state(N=4, rank=r, zero=1, master=1) for r in range(4)))
+    write("llmc_state", "missing_rank", llmc_state(N=2, rank=0, zero=1))
+    write("llmc_state", "truncated", llmc_state()[:-4])
+    write("llmc_state", "too_long", llmc_state() + b"\0\0\0\0")
+    write("llmc_state", "bad_magic", llmc_state(magic=1))
+    write("llmc_state", "other_step", llmc_state(step=5))
+    write("llmc_state", "rank_swapped", sep.join(llmc_state(N=2, rank=1 - r, zero=1) for r in range(2)))
+    write("llmc_state", "nan_moment", llmc_state(values=[0.0] * 300 + [float("nan")] * 16))
+    write("llmc_state", "header_only", llmc_state()[:1024])
+
+
 def make_checkpoint_seeds():
     sep = b"\n@@state@@\n"
     fix = b"\x01"
@@ -392,6 +436,7 @@ def main():
     make_encode_seeds()
     make_model_seeds()
     make_checkpoint_seeds()
+    make_llmc_state_seeds()
     make_flags_seeds()
     make_hellaswag_seeds()
     total = sum(os.path.getsize(os.path.join(corpus, t, f)) for t in OWN_TARGETS for f in os.listdir(os.path.join(corpus, t)))
