@@ -545,6 +545,18 @@ static void dataloader_next_batch(DataLoader* dl) {
     }
 }
 
+// Calls of dataloader_next_batch (per rank) that make one epoch. shuffle = 0: exact (sum over shards of the
+// groups that fit); shuffle = 1: samples per epoch / (B*world), rounded down (groups may straddle epochs); shuffle = 2
+// as 0 (each rank reads every shard's groups each epoch, in its own orders). For a validation pass opened with rank 0, world 1, shuffle 0 this is the number of distinct batches.
+static uint64_t dataloader_num_batches(const DataLoader* dl) {
+    uint64_t BT = (uint64_t)dl->B * (uint64_t)dl->T;
+    uint64_t group = BT * (uint64_t)dl->world;
+    if (dl->shuffle == 1) { return dl->samples_per_epoch / ((uint64_t)dl->B * (uint64_t)dl->world); }
+    uint64_t n = 0;
+    for (int i = 0; i < dl->nshards; i++) { n += (dl->shards[i].ntok - 1) / group; }
+    return n;
+}
+
 // Positions the loader where `calls` calls of dataloader_next_batch from the start (dataloader_reset) leave it, in
 // O(shards): the data position of a run resumed from a state that records only its step (an import of llm.c's
 // checkpoint). shuffle = 0 counts the groups each shard holds, (ntok - 1) / group, and leaves the position after
@@ -657,11 +669,13 @@ static int dataloader_set_state(DataLoader* dl, const uint64_t state[DATALOADER_
                                     "and B*T=%llu, this run has %d, %d and %d: its order depends on all three (each rank draws its own)",
                                     (unsigned long long)state[2], (unsigned long long)state[3], (unsigned long long)state[6], dl->world, dl->T, dl->B * dl->T);
         }
-        dataloader_skip(dl, state[5]);
-        if (dl->epoch != state[4]) {
-            return dataloader__fail(err, errlen, "dataloader state: epoch %llu disagrees with %llu calls (epoch %llu)",
-                                    (unsigned long long)state[4], (unsigned long long)state[5], (unsigned long long)dl->epoch);
+        // every epoch takes each rank through every shard's groups: G calls (the new epoch starts at call G + 1)
+        uint64_t G = dataloader_num_batches(dl), want = state[5] == 0 ? 0 : (state[5] - 1) / G;
+        if (state[4] != want) {
+            return dataloader__fail(err, errlen, "dataloader state: epoch %llu disagrees with %llu calls (%llu per epoch: epoch %llu)",
+                                    (unsigned long long)state[4], (unsigned long long)state[5], (unsigned long long)G, (unsigned long long)want);
         }
+        dataloader_skip(dl, state[5]); // (O(calls): the generator's draws cannot be jumped over)
     } else {
         if (state[2] != dl->seed) {
             return dataloader__fail(err, errlen, "dataloader state: saved with seed %llu, this loader has seed %llu",
@@ -687,18 +701,6 @@ static int dataloader_set_state(DataLoader* dl, const uint64_t state[DATALOADER_
 // Total tokens over all shards.
 static uint64_t dataloader_num_tokens(const DataLoader* dl) {
     return dl->total_tokens;
-}
-
-// Calls of dataloader_next_batch (per rank) that make one epoch. shuffle = 0: exact (sum over shards of the
-// groups that fit); shuffle = 1: samples per epoch / (B*world), rounded down (groups may straddle epochs).
-// For a validation pass opened with rank 0, world 1, shuffle 0 this is the number of distinct batches.
-static uint64_t dataloader_num_batches(const DataLoader* dl) {
-    uint64_t BT = (uint64_t)dl->B * (uint64_t)dl->T;
-    uint64_t group = BT * (uint64_t)dl->world;
-    if (dl->shuffle == 1) { return dl->samples_per_epoch / ((uint64_t)dl->B * (uint64_t)dl->world); }
-    uint64_t n = 0;
-    for (int i = 0; i < dl->nshards; i++) { n += (dl->shards[i].ntok - 1) / group; }
-    return n;
 }
 
 #endif // DATALOADER_H

@@ -48,7 +48,7 @@ def shard(tokens, version=1, magic=20240520, count=None):
 
 def shard_config(B=2, T=4, world=1, rank=0, shuffle=0, seed=0, vocab=50257, times256=False, word=8, value=0):
     v = vocab - 1 if not times256 else vocab // 256 - 1
-    return bytes([B - 1, T - 1, world - 1, rank, (seed << 1) | shuffle, v & 255, v >> 8, 1 if times256 else 0,
+    return bytes([B - 1, T - 1, world - 1, rank, seed * 3 + shuffle, v & 255, v >> 8, 1 if times256 else 0,
                   word]) + struct.pack("<Q", value)
 
 
@@ -62,6 +62,9 @@ def make_shard_seeds():
           + shard([(i * 104729) % 100096 for i in range(33)], version=2))
     write("shard", "state_position_word", shard_config(B=1, T=2, word=6, value=7) + shard(toks[:25]))
     write("shard", "state_cursor_word", shard_config(B=1, T=2, shuffle=1, word=5, value=1 << 40) + shard(toks[:25]))
+    write("shard", "llmc_order_two_shards_world2", shard_config(B=1, T=4, world=2, rank=1, shuffle=2) + shard(toks) + b"FZSH" + shard(toks[:20]))
+    write("shard", "llmc_order_calls_word", shard_config(B=1, T=2, shuffle=2, word=5, value=37) + shard(toks[:25]))
+    write("shard", "llmc_order_epoch_word", shard_config(B=1, T=2, shuffle=2, word=4, value=3) + shard(toks[:25]))
     # broken
     write("shard", "bad_magic", shard_config() + shard(toks, magic=20240521))
     write("shard", "bad_version", shard_config() + shard(toks, version=3))
