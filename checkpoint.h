@@ -359,10 +359,11 @@ static void outlier_section_in(FILE* fp, const char* path, int W, double* vals, 
     free(words);
 }
 
-// Collective over the data-parallel group; rank 0 writes. Refuses (exits) to write a state that is not finite.
 // (llmc_state.h) writes llm.c's per-process state files of a checkpoint just saved
 static void llmc_export(const char* dir, int step, const GPTConfig* g, const TrainState* ts, const DataLoader* train, int N, int zero);
 
+// Collective over the data-parallel group; rank 0 writes. Refuses (exits) to write a state that is not finite.
+// train: the training data's loader (NULL without), whose orders --llmc-checkpoints writes for llm.c.
 static void checkpoint_save(const char* dir, GPT* m, ZeroOptimizer* z, const TrainState* ts, ParallelContext* pc,
                             const Config* c, const DataLoader* train) {
     int writer = pc->world_rank == 0;

@@ -547,7 +547,8 @@ static void dataloader_next_batch(DataLoader* dl) {
 
 // Calls of dataloader_next_batch (per rank) that make one epoch. shuffle = 0: exact (sum over shards of the
 // groups that fit); shuffle = 1: samples per epoch / (B*world), rounded down (groups may straddle epochs); shuffle = 2
-// as 0 (each rank reads every shard's groups each epoch, in its own orders). For a validation pass opened with rank 0, world 1, shuffle 0 this is the number of distinct batches.
+// as 0 (each rank reads every shard's groups each epoch, in its own orders). For a validation pass opened with rank 0,
+// world 1, shuffle 0 this is the number of distinct batches.
 static uint64_t dataloader_num_batches(const DataLoader* dl) {
     uint64_t BT = (uint64_t)dl->B * (uint64_t)dl->T;
     uint64_t group = BT * (uint64_t)dl->world;

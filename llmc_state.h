@@ -1,6 +1,8 @@
 /*
-llmc_state.h: continuing an llm.c run here. Included by train_gpt.c after checkpoint.h (it writes this trainer's
-state format and reads llm.c model files through model_files.h; not a standalone header).
+llmc_state.h: llm.c's checkpoints, both ways: an llm.c run continued here (llmc_import), and llm.c's state files
+written beside our checkpoints so that llm.c continues a run of ours (llmc_export, --llmc-checkpoints). Included by
+train_gpt.c after checkpoint.h (it uses this trainer's state format, the layout and model files, and dataloader.h's
+llm.c order; not a standalone header).
 
 llm.c's checkpoint of step S in its output directory (train_gpt2.cu's -o) is model_S.bin (an llm.c model file, which
 this trainer reads as it is), one state_S_RRRRR.bin per process, and an empty DONE_S once they are all written
@@ -20,12 +22,13 @@ of that layer's tensor at O/N + l s/N of its shard. Which of the two a checkpoin
 The import: when --resume DIR (or -y 1's --out) holds no `latest` of ours but a DONE_S beside llm.c's state files,
 rank 0 converts the newest such checkpoint into this trainer's, in place: it writes state_S.bin (our format) beside
 llm.c's model_S.bin, which stays as it was, and `latest`; the ordinary resume then reads them, and llm.c's files are
-left untouched. What comes over: the step, the moments, the master weights (an fp32 llm.c run has none: then the
-model file's values are the masters, as for any fp32 checkpoint), and AdamW's update count (llm.c's bias correction
-uses t = step + 1 at every step: S updates done). What does not: llm.c's data order (per-process mt19937 permutations,
-not our sampler's), so the converted state's data words are zero, which tells the resume to place the sampler where
-this run's own order is after S steps (dataloader_skip); and llm.c's rounding RNG (our stochastic rounding hashes the
-seed, the update count and the index), so the state gets the seed-derived words of a fresh run.
+left untouched. What comes over: the step, the moments, the master weights (a state without them, llm.c's -w 0:
+then the model file's values are the masters, as for any fp32 checkpoint), and AdamW's update count (llm.c's bias
+correction uses t = step + 1 at every step: S updates done). The data: the converted state's data words are zero,
+which tells the resume to place the loader where this run's order is after S steps (dataloader_skip); in llm.c's
+own orders (--shuffle 2 or 0, with llm.c's B, T and processes) that is llm.c's position, which the state keeps to
+compare (llmc_data_note). Not carried over: llm.c's rounding RNG (our stochastic rounding hashes the seed, the update
+count and the index), so the state gets the seed-derived words of a fresh run.
 */
 #ifndef LLMC_STATE_H
 #define LLMC_STATE_H
@@ -36,8 +39,9 @@ seed, the update count and the index), so the state gets the seed-derived words 
 // The data words of a converted state (word 0, the loader's magic, is 0: the position follows from the step):
 enum { LLMC_DATA_RECORDED = 1, LLMC_DATA_SHUFFLED, LLMC_DATA_SHARD, LLMC_DATA_SAMPLE };
 
-// The newest step S of an llm.c checkpoint in dir: the largest S with DONE_S and state_S_00000.bin (our own
-// checkpoints leave DONE_S too, but never llm.c's state files); -1 if there is none.
+// The newest step S of an llm.c checkpoint in dir: the largest S with DONE_S and state_S_00000.bin (our checkpoints
+// leave DONE_S too, and llm.c's state files only with --llmc-checkpoints, which then import as llm.c's do); -1 if
+// there is none.
 static int llmc_newest_step(const char* dir) {
     DIR* d = opendir(dir);
     if (!d) { return -1; }
