@@ -58,6 +58,17 @@ static int llmc_newest_step(const char* dir) {
     return best;
 }
 
+// The step of the llm.c checkpoint in dir that a resume from dir converts first, or -1: the newest one
+// (llmc_newest_step) when dir has no `latest` of ours; when it has, the newest one of llm.c's own (not written by
+// --llmc-checkpoints) if it is newer than `latest`: llm.c continued the run after us.
+static int llmc_step_to_import(const char* dir) {
+    int step = llmc_newest_step(dir);
+    char lp[2100];
+    snprintf(lp, sizeof(lp), "%s/latest", dir);
+    if (step < 0 || !file_exists(lp)) { return step; }
+    return checkpoint_is_llmc(dir, step) && step > checkpoint_latest_step(dir) ? step : -1;
+}
+
 // One process's state file, opened and checked against the header of rank 0's (h0; NULL for rank 0 itself).
 typedef struct {
     char path[2200];

@@ -1935,11 +1935,10 @@ int main(int argc, char** argv) {
         if (master) { printf("auto-resume: %s\n", found ? "continuing from the newest checkpoint in --out" : "no checkpoint in --out yet: starting fresh"); }
     }
     if (c.resume[0]) {
-        // an llm.c run's directory (DONE_XXXXXXXX beside its per-process state files, no `latest` of ours): rank 0
-        // converts its newest checkpoint into ours in place, and the resume below reads that (llmc_state.h)
-        char lp[2048];
-        snprintf(lp, sizeof(lp), "%s/latest", c.resume);
-        double llmc_step = master && !file_exists(lp) ? llmc_newest_step(c.resume) : -1;
+        // an llm.c run's directory (DONE_XXXXXXXX beside its per-process state files, and no `latest` of ours or one
+        // older than llm.c's newest): rank 0 converts that checkpoint into ours in place, and the resume below reads
+        // it (llmc_state.h)
+        double llmc_step = master ? llmc_step_to_import(c.resume) : -1;
         comm_allreduce_max_f64(&pc.world, &llmc_step, 1);
         if (llmc_step >= 0) {
             if (master) {

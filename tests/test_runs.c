@@ -1737,6 +1737,21 @@ static void test_llmc_import(void) {
         report(rc == 0 && strstr(out, "state_00000008.bin") && !strstr(out, "state_00000004.bin ") && strstr(out, "DONE_00000008"),
                "after the import and -nk 1, llm.c's files are unchanged; our state at 4 was pruned, the checkpoint at 8 is ours", "exit %d: %.300s", rc, out);
     }
+    // llm.c continued the run after us: its own checkpoint at 8 is newer than our `latest` (4), and -y 1 takes it
+    if (cases[1].N == 1) {
+        char m[512];
+        snprintf(m, sizeof(m), "%s/li/newer", TMP);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s && cp %s/li/ours1/model_00000004.bin %s/li/ours1/state_00000004.bin %s/ && echo 4 > %s/latest",
+                 m, m, TMP, TMP, m, m);
+        char o1[512];
+        snprintf(o1, sizeof(o1), "%s/li/ours1", TMP);
+        int rcs = system(cmd) == 0 && write_llmc_checkpoint(o1, 8, m, 1, 0, 0, 0, 16) == 0;
+        snprintf(cmd, sizeof(cmd), "./train_gpt -e tests/ref/ref_model.bin -i %s -b 2 -t 8 -d 32 -x 10 -n 4 --threads 1 --dtype fp32 -o %s -y 1 && cat %s/latest", tr, m, m);
+        int rcn = rcs ? run_capture(cmd, out, sizeof(out)) : -1;
+        report(rcn == 0 && strstr(out, "holds llm.c's checkpoint of step 8") && strstr(out, "step     9/10") && strstr(out, "\n10\n"),
+               "-y 1 takes llm.c's own checkpoint when it is newer than our latest (llm.c continued the run): steps 9-10 from its step 8",
+               "exit %d: %.400s", rcn, out);
+    }
     // llm.c's position disagrees with the replay (as if its run had another batch): a warning, and training goes on
     char osrc[512], odst[512];
     snprintf(osrc, sizeof(osrc), "%s/li/ours1", TMP);
