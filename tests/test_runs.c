@@ -1715,6 +1715,11 @@ static void test_llmc_import(void) {
             report(0, "llm.c import setup", "exit %d: %.300s", rc, out);
             return;
         }
+        // an older llm.c checkpoint beside it (step 2, whose files are copies of step 4's): its model file has no state
+        // of ours beside it, and pruning must leave it alone all the same
+        snprintf(cmd, sizeof(cmd), "cd %s && cp model_00000004.bin model_00000002.bin && for f in state_00000004_*; do cp $f state_00000002_${f#state_00000004_}; done "
+                 "&& touch DONE_00000002", dst);
+        if (system(cmd) != 0) { report(0, "llm.c import setup (older checkpoint)", "%s", cmd); return; }
         snprintf(cmd, sizeof(cmd), "cp -r %s %s.orig && %s -nk 1 -o %s -y 1 --log %s", dst, dst, common, dst, b);
         rc = run_capture(cmd, out, sizeof(out));
         int converted = strstr(out, "holds llm.c's checkpoint of step 4") != NULL;
@@ -1735,7 +1740,8 @@ static void test_llmc_import(void) {
         snprintf(cmd, sizeof(cmd), "for f in $(ls %s.orig); do cmp %s.orig/$f %s/$f || exit 1; done; ls %s | tr '\\n' ' '", dst, dst, dst, dst);
         rc = run_capture(cmd, out, sizeof(out));
         report(rc == 0 && strstr(out, "state_00000008.bin") && !strstr(out, "state_00000004.bin ") && strstr(out, "DONE_00000008"),
-               "after the import and -nk 1, llm.c's files are unchanged; our state at 4 was pruned, the checkpoint at 8 is ours", "exit %d: %.300s", rc, out);
+               "after the import and -nk 1, llm.c's files (checkpoints 2 and 4) are unchanged; our state at 4 was pruned, the checkpoint at 8 is ours",
+               "exit %d: %.300s", rc, out);
     }
     // llm.c continued the run after us: its own checkpoint at 8 is newer than our `latest` (4), and -y 1 takes it
     if (cases[1].N == 1) {
