@@ -69,7 +69,8 @@ static int llmc_step_to_import(const char* dir) {
     return checkpoint_is_llmc(dir, step) && step > checkpoint_latest_step(dir) ? step : -1;
 }
 
-// One process's state file, opened and checked against the header of rank 0's (h0; NULL for rank 0 itself).
+// One process's state file, opened and checked against the header of rank 0's (h0; NULL for rank 0 itself). The
+// import holds one open at a time (a run of thousands of processes would exhaust the descriptors otherwise).
 typedef struct {
     char path[2200];
     FILE* fp;
@@ -173,34 +174,34 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
     ParamStream discard = {llmc_discard_put, NULL, NULL};
     uint64_t model_sum = model_load_stream(mp, mfp, version, &el, &discard, CHECKSUM_DEFAULT);
 
-    LlmcRankFile first;
+    LlmcRankFile first, f;
     llmc_open_rank(&first, dir, step, 0, NULL);
     int N = first.h[2], master = first.h[4];
-    LlmcRankFile* files = (LlmcRankFile*)mallocCheck(sizeof(LlmcRankFile) * (size_t)N);
-    files[0] = first;
-    for (int r = 1; r < N; r++) { llmc_open_rank(&files[r], dir, step, r, first.h); }
     // ZeRO-1 needs every tensor of a layer to divide by N; else llm.c runs without it
     int can_shard = N > 1 && n % (size_t)N == 0;
     for (int i = 0; i < el.num_tensors && can_shard; i++) { can_shard = (el.table[i].rows * el.table[i].cols) % (size_t)N == 0; }
     int stage = -1;
-    long long e0 = llmc_expected_bytes(&files[0], n), e1 = can_shard ? llmc_expected_bytes(&files[0], n / (size_t)N) : -2;
-    long long size0 = file_size(files[0].path);
+    long long e0 = llmc_expected_bytes(&first, n), e1 = can_shard ? llmc_expected_bytes(&first, n / (size_t)N) : -2;
+    long long size0 = file_size(first.path);
+    fclose(first.fp);
     if (size0 == e0) { stage = 0; } else if (size0 == e1) { stage = 1; }
     if (stage < 0 && e0 < 0 && e1 < 0) {
-        fatal("llm.c state '%s': its data loader section (after the moments) is cut short or holds impossible counts", files[0].path);
+        fatal("llm.c state '%s': its data loader section (after the moments) is cut short or holds impossible counts", first.path);
     }
     if (stage < 0 && can_shard) {
         fatal("llm.c state '%s' is %lld bytes: neither the %lld of a run without ZeRO nor the %lld of ZeRO-1 over %d processes "
-              "(for the model in '%s', %zu parameters)", files[0].path, size0, e0, e1, N, mp, n);
+              "(for the model in '%s', %zu parameters)", first.path, size0, e0, e1, N, mp, n);
     }
     if (stage < 0) {
-        fatal("llm.c state '%s' is %lld bytes, expected %lld for the model in '%s' (%zu parameters%s)", files[0].path, size0, e0, mp, n,
+        fatal("llm.c state '%s' is %lld bytes, expected %lld for the model in '%s' (%zu parameters%s)", first.path, size0, e0, mp, n,
               N > 1 ? ", whole: ZeRO-1 cannot split it over these processes" : "");
     }
     size_t shard = stage == 0 ? n : n / (size_t)N;
-    for (int r = 1; r < N; r++) {
-        long long want = llmc_expected_bytes(&files[r], shard), have = file_size(files[r].path);
-        if (have != want) { fatal("llm.c state '%s' is %lld bytes, expected %lld (as rank 0's: ZeRO-%d, %zu floats per vector)", files[r].path, have, want, stage, shard); }
+    for (int r = 1; r < N; r++) { // every process's file, before anything is written
+        llmc_open_rank(&f, dir, step, r, first.h);
+        long long want = llmc_expected_bytes(&f, shard), have = file_size(f.path);
+        fclose(f.fp);
+        if (have != want) { fatal("llm.c state '%s' is %lld bytes, expected %lld (as rank 0's: ZeRO-%d, %zu floats per vector)", f.path, have, want, stage, shard); }
     }
 
     AtomicFile af;
@@ -208,26 +209,27 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
     uint64_t h[ST_HEADER_WORDS] = {0};
     fwriteCheck(h, sizeof(uint64_t), ST_HEADER_WORDS, af.fp, sp);
     float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
-    // walk the tensors in llm.c's flat order (the table's order): F is the flat offset of table entry i, which is
-    // layer l of its kind, whose layers follow one another from the kind's offset F - l * size
-    for (int vec = 0; vec < 2 + master; vec++) {
-        size_t F = 0;
-        for (int i = 0; i < el.num_tensors; i++) {
-            const ParamEntry* e = &el.table[i];
-            size_t ne = e->rows * e->cols, l = e->layer < 0 ? 0 : (size_t)e->layer;
-            if (stage == 0) {
-                llmc_copy(&files[0], shard, vec, F, af.fp, sp, n, e->offset, ne, buf);
-            } else {
-                size_t piece = ne / (size_t)N, kind_offset = F - l * ne;
-                for (int r = 0; r < N; r++) {
-                    llmc_copy(&files[r], shard, vec, kind_offset / (size_t)N + l * piece, af.fp, sp, n, e->offset + (size_t)r * piece, piece, buf);
+    // process by process (all of them under ZeRO-1, rank 0's whole vectors without), walk the tensors in llm.c's flat
+    // order (the table's order): F is the flat offset of table entry i, which is layer l of its kind, whose layers
+    // follow one another from the kind's offset F - l * size
+    for (int r = 0; r < (stage ? N : 1); r++) {
+        llmc_open_rank(&f, dir, step, r, first.h);
+        for (int vec = 0; vec < 2 + master; vec++) {
+            size_t F = 0;
+            for (int i = 0; i < el.num_tensors; i++) {
+                const ParamEntry* e = &el.table[i];
+                size_t ne = e->rows * e->cols, l = e->layer < 0 ? 0 : (size_t)e->layer;
+                if (stage == 0) {
+                    llmc_copy(&f, shard, vec, F, af.fp, sp, n, e->offset, ne, buf);
+                } else {
+                    size_t piece = ne / (size_t)N, kind_offset = F - l * ne;
+                    llmc_copy(&f, shard, vec, kind_offset / (size_t)N + l * piece, af.fp, sp, n, e->offset + (size_t)r * piece, piece, buf);
                 }
+                F += ne;
             }
-            F += ne;
         }
+        fclose(f.fp);
     }
-    for (int r = 0; r < N; r++) { fclose(files[r].fp); }
-    free(files);
     // the payload's checksum, read back in file order (it was written tensor by tensor)
     if (fflush(af.fp) != 0) { fatal("writing '%s' failed: %s", sp, strerror(errno)); }
     FILE* back = fopenCheck(af.tmp_path, "rb");
@@ -255,7 +257,7 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
     // data word 0 stays 0: "placed by step" (dataloader_skip); words 1-4 keep llm.c's rank-0 position to check that
     // against (LLMC_DATA_*); h[ST_TOTAL_BATCH] 0: not recorded
     size_t pos[2];
-    memcpy(pos, &first.h[30], sizeof(pos));
+    memcpy(pos, &first.h[30], sizeof(pos)); // (rank 0's)
     h[ST_DATA + LLMC_DATA_RECORDED] = 1; h[ST_DATA + LLMC_DATA_SHUFFLED] = (uint64_t)first.h[5];
     h[ST_DATA + LLMC_DATA_SHARD] = pos[0]; h[ST_DATA + LLMC_DATA_SAMPLE] = pos[1];
     h[ST_STATE_SUM] = state_header_sum(h, &sum);
