@@ -1743,6 +1743,23 @@ static void test_llmc_import(void) {
                "after the import and -nk 1, llm.c's files (checkpoints 2 and 4) are unchanged; our state at 4 was pruned, the checkpoint at 8 is ours",
                "exit %d: %.300s", rc, out);
     }
+    // an imported checkpoint is an ordinary state of ours: the fp32 one (llm.c's layout: 1 process, no ZeRO) resumes
+    // under tensor parallelism (2 ranks, --tp 2; the data-parallel size, and so the unshuffled order, stays 1),
+    // steps 5-8 within the tensor-parallel tolerance of the uninterrupted run's (1e-5 relative, tests/test_tp_runs)
+    if (have_mpi) {
+        snprintf(cmd, sizeof(cmd), "rm -rf %s/li/tp && cp -r %s/li/llmc1.orig %s/li/tp && timeout 300 " MPIRUN " -np 2 ./train_gpt -e tests/ref/ref_model.bin "
+                 "-i %s -b 2 -t 8 -d 32 -x 8 -n 4 --threads 1 --dtype fp32 --shuffle 0 --tp 2 -o %s/li/tp -y 1 --log %s/li/tp.jsonl", TMP, TMP, TMP, tr, TMP, TMP);
+        int rct = run_capture(cmd, out, sizeof(out));
+        char la[16][32], lb[16][32], a[600], b[600];
+        snprintf(a, sizeof(a), "%s/li/a1.jsonl", TMP);
+        snprintf(b, sizeof(b), "%s/li/tp.jsonl", TMP);
+        int na = read_log_values(a, "loss", la, 16), nb = read_log_values(b, "loss", lb, 16);
+        double worst = na == 8 && nb == 4 ? 0.0 : 1.0;
+        for (int i = 0; i < 4 && na == 8 && nb == 4; i++) { worst = fmax(worst, fabs(atof(la[4 + i]) - atof(lb[i])) / fabs(atof(la[4 + i]))); }
+        report(rct == 0 && worst <= 1e-5 && strstr(out, "holds llm.c's checkpoint of step 4") && strstr(out, "as llm.c's state records"),
+               "llm.c's checkpoint continues under --tp 2 (2 ranks): steps 5-8 within 1e-5 of the uninterrupted run's, at llm.c's data position",
+               "exit %d, %d and %d losses, worst relative difference %.3g: %.400s", rct, na, nb, worst, out);
+    }
     // llm.c continued the run after us: its own checkpoint at 8 is newer than our `latest` (4), and -y 1 takes it
     if (cases[1].N == 1) {
         char m[512];
