@@ -220,9 +220,9 @@ static int checkpoint_llmc_owner(const char* dir, int step) {
 
 static int checkpoint_is_llmc(const char* dir, int step) { return checkpoint_llmc_owner(dir, step) == 1; }
 
-// Removes the llm.c state files this trainer wrote beside its checkpoint of step (--llmc-checkpoints).
+// Removes the llm.c state files this trainer wrote beside its checkpoint of step (--llmc-checkpoints; the caller
+// checked their owner).
 static int checkpoint_remove_llmc_export(const char* dir, int step) {
-    if (checkpoint_llmc_owner(dir, step) != 2) { return 0; }
     int removed = 0;
     char p[2200];
     for (int r = 0;; r++) {
@@ -268,14 +268,14 @@ static int checkpoint_prune(const char* dir, int keep, int major, int latest) {
         int paired = 0;
         for (int j = 0; j < ns; j++) { paired |= ss[j] == ms[i]; }
         checkpoint_paths(dir, ms[i], mp, sp, sizeof(mp));
-        int llmc = checkpoint_is_llmc(dir, ms[i]);
-        if (!paired) { removed += !llmc && unlink(mp) == 0; removed += checkpoint_remove_llmc_export(dir, ms[i]); continue; }
+        int owner = checkpoint_llmc_owner(dir, ms[i]), llmc = owner == 1; // (read once: its header)
+        if (!paired) { removed += !llmc && unlink(mp) == 0; removed += owner == 2 ? checkpoint_remove_llmc_export(dir, ms[i]) : 0; continue; }
         if (ms[i] > latest) { continue; }
         if (major > 0 && ms[i] % major == 0) { continue; } // a major checkpoint: kept, and not counted
         if (keep > 0 && kept >= keep) {
             removed += !llmc && unlink(mp) == 0;
             removed += unlink(sp) == 0;
-            removed += checkpoint_remove_llmc_export(dir, ms[i]);
+            removed += owner == 2 ? checkpoint_remove_llmc_export(dir, ms[i]) : 0;
             continue;
         }
         kept++;

@@ -69,6 +69,14 @@ static int llmc_step_to_import(const char* dir) {
     return checkpoint_is_llmc(dir, step) && step > checkpoint_latest_step(dir) ? step : -1;
 }
 
+// Whether llm.c's ZeRO-1 can split the model of layout el over N processes: llm.c needs every tensor of a layer
+// (and so the whole) to divide by N, else it runs without ZeRO.
+static int llmc_can_shard(const ParamLayout* el, int N) {
+    int ok = N > 1 && el->num_params % (size_t)N == 0;
+    for (int i = 0; i < el->num_tensors && ok; i++) { ok = (el->table[i].rows * el->table[i].cols) % (size_t)N == 0; }
+    return ok;
+}
+
 // One process's state file, opened and checked against the header of rank 0's (h0; NULL for rank 0 itself). The
 // import holds one open at a time (a run of thousands of processes would exhaust the descriptors otherwise).
 typedef struct {
@@ -177,10 +185,7 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
     LlmcRankFile first, f;
     llmc_open_rank(&first, dir, step, 0, NULL);
     int N = first.h[2], master = first.h[4];
-    // ZeRO-1 needs every tensor of a layer to divide by N; else llm.c runs without it
-    int can_shard = N > 1 && n % (size_t)N == 0;
-    for (int i = 0; i < el.num_tensors && can_shard; i++) { can_shard = (el.table[i].rows * el.table[i].cols) % (size_t)N == 0; }
-    int stage = -1;
+    int can_shard = llmc_can_shard(&el, N), stage = -1;
     long long e0 = llmc_expected_bytes(&first, n), e1 = can_shard ? llmc_expected_bytes(&first, n / (size_t)N) : -2;
     long long size0 = file_size(first.path);
     fclose(first.fp);
@@ -308,8 +313,7 @@ static void llmc_export(const char* dir, int step, const GPTConfig* g, const Tra
     // fp32 run's are its parameters, the model file's fp32 values, which are in llm.c's flat order already
     int master = h[ST_HAS_MASTER] != 0, shuffled = dl && dl->shuffle == 2;
     FILE* model = master ? NULL : fopenCheck(mp, "rb");
-    int stage = zero >= 1 && N > 1 && n % (size_t)N == 0;
-    for (int i = 0; i < el.num_tensors && stage; i++) { stage = (el.table[i].rows * el.table[i].cols) % (size_t)N == 0; }
+    int stage = zero >= 1 && llmc_can_shard(&el, N);
     float* buf = (float*)mallocCheck(STATE_CHUNK_FLOATS * sizeof(float));
     int* order = shuffled ? (int*)mallocCheck(sizeof(int) * (size_t)dl->nshards) : NULL;
     int* groups = shuffled ? (int*)mallocCheck(sizeof(int) * (size_t)dl->most_groups) : NULL;
