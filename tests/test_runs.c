@@ -1583,10 +1583,24 @@ static void test_llmc_flags(void) {
     report(rc == 0 && strcmp(out, "DONE_00000003 DONE_00000006 DONE_00000007 latest main.log model_00000003.bin model_00000006.bin model_00000007.bin "
                                   "state_00000003.bin state_00000006.bin state_00000007.bin ") == 0,
            "llm.c's -nk 1 -nm 3: the newest checkpoint and those at multiples of 3 stay, each with its DONE_ marker", "exit %d: %.300s", rc, out);
-    // -o without -n is llm.c's log directory: main.log and no checkpoint
-    snprintf(cmd, sizeof(cmd), "%s -x 3 -o %s/lc/L > /dev/null && ls %s/lc/L | tr '\\n' ' ' && grep -c trl: %s/lc/L/main.log", base, TMP, TMP, TMP);
-    rc = run_capture(cmd, out, sizeof(out));
-    report(rc == 0 && strcmp(out, "main.log 3\n") == 0, "llm.c's -o without -n writes main.log only (3 training lines), no checkpoint", "exit %d: %.300s", rc, out);
+    // -o without -n is llm.c's log directory: main.log and no checkpoint; writing it leaves the run unchanged (the
+    // losses equal, as text, those of the same run without -o), in one process and in two (ZeRO-1; rank 0 writes)
+    for (int np = 1; np <= 2; np++) {
+        if (np == 2 && system("command -v mpirun > /dev/null 2>&1") != 0) { break; }
+        char launch[256] = "", lg[2][600];
+        if (np == 2) { snprintf(launch, sizeof(launch), "timeout 300 %s -np 2 ", MPIRUN); }
+        for (int o = 0; o < 2; o++) { snprintf(lg[o], sizeof(lg[o]), "%s/lc/L%d_%d.jsonl", TMP, np, o); }
+        snprintf(cmd, sizeof(cmd), "rm -rf %s/lc/L && %s%s -x 3 -z 1 --log %s -o %s/lc/L > /dev/null && %s%s -x 3 -z 1 --log %s > /dev/null && "
+                 "ls %s/lc/L | tr '\\n' ' ' && grep -c trl: %s/lc/L/main.log", TMP, launch, base, lg[1], TMP, launch, base, lg[0], TMP, TMP);
+        rc = run_capture(cmd, out, sizeof(out));
+        char lo[2][8][32];
+        int n1 = read_log_values(lg[1], "loss", lo[1], 8), n0 = read_log_values(lg[0], "loss", lo[0], 8), eq = n1 == 3 && n0 == 3;
+        for (int i = 0; eq && i < 3; i++) { eq = strcmp(lo[0][i], lo[1][i]) == 0; }
+        char name[200];
+        snprintf(name, sizeof(name), "llm.c's -o without -n writes main.log only (3 training lines), no checkpoint, and the run (%d process%s) "
+                 "is the one without -o", np, np > 1 ? "es" : "");
+        report(rc == 0 && strstr(out, "main.log 3\n") && eq, name, "exit %d, %d and %d losses: %.300s", rc, n1, n0, out);
+    }
     snprintf(cmd, sizeof(cmd), "./train_gpt -i %s -b 2 -t 8 -e d6 -x 0 --threads 1", tr);
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && strstr(out, "L 6, C 384, NH 6, maxT 1024, V 50257"), "llm.c's -e d6 builds its d6 shape (no file of that name)", "exit %d: %.300s", rc, out);
@@ -1821,6 +1835,16 @@ static void test_llmc_import(void) {
         snprintf(name, sizeof(name), "--llmc-checkpoints 1 (%s, %d process%s) writes llm.c's state files: m, v and master weights as llm.c lays them out (ZeRO-%d)",
                  cases[k].dtype, cases[k].N, cases[k].N > 1 ? "es" : "", cases[k].zero);
         report(ok, name, "exit %d, wrote %d: %.300s", rc, wrote, out);
+        // writing them changes nothing: the run's losses equal, as text, the same run's without (the import's run A)
+        char le[16][32], la0[16][32], ea[600], aa[600];
+        snprintf(ea, sizeof(ea), "%s/li/e%d.jsonl", TMP, k);
+        snprintf(aa, sizeof(aa), "%s/li/a%d.jsonl", TMP, k);
+        int ne = read_log_values(ea, "loss", le, 16), n0 = read_log_values(aa, "loss", la0, 16);
+        int same0 = ne == 8 && n0 == 8;
+        for (int i = 0; same0 && i < 8; i++) { same0 = strcmp(le[i], la0[i]) == 0; }
+        snprintf(name, sizeof(name), "--llmc-checkpoints 1 (%s, %d process%s) leaves the run unchanged: its 8 losses equal the run's without it",
+                 cases[k].dtype, cases[k].N, cases[k].N > 1 ? "es" : "");
+        report(same0, name, "%d and %d losses (step 8: %s vs %s)", ne, n0, ne == 8 ? le[7] : "-", n0 == 8 ? la0[7] : "-");
         snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/model_00000004.bin %s/state_00000004_0000?.bin %s/DONE_00000004 %s/ && %s -o %s -y 1 --log %s/li/f%d.jsonl",
                  f, e, e, e, f, common, f, TMP, k);
         rc = run_capture(cmd, out, sizeof(out));
