@@ -2,7 +2,8 @@
 bench_kernels.cu: memory bandwidth of the CUDA backend's bandwidth-bound kernels against a plain device-to-device
 copy on the same GPU (the ceiling they should approach: the goal is 80% of it), and the matmul rate of cuBLASLt and
 of causal attention (native and cuDNN) on GPT-2 shapes against the bf16 peak; the weight-gradient product with the
-bias gradient from cuBLASLt's epilogue and from our reduction. Each figure is the median of 20 timed
+bias gradient from cuBLASLt's epilogue and from our reduction; fp32 products, exact and on TF32 tensor cores (the
+planner's fp32 rates). Each figure is the median of 20 timed
 launches (CUDA events) after 3 warm-ups, bytes counted as the kernel must read and write them.
 
     make bench_kernels_cu && ./bench_kernels_cu [elements]          (default 2^28 elements per buffer)
@@ -51,6 +52,42 @@ static void row(const char* name, double bytes, float ms, double copy_gbs) {
 static void mm_row(const char* name, double flops, float ms) {
     double tf = flops / (ms * 1e-3) / 1e12;
     printf("%-44s | %8.3f ms | %8.1f TFLOP/s | %5.1f%% of 989 TFLOP/s\n", name, ms, tf, tf / 989.0 * 100);
+}
+
+// fp32 x[i] in [-0.5, 0.5), as bench_fill (for the fp32 matmul rows, whatever floatX is)
+__global__ void bench_fill_f32(float* x, size_t n, uint32_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15; h *= 0x2c1b3c6du; h ^= h >> 12; h *= 0x297a2d39u; h ^= h >> 15;
+        x[i] = (float)(h & 0xffffu) / 65536.0f - 0.5f;
+    }
+}
+
+// An S x S x S product of fp32 matrices through cuBLASLt, exact (CUBLAS_COMPUTE_32F: the CUDA cores) or on the TF32
+// tensor cores (32F_FAST_TF32, what --tf32 1 gives an fp32 build): its time in ms. Its own descriptors rather than
+// the backend's plans, whose operands are floatX; the planner's fp32 rates (plan.h) are these two against the bf16
+// ceiling.
+static float fp32_matmul_ms(const float* a, const float* b, float* d, int S, int tf32) {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t l;
+    gpuCheck(cublasLtMatmulDescCreate(&op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    gpuCheck(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, S, S, S));
+    cublasLtMatmulPreference_t pref;
+    gpuCheck(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = KERNELS_LT_WORKSPACE;
+    gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    gpuCheck(cublasLtMatmulAlgoGetHeuristic(g.lt, op, l, l, l, l, pref, 1, &heur, &found));
+    if (found == 0) { fatal("cuBLASLt: no algorithm for an fp32 %d^3 product (tf32 %d)", S, tf32); }
+    const float one = 1.0f, zero = 0.0f;
+    float ms = time_ms([&] {
+        gpuCheck(cublasLtMatmul(g.lt, op, &one, a, l, b, l, &zero, d, l, d, l, &heur.algo, g.lt_workspace, ws, g.stream));
+    });
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(l);
+    cublasLtMatmulDescDestroy(op);
+    return ms;
 }
 
 int main(int argc, char** argv) {
@@ -146,26 +183,55 @@ int main(int argc, char** argv) {
     floatX* w = y;            // (N, K)
     floatX* o = z;            // (M, N)
     float* dw = gr;           // (N, K) fp32
-    if ((size_t)M * N > n || (size_t)N * K > na) { printf("buffers too small for the matmul rows\n"); return 0; }
-    double flops = 2.0 * M * N * K;
-    ms = time_ms([&] { matmul_forward(&g, o, a, w, NULL, M, K, N); });
-    mm_row("matmul_forward 16384 x 768 -> 3072", flops, ms);
-    ms = time_ms([&] { matmul_backward(&g, a, dw, NULL, o, a, w, M, K, N, 0); });
-    mm_row("matmul_backward (dinp + dweight)", 2 * flops, ms);
-    // with the bias gradient as well: from the dweight product's BGRADB epilogue (cuBLASLt says on stderr when it has
-    // no algorithm for it, and the row then times the fallback), then from the separate two-pass reduction
-    for (int fused = 1; fused >= 0; fused--) {
-        g.bias_grad_fusion = fused;
-        ms = time_ms([&] { matmul_backward(&g, a, dw, m, o, a, w, M, K, N, 1); });
-        mm_row(fused ? "matmul_backward + dbias (BGRADB epilogue)" : "matmul_backward + dbias (separate reduction)", 2 * flops, ms);
+    if ((size_t)M * N > n || (size_t)N * K > na) {
+        printf("buffers too small for the GPT-2 matmul rows\n");
+    } else {
+        double flops = 2.0 * M * N * K;
+        ms = time_ms([&] { matmul_forward(&g, o, a, w, NULL, M, K, N); });
+        mm_row("matmul_forward 16384 x 768 -> 3072", flops, ms);
+        ms = time_ms([&] { matmul_backward(&g, a, dw, NULL, o, a, w, M, K, N, 0); });
+        mm_row("matmul_backward (dinp + dweight)", 2 * flops, ms);
+        // with the bias gradient as well: from the dweight product's BGRADB epilogue (cuBLASLt says on stderr when it has
+        // no algorithm for it, and the row then times the fallback), then from the separate two-pass reduction
+        for (int fused = 1; fused >= 0; fused--) {
+            g.bias_grad_fusion = fused;
+            ms = time_ms([&] { matmul_backward(&g, a, dw, m, o, a, w, M, K, N, 1); });
+            mm_row(fused ? "matmul_backward + dbias (BGRADB epilogue)" : "matmul_backward + dbias (separate reduction)", 2 * flops, ms);
+        }
+        g.bias_grad_fusion = 1;
     }
-    g.bias_grad_fusion = 1;
     // the rate cuBLASLt reaches on a large square product of data: the achievable ceiling (scripts/gpu_check.sh
     // reports MFU against it as well as against the datasheet's peak)
     int S = 8192;
+    float ceiling_ms = 0.0f;
     if ((size_t)S * S <= n) {
-        ms = time_ms([&] { matmul_forward(&g, z, x, y, NULL, S, S, S); });
+        ceiling_ms = ms = time_ms([&] { matmul_forward(&g, z, x, y, NULL, S, S, S); });
         mm_row("matmul 8192 x 8192 x 8192 (the ceiling)", 2.0 * S * S * S, ms);
+    }
+    // fp32 products (an fp32 build's matmuls): exact, then --tf32 1's TF32 tensor cores; 8192^3 as the ceiling above
+    // (smaller where the buffers are: the emulated check runs the plumbing), and each rate against that ceiling,
+    // which the planner assumes to be 1/15 and 1/2
+    int SF = 8192;
+    while (SF > 64 && (size_t)SF * SF > n) { SF /= 2; }
+    {
+        size_t nf = (size_t)SF * SF;
+        float *fa = (float*)dev_alloc(&g, nf * sizeof(float)), *fb = (float*)dev_alloc(&g, nf * sizeof(float));
+        float* fd = (float*)dev_alloc(&g, nf * sizeof(float));
+        bench_fill_f32<<<kernels__blocks(nf, 256), 256, 0, g.stream>>>(fa, nf, 3);
+        bench_fill_f32<<<kernels__blocks(nf, 256), 256, 0, g.stream>>>(fb, nf, 4);
+        launchCheck();
+        float t[2];
+        for (int tf = 0; tf < 2; tf++) {
+            t[tf] = fp32_matmul_ms(fa, fb, fd, SF, tf);
+            char what[96];
+            snprintf(what, sizeof(what), "fp32 matmul %d^3, %s", SF, tf ? "TF32 tensor cores (--tf32 1)" : "exact (--tf32 0)");
+            mm_row(what, 2.0 * SF * SF * SF, t[tf]);
+        }
+        if (ceiling_ms > 0 && SF == S) {
+            printf("fp32 rate / the bf16 ceiling: exact %.3f, TF32 %.3f (the planner assumes %.3f and %.3f)\n", ceiling_ms / t[0],
+                   ceiling_ms / t[1], 1.0 / 15.0, 0.5);
+        }
+        dev_free(&g, fa); dev_free(&g, fb); dev_free(&g, fd);
     }
     kernels_ctx_free(&g);
     printf("bench_kernels: done\n");

@@ -28,6 +28,7 @@ typedef struct {
     int steps;
     int recompute;           // 0: keep every activation; 1: recompute GELU and LayerNorm outputs; 2: whole blocks
     char attention[16];      // auto | cudnn | native: the attention implementation (GPU builds have two)
+    int tf32;                // 1: fp32 GPU matmuls on TF32 tensor cores (llm.c's -f); 0: exact fp32
     char comm[16];           // auto | mpi | staged | nccl: how collectives reach the buffers
     // precision
     char dtype[8];           // fp32 | bf16 | fp16: storage of activations and the compute copy of the parameters
@@ -127,6 +128,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("overfit-batch", "-a", overfit_batch, 0, 1, "1: every step trains on the same first batch, the data restarting at each step (llm.c's debugging mode: the loss should fall towards 0)"),
     FLAG_I("recompute", NULL, recompute, 0, 2, "activations recomputed in backward: 0 none; 1 GELU and LayerNorm outputs (llm.c); 2 whole blocks, keeping only each block's input (Megatron's full recomputation)"),
     FLAG_S("attention", NULL, attention, "attention implementation: auto | native (our kernels; the only one on the CPU) | cudnn (cuDNN's fused flash attention: GPU builds with cuDNN, bf16/fp16)"),
+    FLAG_I("tf32", "-f", tf32, 0, 1, "1: an fp32 GPU build (PRECISION=FP32) runs its matmuls on TF32 tensor cores, operands cut to a 10-bit mantissa, sums in fp32 (llm.c's -f 1, its default); 0: exact fp32. Nothing else has fp32 matmuls to change; --plan 1 models fp32 layouts with it"),
     FLAG_S("dtype", NULL, dtype, "storage of activations and the compute copy of the parameters: fp32 | bf16 | fp16 (fp32 master weights, moments and gradients in all; the CPU emulates bf16/fp16 by rounding each stored value)"),
     FLAG_F("loss-scale", NULL, loss_scale, 1, 3.4e38, "--dtype fp16: initial dynamic loss scale (PyTorch GradScaler's init_scale)"),
     FLAG_F("loss-scale-growth", NULL, loss_scale_growth, 1, 1e6, "--dtype fp16: the scale's factor after --loss-scale-window clean steps in a row (growth_factor)"),
@@ -276,7 +278,7 @@ static void print_help(void) {
            "  -h 0|1    1: HellaSwag from " LLMC_HELLASWAG_PATH " at every validation step (-v); -h alone is this help\n"
            "  -r 0|1|2  recomputation: 0 none, 1 GELU, 2 GELU and LayerNorm; 1 and 2 both run --recompute 1 (GELU and LayerNorm)\n"
            "  -e NAME   a model file, or llm.c's descriptor (d12, gpt2:d48, gpt3:c768) when no file has that name: --model\n"
-           "  -f N, -ge N, -lg N, -w 1, -pi mpi   accepted; they change nothing here (the run says why)\n"
+           "  -ge N, -lg N, -w 1, -pi mpi   accepted; they change nothing here (the run says why)\n"
            "  -w 0, -pi tcp|fs, -pn, -pr, -pg, -pf, -ps   refused: master weights are always kept; processes start under mpirun\n");
 }
 
@@ -286,7 +288,7 @@ static void print_help(void) {
 //   -h 0|1   HellaSwag at every validation step from llm.c's path (-h alone, or before another flag, is --help)
 //   -r 0|1|2 recomputation: none | GELU | GELU and LayerNorm; --recompute 1 recomputes both, so 1 and 2 become it
 //   -e dN, gpt2:dN, gpt3:cN   a model by llm.c's descriptor (when no file has that name): --model
-//   -f, -ge, -lg, -w 1, -pi mpi   accepted; they change nothing here (a note says why)
+//   -ge, -lg, -w 1, -pi mpi   accepted; they change nothing here (a note says why); -f is --tf32
 //   -w 0, -pi tcp|fs, -pn, -pr, -pg, -pf, -ps   refused (no fp32-only weights; processes start under mpirun)
 static char g_flag_notes[2048]; // what the run is told about llm.c flags that change nothing (rank 0 prints it)
 
@@ -307,7 +309,7 @@ static const FlagSpec* flag_named(const char* name) {
 // llm.c's flags without a counterpart in the table (the list above, but -r and -e): consumes argv[*i] and its value
 // and returns 1, or returns 0 if argv[*i] is none of them.
 static int llmc_other_flag(Config* c, int argc, char** argv, int* i) {
-    static const char* const names[] = {"-h", "-f", "-ge", "-lg", "-w", "-pi", "-pn", "-pr", "-pg", "-pf", "-ps"};
+    static const char* const names[] = {"-h", "-ge", "-lg", "-w", "-pi", "-pn", "-pr", "-pg", "-pf", "-ps"};
     const char* a = argv[*i];
     int known = 0;
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) { known |= strcmp(a, names[k]) == 0; }
@@ -331,8 +333,6 @@ static int llmc_other_flag(Config* c, int argc, char** argv, int* i) {
     if (strcmp(a, "-h") == 0) { c->llmc_hellaswag = n != 0; }
     else if (strcmp(a, "-w") == 0) {
         if (n == 0) { fatal("-w 0: this trainer always keeps fp32 master weights beside a 16-bit compute copy (--dtype bf16/fp16); for no 16-bit copy at all, use --dtype fp32"); }
-    } else if (strcmp(a, "-f") == 0) {
-        flag_note("note: -f %ld (llm.c's TF32 switch) changes nothing here: fp32 matmuls are exact fp32, and the fast path is --dtype bf16\n", n);
     } else if (strcmp(a, "-ge") == 0) {
         flag_note("note: -ge %ld (llm.c's GELU fusion) changes nothing here: the GPU build always fuses GELU into the matmuls (cuBLASLt's GELU_AUX and DGELU epilogues) where the recomputation allows\n", n);
     } else if (strcmp(a, "-lg") == 0) {
@@ -405,6 +405,13 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (strcmp(c->attention, "auto") != 0 && strcmp(c->attention, "native") != 0 && strcmp(c->attention, "cudnn") != 0) {
         fatal("--attention: '%s' is not one of auto, native, cudnn", c->attention);
     }
+#if !defined(KERNELS_CUDA) || !defined(ENABLE_FP32)
+    // only an fp32 GPU build has matmuls TF32 can speed up; llm.c passes -f 1 to every build, so this is a note (the
+    // planner, which models fp32 layouts for some GPU, takes it as they would run)
+    if (c->tf32 && !c->plan) {
+        flag_note("note: --tf32 1 changes nothing in this build: only an fp32 GPU build (train_gpt_cu with PRECISION=FP32) has fp32 matmuls to run on TF32 tensor cores\n");
+    }
+#endif
 #ifndef KERNELS_CUDA
     if (strcmp(c->attention, "cudnn") == 0) { fatal("--attention cudnn: GPU builds only (train_gpt_cu with cuDNN); the CPU has native attention"); }
 #endif
@@ -469,7 +476,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     // --eval-hellaswag evaluates a model and exits: it takes the model, its layout and the length limit, nothing that
     // belongs to a training run
     if (c->eval_hellaswag[0]) {
-        static const char* const allowed[] = {"init", "model", "seed", "eval-hellaswag", "hellaswag-details", "seq-len", "dtype", "attention",
+        static const char* const allowed[] = {"init", "model", "seed", "eval-hellaswag", "hellaswag-details", "seq-len", "dtype", "attention", "tf32",
                                               "comm", "comm-timeout", "threads", "zero", "tp", "sequence-parallel", "pp", "recompute"};
         for (int k = 0; k < NUM_FLAGS; k++) {
             int ok = 0;

@@ -130,6 +130,9 @@ typedef struct {
     int gelu_fusion;           // 1 (the default): matmul_forward_gelu fuses the GELU into cuBLASLt's epilogue where it can
     int bias_grad_fusion;      // 1 (the default): matmul_backward takes dbias from the weight gradient's BGRADB epilogue
                                // where cuBLASLt offers it (0: always the separate reduction, kernels__bias_grad)
+    int tf32;                  // --tf32 1 (fp32 builds): the matmuls run on the TF32 tensor cores
+                               // (CUBLAS_COMPUTE_32F_FAST_TF32: operands cut to a 10-bit mantissa, fp32 sums); 0 (the
+                               // default): exact fp32
     void* att_workspace;       // cuDNN's attention workspace (grown on demand)
     size_t att_workspace_bytes;
     void* retired[KERNELS_MAX_RETIRED]; // outgrown buffers of the above, freed with the context (kernels__grow)
@@ -204,6 +207,15 @@ static int kernels_set_attention(KernelCtx* ctx, const char* impl) {
     if (strcmp(impl, "auto") == 0) { ctx->attention_cudnn = can_cudnn; return 0; }
     if (strcmp(impl, "cudnn") == 0 && can_cudnn) { ctx->attention_cudnn = 1; return 0; }
     return -1;
+}
+
+// --tf32: 1 runs the fp32 matmuls on the TF32 tensor cores, about 8x the fp32 rate on an H100/H200 at about 2^-11
+// relative error per operand (llm.c's -f 1, its default; PyTorch's allow_tf32); 0 keeps them exact. Only fp32 storage
+// has fp32 matmuls: -1 for a 16-bit build. The matmul plans remember the compute type they were made with.
+static int kernels_set_tf32(KernelCtx* ctx, int on) {
+    if (on && KERNELS_DTYPE != DTYPE_FP32) { return -1; }
+    ctx->tf32 = on != 0;
+    return 0;
 }
 
 // The shortest of 64, 128, 256, ... that holds t positions, at most t_max (t itself when t > t_max).

@@ -35,6 +35,9 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C);
 static void kernels_ctx_free(KernelCtx* ctx);
 // --attention IMPL for this context ("auto", "native", "cudnn"): 0, or -1 when this backend cannot.
 static int kernels_set_attention(KernelCtx* ctx, const char* impl);
+// --tf32 ON for this context: 1 runs fp32 matmuls on TF32 tensor cores, 0 exact fp32. 0, or -1 when this backend
+// cannot (the CPU; a 16-bit GPU build, which has no fp32 matmuls).
+static int kernels_set_tf32(KernelCtx* ctx, int on);
 // The length at which a forward-only pass over t positions (sampling, evaluation of short rows) should run: t, or up
 // to t_max where the backend runs fewer distinct shapes faster (a GPU with cuDNN's attention: one plan per shape;
 // the native attention of 16-bit CUDA builds: its tensor-core kernels take multiples of 16).

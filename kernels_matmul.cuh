@@ -38,7 +38,7 @@ static uint32_t kernels__alignment(const void* p) {
 // The descriptors and the algorithm of one matmul shape, made once: the heuristic query costs tens of microseconds
 // of CPU time, and a training step runs a few hundred matmuls of a dozen shapes.
 typedef struct {
-    int m, n, k, lda, ldb, transA, transB, has_bias, d_f32, beta_nonzero, epi;
+    int m, n, k, lda, ldb, transA, transB, has_bias, d_f32, beta_nonzero, epi, tf32;
     int usable; // 0: cuBLASLt has no algorithm for this epilogue here (the caller takes the unfused path)
     uint32_t al[5]; // the alignments of A, B, D, the bias and the auxiliary matrix the algorithm was chosen for
     cublasLtMatmulDesc_t op;
@@ -65,7 +65,7 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
         KernelsLtPlan* p = &kernels__lt_plans[i];
         if (p->m == m && p->n == n && p->k == k && p->lda == lda && p->ldb == ldb && p->transA == transA && p->transB == transB &&
             p->has_bias == has_bias && p->epi == epi && p->d_f32 == d_f32 && p->beta_nonzero == (beta != 0.0f) &&
-            memcmp(p->al, al, sizeof(p->al)) == 0) { return p; }
+            p->tf32 == ctx->tf32 && memcmp(p->al, al, sizeof(p->al)) == 0) { return p; }
     }
     if (kernels__lt_num_plans == kernels__lt_cap_plans) {
         kernels__lt_cap_plans = kernels__lt_cap_plans ? 2 * kernels__lt_cap_plans : 64;
@@ -74,9 +74,10 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
     }
     KernelsLtPlan* p = &kernels__lt_plans[kernels__lt_num_plans];
     p->m = m; p->n = n; p->k = k; p->lda = lda; p->ldb = ldb; p->transA = transA; p->transB = transB; p->has_bias = has_bias; p->epi = epi;
-    p->d_f32 = d_f32; p->beta_nonzero = beta != 0.0f; memcpy(p->al, al, sizeof(p->al));
+    p->d_f32 = d_f32; p->beta_nonzero = beta != 0.0f; p->tf32 = ctx->tf32; memcpy(p->al, al, sizeof(p->al));
     cudaDataType_t ab_type = kernels__cuda_type(0), d_type = kernels__cuda_type(d_f32);
-    gpuCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    // fp32 accumulation always; with --tf32 1 (fp32 storage only, kernels_set_tf32) the operands enter as TF32
+    gpuCheck(cublasLtMatmulDescCreate(&p->op, ctx->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     gpuCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));

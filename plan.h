@@ -10,7 +10,8 @@ scratch), so a prediction is the table's number, not a second formula.
 Step time is a model, from the shapes and a few machine figures:
   compute   FLOPs per token (6 N + 12 L C T: matmuls forward and backward, attention) x tokens per step / devices,
             x 4/3 with --recompute 2 (one more forward), x 1.02 with --recompute 1 (LayerNorm and GELU again: element-
-            wise, a few percent of a step), at peak x efficiency (fp32 at half of that: TF32 tensor cores)
+            wise, a few percent of a step), at peak x efficiency (fp32: half of that on TF32 tensor cores with
+            --tf32 1, a fifteenth without)
   bubble    pipeline: compute / (1 - bubble), the schedule's theory (pp_bubble_theory)
   tp        per micro-batch and block, 4 all-reduces of (B, T, C) activations (2 forward, 2 backward; 2 more with
             --recompute 2) and one for the embedding; sequence parallelism moves the same bytes as reduce-scatters and
@@ -121,6 +122,7 @@ typedef struct {
     size_t floatx_bytes;      // storage of a floatX element (see plan_rank_memory)
     int gpu;                  // the devices are GPUs (a GPU build, or --plan-storage gpu): see plan_comm_nccl
     double reserve;           // bytes per device a layout leaves to what the planner does not model (the runtime's)
+    int tf32;                 // --tf32: fp32 layouts' matmuls on TF32 tensor cores
 } PlanMachine;
 
 // Whether a run on the machine takes the --comm nccl path, whose device buffers plan_rank_memory counts: on GPUs,
@@ -167,7 +169,9 @@ static void plan_estimate(const GPTConfig* g, const PlanMachine* mc, long total_
     const PlanLayout* p = &res->p;
     int N = p->dp * p->tp * p->pp;
     double fpt = plan_flops_per_token(g, p->T);
-    double rate = mc->peak * mc->efficiency * (p->dtype == DTYPE_FP32 ? 0.5 : 1.0);
+    // fp32 matmuls: on TF32 tensor cores (--tf32 1) at half the 16-bit rate; exact fp32 on the CUDA cores at about a
+    // fifteenth of it (A100 19.5 of 312 TFLOP/s, H100/H200 SXM 67 of 989)
+    double rate = mc->peak * mc->efficiency * (p->dtype == DTYPE_FP32 ? (mc->tf32 ? 0.5 : 1.0 / 15.0) : 1.0);
     double redo = p->recompute == 2 ? 4.0 / 3.0 : p->recompute == 1 ? 1.02 : 1.0;
     res->t_compute = fpt * (double)total_batch / N * redo / rate;
     res->bubble = p->pp > 1 ? pp_bubble_theory(p->kind, p->pp, p->M, p->V) : 0.0;
@@ -211,6 +215,7 @@ static void plan_estimate(const GPTConfig* g, const PlanMachine* mc, long total_
 static void plan_command(const Config* c, const PlanLayout* p, char* buf, size_t cap) {
     int n = snprintf(buf, cap, "mpirun -np %d ./train_gpt --model %s --batch-size %d --seq-len %d --total-batch-size %ld --zero %d --recompute %d --dtype %s",
                      p->dp * p->tp * p->pp, c->init[0] ? "(--init)" : c->model, p->B, p->T, c->total_batch_size, p->zero, p->recompute, dtype_name(p->dtype));
+    if (p->dtype == DTYPE_FP32 && c->tf32 && n > 0 && (size_t)n < cap) { n += snprintf(buf + n, cap - n, " --tf32 1"); }
     if (p->tp > 1 && n > 0 && (size_t)n < cap) { n += snprintf(buf + n, cap - n, " --tp %d%s", p->tp, p->sp ? " --sequence-parallel 1" : ""); }
     if (p->pp > 1 && n > 0 && (size_t)n < cap) {
         n += snprintf(buf + n, cap - n, " --pp %d --pp-schedule %s", p->pp, pp_schedule_names[p->kind]);
@@ -239,10 +244,11 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
     if (total <= 0) { fatal("--plan: give the global batch (--total-batch-size, tokens per optimizer step)"); }
     printf("plan: %s (L %d, C %d, NH %d, %.1f M parameters), T %d, %ld tokens per step, %d node(s) x %d device(s), %.1f GB each "
            "(%.1f GB of it reserved for the runtime), "
-           "%.0f TFLOP/s bf16 peak at %.0f%%, links %.0f / %.0f GB/s (intra / inter), %s storage, %d thread(s) per process, "
+           "%.0f TFLOP/s bf16 peak at %.0f%%, links %.0f / %.0f GB/s (intra / inter), %s storage, fp32 matmuls %s, %d thread(s) per process, "
            "collectives %s%s\n",
            c->init[0] ? c->init : c->model, g->num_layers, g->channels, g->num_heads, gpt_num_params(g) / 1e6, T, total, mc->nodes, mc->per_node,
            mc->memory / 1e9, mc->reserve / 1e9, mc->peak / 1e12, 100.0 * mc->efficiency, mc->intra / 1e9, mc->inter / 1e9, mc->floatx_bytes == sizeof(floatX) ? "this build's" : "GPU (16-bit)",
+           mc->tf32 ? "on TF32 tensor cores (--tf32 1)" : "exact (--tf32 0)",
            c->threads > 0 ? c->threads : kernels_num_threads(), nccl ? "through NCCL on device buffers" : "through MPI",
            nccl && bf16 ? " (with the bf16 gradient copy of --grad-compress bf16)" : "");
     size_t cap = 1024, nres = 0;

@@ -1043,6 +1043,108 @@ static void test_ops_gpt2_shapes(void) {
 #endif
 }
 
+#if defined(KERNELS_CUDA) && defined(ENABLE_FP32)
+// The largest |got - ref| / S over n elements, where S[i] = sum over the dot product of |a||b| (plus |bias|): the error
+// of a dot product relative to the size of its terms, which rounding bounds whatever the inputs' signs.
+static double worst_rel(const float* got, const double* ref, const double* S, size_t n) {
+    double w = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = isfinite(got[i]) ? fabs(got[i] - ref[i]) / (S[i] > 0 ? S[i] : 1.0) : INFINITY;
+        if (!(e <= w)) { w = e; }
+    }
+    return w;
+}
+
+// --tf32 (kernels_set_tf32): a linear layer's three products, exact fp32 first, then on TF32 tensor cores, then exact
+// again, on inputs with full 24-bit mantissas, against the double reference. Scale-free error: |err| / S (worst_rel).
+// Bounds: exact fp32 within (k + 2) 2^-24 (each of k products and additions rounds, and the bias and the store);
+// TF32 rounds each operand to a 10-bit mantissa, 2^-11 relative rounded to nearest (2^-10 truncated), so a product
+// errs by up to 2 x 2^-10 of |a||b|: within 2^-9 + (k + 2) 2^-24. That TF32 really ran: its error is above 8x the
+// exact run's (for these sizes the exact run's worst is ~2^-22, TF32's ~2^-13). The last exact run gives the first
+// one's bits: the matmul plans are kept per compute type.
+static void test_tf32(void) {
+    KernelCtx* ctx = &g_ctx;
+    enum { BT = 37, C = 200, OC = 48 }; // k: C forward, OC for dinp, BT for dweight
+    MatmulCtx mc = {BT, C, OC, NULL, NULL, NULL, NULL};
+    size_t ni = (size_t)BT * C, nw = (size_t)OC * C, no = (size_t)BT * OC;
+    mc.inp = (double*)mallocCheck(ni * 8); mc.w = (double*)mallocCheck(nw * 8); mc.b = (double*)mallocCheck(OC * 8);
+    double* dout = (double*)mallocCheck(no * 8);
+    fill_rand(mc.inp, ni, 1.0); fill_rand(mc.w, nw, 0.5); fill_rand(mc.b, OC, 0.5); fill_rand(dout, no, 1.0);
+    float *fi = to_float(mc.inp, ni), *fw = to_float(mc.w, nw), *fb = to_float(mc.b, OC), *fd = to_float(dout, no);
+    for (size_t i = 0; i < ni; i++) { mc.inp[i] = fi[i]; } // the reference on the float inputs
+    for (size_t i = 0; i < nw; i++) { mc.w[i] = fw[i]; }
+    for (int i = 0; i < OC; i++) { mc.b[i] = fb[i]; }
+    for (size_t i = 0; i < no; i++) { dout[i] = fd[i]; }
+    // references and term sizes: out = inp w^T + b, dinp = dout w, dw = dout^T inp
+    double *ro = (double*)mallocCheck(no * 8), *so = (double*)mallocCheck(no * 8);
+    double *ri = (double*)mallocCheck(ni * 8), *si = (double*)mallocCheck(ni * 8);
+    double *rw = (double*)mallocCheck(nw * 8), *sw = (double*)mallocCheck(nw * 8);
+    matmul_ref(&mc, ro);
+    for (int r = 0; r < BT; r++) {
+        for (int o = 0; o < OC; o++) {
+            double a = fabs(mc.b[o]);
+            for (int k = 0; k < C; k++) { a += fabs(mc.inp[r * C + k] * mc.w[o * C + k]); }
+            so[r * OC + o] = a;
+        }
+        for (int k = 0; k < C; k++) {
+            double v = 0.0, a = 0.0;
+            for (int o = 0; o < OC; o++) { v += dout[r * OC + o] * mc.w[o * C + k]; a += fabs(dout[r * OC + o] * mc.w[o * C + k]); }
+            ri[r * C + k] = v; si[r * C + k] = a;
+        }
+    }
+    for (int o = 0; o < OC; o++) {
+        for (int k = 0; k < C; k++) {
+            double v = 0.0, a = 0.0;
+            for (int r = 0; r < BT; r++) { v += dout[r * OC + o] * mc.inp[r * C + k]; a += fabs(dout[r * OC + o] * mc.inp[r * C + k]); }
+            rw[o * C + k] = v; sw[o * C + k] = a;
+        }
+    }
+    float *out = (float*)mallocCheck(no * 4), *dinp = (float*)mallocCheck(ni * 4), *dw = (float*)mallocCheck(nw * 4);
+    float *first = (float*)mallocCheck((no + ni + nw) * 4);
+    double worst[3][3]; // [run: exact, TF32, exact again][product: out, dinp, dweight]
+    const char* prod[3] = {"forward (k 200)", "dinp (k 48)", "dweight (k 37)"};
+    const int ks[3] = {C, OC, BT};
+    int same_bits = 1;
+    for (int run = 0; run < 3; run++) {
+        int tf = run == 1;
+        report(kernels_set_tf32(ctx, tf) == 0 && ctx->tf32 == tf, tf ? "kernels_set_tf32: an fp32 CUDA build takes --tf32 1" : "kernels_set_tf32 0",
+               "ctx->tf32 %d", ctx->tf32);
+        for (size_t i = 0; i < no; i++) { out[i] = NAN; }
+        for (size_t i = 0; i < ni; i++) { dinp[i] = NAN; }
+        for (size_t i = 0; i < nw; i++) { dw[i] = 0.0f; }
+        matmul_forward(ctx, out, fi, fw, fb, BT, C, OC);
+        matmul_backward(ctx, dinp, dw, NULL, fd, fi, fw, BT, C, OC, 0);
+        worst[run][0] = worst_rel(out, ro, so, no);
+        worst[run][1] = worst_rel(dinp, ri, si, ni);
+        worst[run][2] = worst_rel(dw, rw, sw, nw);
+        if (run == 0) { memcpy(first, out, no * 4); memcpy(first + no, dinp, ni * 4); memcpy(first + no + ni, dw, nw * 4); }
+        if (run == 2) {
+            same_bits = memcmp(first, out, no * 4) == 0 && memcmp(first + no, dinp, ni * 4) == 0 && memcmp(first + no + ni, dw, nw * 4) == 0;
+        }
+    }
+    for (int q = 0; q < 3; q++) {
+        char nm[160];
+        double exact_bound = (ks[q] + 2) * ldexp(1.0, -24), tf32_bound = ldexp(1.0, -9) + exact_bound;
+        snprintf(nm, sizeof(nm), "matmul %s, exact fp32 (--tf32 0): within (k + 2) 2^-24 of the terms", prod[q]);
+        report(worst[0][q] <= exact_bound, nm, "worst |err|/S %.3g, bound %.3g", worst[0][q], exact_bound);
+        snprintf(nm, sizeof(nm), "matmul %s, TF32 (--tf32 1): within 2^-9 + (k + 2) 2^-24 of the terms, above 8x the exact run's error", prod[q]);
+        report(worst[1][q] <= tf32_bound && worst[1][q] > 8.0 * worst[0][q], nm, "worst |err|/S %.3g (exact %.3g), bound %.3g",
+               worst[1][q], worst[0][q], tf32_bound);
+    }
+    report(same_bits, "matmuls exact again after TF32: the first exact run's bits (plans kept per compute type)",
+           "worst |err|/S now %.3g %.3g %.3g", worst[2][0], worst[2][1], worst[2][2]);
+    kernels_set_tf32(ctx, 0);
+    // the trainer's path: --tf32 1 reaches the model's context through gpt_init_ctx
+    GPT m;
+    ModelSplit ms = {NULL, 0, NULL, 1, NULL, 0, NULL, 0, NULL, 1};
+    gpt_init_ctx(&m, &ms, DTYPE_FP32, 8, 64);
+    report(m.ctx.tf32 == 1, "--tf32 1 reaches the model's kernel context (gpt_init_ctx)", "ctx.tf32 %d", m.ctx.tf32);
+    kernels_ctx_free(&m.ctx);
+    free(mc.inp); free(mc.w); free(mc.b); free(dout); free(fi); free(fw); free(fb); free(fd);
+    free(ro); free(so); free(ri); free(si); free(rw); free(sw); free(out); free(dinp); free(dw); free(first);
+}
+#endif
+
 #ifdef KERNELS_CUDA
 // The bias gradient's two widths (kernels__bias_grad): the same dout read as 16-byte packs from an aligned buffer and
 // one element at a time from a buffer one element off must give the same bits, as the kernel's comment promises
@@ -2078,6 +2180,12 @@ int main(int argc, char** argv) {
             test_ops_dtype();
             test_forward_len();
 #ifdef KERNELS_CUDA
+#ifdef ENABLE_FP32
+            test_tf32();
+#else
+            report(kernels_set_tf32(&g_ctx, 1) == -1 && kernels_set_tf32(&g_ctx, 0) == 0, "kernels_set_tf32: a 16-bit build refuses --tf32 1",
+                   "%s", "");
+#endif
             test_param_streams();
             test_bias_grad_widths();
             test_reserve();

@@ -307,6 +307,7 @@ typedef struct {
                             // memory before any allocation (gpt__check_device_memory); NULL: not checked
     int B;                  // the micro-batch the kernels' workspaces are sized for up front (kernels_reserve); 0: none
     const char* attention;  // --attention, set before the workspaces are sized (cuDNN's are its plans'); NULL: auto
+    int tf32;               // --tf32 1: fp32 matmuls on TF32 tensor cores where the build has them (kernels_set_tf32)
 } ModelSplit;
 
 // Whether tensor e's gradient enters this rank's part of the global norm (see gpt_alloc_params_split).
@@ -362,6 +363,7 @@ static void gpt_init_ctx(GPT* m, const ModelSplit* ms, int dtype, int T, int C) 
         fatal("--attention %s: not available in this build (the CPU has native attention only; cudnn needs a CUDA build "
               "with cuDNN and bf16/fp16 storage)", ms->attention);
     }
+    if (ms->tf32) { kernels_set_tf32(&m->ctx, 1); } // (-1 where there are no fp32 matmuls: the flags' note said so)
 }
 
 // After gpt_init_ctx: the kernels' workspaces for a step (ms->B), checked with the planner's count against the
@@ -426,7 +428,7 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
 }
 
 static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
-    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL};
+    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL, 0};
     gpt_init_ctx(m, &ms, dtype, T, cfg->channels);
     gpt_alloc_params_split(m, cfg, dp, &ms, T);
 }
@@ -1511,7 +1513,12 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         if (mp->tp > 1) { printf(", %zu (%.1f M) per tensor-parallel rank", mp->layout.num_params, mp->layout.num_params / 1e6); }
         printf("\n| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each%s\n", pcp->world_size, pcp->dp, pcp->tp, pcp->pp,
                kernels_num_threads(), mp->sp ? "; sequence parallel" : "");
-        printf("| matmuls              | %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
+        int tf32 = 0;
+#ifdef KERNELS_CUDA
+        tf32 = mp->ctx.tf32;
+#endif
+        printf("| matmuls              | %s kernels (%s)%s\n", kernels_blas_name(), kernels_blas_reason(),
+               tf32 ? "; fp32 on TF32 tensor cores (--tf32 1)" : "");
         if (pcp->world_size > 1) {
             char order[160] = "";
             int ordered = strcmp(cp->comm, "nccl") != 0 || comm_nccl_launch_order(order, sizeof(order));
@@ -2032,7 +2039,7 @@ int main(int argc, char** argv) {
         if (pc.world_size > 1) { fatal("--plan runs in one process, not under mpirun (%d ranks)", pc.world_size); }
         PlanMachine mc = {c.plan_devices_per_node, c.plan_nodes, c.plan_memory_gb * 1e9, c.plan_intra_gbps * 1e9, c.plan_inter_gbps * 1e9,
                           c.plan_tflops * 1e12, c.plan_efficiency, strcmp(c.plan_storage, "gpu") == 0 ? 2 : sizeof(floatX),
-                          strcmp(c.plan_storage, "gpu") == 0, 0.0};
+                          strcmp(c.plan_storage, "gpu") == 0, 0.0, c.tf32};
 #ifdef KERNELS_CUDA
         mc.gpu = 1;
 #endif
@@ -2139,7 +2146,7 @@ int main(int argc, char** argv) {
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
     GPT model;
-    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, NULL, B, c.attention};
+    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, NULL, B, c.attention, c.tf32};
     gpt_init_ctx(&model, &split, dtype_parse(c.dtype), T, gc.channels);
 #ifdef KERNELS_CUDA
     // NCCL refuses a communicator whose ranks share a GPU (as the tests' processes on one GPU do). --comm nccl stops

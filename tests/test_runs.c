@@ -1334,6 +1334,42 @@ static void test_planner(void) {
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && strstr(out, "no layout fits: the smallest needs"), "planner: a machine too small says what the smallest layout needs",
            "exit %d: %.300s", rc, out);
+    // fp32 layouts' compute time (plan_estimate): exact fp32 runs on the CUDA cores at a fifteenth of the 16-bit rate,
+    // --tf32 1 on TF32 tensor cores at half of it, and its fp32 command lines then carry --tf32 1. The same layout
+    // (GPT-2 124M on 8 devices: dp 8, ZeRO-1, B 16, no recomputation) in bf16 and fp32, from the full listing.
+    for (int tf = 0; tf <= 1; tf++) {
+        snprintf(cmd, sizeof(cmd), "./train_gpt --plan 1 --model d12 --seq-len 1024 --total-batch-size 524288 --plan-nodes 1 "
+                 "--plan-devices-per-node 8 --plan-top 100000 --tf32 %d", tf);
+        rc = run_capture(cmd, out, sizeof(out));
+        double compute[2] = {-1.0, -1.0}; // bf16, fp32
+        int fp32_flag = -1;
+        for (const char* line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+            int idx, dp, tpv, ppv, zero, B, rcp;
+            char dt[8];
+            double mem, step, comp;
+            if (sscanf(line, " %d | %d %d %d | %d %d %d %7s %*d %*s | %lf GB ( %*f %*f %*f %*f) | %lf ( %lf", &idx, &dp, &tpv, &ppv,
+                       &zero, &B, &rcp, dt, &mem, &step, &comp) == 11 &&
+                dp == 8 && tpv == 1 && ppv == 1 && zero == 1 && B == 16 && rcp == 0) {
+                int f = strcmp(dt, "fp32") == 0;
+                compute[f] = comp;
+                if (f) {
+                    const char* nl = strchr(line, '\n');
+                    const char* run = nl ? strstr(nl + 1, "run: mpirun") : NULL;
+                    const char* end = run ? strchr(run, '\n') : NULL;
+                    char cmdline[1024] = "";
+                    if (run && end) { snprintf(cmdline, sizeof(cmdline), "%.*s", (int)(end - run), run); }
+                    fp32_flag = run && end && strstr(cmdline, "--tf32 1") != NULL;
+                }
+            }
+        }
+        double ratio = compute[0] > 0 && compute[1] > 0 ? compute[1] / compute[0] : -1.0, want = tf ? 2.0 : 15.0;
+        snprintf(name, sizeof(name), "planner --tf32 %d: an fp32 layout computes %gx as long as its bf16 twin; its command %s --tf32 1", tf,
+                 want, tf ? "carries" : "lacks");
+        report(rc == 0 && fabs(ratio - want) <= 0.01 * want && fp32_flag == tf &&
+               strstr(out, tf ? "fp32 matmuls on TF32 tensor cores (--tf32 1)" : "fp32 matmuls exact (--tf32 0)"), name,
+               "exit %d, compute bf16 %.1f ms, fp32 %.1f ms (ratio %.3g), --tf32 1 in the fp32 command %d", rc, compute[0], compute[1],
+               ratio, fp32_flag);
+    }
     const struct { const char* args; const char* expect; } bad[3] = {
         {"./train_gpt --init tests/ref/ref_model.bin --plan-nodes 2 --bench 1", "--plan-nodes configures the planner: it needs --plan 1"},
         {"./train_gpt --plan 1 --init tests/ref/ref_model.bin --seq-len 8", "give the global batch"},
@@ -1615,8 +1651,9 @@ static void test_llmc_flags(void) {
     report(rc == 0 && strstr(out, "usage: train_gpt"), "-h alone is the help", "exit %d: %.200s", rc, out);
     snprintf(cmd, sizeof(cmd), "%s -x 1 -f 1 -ge 2 -lg 5 -w 1 -pi mpi", base);
     rc = run_capture(cmd, out, sizeof(out));
-    report(rc == 0 && strstr(out, "note: -f 1") && strstr(out, "note: -ge 2") && strstr(out, "note: -lg 5"),
-           "llm.c's -f, -ge, -lg, -w 1, -pi mpi are accepted, with a note for each that changes nothing", "exit %d: %.300s", rc, out);
+    report(rc == 0 && strstr(out, "note: --tf32 1 changes nothing in this build") && strstr(out, "note: -ge 2") && strstr(out, "note: -lg 5"),
+           "llm.c's -f (--tf32), -ge, -lg, -w 1, -pi mpi are accepted, with a note for each that changes nothing on the CPU",
+           "exit %d: %.300s", rc, out);
     const char* refused[][2] = {{"-w 0", "always keeps fp32 master weights"}, {"-pi tcp", "without MPI (tcp, fs) is not supported"},
                                 {"-pn 2", "mpirun gives every process its rank"}, {"-y 1", "resumes from --out DIR"},
                                 {"--llmc-checkpoints 1", "it needs --checkpoint-every N"},

@@ -6,7 +6,8 @@ for these shapes (and a little more: every layout against the op's m, n, k) and 
 remembers the alignments the preference promised and those of the bias and auxiliary pointers set when it ran (the
 library reads them to learn theirs); cublasLtMatmul checks the pointers against them and each operand's extent
 against its allocation, then computes D = epilogue(alpha op(A) op(B) + beta C) with fp32 accumulation, as the GPU
-does (the order of the sum differs), and for BGRADA/BGRADB the bias gradient. Column-major, as cuBLAS.
+does (the order of the sum differs), and for BGRADA/BGRADB the bias gradient; with 32F_FAST_TF32 the fp32 operands
+are first rounded to TF32's 10-bit mantissa. Column-major, as cuBLAS.
 */
 #ifndef CUBLASLT_EMU_H
 #define CUBLASLT_EMU_H
@@ -79,6 +80,17 @@ static int lt_refuse_epilogue(const LtDesc* op, int when) {
     const char* v = getenv("CUDA_EMU_NO_EPILOGUE");
     return v && atoi(v) == when && (epi_has_aux(op->epilogue) || epi_is_bgrad(op->epilogue));
 }
+// TF32 (CUBLAS_COMPUTE_32F_FAST_TF32): the tensor cores read an fp32 operand with its 23-bit mantissa cut to 10 bits,
+// rounded to nearest (ties away from zero, as cvt.rna.tf32.f32 does); products and sums stay fp32. Infinities and
+// NaNs pass unchanged.
+static float round_tf32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) { return x; }
+    u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
 static float gelu_tanh(float x) {
     const float k = 0.7978845608028654f;
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
@@ -93,8 +105,13 @@ static float gelu_tanh_grad(float x) {
 static const char* lt_validate(const LtDesc* d, const LtLayout* a, const LtLayout* b, const LtLayout* c, const LtLayout* dd,
                                uint64_t* m_out, uint64_t* n_out, uint64_t* k_out) {
     static char why[256];
-    if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F) { return "compute or scale type other than 32F"; }
+    if ((d->compute != CUBLAS_COMPUTE_32F && d->compute != CUBLAS_COMPUTE_32F_FAST_TF32) || d->scale != CUDA_R_32F) {
+        return "compute or scale type other than 32F or 32F_FAST_TF32";
+    }
     if (a->type != b->type) { return "A and B of different types"; }
+    if (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && (a->type != CUDA_R_32F || dd->type != CUDA_R_32F)) {
+        return "32F_FAST_TF32 with A/B or D not fp32 (cuBLASLt offers it for fp32 matrices only)";
+    }
     if (c->type != dd->type || c->rows != dd->rows || c->cols != dd->cols || c->ld != dd->ld) { return "C and D laid out differently"; }
     int ab = a->type, out = dd->type;
     int types_ok = (ab == CUDA_R_32F && out == CUDA_R_32F) || (ab == CUDA_R_16BF && (out == CUDA_R_16BF || out == CUDA_R_32F)) ||
@@ -302,6 +319,10 @@ static void lt_compute(const LtDesc* op, const LtLayout* a, const LtLayout* b, c
     }
     for (uint64_t j = 0; j < n; j++) {
         for (uint64_t l = 0; l < k; l++) { bt[j * k + l] = load_as_float(B, b->type, op->transb ? j + l * b->ld : l + j * b->ld); }
+    }
+    if (op->compute == CUBLAS_COMPUTE_32F_FAST_TF32) { // the operands as the tensor cores see them (also for BGRADB)
+        for (float& v : at) { v = round_tf32(v); }
+        for (float& v : bt) { v = round_tf32(v); }
     }
     std::vector<float> out(m * n);
 #ifdef USE_BLAS
