@@ -27,6 +27,20 @@ g*B*world + r*B, one per row. A group may straddle an epoch boundary. The only p
 cursor, which does not depend on rank, world or B, so a run resumed with another world size (or B) continues
 the same stream: within an epoch no sample is dropped or repeated.
 
+A blend of data sets (shuffle = 1 only; Megatron's --data-path): the pattern "W1:GLOB1,W2:GLOB2,..." (up to 64; a
+pattern starting with a number and a colon is read as one; "1:GLOB" is GLOB itself). Each data set k is a stream
+of its own as above, keyed by its own seed (the loader's seed for the first, so it keeps its unblended order;
+mix64(seed ^ mix64(0xB1E2DA7A00000000 + k)) for the others). The weights become integer parts w_k of 65536 (each
+at least one part). The global stream position s goes to the data set furthest behind its share: the largest
+w_k (s + 1) - n_k(s) W, with W the sum of the parts and n_k(s) the positions before s that went to k (ties to the
+first). Position s then reads data set k's stream at n_k(s). Integers only, so every rank, world size and machine
+agrees. The choices repeat every W positions (checked at init: one period gives each data set exactly its w_k), so
+n_k(s) is w_k per whole period before s plus at most W choices replayed, and every prefix of the stream holds each
+share closely (within one sample for two data sets; under two samples measured for up to 64). The position is
+still the global cursor alone. An "epoch" (word [4],
+--steps -1) counts the samples of all data sets together, and the fingerprint covers the data sets and their
+weights. Each data set must hold B*world samples.
+
 shuffle = 2, llm.c's shuffled order: the batches llm.c's train_gpt2.cu reads (its llmc/dataloader.h with
 should_shuffle, whose generator is llmc/rand.h's MT19937, PyTorch's). Groups as in shuffle = 0 (sample i of a
 shard is the group at i*B*T*world; rank r reads its B*T+1 tokens from there + r*B*T), but every rank draws its own
@@ -58,6 +72,7 @@ Resumable state: DATALOADER_STATE_WORDS uint64 words, logical (no rank, no world
 
 #include <fcntl.h>
 #include <glob.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +92,8 @@ Resumable state: DATALOADER_STATE_WORDS uint64 words, logical (no rank, no world
 #define DATALOADER_HEADER_BYTES (DATALOADER_HEADER_INTS * 4)
 #define DATALOADER_STATE_WORDS 8
 #define DATALOADER_STATE_MAGIC ((((uint64_t)0x444C5354) << 32) | 1u) // "DLST", layout version 1
+#define DATALOADER_MAX_SOURCES 64      // data sets in one blend
+#define DATALOADER_WEIGHT_UNITS 65536  // a blend's weights, as integer parts of this total (exact arithmetic)
 
 // ----------------------------------------------------------------------------
 // types
@@ -91,6 +108,20 @@ typedef struct {
     uint64_t nsamples;        // shuffle = 1: windows of T+1 tokens at i*T, (ntok - 1) / T
 } DataShard;
 
+// One data set of a blend (shuffle = 1; an unblended loader has one): its shards, its weight and its own stream of
+// epochs, each a permutation of its samples.
+typedef struct {
+    char* pattern;            // owned copy of its glob pattern (for messages)
+    int first, count;         // its shards: shards[first .. first + count), in glob order
+    uint32_t weight;          // parts of the loader's weight_total (1 and 1 for one data set)
+    uint64_t seed;            // the permutation seed: the loader's seed for data set 0, derived from it for the others
+    uint64_t samples_per_epoch; // sum of nsamples over its shards
+    uint64_t drawn;           // blend: the positions of the loader's current period, before blend_pos, that went to it
+    uint64_t cached_epoch;    // the epoch perm/offsets describe, or UINT64_MAX
+    int* shard_perm;          // (count) stream position k within an epoch -> shard (local index)
+    uint64_t* shard_offset;   // (count + 1) first sample of stream position k within the epoch
+} DataSource;
+
 typedef struct {
     // configuration
     int B, T;                 // batch size and sequence length of one rank's micro-batch
@@ -102,19 +133,21 @@ typedef struct {
     int nshards;
     DataShard* shards;        // (nshards) in glob order
     uint64_t total_tokens;    // sum of ntok over shards
-    uint64_t samples_per_epoch; // shuffle = 1: sum of nsamples over shards
-    uint64_t fingerprint;     // FNV-1a of nshards and every ntok
+    uint64_t samples_per_epoch; // shuffle = 1: sum of nsamples over shards (over every data set of a blend)
+    uint64_t fingerprint;     // FNV-1a of nshards and every ntok (a blend: of the data sets, their weights and ntoks)
+    int nsources;             // data sets: 1, or a blend's (shuffle = 1 only)
+    DataSource* sources;      // (nsources)
+    uint32_t weight_total;    // sum of the sources' weights
+    uint64_t blend_base;      // blend: the start of the period of weight_total positions the drawn counts belong to
+    uint64_t blend_pos;       // blend: the stream position the sources' drawn counts are up to
     // position (the logical state)
     uint64_t epoch;           // shuffle = 0: epochs completed; shuffle = 1: derived from cursor
     int shard_index;          // shuffle = 0: current shard
     uint64_t position;        // shuffle = 0: group start position in the current shard (tokens)
     uint64_t cursor;          // shuffle = 1: global sample cursor (samples consumed by all ranks)
-    // shuffle = 1: the shard order of one epoch, cached
-    uint64_t cached_epoch;    // the epoch perm/offsets describe, or UINT64_MAX
-    int* shard_perm;          // (nshards) stream position k -> shard index (shuffle = 2: this epoch's order)
-    uint64_t* shard_offset;   // (nshards + 1) first sample of stream position k within the epoch
-    // shuffle = 2: this rank's MT19937 and the current shard's group order; shard_index and position are llm.c's
+    // shuffle = 2: this epoch's shard order, this rank's MT19937 and the current shard's group order; shard_index and position are llm.c's
     // current_shard_idx and current_sample_idx
+    int* shard_perm;          // (nshards) stream position k -> shard index
     uint32_t mt[624];
     int mt_left, mt_next;
     int* group_perm;          // (most_groups) group order of the current shard
@@ -179,41 +212,81 @@ static uint64_t dataloader__permute(uint64_t x, uint64_t n, uint64_t key) {
     return x;
 }
 
-// Makes dl->shard_perm and dl->shard_offset describe epoch e (shuffle = 1): Fisher-Yates on the shard order
-// with a splitmix64 stream from the epoch key, then prefix sums of the samples in that order.
-static void dataloader__prepare_epoch(DataLoader* dl, uint64_t epoch) {
-    if (dl->cached_epoch == epoch) { return; }
-    uint64_t state = dataloader__epoch_key(dl->seed, epoch);
-    for (int i = 0; i < dl->nshards; i++) { dl->shard_perm[i] = i; }
-    for (int i = dl->nshards - 1; i > 0; i--) {
+// Makes src's shard_perm and shard_offset describe its epoch e (shuffle = 1): Fisher-Yates on its shard order with a
+// splitmix64 stream from the epoch key, then prefix sums of the samples in that order.
+static void dataloader__prepare_epoch(DataLoader* dl, DataSource* src, uint64_t epoch) {
+    if (src->cached_epoch == epoch) { return; }
+    uint64_t state = dataloader__epoch_key(src->seed, epoch);
+    for (int i = 0; i < src->count; i++) { src->shard_perm[i] = i; }
+    for (int i = src->count - 1; i > 0; i--) {
         state += 0x9E3779B97F4A7C15ULL;
         uint64_t j = dataloader__mix64(state) % (uint64_t)(i + 1); // bias below 2^-32 for any shard count
-        int tmp = dl->shard_perm[i];
-        dl->shard_perm[i] = dl->shard_perm[j];
-        dl->shard_perm[j] = tmp;
+        int tmp = src->shard_perm[i];
+        src->shard_perm[i] = src->shard_perm[j];
+        src->shard_perm[j] = tmp;
     }
-    dl->shard_offset[0] = 0;
-    for (int k = 0; k < dl->nshards; k++) {
-        dl->shard_offset[k + 1] = dl->shard_offset[k] + dl->shards[dl->shard_perm[k]].nsamples;
+    src->shard_offset[0] = 0;
+    for (int k = 0; k < src->count; k++) {
+        src->shard_offset[k + 1] = src->shard_offset[k] + dl->shards[src->first + src->shard_perm[k]].nsamples;
     }
-    dl->cached_epoch = epoch;
+    src->cached_epoch = epoch;
 }
 
-// Maps global stream sample s (shuffle = 1) to its shard and the token position where its window starts.
+// The data set of a blend that position i of one period of W = weight_total positions goes to, given the draws
+// so far in that period: the one furthest behind its share, the largest w_k (i + 1) - drawn_k W (ties to the first).
+static int dataloader__blend_choose(const DataLoader* dl, uint64_t i) {
+    int best = 0;
+    int64_t best_deficit = 0;
+    for (int k = 0; k < dl->nsources; k++) {
+        const DataSource* src = &dl->sources[k];
+        int64_t deficit = (int64_t)src->weight * (int64_t)(i + 1) - (int64_t)src->drawn * (int64_t)dl->weight_total;
+        if (k == 0 || deficit > best_deficit) { best = k; best_deficit = deficit; }
+    }
+    return best;
+}
+
+// A blend's data set at global stream position s, and its own stream's position there (how many positions before s
+// went to it). The choices repeat every W positions, W data set k's (checked at init: after W choices each data set
+// has had exactly its w_k, so the deficits are back where they started). So a position's period start is
+// s - s % W, its data set's earlier draws are w_k per period before it, and at most W choices are replayed:
+// blend_base is the period the drawn counts belong to, blend_pos how far they go.
+static int dataloader__blend_source(DataLoader* dl, uint64_t s, uint64_t* local) {
+    uint64_t W = dl->weight_total;
+    if (s < dl->blend_base || s - dl->blend_base >= W || s < dl->blend_pos) { // another period, or behind: replay it
+        dl->blend_base = s - s % W;
+        dl->blend_pos = dl->blend_base;
+        for (int k = 0; k < dl->nsources; k++) { dl->sources[k].drawn = 0; }
+    }
+    for (;;) {
+        int k = dataloader__blend_choose(dl, dl->blend_pos - dl->blend_base);
+        DataSource* src = &dl->sources[k];
+        if (dl->blend_pos++ == s) {
+            *local = dl->blend_base / W * src->weight + src->drawn++;
+            return k;
+        }
+        src->drawn++;
+    }
+}
+
+// Maps global stream sample s (shuffle = 1) to its shard and the token position where its window starts: the data
+// set's own stream position (a blend's, or s itself), its epoch, that epoch's shard order, and the keyed
+// permutation of that shard's samples.
 static void dataloader__locate_sample(DataLoader* dl, uint64_t s, int* shard, uint64_t* start) {
-    uint64_t epoch = s / dl->samples_per_epoch;
-    uint64_t j = s % dl->samples_per_epoch;
-    dataloader__prepare_epoch(dl, epoch);
-    int lo = 0, hi = dl->nshards - 1; // find k with offset[k] <= j < offset[k+1]
+    uint64_t local = s;
+    DataSource* src = &dl->sources[dl->nsources > 1 ? dataloader__blend_source(dl, s, &local) : 0];
+    uint64_t epoch = local / src->samples_per_epoch;
+    uint64_t j = local % src->samples_per_epoch;
+    dataloader__prepare_epoch(dl, src, epoch);
+    int lo = 0, hi = src->count - 1; // find k with offset[k] <= j < offset[k+1]
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
-        if (dl->shard_offset[mid] <= j) { lo = mid; } else { hi = mid - 1; }
+        if (src->shard_offset[mid] <= j) { lo = mid; } else { hi = mid - 1; }
     }
-    int sh = dl->shard_perm[lo];
-    uint64_t local = j - dl->shard_offset[lo];
-    uint64_t key = dataloader__mix64(dataloader__epoch_key(dl->seed, epoch) ^ dataloader__mix64((uint64_t)sh));
-    uint64_t i = dataloader__permute(local, dl->shards[sh].nsamples, key);
-    *shard = sh;
+    int sh = src->shard_perm[lo];
+    uint64_t i_local = j - src->shard_offset[lo];
+    uint64_t key = dataloader__mix64(dataloader__epoch_key(src->seed, epoch) ^ dataloader__mix64((uint64_t)sh));
+    uint64_t i = dataloader__permute(i_local, dl->shards[src->first + sh].nsamples, key);
+    *shard = src->first + sh;
     *start = i * (uint64_t)dl->T;
 }
 
@@ -395,15 +468,23 @@ static void dataloader_free(DataLoader* dl) {
         }
         free(dl->shards);
     }
+    if (dl->sources != NULL) {
+        for (int k = 0; k < dl->nsources; k++) {
+            free(dl->sources[k].pattern);
+            free(dl->sources[k].shard_perm);
+            free(dl->sources[k].shard_offset);
+        }
+        free(dl->sources);
+    }
+    dl->sources = NULL;
+    dl->nsources = 0;
     free(dl->shard_perm);
-    free(dl->shard_offset);
     free(dl->group_perm);
     dl->group_perm = NULL;
     free(dl->inputs);
     free(dl->targets);
     dl->shards = NULL;
     dl->shard_perm = NULL;
-    dl->shard_offset = NULL;
     dl->inputs = NULL;
     dl->targets = NULL;
     dl->nshards = 0;
@@ -416,6 +497,9 @@ static void dataloader_reset(DataLoader* dl) {
     dl->position = 0;
     dl->cursor = 0;
     dl->calls = 0;
+    dl->blend_base = 0;
+    dl->blend_pos = 0;
+    for (int k = 0; k < dl->nsources; k++) { dl->sources[k].drawn = 0; }
     if (dl->shuffle == 2) {
         // llm.c's dataloader_init and first dataloader_reset: the generator of this rank, the identity shard order
         // permuted, the first shard entered
@@ -426,8 +510,109 @@ static void dataloader_reset(DataLoader* dl) {
     }
 }
 
+// A blend's spec, "W1:GLOB1,W2:GLOB2,...", parsed into weights and patterns (owned copies): whether spec starts with
+// a number and a colon. Returns the count (0: not a blend, the whole spec is one pattern), or -1 with a message
+// naming the item (and nothing left allocated).
+static int dataloader__parse_blend(const char* spec, double* weights, char** patterns, char* err, size_t errlen) {
+    char* end = NULL;
+    (void)strtod(spec, &end);
+    if (end == spec || *end != ':') { return 0; }
+    int n = 0, rc = 0;
+    const char* p = spec;
+    while (*p && rc == 0) {
+        const char* comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[1024];
+        if (len >= sizeof(item)) {
+            rc = dataloader__fail(err, errlen, "blend item %d of '%s' is longer than %zu characters", n + 1, spec, sizeof(item) - 1);
+            break;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        double w = strtod(item, &end);
+        if (n == DATALOADER_MAX_SOURCES) {
+            rc = dataloader__fail(err, errlen, "'%s': more than %d data sets in one blend", spec, DATALOADER_MAX_SOURCES);
+        } else if (end == item || *end != ':' || !(w > 0.0) || !(w < 1e30)) {
+            rc = dataloader__fail(err, errlen, "blend item '%s' of '%s': expected WEIGHT:GLOB with a positive weight", item, spec);
+        } else if (end[1] == '\0') {
+            rc = dataloader__fail(err, errlen, "blend item '%s' of '%s': no glob pattern after the weight", item, spec);
+        } else {
+            weights[n] = w;
+            patterns[n] = (char*)mallocCheck(strlen(end + 1) + 1);
+            strcpy(patterns[n], end + 1);
+            n++;
+            p = comma ? comma + 1 : p + len;
+            if (comma && *p == '\0') { rc = dataloader__fail(err, errlen, "'%s': a blend item is empty (trailing comma)", spec); }
+        }
+    }
+    if (rc != 0) {
+        for (int k = 0; k < n; k++) { free(patterns[k]); }
+        return -1;
+    }
+    return n;
+}
+
+// Opens the shards of pattern (sorted) as data set src, appending them to dl->shards, and validates each (magic,
+// version, size against token count, every token id < vocab_size, the shard size rules in the header comment).
+// Returns 0, or -1 with a message naming the file.
+static int dataloader__open_source(DataLoader* dl, DataSource* src, const char* pattern, char* err, size_t errlen) {
+    glob_t g;
+    memset(&g, 0, sizeof(g));
+    int grc = glob(pattern, 0, NULL, &g);
+    if (grc != 0 || g.gl_pathc == 0) {
+        globfree(&g);
+        if (grc == GLOB_NOMATCH || grc == 0) { return dataloader__fail(err, errlen, "'%s': no file matches this pattern", pattern); }
+        return dataloader__fail(err, errlen, "'%s': glob failed (code %d)", pattern, grc);
+    }
+    if (g.gl_pathc > (size_t)(INT32_MAX - 1 - dl->nshards)) {
+        globfree(&g);
+        return dataloader__fail(err, errlen, "'%s': too many files match", pattern);
+    }
+    src->first = dl->nshards;
+    src->count = (int)g.gl_pathc;
+    src->cached_epoch = UINT64_MAX;
+    dl->shards = (DataShard*)realloc(dl->shards, sizeof(DataShard) * (size_t)(dl->nshards + src->count));
+    if (dl->shards == NULL) { fatal("dataloader: out of memory for %d shards", dl->nshards + src->count); }
+    memset(dl->shards + dl->nshards, 0, sizeof(DataShard) * (size_t)src->count);
+    uint64_t group = (uint64_t)dl->B * (uint64_t)dl->T * (uint64_t)dl->world;
+    for (int i = 0; i < src->count; i++) {
+        DataShard* sh = &dl->shards[dl->nshards++];
+        const char* path = g.gl_pathv[i];
+        int rc = dataloader__open_shard(sh, path, err, errlen);
+        if (rc == 0 && dl->shuffle != 1 && sh->ntok < group + 1) {
+            rc = dataloader__fail(err, errlen, "'%s': %llu tokens, too few for one batch per rank (B*T*world+1 = %d*%d*%d+1 = %llu)",
+                                  path, (unsigned long long)sh->ntok, dl->B, dl->T, dl->world, (unsigned long long)(group + 1));
+        } else if (rc == 0 && dl->shuffle == 1 && sh->ntok < (uint64_t)dl->T + 1) {
+            rc = dataloader__fail(err, errlen, "'%s': %llu tokens, too few for one sample of T+1 = %d tokens",
+                                  path, (unsigned long long)sh->ntok, dl->T + 1);
+        }
+        if (rc == 0) {
+            uint64_t bad = dataloader__first_bad_token(sh, (uint64_t)dl->vocab_size);
+            if (bad < sh->ntok) {
+                rc = dataloader__fail(err, errlen, "'%s': token %u at position %llu is >= vocab size %d",
+                                      path, dataloader__token(sh, bad), (unsigned long long)bad, dl->vocab_size);
+            }
+        }
+        if (rc != 0) { globfree(&g); return -1; }
+        sh->nsamples = (sh->ntok - 1) / (uint64_t)dl->T;
+        dl->total_tokens += sh->ntok;
+        src->samples_per_epoch += sh->nsamples;
+        if (dl->shuffle != 0) { madvise(sh->map, sh->map_bytes, MADV_RANDOM); } // windows are read in random order
+    }
+    globfree(&g);
+    dl->samples_per_epoch += src->samples_per_epoch;
+    if (dl->shuffle == 1 && src->samples_per_epoch < (uint64_t)dl->B * (uint64_t)dl->world) {
+        return dataloader__fail(err, errlen, "'%s': %llu samples of T+1 = %d tokens in all, fewer than B*world = %d*%d",
+                                pattern, (unsigned long long)src->samples_per_epoch, dl->T + 1, dl->B, dl->world);
+    }
+    src->shard_perm = (int*)mallocCheck(mulSize(src->count, sizeof(int)));
+    src->shard_offset = (uint64_t*)mallocCheck(mulSize((size_t)src->count + 1, sizeof(uint64_t)));
+    return 0;
+}
+
 // Opens every shard matching pattern (sorted), validates them all (magic, version, size against token count,
-// every token id < vocab_size, the shard size rules in the header comment) and positions at the start.
+// every token id < vocab_size, the shard size rules in the header comment) and positions at the start. With
+// shuffle = 1 the pattern may be a blend of data sets, "W1:GLOB1,W2:GLOB2,..." (header comment).
 // Returns 0, or -1 with a one-line message in err naming the file and the problem (the loader is then freed).
 static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int world, int shuffle,
                            uint64_t seed, int vocab_size, char* err, size_t errlen) {
@@ -445,62 +630,69 @@ static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
     dl->shuffle = shuffle;
     dl->seed = seed;
     dl->vocab_size = vocab_size;
-    dl->cached_epoch = UINT64_MAX;
 
-    glob_t g;
-    memset(&g, 0, sizeof(g));
-    int grc = glob(pattern, 0, NULL, &g);
-    if (grc != 0 || g.gl_pathc == 0) {
-        globfree(&g);
-        if (grc == GLOB_NOMATCH || grc == 0) { return dataloader__fail(err, errlen, "'%s': no file matches this pattern", pattern); }
-        return dataloader__fail(err, errlen, "'%s': glob failed (code %d)", pattern, grc);
+    double weights[DATALOADER_MAX_SOURCES];
+    char* patterns[DATALOADER_MAX_SOURCES];
+    int n = dataloader__parse_blend(pattern, weights, patterns, err, errlen);
+    if (n < 0) { return -1; }
+    if (n > 1 && shuffle != 1) {
+        for (int k = 0; k < n; k++) { free(patterns[k]); }
+        return dataloader__fail(err, errlen, "'%s': a blend of data sets needs the distributed sampler (--shuffle 1), not shuffle=%d "
+                                "(llm.c's orders read one data set)", pattern, shuffle);
     }
-    if (g.gl_pathc > (size_t)(INT32_MAX - 1)) {
-        globfree(&g);
-        return dataloader__fail(err, errlen, "'%s': too many files match", pattern);
+    if (n == 0) { // one data set: the pattern itself
+        weights[0] = 1.0;
+        patterns[0] = (char*)mallocCheck(strlen(pattern) + 1);
+        strcpy(patterns[0], pattern);
+        n = 1;
     }
-    dl->nshards = (int)g.gl_pathc;
-    dl->shards = (DataShard*)callocCheck((size_t)dl->nshards, sizeof(DataShard));
-
-    uint64_t BT = (uint64_t)B * (uint64_t)T;
-    uint64_t group = BT * (uint64_t)world;
-    uint64_t fp = fnv1a64(&dl->nshards, sizeof(dl->nshards), FNV1A64_INIT);
-    for (int i = 0; i < dl->nshards; i++) {
-        DataShard* sh = &dl->shards[i];
-        const char* path = g.gl_pathv[i];
-        if (dataloader__open_shard(sh, path, err, errlen) != 0) { globfree(&g); dataloader_free(dl); return -1; }
-        int rc = 0;
-        if (shuffle != 1 && sh->ntok < group + 1) {
-            rc = dataloader__fail(err, errlen, "'%s': %llu tokens, too few for one batch per rank (B*T*world+1 = %d*%d*%d+1 = %llu)",
-                                  path, (unsigned long long)sh->ntok, B, T, world, (unsigned long long)(group + 1));
-        } else if (shuffle == 1 && sh->ntok < (uint64_t)T + 1) {
-            rc = dataloader__fail(err, errlen, "'%s': %llu tokens, too few for one sample of T+1 = %d tokens",
-                                  path, (unsigned long long)sh->ntok, T + 1);
+    // the weights as integer parts of DATALOADER_WEIGHT_UNITS (one division and one product each: the same on every
+    // machine), so the blend's choices are exact integer comparisons
+    double wsum = 0.0;
+    for (int k = 0; k < n; k++) { wsum += weights[k]; }
+    dl->sources = (DataSource*)callocCheck((size_t)n, sizeof(DataSource));
+    dl->nsources = n;
+    int rc = 0;
+    for (int k = 0; k < n; k++) {
+        DataSource* src = &dl->sources[k];
+        src->pattern = patterns[k];
+        double parts = weights[k] / wsum * (double)DATALOADER_WEIGHT_UNITS;
+        src->weight = n == 1 ? 1u : (uint32_t)llround(parts);
+        dl->weight_total += src->weight;
+        // data set 0 keeps the loader's seed, so a data set blended first meets its samples in its unblended order
+        src->seed = k == 0 ? seed : dataloader__mix64(seed ^ dataloader__mix64(0xB1E2DA7A00000000ULL + (uint64_t)k));
+        if (rc == 0 && src->weight == 0) {
+            rc = dataloader__fail(err, errlen, "'%s': weight %g of %g in all is below 1/%d of the blend", src->pattern, weights[k], wsum,
+                                  DATALOADER_WEIGHT_UNITS);
         }
-        if (rc == 0) {
-            uint64_t bad = dataloader__first_bad_token(sh, (uint64_t)vocab_size);
-            if (bad < sh->ntok) {
-                rc = dataloader__fail(err, errlen, "'%s': token %u at position %llu is >= vocab size %d",
-                                      path, dataloader__token(sh, bad), (unsigned long long)bad, vocab_size);
+    }
+    for (int k = 0; k < n && rc == 0; k++) { rc = dataloader__open_source(dl, &dl->sources[k], dl->sources[k].pattern, err, errlen); }
+    if (rc == 0 && n > 1) { // one period of the blend's choices gives each data set exactly its parts (its order repeats)
+        for (uint64_t i = 0; i < dl->weight_total; i++) { dl->sources[dataloader__blend_choose(dl, i)].drawn++; }
+        for (int k = 0; k < n && rc == 0; k++) {
+            if (dl->sources[k].drawn != dl->sources[k].weight) {
+                rc = dataloader__fail(err, errlen, "'%s': internal error: the blend's choices do not repeat every %u positions "
+                                      "(data set %d had %llu of its %u)", pattern, dl->weight_total, k,
+                                      (unsigned long long)dl->sources[k].drawn, dl->sources[k].weight);
             }
         }
-        if (rc != 0) { globfree(&g); dataloader_free(dl); return -1; }
-        sh->nsamples = (sh->ntok - 1) / (uint64_t)T;
-        dl->total_tokens += sh->ntok;
-        dl->samples_per_epoch += sh->nsamples;
-        fp = fnv1a64(&sh->ntok, sizeof(sh->ntok), fp);
-        if (shuffle != 0) { madvise(sh->map, sh->map_bytes, MADV_RANDOM); } // windows are read in random order
     }
-    globfree(&g);
+    if (rc != 0) { dataloader_free(dl); return -1; }
+    // the fingerprint: one data set's is FNV-1a of the shard count and every token count (as before blends); a
+    // blend's also covers the data sets and their weights
+    uint64_t fp = FNV1A64_INIT;
+    if (n > 1) {
+        fp = fnv1a64(&dl->nsources, sizeof(dl->nsources), fp);
+        for (int k = 0; k < n; k++) {
+            fp = fnv1a64(&dl->sources[k].count, sizeof(int), fp);
+            fp = fnv1a64(&dl->sources[k].weight, sizeof(uint32_t), fp);
+        }
+    }
+    fp = fnv1a64(&dl->nshards, sizeof(dl->nshards), fp);
+    for (int i = 0; i < dl->nshards; i++) { fp = fnv1a64(&dl->shards[i].ntok, sizeof(dl->shards[i].ntok), fp); }
     dl->fingerprint = fp;
-    if (shuffle == 1 && dl->samples_per_epoch < (uint64_t)B * (uint64_t)world) {
-        int rc = dataloader__fail(err, errlen, "'%s': %llu samples of T+1 = %d tokens in all, fewer than B*world = %d*%d",
-                                  pattern, (unsigned long long)dl->samples_per_epoch, T + 1, B, world);
-        dataloader_free(dl);
-        return rc;
-    }
+    uint64_t BT = (uint64_t)B * (uint64_t)T, group = BT * (uint64_t)world;
     dl->shard_perm = (int*)mallocCheck(mulSize(dl->nshards, sizeof(int)));
-    dl->shard_offset = (uint64_t*)mallocCheck(mulSize((size_t)dl->nshards + 1, sizeof(uint64_t)));
     dl->inputs = (int32_t*)mallocCheck(mulSize(BT, sizeof(int32_t)));
     dl->targets = (int32_t*)mallocCheck(mulSize(BT, sizeof(int32_t)));
     if (shuffle == 2) {
@@ -646,7 +838,7 @@ static int dataloader_set_state(DataLoader* dl, const uint64_t state[DATALOADER_
                                 (unsigned long long)state[1], dl->shuffle);
     }
     if (state[7] != dl->fingerprint) {
-        return dataloader__fail(err, errlen, "dataloader state: saved for a different data set (shard count or token counts differ; fingerprint %016llx, now %016llx)",
+        return dataloader__fail(err, errlen, "dataloader state: saved for a different data set (shard count, token counts or blend weights differ; fingerprint %016llx, now %016llx)",
                                 (unsigned long long)state[7], (unsigned long long)dl->fingerprint);
     }
     if (dl->shuffle == 0) {

@@ -116,7 +116,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("model", NULL, model, "model size by name: gpt2-124M/350M/774M/1558M (or gpt2, gpt2-medium, gpt2-large, gpt2-xl), gpt3-125M/350M/760M/1.3B/2.7B, llm.c's descriptors (d6, d12, d24, d36, d48, d60, d72, d84 or gpt2:d<N>: GPT-2 shapes by depth; gpt3:c<N>, N one of 384, 768, 1024, 1536, 2048, 2560, 4096, 5120, 12288: GPT-3 shapes by width), or d<N> for another depth (N layers, 64N channels)"),
     FLAG_S("init", "-e", init, "start from this model: an llm.c file (.bin, version 3 fp32 or 5 bf16), or a Hugging Face GPT-2 checkpoint (model.safetensors, model.safetensors.index.json or their directory, config.json beside it)"),
     FLAG_S("export-hf", NULL, export_hf, "with --init FILE only: write that model to DIR as a Hugging Face GPT-2 checkpoint (model.safetensors, config.json, tokenizer files) and exit"),
-    FLAG_S("train", "-i", train, "glob pattern of training shards"),
+    FLAG_S("train", "-i", train, "glob pattern of training shards; or, with --shuffle 1, a blend of data sets W1:GLOB1,W2:GLOB2,... sampled in proportion to the weights (Megatron's --data-path)"),
     FLAG_S("val", "-j", val, "glob pattern of validation shards"),
     FLAG_S("tokenizer", NULL, tokenizer, "llm.c gpt2_tokenizer.bin to decode samples (token ids are printed without it)"),
     FLAG_I("shuffle", NULL, shuffle, 0, 2, "0: llm.c's sequential order; 1: shuffled distributed sampler; 2: llm.c's shuffled order (train_gpt2.cu's batches, given its B, T and processes)"),

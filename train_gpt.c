@@ -2119,6 +2119,18 @@ int main(int argc, char** argv) {
         }
         have_train = 1;
         sharedfs_check_data(&pc, train_loader.fingerprint, c.train);
+        if (master && train_loader.nsources > 1) {
+            // each data set's share of the stream, and how often the run goes through it
+            printf("train: a blend of %d data sets, each in its own shuffled epochs:\n", train_loader.nsources);
+            double per_step = (double)B * pc.dp * grad_accum; // samples of T+1 tokens per optimizer step
+            for (int k = 0; k < train_loader.nsources; k++) {
+                const DataSource* src = &train_loader.sources[k];
+                double share = (double)src->weight / train_loader.weight_total;
+                printf("  %5.1f%%  %s: %d shard(s), %llu samples of %d tokens; an epoch of it every %.0f steps\n", 100.0 * share,
+                       src->pattern, src->count, (unsigned long long)src->samples_per_epoch, T + 1,
+                       (double)src->samples_per_epoch / (share * per_step));
+            }
+        }
         if (c.steps < 0) {
             // llm.c's default: one epoch, the optimizer steps in which every rank reads each of its batches once
             uint64_t per_rank = dataloader_num_batches(&train_loader), n = per_rank / (uint64_t)grad_accum;

@@ -46,9 +46,9 @@ def shard(tokens, version=1, magic=20240520, count=None):
     return header + struct.pack("<%d%s" % (len(tokens), "H" if version == 1 else "I"), *tokens)
 
 
-def shard_config(B=2, T=4, world=1, rank=0, shuffle=0, seed=0, vocab=50257, times256=False, word=8, value=0):
+def shard_config(B=2, T=4, world=1, rank=0, shuffle=0, seed=0, vocab=50257, times256=False, word=8, value=0, blend=False):
     v = vocab - 1 if not times256 else vocab // 256 - 1
-    return bytes([B - 1, T - 1, world - 1, rank, seed * 3 + shuffle, v & 255, v >> 8, 1 if times256 else 0,
+    return bytes([B - 1, T - 1, world - 1, rank, seed * 3 + shuffle, v & 255, v >> 8, (1 if times256 else 0) | (2 if blend else 0),
                   word]) + struct.pack("<Q", value)
 
 
@@ -64,6 +64,11 @@ def make_shard_seeds():
     write("shard", "state_cursor_word", shard_config(B=1, T=2, shuffle=1, word=5, value=1 << 40) + shard(toks[:25]))
     write("shard", "llmc_order_two_shards_world2", shard_config(B=1, T=4, world=2, rank=1, shuffle=2) + shard(toks) + b"FZSH" + shard(toks[:20]))
     write("shard", "llmc_order_calls_word", shard_config(B=1, T=2, shuffle=2, word=5, value=37) + shard(toks[:25]))
+    # blends (shuffle 1): shard 0 against shards 1-3, weights 1 + value byte 0 % 5 and 1 + value byte 1 % 5
+    write("shard", "blend_two_sets", shard_config(B=1, T=3, world=2, rank=1, shuffle=1, seed=2, blend=True, value=0x0102)
+          + shard(toks[:17]) + b"FZSH" + shard(toks[:30]) + b"FZSH" + shard(toks[5:12]))
+    write("shard", "blend_cursor_word", shard_config(B=1, T=2, shuffle=1, blend=True, word=5, value=(1 << 40) | 0x0300)
+          + shard(toks[:25]) + b"FZSH" + shard(toks[3:20]))
     write("shard", "llmc_order_epoch_word", shard_config(B=1, T=2, shuffle=2, word=4, value=3) + shard(toks[:25]))
     # broken
     write("shard", "bad_magic", shard_config() + shard(toks, magic=20240521))

@@ -10,6 +10,7 @@ Input: 17 bytes of loader settings, then 1 to 4 shard files separated by "FZSH":
   [4] shuffle = x % 3, seed = x / 3        [5..6] vocab = 1 + uint16, times 256 if [7] bit 0
   [8] index of the state word to overwrite (x % 9; 8 = none)   [9..16] its new value (uint64, little-endian; with
       shuffle 2 a new call count, word 5, is taken modulo 2^16: the replay takes as long as the calls it replays)
+  [7] bit 1, with shuffle 1: a blend "W0:shard_0.bin,W1:shard_[1-3].bin" with weights 1 + [9] % 5 and 1 + [10] % 5
 Invariants checked (abort = a finding): every batch token is < vocab and targets are inputs shifted by one within a
 window; a state read back with dataloader_get_state is accepted by dataloader_set_state; a refused state leaves
 the loader unchanged.
@@ -62,11 +63,15 @@ static void run(void* arg) {
         else { snprintf(path, sizeof(path), "%s/%s", fuzz_tmpdir(), name); unlink(path); }
     }
     snprintf(pattern, sizeof(pattern), "%s/shard_*.bin", fuzz_tmpdir());
+    if (shuffle == 1 && (fuzz_le(d, n, 7, 1) & 2)) { // a blend of shard 0 and the others
+        snprintf(pattern, sizeof(pattern), "%d:%s/shard_0.bin,%d:%s/shard_[1-3].bin", 1 + (int)(fuzz_le(d, n, 9, 1) % 5), fuzz_tmpdir(),
+                 1 + (int)(fuzz_le(d, n, 10, 1) % 5), fuzz_tmpdir());
+    }
 
     DataLoader dl;
     char err[512];
     if (dataloader_init(&dl, pattern, B, T, rank, world, shuffle, seed, vocab, err, sizeof(err)) != 0) {
-        if (dl.shards != NULL || dl.inputs != NULL) { fuzz_fail("a failed dataloader_init left memory behind"); }
+        if (dl.shards != NULL || dl.inputs != NULL || dl.sources != NULL) { fuzz_fail("a failed dataloader_init left memory behind"); }
         if (fuzz_verbose()) { fprintf(stderr, "dataloader_init: %s\n", err); }
         return;
     }
@@ -85,7 +90,7 @@ static void run(void* arg) {
         if (memcmp(before, after, sizeof(after)) != 0) { fuzz_fail("a refused state changed the loader"); }
     }
     for (int i = 0; i < 3; i++) { dataloader_next_batch(&dl); check_batch(&dl); }
-    if (fuzz_verbose()) { fprintf(stderr, "shard: accepted %d shard(s), %llu tokens\n", dl.nshards, (unsigned long long)dl.total_tokens); }
+    if (fuzz_verbose()) { fprintf(stderr, "shard: accepted %d shard(s) in %d data set(s), %llu tokens\n", dl.nshards, dl.nsources, (unsigned long long)dl.total_tokens); }
     dataloader_free(&dl);
 }
 

@@ -430,6 +430,296 @@ static void test_shuffle_resume_batch(void) {
     dataloader_free(&c);
 }
 
+// The distributed sampler's order itself, pinned: the first 96 windows (their first tokens, = global token index) of
+// the main data set for seed 1234, B 2, world 1, and its fingerprint, as the loader before blends gave them (commit
+// 82943a1's dataloader.h). A checkpoint's data position is only a cursor: an order or a fingerprint that changed
+// between versions would resume old checkpoints onto other data, or refuse them. The same for "1:GLOB".
+static void test_shuffle_order_pinned(void) {
+    static const int32_t want[96] = {
+        64, 72, 60, 36, 28, 52, 20, 12, 16, 84, 68, 44, 96, 88, 4, 92, 8, 80, 0, 40, 32, 24, 48, 76,
+        56, 238, 290, 282, 254, 278, 234, 262, 270, 286, 250, 226, 294, 178, 218, 298, 206, 202, 302, 186, 242, 246, 222, 214,
+        210, 198, 274, 190, 230, 258, 266, 182, 194, 161, 153, 125, 169, 113, 117, 133, 157, 129, 105, 137, 149, 145, 101, 109,
+        141, 165, 121, 173, 88, 80, 16, 0, 32, 20, 24, 8, 44, 36, 96, 64, 72, 48, 4, 56, 60, 84, 12, 92};
+    for (int blend = 0; blend < 2; blend++) {
+        char spec[1200], err[512] = "", name[96];
+        snprintf(spec, sizeof(spec), "%s%s", blend ? "1:" : "", g_pattern);
+        snprintf(name, sizeof(name), "shuffle_order_pinned%s", blend ? " (as the blend 1:GLOB)" : "");
+        DataLoader dl;
+        if (dataloader_init(&dl, spec, BB, TT, 0, 1, 1, 1234, VOCAB, err, sizeof(err)) != 0) { check(0, name, "%s", err); continue; }
+        int first_bad = -1;
+        for (int k = 0; k < 48 && first_bad < 0; k++) {
+            dataloader_next_batch(&dl);
+            for (int b = 0; b < BB; b++) { if (dl.inputs[b * TT] != want[2 * k + b] && first_bad < 0) { first_bad = 2 * k + b; } }
+        }
+        check(first_bad < 0 && dl.fingerprint == 0x638faba4b59af9ccULL, name, "first window that differs: %d (-1: none); fingerprint %016llx (want 638faba4b59af9cc)",
+              first_bad, (unsigned long long)dl.fingerprint);
+        dataloader_free(&dl);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// shuffle = 1: a blend of data sets ("W1:GLOB1,W2:GLOB2")
+
+// The second data set of the blends: 2 shards, tokens from 20000 (so a token says which data set it came from).
+#define NSB 2
+static const size_t SECOND_SIZES[NSB] = {45, 61};
+static uint64_t g_off_b[NSB];
+static char g_pattern_b[512];
+
+// A window's data set (0 main, 1 second) and its sample index there (natural order), or -1 if not a sample start.
+static int64_t blend_sample_id(int64_t g, int* source) {
+    *source = g >= 20000;
+    if (!*source) { return sample_id(g); }
+    int64_t base = 0;
+    for (int k = 0; k < NSB; k++) {
+        int64_t n = (int64_t)((SECOND_SIZES[k] - 1) / TT), local = g - 20000 - (int64_t)g_off_b[k];
+        if (local >= 0 && local < (int64_t)SECOND_SIZES[k]) { return local % TT != 0 || local / TT >= n ? -1 : base + local / TT; }
+        base += n;
+    }
+    return -1;
+}
+
+// Runs world loaders over spec for `steps` micro-steps from stream position first (restored from st when st is not
+// NULL): src[pos] and id[pos] receive the data set and sample of every stream position (pos < cap). Returns 0 on a
+// setup failure or a malformed row, 1 otherwise.
+static int run_blend(const char* spec, int world, uint64_t seed, const uint64_t* st, int64_t first, int steps, int* src,
+                     int64_t* id, int64_t cap, char* err, size_t errlen) {
+    DataLoader dls[3];
+    int ok = 1, opened = 0;
+    for (int r = 0; r < world && ok; r++, opened++) {
+        ok = dataloader_init(&dls[r], spec, BB, TT, r, world, 1, seed, VOCAB, err, errlen) == 0;
+        if (ok && st) { ok = dataloader_set_state(&dls[r], st, err, errlen) == 0; }
+        if (!ok) { break; }
+    }
+    for (int s = 0; s < steps && ok; s++) {
+        for (int r = 0; r < world; r++) {
+            dataloader_next_batch(&dls[r]);
+            if (!batch_is_windows(&dls[r], BB)) { ok = 0; }
+            for (int b = 0; b < BB; b++) {
+                int64_t pos = first + (int64_t)s * BB * world + (int64_t)r * BB + b;
+                int which;
+                int64_t sid = blend_sample_id(dls[r].inputs[b * TT], &which);
+                if (sid < 0) { ok = 0; }
+                if (pos < cap) { src[pos] = which; id[pos] = sid; }
+            }
+        }
+    }
+    for (int r = 0; r < opened && r < world; r++) { dataloader_free(&dls[r]); }
+    return ok;
+}
+
+// A 3:1 blend of the main data set (76 samples an epoch) and the second (26): the share of every prefix of the
+// stream is within one sample of 3/4 and 1/4; each data set's samples, in the order the blend meets them, are its
+// own epochs, each a permutation (here the first two of each set); the global stream is the same for 1, 2 and 3
+// ranks; the main set's samples come in its unblended order (the same seed); "1:GLOB" is GLOB itself (stream and
+// fingerprint); other weights give another fingerprint, which a restore refuses.
+static void test_blend(void) {
+    char spec[1200], err[512] = "";
+    snprintf(spec, sizeof(spec), "3:%s,1:%s", g_pattern, g_pattern_b);
+    enum { CAP = 300 };
+    int src[3][CAP];
+    int64_t id[3][CAP];
+    int ok = 1;
+    for (int w = 1; w <= 3; w++) {
+        for (int i = 0; i < CAP; i++) { src[w - 1][i] = -1; id[w - 1][i] = -1; }
+        int steps = (CAP + BB * w - 1) / (BB * w);
+        ok = run_blend(spec, w, 77, NULL, 0, steps, src[w - 1], id[w - 1], CAP, err, sizeof(err)) && ok;
+    }
+    check(ok, "blend_rows", "a malformed row or setup failure: %s", err);
+    int64_t worst = 0, n1 = 0;
+    for (int i = 0; i < CAP; i++) {
+        n1 += src[0][i] == 1;
+        int64_t dev = 4 * n1 - (int64_t)(i + 1); // 4 x (count - share), share (i + 1) / 4
+        if (dev < 0) { dev = -dev; }
+        if (dev > worst) { worst = dev; }
+    }
+    check(worst < 4, "blend_shares_within_one_sample", "a prefix's count of the 1/4 data set is %.2f samples from its share", worst / 4.0);
+    check(memcmp(src[0], src[1], sizeof(src[0])) == 0 && memcmp(src[0], src[2], sizeof(src[0])) == 0 &&
+          memcmp(id[0], id[1], sizeof(id[0])) == 0 && memcmp(id[0], id[2], sizeof(id[0])) == 0,
+          "blend_stream_independent_of_world", "worlds 1, 2, 3 saw different blended streams");
+    // each data set's own stream: its epochs are permutations of its samples
+    int64_t per[2][CAP], np[2] = {0, 0};
+    for (int i = 0; i < CAP; i++) { per[src[0][i]][np[src[0][i]]++] = id[0][i]; }
+    char detail[256] = "";
+    int64_t NB = 0;
+    for (int k = 0; k < NSB; k++) { NB += (int64_t)((SECOND_SIZES[k] - 1) / TT); }
+    int perm = np[1] >= 2 * NB && is_permutation(per[1], 0, NB, detail, sizeof(detail)) &&
+               is_permutation(per[1], NB, NB, detail, sizeof(detail));
+    int64_t NM = main_samples_per_epoch();
+    perm = perm && np[0] >= 2 * NM && is_permutation(per[0], 0, NM, detail, sizeof(detail)) &&
+           is_permutation(per[0], NM, NM, detail, sizeof(detail));
+    check(perm, "blend_each_set_whole_epochs", "main %lld draws, second %lld: %s", (long long)np[0], (long long)np[1], detail);
+    // the main set in its unblended order (seed 77)
+    int64_t plain[CAP];
+    DataLoader dl;
+    int same = 0;
+    if (open_main(&dl, 0, 1, 1, 77, "blend_first_set_in_its_own_order") == 0) {
+        run_stream(&dl, 1, (int)(np[0] / BB), 0, plain, np[0]);
+        same = memcmp(plain, per[0], sizeof(int64_t) * (size_t)(np[0] / BB * BB)) == 0;
+        dataloader_free(&dl);
+    }
+    check(same, "blend_first_set_in_its_own_order", "the main set's draws differ from its unblended stream");
+    // "1:GLOB" is GLOB
+    DataLoader a, b;
+    snprintf(spec, sizeof(spec), "1:%s", g_pattern);
+    int single = dataloader_init(&a, spec, BB, TT, 0, 1, 1, 5, VOCAB, err, sizeof(err)) == 0;
+    if (single && open_main(&b, 0, 1, 1, 5, "blend_single_is_plain") == 0) {
+        single = a.fingerprint == b.fingerprint && a.nsources == 1;
+        for (int k = 0; k < 40 && single; k++) {
+            dataloader_next_batch(&a);
+            dataloader_next_batch(&b);
+            single = memcmp(a.inputs, b.inputs, sizeof(int32_t) * BB * TT) == 0;
+        }
+        dataloader_free(&b);
+    }
+    if (single || a.sources) { dataloader_free(&a); }
+    check(single, "blend_single_is_plain", "'1:GLOB' differs from GLOB: %s", err);
+    // the weights are part of the data set: a 3:1 state does not restore into 1:1
+    DataLoader c, d;
+    snprintf(spec, sizeof(spec), "3:%s,1:%s", g_pattern, g_pattern_b);
+    char spec2[1200];
+    snprintf(spec2, sizeof(spec2), "1:%s,1:%s", g_pattern, g_pattern_b);
+    int refused = 0;
+    if (dataloader_init(&c, spec, BB, TT, 0, 1, 1, 5, VOCAB, err, sizeof(err)) == 0) {
+        if (dataloader_init(&d, spec2, BB, TT, 0, 1, 1, 5, VOCAB, err, sizeof(err)) == 0) {
+            uint64_t st[DATALOADER_STATE_WORDS];
+            dataloader_next_batch(&c);
+            dataloader_get_state(&c, st);
+            refused = dataloader_set_state(&d, st, err, sizeof(err)) == -1 && strstr(err, "different data set") != NULL;
+            dataloader_free(&d);
+        }
+        dataloader_free(&c);
+    }
+    check(refused, "blend_weights_in_fingerprint", "a 3:1 state restored into 1:1: '%s'", err);
+}
+
+// A blend resumes: 2 ranks run 9 steps, the state goes to 3 ranks (and to a loader that had run further, which must
+// go back), and the stream continues as the uninterrupted one-rank stream does.
+static void test_blend_resume(void) {
+    char spec[1200], err[512] = "";
+    snprintf(spec, sizeof(spec), "2:%s,1:%s", g_pattern, g_pattern_b);
+    enum { CAP = 200 };
+    int src[CAP], src2[CAP];
+    int64_t id[CAP], id2[CAP];
+    for (int i = 0; i < CAP; i++) { src[i] = src2[i] = -1; id[i] = id2[i] = -1; }
+    int ok = run_blend(spec, 1, 11, NULL, 0, CAP / BB, src, id, CAP, err, sizeof(err));
+    DataLoader a[2];
+    uint64_t st[DATALOADER_STATE_WORDS];
+    int opened = 0;
+    for (int r = 0; r < 2; r++) { opened += dataloader_init(&a[r], spec, BB, TT, r, 2, 1, 11, VOCAB, err, sizeof(err)) == 0; }
+    if (opened == 2) {
+        for (int k = 0; k < 9; k++) { for (int r = 0; r < 2; r++) { dataloader_next_batch(&a[r]); } }
+        dataloader_get_state(&a[0], st);
+        int64_t first = 9 * 2 * BB; // 36
+        ok = run_blend(spec, 3, 11, st, first, (CAP - (int)first) / (BB * 3), src2, id2, CAP, err, sizeof(err)) && ok;
+        int same = 1;
+        for (int i = (int)first; i < CAP && same; i++) { if (src2[i] >= 0 && (src2[i] != src[i] || id2[i] != id[i])) { same = 0; } }
+        check(ok && same, "blend_resume_other_world", "the resumed stream differs (%s)", err);
+        // backwards: a loader 30 steps on restores the state of step 9 and reads position 36 onwards again
+        DataLoader b;
+        int back = dataloader_init(&b, spec, BB, TT, 0, 1, 1, 11, VOCAB, err, sizeof(err)) == 0;
+        if (back) {
+            for (int k = 0; k < 30; k++) { dataloader_next_batch(&b); }
+            back = dataloader_set_state(&b, st, err, sizeof(err)) == 0;
+            for (int k = 0; k < 10 && back; k++) {
+                dataloader_next_batch(&b);
+                for (int j = 0; j < BB; j++) {
+                    int which;
+                    int64_t sid = blend_sample_id(b.inputs[j * TT], &which);
+                    int pos = (int)first + k * BB + j;
+                    if (which != src[pos] || sid != id[pos]) { back = 0; }
+                }
+            }
+            dataloader_free(&b);
+        }
+        check(back, "blend_restore_backwards", "after restoring an earlier state the stream differs (%s)", err);
+    } else {
+        check(0, "blend_resume_other_world", "setup: %s", err);
+    }
+    for (int r = 0; r < opened; r++) { dataloader_free(&a[r]); }
+}
+
+// Past the blend's period of 65536 positions (70000 positions of the 3:1 blend): the second set has exactly 16384 of
+// the first 65536; every prefix stays within one sample of the shares; each set's draws are still whole epochs
+// (the main set's 690, the second's 672), which they would not be if a period restarted the sets' streams; and a
+// loader restored at position 65540 (a jump to the second period) reads what the uninterrupted stream read there.
+static void test_blend_periods(void) {
+    char spec[1200], err[512] = "";
+    snprintf(spec, sizeof(spec), "3:%s,1:%s", g_pattern, g_pattern_b);
+    enum { L = 70000 };
+    int* src = (int*)mallocCheck(sizeof(int) * L);
+    int64_t* id = (int64_t*)mallocCheck(sizeof(int64_t) * L);
+    int64_t* per = (int64_t*)mallocCheck(sizeof(int64_t) * L);
+    int ok = run_blend(spec, 1, 21, NULL, 0, L / BB, src, id, L, err, sizeof(err));
+    int64_t n1 = 0, worst = 0, at_period = -1;
+    for (int i = 0; i < L; i++) {
+        n1 += src[i] == 1;
+        int64_t dev = 4 * n1 - (int64_t)(i + 1);
+        if (dev < 0) { dev = -dev; }
+        if (dev > worst) { worst = dev; }
+        if (i == 65535) { at_period = n1; }
+    }
+    check(ok && at_period == 16384 && worst < 4, "blend_period_exact_shares", "rows ok %d; the second set had %lld of the first 65536 "
+          "(want 16384), worst prefix %.2f samples from its share (%s)", ok, (long long)at_period, worst / 4.0, err);
+    int64_t sets_n[2] = {main_samples_per_epoch(), 0};
+    for (int k = 0; k < NSB; k++) { sets_n[1] += (int64_t)((SECOND_SIZES[k] - 1) / TT); }
+    int whole = 1;
+    char detail[256] = "";
+    for (int k = 0; k < 2 && whole; k++) {
+        int64_t np = 0;
+        for (int i = 0; i < L; i++) { if (src[i] == k) { per[np++] = id[i]; } }
+        for (int64_t e = 0; (e + 1) * sets_n[k] <= np && whole; e++) { whole = is_permutation(per, e * sets_n[k], sets_n[k], detail, sizeof(detail)); }
+    }
+    check(whole, "blend_period_sets_keep_their_epochs", "%s", detail);
+    DataLoader a, b;
+    int same = 0;
+    if (dataloader_init(&a, spec, BB, TT, 0, 1, 1, 21, VOCAB, err, sizeof(err)) == 0) {
+        for (int k = 0; k < 65540 / BB; k++) { dataloader_next_batch(&a); }
+        uint64_t st[DATALOADER_STATE_WORDS];
+        dataloader_get_state(&a, st);
+        if (dataloader_init(&b, spec, BB, TT, 0, 1, 1, 21, VOCAB, err, sizeof(err)) == 0) {
+            same = dataloader_set_state(&b, st, err, sizeof(err)) == 0;
+            for (int k = 0; k < 20 && same; k++) {
+                dataloader_next_batch(&b);
+                for (int j = 0; j < BB; j++) {
+                    int which;
+                    int64_t sid = blend_sample_id(b.inputs[j * TT], &which);
+                    if (which != src[65540 + k * BB + j] || sid != id[65540 + k * BB + j]) { same = 0; }
+                }
+            }
+            dataloader_free(&b);
+        }
+        dataloader_free(&a);
+    }
+    check(same, "blend_restore_in_second_period", "a loader restored at position 65540 read other samples (%s)", err);
+    free(src); free(id); free(per);
+}
+
+static void expect_init_error(const char* name, const char* pattern, int B, int T, int world, int shuffle, int vocab,
+                              const char* want1, const char* want2); // (below, with the other errors)
+
+// Malformed blends, each refused with a message naming the problem.
+static void test_blend_errors(void) {
+    char spec[1400];
+    snprintf(spec, sizeof(spec), "0:%s", g_pattern);
+    expect_init_error("blend_error_zero_weight", spec, BB, TT, 1, 1, VOCAB, "expected WEIGHT:GLOB with a positive weight", NULL);
+    snprintf(spec, sizeof(spec), "1:%s,", g_pattern);
+    expect_init_error("blend_error_trailing_comma", spec, BB, TT, 1, 1, VOCAB, "trailing comma", NULL);
+    snprintf(spec, sizeof(spec), "1:%s,2:", g_pattern);
+    expect_init_error("blend_error_no_glob", spec, BB, TT, 1, 1, VOCAB, "no glob pattern after the weight", NULL);
+    snprintf(spec, sizeof(spec), "1:%s,%s", g_pattern, g_pattern_b);
+    expect_init_error("blend_error_item_without_weight", spec, BB, TT, 1, 1, VOCAB, "expected WEIGHT:GLOB", NULL);
+    snprintf(spec, sizeof(spec), "1:%s,1e-9:%s", g_pattern, g_pattern_b);
+    expect_init_error("blend_error_weight_too_small", spec, BB, TT, 1, 1, VOCAB, "below 1/65536 of the blend", g_pattern_b);
+    snprintf(spec, sizeof(spec), "1:%s,1:%s/none_*.bin", g_pattern, g_dir);
+    expect_init_error("blend_error_no_match", spec, BB, TT, 1, 1, VOCAB, "none_*.bin", "no file matches");
+    snprintf(spec, sizeof(spec), "1:%s,1:%s", g_pattern, g_pattern_b);
+    expect_init_error("blend_error_sequential_order", spec, BB, TT, 1, 0, VOCAB, "needs the distributed sampler (--shuffle 1)", NULL);
+    expect_init_error("blend_error_llmc_order", spec, BB, TT, 1, 2, VOCAB, "needs the distributed sampler (--shuffle 1)", NULL);
+    // each data set holds B*world samples: the second one's 26 are too few for B 2 x 14 ranks
+    expect_init_error("blend_error_set_too_small", spec, BB, TT, 14, 1, VOCAB, g_pattern_b, "fewer than B*world");
+}
+
 // ----------------------------------------------------------------------------
 // version 2 (uint32 tokens)
 
@@ -809,6 +1099,8 @@ int main(void) {
     if (mkdtemp(g_dir) == NULL) { fatal("cannot create a temporary directory under /tmp: %s", strerror(errno)); }
     write_dataset("main", 1, MAIN_SIZES, NSH, 0, g_off);
     snprintf(g_pattern, sizeof(g_pattern), "%s/main_*.bin", g_dir);
+    write_dataset("second", 1, SECOND_SIZES, NSB, 20000, g_off_b);
+    snprintf(g_pattern_b, sizeof(g_pattern_b), "%s/second_*.bin", g_dir);
 
     test_sequential(1);
     test_sequential(3);
@@ -821,8 +1113,13 @@ int main(void) {
     test_shuffle_resume_world(1);
     test_shuffle_resume_world(3);
     test_shuffle_resume_batch();
+    test_shuffle_order_pinned();
+    test_blend();
+    test_blend_resume();
+    test_blend_periods();
     test_uint32();
     test_errors();
+    test_blend_errors();
     test_state_errors();
     test_skip();
     test_llmc_order();

@@ -1382,6 +1382,50 @@ static void test_planner(void) {
     }
 }
 
+// A blend of two data sets through the binary (--train "3:A,1:B" --shuffle 1; the sampler itself is tested in
+// tests/test_dataloader.c): the start-up lists each set's share; the run differs from one on A alone; a checkpoint of
+// it resumes bit for bit in one process and, under 2 processes (ZeRO-1), within 2e-6 (the same batches, the
+// gradient summed in another order); another blend of the same files is refused as another data set.
+static void test_blend_runs(void) {
+    char cmd[8192], out[65536], a[1024], b[1024];
+    if (!fresh_shard("blend setup", "blend", "a_000000.bin", 4000, 7, a, sizeof(a))) { return; }
+    snprintf(b, sizeof(b), "%s/blend/b_000000.bin", TMP);
+    write_shard(b, 3000, 101, 9, 20240520, 1, 3000);
+    char common[4096];
+    snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --seq-len 8 --total-batch-size 16 --lr 1e-3 --shuffle 1 --seed 3 --threads 1 --steps 8");
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --batch-size 2 --train '3:%s,1:%s' --checkpoint-every 4 --out %s/blend/ck --log %s/blend/full.jsonl", common, a, b, TMP, TMP);
+    int rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "train: a blend of 2 data sets") && strstr(out, " 75.0%") && strstr(out, " 25.0%"),
+           "blend: a 3:1 run trains and lists each data set's share", "exit %d: %.400s", rc, out);
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --batch-size 2 --train %s --log %s/blend/plain.jsonl", common, a, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    char lf[16][32], lp[16][32], log_a[1200], log_b[1200];
+    snprintf(log_a, sizeof(log_a), "%s/blend/full.jsonl", TMP);
+    snprintf(log_b, sizeof(log_b), "%s/blend/plain.jsonl", TMP);
+    int nf = read_log_losses(log_a, lf, 16), np = read_log_losses(log_b, lp, 16), differ = 0;
+    for (int i = 1; i < nf && i < np; i++) { differ += strcmp(lf[i], lp[i]) != 0; }
+    report(rc == 0 && nf == 8 && np == 8 && strcmp(lf[0], lp[0]) == 0 && differ > 0,
+           "blend: the first batch is A's (A leads the blend), later ones differ from a run on A alone",
+           "exit %d, %d and %d losses, step 1 %s vs %s, %d later steps differ", rc, nf, np, nf ? lf[0] : "-", np ? lp[0] : "-", differ);
+    snprintf(cmd, sizeof(cmd), "cd %s/blend/ck && rm -f model_00000008.bin state_00000008.bin DONE_00000008 && echo 4 > latest", TMP);
+    if (system(cmd) != 0) { report(0, "blend: checkpoint rewind", "%s", ""); }
+    for (int np_ = 1; np_ <= 2; np_++) {
+        snprintf(log_b, sizeof(log_b), "%s/blend/resumed%d.jsonl", TMP, np_);
+        // (B 1 on each of 2 processes: the same 16 tokens a step, the same global stream of samples)
+        snprintf(cmd, sizeof(cmd), "%s./train_gpt %s --batch-size %d --train '3:%s,1:%s' --resume %s/blend/ck --log %s%s",
+                 np_ > 1 ? "timeout 120 " MPIRUN " -np 2 " : "", common, 3 - np_, a, b, TMP, log_b, np_ > 1 ? " --zero 1" : "");
+        rc = run_capture(cmd, out, sizeof(out));
+        char name[160];
+        snprintf(name, sizeof(name), "blend: resumed from step 4 in %d process(es), steps 5-8 %s", np_, np_ == 1 ? "bit for bit" : "within 2e-6");
+        if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
+        compare_losses(name, log_a, 4, log_b, 4, np_ == 1 ? 0.0 : 2e-6);
+    }
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --batch-size 2 --train '1:%s,1:%s' --resume %s/blend/ck", common, a, b, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc != 0 && strstr(out, "different data set"), "blend: a checkpoint of a 3:1 blend does not resume as 1:1",
+           "exit %d: %.300s", rc, out);
+}
+
 // The outlier guard through the binary (--skip-loss-z, --skip-grad-z; outlier.h), over a window of 16 steps. The
 // lossspike fault reports a step's loss 4x (its gradients as they were), gradspike multiplies the loss gradient by
 // 100 (the loss as it was): the z-score of either is then the largest a window of 16 allows, sqrt(15) = 3.87, and
@@ -1940,6 +1984,7 @@ int main(int argc, char** argv) {
     if (name_selected(only, "precision")) { test_mixed_precision(); }
     if (name_selected(only, "compress")) { test_grad_compress(); }
     if (name_selected(only, "plan")) { test_planner(); }
+    if (name_selected(only, "blend")) { test_blend_runs(); }
     if (name_selected(only, "powersgd")) { test_powersgd_runs(); }
     if (name_selected(only, "shakespeare")) { test_powersgd_shakespeare(); }
     return test_summary();
