@@ -9,6 +9,7 @@ status is non-zero if any check failed.
 Shard tokens are chosen so a token identifies where it came from: in the main data set token value = global
 token index (shard offset + position), so the first input of a row names the window it was read from.
 */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -695,6 +696,49 @@ static void test_blend_periods(void) {
     free(src); free(id); free(per);
 }
 
+// The blend's rule itself (dataloader__blend_choose) on 100 random mixes of 2 to 64 data sets, their weights made
+// as dataloader_init makes them: one period of weight_total choices gives each data set exactly its weight (what
+// the loader's O(period) positioning rests on, and what init checks), and every prefix stays within 2 samples of
+// each share (the README's figure; 1 for two data sets, tested above). Worst seen is printed.
+static void test_blend_rule(void) {
+    uint64_t rng = 99;
+    DataLoader dl;
+    memset(&dl, 0, sizeof(dl));
+    DataSource srcs[DATALOADER_MAX_SOURCES];
+    dl.sources = srcs;
+    int periodic = 1;
+    double worst = 0.0;
+    for (int mix = 0; mix < 100; mix++) {
+        rng = dataloader__mix64(rng);
+        int K = 2 + (int)(rng % 63);
+        double raw[DATALOADER_MAX_SOURCES], sum = 0.0;
+        for (int k = 0; k < K; k++) {
+            rng = dataloader__mix64(rng);
+            // uniform, two-valued (1000:1) and log-uniform over 5 decades, by turns
+            raw[k] = mix % 3 == 0 ? 1.0 + (double)(rng % 1000) : mix % 3 == 1 ? (rng & 1 ? 1000.0 : 1.0) : pow(10.0, (double)(rng % 50) / 10.0);
+            sum += raw[k];
+        }
+        memset(srcs, 0, sizeof(srcs));
+        dl.nsources = K;
+        dl.weight_total = 0;
+        for (int k = 0; k < K; k++) {
+            srcs[k].weight = (uint32_t)llround(raw[k] / sum * DATALOADER_WEIGHT_UNITS);
+            if (srcs[k].weight == 0) { srcs[k].weight = 1; }
+            dl.weight_total += srcs[k].weight;
+        }
+        for (uint64_t i = 0; i < dl.weight_total; i++) {
+            srcs[dataloader__blend_choose(&dl, i)].drawn++;
+            for (int k = 0; k < K; k++) {
+                double dev = fabs((double)srcs[k].drawn - (double)(i + 1) * srcs[k].weight / dl.weight_total);
+                if (dev > worst) { worst = dev; }
+            }
+        }
+        for (int k = 0; k < K; k++) { if (srcs[k].drawn != srcs[k].weight) { periodic = 0; } }
+    }
+    check(periodic && worst < 2.0, "blend_rule_periodic_and_close", "exact per period %d; worst prefix %.3f samples from a share",
+          periodic, worst);
+}
+
 static void expect_init_error(const char* name, const char* pattern, int B, int T, int world, int shuffle, int vocab,
                               const char* want1, const char* want2); // (below, with the other errors)
 
@@ -1117,6 +1161,7 @@ int main(void) {
     test_blend();
     test_blend_resume();
     test_blend_periods();
+    test_blend_rule();
     test_uint32();
     test_errors();
     test_blend_errors();
