@@ -117,7 +117,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("init", "-e", init, "start from this model: an llm.c file (.bin, version 3 fp32 or 5 bf16), or a Hugging Face GPT-2 checkpoint (model.safetensors, model.safetensors.index.json or their directory, config.json beside it)"),
     FLAG_S("export-hf", NULL, export_hf, "with --init FILE only: write that model to DIR as a Hugging Face GPT-2 checkpoint (model.safetensors, config.json, tokenizer files) and exit"),
     FLAG_S("train", "-i", train, "glob pattern of training shards; or, with --shuffle 1, a blend of data sets W1:GLOB1,W2:GLOB2,... sampled in proportion to the weights (Megatron's --data-path)"),
-    FLAG_S("val", "-j", val, "glob pattern of validation shards"),
+    FLAG_S("val", "-j", val, "glob pattern of validation shards; or W1:GLOB1,W2:GLOB2,...: each data set evaluated on its own (val_loss_K in the log), the val loss their weighted mean"),
     FLAG_S("tokenizer", NULL, tokenizer, "llm.c gpt2_tokenizer.bin to decode samples (token ids are printed without it)"),
     FLAG_I("shuffle", NULL, shuffle, 0, 2, "0: llm.c's sequential order; 1: shuffled distributed sampler; 2: llm.c's shuffled order (train_gpt2.cu's batches, given its B, T and processes)"),
     FLAG_I("batch-size", "-b", batch_size, 1, 1 << 20, "sequences per micro-step per process (B)"),

@@ -2109,7 +2109,10 @@ int main(int argc, char** argv) {
     }
 
     // data first: bad input is reported before the big allocations
-    DataLoader train_loader, val_loader;
+    DataLoader train_loader;
+    // --val: one data set, or a blend of them, each evaluated on its own (the reported loss is their weighted mean)
+    DataLoader val_loaders[DATALOADER_MAX_SOURCES];
+    double val_weights[DATALOADER_MAX_SOURCES];
     int have_train = 0, have_val = 0;
     char err[1024];
     if (!c.bench && !eval_only) {
@@ -2142,8 +2145,22 @@ int main(int argc, char** argv) {
             if (master) { printf("steps: one epoch of the training data is %d optimizer steps (--steps -1)\n", c.steps); }
         }
         if (c.val[0] && c.val_every > 0) {
-            if (dataloader_init(&val_loader, c.val, B, T, 0, 1, 0, 0, gc.vocab_size, err, sizeof(err)) != 0) { fatal("--val: %s", err); }
-            have_val = 1;
+            char* patterns[DATALOADER_MAX_SOURCES];
+            int nv = dataloader__parse_blend(c.val, val_weights, patterns, err, sizeof(err));
+            if (nv < 0) { fatal("--val: %s", err); }
+            if (nv == 0) { val_weights[0] = 1.0; patterns[0] = (char*)mallocCheck(strlen(c.val) + 1); strcpy(patterns[0], c.val); nv = 1; }
+            double wsum = 0.0;
+            for (int k = 0; k < nv; k++) { wsum += val_weights[k]; }
+            for (int k = 0; k < nv; k++) {
+                val_weights[k] /= wsum;
+                if (dataloader_init(&val_loaders[k], patterns[k], B, T, 0, 1, 0, 0, gc.vocab_size, err, sizeof(err)) != 0) { fatal("--val: %s", err); }
+            }
+            have_val = nv;
+            if (master && nv > 1) {
+                printf("val: %d data sets, each evaluated on its first %d batches; the val loss is their weighted mean:\n", nv, c.val_steps);
+                for (int k = 0; k < nv; k++) { printf("  %d  %5.1f%%  %s\n", k + 1, 100.0 * val_weights[k], patterns[k]); }
+            }
+            for (int k = 0; k < nv; k++) { free(patterns[k]); }
         }
         if (c.hellaswag[0] && c.hellaswag_every > 0) {
             // every row must fit one sequence of the run
@@ -2366,10 +2383,22 @@ int main(int argc, char** argv) {
         // done (and the sample's RNG draws recorded) before the checkpoint, so they are not repeated
         int again = resumed && step == start_step;
         if (have_val && (step % c.val_every == 0 || last) && !again) {
-            last_val = evaluate(&model, &val_loader, c.val_steps, &pc);
+            float set_loss[DATALOADER_MAX_SOURCES];
+            double mean = 0.0;
+            for (int k = 0; k < have_val; k++) {
+                set_loss[k] = evaluate(&model, &val_loaders[k], c.val_steps, &pc);
+                mean += val_weights[k] * set_loss[k];
+            }
+            last_val = have_val == 1 ? set_loss[0] : (float)mean;
             if (master) {
-                printf("step %5d | val loss %.6f\n", step, last_val);
-                if (logf) { fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g}\n", step, last_val); fflush(logf); }
+                // a blend's data sets: "val_loss_K" beside the mean in the JSON log, K from 1 in --val's order
+                char sets[DATALOADER_MAX_SOURCES * 24] = "", json[DATALOADER_MAX_SOURCES * 32] = "";
+                for (int k = 0; k < have_val && have_val > 1; k++) {
+                    snprintf(sets + strlen(sets), sizeof(sets) - strlen(sets), "%s%d: %.6f", k ? ", " : " (data sets ", k + 1, set_loss[k]);
+                    snprintf(json + strlen(json), sizeof(json) - strlen(json), ", \"val_loss_%d\": %.9g", k + 1, set_loss[k]);
+                }
+                printf("step %5d | val loss %.6f%s%s\n", step, last_val, sets, have_val > 1 ? ")" : "");
+                if (logf) { fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g%s}\n", step, last_val, json); fflush(logf); }
                 if (mainlog) { fprintf(mainlog, "s:%d tel:%.4f\n", step, last_val); fflush(mainlog); }
             }
         }
@@ -2532,7 +2561,7 @@ int main(int argc, char** argv) {
     if (logf) { fclose(logf); }
     if (mainlog) { fclose(mainlog); }
     if (have_train) { dataloader_free(&train_loader); }
-    if (have_val) { dataloader_free(&val_loader); }
+    for (int k = 0; k < have_val; k++) { dataloader_free(&val_loaders[k]); }
     if (have_hs) { hellaswag_free(&hs); }
     if (have_tok) { tokenizer_free(&tokenizer); }
     free(bench_tokens);

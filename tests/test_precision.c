@@ -556,6 +556,28 @@ static void test_sr_special(void) {
     }
 }
 
+// Stochastic rounding's random bits, pinned: an FNV-1a fold of 4096 sr_hash values and of the bf16 and fp16
+// stochastic roundings of 4096 fixed inputs (integer-made, no libm), against the value this code gave when it was
+// pinned (commit f7d82bb). A bf16 or fp16 checkpoint resumes bit for bit only if the next step rounds as the
+// uninterrupted run would, so a changed hash would silently break every resume across versions (and the GPU's
+// equality with the CPU, which uses the same function).
+static void test_stochastic_pinned(void) {
+    uint64_t h = 14695981039346656037ULL;
+    for (uint64_t k = 0; k < 4096; k++) {
+        uint64_t r = sr_hash(0x5EED1234ull + (k % 5), k / 7, k * 2654435761ull);
+        for (int b = 0; b < 8; b++) { h ^= (r >> (8 * b)) & 0xff; h *= 1099511628211ULL; }
+        float x = ldexpf((float)((k * 2654435761u) % 1000003u) / 1000003.0f - 0.5f, (int)(k % 40) - 20);
+        uint32_t u1 = fbits(round_stochastic(x, DTYPE_BF16, 0x5EED1234ull, k / 3, k));
+        uint32_t u2 = fbits(round_stochastic(x, DTYPE_FP16, 0x5EED1234ull, k / 3, k));
+        for (int b = 0; b < 4; b++) {
+            h ^= (u1 >> (8 * b)) & 0xff; h *= 1099511628211ULL;
+            h ^= (u2 >> (8 * b)) & 0xff; h *= 1099511628211ULL;
+        }
+    }
+    check(h == 0x8f02fa1a29e0aa9eull, "stochastic rounding: random bits and roundings pinned across versions",
+          "fold %016llx, pinned 8f02fa1a29e0aa9e", (unsigned long long)h);
+}
+
 static void test_stochastic(void) {
     test_sr_neighbours(&BF16);
     test_sr_neighbours(&FP16);
@@ -663,6 +685,7 @@ int main(void) {
     test_rne_sweeps();
     test_round_buffer();
     test_stochastic();
+    test_stochastic_pinned();
     test_sr_hash();
     return test_summary();
 }

@@ -1424,6 +1424,39 @@ static void test_blend_runs(void) {
     rc = run_capture(cmd, out, sizeof(out));
     report(rc != 0 && strstr(out, "different data set"), "blend: a checkpoint of a 3:1 blend does not resume as 1:1",
            "exit %d: %.300s", rc, out);
+    // --val with two data sets (A and B as validation sets, weights 1:3): each set's loss equals the val loss of the
+    // same run with that set alone as --val, bit for bit (the same model, the same batches), and the val loss is
+    // their weighted mean (to the printed digits)
+    char vl[3][8][32], vk[2][8][32], logs[3][1200];
+    const char* vals[3] = {"'1:%s,3:%s'", "%s", "%s"};
+    int ok = 1, nv[3] = {0, 0, 0};
+    for (int r = 0; r < 3 && ok; r++) {
+        char valarg[2400];
+        if (r == 0) { snprintf(valarg, sizeof(valarg), vals[0], a, b); } else { snprintf(valarg, sizeof(valarg), vals[r], r == 1 ? a : b); }
+        snprintf(logs[r], sizeof(logs[r]), "%s/blend/val%d.jsonl", TMP, r);
+        static char vcmd[16384];
+        snprintf(vcmd, sizeof(vcmd), "./train_gpt %s --batch-size 2 --train %s --val %s --val-every 2 --val-steps 3 --log %s",
+                 common, a, valarg, logs[r]);
+        rc = run_capture(vcmd, out, sizeof(out));
+        if (rc != 0) { report(0, "blend: --val with two data sets", "exit %d: %.300s", rc, out); ok = 0; break; }
+        nv[r] = read_log_values(logs[r], "val_loss", vl[r], 8);
+        if (r == 0) { ok = strstr(out, "val: 2 data sets") != NULL && strstr(out, "(data sets 1: ") != NULL; }
+    }
+    if (ok) {
+        int n1 = read_log_values(logs[0], "val_loss_1", vk[0], 8), n2 = read_log_values(logs[0], "val_loss_2", vk[1], 8);
+        int same = nv[0] == 5 && nv[1] == 5 && nv[2] == 5 && n1 == 5 && n2 == 5; // steps 0, 2, 4, 6, 8
+        double worst = 0.0;
+        for (int i = 0; same && i < 5; i++) {
+            same = strcmp(vk[0][i], vl[1][i]) == 0 && strcmp(vk[1][i], vl[2][i]) == 0;
+            double mean = 0.25 * atof(vl[1][i]) + 0.75 * atof(vl[2][i]), d = fabs(mean - atof(vl[0][i]));
+            if (d > worst) { worst = d; }
+        }
+        report(same && worst <= 1e-6, "blend: --val of two data sets: each one's loss is its own run's bit for bit, the val loss their 1:3 mean",
+               "%d/%d/%d val losses, %d/%d per set; first: %s vs %s and %s vs %s; mean off by %.3g", nv[0], nv[1], nv[2], n1, n2,
+               n1 ? vk[0][0] : "-", nv[1] ? vl[1][0] : "-", n2 ? vk[1][0] : "-", nv[2] ? vl[2][0] : "-", worst);
+    } else {
+        report(0, "blend: --val of two data sets lists them and prints each loss", "%.400s", out);
+    }
 }
 
 // The outlier guard through the binary (--skip-loss-z, --skip-grad-z; outlier.h), over a window of 16 steps. The
