@@ -510,10 +510,11 @@ static void dataloader_reset(DataLoader* dl) {
     }
 }
 
-// A blend's spec, "W1:GLOB1,W2:GLOB2,...", parsed into weights and patterns (owned copies): whether spec starts with
-// a number and a colon. Returns the count (0: not a blend, the whole spec is one pattern), or -1 with a message
-// naming the item (and nothing left allocated).
-static int dataloader__parse_blend(const char* spec, double* weights, char** patterns, char* err, size_t errlen) {
+// A blend's spec, "W1:GLOB1,W2:GLOB2,...", parsed into weights and patterns (owned copies, the caller frees them):
+// whether spec starts with a number and a colon. Returns the count (0: not a blend, the whole spec is one pattern),
+// or -1 with a message naming the item (and nothing left allocated). dataloader_init takes the same spec; the trainer
+// also parses --val with it (one loader per data set).
+static int dataloader_parse_blend(const char* spec, double* weights, char** patterns, char* err, size_t errlen) {
     char* end = NULL;
     (void)strtod(spec, &end);
     if (end == spec || *end != ':') { return 0; }
@@ -633,7 +634,7 @@ static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
 
     double weights[DATALOADER_MAX_SOURCES];
     char* patterns[DATALOADER_MAX_SOURCES];
-    int n = dataloader__parse_blend(pattern, weights, patterns, err, errlen);
+    int n = dataloader_parse_blend(pattern, weights, patterns, err, errlen);
     if (n < 0) { return -1; }
     if (n > 1 && shuffle != 1) {
         for (int k = 0; k < n; k++) { free(patterns[k]); }

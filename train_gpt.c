@@ -42,7 +42,7 @@ forward/backward (tensor parallel through tp.h), optimizer step, checkpoints (ch
 #include "zero.h"         // defines: ZeroOptimizer, zero_init, zero_bucket_ready, zero_wait_all, zero_adamw_step (and
                           // through powersgd.h: PowerSgd, powersgd_init, powersgd_spec_rank, powersgd_payload)
 #include "tp.h"           // defines: tp_cross_entropy, tp_allreduce_x, tp_allgather_rows_x, tp_reduce_scatter_rows_x
-#include "dataloader.h"   // defines: DataLoader, dataloader_init, dataloader_next_batch, dataloader_get/set_state
+#include "dataloader.h"   // defines: DataLoader, dataloader_init, dataloader_next_batch, dataloader_get/set_state, dataloader_parse_blend
 #include "tokenizer.h"    // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_free
 #include "hellaswag.h"    // defines: HellaSwag, hellaswag_load, hellaswag_fill_rows, hellaswag_add_losses, hellaswag_predict
 #include "outlier.h"      // defines: OutlierWindow, outlier_init, outlier_push, outlier_get, outlier_set, outlier_skip
@@ -2146,7 +2146,7 @@ int main(int argc, char** argv) {
         }
         if (c.val[0] && c.val_every > 0) {
             char* patterns[DATALOADER_MAX_SOURCES];
-            int nv = dataloader__parse_blend(c.val, val_weights, patterns, err, sizeof(err));
+            int nv = dataloader_parse_blend(c.val, val_weights, patterns, err, sizeof(err));
             if (nv < 0) { fatal("--val: %s", err); }
             if (nv == 0) { val_weights[0] = 1.0; patterns[0] = (char*)mallocCheck(strlen(c.val) + 1); strcpy(patterns[0], c.val); nv = 1; }
             double wsum = 0.0;
