@@ -265,6 +265,23 @@ static void send_then_write(int how) {
 static void bug_send_overwritten(void) { send_then_write(0); }
 static void ordered_send_writes(void) { for (int how = 1; how <= 3; how++) { send_then_write(how); } }
 
+// The same with a kernel as the writer (k_touch zeroes 32 floats of the 64 being sent, which start as the emulated
+// device's NaN garbage): caught unless ordered after the send (how 1: an event wait; 2: the send's own stream).
+static void send_then_kernel(int how) {
+    float* buf = dev_floats(64);
+    cudaStream_t link, compute;
+    cudaStreamCreate(&link); cudaStreamCreate(&compute);
+    cudaEvent_t sent;
+    cudaEventCreate(&sent);
+    emu::pending_send(buf, 64 * sizeof(float), emu::stream_of(link));
+    cudaEventRecord(sent, link);
+    if (how == 1) { cudaStreamWaitEvent(compute, sent, 0); }
+    k_touch<<<1, 32, 0, how == 2 ? link : compute>>>(buf + 16);
+    cudaDeviceSynchronize();
+}
+static void bug_send_kernel_overwrite(void) { send_then_kernel(0); }
+static void ordered_send_kernels(void) { send_then_kernel(1); send_then_kernel(2); }
+
 static void bug_overrun(void) { float* x = dev_floats(31); k_overrun<<<1, 32>>>(x, 31); cudaDeviceSynchronize(); }
 static void bug_race_blocks(void) { float* x = dev_floats(64); k_race_blocks<<<1, 64>>>(x); cudaDeviceSynchronize(); }
 static void bug_race_lanes(void) { float* x = dev_floats(32); k_race_lanes<<<1, 32>>>(x, 0); cudaDeviceSynchronize(); }
@@ -656,9 +673,20 @@ int main(void) {
               "(an event, directly or through another stream) or after the host synchronised with its stream: allowed",
               "exit status %d", status);
     }
+    {
+        fflush(stdout); fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) { ordered_send_kernels(); _exit(0); }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a kernel writing an NCCL send's buffer after an event wait for the "
+              "send, or on the send's own stream: allowed", "exit status %d", status);
+    }
     // the bugs it must catch (a race reported above would have stopped this binary)
     expect_caught("an NCCL send's buffer rewritten on another stream with nothing ordering it after the send is caught",
                   bug_send_overwritten, "that an NCCL send on another stream may still be reading");
+    expect_caught("a kernel writing into an NCCL send's buffer on another stream, with nothing ordering it after the send, "
+                  "is caught", bug_send_kernel_overwrite, "kernel k_touch: a write into device memory");
     expect_caught("two warps reading an element, then a __syncwarp (not __syncthreads) before a rewrite: a race is caught",
                   bug_readers_two_warps, "shared-memory race on s[0]: this thread writes it after thread");
     expect_caught("wmma: reading a stored accumulator tile across lanes with no __syncwarp is caught", bug_wmma_race,

@@ -301,7 +301,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     float alpha = *(const float*)alpha_p, beta = *(const float*)beta_p;
     emu::LtDesc opv = *op;
     emu::LtLayout av = *a, bv = *b, cv = *c, dv = *dd;
-    emu::enqueue(stream, [=]() { emu::lt_compute(&opv, &av, &bv, &cv, &dv, alpha, beta, A, B, C, D, m, n, k, bias_type, aux_type); });
+    emu::EmuRanges watch = emu::unordered_sends(emu::stream_of(stream)); // (the sends it may not write, as issued)
+    emu::enqueue(stream, [=]() {
+        emu::run_watched(watch, "cublasLtMatmul", [&]() {
+            emu::lt_compute(&opv, &av, &bv, &cv, &dv, alpha, beta, A, B, C, D, m, n, k, bias_type, aux_type);
+        });
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 

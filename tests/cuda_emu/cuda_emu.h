@@ -536,8 +536,9 @@ static const pthread_t g_host_thread = pthread_self(); // the thread that issues
 // its peer has received it. So a copy or memset into that memory on another stream must follow the send in the
 // device's order as the host issued it: after an event recorded behind the send that the writing stream waited on
 // (directly or through another stream's wait), or after the host synchronised with the send's stream. Else a GPU may
-// overwrite a message still in flight, which the copy hides here: the emulation stops instead (kernels' writes are
-// not checked).
+// overwrite a message still in flight, which the copy hides here: the emulation stops instead. A kernel's or a
+// cuBLASLt product's writes are not known in advance: the sends not ordered before one when it is issued are
+// watched while it runs (their bytes hashed before and after), and a change stops the emulation the same way.
 struct EmuPendingSend { const char* lo; const char* hi; EmuStream* s; uint64_t at; };
 static std::vector<EmuPendingSend> g_pending_sends;
 // (the send has run, as nccl_emu.h runs it at its call: an empty item gives it a place in its stream's order, run at
@@ -548,19 +549,44 @@ static void pending_send(const void* p, size_t bytes, EmuStream* s) {
     stream_run_all(s);
     g_pending_sends.push_back({(const char*)p, (const char*)p + bytes, s, s->queued});
 }
-static void write_check(const void* p, size_t bytes, EmuStream* w, const char* what) {
-    const char *lo = (const char*)p, *hi = lo + bytes;
+// The sends that work issued now on stream w is not ordered after (those the host has seen complete are dropped).
+typedef std::vector<std::pair<const char*, const char*>> EmuRanges;
+static EmuRanges unordered_sends(EmuStream* w) {
+    EmuRanges out;
     for (size_t i = 0; i < g_pending_sends.size();) {
         EmuPendingSend x = g_pending_sends[i];
         if (x.s->synced >= x.at) { g_pending_sends[i] = g_pending_sends.back(); g_pending_sends.pop_back(); continue; }
         auto a = w->after.find(x.s);
         int ordered = w == x.s || (a != w->after.end() && a->second >= x.at);
-        if (!ordered && lo < x.hi && x.lo < hi) {
-            fail("%s: a write into device memory [%p, +%zu) that an NCCL send on another stream may still be reading: "
-                 "the writing stream does not wait for the send's completion (an event recorded after it), nor has the host "
-                 "synchronised with it", what, (const void*)x.lo, (size_t)(x.hi - x.lo));
-        }
+        if (!ordered) { out.push_back({x.lo, x.hi}); }
         i++;
+    }
+    return out;
+}
+static void send_overwritten(const char* what, const char* lo, const char* hi) {
+    fail("%s: a write into device memory [%p, +%zu) that an NCCL send on another stream may still be reading: "
+         "the writing stream does not wait for the send's completion (an event recorded after it), nor has the host "
+         "synchronised with it", what, (const void*)lo, (size_t)(hi - lo));
+}
+static void write_check(const void* p, size_t bytes, EmuStream* w, const char* what) {
+    const char *lo = (const char*)p, *hi = lo + bytes;
+    for (const auto& r : unordered_sends(w)) {
+        if (lo < r.second && r.first < hi) { send_overwritten(what, r.first, r.second); }
+    }
+}
+static uint64_t bytes_hash(const char* lo, const char* hi) {
+    uint64_t h = 14695981039346656037ull;
+    for (const char* p = lo; p < hi; p++) { h = (h ^ (uint8_t)*p) * 1099511628211ull; }
+    return h;
+}
+// Runs work issued when `watch` (unordered_sends at that moment) held, and stops if it changed any of those bytes.
+static void run_watched(const EmuRanges& watch, const char* what, const std::function<void()>& work) {
+    if (watch.empty()) { work(); return; }
+    std::vector<uint64_t> before;
+    for (const auto& r : watch) { before.push_back(bytes_hash(r.first, r.second)); }
+    work();
+    for (size_t i = 0; i < watch.size(); i++) {
+        if (bytes_hash(watch[i].first, watch[i].second) != before[i]) { send_overwritten(what, watch[i].first, watch[i].second); }
     }
 }
 
@@ -634,9 +660,12 @@ template <class... P> struct Launch {
         const char* nm = name;
         void (*k)(P...) = kernel;
         dim3 g = grid, b = block;
-        enqueue(stream, [nm, k, g, b, args]() {
+        EmuRanges watch = unordered_sends(stream_of(stream)); // (the sends it may not write, as issued)
+        enqueue(stream, [nm, k, g, b, args, watch]() {
             std::function<void()> body = [&]() { std::apply(k, args); };
-            run_grid(nm, g, b, &body);
+            char what[160];
+            snprintf(what, sizeof(what), "kernel %s", nm);
+            run_watched(watch, what, [&]() { run_grid(nm, g, b, &body); });
         });
     }
 };
