@@ -244,6 +244,16 @@ static void expect_caught(const char* name, void (*f)(void), const char* want) {
     check(!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && strstr(buf, want) != NULL, name, "%s", buf);
 }
 
+// runs f in a child process: it must return normally (a complaint of the emulator would stop the child)
+static void expect_allowed(const char* name, void (*f)(void)) {
+    fflush(stdout); fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) { f(); _exit(0); }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == 0, name, "exit status %d", status);
+}
+
 // An NCCL send's buffer (emu::pending_send, what nccl_emu.h's ncclSend records) rewritten by a copy on another stream
 // that neither waited for an event recorded after the send nor came after a host synchronisation with its stream.
 // ordered_send_writes: the three ways to order it, none of which may stop the program.
@@ -662,26 +672,11 @@ int main(void) {
               "every lane read the value before the rewrite", "%d lanes read another value", bad);
     }
     // a send's buffer rewritten after an event wait (directly, or through another stream), or after the host
-    // synchronised with the send's stream: not a bug (a complaint would stop the child, which must return normally)
-    {
-        fflush(stdout); fflush(stderr);
-        pid_t pid = fork();
-        if (pid == 0) { ordered_send_writes(); _exit(0); }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "an NCCL send's buffer rewritten after waiting for the send "
-              "(an event, directly or through another stream) or after the host synchronised with its stream: allowed",
-              "exit status %d", status);
-    }
-    {
-        fflush(stdout); fflush(stderr);
-        pid_t pid = fork();
-        if (pid == 0) { ordered_send_kernels(); _exit(0); }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a kernel writing an NCCL send's buffer after an event wait for the "
-              "send, or on the send's own stream: allowed", "exit status %d", status);
-    }
+    // synchronised with the send's stream, by a copy or by a kernel: not a bug
+    expect_allowed("an NCCL send's buffer rewritten after waiting for the send (an event, directly or through another "
+                   "stream) or after the host synchronised with its stream: allowed", ordered_send_writes);
+    expect_allowed("a kernel writing an NCCL send's buffer after an event wait for the send, or on the send's own stream: "
+                   "allowed", ordered_send_kernels);
     // the bugs it must catch (a race reported above would have stopped this binary)
     expect_caught("an NCCL send's buffer rewritten on another stream with nothing ordering it after the send is caught",
                   bug_send_overwritten, "that an NCCL send on another stream may still be reading");
