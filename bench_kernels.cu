@@ -33,13 +33,18 @@ template <typename F> static float time_ms(F f, int reps = 20) {
     return t[reps / 2];
 }
 
-// x[i] = a pseudo-random value in [-0.5, 0.5) from a hash of i (matmuls on zeros run faster than on data: the
-// tensor cores draw less power, and the clocks stay higher)
+// A pseudo-random value in [-0.5, 0.5) from a hash of i (matmuls on zeros run faster than on data: the tensor cores
+// draw less power, and the clocks stay higher).
+__device__ __forceinline__ float bench_value(size_t i, uint32_t seed) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 0x2c1b3c6du; h ^= h >> 12; h *= 0x297a2d39u; h ^= h >> 15;
+    return (float)(h & 0xffffu) / 65536.0f - 0.5f;
+}
+
+// x[i] = bench_value(i, seed), in the storage type
 __global__ void bench_fill(floatX* x, size_t n, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15; h *= 0x2c1b3c6du; h ^= h >> 12; h *= 0x297a2d39u; h ^= h >> 15;
-        x[i] = kernels__x((float)(h & 0xffffu) / 65536.0f - 0.5f);
+        x[i] = kernels__x(bench_value(i, seed));
     }
 }
 
@@ -54,12 +59,10 @@ static void mm_row(const char* name, double flops, float ms) {
     printf("%-44s | %8.3f ms | %8.1f TFLOP/s | %5.1f%% of 989 TFLOP/s\n", name, ms, tf, tf / 989.0 * 100);
 }
 
-// fp32 x[i] in [-0.5, 0.5), as bench_fill (for the fp32 matmul rows, whatever floatX is)
+// x[i] = bench_value(i, seed) in fp32 (the fp32 matmul rows, whatever floatX is)
 __global__ void bench_fill_f32(float* x, size_t n, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15; h *= 0x2c1b3c6du; h ^= h >> 12; h *= 0x297a2d39u; h ^= h >> 15;
-        x[i] = (float)(h & 0xffffu) / 65536.0f - 0.5f;
+        x[i] = bench_value(i, seed);
     }
 }
 

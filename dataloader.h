@@ -510,14 +510,19 @@ static void dataloader_reset(DataLoader* dl) {
     }
 }
 
-// A blend's spec, "W1:GLOB1,W2:GLOB2,...", parsed into weights and patterns (owned copies, the caller frees them):
-// whether spec starts with a number and a colon. Returns the count (0: not a blend, the whole spec is one pattern),
-// or -1 with a message naming the item (and nothing left allocated). dataloader_init takes the same spec; the trainer
-// also parses --val with it (one loader per data set).
+// A data set spec parsed into weights and patterns (owned copies, the caller frees them): a blend,
+// "W1:GLOB1,W2:GLOB2,..." (a spec starting with a number and a colon), or one plain pattern, which is one data set of
+// weight 1. Returns the count (at least 1), or -1 with a message naming the item (and nothing left allocated).
+// dataloader_init takes the same spec; the trainer also parses --val with it (one loader per data set).
 static int dataloader_parse_blend(const char* spec, double* weights, char** patterns, char* err, size_t errlen) {
     char* end = NULL;
     (void)strtod(spec, &end);
-    if (end == spec || *end != ':') { return 0; }
+    if (end == spec || *end != ':') {
+        weights[0] = 1.0;
+        patterns[0] = (char*)mallocCheck(strlen(spec) + 1);
+        strcpy(patterns[0], spec);
+        return 1;
+    }
     int n = 0, rc = 0;
     const char* p = spec;
     while (*p && rc == 0) {
@@ -640,12 +645,6 @@ static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
         for (int k = 0; k < n; k++) { free(patterns[k]); }
         return dataloader__fail(err, errlen, "'%s': a blend of data sets needs the distributed sampler (--shuffle 1), not shuffle=%d "
                                 "(llm.c's orders read one data set)", pattern, shuffle);
-    }
-    if (n == 0) { // one data set: the pattern itself
-        weights[0] = 1.0;
-        patterns[0] = (char*)mallocCheck(strlen(pattern) + 1);
-        strcpy(patterns[0], pattern);
-        n = 1;
     }
     // the weights as integer parts of DATALOADER_WEIGHT_UNITS (one division and one product each: the same on every
     // machine), so the blend's choices are exact integer comparisons

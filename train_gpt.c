@@ -2148,7 +2148,6 @@ int main(int argc, char** argv) {
             char* patterns[DATALOADER_MAX_SOURCES];
             int nv = dataloader_parse_blend(c.val, val_weights, patterns, err, sizeof(err));
             if (nv < 0) { fatal("--val: %s", err); }
-            if (nv == 0) { val_weights[0] = 1.0; patterns[0] = (char*)mallocCheck(strlen(c.val) + 1); strcpy(patterns[0], c.val); nv = 1; }
             double wsum = 0.0;
             for (int k = 0; k < nv; k++) { wsum += val_weights[k]; }
             for (int k = 0; k < nv; k++) {
@@ -2389,7 +2388,7 @@ int main(int argc, char** argv) {
                 set_loss[k] = evaluate(&model, &val_loaders[k], c.val_steps, &pc);
                 mean += val_weights[k] * set_loss[k];
             }
-            last_val = have_val == 1 ? set_loss[0] : (float)mean;
+            last_val = (float)mean; // (one data set: weight 1, its loss exactly)
             if (master) {
                 // a blend's data sets: "val_loss_K" beside the mean in the JSON log, K from 1 in --val's order
                 char sets[DATALOADER_MAX_SOURCES * 24] = "", json[DATALOADER_MAX_SOURCES * 32] = "";
