@@ -1454,6 +1454,10 @@ static void test_blend_runs(void) {
         report(same && worst <= 1e-6, "blend: --val of two data sets: each one's loss is its own run's bit for bit, the val loss their 1:3 mean",
                "%d/%d/%d val losses, %d/%d per set; first: %s vs %s and %s vs %s; mean off by %.3g", nv[0], nv[1], nv[2], n1, n2,
                n1 ? vk[0][0] : "-", nv[1] ? vl[1][0] : "-", n2 ? vk[1][0] : "-", nv[2] ? vl[2][0] : "-", worst);
+        // on against off: evaluating the two sets leaves the training as the same run without --val (plain.jsonl)
+        snprintf(log_b, sizeof(log_b), "%s/blend/plain.jsonl", TMP);
+        compare_losses("blend: --val of two data sets leaves the training losses of the run without --val, bit for bit", log_b, 0,
+                       logs[0], 8, 0.0);
     } else {
         report(0, "blend: --val of two data sets lists them and prints each loss", "%.400s", out);
     }
