@@ -191,16 +191,26 @@ cp "$FW/fineweb_train_000000.bin" "$S/fw_kill/.incomplete.999999/"
 cp "$FW/fineweb_train_000000.bin" "$S/fw_kill/fineweb_train_000009.bin"
 fw bash scripts/prepare_fineweb.sh "$S/fw_kill" > /dev/null 2>&1
 check "after a killed run: stale staging and shards removed, complete" "$([ -f "$S/fw_kill/DONE" ] && [ ! -e "$S/fw_kill/.incomplete.999999" ] && [ ! -e "$S/fw_kill/fineweb_train_000009.bin" ] && [ "$(ls "$S"/fw_kill/fineweb_*.bin | wc -l)" = $((nval + ntrain)) ] || ls -A "$S/fw_kill" | tr '\n' ' ')"
+# a dead run's staging folder beside a complete set (an older version, killed between DONE and its exit trap, left an
+# empty one): the next run is a no-op that removes it
+mkdir "$S/fw_kill/.incomplete.999999"
+fw bash scripts/prepare_fineweb.sh "$S/fw_kill" > "$S/fw_kill.log" 2>&1
+check "beside DONE, a dead run's staging folder is removed by the next (no-op) run" "$(grep -q "up to date" "$S/fw_kill.log" && [ ! -e "$S/fw_kill/.incomplete.999999" ] || ls -A "$S/fw_kill" | tr '\n' ' ')"
 # a real kill: SIGKILL to the script while it runs (its children may finish on their own; the move never happens)
 mkdir -p "$S/slow"
 cp tests/data/fineweb/*.parquet "$S/slow/"
 # its own process group (setsid), killed whole, as a job scheduler or the machine going down would
 FINEWEB_LOCAL=$S/slow FINEWEB_SHARD_SIZE=20000 FINEWEB_VAL_TOKENS=4000 setsid bash scripts/prepare_fineweb.sh "$S/fw_killed" > /dev/null 2>&1 &
 pid=$!
-sleep 0.2
+# killed once the first shard is staged (midway on a fast machine too, where a fixed delay can land after the end)
+for _ in $(seq 500); do
+    [ -z "$(ls "$S/fw_killed"/.incomplete.*/fineweb_val_000000.bin 2>/dev/null)" ] || break
+    sleep 0.01
+done
 kill -9 -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
-check "a run killed by SIGKILL leaves no DONE" "$([ ! -f "$S/fw_killed/DONE" ] || [ -z "$(ls "$S/fw_killed"/.incomplete.* 2>/dev/null)" ] || echo "DONE next to a staging folder")"
+# (ls -d: the staging folder counts even when empty, as it is when the kill falls between the move and DONE)
+check "a run killed by SIGKILL leaves no DONE" "$([ ! -f "$S/fw_killed/DONE" ] || [ -z "$(ls -d "$S/fw_killed"/.incomplete.* 2>/dev/null)" ] || echo "DONE next to a staging folder")"
 fw bash scripts/prepare_fineweb.sh "$S/fw_killed" > /dev/null 2>&1
 check "... and the next run completes" "$([ -f "$S/fw_killed/DONE" ] && [ -z "$(ls -d "$S/fw_killed"/.incomplete.* 2>/dev/null)" ] && cmp -s <(tokens "$S"/fw_killed/fineweb_train_*.bin) "$S/train.ids" || ls -A "$S/fw_killed" | tr '\n' ' ')"
 
@@ -301,6 +311,9 @@ mkdir -p "$S/ts_stale/.incomplete.999999"
 echo x > "$S/ts_stale/tinystories_train_000007.bin"
 ts bash scripts/prepare_tinystories.sh "$S/ts_stale" > /dev/null 2>&1
 check "prepare_tinystories: stale staging and shards of an unfinished run removed" "$([ -f "$S/ts_stale/DONE" ] && [ ! -e "$S/ts_stale/.incomplete.999999" ] && [ ! -e "$S/ts_stale/tinystories_train_000007.bin" ] || ls -A "$S/ts_stale" | tr '\n' ' ')"
+mkdir "$S/ts_stale/.incomplete.999999"
+ts bash scripts/prepare_tinystories.sh "$S/ts_stale" > "$S/ts_stale.log" 2>&1
+check "prepare_tinystories: beside DONE, a dead run's staging folder is removed by the next (no-op) run" "$(grep -q "up to date" "$S/ts_stale.log" && [ ! -e "$S/ts_stale/.incomplete.999999" ] || ls -A "$S/ts_stale" | tr '\n' ' ')"
 # the download path, through the stand-in for curl: the same shards as TINYSTORIES_LOCAL; a failed stream leaves nothing
 TS_DL=$HUB/datasets/roneneldan/TinyStories/resolve/main
 mkdir -p "$TS_DL"

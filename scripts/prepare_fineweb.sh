@@ -60,6 +60,12 @@ API="$HUB/api/datasets/$REPO_ID/tree/main/sample/$SAMPLE"
 BASE="$HUB/datasets/$REPO_ID/resolve/main"
 VOCAB_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
+# staging folders of earlier runs that died (their process is gone) are removed, also beside a complete set (where
+# a version that wrote DONE before removing its stage left one when killed in between); a running one's is left alone
+for d in "$OUT_DIR"/.incomplete.*; do
+    [[ -d "$d" ]] || continue
+    kill -0 "${d##*.incomplete.}" 2>/dev/null || rm -rf "$d"
+done
 if [[ -f "$OUT_DIR/DONE" ]]; then echo "prepare_fineweb: $OUT_DIR is up to date"; exit 0; fi
 
 # list_sample: the parquet paths of the sample, from the Hugging Face API. It answers a page of JSON entries like
@@ -115,11 +121,6 @@ cd "$REPO"
 [[ -x ./tokenize ]] || make tokenize
 [[ -x ./parquet_text ]] || make parquet_text
 mkdir -p "$OUT_DIR"
-# staging folders of earlier runs that died (their process is gone) are removed; a running one's is left alone
-for d in "$OUT_DIR"/.incomplete.*; do
-    [[ -d "$d" ]] || continue
-    kill -0 "${d##*.incomplete.}" 2>/dev/null || rm -rf "$d"
-done
 STAGE="$OUT_DIR/.incomplete.$$"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP" "$STAGE"' EXIT
@@ -147,5 +148,6 @@ produce | ./tokenize shards --vocab "$VOCAB" --out-dir "$STAGE" --name fineweb \
 # complete: replace whatever an earlier, unfinished run left, then mark the set done
 rm -f "$OUT_DIR"/fineweb_val_*.bin "$OUT_DIR"/fineweb_train_*.bin "$OUT_DIR/gpt2_tokenizer.bin"
 mv "$STAGE"/* "$OUT_DIR"/
+rm -rf "$STAGE" # before DONE: a kill after it leaves no staging folder beside a complete set
 touch "$OUT_DIR/DONE"
 echo "prepare_fineweb: done, $(ls "$OUT_DIR" | grep -c '^fineweb_.*\.bin$') shards in $OUT_DIR"

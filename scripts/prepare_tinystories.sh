@@ -37,6 +37,12 @@ HUB="${HF_ENDPOINT:-https://huggingface.co}"
 BASE="${HUB%/}/datasets/roneneldan/TinyStories/resolve/main"
 VOCAB_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
+# staging folders of earlier runs that died (their process is gone) are removed, also beside a complete set (where
+# a version that wrote DONE before removing its stage left one when killed in between); a running one's is left alone
+for d in "$OUT_DIR"/.incomplete.*; do
+    [[ -d "$d" ]] || continue
+    kill -0 "${d##*.incomplete.}" 2>/dev/null || rm -rf "$d"
+done
 if [[ -f "$OUT_DIR/DONE" ]]; then echo "prepare_tinystories: $OUT_DIR is up to date"; exit 0; fi
 [[ -n "$LOCAL" ]] || command -v curl >/dev/null || die "curl is needed to stream the dataset (or set TINYSTORIES_LOCAL=DIR)"
 
@@ -55,10 +61,6 @@ fi
 cd "$REPO"
 [[ -x ./tokenize ]] || make tokenize
 mkdir -p "$OUT_DIR"
-for d in "$OUT_DIR"/.incomplete.*; do # staging folders of earlier runs whose process is gone
-    [[ -d "$d" ]] || continue
-    kill -0 "${d##*.incomplete.}" 2>/dev/null || rm -rf "$d"
-done
 STAGE="$OUT_DIR/.incomplete.$$"
 trap 'rm -rf "$STAGE"' EXIT
 mkdir "$STAGE"
@@ -74,5 +76,6 @@ done
 # complete: replace whatever an earlier, unfinished run left, then mark the set done
 rm -f "$OUT_DIR"/tinystories_val_*.bin "$OUT_DIR"/tinystories_train_*.bin "$OUT_DIR/gpt2_tokenizer.bin"
 mv "$STAGE"/val/* "$STAGE"/train/* "$STAGE/gpt2_tokenizer.bin" "$OUT_DIR"/
+rm -rf "$STAGE" # before DONE: a kill after it leaves no staging folder beside a complete set
 touch "$OUT_DIR/DONE"
 echo "prepare_tinystories: done, outputs in $OUT_DIR"
