@@ -16,6 +16,7 @@ typedef struct {
     char model[64];          // a size by name (d12, gpt2-124M, gpt3-125M, ...) when no --init file is given
     char init[1024];         // start from this model file: llm.c (.bin) or Hugging Face safetensors
     char export_hf[1024];    // write the --init model as a Hugging Face checkpoint to this directory and exit
+    char export_llmc[1024];  // write the --init model as an llm.c model file (fp32, or bf16 with --dtype bf16) and exit
     // data
     char train[1024];
     char val[1024];
@@ -116,6 +117,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("model", NULL, model, "model size by name: gpt2-124M/350M/774M/1558M (or gpt2, gpt2-medium, gpt2-large, gpt2-xl), gpt3-125M/350M/760M/1.3B/2.7B, llm.c's descriptors (d6, d12, d24, d36, d48, d60, d72, d84 or gpt2:d<N>: GPT-2 shapes by depth; gpt3:c<N>, N one of 384, 768, 1024, 1536, 2048, 2560, 4096, 5120, 12288: GPT-3 shapes by width), or d<N> for another depth (N layers, 64N channels)"),
     FLAG_S("init", "-e", init, "start from this model: an llm.c file (.bin, version 3 fp32 or 5 bf16), or a Hugging Face GPT-2 checkpoint (model.safetensors, model.safetensors.index.json or their directory, config.json beside it)"),
     FLAG_S("export-hf", NULL, export_hf, "with --init FILE only: write that model to DIR as a Hugging Face GPT-2 checkpoint (model.safetensors, config.json, tokenizer files) and exit"),
+    FLAG_S("export-llmc", NULL, export_llmc, "with --init FILE only: write that model to FILE as an llm.c model file and exit: version 3 (fp32), or with --dtype bf16 version 5 (llm.c's *_bf16.bin, which its default bf16 build needs for -e)"),
     FLAG_S("train", "-i", train, "glob pattern of training shards; or, with --shuffle 1, a blend of data sets W1:GLOB1,W2:GLOB2,... sampled in proportion to the weights (Megatron's --data-path)"),
     FLAG_S("val", "-j", val, "glob pattern of validation shards; or W1:GLOB1,W2:GLOB2,...: each data set evaluated on its own (val_loss_K in the log), the val loss their weighted mean"),
     FLAG_S("tokenizer", NULL, tokenizer, "llm.c gpt2_tokenizer.bin to decode samples (token ids are printed without it)"),
@@ -422,15 +424,27 @@ static void parse_flags(Config* c, int argc, char** argv) {
             fatal("--%s sets the fp16 loss scaler: it needs --dtype fp16 (bf16 and fp32 need no loss scaling)", scaler_flags[j]);
         }
     }
-    // --export-hf converts a model and exits: it takes --init and nothing that belongs to a training run
-    if (c->export_hf[0]) {
-        if (!c->init[0]) { fatal("--export-hf %s needs --init FILE (the model to convert)", c->export_hf); }
+    // --export-hf and --export-llmc convert a model and exit: they take --init (--export-llmc also --dtype, the file's
+    // type) and nothing that belongs to a training run
+    if (c->export_hf[0] || c->export_llmc[0]) {
+        const char* ex = c->export_hf[0] ? "export-hf" : "export-llmc";
+        const char* target = c->export_hf[0] ? c->export_hf : c->export_llmc;
+        if (!c->init[0]) { fatal("--%s %s needs --init FILE (the model to convert)", ex, target); }
         for (int k = 0; k < NUM_FLAGS; k++) {
             const char* nm = FLAGS[k].name;
-            if (seen[k] && strcmp(nm, "init") != 0 && strcmp(nm, "export-hf") != 0 && strcmp(nm, "threads") != 0) {
-                fatal("--export-hf converts the --init model and exits: --%s does nothing with it (use: train_gpt --init FILE --export-hf DIR)", nm);
+            int ok = strcmp(nm, "init") == 0 || strcmp(nm, "export-hf") == 0 || strcmp(nm, "export-llmc") == 0 ||
+                     strcmp(nm, "threads") == 0 || (strcmp(nm, "dtype") == 0 && c->export_llmc[0]);
+            if (seen[k] && !ok) {
+                fatal("--%s converts the --init model and exits: --%s does nothing with it (use: train_gpt --init FILE --%s %s%s)",
+                      ex, nm, ex, c->export_hf[0] ? "DIR" : "FILE", c->export_hf[0] ? "" : " [--dtype fp32|bf16]");
             }
         }
+        // llm.c's model files are fp32 (version 3) or bf16 (version 5); its build_from_checkpoint has no fp16
+        if (c->export_llmc[0] && SEEN("dtype") && dtype_parse(c->dtype) == DTYPE_FP16) {
+            fatal("--export-llmc %s --dtype fp16: llm.c's model files are fp32 (version 3) or bf16 (version 5); it reads no fp16 file", c->export_llmc);
+        }
+        // without --dtype the file is fp32, lossless, whatever this build trains in
+        if (c->export_llmc[0] && !SEEN("dtype")) { strcpy(c->dtype, "fp32"); }
     }
     // llm.c's -h 1: HellaSwag from its path at every validation step
     if (c->llmc_hellaswag) {

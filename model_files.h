@@ -222,34 +222,50 @@ static uint64_t model_load_params(const char* path, FILE* fp, int version, const
     return model_load_params_sum(path, fp, version, pl, params, CHECKSUM_DEFAULT);
 }
 
-// Saves an llm.c version-3 (fp32) model file atomically from a stream, chunk by chunk in llm.c's file order; returns
-// the checksum of the whole file (header and payload). path NULL: reads the stream in the same order and writes
-// nothing (the other ranks of a tensor-parallel group, whose gets are collective).
-static uint64_t model_save_stream(const char* path, const ParamLayout* pl, ParamStream* src) {
+// Saves an llm.c model file atomically from a stream, chunk by chunk in llm.c's file order: version 3 (fp32), or 5
+// (bf16, each value rounded to nearest-even as PyTorch's .to(torch.bfloat16) does for llm.c's *_bf16.bin files);
+// returns the checksum of the whole file (header and payload, as written). path NULL: reads the stream in the same
+// order and writes nothing (the other ranks of a tensor-parallel group, whose gets are collective).
+static uint64_t model_save_stream_version(const char* path, const ParamLayout* pl, ParamStream* src, int version) {
+    if (version != 3 && version != 5) { fatal("model file '%s': cannot write version %d (3 = fp32, 5 = bf16)", path ? path : "?", version); }
     AtomicFile af;
     if (path) { atomic_open(&af, path); }
     int32_t h[256] = {0};
     const GPTConfig* g = &pl->cfg;
-    h[0] = MODEL_MAGIC; h[1] = 3; h[2] = g->max_seq_len; h[3] = g->vocab_size; h[4] = g->num_layers;
+    h[0] = MODEL_MAGIC; h[1] = version; h[2] = g->max_seq_len; h[3] = g->vocab_size; h[4] = g->num_layers;
     h[5] = g->num_heads; h[6] = g->channels; h[7] = g->padded_vocab_size;
     if (path) { fwriteCheck(h, sizeof(int32_t), 256, af.fp, path); }
     Checksum sum;
     checksum_begin(&sum, CHECKSUM_DEFAULT);
     checksum_add(&sum, h, sizeof(h));
     float* buf = (float*)mallocCheck(PARAM_CHUNK * sizeof(float));
+    uint16_t* half = version == 5 ? (uint16_t*)mallocCheck(PARAM_CHUNK * sizeof(uint16_t)) : NULL;
     for (int i = 0; i < pl->num_tensors; i++) {
         const ParamEntry* e = &pl->table[i];
         size_t n = e->rows * e->cols;
         for (size_t k = 0; k < n; k += PARAM_CHUNK) {
             size_t cnt = n - k < PARAM_CHUNK ? n - k : PARAM_CHUNK;
             src->get(src->self, e->offset + k, buf, cnt);
-            if (path) { fwriteCheck(buf, sizeof(float), cnt, af.fp, path); }
-            checksum_add(&sum, buf, cnt * sizeof(float));
+            const void* out = buf;
+            size_t width = sizeof(float);
+            if (half) {
+                for (size_t j = 0; j < cnt; j++) { half[j] = bf16_bits(buf[j]); }
+                out = half;
+                width = sizeof(uint16_t);
+            }
+            if (path) { fwriteCheck(out, width, cnt, af.fp, path); }
+            checksum_add(&sum, out, cnt * width);
         }
     }
     free(buf);
+    free(half);
     if (path) { atomic_commit(&af); }
     return checksum_end(&sum);
+}
+
+// Version 3 (fp32): what checkpoints hold.
+static uint64_t model_save_stream(const char* path, const ParamLayout* pl, ParamStream* src) {
+    return model_save_stream_version(path, pl, src, 3);
 }
 
 static uint64_t model_save(const char* path, const ParamLayout* pl, const float* params) {

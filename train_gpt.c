@@ -11,6 +11,7 @@ Build and run:
     ./train_gpt --bench --model d12 --batch-size 4 --seq-len 64
     ./train_gpt --init gpt2/model.safetensors --train ...   (from Hugging Face GPT-2 weights; config.json beside them)
     ./train_gpt --init out/model_00001000.bin --export-hf gpt2-mine   (write a Hugging Face checkpoint, exit)
+    ./train_gpt --init gpt2-mine --export-llmc gpt2_mine_bf16.bin --dtype bf16   (an llm.c model file, exit)
 
 Sections: flags, model layout (layout.h: the parameter table, a rank's share under tensor and pipeline parallelism),
 model files (model_files.h: llm.c's and the parameter streams; Hugging Face's in hf_gpt2.h), activations,
@@ -2000,18 +2001,26 @@ int main(int argc, char** argv) {
     char err_hs[1024];
     int resume_sum_kind = CHECKSUM_DEFAULT;
     if (resume_step >= 0) { resume_sum_kind = checkpoint_check_files(resume_dir, resume_step, gpt_num_params(&gc)).sum_kind; }
-    if (c.export_hf[0]) {
-        // --init FILE --export-hf DIR: load, write the Hugging Face checkpoint, exit (no data, no training)
-        if (pc.world_size > 1) { fatal("--export-hf runs in one process, not under mpirun (%d ranks)", pc.world_size); }
-        if (!hf_supported()) { fatal("--export-hf %s: %s", c.export_hf, HF_NO_CJSON_MESSAGE); }
+    if (c.export_hf[0] || c.export_llmc[0]) {
+        // --init FILE --export-hf DIR / --export-llmc FILE: load, write, exit (no data, no training)
+        const char* ex = c.export_hf[0] ? "--export-hf" : "--export-llmc";
+        if (pc.world_size > 1) { fatal("%s runs in one process, not under mpirun (%d ranks)", ex, pc.world_size); }
+        if (c.export_hf[0] && !hf_supported()) { fatal("--export-hf %s: %s", c.export_hf, HF_NO_CJSON_MESSAGE); }
         ParamLayout el;
         layout_build(&el, &gc);
         float* host = (float*)mallocCheck(mulSize(el.num_params, sizeof(float)));
         if (from_hf) { hf_load_params(&hf, &el, host); }
         else { model_load_params(init_path, model_fp, model_version, &el, host); }
-        printf("export-hf: %s: L %d, C %d, NH %d, maxT %d, V %d (Vp %d), %zu parameters\n", c.init, gc.num_layers,
+        printf("%s: %s: L %d, C %d, NH %d, maxT %d, V %d (Vp %d), %zu parameters\n", ex + 2, c.init, gc.num_layers,
                gc.channels, gc.num_heads, gc.max_seq_len, gc.vocab_size, gc.padded_vocab_size, el.num_params);
-        hf_export(c.export_hf, &el, host);
+        if (c.export_hf[0]) { hf_export(c.export_hf, &el, host); }
+        if (c.export_llmc[0]) {
+            int bf16 = dtype_parse(c.dtype) == DTYPE_BF16; // (flags.h: fp32 unless --dtype bf16 was given; fp16 refused)
+            ParamStream s = host_stream(host);
+            model_save_stream_version(c.export_llmc, &el, &s, bf16 ? 5 : 3);
+            printf("export-llmc: wrote %s (llm.c model file version %d, %s)\n", c.export_llmc, bf16 ? 5 : 3,
+                   bf16 ? "bf16, rounded to nearest even: for llm.c's bf16 build" : "fp32: for llm.c's fp32 and CPU builds");
+        }
         free(host);
         layout_free(&el);
         parallel_finalize(&pc);

@@ -570,6 +570,18 @@ if train ck_plain 120 $CU $ck --log $TMPD/ck_plain.jsonl &&
                $TMPD/ck_full.jsonl $TMPD/ck_resumed.jsonl '[45]' 2
 fi
 
+stage "model files out: $CU --export-llmc (fp32 unless --dtype bf16, whatever the build trains in)"
+# the default is the lossless fp32 file also in a bf16 build; the bf16 file (llm.c's *_bf16.bin) has the CPU's bytes
+if timeout $(budget 60) $CU --init tests/ref/ref_model.bin --export-llmc $TMPD/x3.bin > $L.export.log 2>&1 &&
+   timeout $(budget 60) $CU --init tests/ref/ref_model.bin --export-llmc $TMPD/x5.bin --dtype bf16 >> $L.export.log 2>&1 &&
+   ./train_gpt --init tests/ref/ref_model.bin --export-llmc $TMPD/c5.bin --dtype bf16 >> $L.export.log 2>&1; then
+    cmp -s $TMPD/x3.bin tests/ref/ref_model.bin && ok "export-llmc: the default is version 3, byte-identical to the llm.c file read" ||
+        bad "export-llmc: the default export differs from tests/ref/ref_model.bin (not fp32?)"
+    cmp -s $TMPD/x5.bin $TMPD/c5.bin && ok "export-llmc --dtype bf16: the CPU build's bytes" || bad "export-llmc --dtype bf16 differs from the CPU build's file"
+else
+    bad "export-llmc: $CU or train_gpt failed"; tail -n 3 $L.export.log
+fi
+
 stage "HellaSwag: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"
 # the same answers as tests/ref/hellaswag_ref.txt (each example's best ending leads by at least 0.01 nats, so any
 # other answer is a bug), each ending's summed loss within 2e-2 relative (bf16 storage: the model's weights and

@@ -19,6 +19,10 @@ Groups:
   - the real binary: --export-hf from an llm.c file, from HF (sharded) and back, bit-identical files; a
     GPT-2-vocabulary model exports the tokenizer files; flag misuse refused; training from an HF checkpoint logs
     the same losses as from the llm.c file.
+  - --export-llmc: version 3 byte-identical to the llm.c file (also from PyTorch's F32 safetensors); version 5
+    (--dtype bf16) with every value rounded to nearest even, against a rounding computed apart and against
+    PyTorch's own (its BF16 safetensors of the same parameters export to the same file); ties, carries,
+    subnormals; the bf16 file loads back exactly; misuse refused.
 Every check prints "PASS name (detail)" or "FAIL name: detail"; the last line is "N passed, M failed".
 */
 #define TRAIN_GPT_NO_MAIN
@@ -674,6 +678,158 @@ static void test_binary(void) {
     gpt_free(&ref);
 }
 
+// ----------------------------------------------------------------------------
+// --export-llmc: llm.c model files out, fp32 (version 3) and bf16 (version 5)
+
+// bf16 by round-to-nearest-even, computed apart from precision.h: of the two bf16 values around x (its bits cut to
+// the top 16, and the next one away from zero), the nearer in double, a tie going to the even one.
+static uint16_t bf16_nearest_even(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t lo = u & 0xFFFF0000u, hi = lo + 0x10000u;
+    float flo, fhi;
+    memcpy(&flo, &lo, 4);
+    memcpy(&fhi, &hi, 4);
+    double dlo = fabs((double)x - (double)flo), dhi = fabs((double)fhi - (double)x);
+    if (dlo < dhi) { return (uint16_t)(lo >> 16); }
+    if (dhi < dlo) { return (uint16_t)(hi >> 16); }
+    return (uint16_t)(((lo >> 16) & 1u) ? hi >> 16 : lo >> 16);
+}
+
+// Reads a whole file into a malloc'd buffer; *n its size (0 and NULL if it cannot be read).
+static unsigned char* slurp(const char* path, size_t* n) {
+    *n = 0;
+    FILE* f = fopen(path, "rb");
+    if (!f) { return NULL; }
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char* b = (unsigned char*)malloc(sz > 0 ? (size_t)sz : 1);
+    if (b && fread(b, 1, (size_t)sz, f) == (size_t)sz) { *n = (size_t)sz; } else { free(b); b = NULL; }
+    fclose(f);
+    return b;
+}
+
+static void test_export_llmc(void) {
+    if (!file_exists("./train_gpt")) { check(0, "--export-llmc", "./train_gpt is not built (make train_gpt)"); return; }
+    char cmd[4096], out[65536], p3[600], p5[600], back[600];
+    snprintf(p3, sizeof(p3), "%s/e3.bin", TMP);
+    snprintf(p5, sizeof(p5), "%s/e5_bf16.bin", TMP);
+    snprintf(back, sizeof(back), "%s/e5_back.bin", TMP);
+    // fp32: the llm.c file itself, byte for byte
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-llmc %s && cmp %s %s", REF_BIN, p3, REF_BIN, p3);
+    int rc = run_capture_line(cmd, out, sizeof(out));
+    check(rc == 0 && strstr(out, "version 3"), "--export-llmc without --dtype writes version 3, byte-identical to the llm.c file it read", "exit %d: %.300s", rc, out);
+    // fp32 from PyTorch's F32 safetensors (Conv1D transposed back, vocabulary padded): the same bytes
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/hf --export-llmc %s/e3hf.bin >/dev/null && cmp %s %s/e3hf.bin", TMP, REF_BIN, TMP);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    check(rc == 0, "from PyTorch's safetensors (F32) to an llm.c file: byte-identical to the llm.c file of the same parameters", "exit %d: %.300s", rc, out);
+
+    // bf16: header, size, and every value rounded to nearest even (checked against bf16_nearest_even)
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-llmc %s --dtype bf16", REF_BIN, p5);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    check(rc == 0 && strstr(out, "version 5"), "--export-llmc --dtype bf16 exits 0, saying version 5", "exit %d: %.300s", rc, out);
+    size_t n3, n5;
+    unsigned char* b3 = slurp(REF_BIN, &n3);
+    unsigned char* b5 = slurp(p5, &n5);
+    size_t np = n3 > 1024 ? (n3 - 1024) / 4 : 0;
+    int hdr_ok = b3 && b5 && n5 == 1024 + 2 * np;
+    if (hdr_ok) {
+        int32_t h3[256], h5[256];
+        memcpy(h3, b3, 1024);
+        memcpy(h5, b5, 1024);
+        hdr_ok = h5[1] == 5 && h3[1] == 3;
+        h5[1] = 3;
+        hdr_ok = hdr_ok && memcmp(h3, h5, 1024) == 0;
+    }
+    check(hdr_ok, "the bf16 file: llm.c's header with version 5 (the rest as the fp32 file's), 1024 + 2 bytes per parameter", "%zu bytes for %zu parameters", n5, np);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; hdr_ok && i < np; i++) {
+        float x;
+        uint16_t got;
+        memcpy(&x, b3 + 1024 + 4 * i, 4);
+        memcpy(&got, b5 + 1024 + 2 * i, 2);
+        if (got != bf16_nearest_even(x) && bad++ == 0) { first = i; }
+    }
+    check(hdr_ok && bad == 0, "every parameter of the bf16 file is its fp32 value rounded to nearest even", "%zu of %zu differ, first at %zu", bad, np, first);
+    free(b3);
+    free(b5);
+    // PyTorch's own rounding: its BF16 safetensors of the same parameters (.to(torch.bfloat16)) export to the same file
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/hf_noprefix --export-llmc %s/e5hf.bin --dtype bf16 >/dev/null && cmp %s %s/e5hf.bin", TMP, p5, TMP);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    check(rc == 0, "PyTorch's BF16 safetensors of the same parameters export to the same bf16 file (our rounding is PyTorch's)", "exit %d: %.300s", rc, out);
+    // the bf16 file loads (llm.c's version 5) and widens exactly: exported again as fp32, each value is its bf16
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-llmc %s", p5, back);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    b5 = slurp(p5, &n5);
+    unsigned char* bb = slurp(back, &n3);
+    bad = rc != 0 || !b5 || !bb || n3 != 1024 + 4 * np;
+    for (size_t i = 0; !bad && i < np; i++) {
+        uint16_t h;
+        uint32_t w;
+        memcpy(&h, b5 + 1024 + 2 * i, 2);
+        memcpy(&w, bb + 1024 + 4 * i, 4);
+        bad += w != ((uint32_t)h << 16);
+    }
+    check(!bad, "the bf16 file loads back (version 5) to exactly its bf16 values", "exit %d, %zu differ: %.200s", rc, bad, out);
+    free(b5);
+    free(bb);
+
+    // the cases random weights miss: ties both ways and of both signs, carries into the exponent, subnormals (a model
+    // file holds no weight of 1e8 or more: the loader refuses it)
+    GPT m;
+    load_llmc(&m, REF_BIN);
+    const uint32_t special[] = {0x3F808000u, 0x3F818000u, 0xBF808000u, 0xBF818000u, 0x3F7FFFFFu, 0x3FFF8000u, 0x3FFFFFFFu,
+                                0x00018000u, 0x00008000u, 0x80008000u, 0x4B7FFFFFu, 0x42F6E979u, 0x3F808001u, 0x3F807FFFu};
+    size_t ns = sizeof(special) / sizeof(special[0]);
+    for (size_t i = 0; i < ns; i++) { memcpy(&m.params[m.layout.table[0].offset + i], &special[i], 4); }
+    char sp[600], sp5[600];
+    snprintf(sp, sizeof(sp), "%s/special.bin", TMP);
+    snprintf(sp5, sizeof(sp5), "%s/special_bf16.bin", TMP);
+    model_save(sp, &m.layout, m.params);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-llmc %s --dtype bf16", sp, sp5);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    b5 = slurp(sp5, &n5);
+    const uint16_t expect[] = {0x3F80, 0x3F82, 0xBF80, 0xBF82, 0x3F80, 0x4000, 0x4000, 0x0002, 0x0000, 0x8000, 0x4B80, 0x42F7, 0x3F81, 0x3F80};
+    bad = rc != 0 || !b5 || n5 < 1024 + 2 * ns;
+    char detail[256] = "";
+    for (size_t i = 0; !bad && i < ns; i++) {
+        uint16_t got;
+        memcpy(&got, b5 + 1024 + 2 * i, 2);
+        float x;
+        memcpy(&x, &special[i], 4);
+        if (got != expect[i] || got != bf16_nearest_even(x)) {
+            bad = 1;
+            snprintf(detail, sizeof(detail), "0x%08X -> 0x%04X, expected 0x%04X", special[i], got, expect[i]);
+        }
+    }
+    check(!bad, "bf16 rounding of ties (to even, both signs), carries into the exponent, subnormals", "exit %d %s %.200s", rc, detail, out);
+    free(b5);
+    gpt_free(&m);
+
+    // misuse
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-llmc %s/x.bin --dtype fp16", REF_BIN, TMP);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "--dtype fp16") && strstr(out, "no fp16 file") && !file_exists("x.bin"), "--export-llmc --dtype fp16 is refused (llm.c has no fp16 model file)", "exit %d: %.200s", rc, out);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --export-llmc %s/x.bin", TMP);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "--export-llmc") && strstr(out, "needs --init FILE"), "--export-llmc without --init is refused", "exit %d: %.200s", rc, out);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-llmc %s/x.bin --lr 1e-3", REF_BIN, TMP);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "--lr does nothing"), "--export-llmc with a training flag is refused", "exit %d: %.200s", rc, out);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-hf %s/x --dtype bf16", REF_BIN, TMP);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "--dtype does nothing"), "--export-hf with --dtype is refused (safetensors out are fp32)", "exit %d: %.200s", rc, out);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-llmc %s/no/such/dir/x.bin", REF_BIN, TMP);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "no/such/dir/x.bin"), "--export-llmc into a missing directory fails naming the file", "exit %d: %.200s", rc, out);
+    // both at once: one load, two files
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-hf %s/both --export-llmc %s/both.bin --dtype bf16 >/dev/null && "
+             "cmp %s/both.bin %s && cmp %s/both/model.safetensors %s/bin1/model.safetensors", REF_BIN, TMP, TMP, TMP, p5, TMP, TMP);
+    rc = run_capture_line(cmd, out, sizeof(out));
+    check(rc == 0, "--export-hf and --export-llmc together write both, each as alone", "exit %d: %.300s", rc, out);
+}
+
 int main(void) {
 #ifdef _OPENMP
     // one thread: expect_fatal forks, and a child of a process that has started libgomp's thread pool can hang in
@@ -687,6 +843,7 @@ int main(void) {
     test_round_trip();
     test_malformed();
     test_binary();
+    test_export_llmc();
     sh("rm -rf '%s'", TMP);
     return test_summary();
 }
