@@ -88,6 +88,16 @@ else
   F_CJSON = no-cjson
 endif
 
+# --- GPT-2's BPE encoder inside train_gpt (--prompt): PCRE2 and cJSON both; tokenizer.h's encoder, which
+# compiles as C and as C++ (nvcc, the emulator), goes into every build of train_gpt.c with the cJSON flags
+ifeq ($(PCRE2_OK)$(CJSON_OK),yesyes)
+  CJSON_CFLAGS += -DUSE_ENCODER
+  CJSON_LIBS += -lpcre2-8
+  F_CJSON = cjson; encoder
+else
+  LEFT_OUT += "the BPE encoder in train_gpt (--prompt refused; samples print as ids without --tokenizer): needs both pcre2 and cjson"
+endif
+
 # --- xxHash (XXH3-64 checkpoint checksums; header-only use, no library linked) -------------------------------
 XXHASH_OK := $(if $(filter 1,$(NO_XXHASH)),,$(shell printf '#define XXH_INLINE_ALL\n#include <xxhash.h>\nint main(void){return (int)XXH3_64bits("", 0);}\n' | $(CC) -x c - -o /dev/null 2>/dev/null && echo yes))
 ifeq ($(XXHASH_OK),yes)

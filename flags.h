@@ -71,6 +71,10 @@ typedef struct {
     char hellaswag_details[1024]; // --eval-hellaswag: one line per example to this file
     int sample_every;
     int gen_tokens;
+    int generate;            // print this many samples of the model and exit (0: off)
+    char prompt[1024];       // the text samples continue (GPT-2's BPE; empty: they start after <|endoftext|>)
+    float temperature;       // samples from softmax(logits / temperature); 0: the most likely token (greedy)
+    int top_k;               // samples from the top_k most likely tokens only (0: all)
     int checkpoint_every;
     char out[1024];
     int keep_checkpoints;    // keep the newest N checkpoints in --out (0: all)
@@ -167,6 +171,10 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("hellaswag-details", NULL, hellaswag_details, "with --eval-hellaswag: write one line per example to FILE (position, index, label, both answers, each ending's summed and mean loss)"),
     FLAG_I("sample-every", "-s", sample_every, 0, 1e9, "generate a sample every N steps (0: off)"),
     FLAG_I("gen-tokens", "-g", gen_tokens, 1, 1e6, "tokens to generate per sample (at most the sequence length)"),
+    FLAG_I("generate", NULL, generate, 0, 1e6, "N: print N samples of the --init (or --model) model, --gen-tokens each, and exit (one process; with --prompt, --temperature, --top-k, --seed)"),
+    FLAG_S("prompt", NULL, prompt, "text the samples (--generate, --sample-every) continue, encoded with GPT-2's BPE (encoder.json, vocab.bpe from $GPT2_VOCAB_DIR or data/gpt2; a model of GPT-2's 50257 tokens); default: after <|endoftext|>"),
+    FLAG_F("temperature", NULL, temperature, 0, 100, "samples draw from softmax(logits / T); 0: always the most likely token (greedy)"),
+    FLAG_I("top-k", NULL, top_k, 0, 1e8, "samples draw from the K most likely tokens only (0: the whole vocabulary)"),
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
     FLAG_S("out", "-o", out, "output directory (created if missing; checked at start): the checkpoints of --checkpoint-every, and llm.c's main.log"),
     FLAG_I("keep-checkpoints", "-nk", keep_checkpoints, 0, 1e9, "keep only the newest N checkpoints in --out (0: keep all)"),
@@ -227,6 +235,9 @@ static void config_defaults(Config* c) {
     c->val_steps = 20;
     c->sample_every = 0;
     c->gen_tokens = 64;
+    c->generate = 0;
+    c->temperature = 1.0f;
+    c->top_k = 0;
     c->checkpoint_every = 0;
     c->bench_steps = 5;
     // the planner's machine: 8 H100-class GPUs on NVLink in one node, 400 Gb/s InfiniBand between nodes
@@ -485,6 +496,27 @@ static void parse_flags(Config* c, int argc, char** argv) {
     }
     if (SEEN("outlier-window") && c->skip_loss_z == 0.0f && c->skip_grad_z == 0.0f) {
         fatal("--outlier-window %d sets the outlier guard's window: it needs --skip-loss-z or --skip-grad-z", c->outlier_window);
+    }
+    // sampling: --prompt, --temperature and --top-k shape the samples of --generate and --sample-every
+    if (!c->generate && c->sample_every == 0) {
+        const char* sflags[3] = {"prompt", "temperature", "top-k"};
+        for (int j = 0; j < 3; j++) {
+            if (SEEN(sflags[j])) { fatal("--%s shapes samples: it needs --generate N or --sample-every N", sflags[j]); }
+        }
+    }
+    if (SEEN("prompt") && !c->prompt[0]) { fatal("--prompt: empty (leave it out to sample after <|endoftext|>)"); }
+    // --generate prints samples of a model and exits: it takes the model and the sampling settings
+    if (c->generate) {
+        if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
+        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "gen-tokens",
+                                              "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute"};
+        for (int k = 0; k < NUM_FLAGS; k++) {
+            int ok = 0;
+            for (size_t j = 0; j < sizeof(allowed) / sizeof(allowed[0]); j++) { ok |= strcmp(FLAGS[k].name, allowed[j]) == 0; }
+            if (seen[k] && !ok) { fatal("--generate prints samples of a model and exits: --%s does nothing with it", FLAGS[k].name); }
+        }
+        // the context: --seq-len when given, else the model's (0 here, resolved with the model)
+        if (!SEEN("seq-len")) { c->seq_len = 0; }
     }
     if (c->hellaswag_details[0] && !c->eval_hellaswag[0]) { fatal("--hellaswag-details %s needs --eval-hellaswag FILE", c->hellaswag_details); }
     // --eval-hellaswag evaluates a model and exits: it takes the model, its layout and the length limit, nothing that

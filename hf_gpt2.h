@@ -509,7 +509,7 @@ static void hf__copy_file(const char* src, const char* dst) {
 
 // The directory holding GPT-2's encoder.json and vocab.bpe, into out: $GPT2_VOCAB_DIR, data/gpt2, or data/gpt2
 // beside the executable. Returns 0 if none has both files.
-static int hf__find_gpt2_vocab(char* out, size_t cap) {
+static int hf_find_gpt2_vocab(char* out, size_t cap) {
     char exe[4096], cand[3][4200];
     int nc = 0;
     const char* env = getenv("GPT2_VOCAB_DIR");
@@ -633,7 +633,7 @@ static void hf_export(const char* dir, const ParamLayout* pl, const float* param
 
     // the tokenizer, when the vocabulary is GPT-2's and its files are at hand
     char vdir[4200];
-    if (gpt2_vocab && hf__find_gpt2_vocab(vdir, sizeof(vdir))) {
+    if (gpt2_vocab && hf_find_gpt2_vocab(vdir, sizeof(vdir))) {
         char src[4300];
         snprintf(src, sizeof(src), "%s/encoder.json", vdir);
         snprintf(path, sizeof(path), "%s/vocab.json", dir);

@@ -2096,10 +2096,11 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
     build_model(&m, &z, pc, model_path, 1, 16);
     const int n = 12;
     int32_t toks[16] = {0};
-    float* probs = (float*)mallocCheck(sizeof(float) * m.cfg.padded_vocab_size);
+    float* probs = (float*)mallocCheck(sizeof(float) * 2 * m.cfg.padded_vocab_size); // (a row, and sample_pick's scratch)
     uint64_t rng = 0x1234567ULL, rng_ref = rng;
     toks[0] = 3;
-    sample_tokens(&m, toks, n, 16, probs, &rng);
+    SampleOpts so = {1.0f, 0}; // the defaults: softmax of the logits over the whole vocabulary
+    sample_tokens(&m, toks, 1, n, 16, probs, &rng, &so);
     gpt_forward(&m, toks, 1, n - 1);
     int V = m.cfg.vocab_size, same = 1, first_bad = -1;
     double* p = (double*)mallocCheck(sizeof(double) * V);

@@ -428,9 +428,9 @@ static int encoder__load_json(Encoder* e, const char* path) {
     const char* problem = NULL;
     const char* where = "";
     double bad_id = 0;
+    size_t k = 0; // (declared before the first goto: the header also compiles as C++, where a jump may not skip it)
     if (!cJSON_IsObject(root)) { problem = "expected an object {\"token\": id, ...}"; goto fail; }
     if (count == 0) { problem = "the object is empty"; goto fail; }
-    size_t k = 0;
     for (const cJSON* it = root->child; it; it = it->next, k++) {
         where = it->string;
         size_t key_len = 0;
@@ -589,8 +589,9 @@ static int encoder_init(Encoder* e, const char* dir) {
         snprintf(bpe_path, sizeof(bpe_path), "%s/vocab.bpe", dir) >= (int)sizeof(bpe_path)) {
         return encoder__fail(e, "vocab directory path too long: '%s'", dir);
     }
+    uint32_t V = 0; // (before the first goto, for C++)
     if (encoder__load_json(e, json_path) != 0) { goto fail; }
-    uint32_t V = e->vocab_size;
+    V = e->vocab_size;
     // special tokens: <|endoftext|> (and anything else spelled <|...|>) is not a BPE token
     e->is_special = (uint8_t*)callocCheck(V, 1);
     e->eot_token = ENCODER_NO_RANK;
@@ -1064,6 +1065,29 @@ static size_t encoder_decode(const Encoder* e, const uint32_t* ids, size_t n, ui
         *len += tl;
     }
     return 0;
+}
+
+// The decoder of part 1 for this vocabulary, without a gpt2_tokenizer.bin file: the trainer prints what --prompt
+// samples continue with the Encoder it encoded the prompt with.
+static void tokenizer_from_encoder(Tokenizer* t, const Encoder* e) {
+    memset(t, 0, sizeof(*t));
+    t->vocab_size = e->vocab_size;
+    t->eot_token = e->eot_token;
+    size_t total = e->token_offset[e->vocab_size];
+    t->token_bytes = (char*)mallocCheck(total + e->vocab_size);
+    t->token_offset = (uint32_t*)mallocCheck(sizeof(uint32_t) * e->vocab_size);
+    t->token_length = (uint8_t*)mallocCheck(e->vocab_size);
+    size_t at = 0;
+    for (uint32_t id = 0; id < e->vocab_size; id++) {
+        size_t len;
+        const uint8_t* b = encoder_token_bytes(e, id, &len); // (at most 255 bytes: checked when encoder.json loads)
+        t->token_offset[id] = (uint32_t)at;
+        t->token_length[id] = (uint8_t)len;
+        memcpy(t->token_bytes + at, b, len);
+        t->token_bytes[at + len] = '\0';
+        at += len + 1;
+    }
+    t->init_ok = 1;
 }
 
 // Writes llm.c's gpt2_tokenizer.bin (version 2) for this vocabulary, atomically (exits on I/O errors).

@@ -12,6 +12,7 @@ Build and run:
     ./train_gpt --init gpt2/model.safetensors --train ...   (from Hugging Face GPT-2 weights; config.json beside them)
     ./train_gpt --init out/model_00001000.bin --export-hf gpt2-mine   (write a Hugging Face checkpoint, exit)
     ./train_gpt --init gpt2-mine --export-llmc gpt2_mine_bf16.bin --dtype bf16   (an llm.c model file, exit)
+    ./train_gpt --init gpt2-mine --generate 3 --prompt "ROMEO:" --temperature 0.8 --top-k 40   (print samples, exit)
 
 Sections: flags, model layout (layout.h: the parameter table, a rank's share under tensor and pipeline parallelism),
 model files (model_files.h: llm.c's and the parameter streams; Hugging Face's in hf_gpt2.h), activations,
@@ -44,7 +45,10 @@ forward/backward (tensor parallel through tp.h), optimizer step, checkpoints (ch
                           // through powersgd.h: PowerSgd, powersgd_init, powersgd_spec_rank, powersgd_payload)
 #include "tp.h"           // defines: tp_cross_entropy, tp_allreduce_x, tp_allgather_rows_x, tp_reduce_scatter_rows_x
 #include "dataloader.h"   // defines: DataLoader, dataloader_init, dataloader_next_batch, dataloader_get/set_state, dataloader_parse_blend
-#include "tokenizer.h"    // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_free
+#ifdef USE_ENCODER
+#define TOKENIZER_ENCODER         // GPT-2's BPE encoder for --prompt (the Makefile defines USE_ENCODER when it finds PCRE2 and cJSON)
+#endif
+#include "tokenizer.h"    // defines: Tokenizer, tokenizer_init, tokenizer_decode, tokenizer_free (and Encoder, encoder_encode)
 #include "hellaswag.h"    // defines: HellaSwag, hellaswag_load, hellaswag_fill_rows, hellaswag_add_losses, hellaswag_predict
 #include "outlier.h"      // defines: OutlierWindow, outlier_init, outlier_push, outlier_get, outlier_set, outlier_skip
 // hf_gpt2.h (Hugging Face checkpoints) is included after the model-file section below: it uses the model layout
@@ -1223,17 +1227,61 @@ static void hellaswag_write_details(const char* path, const HellaSwag* hs, const
     atomic_commit(&af);
 }
 
-// Draws toks[1..n) one at a time after the prompt toks[0] (temperature 1): token t comes from the softmax of the
-// logits at position t - 1 over the real vocabulary, by inverse CDF with one uniform draw from rng.
-// probs: (Vp) host scratch, receiving one row of logits per token. toks: `room` tokens (n <= room), those after the
+// How samples draw their tokens (--temperature, --top-k).
+typedef struct {
+    float temperature; // softmax(logits / temperature); 0: the most likely token
+    int top_k;         // only the top_k most likely tokens (0: all)
+} SampleOpts;
+
+static int sample__desc(const void* a, const void* b) {
+    float x = *(const float*)a, y = *(const float*)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+// The next token from one row of logits over the real vocabulary (row: V values, overwritten; scratch: V floats for
+// --top-k). Temperature 0: the argmax, the lowest id among equal maxima. Else the softmax of logits / temperature,
+// restricted to the top_k largest logits when 0 < top_k < V (those equal to the k-th largest are kept from the lowest
+// id up, so exactly k remain), and drawn by inverse CDF: the first id whose running sum of (unnormalised)
+// probabilities exceeds u times their total, u in [0, 1). The defaults (1, 0) are the sampler of the first versions,
+// bit for bit: exp(x / 1) is exp(x).
+static int sample_pick(float* row, float* scratch, int V, const SampleOpts* so, double u) {
+    int best = 0;
+    for (int j = 1; j < V; j++) { best = row[j] > row[best] ? j : best; }
+    if (so->temperature == 0.0f) { return best; }
+    float mx = row[best], kth = -INFINITY;
+    int equal_left = V; // of the values equal to the k-th largest, how many are kept
+    if (so->top_k > 0 && so->top_k < V) {
+        memcpy(scratch, row, sizeof(float) * (size_t)V);
+        qsort(scratch, (size_t)V, sizeof(float), sample__desc);
+        kth = scratch[so->top_k - 1];
+        int above = 0;
+        for (int j = 0; j < so->top_k; j++) { above += scratch[j] > kth; }
+        equal_left = so->top_k - above;
+    }
+    double sum = 0.0;
+    int last = best;
+    for (int j = 0; j < V; j++) {
+        int keep = row[j] > kth || (row[j] == kth && equal_left-- > 0);
+        row[j] = keep ? expf((row[j] - mx) / so->temperature) : 0.0f;
+        sum += row[j];
+        if (keep) { last = j; }
+    }
+    double coin = u * sum, cdf = 0.0;
+    for (int j = 0; j < V; j++) { cdf += row[j]; if (coin < cdf) { return j; } }
+    return last; // (not reached: the running sum ends at exactly the total, and u < 1)
+}
+
+// Draws toks[p..n) one at a time after the prompt toks[0..p) (p >= 1): token t comes from the logits at position
+// t - 1 (sample_pick), with one uniform draw from rng when the temperature is not 0.
+// probs: (2 Vp) host scratch, receiving one row of logits per token. toks: `room` tokens (n <= room), those after the
 // sampled ones any token: each forward may run longer than t (the backend's bucketed lengths, kernels_forward_len;
 // sequence parallelism's multiple of tp), and a causal model's position t - 1 never sees the ones after it.
 // Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns, an
 // all-gather gives all of them the row, and group rank 0's draw is broadcast (every rank draws, so the RNGs stay in
 // step).
-static void sample_tokens(GPT* m, int32_t* toks, int n, int room, float* probs, uint64_t* rng) {
+static void sample_tokens(GPT* m, int32_t* toks, int p, int n, int room, float* probs, uint64_t* rng, const SampleOpts* so) {
     const GPTConfig* g = &m->cfg;
-    for (int t = 1; t < n; t++) {
+    for (int t = p; t < n; t++) {
         // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them
         int tf = kernels_forward_len(&m->ctx, t, room);
         if (m->sp) { tf = (tf + m->tp - 1) / m->tp * m->tp; }
@@ -1241,7 +1289,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int n, int room, float* probs, 
         if (!m->layout.has_lnf) {
             // a pipeline stage without the LM head: draws as the last stage does (the RNGs stay in step) and gets
             // the token from it
-            (void)rng_uniform(rng);
+            if (so->temperature != 0.0f) { (void)rng_uniform(rng); }
             comm_broadcast(m->pp_group, &toks[t], sizeof(int32_t), m->pp - 1);
             continue;
         }
@@ -1255,50 +1303,96 @@ static void sample_tokens(GPT* m, int32_t* toks, int n, int room, float* probs, 
             dev_sync(&m->ctx);
             comm_allgather_f32(m->tp_group, m->acts.host, probs, (size_t)m->vocab_n);
         }
-        float mx = -INFINITY;
-        for (int j = 0; j < g->vocab_size; j++) { mx = probs[j] > mx ? probs[j] : mx; }
-        double sum = 0.0;
-        for (int j = 0; j < g->vocab_size; j++) { probs[j] = expf(probs[j] - mx); sum += probs[j]; }
-        double coin = rng_uniform(rng) * sum, cdf = 0.0;
-        int next = g->vocab_size - 1;
-        for (int j = 0; j < g->vocab_size; j++) { cdf += probs[j]; if (coin < cdf) { next = j; break; } }
-        toks[t] = next;
+        double u = so->temperature != 0.0f ? rng_uniform(rng) : 0.0;
+        toks[t] = sample_pick(probs, probs + g->padded_vocab_size, g->vocab_size, so, u);
         if (m->tp_group) { comm_broadcast(m->tp_group, &toks[t], sizeof(int32_t), 0); }
         if (m->pp_group) { comm_broadcast(m->pp_group, &toks[t], sizeof(int32_t), m->pp - 1); }
         if (m->z3) { comm_broadcast(m->z3->group, &toks[t], sizeof(int32_t), 0); } // (ZeRO-3: every data-parallel rank samples)
     }
 }
 
-// Samples gen_tokens tokens after an end-of-text prompt and prints them (when `print`), decoded if a tokenizer is
-// loaded.
-static void generate(GPT* m, const Tokenizer* tok, int have_tok, int gen_tokens, int T, uint64_t* rng, int print) {
-    const GPTConfig* g = &m->cfg;
-    int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
-    int n = gen_tokens + 1 < T ? gen_tokens + 1 : T;
-    int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * T);
-    float* probs = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
-    for (int t = 0; t < T; t++) { toks[t] = eot; }
-    if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t), 0); } // the prompt of the rank with the tokenizer
-    if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t), 0); }
-    sample_tokens(m, toks, n, T, probs, rng);
-    if (!print) { free(toks); free(probs); return; }
-    printf("sample: ");
-    for (int t = 1; t < n; t++) {
+// Prints tokens decoded (when a tokenizer is loaded; only printable bytes and whitespace, like llm.c's safe_printf),
+// else their ids.
+static void print_tokens(const Tokenizer* tok, int have_tok, const int32_t* toks, int n) {
+    for (int t = 0; t < n; t++) {
         const char* piece = have_tok ? tokenizer_decode(tok, (uint32_t)toks[t]) : NULL;
         if (piece) {
-            // print only printable bytes and whitespace, like llm.c's safe_printf
-            for (const char* p = piece; *p; p++) {
-                unsigned char ch = (unsigned char)*p;
+            for (const char* q = piece; *q; q++) {
+                unsigned char ch = (unsigned char)*q;
                 if (isprint(ch) || isspace(ch) || ch >= 0x80) { putchar(ch); }
             }
         } else {
             printf("%d ", toks[t]);
         }
     }
-    printf("\n");
-    fflush(stdout);
+}
+
+// Samples gen_tokens tokens after the prompt (np tokens; none: <|endoftext|>) and prints the prompt and them (when
+// `print`) after `label`, decoded if a tokenizer is loaded. The prompt and the tokens fit in T (the caller checked np < T).
+static void generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* prompt, int np, int gen_tokens, int T,
+                     uint64_t* rng, int print, const SampleOpts* so, const char* label) {
+    const GPTConfig* g = &m->cfg;
+    int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
+    int p = np > 0 ? np : 1;
+    int n = p + gen_tokens < T ? p + gen_tokens : T;
+    int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * T);
+    float* probs = (float*)mallocCheck(sizeof(float) * 2 * g->padded_vocab_size);
+    for (int t = 0; t < T; t++) { toks[t] = t < np ? prompt[t] : eot; }
+    if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t), 0); } // the prompt of the rank with the tokenizer
+    if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t), 0); }
+    sample_tokens(m, toks, p, n, T, probs, rng, so);
+    if (print) {
+        printf("%s", label);
+        print_tokens(tok, have_tok, toks, np); // (the prompt as given: none when it is <|endoftext|>)
+        print_tokens(tok, have_tok, toks + p, n - p);
+        printf("\n");
+        fflush(stdout);
+    }
     free(toks);
     free(probs);
+}
+
+// --prompt TEXT: its tokens under GPT-2's BPE (encoder.json and vocab.bpe from $GPT2_VOCAB_DIR or data/gpt2), into
+// *out (malloc'd) and *n; exits naming the problem if the build has no encoder, the files are missing, or the model's
+// vocabulary is not GPT-2's. With text NULL (--generate without --prompt) it only tries to load the vocabulary, to
+// print samples as text, and returns NULL quietly if it cannot. When it loads it and no decoder is loaded yet
+// (*have_dec 0: no --tokenizer), dec becomes the vocabulary's.
+static int32_t* encode_prompt(const char* text, const GPTConfig* g, Tokenizer* dec, int* have_dec, int* n) {
+    *n = 0;
+#ifdef USE_ENCODER
+    char vdir[4200];
+    if (!hf_find_gpt2_vocab(vdir, sizeof(vdir))) {
+        if (!text) { return NULL; }
+        fatal("--prompt: GPT-2's encoder.json and vocab.bpe are in neither $GPT2_VOCAB_DIR nor data/gpt2 (needed to encode the prompt)");
+    }
+    Encoder e;
+    if (encoder_init(&e, vdir) != 0) { fatal("--prompt: cannot load GPT-2's vocabulary from %s: %s", vdir, e.error); }
+    if ((uint32_t)g->vocab_size != e.vocab_size) {
+        uint32_t ev = e.vocab_size;
+        encoder_free(&e);
+        if (!text) { return NULL; }
+        fatal("--prompt is encoded with GPT-2's vocabulary of %u tokens; this model has %d", ev, g->vocab_size);
+    }
+    int32_t* out = NULL;
+    if (text) {
+        EncoderScratch es;
+        encoder_scratch_init(&es, &e);
+        TokenVec ids = {0};
+        encoder_encode(&e, &es, (const uint8_t*)text, strlen(text), &ids);
+        out = (int32_t*)mallocCheck(sizeof(int32_t) * (ids.len + 1));
+        for (size_t i = 0; i < ids.len; i++) { out[i] = (int32_t)ids.data[i]; }
+        *n = (int)ids.len;
+        tokenvec_free(&ids);
+        encoder_scratch_free(&es);
+    }
+    if (!*have_dec) { tokenizer_from_encoder(dec, &e); *have_dec = 1; }
+    encoder_free(&e);
+    return out;
+#else
+    (void)g; (void)dec; (void)have_dec;
+    if (text) { fatal("--prompt: this build has no BPE encoder (it needs PCRE2 and cJSON: apt-get install libpcre2-dev libcjson-dev, then make)"); }
+    return NULL;
+#endif
 }
 
 // ----------------------------------------------------------------------------
@@ -2041,8 +2135,27 @@ int main(int argc, char** argv) {
         c.batch_size = hs.max_endings;
         c.seq_len = (hs.longest_row + mult - 1) / mult * mult;
     }
+    // --generate: one sequence at a time, as long as --seq-len or the model's context
+    int gen_only = c.generate > 0;
+    if (gen_only) {
+        if (pc.world_size > 1) { fatal("--generate runs in one process, not under mpirun (%d ranks)", pc.world_size); }
+        c.batch_size = 1;
+        if (c.seq_len == 0) { c.seq_len = gc.max_seq_len; }
+    }
     int B = c.batch_size, T = c.seq_len;
     if (T > gc.max_seq_len) { fatal("--seq-len %d is above the model's context length %d", T, gc.max_seq_len); }
+    // the samples' prompt (bad input before the big allocations), and with it GPT-2's decoder when no --tokenizer
+    // is given; --generate also looks for the decoder without a prompt, to print text rather than ids
+    Tokenizer tokenizer;
+    int have_tok = 0, n_prompt = 0;
+    int32_t* prompt = NULL;
+    if (c.prompt[0] || (gen_only && !c.tokenizer[0])) {
+        prompt = encode_prompt(c.prompt[0] ? c.prompt : NULL, &gc, &tokenizer, &have_tok, &n_prompt);
+        if (n_prompt >= T) {
+            fatal("--prompt is %d tokens: no room to sample within %d tokens (%s)", n_prompt, T,
+                  gen_only && !c.seq_len ? "the model's context" : "--seq-len");
+        }
+    }
     if (c.plan) {
         // --plan: search the layouts of the machine the flags describe, print the best, exit (no data, no model)
         if (pc.world_size > 1) { fatal("--plan runs in one process, not under mpirun (%d ranks)", pc.world_size); }
@@ -2092,7 +2205,11 @@ int main(int argc, char** argv) {
               "lower it or raise --batch-size", c.total_batch_size, (long long)accum64, B, T, pc.dp, (long long)MAX_GRAD_ACCUM);
     }
     int grad_accum = (int)accum64;
-    if (c.gen_tokens > T - 1 && c.sample_every > 0) { c.gen_tokens = T - 1; }
+    int room = T - (n_prompt > 0 ? n_prompt : 1); // tokens a sample can add after its prompt
+    if (c.gen_tokens > room && (c.sample_every > 0 || gen_only)) {
+        if (master && gen_only) { printf("note: --gen-tokens %d: %d fit after the prompt within %d tokens\n", c.gen_tokens, room, T); }
+        c.gen_tokens = room;
+    }
     // the pipeline: its schedule over grad_accum micro-batches, and the blocks of each chunk, balanced by cost (a
     // block's FLOPs per token, the LM head's on the last chunk)
     int pp_kind = pp_schedule_parse(c.pp_schedule);
@@ -2124,7 +2241,7 @@ int main(int argc, char** argv) {
     double val_weights[DATALOADER_MAX_SOURCES];
     int have_train = 0, have_val = 0;
     char err[1024];
-    if (!c.bench && !eval_only) {
+    if (!c.bench && !eval_only && !gen_only) {
         if (!c.train[0]) { fatal("--train: no training data given (a glob pattern of llm.c shards; see scripts/prepare_tinyshakespeare.sh)"); }
         if (dataloader_init(&train_loader, c.train, B, T, pc.dp_rank, pc.dp, c.shuffle, (uint64_t)c.seed, gc.vocab_size, err, sizeof(err)) != 0) {
             fatal("--train: %s", err);
@@ -2323,9 +2440,8 @@ int main(int argc, char** argv) {
         else { atomic_clean_stale(c.out); }
     }
     if (c.out[0] && !c.bench) { sharedfs_check_out(&pc, c.out); } // (hosts without a filesystem shared with rank 0 are named)
-    Tokenizer tokenizer;
-    int have_tok = 0;
-    if (c.tokenizer[0] && master) {
+    if (c.tokenizer[0] && master) { // (it replaces the decoder of --prompt's vocabulary)
+        if (have_tok) { tokenizer_free(&tokenizer); }
         if (tokenizer_init(&tokenizer, c.tokenizer) != 0) { fatal("--tokenizer: cannot load '%s'", c.tokenizer); }
         have_tok = 1;
     }
@@ -2347,6 +2463,34 @@ int main(int argc, char** argv) {
         comm_nccl_free(&nccl);
         comm_nccl_free(&nccl_tp);
         if (model.pipe) { pipeline_free(&pipe, &model); }
+        free(chunk_first);
+        gpt_free(&model);
+        parallel_finalize(&pc);
+        return 0;
+    }
+    SampleOpts so = {c.temperature, c.top_k};
+    if (gen_only) {
+        // --generate N: N samples from the seed's generator, one after another, then exit
+        char pr[400] = "";
+        if (n_prompt > 0) {
+            int w = snprintf(pr, sizeof(pr), ", prompt: %d tokens [", n_prompt);
+            for (int i = 0; i < n_prompt && i < 16 && w < (int)sizeof(pr) - 16; i++) { w += snprintf(pr + w, sizeof(pr) - w, i ? " %d" : "%d", prompt[i]); }
+            snprintf(pr + w, sizeof(pr) - w, "%s]", n_prompt > 16 ? " ..." : "");
+        }
+        printf("generate: %d sample%s of %d tokens, temperature %g, top-k %d (%s), seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
+               c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", c.seed, pr);
+        double t0 = now_seconds();
+        for (int i = 0; i < c.generate; i++) {
+            char label[40];
+            snprintf(label, sizeof(label), "--- sample %d\n", i + 1);
+            generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, &ts.rng, 1, &so, label);
+        }
+        printf("generate: %d tokens in %.2f s\n", c.generate * c.gen_tokens, now_seconds() - t0);
+        free(prompt);
+        if (have_tok) { tokenizer_free(&tokenizer); }
+        zero_free(&zopt);
+        comm_nccl_free(&nccl);
+        comm_nccl_free(&nccl_tp);
         free(chunk_first);
         gpt_free(&model);
         parallel_finalize(&pc);
@@ -2422,7 +2566,7 @@ int main(int argc, char** argv) {
         // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints;
         // under ZeRO-3 every rank, since the forward gathers the parameters from all data-parallel ranks)
         if ((pc.dp_rank == 0 || model.z3) && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
-            generate(&model, &tokenizer, have_tok, c.gen_tokens, T, &ts.rng, master);
+            generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, &ts.rng, master, &so, "sample: ");
         }
         if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
             TrainState cur = ts;
@@ -2572,6 +2716,7 @@ int main(int argc, char** argv) {
     for (int k = 0; k < have_val; k++) { dataloader_free(&val_loaders[k]); }
     if (have_hs) { hellaswag_free(&hs); }
     if (have_tok) { tokenizer_free(&tokenizer); }
+    free(prompt);
     free(bench_tokens);
     zero_free(&zopt);
     comm_nccl_free(&nccl);

@@ -582,6 +582,20 @@ else
     bad "export-llmc: $CU or train_gpt failed"; tail -n 3 $L.export.log
 fi
 
+stage "sampling: $CU --generate (the device's logits row, sample_pick on the host)"
+# two runs of one seed print the same samples (the forward is deterministic), each of the asked length
+gen="--init tests/ref/ref_model.bin --generate 2 --gen-tokens 12 --temperature 0.8 --top-k 20 --seed 7"
+if timeout $(budget 60) $CU $gen > $L.gen1.log 2>&1 && timeout $(budget 60) $CU $gen > $L.gen2.log 2>&1; then
+    n=$(grep -A1 -e '--- sample' $L.gen1.log | grep -v -e '--- sample' | awk '{ n += (NF == 12) } END { print n + 0 }')
+    if [ "$n" = 2 ] && cmp -s <(grep -A1 -e '--- sample' $L.gen1.log) <(grep -A1 -e '--- sample' $L.gen2.log); then
+        ok "generate: 2 samples of 12 tokens, the same for the same seed"
+    else
+        bad "generate: $n full samples, or two runs of one seed differ"; grep -A1 -e '--- sample' $L.gen1.log $L.gen2.log | head -n 8
+    fi
+else
+    bad "generate: $CU --generate failed"; tail -n 3 $L.gen1.log $L.gen2.log 2>/dev/null
+fi
+
 stage "HellaSwag: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"
 # the same answers as tests/ref/hellaswag_ref.txt (each example's best ending leads by at least 0.01 nats, so any
 # other answer is a bug), each ending's summed loss within 2e-2 relative (bf16 storage: the model's weights and

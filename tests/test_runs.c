@@ -8,7 +8,7 @@ runs against uninterrupted ones; resume across world sizes; failures).
     make tests/test_runs && ./tests/test_runs          all groups (mpirun groups skipped when mpirun is missing)
     ./tests/test_runs --only NAME                      the groups whose name contains NAME
                                                         (checkpoint, badinput, nan, outlier, llmc, schedule, sample, parallel,
-                                                        precision, compress, powersgd, shakespeare)
+                                                        precision, compress, powersgd, shakespeare, generate)
 
 It includes train_gpt.c (TRAIN_GPT_NO_MAIN) only for the file layouts (reading model files to compare parameters)
 and the RNG that makes test shards; it is built without MPI and BLAS, since the runs happen in child processes.
@@ -2005,6 +2005,240 @@ static void test_llmc_import(void) {
     }
 }
 
+// ----------------------------------------------------------------------------
+// Sampling: sample_pick in the process, and --generate through the binary, checked against the model's logits
+// computed here.
+
+// The probability interval [lo, hi) of token j under the softmax of row / temperature restricted to its top_k
+// (0: all; ties at the k-th value kept from the lowest id up), computed in double apart from sample_pick: the picked
+// token for a draw u must have lo <= u < hi. Returns 0 if j is not one of the kept tokens.
+static int pick_interval(const float* row, int V, float temperature, int top_k, int j, double* lo, double* hi) {
+    int* order = (int*)mallocCheck(sizeof(int) * (size_t)V);
+    for (int i = 0; i < V; i++) { order[i] = i; }
+    for (int i = 1; i < V; i++) { // insertion sort by value, descending; ties by id, ascending
+        int x = order[i], k = i;
+        while (k > 0 && (row[order[k - 1]] < row[x] || (row[order[k - 1]] == row[x] && order[k - 1] > x))) { order[k] = order[k - 1]; k--; }
+        order[k] = x;
+    }
+    int K = top_k > 0 && top_k < V ? top_k : V;
+    char* kept = (char*)callocCheck((size_t)V, 1);
+    for (int i = 0; i < K; i++) { kept[order[i]] = 1; }
+    double mx = row[order[0]], total = 0.0, below = 0.0;
+    for (int i = 0; i < V; i++) {
+        if (!kept[i]) { continue; }
+        double p = exp(((double)row[i] - mx) / temperature);
+        if (i < j) { below += p; }
+        total += p;
+    }
+    int ok = kept[j];
+    *lo = below / total;
+    *hi = (below + exp(((double)row[j] - mx) / temperature)) / total;
+    free(kept);
+    free(order);
+    return ok;
+}
+
+static void test_sample_pick(void) {
+    // the rule for every (temperature, top-k), on random rows and draws, against pick_interval; a draw within 1e-6
+    // of an interval's edge could fall either way under float rounding and is not counted
+    const int V = 37;
+    float row[37], work[37], scratch[37];
+    uint64_t s = 2024;
+    const float temps[4] = {1.0f, 0.5f, 2.0f, 0.05f};
+    const int ks[4] = {0, 1, 5, 36};
+    int bad = 0, tested = 0, edge = 0;
+    char first[200] = "";
+    for (int trial = 0; trial < 400; trial++) {
+        for (int i = 0; i < V; i++) { row[i] = 6.0f * rng_uniform(&s) - 3.0f; }
+        if (trial % 4 == 0) { row[trial % V] = row[(trial + 3) % V]; } // some ties
+        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4]};
+        double u = rng_uniform(&s);
+        memcpy(work, row, sizeof(row));
+        int j = sample_pick(work, scratch, V, &so, u);
+        double lo, hi;
+        int kept = j >= 0 && j < V && pick_interval(row, V, so.temperature, so.top_k, j, &lo, &hi);
+        if (kept && (fabs(u - lo) < 1e-6 || fabs(u - hi) < 1e-6)) { edge++; continue; }
+        tested++;
+        if (!kept || u < lo || u >= hi) {
+            if (bad++ == 0) { snprintf(first, sizeof(first), "trial %d (T %g, top-k %d, u %.9f): picked %d, its interval [%.9f, %.9f)%s", trial, so.temperature, so.top_k, u, j, lo, hi, kept ? "" : " not kept"); }
+        }
+    }
+    report(bad == 0 && tested > 350, "sample_pick draws by the CDF of softmax(logits / T) over the top-k, as computed apart in double",
+           "%d of %d draws wrong (%d at an edge, not counted) %s", bad, tested, edge, first);
+    // temperature 0 and top-k 1: the argmax, lowest id among equal maxima, whatever the draw
+    float tie[37];
+    for (int i = 0; i < V; i++) { tie[i] = (float)(i % 5); } // maxima 4 at ids 4, 9, 14, ...
+    int g0, g1;
+    SampleOpts greedy = {0.0f, 0}, top1 = {1.0f, 1};
+    memcpy(work, tie, sizeof(tie));
+    g0 = sample_pick(work, scratch, V, &greedy, 0.99);
+    memcpy(work, tie, sizeof(tie));
+    g1 = sample_pick(work, scratch, V, &top1, 0.99);
+    report(g0 == 4 && g1 == 4, "temperature 0 and top-k 1 pick the argmax, the lowest id among equal maxima", "picked %d and %d, expected 4", g0, g1);
+    // top-k 2 among eight equal maxima keeps exactly the two lowest ids, whatever the draw
+    int seen[37] = {0};
+    SampleOpts top2 = {1.0f, 2};
+    for (int k = 0; k < 100; k++) {
+        memcpy(work, tie, sizeof(tie));
+        seen[sample_pick(work, scratch, V, &top2, (k + 0.5) / 100.0)]++;
+    }
+    report(seen[4] > 0 && seen[9] > 0 && seen[4] + seen[9] == 100, "top-k 2 among equal maxima keeps exactly the two lowest ids", "ids 4: %d, 9: %d of 100", seen[4], seen[9]);
+}
+
+// The ids of each "--- sample N" block of --generate's output, into ids[sample][...] (at most 4 samples of 64).
+static int parse_samples(const char* out, int ids[4][64], int counts[4]) {
+    int n = 0;
+    for (const char* p = out; (p = strstr(p, "--- sample ")) != NULL && n < 4; n++) {
+        p = strchr(p, '\n');
+        if (!p) { break; }
+        p++;
+        counts[n] = 0;
+        while (*p && *p != '\n' && counts[n] < 64) {
+            char* e;
+            long v = strtol(p, &e, 10);
+            if (e == p) { break; }
+            ids[n][counts[n]++] = (int)v;
+            p = e;
+            while (*p == ' ') { p++; }
+        }
+    }
+    return n;
+}
+
+// --generate on the reference model: each token the binary drew is checked against this process's logits of the
+// prefix it drew it from and the draws of the seed's generator (TrainState's rng, fresh from --seed): the token must
+// be the one whose interval (pick_interval) holds the draw; for temperature 0 the argmax, with its lead over the
+// runner-up reported (the binary's BLAS and this build's loops sum in other orders: a lead far above 1e-5 makes
+// that irrelevant).
+static void check_generate_run(const char* name, GPT* m, float temperature, int top_k, int seed, int samples, int ntok) {
+    char cmd[2048], out[65536];
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --seed %d --threads 1",
+             samples, ntok, temperature, top_k, seed);
+    int rc = run_capture(cmd, out, sizeof(out));
+    int ids[4][64], counts[4] = {0};
+    int n = parse_samples(out, ids, counts);
+    if (rc != 0 || n != samples) { report(0, name, "exit %d, %d samples: %.300s", rc, n, out); return; }
+    const GPTConfig* g = &m->cfg;
+    Config c;
+    config_defaults(&c);
+    c.seed = seed;
+    TrainState ts;
+    train_state_fresh(&ts, &c, 1.0f);
+    int bad = 0, edge = 0, checked = 0;
+    double min_lead = INFINITY;
+    char first[300] = "";
+    int32_t toks[64];
+    float* row = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
+    for (int k = 0; k < samples; k++) {
+        int L = counts[k] + 1;
+        if (counts[k] != ntok || L > g->max_seq_len) { bad++; snprintf(first, sizeof(first), "sample %d has %d tokens", k + 1, counts[k]); break; }
+        toks[0] = 0; // (the prompt: <|endoftext|>, which for a vocabulary without GPT-2's is token 0)
+        for (int t = 1; t < L; t++) { toks[t] = ids[k][t - 1]; }
+        gpt_forward(m, toks, 1, L); // causal: row t - 1 depends on toks[0..t) only
+        for (int t = 1; t < L; t++) {
+            classifier_logits_row(&m->ctx, row, m->acts.lnf + (size_t)(t - 1) * g->channels, m->p.wte, g->channels, g->padded_vocab_size);
+            int j = toks[t];
+            if (temperature == 0.0f) {
+                int best = 0, second = -1;
+                for (int v = 1; v < g->vocab_size; v++) { if (row[v] > row[best]) { best = v; } }
+                for (int v = 0; v < g->vocab_size; v++) { if (v != best && (second < 0 || row[v] > row[second])) { second = v; } }
+                min_lead = fmin(min_lead, (double)row[best] - row[second]);
+                checked++;
+                if (j != best && bad++ == 0) { snprintf(first, sizeof(first), "sample %d token %d: %d, the argmax is %d", k + 1, t, j, best); }
+                continue;
+            }
+            double u = rng_uniform(&ts.rng), lo = 0, hi = 0;
+            int kept = j >= 0 && j < g->vocab_size && pick_interval(row, g->vocab_size, temperature, top_k, j, &lo, &hi);
+            if (kept && (fabs(u - lo) < 1e-6 || fabs(u - hi) < 1e-6)) { edge++; continue; }
+            checked++;
+            if ((!kept || u < lo || u >= hi) && bad++ == 0) {
+                snprintf(first, sizeof(first), "sample %d token %d: %d%s, draw %.9f, its interval [%.9f, %.9f)", k + 1, t, j, kept ? "" : " (not in the top-k)", u, lo, hi);
+            }
+        }
+    }
+    free(row);
+    char detail[200] = "";
+    if (temperature == 0.0f) { snprintf(detail, sizeof(detail), ", smallest lead of the argmax %.3g", min_lead); }
+    report(bad == 0 && checked >= samples * ntok - edge && (temperature != 0.0f || min_lead > 1e-4), name,
+           "%d of %d tokens wrong, %d at an edge%s %s", bad, checked, edge, detail, first);
+}
+
+static void test_generate(void) {
+    test_sample_pick();
+    if (!file_exists("tests/ref/ref_model.bin")) { report(0, "--generate", "tests/ref/ref_model.bin is missing"); return; }
+    GPT m;
+    GPTConfig g;
+    int version;
+    FILE* fp;
+    model_read_header("tests/ref/ref_model.bin", &g, &version, &fp);
+    gpt_alloc_params(&m, &g, 1, DTYPE_FP32, g.max_seq_len);
+    model_load_params("tests/ref/ref_model.bin", fp, version, &m.layout, m.params);
+    activations_alloc(&m.acts, &m.ctx, &g, 1, g.max_seq_len, 0);
+    check_generate_run("--generate (temperature 1): every token is the one the seed's draw picks from the model's softmax", &m, 1.0f, 0, 5, 2, 15);
+    check_generate_run("--generate --temperature 0.6 --top-k 5: every token from the top 5 by the draw, over softmax(logits / 0.6)", &m, 0.6f, 5, 9, 3, 15);
+    check_generate_run("--generate --temperature 0: every token the argmax of the model's logits", &m, 0.0f, 0, 1, 1, 15);
+    gpt_free(&m);
+
+    char cmd[4096], a[65536], b[65536];
+    // the seed decides the samples; top-k 1 is greedy
+    const char* base = "./train_gpt --init tests/ref/ref_model.bin --generate 2 --gen-tokens 12 --threads 1";
+    snprintf(cmd, sizeof(cmd), "%s --seed 3 | grep -A1 -e '--- sample'", base);
+    int r1 = run_capture(cmd, a, sizeof(a));
+    int r2 = run_capture(cmd, b, sizeof(b));
+    int same = r1 == 0 && r2 == 0 && strcmp(a, b) == 0;
+    snprintf(cmd, sizeof(cmd), "%s --seed 4 | grep -A1 -e '--- sample'", base);
+    run_capture(cmd, b, sizeof(b));
+    const char* sa = strstr(a, "--- sample"), *sb = strstr(b, "--- sample");
+    report(same && sa && sb && strcmp(sa, sb) != 0, "--generate: the same seed gives the same samples, another seed others", "%.200s | %.200s", a, b);
+    snprintf(cmd, sizeof(cmd), "%s --top-k 1 | grep -A1 -e '--- sample'", base);
+    r1 = run_capture(cmd, a, sizeof(a));
+    snprintf(cmd, sizeof(cmd), "%s --temperature 0 | grep -A1 -e '--- sample'", base);
+    r2 = run_capture(cmd, b, sizeof(b));
+    report(r1 == 0 && r2 == 0 && a[0] && strcmp(a, b) == 0, "--top-k 1 samples what --temperature 0 does (greedy)", "%.200s | %.200s", a, b);
+
+    // a prompt, encoded with GPT-2's BPE as ./tokenize encodes it; the sample prints it, then its continuation
+    if (file_exists("data/gpt2/encoder.json") && file_exists("./tokenize")) {
+        run_capture("printf 'ROMEO: Is it, in 1597?' | ./tokenize encode --vocab data/gpt2", b, sizeof(b));
+        for (char* p = b; *p; p++) { if (*p == '\n') { *p = '\0'; break; } }
+        snprintf(cmd, sizeof(cmd), "./train_gpt --model d1 --seq-len 32 --generate 1 --gen-tokens 8 --prompt 'ROMEO: Is it, in 1597?' --threads 1");
+        int rc = run_capture(cmd, a, sizeof(a));
+        char want[600];
+        snprintf(want, sizeof(want), "[%.500s]", b);
+        const char* body = strstr(a, "--- sample 1\n");
+        report(rc == 0 && b[0] && strstr(a, want) && body && strncmp(body + 13, "ROMEO: Is it, in 1597?", 22) == 0,
+               "--prompt: encoded as ./tokenize encodes it; the sample prints it as text, then its continuation", "exit %d, tokenize: %s: %.400s", rc, b, a);
+        // samples during training continue the prompt too
+        char shard[2100];
+        if (!fresh_shard("--sample-every with --prompt", "gen", "train.bin", 2000, 77, shard, sizeof(shard))) { return; }
+        snprintf(cmd, sizeof(cmd), "./train_gpt --model d1 --train %s --batch-size 1 --seq-len 32 --steps 2 --sample-every 1 --gen-tokens 4 "
+                 "--prompt 'ROMEO:' --threads 1 | grep -a -c '^sample: ROMEO:'", shard);
+        rc = run_capture(cmd, a, sizeof(a));
+        report(atoi(a) == 2, "--sample-every with --prompt: each training sample prints the prompt, then its continuation", "exit %d: %.300s", rc, a);
+        // a prompt that leaves no room, and a model whose vocabulary is not GPT-2's
+        rc = run_capture("./train_gpt --model d1 --seq-len 4 --generate 1 --prompt 'ROMEO: Is it, in 1597?'", a, sizeof(a));
+        report(rc == 1 && strstr(a, "--prompt is 10 tokens: no room"), "--prompt longer than the context is refused", "exit %d: %.300s", rc, a);
+        rc = run_capture("./train_gpt --init tests/ref/ref_model.bin --generate 1 --prompt 'ROMEO:'", a, sizeof(a));
+        report(rc == 1 && strstr(a, "50257 tokens; this model has 101"), "--prompt on a model of another vocabulary is refused", "exit %d: %.300s", rc, a);
+    } else {
+        report(0, "--prompt", "data/gpt2/encoder.json or ./tokenize missing");
+    }
+    // flags that do nothing without sampling, and training flags with --generate
+    const char* misuse[][2] = {
+        {"--model d1 --train x --temperature 0.5", "--temperature shapes samples: it needs --generate N or --sample-every N"},
+        {"--model d1 --train x --top-k 5", "--top-k shapes samples"},
+        {"--init tests/ref/ref_model.bin --generate 1 --lr 1e-3", "--lr does nothing with it"},
+        {"--init tests/ref/ref_model.bin --generate 1 --prompt ''", "--prompt: empty"},
+        {"--init tests/ref/ref_model.bin --generate 1 --eval-hellaswag x", "give one"},
+    };
+    for (size_t k = 0; k < sizeof(misuse) / sizeof(misuse[0]); k++) {
+        snprintf(cmd, sizeof(cmd), "./train_gpt %s", misuse[k][0]);
+        int rc = run_capture(cmd, a, sizeof(a));
+        char nm[300];
+        snprintf(nm, sizeof(nm), "refused: %s", misuse[k][0]);
+        report(rc == 1 && strstr(a, misuse[k][1]), nm, "exit %d: %.200s", rc, a);
+    }
+}
+
 int main(int argc, char** argv) {
     const char* only = NULL;
     for (int i = 1; i < argc; i++) {
@@ -2024,5 +2258,6 @@ int main(int argc, char** argv) {
     if (name_selected(only, "blend")) { test_blend_runs(); }
     if (name_selected(only, "powersgd")) { test_powersgd_runs(); }
     if (name_selected(only, "shakespeare")) { test_powersgd_shakespeare(); }
+    if (name_selected(only, "generate")) { test_generate(); }
     return test_summary();
 }
