@@ -2136,7 +2136,7 @@ int main(int argc, char** argv) {
         c.seq_len = (hs.longest_row + mult - 1) / mult * mult;
     }
     // --generate: one sequence at a time, as long as --seq-len or the model's context
-    int gen_only = c.generate > 0;
+    int gen_only = c.generate > 0, ctx_is_model = gen_only && c.seq_len == 0;
     if (gen_only) {
         if (pc.world_size > 1) { fatal("--generate runs in one process, not under mpirun (%d ranks)", pc.world_size); }
         c.batch_size = 1;
@@ -2153,7 +2153,7 @@ int main(int argc, char** argv) {
         prompt = encode_prompt(c.prompt[0] ? c.prompt : NULL, &gc, &tokenizer, &have_tok, &n_prompt);
         if (n_prompt >= T) {
             fatal("--prompt is %d tokens: no room to sample within %d tokens (%s)", n_prompt, T,
-                  gen_only && !c.seq_len ? "the model's context" : "--seq-len");
+                  ctx_is_model ? "the model's context" : "--seq-len");
         }
     }
     if (c.plan) {
