@@ -807,22 +807,22 @@ static void test_export_llmc(void) {
     free(b5);
     gpt_free(&m);
 
-    // misuse
-    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-llmc %s/x.bin --dtype fp16", REF_BIN, TMP);
-    rc = run_capture_line(cmd, out, sizeof(out));
-    check(rc == 1 && strstr(out, "--dtype fp16") && strstr(out, "no fp16 file") && !file_exists("x.bin"), "--export-llmc --dtype fp16 is refused (llm.c has no fp16 model file)", "exit %d: %.200s", rc, out);
-    snprintf(cmd, sizeof(cmd), "./train_gpt --export-llmc %s/x.bin", TMP);
-    rc = run_capture_line(cmd, out, sizeof(out));
-    check(rc == 1 && strstr(out, "--export-llmc") && strstr(out, "needs --init FILE"), "--export-llmc without --init is refused", "exit %d: %.200s", rc, out);
-    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-llmc %s/x.bin --lr 1e-3", REF_BIN, TMP);
-    rc = run_capture_line(cmd, out, sizeof(out));
-    check(rc == 1 && strstr(out, "--lr does nothing"), "--export-llmc with a training flag is refused", "exit %d: %.200s", rc, out);
-    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-hf %s/x --dtype bf16", REF_BIN, TMP);
-    rc = run_capture_line(cmd, out, sizeof(out));
-    check(rc == 1 && strstr(out, "--dtype does nothing"), "--export-hf with --dtype is refused (safetensors out are fp32)", "exit %d: %.200s", rc, out);
-    snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-llmc %s/no/such/dir/x.bin", REF_BIN, TMP);
-    rc = run_capture_line(cmd, out, sizeof(out));
-    check(rc == 1 && strstr(out, "no/such/dir/x.bin"), "--export-llmc into a missing directory fails naming the file", "exit %d: %.200s", rc, out);
+    // misuse: each refused (exit 1) with a message holding the expected words
+    const struct { const char* args; const char* expect; const char* name; } misuse[] = {
+        {"--init %s --export-llmc %s/x.bin --dtype fp16", "no fp16 file", "--export-llmc --dtype fp16 is refused (llm.c has no fp16 model file)"},
+        {"--export-llmc %s/x.bin", "needs --init FILE", "--export-llmc without --init is refused"},
+        {"--init %s --export-llmc %s/x.bin --lr 1e-3", "--lr does nothing", "--export-llmc with a training flag is refused"},
+        {"--init %s --export-hf %s/x --dtype bf16", "--dtype does nothing", "--export-hf with --dtype is refused (safetensors out are fp32)"},
+        {"--init %s --export-llmc %s/no/such/dir/x.bin", "no/such/dir/x.bin", "--export-llmc into a missing directory fails naming the file"},
+    };
+    for (size_t k = 0; k < sizeof(misuse) / sizeof(misuse[0]); k++) {
+        char args[1024];
+        if (strncmp(misuse[k].args, "--init", 6) == 0) { snprintf(args, sizeof(args), misuse[k].args, REF_BIN, TMP); }
+        else { snprintf(args, sizeof(args), misuse[k].args, TMP); }
+        snprintf(cmd, sizeof(cmd), "./train_gpt %s", args);
+        rc = run_capture_line(cmd, out, sizeof(out));
+        check(rc == 1 && strstr(out, misuse[k].expect) && !file_exists("x.bin"), misuse[k].name, "exit %d: %.200s", rc, out);
+    }
     // both at once: one load, two files
     snprintf(cmd, sizeof(cmd), "./train_gpt --init %s --export-hf %s/both --export-llmc %s/both.bin --dtype bf16 >/dev/null && "
              "cmp %s/both.bin %s && cmp %s/both/model.safetensors %s/bin1/model.safetensors", REF_BIN, TMP, TMP, TMP, p5, TMP, TMP);
