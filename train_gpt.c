@@ -2446,7 +2446,7 @@ int main(int argc, char** argv) {
         have_tok = 1;
     }
 
-    print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0);
+    if (!gen_only) { print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0); }
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
     if (eval_only) {
         double t0 = now_seconds();
@@ -2477,6 +2477,9 @@ int main(int argc, char** argv) {
             for (int i = 0; i < n_prompt && i < 16 && w < (int)sizeof(pr) - 16; i++) { w += snprintf(pr + w, sizeof(pr) - w, i ? " %d" : "%d", prompt[i]); }
             snprintf(pr + w, sizeof(pr) - w, "%s]", n_prompt > 16 ? " ..." : "");
         }
+        // (one line for the model instead of the training run's plan and memory tables)
+        printf("generate: %s: L %d, C %d, NH %d, V %d, context %d, %s, %s\n", c.init[0] ? c.init : c.model, gc.num_layers, gc.channels,
+               gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)");
         printf("generate: %d sample%s of %d tokens, temperature %g, top-k %d (%s), seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
                c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", c.seed, pr);
         double t0 = now_seconds();
