@@ -26,10 +26,9 @@
 # partial shards are never moved in), so the next run starts over. A run finding DONE does nothing.
 set -euo pipefail
 
-abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s/%s\n' "$PWD" "$1" ;; esac; }
-die() { echo "error: $*" >&2; exit 1; }
 posint() { [[ "$2" =~ ^[1-9][0-9]{0,17}$ ]] || die "$1: '$2' is not a positive integer"; }
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$REPO/scripts/prepare_lib.sh" # defines: abspath, die, clear_dead_stages, gpt2_vocab
 
 VARIANT="${FINEWEB_VARIANT:-fineweb}"
 SAMPLE="${FINEWEB_SAMPLE:-10BT}"
@@ -58,14 +57,8 @@ HUB="${HF_ENDPOINT:-https://huggingface.co}"
 HUB="${HUB%/}"
 API="$HUB/api/datasets/$REPO_ID/tree/main/sample/$SAMPLE"
 BASE="$HUB/datasets/$REPO_ID/resolve/main"
-VOCAB_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
-# staging folders of earlier runs that died (their process is gone) are removed, also beside a complete set (where
-# a version that wrote DONE before removing its stage left one when killed in between); a running one's is left alone
-for d in "$OUT_DIR"/.incomplete.*; do
-    [[ -d "$d" ]] || continue
-    kill -0 "${d##*.incomplete.}" 2>/dev/null || rm -rf "$d"
-done
+clear_dead_stages "$OUT_DIR" # (dead runs' staging folders, also beside a complete set)
 if [[ -f "$OUT_DIR/DONE" ]]; then echo "prepare_fineweb: $OUT_DIR is up to date"; exit 0; fi
 
 # list_sample: the parquet paths of the sample, from the Hugging Face API. It answers a page of JSON entries like
@@ -105,17 +98,7 @@ else
 fi
 if [[ -n "$NUM_FILES" ]] && ((NUM_FILES < ${#FILES[@]})); then FILES=("${FILES[@]:0:NUM_FILES}"); fi
 
-if [[ -n "${GPT2_VOCAB_DIR:-}" ]]; then
-    VOCAB="$(abspath "$GPT2_VOCAB_DIR")"
-else
-    VOCAB="$REPO/data/gpt2"
-    mkdir -p "$VOCAB"
-    for f in encoder.json vocab.bpe; do
-        [[ -f "$VOCAB/$f" ]] && continue
-        command -v curl >/dev/null || die "curl is needed to download the GPT-2 vocabulary ($VOCAB/$f is missing)"
-        curl -fsSL --retry 3 -o "$VOCAB/$f.tmp.$$" "$VOCAB_URL/$f" && mv "$VOCAB/$f.tmp.$$" "$VOCAB/$f"
-    done
-fi
+gpt2_vocab "$REPO"
 
 cd "$REPO"
 [[ -x ./tokenize ]] || make tokenize

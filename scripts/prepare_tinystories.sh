@@ -19,9 +19,8 @@
 # set. A run finding DONE does nothing.
 set -euo pipefail
 
-abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s/%s\n' "$PWD" "$1" ;; esac; }
-die() { echo "error: $*" >&2; exit 1; }
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$REPO/scripts/prepare_lib.sh" # defines: abspath, die, clear_dead_stages, gpt2_vocab
 OUT_DIR="$(abspath "${1:-data/tinystories}")"
 SHARD_SIZE="${TINYSTORIES_SHARD_SIZE:-100000000}"
 [[ "$SHARD_SIZE" =~ ^[1-9][0-9]{0,17}$ ]] || die "TINYSTORIES_SHARD_SIZE: '$SHARD_SIZE' is not a positive integer"
@@ -35,28 +34,12 @@ if [[ -n "${TINYSTORIES_LOCAL:-}" ]]; then
 fi
 HUB="${HF_ENDPOINT:-https://huggingface.co}"
 BASE="${HUB%/}/datasets/roneneldan/TinyStories/resolve/main"
-VOCAB_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
-# staging folders of earlier runs that died (their process is gone) are removed, also beside a complete set (where
-# a version that wrote DONE before removing its stage left one when killed in between); a running one's is left alone
-for d in "$OUT_DIR"/.incomplete.*; do
-    [[ -d "$d" ]] || continue
-    kill -0 "${d##*.incomplete.}" 2>/dev/null || rm -rf "$d"
-done
+clear_dead_stages "$OUT_DIR" # (dead runs' staging folders, also beside a complete set)
 if [[ -f "$OUT_DIR/DONE" ]]; then echo "prepare_tinystories: $OUT_DIR is up to date"; exit 0; fi
 [[ -n "$LOCAL" ]] || command -v curl >/dev/null || die "curl is needed to stream the dataset (or set TINYSTORIES_LOCAL=DIR)"
 
-if [[ -n "${GPT2_VOCAB_DIR:-}" ]]; then
-    VOCAB="$(abspath "$GPT2_VOCAB_DIR")"
-else
-    VOCAB="$REPO/data/gpt2"
-    mkdir -p "$VOCAB"
-    for f in encoder.json vocab.bpe; do
-        [[ -f "$VOCAB/$f" ]] && continue
-        command -v curl >/dev/null || die "curl is needed to download the GPT-2 vocabulary ($VOCAB/$f is missing)"
-        curl -fsSL --retry 3 -o "$VOCAB/$f.tmp.$$" "$VOCAB_URL/$f" && mv "$VOCAB/$f.tmp.$$" "$VOCAB/$f"
-    done
-fi
+gpt2_vocab "$REPO"
 
 cd "$REPO"
 [[ -x ./tokenize ]] || make tokenize
