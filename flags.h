@@ -355,6 +355,16 @@ static int llmc_other_flag(Config* c, int argc, char** argv, int* i) {
 }
 
 // Parses argv into c. Every value is checked: numbers with strtol/strtod and a range, strings with a bound.
+// The modes that run the model and exit (--export-*, --generate, --eval-hellaswag) take only the flags in allowed[0..n):
+// any other flag given (seen, by FLAGS index) is an error, "MODE: --FLAG does nothing with it" and the hint.
+static void flags__only(const int* seen, const char* const* allowed, size_t n, const char* mode, const char* hint) {
+    for (int k = 0; k < NUM_FLAGS; k++) {
+        int ok = 0;
+        for (size_t j = 0; j < n; j++) { ok |= strcmp(FLAGS[k].name, allowed[j]) == 0; }
+        if (seen[k] && !ok) { fatal("%s: --%s does nothing with it%s", mode, FLAGS[k].name, hint); }
+    }
+}
+
 static void parse_flags(Config* c, int argc, char** argv) {
     int seen[NUM_FLAGS] = {0};
     g_flag_notes[0] = '\0';
@@ -441,15 +451,11 @@ static void parse_flags(Config* c, int argc, char** argv) {
         const char* ex = c->export_hf[0] ? "export-hf" : "export-llmc";
         const char* target = c->export_hf[0] ? c->export_hf : c->export_llmc;
         if (!c->init[0]) { fatal("--%s %s needs --init FILE (the model to convert)", ex, target); }
-        for (int k = 0; k < NUM_FLAGS; k++) {
-            const char* nm = FLAGS[k].name;
-            int ok = strcmp(nm, "init") == 0 || strcmp(nm, "export-hf") == 0 || strcmp(nm, "export-llmc") == 0 ||
-                     strcmp(nm, "threads") == 0 || (strcmp(nm, "dtype") == 0 && c->export_llmc[0]);
-            if (seen[k] && !ok) {
-                fatal("--%s converts the --init model and exits: --%s does nothing with it (use: train_gpt --init FILE --%s %s%s)",
-                      ex, nm, ex, c->export_hf[0] ? "DIR" : "FILE", c->export_hf[0] ? "" : " [--dtype fp32|bf16]");
-            }
-        }
+        static const char* const allowed[] = {"init", "export-hf", "export-llmc", "threads", "dtype"}; // (dtype: --export-llmc's type)
+        char mode[64], hint[128];
+        snprintf(mode, sizeof(mode), "--%s converts the --init model and exits", ex);
+        snprintf(hint, sizeof(hint), " (use: train_gpt --init FILE --%s %s)", ex, c->export_hf[0] ? "DIR" : "FILE [--dtype fp32|bf16]");
+        flags__only(seen, allowed, c->export_llmc[0] ? 5 : 4, mode, hint);
         // llm.c's model files are fp32 (version 3) or bf16 (version 5); its build_from_checkpoint has no fp16
         if (c->export_llmc[0] && SEEN("dtype") && dtype_parse(c->dtype) == DTYPE_FP16) {
             fatal("--export-llmc %s --dtype fp16: llm.c's model files are fp32 (version 3) or bf16 (version 5); it reads no fp16 file", c->export_llmc);
@@ -510,11 +516,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
         static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "gen-tokens",
                                               "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute"};
-        for (int k = 0; k < NUM_FLAGS; k++) {
-            int ok = 0;
-            for (size_t j = 0; j < sizeof(allowed) / sizeof(allowed[0]); j++) { ok |= strcmp(FLAGS[k].name, allowed[j]) == 0; }
-            if (seen[k] && !ok) { fatal("--generate prints samples of a model and exits: --%s does nothing with it", FLAGS[k].name); }
-        }
+        flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");
         // the context: --seq-len when given, else the model's (0 here, resolved with the model)
         if (!SEEN("seq-len")) { c->seq_len = 0; }
     }
@@ -524,11 +526,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (c->eval_hellaswag[0]) {
         static const char* const allowed[] = {"init", "model", "seed", "eval-hellaswag", "hellaswag-details", "seq-len", "dtype", "attention", "tf32",
                                               "comm", "comm-timeout", "threads", "zero", "tp", "sequence-parallel", "pp", "recompute"};
-        for (int k = 0; k < NUM_FLAGS; k++) {
-            int ok = 0;
-            for (size_t j = 0; j < sizeof(allowed) / sizeof(allowed[0]); j++) { ok |= strcmp(FLAGS[k].name, allowed[j]) == 0; }
-            if (seen[k] && !ok) { fatal("--eval-hellaswag evaluates a model and exits: --%s does nothing with it", FLAGS[k].name); }
-        }
+        flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--eval-hellaswag evaluates a model and exits", "");
         // the rows' length limit: --seq-len when given, else the model's context (0 here, resolved with the model)
         if (!SEEN("seq-len")) { c->seq_len = 0; }
     }

@@ -2448,52 +2448,46 @@ int main(int argc, char** argv) {
 
     if (!gen_only) { print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0); }
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
-    if (eval_only) {
-        double t0 = now_seconds();
-        HsResult hr = evaluate_hellaswag(&model, &hs, &pc);
-        if (master) {
-            if (c.hellaswag_details[0]) { hellaswag_write_details(c.hellaswag_details, &hs, &hr); }
-            printf("hellaswag: evaluated in %.1f s on %d data-parallel rank(s)\n", now_seconds() - t0, pc.dp);
-            printf("hellaswag: %d examples, acc %.4f, acc_norm %.4f\n", hr.examples, hr.acc, hr.acc_norm);
-            fflush(stdout);
-        }
-        free(hr.sums);
-        hellaswag_free(&hs);
-        zero_free(&zopt);
-        comm_nccl_free(&nccl);
-        comm_nccl_free(&nccl_tp);
-        if (model.pipe) { pipeline_free(&pipe, &model); }
-        free(chunk_first);
-        gpt_free(&model);
-        parallel_finalize(&pc);
-        return 0;
-    }
     SampleOpts so = {c.temperature, c.top_k};
-    if (gen_only) {
-        // --generate N: N samples from the seed's generator, one after another, then exit
-        char pr[400] = "";
-        if (n_prompt > 0) {
-            int w = snprintf(pr, sizeof(pr), ", prompt: %d tokens [", n_prompt);
-            for (int i = 0; i < n_prompt && i < 16 && w < (int)sizeof(pr) - 16; i++) { w += snprintf(pr + w, sizeof(pr) - w, i ? " %d" : "%d", prompt[i]); }
-            snprintf(pr + w, sizeof(pr) - w, "%s]", n_prompt > 16 ? " ..." : "");
-        }
-        // (one line for the model instead of the training run's plan and memory tables)
-        printf("generate: %s: L %d, C %d, NH %d, V %d, context %d, %s, %s\n", c.init[0] ? c.init : c.model, gc.num_layers, gc.channels,
-               gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)");
-        printf("generate: %d sample%s of %d tokens, temperature %g, top-k %d (%s), seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
-               c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", c.seed, pr);
+    if (eval_only || gen_only) {
+        // --eval-hellaswag or --generate: evaluate or sample the model, then exit
         double t0 = now_seconds();
-        for (int i = 0; i < c.generate; i++) {
-            char label[40];
-            snprintf(label, sizeof(label), "--- sample %d\n", i + 1);
-            generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, &ts.rng, 1, &so, label);
+        if (eval_only) {
+            HsResult hr = evaluate_hellaswag(&model, &hs, &pc);
+            if (master) {
+                if (c.hellaswag_details[0]) { hellaswag_write_details(c.hellaswag_details, &hs, &hr); }
+                printf("hellaswag: evaluated in %.1f s on %d data-parallel rank(s)\n", now_seconds() - t0, pc.dp);
+                printf("hellaswag: %d examples, acc %.4f, acc_norm %.4f\n", hr.examples, hr.acc, hr.acc_norm);
+                fflush(stdout);
+            }
+            free(hr.sums);
+            hellaswag_free(&hs);
+        } else {
+            // N samples from the seed's generator, one after another (one process: flags.h)
+            char pr[400] = "";
+            if (n_prompt > 0) {
+                int w = snprintf(pr, sizeof(pr), ", prompt: %d tokens [", n_prompt);
+                for (int i = 0; i < n_prompt && i < 16 && w < (int)sizeof(pr) - 16; i++) { w += snprintf(pr + w, sizeof(pr) - w, i ? " %d" : "%d", prompt[i]); }
+                snprintf(pr + w, sizeof(pr) - w, "%s]", n_prompt > 16 ? " ..." : "");
+            }
+            // (one line for the model instead of the training run's plan and memory tables)
+            printf("generate: %s: L %d, C %d, NH %d, V %d, context %d, %s, %s\n", c.init[0] ? c.init : c.model, gc.num_layers, gc.channels,
+                   gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)");
+            printf("generate: %d sample%s of %d tokens, temperature %g, top-k %d (%s), seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
+                   c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", c.seed, pr);
+            for (int i = 0; i < c.generate; i++) {
+                char label[40];
+                snprintf(label, sizeof(label), "--- sample %d\n", i + 1);
+                generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, &ts.rng, 1, &so, label);
+            }
+            printf("generate: %d tokens in %.2f s\n", c.generate * c.gen_tokens, now_seconds() - t0);
         }
-        printf("generate: %d tokens in %.2f s\n", c.generate * c.gen_tokens, now_seconds() - t0);
         free(prompt);
         if (have_tok) { tokenizer_free(&tokenizer); }
         zero_free(&zopt);
         comm_nccl_free(&nccl);
         comm_nccl_free(&nccl_tp);
+        if (model.pipe) { pipeline_free(&pipe, &model); }
         free(chunk_first);
         gpt_free(&model);
         parallel_finalize(&pc);
