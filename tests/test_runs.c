@@ -2210,10 +2210,22 @@ static void test_generate(void) {
         // samples during training continue the prompt too
         char shard[2100];
         if (!fresh_shard("--sample-every with --prompt", "gen", "train.bin", 2000, 77, shard, sizeof(shard))) { return; }
-        snprintf(cmd, sizeof(cmd), "./train_gpt --model d1 --train %s --batch-size 1 --seq-len 32 --steps 2 --sample-every 1 --gen-tokens 4 "
-                 "--prompt 'ROMEO:' --threads 1 | grep -a -c '^sample: ROMEO:'", shard);
+        snprintf(cmd, sizeof(cmd), "./train_gpt --model d1 --train %s --batch-size 1 --seq-len 32 --steps 3 --sample-every 1 --gen-tokens 4 "
+                 "--prompt 'ROMEO:' --temperature 0.7 --top-k 5 --threads 1 --log %s/gen/on.jsonl | grep -a -c '^sample: ROMEO:'", shard, TMP);
         rc = run_capture(cmd, a, sizeof(a));
-        report(atoi(a) == 2, "--sample-every with --prompt: each training sample prints the prompt, then its continuation", "exit %d: %.300s", rc, a);
+        report(atoi(a) == 3, "--sample-every with --prompt: each training sample prints the prompt, then its continuation", "exit %d: %.300s", rc, a);
+        // on against off: sampling (a forward of its own, the sampler's generator) leaves the training run unchanged
+        snprintf(cmd, sizeof(cmd), "./train_gpt --model d1 --train %s --batch-size 1 --seq-len 32 --steps 3 --threads 1 --log %s/gen/off.jsonl > /dev/null",
+                 shard, TMP);
+        if (system(cmd) == 0) {
+            char on[2100], off[2100];
+            snprintf(on, sizeof(on), "%s/gen/on.jsonl", TMP);
+            snprintf(off, sizeof(off), "%s/gen/off.jsonl", TMP);
+            compare_losses("training with --sample-every --prompt --temperature --top-k logs the losses of the same run without samples, bit for bit", on, 0, off, 3, 0.0);
+            compare_values("... and its gradient norms", "grad_norm", on, off, 3, 0.0);
+        } else {
+            report(0, "training without samples", "%s failed", cmd);
+        }
         // a prompt that leaves no room, and a model whose vocabulary is not GPT-2's
         rc = run_capture("./train_gpt --model d1 --seq-len 4 --generate 1 --prompt 'ROMEO: Is it, in 1597?'", a, sizeof(a));
         report(rc == 1 && strstr(a, "--prompt is 10 tokens: no room"), "--prompt longer than the context is refused", "exit %d: %.300s", rc, a);
