@@ -75,6 +75,7 @@ typedef struct {
     char prompt[1024];       // the text samples continue (GPT-2's BPE; empty: they start after <|endoftext|>)
     float temperature;       // samples from softmax(logits / temperature); 0: the most likely token (greedy)
     int top_k;               // samples from the top_k most likely tokens only (0: all)
+    int kv_cache;            // 1: samples cache each layer's keys and values (one position's forward per token)
     int checkpoint_every;
     char out[1024];
     int keep_checkpoints;    // keep the newest N checkpoints in --out (0: all)
@@ -175,6 +176,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("prompt", NULL, prompt, "text the samples (--generate, --sample-every) continue, encoded with GPT-2's BPE (encoder.json, vocab.bpe from $GPT2_VOCAB_DIR or data/gpt2; a model of GPT-2's 50257 tokens); default: after <|endoftext|>"),
     FLAG_F("temperature", NULL, temperature, 0, 100, "samples draw from softmax(logits / T); 0: always the most likely token (greedy)"),
     FLAG_I("top-k", NULL, top_k, 0, 1e8, "samples draw from the K most likely tokens only (0: the whole vocabulary)"),
+    FLAG_I("kv-cache", NULL, kv_cache, 0, 1, "1: samples keep each layer's keys and values, so each new token runs the forward at its own position only; 0: over the whole prefix again, as llm.c does (the same tokens, up to the order of sums; not with --sequence-parallel, which always runs 0)"),
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
     FLAG_S("out", "-o", out, "output directory (created if missing; checked at start): the checkpoints of --checkpoint-every, and llm.c's main.log"),
     FLAG_I("keep-checkpoints", "-nk", keep_checkpoints, 0, 1e9, "keep only the newest N checkpoints in --out (0: keep all)"),
@@ -238,6 +240,7 @@ static void config_defaults(Config* c) {
     c->generate = 0;
     c->temperature = 1.0f;
     c->top_k = 0;
+    c->kv_cache = 1;
     c->checkpoint_every = 0;
     c->bench_steps = 5;
     // the planner's machine: 8 H100-class GPUs on NVLink in one node, 400 Gb/s InfiniBand between nodes
@@ -505,8 +508,8 @@ static void parse_flags(Config* c, int argc, char** argv) {
     }
     // sampling: --prompt, --temperature and --top-k shape the samples of --generate and --sample-every
     if (!c->generate && c->sample_every == 0) {
-        const char* sflags[3] = {"prompt", "temperature", "top-k"};
-        for (int j = 0; j < 3; j++) {
+        const char* sflags[4] = {"prompt", "temperature", "top-k", "kv-cache"};
+        for (int j = 0; j < 4; j++) {
             if (SEEN(sflags[j])) { fatal("--%s shapes samples: it needs --generate N or --sample-every N", sflags[j]); }
         }
     }
@@ -514,7 +517,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     // --generate prints samples of a model and exits: it takes the model and the sampling settings
     if (c->generate) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
-        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "gen-tokens",
+        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "kv-cache", "gen-tokens",
                                               "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");
         // the context: --seq-len when given, else the model's (0 here, resolved with the model)

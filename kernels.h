@@ -138,6 +138,11 @@ static void gelu_backward(const KernelCtx* ctx, floatX* dinp, const floatX* inp,
 // Causal self-attention of qkv (B,T,3C) into out (B,T,C), keeping lse (B,NH,T) fp32 for the backward.
 static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
                               int NH);
+// Sampling with a KV cache: the queries at positions [q_lo, T) of each sequence of qkv (B,T,3C) attend to its keys
+// [0, i] (the cached rows before q_lo and the new rows' own): out (B, T - q_lo, C), no lse. Row i's output is
+// attention_forward's row i, up to the order of the sums (the same math; a backend may run other kernels for it).
+static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int q_lo, int C,
+                                   int NH);
 // dqkv overwritten; out and lse are the forward's outputs.
 static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                const floatX* out, const float* lse, int B, int T, int C, int NH);

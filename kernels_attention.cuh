@@ -24,11 +24,13 @@ __device__ __forceinline__ float kernels__dot(const floatX* a, const floatX* b, 
     return s;
 }
 
-__global__ void kernels__attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
-    int hs = C / NH, lane = threadIdx.x % 32;
-    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; // over (b, h, i)
-    if (row >= (long)B * NH * T) { return; }
-    int i = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long)T * NH));
+// The queries at positions [q_lo, T) (0 for a training forward; the rows after the cached ones when sampling with a
+// KV cache): out (B, T - q_lo, C), lse (B, NH, T) at those positions when not NULL.
+__global__ void kernels__attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int q_lo, int C, int NH) {
+    int hs = C / NH, lane = threadIdx.x % 32, n = T - q_lo;
+    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; // over (b, h, i - q_lo)
+    if (row >= (long)B * NH * n) { return; }
+    int i = q_lo + (int)(row % n), h = (int)((row / n) % NH), b = (int)(row / ((long)n * NH));
     float scale = rsqrtf((float)hs);
     const floatX* base = qkv + (size_t)b * T * 3 * C;
     const floatX* q = base + (size_t)i * 3 * C + h * hs;
@@ -53,12 +55,12 @@ __global__ void kernels__attention_forward(floatX* out, float* lse, const floatX
         }
         m = mn;
     }
-    floatX* orow = out + ((size_t)b * T + i) * C + h * hs;
+    floatX* orow = out + ((size_t)b * n + i - q_lo) * C + h * hs;
     for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
         int d = lane + 32 * e;
         if (d < hs) { orow[d] = kernels__x(o[e] / l); }
     }
-    if (lane == 0) { lse[((size_t)b * NH + h) * T + i] = m + logf(l); }
+    if (lane == 0 && lse) { lse[((size_t)b * NH + h) * T + i] = m + logf(l); }
 }
 
 // ----------------------------------------------------------------------------
@@ -357,7 +359,19 @@ static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, con
     }
 #endif
     long rows = (long)B * NH * T;
-    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, lse, qkv, B, T, C, NH);
+    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, lse, qkv, B, T, 0, C, NH);
+    launchCheck();
+}
+
+// CPU twin: attention_forward_rows (kernels_cpu.h). The warp-per-row kernel above for the rows asked: a decoding step
+// has one query per sequence, too few rows for the tensor-core tiles or cuDNN, and reads each cached key and value
+// once per head, which is what bounds it.
+static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int q_lo, int C,
+                                   int NH) {
+    if (q_lo < 0 || q_lo >= T) { fatal("internal: attention_forward_rows of queries [%d, %d)", q_lo, T); }
+    kernels__attention_check(C, NH);
+    long rows = (long)B * NH * (T - q_lo);
+    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, (float*)nullptr, qkv, B, T, q_lo, C, NH);
     launchCheck();
 }
 

@@ -559,22 +559,25 @@ static void kernels__attention_check(const KernelCtx* ctx, int T) {
     }
 }
 
-static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
-                              int NH) {
+// The queries at positions [q_lo, T) of each sequence against its keys [0, i]: out (B, T - q_lo, C), and lse
+// (B, NH, T) at those positions when not NULL. attention_forward is q_lo 0; attention_forward_rows (sampling with a
+// KV cache) the rows after the cached ones.
+static void kernels__attention_rows(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
+                                    int q_lo, int C, int NH) {
     kernels__attention_check(ctx, T);
-    int hs = C / NH;
+    int hs = C / NH, n = T - q_lo;
     float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float* S = ctx->att_scratch + ctx->att_per_thread * kernels_thread_id();
+            float* S = ctx->att_scratch + ctx->att_per_thread * kernels_thread_id(); // (n, T): row r is query q_lo + r
             const float* q = qkv + (size_t)b * T * 3 * C + h * hs;
             const float* k = q + C;
             const float* v = q + 2 * C;
-            kernels__gemm(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, S, T);
-            float* l = lse + ((size_t)b * NH + h) * T;
-            for (int i = 0; i < T; i++) {
-                float* s = S + (size_t)i * T;
+            kernels__gemm(0, 1, n, T, hs, scale, q + (size_t)q_lo * 3 * C, 3 * C, k, 3 * C, 0.0f, S, T);
+            float* l = lse ? lse + ((size_t)b * NH + h) * T : NULL;
+            for (int i = q_lo; i < T; i++) {
+                float* s = S + (size_t)(i - q_lo) * T;
                 float m = -INFINITY;
                 for (int j = 0; j <= i; j++) { m = s[j] > m ? s[j] : m; }
                 float sum = 0.0f;
@@ -583,13 +586,24 @@ static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, con
                 float inv = 1.0f / sum;
                 for (int j = 0; j <= i; j++) { s[j] *= inv; }
                 for (int j = i + 1; j < T; j++) { s[j] = 0.0f; }
-                l[i] = m + logf(sum);
+                if (l) { l[i] = m + logf(sum); }
             }
-            float* o = out + (size_t)b * T * C + h * hs;
-            kernels__gemm(0, 0, T, hs, T, 1.0f, S, T, v, 3 * C, 0.0f, o, C);
-            for (int i = 0; i < T; i++) { kernels__store_row(ctx, o + (size_t)i * C, hs); }
+            float* o = out + (size_t)b * n * C + h * hs;
+            kernels__gemm(0, 0, n, hs, T, 1.0f, S, T, v, 3 * C, 0.0f, o, C);
+            for (int r = 0; r < n; r++) { kernels__store_row(ctx, o + (size_t)r * C, hs); }
         }
     }
+}
+
+static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
+                              int NH) {
+    kernels__attention_rows(ctx, out, lse, qkv, B, T, 0, C, NH);
+}
+
+static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int q_lo, int C,
+                                   int NH) {
+    if (q_lo < 0 || q_lo >= T) { fatal("internal: attention_forward_rows of queries [%d, %d)", q_lo, T); }
+    kernels__attention_rows(ctx, out, NULL, qkv, B, T, q_lo, C, NH);
 }
 
 // dqkv is overwritten. out and lse are the forward's outputs.

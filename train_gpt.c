@@ -257,6 +257,20 @@ static void activations_alloc(Activations* a, const KernelCtx* ctx, const GPTCon
 
 typedef struct Pipeline Pipeline; // pipeline_train.h: the schedule, slots and messages of a pipeline stage
 
+// Sampling with a KV cache (--kv-cache 1): the rows of qkv of every position seen so far, for each layer this rank
+// holds. While a forward runs with one (GPT.kv), it takes one sequence of T new tokens at positions [pos, pos + T):
+// they are embedded at those positions, each layer's qkv matmul writes their rows into the cache after the cached
+// ones, and the attention runs their queries over all of them (attention_forward_rows). Every other op of a block
+// acts on each token by itself, so the T rows are all it needs: a sampled token costs one position's forward
+// instead of the whole prefix's. (Keys and values are all the attention reads of the cached rows; the queries ride
+// along because the matmul writes the three together, a third more memory for no copy.)
+typedef struct {
+    floatX* base;   // (layers held, T_max, 3 Ct)
+    int* slot;      // (L) the layer's index in base; -1 where this rank does not hold the layer
+    int T_max;      // rows per layer: positions [0, T_max)
+    int pos;        // the position of the next forward's first token (the rows before it are cached)
+} KvCache;
+
 typedef struct {
     KernelCtx ctx;        // the backend's execution context (--dtype lives in it: ctx.dtype)
     ParamLayout layout;   // this rank's parameters (its tensor-parallel share)
@@ -297,6 +311,7 @@ typedef struct {
     Activations acts0;    // the allocation (its slot 0)
     int chunk_lo, chunk_hi; // the blocks of the chunk being run (all of them without pipelining)
     int B, T;             // shape of the last forward
+    KvCache* kv;          // set while a forward samples with a KV cache (B 1); NULL otherwise
 } GPT;
 
 // How the model is split over processes besides data parallelism: the tensor-parallel group and sequence
@@ -676,9 +691,17 @@ static void block_forward(GPT* m, int l, int finish) {
     // ZeRO-3: this layer's parameters are ready; the next layer's (its LayerNorm ends this block) start to travel
     z3_use(m, l, -1);
     if (finish && l + 1 < m->chunk_hi) { z3_fetch(m, l + 1, l); }
-    matmul_forward(&m->ctx, b.qkv, tp_enter(m, b.ln1), w->qkvw, w->qkvb, BT, C, 3 * Ct);
-    z3_progress(m);
-    attention_forward(&m->ctx, b.atty, b.lse, b.qkv, B, T, Ct, NHt);
+    if (m->kv) {
+        // sampling with a KV cache: this forward's qkv rows go after the cached ones, and its queries attend to both
+        floatX* cache = m->kv->base + (size_t)m->kv->slot[l] * m->kv->T_max * 3 * Ct;
+        matmul_forward(&m->ctx, cache + (size_t)m->kv->pos * 3 * Ct, tp_enter(m, b.ln1), w->qkvw, w->qkvb, BT, C, 3 * Ct);
+        z3_progress(m);
+        attention_forward_rows(&m->ctx, b.atty, cache, 1, m->kv->pos + T, m->kv->pos, Ct, NHt);
+    } else {
+        matmul_forward(&m->ctx, b.qkv, tp_enter(m, b.ln1), w->qkvw, w->qkvb, BT, C, 3 * Ct);
+        z3_progress(m);
+        attention_forward(&m->ctx, b.atty, b.lse, b.qkv, B, T, Ct, NHt);
+    }
     z3_progress(m);
     matmul_forward(&m->ctx, a->proj, b.atty, w->attprojw, NULL, BT, Ct, C);
     tp_leave(m, a->proj, a->proj);
@@ -731,12 +754,17 @@ static void gpt_forward_chunk(GPT* m, int g, const int32_t* host_tokens, int B, 
     m->B = B;
     m->T = T;
     gpt_set_chunk(m, g);
+    if (m->kv && (B != 1 || m->sp || m->kv->pos < 0 || m->kv->pos + T > m->kv->T_max || m->kv->slot[m->chunk_lo] < 0)) {
+        fatal("internal: a forward of (%d,%d) at position %d with a KV cache of %d positions", B, T, m->kv->pos, m->kv->T_max);
+    }
     int R = gpt_rows(m);
     if (g == 0) {
         z3_resident(m); // ZeRO-3: the embeddings (and the final LayerNorm, for the head)
         dev_copy_h2d(&m->ctx, a->tokens, host_tokens, (size_t)BT * sizeof(int32_t));
         floatX* emb = m->sp ? a->proj : a->encoded; // the whole rows, before the reduce-scatter
-        encoder_forward(&m->ctx, emb, a->tokens, m->p.wte, m->tp_rank == 0 ? m->p.wpe : NULL, m->vocab_lo, m->vocab_n, B, T, C);
+        // (with a KV cache the tokens sit at positions [pos, pos + T): their position embeddings are wpe's rows from pos)
+        const floatX* wpe = m->tp_rank != 0 ? NULL : m->kv ? m->p.wpe + (size_t)m->kv->pos * C : m->p.wpe;
+        encoder_forward(&m->ctx, emb, a->tokens, m->p.wte, wpe, m->vocab_lo, m->vocab_n, B, T, C);
         tp_leave(m, a->encoded, emb);
     }
     BlockActs b0 = block_acts(m, m->chunk_lo);
@@ -1227,11 +1255,40 @@ static void hellaswag_write_details(const char* path, const HellaSwag* hs, const
     atomic_commit(&af);
 }
 
-// How samples draw their tokens (--temperature, --top-k).
+// How samples draw their tokens (--temperature, --top-k, --kv-cache).
 typedef struct {
     float temperature; // softmax(logits / temperature); 0: the most likely token
     int top_k;         // only the top_k most likely tokens (0: all)
+    int kv_cache;      // 1: each token's forward runs over that position alone, the earlier ones' qkv rows cached
+                       // (KvCache); 0: over the whole prefix, as llm.c's sampler does
 } SampleOpts;
+
+// A KV cache for positions [0, T_max) of the layers this rank holds (its pipeline chunks), or none (returns 0) where
+// the layout cannot use one: sequence parallelism splits a forward's tokens over the tensor-parallel group, which one
+// token cannot be.
+static int kv_alloc(KvCache* kv, GPT* m, int T_max) {
+    memset(kv, 0, sizeof(*kv));
+    if (m->sp) { return 0; }
+    const GPTConfig* g = &m->cfg;
+    const ParamLayout* pl = &m->layout;
+    kv->slot = (int*)mallocCheck(sizeof(int) * (size_t)g->num_layers);
+    int held = 0;
+    for (int l = 0; l < g->num_layers; l++) {
+        kv->slot[l] = -1;
+        for (int k = 0; k < pl->pp * pl->V; k++) {
+            if (k % pl->pp == pl->pp_rank && l >= pl->chunk_first[k] && l < pl->chunk_first[k + 1]) { kv->slot[l] = held++; }
+        }
+    }
+    kv->T_max = T_max;
+    kv->base = (floatX*)dev_alloc(&m->ctx, mulSize(mulSize((size_t)held * T_max, 3 * (size_t)g->channels / m->tp), sizeof(floatX)));
+    return 1;
+}
+
+static void kv_free(GPT* m, KvCache* kv) {
+    dev_free(&m->ctx, kv->base);
+    free(kv->slot);
+    memset(kv, 0, sizeof(*kv));
+}
 
 static int sample__desc(const void* a, const void* b) {
     float x = *(const float*)a, y = *(const float*)b;
@@ -1276,16 +1333,30 @@ static int sample_pick(float* row, float* scratch, int V, const SampleOpts* so, 
 // probs: (2 Vp) host scratch, receiving one row of logits per token. toks: `room` tokens (n <= room), those after the
 // sampled ones any token: each forward may run longer than t (the backend's bucketed lengths, kernels_forward_len;
 // sequence parallelism's multiple of tp), and a causal model's position t - 1 never sees the ones after it.
+// With a KV cache (kv, for positions up to room): the first forward runs the prompt and caches it, each later one
+// the token sampled last, at its position.
 // Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns, an
 // all-gather gives all of them the row, and group rank 0's draw is broadcast (every rank draws, so the RNGs stay in
 // step).
-static void sample_tokens(GPT* m, int32_t* toks, int p, int n, int room, float* probs, uint64_t* rng, const SampleOpts* so) {
+static void sample_tokens(GPT* m, int32_t* toks, int p, int n, int room, float* probs, uint64_t* rng, const SampleOpts* so,
+                          KvCache* kv) {
     const GPTConfig* g = &m->cfg;
     for (int t = p; t < n; t++) {
-        // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them
-        int tf = kernels_forward_len(&m->ctx, t, room);
-        if (m->sp) { tf = (tf + m->tp - 1) / m->tp * m->tp; }
-        gpt_forward_any(m, toks, 1, tf);
+        int row = t - 1; // the forward's row of position t - 1
+        if (kv) {
+            // positions [start, t): the prompt, then one token at a time
+            int start = t == p ? 0 : t - 1;
+            kv->pos = start;
+            m->kv = kv;
+            gpt_forward_any(m, toks + start, 1, t - start);
+            m->kv = NULL;
+            row = t - 1 - start;
+        } else {
+            // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them
+            int tf = kernels_forward_len(&m->ctx, t, room);
+            if (m->sp) { tf = (tf + m->tp - 1) / m->tp * m->tp; }
+            gpt_forward_any(m, toks, 1, tf);
+        }
         if (!m->layout.has_lnf) {
             // a pipeline stage without the LM head: draws as the last stage does (the RNGs stay in step) and gets
             // the token from it
@@ -1294,7 +1365,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int p, int n, int room, float* 
             continue;
         }
         const floatX* lnf = tp_enter(m, m->acts.lnf);
-        classifier_logits_row(&m->ctx, m->acts.logits_row, lnf + (size_t)(t - 1) * g->channels, m->p.wte, g->channels, m->vocab_n);
+        classifier_logits_row(&m->ctx, m->acts.logits_row, lnf + (size_t)row * g->channels, m->p.wte, g->channels, m->vocab_n);
         if (m->tp == 1) {
             dev_copy_d2h(&m->ctx, probs, m->acts.logits_row, sizeof(float) * g->padded_vocab_size);
             dev_sync(&m->ctx);
@@ -1340,7 +1411,10 @@ static void generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* 
     for (int t = 0; t < T; t++) { toks[t] = t < np ? prompt[t] : eot; }
     if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t), 0); } // the prompt of the rank with the tokenizer
     if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t), 0); }
-    sample_tokens(m, toks, p, n, T, probs, rng, so);
+    KvCache kv;
+    int cached = so->kv_cache && kv_alloc(&kv, m, T);
+    sample_tokens(m, toks, p, n, T, probs, rng, so, cached ? &kv : NULL);
+    if (cached) { kv_free(m, &kv); }
     if (print) {
         printf("%s", label);
         print_tokens(tok, have_tok, toks, np); // (the prompt as given: none when it is <|endoftext|>)
@@ -2448,7 +2522,7 @@ int main(int argc, char** argv) {
 
     if (!gen_only) { print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0); }
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
-    SampleOpts so = {c.temperature, c.top_k};
+    SampleOpts so = {c.temperature, c.top_k, c.kv_cache};
     if (eval_only || gen_only) {
         // --eval-hellaswag or --generate: evaluate or sample the model, then exit
         double t0 = now_seconds();
@@ -2480,7 +2554,10 @@ int main(int argc, char** argv) {
                 snprintf(label, sizeof(label), "--- sample %d\n", i + 1);
                 generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, &ts.rng, 1, &so, label);
             }
-            printf("generate: %d tokens in %.2f s\n", c.generate * c.gen_tokens, now_seconds() - t0);
+            double dt = now_seconds() - t0;
+            int sampled = c.generate * c.gen_tokens; // (each sample's tokens after the prompt: --gen-tokens, cut to fit above)
+            printf("generate: %d tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9),
+                   c.kv_cache ? "KV cache: one position's forward per token" : "--kv-cache 0: the whole prefix's forward per token");
         }
         free(prompt);
         if (have_tok) { tokenizer_free(&tokenizer); }

@@ -595,6 +595,24 @@ if timeout $(budget 60) $CU $gen > $L.gen1.log 2>&1 && timeout $(budget 60) $CU 
 else
     bad "generate: $CU --generate failed"; tail -n 3 $L.gen1.log $L.gen2.log 2>/dev/null
 fi
+# the KV cache (attention_forward_rows; test_gpt_cu checks its samples against full forwards in fp32): 256 greedy
+# tokens of GPT-2 124M's shape (random weights) with and without it, each timed (the emulation: the reference model)
+kvm="--model d12 --seq-len 1024 --gen-tokens 256"
+[ $EMU = 1 ] && kvm="--init tests/ref/ref_model.bin --gen-tokens 15"
+if timeout $(budget 120) $CU $kvm --generate 1 --temperature 0 > $L.kv1.log 2>&1 &&
+   timeout $(budget 120) $CU $kvm --generate 1 --temperature 0 --kv-cache 0 > $L.kv0.log 2>&1; then
+    rate() { grep -o '[0-9.]* tokens/s' "$1" | head -n 1; }
+    n1=$(grep -o '^generate: [0-9]* tokens in' $L.kv1.log | grep -o '[0-9]*'); n0=$(grep -o '^generate: [0-9]* tokens in' $L.kv0.log | grep -o '[0-9]*')
+    same="differ (random weights: near-ties in 16 bits)"
+    cmp -s <(grep -A1 -e '--- sample' $L.kv1.log) <(grep -A1 -e '--- sample' $L.kv0.log) && same="are the same"
+    if [ -n "$n1" ] && [ "$n1" = "$n0" ] && [ -n "$(rate $L.kv1.log)" ]; then
+        ok "generate $n1 tokens with the KV cache: $(rate $L.kv1.log), without: $(rate $L.kv0.log); the greedy samples $same"
+    else
+        bad "generate with and without the KV cache: '$n1' and '$n0' tokens"; tail -n 3 $L.kv1.log $L.kv0.log
+    fi
+else
+    bad "generate with or without the KV cache: $CU failed"; tail -n 3 $L.kv1.log $L.kv0.log 2>/dev/null
+fi
 
 stage "HellaSwag: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"
 # the same answers as tests/ref/hellaswag_ref.txt (each example's best ending leads by at least 0.01 nats, so any

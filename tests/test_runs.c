@@ -2051,7 +2051,7 @@ static void test_sample_pick(void) {
     for (int trial = 0; trial < 400; trial++) {
         for (int i = 0; i < V; i++) { row[i] = 6.0f * rng_uniform(&s) - 3.0f; }
         if (trial % 4 == 0) { row[trial % V] = row[(trial + 3) % V]; } // some ties
-        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4]};
+        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], 0};
         double u = rng_uniform(&s);
         memcpy(work, row, sizeof(row));
         int j = sample_pick(work, scratch, V, &so, u);
@@ -2069,7 +2069,7 @@ static void test_sample_pick(void) {
     float tie[37];
     for (int i = 0; i < V; i++) { tie[i] = (float)(i % 5); } // maxima 4 at ids 4, 9, 14, ...
     int g0, g1;
-    SampleOpts greedy = {0.0f, 0}, top1 = {1.0f, 1};
+    SampleOpts greedy = {0.0f, 0, 0}, top1 = {1.0f, 1, 0};
     memcpy(work, tie, sizeof(tie));
     g0 = sample_pick(work, scratch, V, &greedy, 0.99);
     memcpy(work, tie, sizeof(tie));
@@ -2077,7 +2077,7 @@ static void test_sample_pick(void) {
     report(g0 == 4 && g1 == 4, "temperature 0 and top-k 1 pick the argmax, the lowest id among equal maxima", "picked %d and %d, expected 4", g0, g1);
     // top-k 2 among eight equal maxima keeps exactly the two lowest ids, whatever the draw
     int seen[37] = {0};
-    SampleOpts top2 = {1.0f, 2};
+    SampleOpts top2 = {1.0f, 2, 0};
     for (int k = 0; k < 100; k++) {
         memcpy(work, tie, sizeof(tie));
         seen[sample_pick(work, scratch, V, &top2, (k + 0.5) / 100.0)]++;
@@ -2195,6 +2195,15 @@ static void test_generate(void) {
     snprintf(cmd, sizeof(cmd), "%s --temperature 0 | grep -A1 -e '--- sample'", base);
     r2 = run_capture(cmd, b, sizeof(b));
     report(r1 == 0 && r2 == 0 && a[0] && strcmp(a, b) == 0, "--top-k 1 samples what --temperature 0 does (greedy)", "%.200s | %.200s", a, b);
+    // the KV cache (on by default; the runs above check its tokens against full forwards) against none: the same
+    // samples (fp32: its sums differ from the full forward's by ~1e-7 relative; no draw of these seeds is that close)
+    const char* longer = "./train_gpt --init tests/ref/ref_model.bin --generate 2 --gen-tokens 30 --threads 1 --seed 5 --temperature 0.9 --top-k 20";
+    snprintf(cmd, sizeof(cmd), "%s | grep -A1 -e '--- sample'", longer);
+    r1 = run_capture(cmd, a, sizeof(a));
+    snprintf(cmd, sizeof(cmd), "%s --kv-cache 0 | grep -A1 -e '--- sample'", longer);
+    r2 = run_capture(cmd, b, sizeof(b));
+    report(r1 == 0 && r2 == 0 && a[0] && strcmp(a, b) == 0, "--kv-cache 0 (a forward over the whole prefix per token) samples what the KV cache does",
+           "%.200s | %.200s", a, b);
 
     // a prompt, encoded with GPT-2's BPE as ./tokenize encodes it; the sample prints it, then its continuation
     if (file_exists("data/gpt2/encoder.json") && file_exists("./tokenize")) {
@@ -2238,6 +2247,7 @@ static void test_generate(void) {
     const char* misuse[][2] = {
         {"--model d1 --train x --temperature 0.5", "--temperature shapes samples: it needs --generate N or --sample-every N"},
         {"--model d1 --train x --top-k 5", "--top-k shapes samples"},
+        {"--model d1 --train x --kv-cache 0", "--kv-cache shapes samples"},
         {"--init tests/ref/ref_model.bin --generate 1 --lr 1e-3", "--lr does nothing with it"},
         {"--init tests/ref/ref_model.bin --generate 1 --prompt ''", "--prompt: empty"},
         {"--init tests/ref/ref_model.bin --generate 1 --eval-hellaswag x", "give one"},
