@@ -2038,7 +2038,41 @@ static int pick_interval(const float* row, int V, float temperature, int top_k, 
     return ok;
 }
 
+static int desc_float(const void* a, const void* b) {
+    float x = *(const float*)a, y = *(const float*)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
 static void test_sample_pick(void) {
+    // select_kth_largest (top-k's threshold) against a sort: 500 rows of 1 to 400 values, many of them equal (drawn
+    // from as few as 3 distinct values), some sorted either way, every k from the edges and between
+    {
+        uint64_t r = 99;
+        int wrong = 0;
+        char first[200] = "";
+        for (int trial = 0; trial < 500; trial++) {
+            int n = 1 + (int)(rng_uniform(&r) * 400), distinct = 3 + trial % 50;
+            float* x = (float*)mallocCheck(sizeof(float) * n);
+            float* sorted = (float*)mallocCheck(sizeof(float) * n);
+            for (int i = 0; i < n; i++) { x[i] = (float)(int)(rng_uniform(&r) * distinct) - 7.0f; }
+            if (trial % 10 == 1) { qsort(x, (size_t)n, sizeof(float), desc_float); }
+            if (trial % 10 == 2) { for (int i = 0; i < n; i++) { x[i] = (float)i; } }
+            memcpy(sorted, x, sizeof(float) * n);
+            qsort(sorted, (size_t)n, sizeof(float), desc_float);
+            int ks[3] = {1, n, 1 + (int)(rng_uniform(&r) * n)};
+            for (int j = 0; j < 3; j++) {
+                float* work = (float*)mallocCheck(sizeof(float) * n);
+                memcpy(work, x, sizeof(float) * n);
+                float got = select_kth_largest(work, n, ks[j]);
+                if (got != sorted[ks[j] - 1] && wrong++ == 0) {
+                    snprintf(first, sizeof(first), "n %d, k %d: %g, the sort's %g", n, ks[j], got, sorted[ks[j] - 1]);
+                }
+                free(work);
+            }
+            free(x); free(sorted);
+        }
+        report(wrong == 0, "select_kth_largest (--top-k's threshold) equals the k-th of a descending sort: 1500 cases, ties, sorted rows", "%d wrong: %s", wrong, first);
+    }
     // the rule for every (temperature, top-k), on random rows and draws, against pick_interval; a draw within 1e-6
     // of an interval's edge could fall either way under float rounding and is not counted
     const int V = 37;
