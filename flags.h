@@ -172,7 +172,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("hellaswag-details", NULL, hellaswag_details, "with --eval-hellaswag: write one line per example to FILE (position, index, label, both answers, each ending's summed and mean loss)"),
     FLAG_I("sample-every", "-s", sample_every, 0, 1e9, "generate a sample every N steps (0: off)"),
     FLAG_I("gen-tokens", "-g", gen_tokens, 1, 1e6, "tokens to generate per sample (at most the sequence length)"),
-    FLAG_I("generate", NULL, generate, 0, 1e6, "N: print N samples of the --init (or --model) model, --gen-tokens each, and exit (one process; with --prompt, --temperature, --top-k, --seed)"),
+    FLAG_I("generate", NULL, generate, 0, 1e6, "N: print N samples of the --init (or --model) model, --gen-tokens each, and exit (with --prompt, --temperature, --top-k, --seed; one process, or under mpirun a model split by --tp and --pp)"),
     FLAG_S("prompt", NULL, prompt, "text the samples (--generate, --sample-every) continue, encoded with GPT-2's BPE (encoder.json, vocab.bpe from $GPT2_VOCAB_DIR or data/gpt2; a model of GPT-2's 50257 tokens); default: after <|endoftext|>"),
     FLAG_F("temperature", NULL, temperature, 0, 100, "samples draw from softmax(logits / T); 0: always the most likely token (greedy)"),
     FLAG_I("top-k", NULL, top_k, 0, 1e8, "samples draw from the K most likely tokens only (0: the whole vocabulary)"),
@@ -518,7 +518,8 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (c->generate) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
         static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "kv-cache", "gen-tokens",
-                                              "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute"};
+                                              "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute",
+                                              "tp", "sequence-parallel", "pp", "comm", "comm-timeout"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");
         // the context: --seq-len when given, else the model's (0 here, resolved with the model)
         if (!SEEN("seq-len")) { c->seq_len = 0; }

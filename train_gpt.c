@@ -2226,7 +2226,11 @@ int main(int argc, char** argv) {
     // --generate: one sequence at a time, as long as --seq-len or the model's context
     int gen_only = c.generate > 0, ctx_is_model = gen_only && c.seq_len == 0;
     if (gen_only) {
-        if (pc.world_size > 1) { fatal("--generate runs in one process, not under mpirun (%d ranks)", pc.world_size); }
+        // the ranks hold one copy of the model, split by --tp and --pp; copies would draw the same samples
+        if (pc.dp > 1) {
+            fatal("--generate on %d ranks: --tp %d x --pp %d is %d; the ranks must split one copy of the model (data-parallel copies would print the same samples)",
+                  pc.world_size, c.tp, c.pp, c.tp * c.pp);
+        }
         c.batch_size = 1;
         if (c.seq_len == 0) { c.seq_len = gc.max_seq_len; }
     }
@@ -2551,7 +2555,8 @@ int main(int argc, char** argv) {
             free(hr.sums);
             hellaswag_free(&hs);
         } else {
-            // N samples from the seed's generator, one after another (one process: flags.h)
+            // N samples from the seed's generator, one after another; every rank of the split model runs them, rank 0
+            // prints (under a pipeline the last stage draws and broadcasts each token: sample_tokens)
             char pr[400] = "";
             if (n_prompt > 0) {
                 int w = snprintf(pr, sizeof(pr), ", prompt: %d tokens [", n_prompt);
@@ -2559,19 +2564,20 @@ int main(int argc, char** argv) {
                 snprintf(pr + w, sizeof(pr) - w, "%s]", n_prompt > 16 ? " ..." : "");
             }
             // (one line for the model instead of the training run's plan and memory tables)
-            printf("generate: %s: L %d, C %d, NH %d, V %d, context %d, %s, %s\n", c.init[0] ? c.init : c.model, gc.num_layers, gc.channels,
-                   gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)");
-            printf("generate: %d sample%s of %d tokens, temperature %g, top-k %d (%s), seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
-                   c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", c.seed, pr);
+            if (master) { printf("generate: %s: L %d, C %d, NH %d, V %d, context %d, %s, %s\n", c.init[0] ? c.init : c.model, gc.num_layers, gc.channels,
+                   gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)"); }
+            if (master) { printf("generate: %d sample%s of %d tokens, temperature %g, top-k %d (%s), seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
+                   c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", c.seed, pr); }
             for (int i = 0; i < c.generate; i++) {
                 char label[40];
                 snprintf(label, sizeof(label), "--- sample %d\n", i + 1);
-                generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, &ts.rng, 1, &so, label);
+                generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, &ts.rng, master, &so, label);
             }
             double dt = now_seconds() - t0;
             int sampled = c.generate * c.gen_tokens; // (each sample's tokens after the prompt: --gen-tokens, cut to fit above)
-            printf("generate: %d tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9),
-                   c.kv_cache ? "KV cache: one position's forward per token" : "--kv-cache 0: the whole prefix's forward per token");
+            if (master) { printf("generate: %d tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9),
+                   !c.kv_cache ? "--kv-cache 0: the whole prefix's forward per token" : model.sp ?
+                   "the whole prefix's forward per token: no KV cache under --sequence-parallel" : "KV cache: one position's forward per token"); }
         }
         free(prompt);
         if (have_tok) { tokenizer_free(&tokenizer); }

@@ -2239,6 +2239,27 @@ static void test_generate(void) {
     report(r1 == 0 && r2 == 0 && a[0] && strcmp(a, b) == 0, "--kv-cache 0 (a forward over the whole prefix per token) samples what the KV cache does",
            "%.200s | %.200s", a, b);
 
+    // a model split over ranks samples what one process does: --tp (each rank caches its heads; sequence parallelism
+    // without a cache), --pp (each stage its layers; the last draws), both; data-parallel copies are refused
+    if (system("command -v mpirun > /dev/null 2>&1") == 0) {
+        const char* one = "./train_gpt --init tests/ref/ref_model.bin --generate 2 --gen-tokens 12 --threads 1 --seed 3 --temperature 0.9";
+        snprintf(cmd, sizeof(cmd), "%s | grep -A1 -e '--- sample'", one);
+        r1 = run_capture(cmd, a, sizeof(a));
+        const char* splits[4][2] = {{"2", "--tp 2"}, {"2", "--tp 2 --sequence-parallel 1"}, {"2", "--pp 2"}, {"4", "--tp 2 --pp 2"}};
+        for (int k = 0; k < 4; k++) {
+            snprintf(cmd, sizeof(cmd), MPIRUN " -np %s %s %s 2> /dev/null | grep -A1 -e '--- sample'", splits[k][0], one, splits[k][1]);
+            r2 = run_capture(cmd, b, sizeof(b));
+            char nm[200];
+            snprintf(nm, sizeof(nm), "--generate on %s ranks with %s prints the samples of one process, once", splits[k][0], splits[k][1]);
+            report(r1 == 0 && r2 == 0 && a[0] && strcmp(a, b) == 0, nm, "%.200s | %.200s", a, b);
+        }
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 %s --tp 2 --pp 2 2> /dev/null | tail -n 1", one);
+        r2 = run_capture(cmd, b, sizeof(b));
+        report(r2 == 0 && strstr(b, "(KV cache: one position's forward per token)"), "... and tp 2 x pp 2 samples with the KV cache", "exit %d: %.200s", r2, b);
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 %s", one);
+        r2 = run_capture(cmd, b, sizeof(b));
+        report(r2 != 0 && strstr(b, "the ranks must split one copy of the model"), "--generate on 2 data-parallel copies is refused", "exit %d: %.200s", r2, b);
+    }
     // a prompt, encoded with GPT-2's BPE as ./tokenize encodes it; the sample prints it, then its continuation
     if (file_exists("data/gpt2/encoder.json") && file_exists("./tokenize")) {
         run_capture("printf 'ROMEO: Is it, in 1597?' | ./tokenize encode --vocab data/gpt2", b, sizeof(b));
