@@ -127,7 +127,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("val", "-j", val, "glob pattern of validation shards; or W1:GLOB1,W2:GLOB2,...: each data set evaluated on its own (val_loss_K in the log), the val loss their weighted mean"),
     FLAG_S("tokenizer", NULL, tokenizer, "llm.c gpt2_tokenizer.bin to decode samples (token ids are printed without it)"),
     FLAG_I("shuffle", NULL, shuffle, 0, 2, "0: llm.c's sequential order; 1: shuffled distributed sampler; 2: llm.c's shuffled order (train_gpt2.cu's batches, given its B, T and processes)"),
-    FLAG_I("batch-size", "-b", batch_size, 1, 1 << 20, "sequences per micro-step per process (B)"),
+    FLAG_I("batch-size", "-b", batch_size, 1, 1 << 20, "sequences per micro-step per process (B); with --generate, the samples drawn together (default up to 8; with the KV cache)"),
     FLAG_I("seq-len", "-t", seq_len, 1, 1 << 20, "sequence length (T), at most the model's context"),
     FLAG_I("total-batch-size", "-d", total_batch_size, 0, 1e12, "tokens per optimizer step over all processes; 0: B*T*processes"),
     FLAG_I("steps", "-x", steps, -1, 1e9, "optimizer steps to train; -1: one epoch of the training data (llm.c's default)"),
@@ -519,10 +519,12 @@ static void parse_flags(Config* c, int argc, char** argv) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
         static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "kv-cache", "gen-tokens",
                                               "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute",
-                                              "tp", "sequence-parallel", "pp", "comm", "comm-timeout"};
+                                              "tp", "sequence-parallel", "pp", "comm", "comm-timeout", "batch-size"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");
-        // the context: --seq-len when given, else the model's (0 here, resolved with the model)
+        // the context: --seq-len when given, else the model's (0 here, resolved with the model); the samples drawn
+        // together: --batch-size when given, else up to 8 (0 here, resolved in main)
         if (!SEEN("seq-len")) { c->seq_len = 0; }
+        if (!SEEN("batch-size")) { c->batch_size = 0; }
     }
     if (c->hellaswag_details[0] && !c->eval_hellaswag[0]) { fatal("--hellaswag-details %s needs --eval-hellaswag FILE", c->hellaswag_details); }
     // --eval-hellaswag evaluates a model and exits: it takes the model, its layout and the length limit, nothing that

@@ -122,7 +122,7 @@ typedef struct {
     size_t sort_keys_bytes;
     void* sort_temp;
     size_t sort_temp_bytes;
-    floatX* row_scratch;       // (Vp) one row of logits (sampling), grown on demand
+    floatX* row_scratch;       // (R, Vp) rows of logits (sampling), grown on demand
     size_t row_scratch_bytes;
     int attention_cudnn;       // 1: attention through cuDNN's fused flash attention; 0: the native kernels below
     int attention_auto;        // --attention auto: fall back to the native kernels where cuDNN has no plan

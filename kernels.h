@@ -138,11 +138,16 @@ static void gelu_backward(const KernelCtx* ctx, floatX* dinp, const floatX* inp,
 // Causal self-attention of qkv (B,T,3C) into out (B,T,C), keeping lse (B,NH,T) fp32 for the backward.
 static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
                               int NH);
-// Sampling with a KV cache: the queries at positions [q_lo, T) of each sequence of qkv (B,T,3C) attend to its keys
-// [0, i] (the cached rows before q_lo and the new rows' own): out (B, T - q_lo, C), no lse. Row i's output is
+// Sampling with a KV cache of B sequences, each `ld` rows of qkv (3C): qkv (B, ld, 3C), sequence b's rows from
+// qkv + b ld 3C. attention_forward_rows: the queries at positions [q_lo, T) (T <= ld) of each sequence attend to its
+// keys [0, i] (the cached rows before q_lo and the new rows' own): out (B, T - q_lo, C), no lse. Row i's output is
 // attention_forward's row i, up to the order of the sums (the same math; a backend may run other kernels for it).
-static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int q_lo, int C,
-                                   int NH);
+static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int ld, int q_lo,
+                                   int C, int NH);
+// kv_cache_write: the rows (S, n, C3) a forward made for positions [pos, pos + n) into every sequence b of the cache
+// (B, ld, C3), from rows[b % S]: S = B, each sequence its own; S = 1, one sequence's (a shared prompt) in all of them.
+static void kv_cache_write(const KernelCtx* ctx, floatX* cache, const floatX* rows, int S, int B, int n, int pos, int ld,
+                           int C3);
 // dqkv overwritten; out and lse are the forward's outputs.
 static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                const floatX* out, const float* lse, int B, int T, int C, int NH);
@@ -164,8 +169,8 @@ static void classifier_vp_stats(const KernelCtx* ctx, float* stats, const floatX
 // dlogits = dloss_scale (exp(z - M) / S - onehot(target)) in place (padding 0).
 static void classifier_vp_apply(const KernelCtx* ctx, float* losses, floatX* logits, const float* stats, const int32_t* targets,
                                 float dloss_scale, int rows, int vocab_lo, int Vp_l, int V, int want_grad);
-// One row of logits (sampling): out (Vp) fp32 = round(x (C) @ wte^T).
-static void classifier_logits_row(const KernelCtx* ctx, float* out, const floatX* x, const floatX* wte, int C, int Vp);
+// Rows of logits (sampling: one per sequence drawn): out (R, Vp) fp32 = round(x (R, C) @ wte^T).
+static void classifier_logits_rows(const KernelCtx* ctx, float* out, const floatX* x, const floatX* wte, int R, int C, int Vp);
 
 // ----------------------------------------------------------------------------
 // Reductions and the optimizer

@@ -25,14 +25,15 @@ __device__ __forceinline__ float kernels__dot(const floatX* a, const floatX* b, 
 }
 
 // The queries at positions [q_lo, T) (0 for a training forward; the rows after the cached ones when sampling with a
-// KV cache): out (B, T - q_lo, C), lse (B, NH, T) at those positions when not NULL.
-__global__ void kernels__attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int q_lo, int C, int NH) {
+// KV cache) of sequences ld rows apart: out (B, T - q_lo, C), lse (B, NH, T) at those positions when not NULL.
+__global__ void kernels__attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int ld, int q_lo, int C,
+                                           int NH) {
     int hs = C / NH, lane = threadIdx.x % 32, n = T - q_lo;
     long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; // over (b, h, i - q_lo)
     if (row >= (long)B * NH * n) { return; }
     int i = q_lo + (int)(row % n), h = (int)((row / n) % NH), b = (int)(row / ((long)n * NH));
     float scale = rsqrtf((float)hs);
-    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const floatX* base = qkv + (size_t)b * ld * 3 * C;
     const floatX* q = base + (size_t)i * 3 * C + h * hs;
     float m = -INFINITY, l = 0.0f, o[KERNELS_ATT_PER_LANE] = {0};
     for (int j0 = 0; j0 <= i; j0 += 32) {
@@ -359,19 +360,36 @@ static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, con
     }
 #endif
     long rows = (long)B * NH * T;
-    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, lse, qkv, B, T, 0, C, NH);
+    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, lse, qkv, B, T, T, 0, C, NH);
     launchCheck();
 }
 
 // CPU twin: attention_forward_rows (kernels_cpu.h). The warp-per-row kernel above for the rows asked: a decoding step
 // has one query per sequence, too few rows for the tensor-core tiles or cuDNN, and reads each cached key and value
 // once per head, which is what bounds it.
-static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int q_lo, int C,
-                                   int NH) {
-    if (q_lo < 0 || q_lo >= T) { fatal("internal: attention_forward_rows of queries [%d, %d)", q_lo, T); }
+static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int ld, int q_lo,
+                                   int C, int NH) {
+    if (q_lo < 0 || q_lo >= T || T > ld) { fatal("internal: attention_forward_rows of queries [%d, %d) in %d rows", q_lo, T, ld); }
     kernels__attention_check(C, NH);
     long rows = (long)B * NH * (T - q_lo);
-    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, (float*)nullptr, qkv, B, T, q_lo, C, NH);
+    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, (float*)nullptr, qkv, B, T, ld, q_lo, C, NH);
+    launchCheck();
+}
+
+// CPU twin: kv_cache_write (kernels_cpu.h). One thread per element of the destination rows (B n C3 of them: a
+// decoding step's B rows, or a prompt's n rows copied into every sequence once).
+__global__ void kernels__kv_cache_write(floatX* cache, const floatX* rows, int S, int B, int n, int pos, int ld, int C3) {
+    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long)B * n * C3) { return; }
+    int c = (int)(e % C3), t = (int)((e / C3) % n), b = (int)(e / ((long)C3 * n));
+    cache[((size_t)b * ld + pos + t) * C3 + c] = rows[((size_t)(b % S) * n + t) * C3 + c];
+}
+
+static void kv_cache_write(const KernelCtx* ctx, floatX* cache, const floatX* rows, int S, int B, int n, int pos, int ld,
+                           int C3) {
+    if ((S != 1 && S != B) || pos < 0 || pos + n > ld) { fatal("internal: kv_cache_write of %d x %d rows at %d into %d x %d", S, n, pos, B, ld); }
+    long total = (long)B * n * C3;
+    kernels__kv_cache_write<<<(unsigned)((total + 255) / 256), 256, 0, ctx->stream>>>(cache, rows, S, B, n, pos, ld, C3);
     launchCheck();
 }
 

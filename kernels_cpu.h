@@ -559,11 +559,11 @@ static void kernels__attention_check(const KernelCtx* ctx, int T) {
     }
 }
 
-// The queries at positions [q_lo, T) of each sequence against its keys [0, i]: out (B, T - q_lo, C), and lse
-// (B, NH, T) at those positions when not NULL. attention_forward is q_lo 0; attention_forward_rows (sampling with a
-// KV cache) the rows after the cached ones.
+// The queries at positions [q_lo, T) of each sequence (ld rows of qkv apart) against its keys [0, i]: out (B, T - q_lo,
+// C), and lse (B, NH, T) at those positions when not NULL. attention_forward is q_lo 0 and ld T; attention_forward_rows
+// (sampling with a KV cache) the rows after the cached ones.
 static void kernels__attention_rows(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
-                                    int q_lo, int C, int NH) {
+                                    int ld, int q_lo, int C, int NH) {
     kernels__attention_check(ctx, T);
     int hs = C / NH, n = T - q_lo;
     float scale = 1.0f / sqrtf((float)hs);
@@ -571,7 +571,7 @@ static void kernels__attention_rows(const KernelCtx* ctx, floatX* out, float* ls
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             float* S = ctx->att_scratch + ctx->att_per_thread * kernels_thread_id(); // (n, T): row r is query q_lo + r
-            const float* q = qkv + (size_t)b * T * 3 * C + h * hs;
+            const float* q = qkv + (size_t)b * ld * 3 * C + h * hs;
             const float* k = q + C;
             const float* v = q + 2 * C;
             kernels__gemm(0, 1, n, T, hs, scale, q + (size_t)q_lo * 3 * C, 3 * C, k, 3 * C, 0.0f, S, T);
@@ -597,13 +597,22 @@ static void kernels__attention_rows(const KernelCtx* ctx, floatX* out, float* ls
 
 static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
                               int NH) {
-    kernels__attention_rows(ctx, out, lse, qkv, B, T, 0, C, NH);
+    kernels__attention_rows(ctx, out, lse, qkv, B, T, T, 0, C, NH);
 }
 
-static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int q_lo, int C,
-                                   int NH) {
-    if (q_lo < 0 || q_lo >= T) { fatal("internal: attention_forward_rows of queries [%d, %d)", q_lo, T); }
-    kernels__attention_rows(ctx, out, NULL, qkv, B, T, q_lo, C, NH);
+static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int ld, int q_lo,
+                                   int C, int NH) {
+    if (q_lo < 0 || q_lo >= T || T > ld) { fatal("internal: attention_forward_rows of queries [%d, %d) in %d rows", q_lo, T, ld); }
+    kernels__attention_rows(ctx, out, NULL, qkv, B, T, ld, q_lo, C, NH);
+}
+
+static void kv_cache_write(const KernelCtx* ctx, floatX* cache, const floatX* rows, int S, int B, int n, int pos, int ld,
+                           int C3) {
+    (void)ctx;
+    if ((S != 1 && S != B) || pos < 0 || pos + n > ld) { fatal("internal: kv_cache_write of %d x %d rows at %d into %d x %d", S, n, pos, B, ld); }
+    for (int b = 0; b < B; b++) {
+        memcpy(cache + ((size_t)b * ld + pos) * C3, rows + (size_t)(b % S) * n * C3, sizeof(floatX) * (size_t)n * C3);
+    }
 }
 
 // dqkv is overwritten. out and lse are the forward's outputs.
@@ -747,9 +756,9 @@ static void classifier_vp_apply(const KernelCtx* ctx, float* losses, floatX* log
 }
 
 // Logits of one row (sampling): out (Vp) = x (C) @ wte^T, rounded as the stored logits are.
-static void classifier_logits_row(const KernelCtx* ctx, float* out, const floatX* x, const floatX* wte, int C, int Vp) {
-    kernels__gemm(0, 1, 1, Vp, C, 1.0f, x, C, wte, C, 0.0f, out, Vp);
-    kernels__store_row(ctx, out, Vp);
+static void classifier_logits_rows(const KernelCtx* ctx, float* out, const floatX* x, const floatX* wte, int R, int C, int Vp) {
+    kernels__gemm(0, 1, R, Vp, C, 1.0f, x, C, wte, C, 0.0f, out, Vp);
+    kernels__store_row(ctx, out, (size_t)R * Vp);
 }
 
 // ----------------------------------------------------------------------------

@@ -435,11 +435,11 @@ static void classifier_vp_apply(const KernelCtx* ctx, float* losses, floatX* log
     launchCheck();
 }
 
-// CPU twin: classifier_logits_row. out (Vp) fp32 = x (C) @ wte^T, through a floatX row as the stored logits are.
-static void classifier_logits_row(const KernelCtx* cctx, float* out, const floatX* x, const floatX* wte, int C, int Vp) {
+// CPU twin: classifier_logits_rows. out (R, Vp) fp32 = x (R, C) @ wte^T, through floatX rows as the stored logits are.
+static void classifier_logits_rows(const KernelCtx* cctx, float* out, const floatX* x, const floatX* wte, int R, int C, int Vp) {
     KernelCtx* ctx = (KernelCtx*)cctx;
-    ctx->row_scratch = (floatX*)kernels__grow(ctx, ctx->row_scratch, &ctx->row_scratch_bytes, (size_t)Vp * sizeof(floatX));
-    matmul_forward(ctx, ctx->row_scratch, x, wte, NULL, 1, C, Vp);
-    dev_x_to_f32(ctx, out, ctx->row_scratch, (size_t)Vp);
+    ctx->row_scratch = (floatX*)kernels__grow(ctx, ctx->row_scratch, &ctx->row_scratch_bytes, (size_t)R * Vp * sizeof(floatX));
+    matmul_forward(ctx, ctx->row_scratch, x, wte, NULL, R, C, Vp);
+    dev_x_to_f32(ctx, out, ctx->row_scratch, (size_t)R * Vp);
 }
 #endif // KERNELS_MATMUL_CUH

@@ -468,11 +468,16 @@ static double att_loss(void* pv) {
 }
 
 // attention_forward_rows (sampling with a KV cache): the queries [q_lo, T) of qkv against the reference's rows
-// (ref: att_ref's (B, T, C)) to atol + rtol |ref|; the output NaN-filled first, so an unwritten element fails.
-// Two starts: the last row alone (a decoding step) and the second half (a prompt after a cached one).
+// (ref: att_ref's (B, T, C)) to atol + rtol |ref|; the output NaN-filled first, so an unwritten element fails. The
+// sequences sit in a buffer of ld = T + 3 rows each, the 3 past T NaN: an op that reads past T, or takes the
+// sequences T rows apart, fails. Two starts: the last row alone (a decoding step) and the second half (a prompt after
+// a cached one).
 static void check_attention_rows(const KernelCtx* ctx, const char* what, const float* fq, const double* ref, int B, int T,
                                  int C, int NH, double atol, double rtol) {
-    int starts[2] = {T - 1, T / 2};
+    int ld = T + 3, starts[2] = {T - 1, T / 2};
+    float* padded = (float*)mallocCheck(sizeof(float) * (size_t)B * ld * 3 * C);
+    for (size_t i = 0; i < (size_t)B * ld * 3 * C; i++) { padded[i] = NAN; }
+    for (int b = 0; b < B; b++) { memcpy(padded + (size_t)b * ld * 3 * C, fq + (size_t)b * T * 3 * C, sizeof(float) * (size_t)T * 3 * C); }
     for (int k = 0; k < 2; k++) {
         int q_lo = starts[k], n = T - q_lo;
         size_t no = (size_t)B * n * C;
@@ -482,11 +487,39 @@ static void check_attention_rows(const KernelCtx* ctx, const char* what, const f
         for (int b = 0; b < B; b++) {
             memcpy(want + (size_t)b * n * C, ref + ((size_t)b * T + q_lo) * C, sizeof(double) * (size_t)n * C);
         }
-        attention_forward_rows(ctx, out, fq, B, T, q_lo, C, NH);
+        attention_forward_rows(ctx, out, padded, B, T, ld, q_lo, C, NH);
         char nm[200];
-        snprintf(nm, sizeof(nm), "attention_forward_rows %s: queries [%d, %d) of B %d, %d heads of %d", what, q_lo, T, B, NH, C / NH);
+        snprintf(nm, sizeof(nm), "attention_forward_rows %s: queries [%d, %d) of B %d sequences %d rows apart, %d heads of %d", what,
+                 q_lo, T, B, ld, NH, C / NH);
         check_close(nm, out, want, no, atol, rtol);
         free(out); free(want);
+    }
+    free(padded);
+}
+
+// kv_cache_write: rows into a cache of B 3 sequences of ld 7 rows, from one sequence (a shared prompt) and from each
+// its own (a decoding step); every other row of the cache keeps its value. Values are small integers: exact in every
+// storage type, so the copy must give them bit for bit.
+static void test_kv_cache_write(const KernelCtx* ctx) {
+    enum { B = 3, LD = 7, C3 = 6 };
+    float cache[B * LD * C3], want[B * LD * C3], rows[B * 2 * C3];
+    const int cases[2][3] = {{1, 2, 1}, {B, 1, 5}}; // S, n, pos
+    for (int k = 0; k < 2; k++) {
+        int S = cases[k][0], n = cases[k][1], pos = cases[k][2];
+        for (int i = 0; i < B * LD * C3; i++) { cache[i] = want[i] = (float)(i % 97) - 40.0f; }
+        for (int i = 0; i < S * n * C3; i++) { rows[i] = (float)(i % 13) + 100.0f; }
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < n; t++) {
+                for (int c = 0; c < C3; c++) { want[((size_t)b * LD + pos + t) * C3 + c] = rows[((size_t)(b % S) * n + t) * C3 + c]; }
+            }
+        }
+        kv_cache_write(ctx, cache, rows, S, B, n, pos, LD, C3);
+        int bad = 0;
+        for (int i = 0; i < B * LD * C3; i++) { bad += memcmp(&cache[i], &want[i], sizeof(float)) != 0; }
+        char nm[160];
+        snprintf(nm, sizeof(nm), "kv_cache_write: %d row%s at position %d into %d sequences from %s, the rest untouched", n, n == 1 ? "" : "s", pos, B,
+                 S == 1 ? "one (a shared prompt)" : "each its own");
+        report(bad == 0, nm, "%d of %d values wrong", bad, B * LD * C3);
     }
 }
 
@@ -503,6 +536,7 @@ static void test_attention(void) {
     att_ref(&c, ref);
     check_close("attention_forward (causal)", out, ref, no, 1e-5, 1e-5);
     check_attention_rows(&g_ctx, "(fp32)", fq, ref, c.B, c.T, c.C, c.NH, 1e-5, 1e-5);
+    test_kv_cache_write(&g_ctx);
     float* dqkv = (float*)mallocCheck(nq * 4);
     for (size_t i = 0; i < nq; i++) { dqkv[i] = NAN; } // must be fully overwritten
     attention_backward(&g_ctx, dqkv, fR, fq, out, lse, c.B, c.T, c.C, c.NH);
@@ -864,6 +898,8 @@ static void test_ops_dtype(void) {
         check_adamw_shard(&ctx, dt);
         // the bias gradient over many rows
         check_bias_grad(&ctx, dt);
+        // the KV cache's rows
+        test_kv_cache_write(&ctx);
         // causal attention, forward and backward (head size 16: cuDNN's flash attention needs a multiple of 8), with
         // every implementation the backend has (the CPU: native; a CUDA build with cuDNN: cudnn and native). The
         // backward against finite differences of the double reference, to 8u of the largest gradient: each element
@@ -1245,7 +1281,7 @@ static void test_reserve(void) {
         matmul_backward(&ctx, x[0], f[0], f[1], x[1], x[2], x[3], BT, s->C, s->oc, 0);
         attention_backward(&ctx, x[0], x[1], x[2], x[3], f[1], s->B, s->T, Ca, s->nh);
         encoder_backward(&ctx, f[0], f[1], x[1], tok, 0, V, s->B, s->T, s->C);
-        classifier_logits_row(&ctx, f[0], x[1], x[2], s->C, s->vp);
+        classifier_logits_rows(&ctx, f[0], x[1], x[2], 1, s->C, s->vp);
         dev_sync(&ctx);
         size_t grown = kernels_grown_bytes(&ctx), held_after = kernels_ctx_bytes(&ctx);
         char name[160];
@@ -1429,14 +1465,15 @@ static void check_reference(const char* model_path, const char* state_path, Para
     gpt_forward(&m, s.x, s.B, s.T);
     size_t BT = (size_t)s.B * s.T, V = gc.vocab_size, Vp = gc.padded_vocab_size;
     float* logits = (float*)mallocCheck(BT * V * 4);
-    float* row = (float*)mallocCheck(Vp * 4);
-    for (size_t r = 0; r < BT; r++) { // through the device row buffer, as sampling reads logits
-        classifier_logits_row(&m.ctx, m.acts.logits_row, m.acts.lnf + r * gc.channels, m.p.wte, gc.channels, (int)Vp);
-        dev_copy_d2h(&m.ctx, row, m.acts.logits_row, Vp * 4);
-        dev_sync(&m.ctx);
-        memcpy(logits + r * V, row, V * 4);
-    }
-    check_close_f("reference logits", logits, s.logits, BT * V, 1e-5, 1e-4);
+    float* rows = (float*)mallocCheck(BT * Vp * 4);
+    // every row in one product, as sampling reads the rows of the sequences it draws together
+    float* dev_rows = (float*)dev_alloc(&m.ctx, BT * Vp * 4);
+    classifier_logits_rows(&m.ctx, dev_rows, m.acts.lnf, m.p.wte, (int)BT, gc.channels, (int)Vp);
+    dev_copy_d2h(&m.ctx, rows, dev_rows, BT * Vp * 4);
+    dev_sync(&m.ctx);
+    for (size_t r = 0; r < BT; r++) { memcpy(logits + r * V, rows + r * Vp, V * 4); }
+    dev_free(&m.ctx, dev_rows);
+    check_close_f("reference logits (classifier_logits_rows, all rows at once)", logits, s.logits, BT * V, 1e-5, 1e-4);
     BackwardComm bc = {NULL, 0, 1, 1};
     float loss = fwd_bwd_loss(&m, s.y, 1.0f / BT, &bc);
     report(fabsf(loss - s.loss) <= 1e-5f * (1 + fabsf(s.loss)), "reference loss", "got %.9g, expected %.9g", loss, s.loss);
@@ -1453,7 +1490,7 @@ static void check_reference(const char* model_path, const char* state_path, Para
         all_ok &= check_close_f(name, grads + e->offset, s.grads + e->offset, n, grad_atol * (maxref > 1 ? maxref : 1), 1e-3);
     }
     (void)all_ok;
-    free(logits); free(row); free(grads);
+    free(logits); free(rows); free(grads);
     free(s.x); free(s.y); free(s.logits); free(s.grads);
     zero_free(&z);
     gpt_free(&m);
@@ -2113,53 +2150,62 @@ static void test_evaluate(const char* model_path, ParallelContext* pc) {
     gpt_free(&m);
 }
 
-// sample_tokens against a reference: one forward over the finished sequence (causal, so position t - 1 sees
+// sample_tokens against a reference: one forward over each finished sequence (causal, so position t - 1 sees
 // exactly the tokens sampled before t), a double-precision softmax of each row over the real vocabulary, and an
-// inverse-CDF draw with the same RNG stream. Without a KV cache the forwards are the reference's own, so the tokens
-// must be identical. With one (a prompt of 3 tokens, cached, then one position per forward) each row's sums run in
-// another order, ~1e-7 relative in fp32: a draw within 1e-5 of the total from an edge of the token's interval is
-// not held against it (counted, and at most 1 of the 9 is allowed: a wrong token is off by far more).
+// inverse-CDF draw with the same draws. Without a KV cache the forwards are the reference's own, so the tokens must
+// be identical. With one (a prompt of 3 tokens, cached, then one position per forward; one sequence, and 3 drawn
+// together, each with its own draws) each row's sums run in another order, ~1e-7 relative in fp32: a draw within
+// 1e-5 of the total from an edge of the token's interval is not held against it (counted, and at most 1 per run is
+// allowed: a wrong token is off by far more).
 static void test_sampling(const char* model_path, ParallelContext* pc) {
     GPT m;
     ZeroOptimizer z;
     build_model(&m, &z, pc, model_path, 1, 16);
-    const int n = 12;
+    const int n = 12, room = 16;
     float* probs = (float*)mallocCheck(sizeof(float) * 2 * m.cfg.padded_vocab_size); // (a row, and sample_pick's scratch)
     int V = m.cfg.vocab_size;
     double* p = (double*)mallocCheck(sizeof(double) * V);
-    for (int cached = 0; cached < 2; cached++) {
-        int32_t toks[16] = {0};
-        uint64_t rng = 0x1234567ULL + (uint64_t)cached, rng_ref = rng;
-        int np = cached ? 3 : 1;
-        toks[0] = 3; toks[1] = 7; toks[2] = 1;
+    for (int variant = 0; variant < 3; variant++) {
+        int cached = variant > 0, B = variant == 2 ? 3 : 1, np = cached ? 3 : 1;
+        int32_t toks[3 * 16] = {0};
+        double draws[3 * 16];
+        uint64_t rng = 0x1234567ULL + (uint64_t)variant;
+        for (int k = 0; k < B * (n - np); k++) { draws[k] = rng_uniform(&rng); }
+        for (int b = 0; b < B; b++) { toks[b * room] = 3; toks[b * room + 1] = 7; toks[b * room + 2] = 1; }
         SampleOpts so = {1.0f, 0, cached}; // the defaults: softmax of the logits over the whole vocabulary
         KvCache kv;
-        if (cached && !kv_alloc(&kv, &m, 16)) { report(0, "sampling with a KV cache", "kv_alloc refused"); break; }
-        sample_tokens(&m, toks, np, n, 16, probs, &rng, &so, cached ? &kv : NULL);
+        if (cached && !kv_alloc(&kv, &m, B, room)) { report(0, "sampling with a KV cache", "kv_alloc refused"); break; }
+        sample_tokens(&m, toks, B, np, n, room, probs, draws, &so, cached ? &kv : NULL);
         if (cached) { kv_free(&m, &kv); }
-        gpt_forward(&m, toks, 1, n - 1);
-        int same = 1, first_bad = -1, edges = 0;
-        for (int t = np; t < n; t++) {
-            classifier_logits_row(&m.ctx, m.acts.logits_row, m.acts.lnf + (size_t)(t - 1) * m.cfg.channels, m.p.wte, m.cfg.channels, m.cfg.padded_vocab_size);
-            dev_copy_d2h(&m.ctx, probs, m.acts.logits_row, sizeof(float) * m.cfg.padded_vocab_size);
-            dev_sync(&m.ctx);
-            double mx = -INFINITY, sum = 0.0;
-            for (int j = 0; j < V; j++) { mx = fmax(mx, probs[j]); }
-            for (int j = 0; j < V; j++) { p[j] = exp(probs[j] - mx); sum += p[j]; }
-            double coin = rng_uniform(&rng_ref) * sum, cdf = 0.0, margin = cached ? 1e-5 * sum : 0.0, near = INFINITY;
-            int want = V - 1;
-            for (int j = 0; j < V; j++) {
-                near = fmin(near, fabs(coin - cdf));
-                cdf += p[j];
-                if (coin < cdf) { want = j; near = fmin(near, cdf - coin); break; }
+        int same = 1, first_bad = -1, edges = 0, differ = 0;
+        for (int b = 0; b < B; b++) {
+            int32_t* tb = toks + b * room;
+            differ += b > 0 && memcmp(tb + np, toks + np, sizeof(int32_t) * (n - np)) != 0;
+            gpt_forward(&m, tb, 1, n - 1);
+            for (int t = np; t < n; t++) {
+                classifier_logits_rows(&m.ctx, m.acts.logits_row, m.acts.lnf + (size_t)(t - 1) * m.cfg.channels, m.p.wte, 1, m.cfg.channels, m.cfg.padded_vocab_size);
+                dev_copy_d2h(&m.ctx, probs, m.acts.logits_row, sizeof(float) * m.cfg.padded_vocab_size);
+                dev_sync(&m.ctx);
+                double mx = -INFINITY, sum = 0.0;
+                for (int j = 0; j < V; j++) { mx = fmax(mx, probs[j]); }
+                for (int j = 0; j < V; j++) { p[j] = exp(probs[j] - mx); sum += p[j]; }
+                double coin = draws[b * (n - np) + t - np] * sum, cdf = 0.0, margin = cached ? 1e-5 * sum : 0.0, near = INFINITY;
+                int want = V - 1;
+                for (int j = 0; j < V; j++) {
+                    near = fmin(near, fabs(coin - cdf));
+                    cdf += p[j];
+                    if (coin < cdf) { want = j; near = fmin(near, cdf - coin); break; }
+                }
+                if (tb[t] != want && near < margin) { edges++; continue; }
+                if (tb[t] != want && same) { same = 0; first_bad = b * 100 + t; }
             }
-            if (toks[t] != want && near < margin) { edges++; continue; }
-            if (toks[t] != want && same) { same = 0; first_bad = t; }
         }
-        char nm[200];
-        snprintf(nm, sizeof(nm), "sampling%s draws each token from the softmax at the previous position (reference with the same RNG)",
-                 cached ? " with a KV cache (a 3-token prompt, then one position per forward)" : "");
-        report(same && rng == rng_ref && edges <= 1, nm, "first mismatch at position %d, %d at an edge", first_bad, edges);
+        char nm[240];
+        snprintf(nm, sizeof(nm), "sampling%s draws each token from the softmax at the previous position (reference with the same draws)",
+                 variant == 0 ? "" : variant == 1 ? " with a KV cache (a 3-token prompt, then one position per forward)"
+                                                  : " with a KV cache, 3 sequences together (each its own draws and tokens)");
+        report(same && edges <= 1 && (B == 1 || differ == B - 1), nm, "first mismatch at sequence x 100 + position %d, %d at an edge, %d of %d sequences differ from the first",
+               first_bad, edges, differ, B - 1);
     }
     free(p);
     free(probs);

@@ -257,17 +257,19 @@ static void activations_alloc(Activations* a, const KernelCtx* ctx, const GPTCon
 
 typedef struct Pipeline Pipeline; // pipeline_train.h: the schedule, slots and messages of a pipeline stage
 
-// Sampling with a KV cache (--kv-cache 1): the rows of qkv of every position seen so far, for each layer this rank
-// holds. While a forward runs with one (GPT.kv), it takes one sequence of T new tokens at positions [pos, pos + T):
-// they are embedded at those positions, each layer's qkv matmul writes their rows into the cache after the cached
-// ones, and the attention runs their queries over all of them (attention_forward_rows). Every other op of a block
-// acts on each token by itself, so the T rows are all it needs: a sampled token costs one position's forward
-// instead of the whole prefix's. (Keys and values are all the attention reads of the cached rows; the queries ride
-// along because the matmul writes the three together, a third more memory for no copy.)
+// Sampling with a KV cache (--kv-cache 1): the rows of qkv of every position seen so far, for each of B sequences
+// sampled together and each layer this rank holds. While a forward runs with one (GPT.kv), it takes T new tokens of
+// each of its sequences at positions [pos, pos + T): they are embedded at those positions, each layer's qkv rows are
+// written into the cache after the cached ones (kv_cache_write), and the attention runs their queries over all of
+// them (attention_forward_rows). Every other op of a block acts on each token by itself, so the new rows are all it
+// needs: a sampled token costs one position's forward instead of the whole prefix's. The prompt, shared by the
+// sequences, runs once (a forward of B 1) and is written into all of them. (Keys and values are all the attention
+// reads of the cached rows; the queries come along with them, a third more memory for one copy of whole rows.)
 typedef struct {
-    floatX* base;   // (layers held, T_max, 3 Ct)
+    floatX* base;   // (layers held, B, T_max, 3 Ct)
+    float* logits;  // (B, Vpt) each sequence's row of logits (this rank's vocabulary columns)
     int* slot;      // (L) the layer's index in base; -1 where this rank does not hold the layer
-    int T_max;      // rows per layer: positions [0, T_max)
+    int B, T_max;   // sequences (at most: a forward may take fewer); rows per sequence: positions [0, T_max)
     int pos;        // the position of the next forward's first token (the rows before it are cached)
 } KvCache;
 
@@ -311,7 +313,7 @@ typedef struct {
     Activations acts0;    // the allocation (its slot 0)
     int chunk_lo, chunk_hi; // the blocks of the chunk being run (all of them without pipelining)
     int B, T;             // shape of the last forward
-    KvCache* kv;          // set while a forward samples with a KV cache (B 1); NULL otherwise
+    KvCache* kv;          // set while a forward samples with a KV cache; NULL otherwise
 } GPT;
 
 // How the model is split over processes besides data parallelism: the tensor-parallel group and sequence
@@ -691,15 +693,16 @@ static void block_forward(GPT* m, int l, int finish) {
     // ZeRO-3: this layer's parameters are ready; the next layer's (its LayerNorm ends this block) start to travel
     z3_use(m, l, -1);
     if (finish && l + 1 < m->chunk_hi) { z3_fetch(m, l + 1, l); }
+    matmul_forward(&m->ctx, b.qkv, tp_enter(m, b.ln1), w->qkvw, w->qkvb, BT, C, 3 * Ct);
+    z3_progress(m);
     if (m->kv) {
-        // sampling with a KV cache: this forward's qkv rows go after the cached ones, and its queries attend to both
-        floatX* cache = m->kv->base + (size_t)m->kv->slot[l] * m->kv->T_max * 3 * Ct;
-        matmul_forward(&m->ctx, cache + (size_t)m->kv->pos * 3 * Ct, tp_enter(m, b.ln1), w->qkvw, w->qkvb, BT, C, 3 * Ct);
-        z3_progress(m);
-        attention_forward_rows(&m->ctx, b.atty, cache, 1, m->kv->pos + T, m->kv->pos, Ct, NHt);
+        // sampling with a KV cache: this forward's qkv rows go after the cached ones (the prompt's, of one sequence,
+        // into every sequence), and its queries attend to both
+        KvCache* kv = m->kv;
+        floatX* cache = kv->base + (size_t)kv->slot[l] * kv->B * kv->T_max * 3 * Ct;
+        kv_cache_write(&m->ctx, cache, b.qkv, B, B == 1 ? kv->B : B, T, kv->pos, kv->T_max, 3 * Ct);
+        attention_forward_rows(&m->ctx, b.atty, cache, B, kv->pos + T, kv->T_max, kv->pos, Ct, NHt);
     } else {
-        matmul_forward(&m->ctx, b.qkv, tp_enter(m, b.ln1), w->qkvw, w->qkvb, BT, C, 3 * Ct);
-        z3_progress(m);
         attention_forward(&m->ctx, b.atty, b.lse, b.qkv, B, T, Ct, NHt);
     }
     z3_progress(m);
@@ -754,8 +757,8 @@ static void gpt_forward_chunk(GPT* m, int g, const int32_t* host_tokens, int B, 
     m->B = B;
     m->T = T;
     gpt_set_chunk(m, g);
-    if (m->kv && (B != 1 || m->sp || m->kv->pos < 0 || m->kv->pos + T > m->kv->T_max || m->kv->slot[m->chunk_lo] < 0)) {
-        fatal("internal: a forward of (%d,%d) at position %d with a KV cache of %d positions", B, T, m->kv->pos, m->kv->T_max);
+    if (m->kv && (B > m->kv->B || m->sp || m->kv->pos < 0 || m->kv->pos + T > m->kv->T_max || m->kv->slot[m->chunk_lo] < 0)) {
+        fatal("internal: a forward of (%d,%d) at position %d with a KV cache of %d x %d positions", B, T, m->kv->pos, m->kv->B, m->kv->T_max);
     }
     int R = gpt_rows(m);
     if (g == 0) {
@@ -1263,10 +1266,10 @@ typedef struct {
                        // (KvCache); 0: over the whole prefix, as llm.c's sampler does
 } SampleOpts;
 
-// A KV cache for positions [0, T_max) of the layers this rank holds (its pipeline chunks), or none (returns 0) where
-// the layout cannot use one: sequence parallelism splits a forward's tokens over the tensor-parallel group, which one
-// token cannot be.
-static int kv_alloc(KvCache* kv, GPT* m, int T_max) {
+// A KV cache for up to B sequences of positions [0, T_max) of the layers this rank holds (its pipeline chunks), or
+// none (returns 0) where the layout cannot use one: sequence parallelism splits a forward's tokens over the
+// tensor-parallel group, which one token cannot be.
+static int kv_alloc(KvCache* kv, GPT* m, int B, int T_max) {
     memset(kv, 0, sizeof(*kv));
     if (m->sp) { return 0; }
     const GPTConfig* g = &m->cfg;
@@ -1279,13 +1282,16 @@ static int kv_alloc(KvCache* kv, GPT* m, int T_max) {
             if (k % pl->pp == pl->pp_rank && l >= pl->chunk_first[k] && l < pl->chunk_first[k + 1]) { kv->slot[l] = held++; }
         }
     }
+    kv->B = B;
     kv->T_max = T_max;
-    kv->base = (floatX*)dev_alloc(&m->ctx, mulSize(mulSize((size_t)held * T_max, 3 * (size_t)g->channels / m->tp), sizeof(floatX)));
+    kv->base = (floatX*)dev_alloc(&m->ctx, mulSize(mulSize((size_t)held * B * T_max, 3 * (size_t)g->channels / m->tp), sizeof(floatX)));
+    kv->logits = m->layout.has_lnf ? (float*)dev_alloc(&m->ctx, mulSize(mulSize((size_t)B, (size_t)m->vocab_n), sizeof(float))) : NULL;
     return 1;
 }
 
 static void kv_free(GPT* m, KvCache* kv) {
     dev_free(&m->ctx, kv->base);
+    dev_free(&m->ctx, kv->logits);
     free(kv->slot);
     memset(kv, 0, sizeof(*kv));
 }
@@ -1342,58 +1348,71 @@ static int sample_pick(float* row, float* scratch, int V, const SampleOpts* so, 
     return last; // (not reached: the running sum ends at exactly the total, and u < 1)
 }
 
-// Draws toks[p..n) one at a time after the prompt toks[0..p) (p >= 1): token t comes from the logits at position
-// t - 1 (sample_pick), with one uniform draw from rng when the temperature is not 0.
-// probs: (2 Vp) host scratch, receiving one row of logits per token. toks: `room` tokens (n <= room), those after the
-// sampled ones any token: each forward may run longer than t (the backend's bucketed lengths, kernels_forward_len;
-// sequence parallelism's multiple of tp), and a causal model's position t - 1 never sees the ones after it.
-// With a KV cache (kv, for positions up to room): the first forward runs the prompt and caches it, each later one
-// the token sampled last, at its position.
+// Draws toks[p..n) one at a time after the prompt toks[0..p) (p >= 1) in each of B sequences (toks: B rows of `room`
+// tokens, n <= room, each starting with the same prompt): token t comes from the logits at position t - 1
+// (sample_pick), with the draw draws[b (n - p) + t - p] when the temperature is not 0 (NULL when it is).
+// probs: (2 Vp) host scratch, receiving one row of logits at a time. Without a KV cache B is 1, and each forward runs
+// over the whole prefix; the tokens after the sampled ones may be any token: each forward may run longer than t (the
+// backend's bucketed lengths, kernels_forward_len; sequence parallelism's multiple of tp), and a causal model's
+// position t - 1 never sees the ones after it. With a KV cache (kv, for B sequences up to position room): the first
+// forward runs the prompt once and caches it for every sequence, each later one the B tokens sampled last, at
+// their position.
 // Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns, an
-// all-gather gives all of them the row, and group rank 0's draw is broadcast (every rank draws, so the RNGs stay in
-// step).
-static void sample_tokens(GPT* m, int32_t* toks, int p, int n, int room, float* probs, uint64_t* rng, const SampleOpts* so,
-                          KvCache* kv) {
+// all-gather gives all of them the row, and group rank 0's tokens are broadcast; under pipeline parallelism the
+// last stage's.
+static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, float* probs, const double* draws,
+                          const SampleOpts* so, KvCache* kv) {
     const GPTConfig* g = &m->cfg;
+    if (B > (kv ? kv->B : 1)) { fatal("internal: %d sequences sampled together without a KV cache for them", B); }
+    int32_t* next = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B); // the tokens sampled at t
     for (int t = p; t < n; t++) {
-        int row = t - 1; // the forward's row of position t - 1
+        int fb = 1, rows = t; // the forward's sequences and positions per sequence (rows [0, t) of the prefix)
         if (kv) {
-            // positions [start, t): the prompt, then one token at a time
+            // positions [start, t): the prompt (one sequence for all), then one token per sequence
             int start = t == p ? 0 : t - 1;
+            fb = t == p ? 1 : B;
+            for (int b = 0; b < fb && t > p; b++) { next[b] = toks[(size_t)b * room + t - 1]; }
             kv->pos = start;
             m->kv = kv;
-            gpt_forward_any(m, toks + start, 1, t - start);
+            gpt_forward_any(m, t == p ? toks : next, fb, t - start);
             m->kv = NULL;
-            row = t - 1 - start;
+            rows = t - start;
         } else {
             // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them
             int tf = kernels_forward_len(&m->ctx, t, room);
             if (m->sp) { tf = (tf + m->tp - 1) / m->tp * m->tp; }
             gpt_forward_any(m, toks, 1, tf);
+            rows = tf;
         }
-        if (!m->layout.has_lnf) {
-            // a pipeline stage without the LM head: draws as the last stage does (the RNGs stay in step) and gets
-            // the token from it
-            if (so->temperature != 0.0f) { (void)rng_uniform(rng); }
-            comm_broadcast(m->pp_group, &toks[t], sizeof(int32_t), m->pp - 1);
-            continue;
+        if (m->layout.has_lnf) {
+            // the logits at position t - 1, in one product: the prompt forward's last row (every sequence's), or each
+            // sequence's row of a decoding step (one position each), or the row of the whole prefix's forward
+            const floatX* lnf = tp_enter(m, m->acts.lnf);
+            int R = fb == 1 ? 1 : B;
+            size_t first = kv ? (fb == 1 ? (size_t)rows - 1 : 0) : (size_t)t - 1;
+            float* logits = kv ? kv->logits : m->acts.logits_row;
+            classifier_logits_rows(&m->ctx, logits, lnf + first * g->channels, m->p.wte, R, g->channels, m->vocab_n);
+            for (int b = 0; b < B; b++) {
+                const float* lrow = logits + (size_t)(R == 1 ? 0 : b) * m->vocab_n;
+                if (m->tp == 1) {
+                    dev_copy_d2h(&m->ctx, probs, lrow, sizeof(float) * g->padded_vocab_size);
+                    dev_sync(&m->ctx);
+                } else {
+                    dev_copy_d2h(&m->ctx, m->acts.host, lrow, sizeof(float) * m->vocab_n);
+                    dev_sync(&m->ctx);
+                    comm_allgather_f32(m->tp_group, m->acts.host, probs, (size_t)m->vocab_n);
+                }
+                double u = draws ? draws[(size_t)b * (n - p) + (t - p)] : 0.0;
+                next[b] = sample_pick(probs, probs + g->padded_vocab_size, g->vocab_size, so, u);
+            }
+            if (m->tp_group) { comm_broadcast(m->tp_group, next, sizeof(int32_t) * B, 0); }
         }
-        const floatX* lnf = tp_enter(m, m->acts.lnf);
-        classifier_logits_row(&m->ctx, m->acts.logits_row, lnf + (size_t)row * g->channels, m->p.wte, g->channels, m->vocab_n);
-        if (m->tp == 1) {
-            dev_copy_d2h(&m->ctx, probs, m->acts.logits_row, sizeof(float) * g->padded_vocab_size);
-            dev_sync(&m->ctx);
-        } else {
-            dev_copy_d2h(&m->ctx, m->acts.host, m->acts.logits_row, sizeof(float) * m->vocab_n);
-            dev_sync(&m->ctx);
-            comm_allgather_f32(m->tp_group, m->acts.host, probs, (size_t)m->vocab_n);
-        }
-        double u = so->temperature != 0.0f ? rng_uniform(rng) : 0.0;
-        toks[t] = sample_pick(probs, probs + g->padded_vocab_size, g->vocab_size, so, u);
-        if (m->tp_group) { comm_broadcast(m->tp_group, &toks[t], sizeof(int32_t), 0); }
-        if (m->pp_group) { comm_broadcast(m->pp_group, &toks[t], sizeof(int32_t), m->pp - 1); }
-        if (m->z3) { comm_broadcast(m->z3->group, &toks[t], sizeof(int32_t), 0); } // (ZeRO-3: every data-parallel rank samples)
+        // a pipeline stage without the LM head gets the tokens from the last stage
+        if (m->pp_group) { comm_broadcast(m->pp_group, next, sizeof(int32_t) * B, m->pp - 1); }
+        if (m->z3) { comm_broadcast(m->z3->group, next, sizeof(int32_t) * B, 0); } // (ZeRO-3: every data-parallel rank samples)
+        for (int b = 0; b < B; b++) { toks[(size_t)b * room + t] = next[b]; }
     }
+    free(next);
 }
 
 // Prints tokens decoded (when a tokenizer is loaded; only printable bytes and whitespace, like llm.c's safe_printf),
@@ -1412,32 +1431,45 @@ static void print_tokens(const Tokenizer* tok, int have_tok, const int32_t* toks
     }
 }
 
-// Samples gen_tokens tokens after the prompt (np tokens; none: <|endoftext|>) and prints the prompt and them (when
-// `print`) after `label`, decoded if a tokenizer is loaded. The prompt and the tokens fit in T (the caller checked np < T).
+// Samples gen_tokens tokens after the prompt (np tokens; none: <|endoftext|>), `count` times, and prints each
+// sample's prompt and tokens (when `print`) after `label` (NULL: "--- sample N"), decoded if a tokenizer is loaded.
+// With the KV cache up to `batch` samples are drawn together (batch x T cached rows per layer); without it, one at a
+// time. Sample i takes the generator's draws in order after those of sample i - 1, so the samples are the same
+// whatever the batch. The prompt and the tokens fit in T (the caller checked np < T).
 static void generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* prompt, int np, int gen_tokens, int T,
-                     uint64_t* rng, int print, const SampleOpts* so, const char* label) {
+                     int count, int batch, uint64_t* rng, int print, const SampleOpts* so, const char* label) {
     const GPTConfig* g = &m->cfg;
     int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
     int p = np > 0 ? np : 1;
     int n = p + gen_tokens < T ? p + gen_tokens : T;
-    int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * T);
-    float* probs = (float*)mallocCheck(sizeof(float) * 2 * g->padded_vocab_size);
-    for (int t = 0; t < T; t++) { toks[t] = t < np ? prompt[t] : eot; }
-    if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t), 0); } // the prompt of the rank with the tokenizer
-    if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t), 0); }
     KvCache kv;
-    int cached = so->kv_cache && kv_alloc(&kv, m, T);
-    sample_tokens(m, toks, p, n, T, probs, rng, so, cached ? &kv : NULL);
-    if (cached) { kv_free(m, &kv); }
-    if (print) {
-        printf("%s", label);
-        print_tokens(tok, have_tok, toks, np); // (the prompt as given: none when it is <|endoftext|>)
-        print_tokens(tok, have_tok, toks + p, n - p);
-        printf("\n");
-        fflush(stdout);
+    int cached = so->kv_cache && kv_alloc(&kv, m, batch < count ? batch : count, T);
+    int B = cached ? kv.B : 1;
+    int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B * T);
+    float* probs = (float*)mallocCheck(sizeof(float) * 2 * g->padded_vocab_size);
+    double* draws = so->temperature != 0.0f ? (double*)mallocCheck(sizeof(double) * (size_t)B * (n - p)) : NULL;
+    for (int done = 0; done < count; done += B) {
+        int nb = count - done < B ? count - done : B;
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < T; t++) { toks[(size_t)b * T + t] = t < np ? prompt[t] : eot; }
+        }
+        if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t) * T, 0); } // (the prompt of the rank with the tokenizer)
+        if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t) * T, 0); }
+        for (size_t k = 0; draws && k < (size_t)nb * (n - p); k++) { draws[k] = rng_uniform(rng); }
+        sample_tokens(m, toks, nb, p, n, T, probs, draws, so, cached ? &kv : NULL);
+        for (int b = 0; b < nb && print; b++) {
+            if (label) { printf("%s", label); }
+            else { printf("--- sample %d\n", done + b + 1); }
+            print_tokens(tok, have_tok, toks, np); // (the prompt as given: none when it is <|endoftext|>)
+            print_tokens(tok, have_tok, toks + (size_t)b * T + p, n - p);
+            printf("\n");
+            fflush(stdout);
+        }
     }
+    if (cached) { kv_free(m, &kv); }
     free(toks);
     free(probs);
+    free(draws);
 }
 
 // --prompt TEXT: its tokens under GPT-2's BPE (encoder.json and vocab.bpe from $GPT2_VOCAB_DIR or data/gpt2), into
@@ -2224,15 +2256,19 @@ int main(int argc, char** argv) {
         c.seq_len = (hs.longest_row + mult - 1) / mult * mult;
     }
     // --generate: one sequence at a time, as long as --seq-len or the model's context
-    int gen_only = c.generate > 0, ctx_is_model = gen_only && c.seq_len == 0;
+    int gen_only = c.generate > 0, ctx_is_model = gen_only && c.seq_len == 0, gen_batch = 1;
     if (gen_only) {
         // the ranks hold one copy of the model, split by --tp and --pp; copies would draw the same samples
         if (pc.dp > 1) {
             fatal("--generate on %d ranks: --tp %d x --pp %d is %d; the ranks must split one copy of the model (data-parallel copies would print the same samples)",
                   pc.world_size, c.tp, c.pp, c.tp * c.pp);
         }
+        // the samples drawn together (--batch-size, else up to 8): each decoding step is a forward of that many rows,
+        // which the activations of one sequence of seq_len rows hold
+        gen_batch = c.batch_size > 0 ? c.batch_size : c.generate < 8 ? c.generate : 8;
         c.batch_size = 1;
         if (c.seq_len == 0) { c.seq_len = gc.max_seq_len; }
+        if (gen_batch > c.seq_len) { fatal("--generate with --batch-size %d: at most --seq-len (%d) samples are drawn together", gen_batch, c.seq_len); }
     }
     int B = c.batch_size, T = c.seq_len;
     if (T > gc.max_seq_len) { fatal("--seq-len %d is above the model's context length %d", T, gc.max_seq_len); }
@@ -2568,16 +2604,15 @@ int main(int argc, char** argv) {
                    gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)"); }
             if (master) { printf("generate: %d sample%s of %d tokens, temperature %g, top-k %d (%s), seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
                    c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", c.seed, pr); }
-            for (int i = 0; i < c.generate; i++) {
-                char label[40];
-                snprintf(label, sizeof(label), "--- sample %d\n", i + 1);
-                generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, &ts.rng, master, &so, label);
-            }
+            generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, c.generate, gen_batch, &ts.rng, master, &so, NULL);
             double dt = now_seconds() - t0;
             int sampled = c.generate * c.gen_tokens; // (each sample's tokens after the prompt: --gen-tokens, cut to fit above)
-            if (master) { printf("generate: %d tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9),
-                   !c.kv_cache ? "--kv-cache 0: the whole prefix's forward per token" : model.sp ?
-                   "the whole prefix's forward per token: no KV cache under --sequence-parallel" : "KV cache: one position's forward per token"); }
+            int together = c.kv_cache && !model.sp ? (gen_batch < c.generate ? gen_batch : c.generate) : 1;
+            char how[160];
+            if (!c.kv_cache) { snprintf(how, sizeof(how), "--kv-cache 0: the whole prefix's forward per token, one sample at a time"); }
+            else if (model.sp) { snprintf(how, sizeof(how), "no KV cache under --sequence-parallel: the whole prefix's forward per token, one sample at a time"); }
+            else { snprintf(how, sizeof(how), "KV cache: one position's forward per token, %d sample%s at a time", together, together == 1 ? "" : "s"); }
+            if (master) { printf("generate: %d tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9), how); }
         }
         free(prompt);
         if (have_tok) { tokenizer_free(&tokenizer); }
@@ -2660,7 +2695,7 @@ int main(int argc, char** argv) {
         // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints;
         // under ZeRO-3 every rank, since the forward gathers the parameters from all data-parallel ranks)
         if ((pc.dp_rank == 0 || model.z3) && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
-            generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, &ts.rng, master, &so, "sample: ");
+            generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, 1, 1, &ts.rng, master, &so, "sample: ");
         }
         if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
             TrainState cur = ts;

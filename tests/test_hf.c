@@ -129,7 +129,7 @@ static float* model_logits(GPT* m, const int32_t* x, int B, int T) {
     float* row = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
     float* out = (float*)mallocCheck(sizeof(float) * (size_t)B * T * g->vocab_size);
     for (int r = 0; r < B * T; r++) {
-        classifier_logits_row(&m->ctx, row, m->acts.lnf + (size_t)r * g->channels, m->p.wte, g->channels, g->padded_vocab_size);
+        classifier_logits_rows(&m->ctx, row, m->acts.lnf + (size_t)r * g->channels, m->p.wte, 1, g->channels, g->padded_vocab_size);
         memcpy(out + (size_t)r * g->vocab_size, row, sizeof(float) * g->vocab_size);
     }
     free(row);

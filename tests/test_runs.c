@@ -2170,7 +2170,7 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
         for (int t = 1; t < L; t++) { toks[t] = ids[k][t - 1]; }
         gpt_forward(m, toks, 1, L); // causal: row t - 1 depends on toks[0..t) only
         for (int t = 1; t < L; t++) {
-            classifier_logits_row(&m->ctx, row, m->acts.lnf + (size_t)(t - 1) * g->channels, m->p.wte, g->channels, g->padded_vocab_size);
+            classifier_logits_rows(&m->ctx, row, m->acts.lnf + (size_t)(t - 1) * g->channels, m->p.wte, 1, g->channels, g->padded_vocab_size);
             int j = toks[t];
             if (temperature == 0.0f) {
                 int best = 0, second = -1;
@@ -2238,6 +2238,20 @@ static void test_generate(void) {
     r2 = run_capture(cmd, b, sizeof(b));
     report(r1 == 0 && r2 == 0 && a[0] && strcmp(a, b) == 0, "--kv-cache 0 (a forward over the whole prefix per token) samples what the KV cache does",
            "%.200s | %.200s", a, b);
+    // samples drawn together are the samples drawn one at a time: 5 samples at once (the default batch), 2 at a time
+    // (a last batch of 1) and 1 at a time
+    const char* five = "./train_gpt --init tests/ref/ref_model.bin --generate 5 --gen-tokens 15 --threads 1 --seed 8 --temperature 1.1";
+    char c2[65536];
+    snprintf(cmd, sizeof(cmd), "%s | grep -A1 -e '--- sample'", five);
+    r1 = run_capture(cmd, a, sizeof(a));
+    snprintf(cmd, sizeof(cmd), "%s --batch-size 2 | grep -A1 -e '--- sample'", five);
+    r2 = run_capture(cmd, b, sizeof(b));
+    snprintf(cmd, sizeof(cmd), "%s --batch-size 1 | grep -A1 -e '--- sample'", five);
+    int r3 = run_capture(cmd, c2, sizeof(c2));
+    int ids5[4][64], counts5[4] = {0};
+    int distinct = parse_samples(a, ids5, counts5) == 4 && memcmp(ids5[0], ids5[1], sizeof(int) * 15) != 0;
+    report(r1 == 0 && r2 == 0 && r3 == 0 && distinct && strcmp(a, b) == 0 && strcmp(a, c2) == 0,
+           "--generate 5: all at once, --batch-size 2 and --batch-size 1 print the same (different) samples", "%.200s | %.200s | %.200s", a, b, c2);
 
     // a model split over ranks samples what one process does: --tp (each rank caches its heads; sequence parallelism
     // without a cache), --pp (each stage its layers; the last draws), both; data-parallel copies are refused
@@ -2255,7 +2269,7 @@ static void test_generate(void) {
         }
         snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 %s --tp 2 --pp 2 2> /dev/null | tail -n 1", one);
         r2 = run_capture(cmd, b, sizeof(b));
-        report(r2 == 0 && strstr(b, "(KV cache: one position's forward per token)"), "... and tp 2 x pp 2 samples with the KV cache", "exit %d: %.200s", r2, b);
+        report(r2 == 0 && strstr(b, "(KV cache: one position's forward per token, 2 samples at a time)"), "... and tp 2 x pp 2 samples with the KV cache, 2 at a time", "exit %d: %.200s", r2, b);
         snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 %s", one);
         r2 = run_capture(cmd, b, sizeof(b));
         report(r2 != 0 && strstr(b, "the ranks must split one copy of the model"), "--generate on 2 data-parallel copies is refused", "exit %d: %.200s", r2, b);
@@ -2306,6 +2320,7 @@ static void test_generate(void) {
         {"--init tests/ref/ref_model.bin --generate 1 --lr 1e-3", "--lr does nothing with it"},
         {"--init tests/ref/ref_model.bin --generate 1 --prompt ''", "--prompt: empty"},
         {"--init tests/ref/ref_model.bin --generate 1 --eval-hellaswag x", "give one"},
+        {"--init tests/ref/ref_model.bin --generate 40 --batch-size 20", "at most --seq-len (16) samples are drawn together"},
     };
     for (size_t k = 0; k < sizeof(misuse) / sizeof(misuse[0]); k++) {
         snprintf(cmd, sizeof(cmd), "./train_gpt %s", misuse[k][0]);
