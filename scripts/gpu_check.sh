@@ -597,11 +597,11 @@ else
 fi
 # the KV cache (attention_forward_rows; test_gpt_cu checks its samples against full forwards in fp32): 256 greedy
 # tokens of GPT-2 124M's shape (random weights) with and without it, each timed (the emulation: the reference model)
+rate() { grep -o '[0-9.]* tokens/s' "$1" | head -n 1; }
 kvm="--model d12 --seq-len 1024 --gen-tokens 256"
 [ $EMU = 1 ] && kvm="--init tests/ref/ref_model.bin --gen-tokens 15"
 if timeout $(budget 120) $CU $kvm --generate 1 --temperature 0 > $L.kv1.log 2>&1 &&
    timeout $(budget 120) $CU $kvm --generate 1 --temperature 0 --kv-cache 0 > $L.kv0.log 2>&1; then
-    rate() { grep -o '[0-9.]* tokens/s' "$1" | head -n 1; }
     n1=$(grep -o '^generate: [0-9]* tokens in' $L.kv1.log | grep -o '[0-9]*'); n0=$(grep -o '^generate: [0-9]* tokens in' $L.kv0.log | grep -o '[0-9]*')
     same="differ (random weights: near-ties in 16 bits)"
     cmp -s <(grep -A1 -e '--- sample' $L.kv1.log) <(grep -A1 -e '--- sample' $L.kv0.log) && same="are the same"
@@ -612,6 +612,20 @@ if timeout $(budget 120) $CU $kvm --generate 1 --temperature 0 > $L.kv1.log 2>&1
     fi
 else
     bad "generate with or without the KV cache: $CU failed"; tail -n 3 $L.kv1.log $L.kv0.log 2>/dev/null
+fi
+# 8 samples drawn together (the default batch) against one at a time: the same samples, and the batch's tokens/s
+# (fp32 would give the same samples; in 16 bits the batched products may round otherwise, so this only reports)
+if timeout $(budget 120) $CU $kvm --generate 8 --temperature 0.9 --top-k 40 > $L.kv8.log 2>&1 &&
+   timeout $(budget 120) $CU $kvm --generate 8 --temperature 0.9 --top-k 40 --batch-size 1 > $L.kv81.log 2>&1; then
+    same="differ (16-bit roundings of the batched products)"
+    cmp -s <(grep -A1 -e '--- sample' $L.kv8.log) <(grep -A1 -e '--- sample' $L.kv81.log) && same="are the same"
+    if [ "$(grep -c -e '--- sample' $L.kv8.log)" = 8 ]; then
+        ok "generate 8 samples at once: $(rate $L.kv8.log), one at a time: $(rate $L.kv81.log); the samples $same"
+    else
+        bad "generate 8 samples at once: $(grep -c -e '--- sample' $L.kv8.log) printed"; tail -n 3 $L.kv8.log
+    fi
+else
+    bad "generate 8 samples at once: $CU failed"; tail -n 3 $L.kv8.log $L.kv81.log 2>/dev/null
 fi
 
 stage "HellaSwag: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"
