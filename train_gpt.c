@@ -1366,7 +1366,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
     if (B > (kv ? kv->B : 1)) { fatal("internal: %d sequences sampled together without a KV cache for them", B); }
     int32_t* next = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B); // the tokens sampled at t
     for (int t = p; t < n; t++) {
-        int fb = 1, rows = t; // the forward's sequences and positions per sequence (rows [0, t) of the prefix)
+        int fb = 1; // the forward's sequences
         if (kv) {
             // positions [start, t): the prompt (one sequence for all), then one token per sequence
             int start = t == p ? 0 : t - 1;
@@ -1376,20 +1376,18 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
             m->kv = kv;
             gpt_forward_any(m, t == p ? toks : next, fb, t - start);
             m->kv = NULL;
-            rows = t - start;
         } else {
             // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them
             int tf = kernels_forward_len(&m->ctx, t, room);
             if (m->sp) { tf = (tf + m->tp - 1) / m->tp * m->tp; }
             gpt_forward_any(m, toks, 1, tf);
-            rows = tf;
         }
         if (m->layout.has_lnf) {
-            // the logits at position t - 1, in one product: the prompt forward's last row (every sequence's), or each
-            // sequence's row of a decoding step (one position each), or the row of the whole prefix's forward
+            // the logits at position t - 1, in one product: row t - 1 of a forward from position 0 (the prompt's, every
+            // sequence's; or the whole prefix's), or rows 0..B-1 of a decoding step (one position per sequence)
             const floatX* lnf = tp_enter(m, m->acts.lnf);
             int R = fb == 1 ? 1 : B;
-            size_t first = kv ? (fb == 1 ? (size_t)rows - 1 : 0) : (size_t)t - 1;
+            size_t first = kv && t > p ? 0 : (size_t)t - 1;
             float* logits = kv ? kv->logits : m->acts.logits_row;
             classifier_logits_rows(&m->ctx, logits, lnf + first * g->channels, m->p.wte, R, g->channels, m->vocab_n);
             for (int b = 0; b < B; b++) {
