@@ -2150,6 +2150,62 @@ static void test_evaluate(const char* model_path, ParallelContext* pc) {
     gpt_free(&m);
 }
 
+// Forwards with a KV cache against full forwards, row by row of the final LayerNorm (the LM head's input): a prompt
+// of 3 tokens cached once for 3 sequences, then each sequence's own tokens one position per forward, every row
+// compared with the same position of that sequence's full forward. fp32: the sums run in other orders (another
+// number of rows per product), ~1e-7; a row attending to a wrong or missing cached row is off by far more than the
+// tolerance (1e-4 absolute and relative).
+static void test_kv_forward(const char* model_path, ParallelContext* pc) {
+    GPT m;
+    ZeroOptimizer z;
+    build_model(&m, &z, pc, model_path, 1, 16);
+    enum { B = 3, N = 12, P = 3, ROOM = 16 };
+    int C = m.cfg.channels;
+    int32_t toks[B][ROOM];
+    uint64_t r = 77;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < ROOM; t++) { toks[b][t] = t < P ? (int32_t)(3 + 4 * t) : (int32_t)(rng_uniform(&r) * m.cfg.vocab_size); }
+    }
+    size_t nrow = (size_t)B * N * C;
+    double* want = (double*)mallocCheck(nrow * sizeof(double));
+    float* got = (float*)mallocCheck(nrow * sizeof(float));
+    float* row = (float*)mallocCheck((size_t)N * C * sizeof(float));
+    for (int b = 0; b < B; b++) { // the references: each sequence's full forward
+        gpt_forward(&m, toks[b], 1, N);
+        dev_copy_d2h(&m.ctx, row, m.acts.lnf, (size_t)N * C * sizeof(float));
+        dev_sync(&m.ctx);
+        for (size_t i = 0; i < (size_t)N * C; i++) { want[(size_t)b * N * C + i] = row[i]; }
+    }
+    KvCache kv;
+    if (!kv_alloc(&kv, &m, B, ROOM)) { report(0, "forwards with a KV cache", "kv_alloc refused"); }
+    else {
+        kv.pos = 0; // the prompt, once for all sequences
+        m.kv = &kv;
+        gpt_forward(&m, toks[0], 1, P);
+        m.kv = NULL;
+        dev_copy_d2h(&m.ctx, row, m.acts.lnf, (size_t)P * C * sizeof(float));
+        dev_sync(&m.ctx);
+        for (int b = 0; b < B; b++) { memcpy(got + (size_t)b * N * C, row, (size_t)P * C * sizeof(float)); }
+        for (int t = P; t < N; t++) { // then one position of every sequence per forward
+            int32_t step[B];
+            for (int b = 0; b < B; b++) { step[b] = toks[b][t]; }
+            kv.pos = t;
+            m.kv = &kv;
+            gpt_forward(&m, step, B, 1);
+            m.kv = NULL;
+            dev_copy_d2h(&m.ctx, row, m.acts.lnf, (size_t)B * C * sizeof(float));
+            dev_sync(&m.ctx);
+            for (int b = 0; b < B; b++) { memcpy(got + ((size_t)b * N + t) * C, row + (size_t)b * C, (size_t)C * sizeof(float)); }
+        }
+        kv_free(&m, &kv);
+        check_close("forwards with a KV cache (a 3-token prompt cached for 3 sequences, then one position of each per forward) "
+                    "equal full forwards, row by row", got, want, nrow, 1e-4, 1e-4);
+    }
+    free(want); free(got); free(row);
+    zero_free(&z);
+    gpt_free(&m);
+}
+
 // sample_tokens against a reference: one forward over each finished sequence (causal, so position t - 1 sees
 // exactly the tokens sampled before t), a double-precision softmax of each row over the real vocabulary, and an
 // inverse-CDF draw with the same draws. Without a KV cache the forwards are the reference's own, so the tokens must
@@ -2295,7 +2351,7 @@ int main(int argc, char** argv) {
         }
         if (name_selected(only, "units")) {
             test_recompute(mp, &pc, KERNELS_DTYPE);
-            if (KERNELS_DTYPE == DTYPE_FP32) { test_evaluate(mp, &pc); test_sampling(mp, &pc); }
+            if (KERNELS_DTYPE == DTYPE_FP32) { test_evaluate(mp, &pc); test_sampling(mp, &pc); test_kv_forward(mp, &pc); }
         }
         printf("SKIP model files, schedules, units and the dtype comparisons: CPU build only\n");
 #endif
@@ -2314,6 +2370,7 @@ int main(int argc, char** argv) {
             test_weight_decay(mp, &pc);
             test_evaluate(mp, &pc);
             test_sampling(mp, &pc);
+            test_kv_forward(mp, &pc);
             for (int dt = DTYPE_FP32; dt <= DTYPE_FP16; dt++) { test_recompute(mp, &pc, dt); }
         }
         if (name_selected(only, "precision")) { test_dtypes(mp, sp, &pc); }

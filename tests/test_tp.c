@@ -170,6 +170,46 @@ static void test_sequence_parallel(void) {
 // row-parallel partial sums are rounded to 16 bits before their reduction and once after, where one process rounds
 // the whole sum once: about one unit in the last place of bf16, 2^-8, on activations, which the backward carries
 // into every gradient). A gradient that misses a rank's part, or counts it twice, is off by its whole size.
+// Sampling with a KV cache on this rank's share (each rank caches its heads' qkv rows): Bm sequences sharing a prompt
+// of 3 tokens (cached once for all), then one position of each per forward; every row of the final LayerNorm equals
+// the same position of one process's full forward (fp32: sums in other orders, ~1e-7; a wrong or missing cached row
+// is off by far more than 1e-4).
+static void check_kv_forward(GPT* ref, GPT* m, int Bm, int Tm, const int32_t* in) {
+    enum { P = 3 };
+    int Cm = ref->cfg.channels;
+    int32_t* seqs = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)Bm * Tm);
+    for (int b = 0; b < Bm; b++) {
+        for (int t = 0; t < Tm; t++) { seqs[b * Tm + t] = t < P ? in[t] : in[b * Tm + t]; }
+    }
+    gpt_forward(ref, seqs, Bm, Tm);
+    float* got = alloc((size_t)Bm * Tm * Cm);
+    KvCache kv;
+    if (!kv_alloc(&kv, m, Bm, Tm)) { tcheck(0, "whole model, KV cache", "kv_alloc refused"); free(seqs); free(got); return; }
+    kv.pos = 0;
+    m->kv = &kv;
+    gpt_forward(m, seqs, 1, P);
+    m->kv = NULL;
+    for (int b = 0; b < Bm; b++) { memcpy(got + (size_t)b * Tm * Cm, m->acts.lnf, sizeof(float) * P * Cm); }
+    for (int t = P; t < Tm; t++) {
+        int32_t step[8];
+        for (int b = 0; b < Bm; b++) { step[b] = seqs[b * Tm + t]; }
+        kv.pos = t;
+        m->kv = &kv;
+        gpt_forward(m, step, Bm, 1);
+        m->kv = NULL;
+        for (int b = 0; b < Bm; b++) { memcpy(got + ((size_t)b * Tm + t) * Cm, m->acts.lnf + (size_t)b * Cm, sizeof(float) * Cm); }
+    }
+    kv_free(m, &kv);
+    size_t bad = 0, n = (size_t)Bm * Tm * Cm;
+    for (size_t i = 0; i < n; i++) { bad += !(fabsf(got[i] - ref->acts.lnf[i]) <= 1e-4f * (1.0f + fabsf(ref->acts.lnf[i]))); }
+    char detail[96];
+    snprintf(detail, sizeof(detail), "%zu of %zu out of tolerance", bad, n);
+    tcheck(bad == 0, "whole model, fp32: forwards with a KV cache of this rank's heads (a shared prompt, then one position per "
+                     "forward) equal one process's full forward, row by row", bad ? detail : "");
+    free(seqs);
+    free(got);
+}
+
 static void test_whole_model(int dtype, int sp, int recompute) {
     GPTConfig g;
     int version;
@@ -269,6 +309,7 @@ static void test_whole_model(int dtype, int sp, int recompute) {
              m.layout.num_params, worst, worst_name);
     tcheck(bad == 0, name, detail);
     free(want);
+    if (dtype == DTYPE_FP32 && !sp) { check_kv_forward(&ref, &m, Bm, Tm, in); }
     free(params);
     gpt_free(&m);
     gpt_free(&ref);
