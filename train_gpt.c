@@ -1433,8 +1433,9 @@ static void print_tokens(const Tokenizer* tok, int have_tok, const int32_t* toks
 // sample's prompt and tokens (when `print`) after `label` (NULL: "--- sample N"), decoded if a tokenizer is loaded.
 // With the KV cache up to `batch` samples are drawn together (batch x T cached rows per layer); without it, one at a
 // time. Sample i takes the generator's draws in order after those of sample i - 1, so the samples are the same
-// whatever the batch. The prompt and the tokens fit in T (the caller checked np < T).
-static void generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* prompt, int np, int gen_tokens, int T,
+// whatever the batch. The prompt and the tokens fit in T (the caller checked np < T). Returns the samples drawn
+// together through the cache, 0 without one.
+static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* prompt, int np, int gen_tokens, int T,
                      int count, int batch, uint64_t* rng, int print, const SampleOpts* so, const char* label) {
     const GPTConfig* g = &m->cfg;
     int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
@@ -1468,6 +1469,7 @@ static void generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* 
     free(toks);
     free(probs);
     free(draws);
+    return cached ? B : 0;
 }
 
 // --prompt TEXT: its tokens under GPT-2's BPE (encoder.json and vocab.bpe from $GPT2_VOCAB_DIR or data/gpt2), into
@@ -2602,13 +2604,12 @@ int main(int argc, char** argv) {
                    gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)"); }
             if (master) { printf("generate: %d sample%s of %d tokens, temperature %g, top-k %d (%s), seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
                    c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", c.seed, pr); }
-            generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, c.generate, gen_batch, &ts.rng, master, &so, NULL);
+            int together = generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, c.generate, gen_batch, &ts.rng, master, &so, NULL);
             double dt = now_seconds() - t0;
             int sampled = c.generate * c.gen_tokens; // (each sample's tokens after the prompt: --gen-tokens, cut to fit above)
-            int together = c.kv_cache && !model.sp ? (gen_batch < c.generate ? gen_batch : c.generate) : 1;
             char how[160];
             if (!c.kv_cache) { snprintf(how, sizeof(how), "--kv-cache 0: the whole prefix's forward per token, one sample at a time"); }
-            else if (model.sp) { snprintf(how, sizeof(how), "no KV cache under --sequence-parallel: the whole prefix's forward per token, one sample at a time"); }
+            else if (!together) { snprintf(how, sizeof(how), "no KV cache under --sequence-parallel: the whole prefix's forward per token, one sample at a time"); }
             else { snprintf(how, sizeof(how), "KV cache: one position's forward per token, %d sample%s at a time", together, together == 1 ? "" : "s"); }
             if (master) { printf("generate: %d tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9), how); }
         }
@@ -2693,7 +2694,7 @@ int main(int argc, char** argv) {
         // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints;
         // under ZeRO-3 every rank, since the forward gathers the parameters from all data-parallel ranks)
         if ((pc.dp_rank == 0 || model.z3) && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
-            generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, 1, 1, &ts.rng, master, &so, "sample: ");
+            (void)generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, 1, 1, &ts.rng, master, &so, "sample: ");
         }
         if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
             TrainState cur = ts;
