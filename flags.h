@@ -76,6 +76,7 @@ typedef struct {
     float temperature;       // samples from softmax(logits / temperature); 0: the most likely token (greedy)
     int top_k;               // samples from the top_k most likely tokens only (0: all)
     int kv_cache;            // 1: samples cache each layer's keys and values (one position's forward per token)
+    int logprobs;            // 1: --generate prints each sample's log-probability under the model
     int checkpoint_every;
     char out[1024];
     int keep_checkpoints;    // keep the newest N checkpoints in --out (0: all)
@@ -176,6 +177,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("prompt", NULL, prompt, "text the samples (--generate, --sample-every) continue, encoded with GPT-2's BPE (encoder.json, vocab.bpe from $GPT2_VOCAB_DIR or data/gpt2; a model of GPT-2's 50257 tokens); default: after <|endoftext|>"),
     FLAG_F("temperature", NULL, temperature, 0, 100, "samples draw from softmax(logits / T); 0: always the most likely token (greedy)"),
     FLAG_I("top-k", NULL, top_k, 0, 1e8, "samples draw from the K most likely tokens only (0: the whole vocabulary)"),
+    FLAG_I("logprobs", NULL, logprobs, 0, 1, "1: after each sample of --generate, a line 'logprob: S (N tokens, mean S/N)': the sum over its sampled tokens of their natural log-probability under the model (the softmax of the logits, temperature 1, whole vocabulary)"),
     FLAG_I("kv-cache", NULL, kv_cache, 0, 1, "1: samples keep each layer's keys and values, so each new token runs the forward at its own position only; 0: over the whole prefix again, as llm.c does (the same tokens, up to the order of sums; not with --sequence-parallel, which always runs 0)"),
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
     FLAG_S("out", "-o", out, "output directory (created if missing; checked at start): the checkpoints of --checkpoint-every, and llm.c's main.log"),
@@ -241,6 +243,7 @@ static void config_defaults(Config* c) {
     c->temperature = 1.0f;
     c->top_k = 0;
     c->kv_cache = 1;
+    c->logprobs = 0;
     c->checkpoint_every = 0;
     c->bench_steps = 5;
     // the planner's machine: 8 H100-class GPUs on NVLink in one node, 400 Gb/s InfiniBand between nodes
@@ -513,11 +516,12 @@ static void parse_flags(Config* c, int argc, char** argv) {
             if (SEEN(sflags[j])) { fatal("--%s shapes samples: it needs --generate N or --sample-every N", sflags[j]); }
         }
     }
+    if (SEEN("logprobs") && !c->generate) { fatal("--logprobs prints the log-probability of --generate's samples: it needs --generate N"); }
     if (SEEN("prompt") && !c->prompt[0]) { fatal("--prompt: empty (leave it out to sample after <|endoftext|>)"); }
     // --generate prints samples of a model and exits: it takes the model and the sampling settings
     if (c->generate) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
-        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "kv-cache", "gen-tokens",
+        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "kv-cache", "logprobs", "gen-tokens",
                                               "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute",
                                               "tp", "sequence-parallel", "pp", "comm", "comm-timeout", "batch-size"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");

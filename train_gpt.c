@@ -1264,6 +1264,7 @@ typedef struct {
     int top_k;         // only the top_k most likely tokens (0: all)
     int kv_cache;      // 1: each token's forward runs over that position alone, the earlier ones' qkv rows cached
                        // (KvCache); 0: over the whole prefix, as llm.c's sampler does
+    int logprobs;      // --generate --logprobs 1: print each sample's log-probability under the model
 } SampleOpts;
 
 // A KV cache for up to B sequences of positions [0, T_max) of the layers this rank holds (its pipeline chunks), or
@@ -1350,8 +1351,10 @@ static int sample_pick(float* row, float* scratch, int V, const SampleOpts* so, 
 
 // Draws toks[p..n) one at a time after the prompt toks[0..p) (p >= 1) in each of B sequences (toks: B rows of `room`
 // tokens, n <= room, each starting with the same prompt): token t comes from the logits at position t - 1
-// (sample_pick), with the draw draws[b (n - p) + t - p] when the temperature is not 0 (NULL when it is).
-// probs: (2 Vp) host scratch, receiving one row of logits at a time. Without a KV cache B is 1, and each forward runs
+// (sample_pick), with the draw draws[b (n - p) + t - p] when the temperature is not 0 (NULL when it is). With logp,
+// logp[b] is the sum of the sampled tokens' log-probabilities under the model (log softmax of the logits, whatever
+// the temperature or top-k), on every rank.
+// probs: (2 Vp, or 3 Vp with logp) host scratch, receiving one row of logits at a time. Without a KV cache B is 1, and each forward runs
 // over the whole prefix; the tokens after the sampled ones may be any token: each forward may run longer than t (the
 // backend's bucketed lengths, kernels_forward_len; sequence parallelism's multiple of tp), and a causal model's
 // position t - 1 never sees the ones after it. With a KV cache (kv, for B sequences up to position room): the first
@@ -1361,8 +1364,9 @@ static int sample_pick(float* row, float* scratch, int V, const SampleOpts* so, 
 // all-gather gives all of them the row, and group rank 0's tokens are broadcast; under pipeline parallelism the
 // last stage's.
 static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, float* probs, const double* draws,
-                          const SampleOpts* so, KvCache* kv) {
+                          const SampleOpts* so, KvCache* kv, double* logp) {
     const GPTConfig* g = &m->cfg;
+    for (int b = 0; b < B && logp; b++) { logp[b] = 0.0; }
     if (B > (kv ? kv->B : 1)) { fatal("internal: %d sequences sampled together without a KV cache for them", B); }
     int32_t* next = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B); // the tokens sampled at t
     for (int t = p; t < n; t++) {
@@ -1401,7 +1405,15 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
                     comm_allgather_f32(m->tp_group, m->acts.host, probs, (size_t)m->vocab_n);
                 }
                 double u = draws ? draws[(size_t)b * (n - p) + (t - p)] : 0.0;
+                float* kept = probs + 2 * (size_t)g->padded_vocab_size; // (the row, which sample_pick overwrites)
+                if (logp) { memcpy(kept, probs, sizeof(float) * g->vocab_size); }
                 next[b] = sample_pick(probs, probs + g->padded_vocab_size, g->vocab_size, so, u);
+                if (logp) {
+                    double mx = -INFINITY, sum = 0.0;
+                    for (int j = 0; j < g->vocab_size; j++) { mx = kept[j] > mx ? kept[j] : mx; }
+                    for (int j = 0; j < g->vocab_size; j++) { sum += exp((double)kept[j] - mx); }
+                    logp[b] += (double)kept[next[b]] - mx - log(sum);
+                }
             }
             if (m->tp_group) { comm_broadcast(m->tp_group, next, sizeof(int32_t) * B, 0); }
         }
@@ -1410,6 +1422,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
         if (m->z3) { comm_broadcast(m->z3->group, next, sizeof(int32_t) * B, 0); } // (ZeRO-3: every data-parallel rank samples)
         for (int b = 0; b < B; b++) { toks[(size_t)b * room + t] = next[b]; }
     }
+    if (logp && m->pp_group) { comm_broadcast(m->pp_group, logp, sizeof(double) * B, m->pp - 1); }
     free(next);
 }
 
@@ -1445,7 +1458,8 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* p
     int cached = so->kv_cache && kv_alloc(&kv, m, batch < count ? batch : count, T);
     int B = cached ? kv.B : 1;
     int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B * T);
-    float* probs = (float*)mallocCheck(sizeof(float) * 2 * g->padded_vocab_size);
+    float* probs = (float*)mallocCheck(sizeof(float) * 3 * g->padded_vocab_size);
+    double* logp = so->logprobs ? (double*)mallocCheck(sizeof(double) * (size_t)B) : NULL;
     double* draws = so->temperature != 0.0f ? (double*)mallocCheck(sizeof(double) * (size_t)B * (n - p)) : NULL;
     for (int done = 0; done < count; done += B) {
         int nb = count - done < B ? count - done : B;
@@ -1455,13 +1469,14 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* p
         if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t) * T, 0); } // (the prompt of the rank with the tokenizer)
         if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t) * T, 0); }
         for (size_t k = 0; draws && k < (size_t)nb * (n - p); k++) { draws[k] = rng_uniform(rng); }
-        sample_tokens(m, toks, nb, p, n, T, probs, draws, so, cached ? &kv : NULL);
+        sample_tokens(m, toks, nb, p, n, T, probs, draws, so, cached ? &kv : NULL, logp);
         for (int b = 0; b < nb && print; b++) {
             if (label) { printf("%s", label); }
             else { printf("--- sample %d\n", done + b + 1); }
             print_tokens(tok, have_tok, toks, np); // (the prompt as given: none when it is <|endoftext|>)
             print_tokens(tok, have_tok, toks + (size_t)b * T + p, n - p);
             printf("\n");
+            if (logp) { printf("logprob: %.6f (%d tokens, mean %.6f)\n", logp[b], n - p, logp[b] / (n - p)); }
             fflush(stdout);
         }
     }
@@ -1469,6 +1484,7 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* p
     free(toks);
     free(probs);
     free(draws);
+    free(logp);
     return cached ? B : 0;
 }
 
@@ -2576,7 +2592,7 @@ int main(int argc, char** argv) {
 
     if (!gen_only) { print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0); }
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
-    SampleOpts so = {c.temperature, c.top_k, c.kv_cache};
+    SampleOpts so = {c.temperature, c.top_k, c.kv_cache, c.logprobs};
     if (eval_only || gen_only) {
         // --eval-hellaswag or --generate: evaluate or sample the model, then exit
         double t0 = now_seconds();

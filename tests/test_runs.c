@@ -2085,7 +2085,7 @@ static void test_sample_pick(void) {
     for (int trial = 0; trial < 400; trial++) {
         for (int i = 0; i < V; i++) { row[i] = 6.0f * rng_uniform(&s) - 3.0f; }
         if (trial % 4 == 0) { row[trial % V] = row[(trial + 3) % V]; } // some ties
-        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], 0};
+        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], 0, 0};
         double u = rng_uniform(&s);
         memcpy(work, row, sizeof(row));
         int j = sample_pick(work, scratch, V, &so, u);
@@ -2103,7 +2103,7 @@ static void test_sample_pick(void) {
     float tie[37];
     for (int i = 0; i < V; i++) { tie[i] = (float)(i % 5); } // maxima 4 at ids 4, 9, 14, ...
     int g0, g1;
-    SampleOpts greedy = {0.0f, 0, 0}, top1 = {1.0f, 1, 0};
+    SampleOpts greedy = {0.0f, 0, 0, 0}, top1 = {1.0f, 1, 0, 0};
     memcpy(work, tie, sizeof(tie));
     g0 = sample_pick(work, scratch, V, &greedy, 0.99);
     memcpy(work, tie, sizeof(tie));
@@ -2111,7 +2111,7 @@ static void test_sample_pick(void) {
     report(g0 == 4 && g1 == 4, "temperature 0 and top-k 1 pick the argmax, the lowest id among equal maxima", "picked %d and %d, expected 4", g0, g1);
     // top-k 2 among eight equal maxima keeps exactly the two lowest ids, whatever the draw
     int seen[37] = {0};
-    SampleOpts top2 = {1.0f, 2, 0};
+    SampleOpts top2 = {1.0f, 2, 0, 0};
     for (int k = 0; k < 100; k++) {
         memcpy(work, tie, sizeof(tie));
         seen[sample_pick(work, scratch, V, &top2, (k + 0.5) / 100.0)]++;
@@ -2139,6 +2139,33 @@ static int parse_samples(const char* out, int ids[4][64], int counts[4]) {
     return n;
 }
 
+// From --generate's output: each "--- sample N" line and the line after it (its tokens) into text, and the values of
+// the "logprob: S" lines (--logprobs 1), in order, into lp (at most 8); returns how many.
+static int generate_parts(const char* out, char* text, size_t cap, double* lp) {
+    size_t w = 0;
+    int n = 0, take = 0;
+    text[0] = '\0';
+    for (const char* line = out; *line;) {
+        const char* end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (strncmp(line, "--- sample", 10) == 0) { take = 2; }
+        if (take > 0 && w + len < cap) { memcpy(text + w, line, len); w += len; text[w] = '\0'; take--; }
+        if (strncmp(line, "logprob: ", 9) == 0 && n < 8) { lp[n++] = strtod(line + 9, NULL); }
+        line += len;
+    }
+    return n;
+}
+
+// Whether two runs' log-probabilities agree: the same count (n, at least 1) and each within 1e-6 relative. fp32 sums in
+// another order move a sample's total (about -55 over 12 tokens) by ~1e-6 absolute; a forward attending to one wrong
+// cached row moves it by ~1e-2 (the near-uniform test model keeps the drawn tokens, not the probabilities).
+static int logprobs_agree(const double* a, int na, const double* b, int nb, double* worst) {
+    *worst = 0.0;
+    if (na != nb || na == 0) { return 0; }
+    for (int i = 0; i < na; i++) { *worst = fmax(*worst, fabs(a[i] - b[i]) / fabs(a[i])); }
+    return *worst <= 1e-6;
+}
+
 // --generate on the reference model: each token the binary drew is checked against this process's logits of the
 // prefix it drew it from and the draws of the seed's generator (TrainState's rng, fresh from --seed): the token must
 // be the one whose interval (pick_interval) holds the draw; for temperature 0 the argmax, with its lead over the
@@ -2146,7 +2173,7 @@ static int parse_samples(const char* out, int ids[4][64], int counts[4]) {
 // that irrelevant).
 static void check_generate_run(const char* name, GPT* m, float temperature, int top_k, int seed, int samples, int ntok) {
     char cmd[2048], out[65536];
-    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --seed %d --threads 1",
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --seed %d --threads 1 --logprobs 1",
              samples, ntok, temperature, top_k, seed);
     int rc = run_capture(cmd, out, sizeof(out));
     int ids[4][64], counts[4] = {0};
@@ -2163,8 +2190,12 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
     char first[300] = "";
     int32_t toks[64];
     float* row = (float*)mallocCheck(sizeof(float) * g->padded_vocab_size);
+    char text[8192];
+    double lp[8], lp_want[8], lp_worst = 0.0;
+    int nlp = generate_parts(out, text, sizeof(text), lp);
     for (int k = 0; k < samples; k++) {
         int L = counts[k] + 1;
+        lp_want[k] = 0.0;
         if (counts[k] != ntok || L > g->max_seq_len) { bad++; snprintf(first, sizeof(first), "sample %d has %d tokens", k + 1, counts[k]); break; }
         toks[0] = 0; // (the prompt: <|endoftext|>, which for a vocabulary without GPT-2's is token 0)
         for (int t = 1; t < L; t++) { toks[t] = ids[k][t - 1]; }
@@ -2172,6 +2203,10 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
         for (int t = 1; t < L; t++) {
             classifier_logits_rows(&m->ctx, row, m->acts.lnf + (size_t)(t - 1) * g->channels, m->p.wte, 1, g->channels, g->padded_vocab_size);
             int j = toks[t];
+            double mx = -INFINITY, z = 0.0;
+            for (int v = 0; v < g->vocab_size; v++) { mx = fmax(mx, row[v]); }
+            for (int v = 0; v < g->vocab_size; v++) { z += exp((double)row[v] - mx); }
+            if (j >= 0 && j < g->vocab_size) { lp_want[k] += (double)row[j] - mx - log(z); }
             if (temperature == 0.0f) {
                 int best = 0, second = -1;
                 for (int v = 1; v < g->vocab_size; v++) { if (row[v] > row[best]) { best = v; } }
@@ -2195,6 +2230,9 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
     if (temperature == 0.0f) { snprintf(detail, sizeof(detail), ", smallest lead of the argmax %.3g", min_lead); }
     report(bad == 0 && checked >= samples * ntok - edge && (temperature != 0.0f || min_lead > 1e-4), name,
            "%d of %d tokens wrong, %d at an edge%s %s", bad, checked, edge, detail, first);
+    char nm[300];
+    snprintf(nm, sizeof(nm), "... and --logprobs: each sample's log-probability is the sum of log softmax of the model's logits at its tokens (1e-6 relative)");
+    report(logprobs_agree(lp_want, samples, lp, nlp, &lp_worst), nm, "%d values for %d samples, worst relative difference %.3g", nlp, samples, lp_worst);
 }
 
 static void test_generate(void) {
@@ -2232,12 +2270,17 @@ static void test_generate(void) {
     // the KV cache (on by default; the runs above check its tokens against full forwards) against none: the same
     // samples (fp32: its sums differ from the full forward's by ~1e-7 relative; no draw of these seeds is that close)
     const char* longer = "./train_gpt --init tests/ref/ref_model.bin --generate 2 --gen-tokens 30 --threads 1 --seed 5 --temperature 0.9 --top-k 20";
-    snprintf(cmd, sizeof(cmd), "%s | grep -A1 -e '--- sample'", longer);
+    char ta[8192], tb[8192];
+    double la[8], lb[8], worst = 0.0;
+    snprintf(cmd, sizeof(cmd), "%s --logprobs 1", longer);
     r1 = run_capture(cmd, a, sizeof(a));
-    snprintf(cmd, sizeof(cmd), "%s --kv-cache 0 | grep -A1 -e '--- sample'", longer);
+    int na = generate_parts(a, ta, sizeof(ta), la);
+    snprintf(cmd, sizeof(cmd), "%s --logprobs 1 --kv-cache 0", longer);
     r2 = run_capture(cmd, b, sizeof(b));
-    report(r1 == 0 && r2 == 0 && a[0] && strcmp(a, b) == 0, "--kv-cache 0 (a forward over the whole prefix per token) samples what the KV cache does",
-           "%.200s | %.200s", a, b);
+    int nb = generate_parts(b, tb, sizeof(tb), lb);
+    report(r1 == 0 && r2 == 0 && ta[0] && strcmp(ta, tb) == 0 && logprobs_agree(la, na, lb, nb, &worst),
+           "--kv-cache 0 (a forward over the whole prefix per token) samples what the KV cache does, with the same log-probabilities",
+           "log-probabilities %d vs %d, worst relative difference %.3g: %.200s | %.200s", na, nb, worst, ta, tb);
     // samples drawn together are the samples drawn one at a time: 5 samples at once (the default batch), 2 at a time
     // (a last batch of 1) and 1 at a time
     const char* five = "./train_gpt --init tests/ref/ref_model.bin --generate 5 --gen-tokens 15 --threads 1 --seed 8 --temperature 1.1";
@@ -2256,16 +2299,19 @@ static void test_generate(void) {
     // a model split over ranks samples what one process does: --tp (each rank caches its heads; sequence parallelism
     // without a cache), --pp (each stage its layers; the last draws), both; data-parallel copies are refused
     if (system("command -v mpirun > /dev/null 2>&1") == 0) {
-        const char* one = "./train_gpt --init tests/ref/ref_model.bin --generate 2 --gen-tokens 12 --threads 1 --seed 3 --temperature 0.9";
-        snprintf(cmd, sizeof(cmd), "%s | grep -A1 -e '--- sample'", one);
-        r1 = run_capture(cmd, a, sizeof(a));
+        const char* one = "./train_gpt --init tests/ref/ref_model.bin --generate 2 --gen-tokens 12 --threads 1 --seed 3 --temperature 0.9 --logprobs 1";
+        r1 = run_capture(one, a, sizeof(a));
+        int n1 = generate_parts(a, ta, sizeof(ta), la);
         const char* splits[4][2] = {{"2", "--tp 2"}, {"2", "--tp 2 --sequence-parallel 1"}, {"2", "--pp 2"}, {"4", "--tp 2 --pp 2"}};
         for (int k = 0; k < 4; k++) {
-            snprintf(cmd, sizeof(cmd), MPIRUN " -np %s %s %s 2> /dev/null | grep -A1 -e '--- sample'", splits[k][0], one, splits[k][1]);
+            snprintf(cmd, sizeof(cmd), MPIRUN " -np %s %s %s 2> /dev/null", splits[k][0], one, splits[k][1]);
             r2 = run_capture(cmd, b, sizeof(b));
-            char nm[200];
-            snprintf(nm, sizeof(nm), "--generate on %s ranks with %s prints the samples of one process, once", splits[k][0], splits[k][1]);
-            report(r1 == 0 && r2 == 0 && a[0] && strcmp(a, b) == 0, nm, "%.200s | %.200s", a, b);
+            int n2 = generate_parts(b, tb, sizeof(tb), lb);
+            char nm[240];
+            snprintf(nm, sizeof(nm), "--generate on %s ranks with %s prints the samples of one process, once, with its log-probabilities (1e-6)",
+                     splits[k][0], splits[k][1]);
+            report(r1 == 0 && r2 == 0 && ta[0] && strcmp(ta, tb) == 0 && logprobs_agree(la, n1, lb, n2, &worst), nm,
+                   "log-probabilities %d vs %d, worst relative difference %.3g: %.200s | %.200s", n1, n2, worst, ta, tb);
         }
         snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 %s --tp 2 --pp 2 2> /dev/null | tail -n 1", one);
         r2 = run_capture(cmd, b, sizeof(b));
@@ -2317,6 +2363,7 @@ static void test_generate(void) {
         {"--model d1 --train x --temperature 0.5", "--temperature shapes samples: it needs --generate N or --sample-every N"},
         {"--model d1 --train x --top-k 5", "--top-k shapes samples"},
         {"--model d1 --train x --kv-cache 0", "--kv-cache shapes samples"},
+        {"--model d1 --train x --sample-every 5 --logprobs 1", "--logprobs prints the log-probability of --generate's samples"},
         {"--init tests/ref/ref_model.bin --generate 1 --lr 1e-3", "--lr does nothing with it"},
         {"--init tests/ref/ref_model.bin --generate 1 --prompt ''", "--prompt: empty"},
         {"--init tests/ref/ref_model.bin --generate 1 --eval-hellaswag x", "give one"},
