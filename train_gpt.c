@@ -266,9 +266,8 @@ typedef struct Pipeline Pipeline; // pipeline_train.h: the schedule, slots and m
 // sequences, runs once (a forward of B 1) and is written into all of them. (Keys and values are all the attention
 // reads of the cached rows; the queries come along with them, a third more memory for one copy of whole rows.)
 typedef struct {
-    floatX* base;   // (layers held, B, T_max, 3 Ct)
+    floatX* base;   // (layers held, B, T_max, 3 Ct): layer l's at its local index, ParamLayout.layer_slot[l]
     float* logits;  // (B, Vpt) each sequence's row of logits (this rank's vocabulary columns)
-    int* slot;      // (L) the layer's index in base; -1 where this rank does not hold the layer
     int B, T_max;   // sequences (at most: a forward may take fewer); rows per sequence: positions [0, T_max)
     int pos;        // the position of the next forward's first token (the rows before it are cached)
 } KvCache;
@@ -699,7 +698,7 @@ static void block_forward(GPT* m, int l, int finish) {
         // sampling with a KV cache: this forward's qkv rows go after the cached ones (the prompt's, of one sequence,
         // into every sequence), and its queries attend to both
         KvCache* kv = m->kv;
-        floatX* cache = kv->base + (size_t)kv->slot[l] * kv->B * kv->T_max * 3 * Ct;
+        floatX* cache = kv->base + (size_t)m->layout.layer_slot[l] * kv->B * kv->T_max * 3 * Ct;
         kv_cache_write(&m->ctx, cache, b.qkv, B, B == 1 ? kv->B : B, T, kv->pos, kv->T_max, 3 * Ct);
         attention_forward_rows(&m->ctx, b.atty, cache, B, kv->pos + T, kv->T_max, kv->pos, Ct, NHt);
     } else {
@@ -757,7 +756,7 @@ static void gpt_forward_chunk(GPT* m, int g, const int32_t* host_tokens, int B, 
     m->B = B;
     m->T = T;
     gpt_set_chunk(m, g);
-    if (m->kv && (B > m->kv->B || m->sp || m->kv->pos < 0 || m->kv->pos + T > m->kv->T_max || m->kv->slot[m->chunk_lo] < 0)) {
+    if (m->kv && (B > m->kv->B || m->sp || m->kv->pos < 0 || m->kv->pos + T > m->kv->T_max)) {
         fatal("internal: a forward of (%d,%d) at position %d with a KV cache of %d x %d positions", B, T, m->kv->pos, m->kv->B, m->kv->T_max);
     }
     int R = gpt_rows(m);
@@ -1273,19 +1272,10 @@ typedef struct {
 static int kv_alloc(KvCache* kv, GPT* m, int B, int T_max) {
     memset(kv, 0, sizeof(*kv));
     if (m->sp) { return 0; }
-    const GPTConfig* g = &m->cfg;
-    const ParamLayout* pl = &m->layout;
-    kv->slot = (int*)mallocCheck(sizeof(int) * (size_t)g->num_layers);
-    int held = 0;
-    for (int l = 0; l < g->num_layers; l++) {
-        kv->slot[l] = -1;
-        for (int k = 0; k < pl->pp * pl->V; k++) {
-            if (k % pl->pp == pl->pp_rank && l >= pl->chunk_first[k] && l < pl->chunk_first[k + 1]) { kv->slot[l] = held++; }
-        }
-    }
     kv->B = B;
     kv->T_max = T_max;
-    kv->base = (floatX*)dev_alloc(&m->ctx, mulSize(mulSize((size_t)held * B * T_max, 3 * (size_t)g->channels / m->tp), sizeof(floatX)));
+    size_t rows = (size_t)m->layout.num_local_layers * B * T_max;
+    kv->base = (floatX*)dev_alloc(&m->ctx, mulSize(mulSize(rows, 3 * (size_t)m->cfg.channels / m->tp), sizeof(floatX)));
     kv->logits = m->layout.has_lnf ? (float*)dev_alloc(&m->ctx, mulSize(mulSize((size_t)B, (size_t)m->vocab_n), sizeof(float))) : NULL;
     return 1;
 }
@@ -1293,7 +1283,6 @@ static int kv_alloc(KvCache* kv, GPT* m, int B, int T_max) {
 static void kv_free(GPT* m, KvCache* kv) {
     dev_free(&m->ctx, kv->base);
     dev_free(&m->ctx, kv->logits);
-    free(kv->slot);
     memset(kv, 0, sizeof(*kv));
 }
 
