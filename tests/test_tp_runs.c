@@ -68,6 +68,22 @@ static void test_tp_layouts(const char* common, const char* quiet, const char* r
         compare_losses("tp 2, sequence parallel: checkpoints, samples and evaluation leave the run unchanged, bit for bit", loud, 0, log, 10, 0.0);
         compare_values("tp 2, sequence parallel: ... and the gradient norms", "grad_norm", loud, log, 10, 0.0);
     }
+    // samples mid-run (steps 3, 6 and 9; plain tp 2 samples through the KV cache of each rank's heads, which sequence
+    // parallelism does not) leave the run unchanged, bit for bit
+    char quiet2[1024], sampled[1024];
+    snprintf(quiet2, sizeof(quiet2), "%s/tp2_quiet.jsonl", DIR_TP);
+    snprintf(sampled, sizeof(sampled), "%s/tp2_sampled.jsonl", DIR_TP);
+    snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --tp 2 --log %s", quiet, quiet2);
+    rc = run_capture(cmd, out, sizeof(out));
+    if (rc == 0) {
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --tp 2 --sample-every 3 --gen-tokens 5 --log %s", quiet, sampled);
+        rc = run_capture(cmd, out, sizeof(out));
+    }
+    if (rc != 0 || !strstr(out, "sample: ")) { report(0, "tp 2: samples mid-run leave the run unchanged", "exit %d or no sample: %.300s", rc, out); }
+    else {
+        compare_losses("tp 2: samples mid-run (the KV cache of each rank's heads) leave the run unchanged, bit for bit", quiet2, 0, sampled, 10, 0.0);
+        compare_values("tp 2: ... and the gradient norms", "grad_norm", quiet2, sampled, 10, 0.0);
+    }
 }
 
 // Checkpoints hold the whole model in llm.c's layout and the optimizer state in the logical flat layout, so a run
