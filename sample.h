@@ -1,0 +1,273 @@
+/*
+sample.h: sampling in train_gpt.c, split out of it by topic and included by it after evaluate.h (it uses the model's
+forward, its KV cache path in block_forward and the process groups of train_gpt.c; it is not a standalone header).
+The KV cache's storage, choosing a token from a row of logits (temperature, top-k), drawing a batch of samples
+through every layout (tensor and pipeline parallel, ZeRO-3), printing them, and encoding --prompt.
+*/
+#ifndef SAMPLE_H
+#define SAMPLE_H
+
+// How samples draw their tokens (--temperature, --top-k, --kv-cache).
+typedef struct {
+    float temperature; // softmax(logits / temperature); 0: the most likely token
+    int top_k;         // only the top_k most likely tokens (0: all)
+    int kv_cache;      // 1: each token's forward runs over that position alone, the earlier ones' qkv rows cached
+                       // (KvCache); 0: over the whole prefix, as llm.c's sampler does
+    int logprobs;      // --generate --logprobs 1: print each sample's log-probability under the model
+} SampleOpts;
+
+// A KV cache for up to B sequences of positions [0, T_max) of the layers this rank holds (its pipeline chunks), or
+// none (returns 0) where the layout cannot use one: sequence parallelism splits a forward's tokens over the
+// tensor-parallel group, which one token cannot be.
+static int kv_alloc(KvCache* kv, GPT* m, int B, int T_max) {
+    memset(kv, 0, sizeof(*kv));
+    if (m->sp) { return 0; }
+    kv->B = B;
+    kv->T_max = T_max;
+    size_t rows = (size_t)m->layout.num_local_layers * B * T_max;
+    kv->base = (floatX*)dev_alloc(&m->ctx, mulSize(mulSize(rows, 3 * (size_t)m->cfg.channels / m->tp), sizeof(floatX)));
+    kv->logits = m->layout.has_lnf ? (float*)dev_alloc(&m->ctx, mulSize(mulSize((size_t)B, (size_t)m->vocab_n), sizeof(float))) : NULL;
+    return 1;
+}
+
+static void kv_free(GPT* m, KvCache* kv) {
+    dev_free(&m->ctx, kv->base);
+    dev_free(&m->ctx, kv->logits);
+    memset(kv, 0, sizeof(*kv));
+}
+
+// The k-th largest of x[0..n) (1 <= k <= n; equal values counted each, so the value sorting x in descending order
+// would put at [k - 1]), reordering x: quickselect with Hoare's partition, expected O(n) (a sort is O(n log n): at
+// GPT-2's 50257 tokens it took longer than a cached token's forward on a GPU).
+static float select_kth_largest(float* x, int n, int k) {
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float pivot = x[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) { // afterwards [lo, j] >= pivot >= [i, hi], and any element between them equals the pivot
+            while (x[i] > pivot) { i++; }
+            while (x[j] < pivot) { j--; }
+            if (i <= j) { float t = x[i]; x[i] = x[j]; x[j] = t; i++; j--; }
+        }
+        if (want <= j) { hi = j; }
+        else if (want >= i) { lo = i; }
+        else { return x[want]; }
+    }
+    return x[want];
+}
+
+// The next token from one row of logits over the real vocabulary (row: V values, overwritten; scratch: V floats for
+// --top-k). Temperature 0: the argmax, the lowest id among equal maxima. Else the softmax of logits / temperature,
+// restricted to the top_k largest logits when 0 < top_k < V (those equal to the k-th largest are kept from the lowest
+// id up, so exactly k remain), and drawn by inverse CDF: the first id whose running sum of (unnormalised)
+// probabilities exceeds u times their total, u in [0, 1). The defaults (1, 0) are the sampler of the first versions,
+// bit for bit: exp(x / 1) is exp(x).
+static int sample_pick(float* row, float* scratch, int V, const SampleOpts* so, double u) {
+    int best = 0;
+    for (int j = 1; j < V; j++) { best = row[j] > row[best] ? j : best; }
+    if (so->temperature == 0.0f) { return best; }
+    float mx = row[best], kth = -INFINITY;
+    int equal_left = V; // of the values equal to the k-th largest, how many are kept
+    if (so->top_k > 0 && so->top_k < V) {
+        memcpy(scratch, row, sizeof(float) * (size_t)V);
+        kth = select_kth_largest(scratch, V, so->top_k);
+        int above = 0;
+        for (int j = 0; j < V; j++) { above += row[j] > kth; }
+        equal_left = so->top_k - above;
+    }
+    double sum = 0.0;
+    int last = best;
+    for (int j = 0; j < V; j++) {
+        int keep = row[j] > kth || (row[j] == kth && equal_left-- > 0);
+        row[j] = keep ? expf((row[j] - mx) / so->temperature) : 0.0f;
+        sum += row[j];
+        if (keep) { last = j; }
+    }
+    double coin = u * sum, cdf = 0.0;
+    for (int j = 0; j < V; j++) { cdf += row[j]; if (coin < cdf) { return j; } }
+    return last; // (not reached: the running sum ends at exactly the total, and u < 1)
+}
+
+// Draws toks[p..n) one at a time after the prompt toks[0..p) (p >= 1) in each of B sequences (toks: B rows of `room`
+// tokens, n <= room, each starting with the same prompt): token t comes from the logits at position t - 1
+// (sample_pick), with the draw draws[b (n - p) + t - p] when the temperature is not 0 (NULL when it is). With logp,
+// logp[b] is the sum of the sampled tokens' log-probabilities under the model (log softmax of the logits, whatever
+// the temperature or top-k), on every rank.
+// probs: (2 Vp, or 3 Vp with logp) host scratch, receiving one row of logits at a time. Without a KV cache B is 1, and each forward runs
+// over the whole prefix; the tokens after the sampled ones may be any token: each forward may run longer than t (the
+// backend's bucketed lengths, kernels_forward_len; sequence parallelism's multiple of tp), and a causal model's
+// position t - 1 never sees the ones after it. With a KV cache (kv, for B sequences up to position room): the first
+// forward runs the prompt once and caches it for every sequence, each later one the B tokens sampled last, at
+// their position.
+// Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns, an
+// all-gather gives all of them the row, and group rank 0's tokens are broadcast; under pipeline parallelism the
+// last stage's.
+static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, float* probs, const double* draws,
+                          const SampleOpts* so, KvCache* kv, double* logp) {
+    const GPTConfig* g = &m->cfg;
+    for (int b = 0; b < B && logp; b++) { logp[b] = 0.0; }
+    if (B > (kv ? kv->B : 1)) { fatal("internal: %d sequences sampled together without a KV cache for them", B); }
+    int32_t* next = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B); // the tokens sampled at t
+    for (int t = p; t < n; t++) {
+        int fb = 1; // the forward's sequences
+        if (kv) {
+            // positions [start, t): the prompt (one sequence for all), then one token per sequence
+            int start = t == p ? 0 : t - 1;
+            fb = t == p ? 1 : B;
+            for (int b = 0; b < fb && t > p; b++) { next[b] = toks[(size_t)b * room + t - 1]; }
+            kv->pos = start;
+            m->kv = kv;
+            gpt_forward_any(m, t == p ? toks : next, fb, t - start);
+            m->kv = NULL;
+        } else {
+            // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them
+            int tf = kernels_forward_len(&m->ctx, t, room);
+            if (m->sp) { tf = (tf + m->tp - 1) / m->tp * m->tp; }
+            gpt_forward_any(m, toks, 1, tf);
+        }
+        if (m->layout.has_lnf) {
+            // the logits at position t - 1, in one product: row t - 1 of a forward from position 0 (the prompt's, every
+            // sequence's; or the whole prefix's), or rows 0..B-1 of a decoding step (one position per sequence)
+            const floatX* lnf = tp_enter(m, m->acts.lnf);
+            int R = fb == 1 ? 1 : B;
+            size_t first = kv && t > p ? 0 : (size_t)t - 1;
+            float* logits = kv ? kv->logits : m->acts.logits_row;
+            classifier_logits_rows(&m->ctx, logits, lnf + first * g->channels, m->p.wte, R, g->channels, m->vocab_n);
+            for (int b = 0; b < B; b++) {
+                const float* lrow = logits + (size_t)(R == 1 ? 0 : b) * m->vocab_n;
+                if (m->tp == 1) {
+                    dev_copy_d2h(&m->ctx, probs, lrow, sizeof(float) * g->padded_vocab_size);
+                    dev_sync(&m->ctx);
+                } else {
+                    dev_copy_d2h(&m->ctx, m->acts.host, lrow, sizeof(float) * m->vocab_n);
+                    dev_sync(&m->ctx);
+                    comm_allgather_f32(m->tp_group, m->acts.host, probs, (size_t)m->vocab_n);
+                }
+                double u = draws ? draws[(size_t)b * (n - p) + (t - p)] : 0.0;
+                float* kept = probs + 2 * (size_t)g->padded_vocab_size; // (the row, which sample_pick overwrites)
+                if (logp) { memcpy(kept, probs, sizeof(float) * g->vocab_size); }
+                next[b] = sample_pick(probs, probs + g->padded_vocab_size, g->vocab_size, so, u);
+                if (logp) {
+                    double mx = -INFINITY, sum = 0.0;
+                    for (int j = 0; j < g->vocab_size; j++) { mx = kept[j] > mx ? kept[j] : mx; }
+                    for (int j = 0; j < g->vocab_size; j++) { sum += exp((double)kept[j] - mx); }
+                    logp[b] += (double)kept[next[b]] - mx - log(sum);
+                }
+            }
+            if (m->tp_group) { comm_broadcast(m->tp_group, next, sizeof(int32_t) * B, 0); }
+        }
+        // a pipeline stage without the LM head gets the tokens from the last stage
+        if (m->pp_group) { comm_broadcast(m->pp_group, next, sizeof(int32_t) * B, m->pp - 1); }
+        if (m->z3) { comm_broadcast(m->z3->group, next, sizeof(int32_t) * B, 0); } // (ZeRO-3: every data-parallel rank samples)
+        for (int b = 0; b < B; b++) { toks[(size_t)b * room + t] = next[b]; }
+    }
+    if (logp && m->pp_group) { comm_broadcast(m->pp_group, logp, sizeof(double) * B, m->pp - 1); }
+    free(next);
+}
+
+// Prints tokens decoded (when a tokenizer is loaded; only printable bytes and whitespace, like llm.c's safe_printf),
+// else their ids.
+static void print_tokens(const Tokenizer* tok, int have_tok, const int32_t* toks, int n) {
+    for (int t = 0; t < n; t++) {
+        const char* piece = have_tok ? tokenizer_decode(tok, (uint32_t)toks[t]) : NULL;
+        if (piece) {
+            for (const char* q = piece; *q; q++) {
+                unsigned char ch = (unsigned char)*q;
+                if (isprint(ch) || isspace(ch) || ch >= 0x80) { putchar(ch); }
+            }
+        } else {
+            printf("%d ", toks[t]);
+        }
+    }
+}
+
+// Samples gen_tokens tokens after the prompt (np tokens; none: <|endoftext|>), `count` times, and prints each
+// sample's prompt and tokens (when `print`) after `label` (NULL: "--- sample N"), decoded if a tokenizer is loaded.
+// With the KV cache up to `batch` samples are drawn together (batch x T cached rows per layer); without it, one at a
+// time. Sample i takes the generator's draws in order after those of sample i - 1, so the samples are the same
+// whatever the batch. The prompt and the tokens fit in T (the caller checked np < T). Returns the samples drawn
+// together through the cache, 0 without one.
+static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* prompt, int np, int gen_tokens, int T,
+                     int count, int batch, uint64_t* rng, int print, const SampleOpts* so, const char* label) {
+    const GPTConfig* g = &m->cfg;
+    int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
+    int p = np > 0 ? np : 1;
+    int n = p + gen_tokens < T ? p + gen_tokens : T;
+    KvCache kv;
+    int cached = so->kv_cache && kv_alloc(&kv, m, batch < count ? batch : count, T);
+    int B = cached ? kv.B : 1;
+    int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B * T);
+    float* probs = (float*)mallocCheck(sizeof(float) * 3 * g->padded_vocab_size);
+    double* logp = so->logprobs ? (double*)mallocCheck(sizeof(double) * (size_t)B) : NULL;
+    double* draws = so->temperature != 0.0f ? (double*)mallocCheck(sizeof(double) * (size_t)B * (n - p)) : NULL;
+    for (int done = 0; done < count; done += B) {
+        int nb = count - done < B ? count - done : B;
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < T; t++) { toks[(size_t)b * T + t] = t < np ? prompt[t] : eot; }
+        }
+        if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t) * T, 0); } // (the prompt of the rank with the tokenizer)
+        if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t) * T, 0); }
+        for (size_t k = 0; draws && k < (size_t)nb * (n - p); k++) { draws[k] = rng_uniform(rng); }
+        sample_tokens(m, toks, nb, p, n, T, probs, draws, so, cached ? &kv : NULL, logp);
+        for (int b = 0; b < nb && print; b++) {
+            if (label) { printf("%s", label); }
+            else { printf("--- sample %d\n", done + b + 1); }
+            print_tokens(tok, have_tok, toks, np); // (the prompt as given: none when it is <|endoftext|>)
+            print_tokens(tok, have_tok, toks + (size_t)b * T + p, n - p);
+            printf("\n");
+            if (logp) { printf("logprob: %.6f (%d tokens, mean %.6f)\n", logp[b], n - p, logp[b] / (n - p)); }
+            fflush(stdout);
+        }
+    }
+    if (cached) { kv_free(m, &kv); }
+    free(toks);
+    free(probs);
+    free(draws);
+    free(logp);
+    return cached ? B : 0;
+}
+
+// --prompt TEXT: its tokens under GPT-2's BPE (encoder.json and vocab.bpe from $GPT2_VOCAB_DIR or data/gpt2), into
+// *out (malloc'd) and *n; exits naming the problem if the build has no encoder, the files are missing, or the model's
+// vocabulary is not GPT-2's. With text NULL (--generate without --prompt) it only tries to load the vocabulary, to
+// print samples as text, and returns NULL quietly if it cannot. When it loads it and no decoder is loaded yet
+// (*have_dec 0: no --tokenizer), dec becomes the vocabulary's.
+static int32_t* encode_prompt(const char* text, const GPTConfig* g, Tokenizer* dec, int* have_dec, int* n) {
+    *n = 0;
+#ifdef USE_ENCODER
+    char vdir[4200];
+    if (!hf_find_gpt2_vocab(vdir, sizeof(vdir))) {
+        if (!text) { return NULL; }
+        fatal("--prompt: GPT-2's encoder.json and vocab.bpe are in neither $GPT2_VOCAB_DIR nor data/gpt2 (needed to encode the prompt)");
+    }
+    Encoder e;
+    if (encoder_init(&e, vdir) != 0) { fatal("--prompt: cannot load GPT-2's vocabulary from %s: %s", vdir, e.error); }
+    if ((uint32_t)g->vocab_size != e.vocab_size) {
+        uint32_t ev = e.vocab_size;
+        encoder_free(&e);
+        if (!text) { return NULL; }
+        fatal("--prompt is encoded with GPT-2's vocabulary of %u tokens; this model has %d", ev, g->vocab_size);
+    }
+    int32_t* out = NULL;
+    if (text) {
+        EncoderScratch es;
+        encoder_scratch_init(&es, &e);
+        TokenVec ids = {0};
+        encoder_encode(&e, &es, (const uint8_t*)text, strlen(text), &ids);
+        out = (int32_t*)mallocCheck(sizeof(int32_t) * (ids.len + 1));
+        for (size_t i = 0; i < ids.len; i++) { out[i] = (int32_t)ids.data[i]; }
+        *n = (int)ids.len;
+        tokenvec_free(&ids);
+        encoder_scratch_free(&es);
+    }
+    if (!*have_dec) { tokenizer_from_encoder(dec, &e); *have_dec = 1; }
+    encoder_free(&e);
+    return out;
+#else
+    (void)g; (void)dec; (void)have_dec;
+    if (text) { fatal("--prompt: this build has no BPE encoder (it needs PCRE2 and cJSON: apt-get install libpcre2-dev libcjson-dev, then make)"); }
+    return NULL;
+#endif
+}
+
+#endif // SAMPLE_H
