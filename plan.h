@@ -39,6 +39,9 @@ typedef struct {
     // the tensor-parallel group's fp32 scratch (tp > 1), the pipeline's device messages (pp_nccl: pp > 1 and no
     // two stages on one GPU), and with --grad-compress bf16 the gradients' bf16 copy
     int nccl, pp_nccl, compress_bf16;
+    // the samples' KV cache (GPT.kv_held), allocated at start-up: its sequences (--sample-every: 1 on the ranks that
+    // sample; --generate: the samples drawn together), 0: none (no sampling, --kv-cache 0, sequence parallelism)
+    int kv_B;
 } PlanLayout;
 
 // Where the blocks are cut into pp V chunks: balanced by cost (a block's FLOPs per token; the LM head's on the last
@@ -95,6 +98,11 @@ static double plan_rank_memory(const GPTConfig* g, const PlanLayout* p, int r, c
     // the pipeline's device messages of B T C floatX: one receive buffer, and a send buffer for each message of a
     // step (pipeline_use_nccl)
     if (p->pp_nccl && p->pp > 1) { mem[3] += (double)(sends + 1) * btc * (double)floatx_bytes; }
+    // the samples' KV cache: the layers this stage holds, each sequence's logits row on the last
+    if (p->kv_B > 0) {
+        mem[3] += (double)kv_cache_bytes(pl.num_local_layers, p->kv_B, p->T, 3 * g->channels / p->tp, pl.has_lnf, g->padded_vocab_size / p->tp,
+                                         floatx_bytes, NULL);
+    }
     layout_free(&pl);
     return mem[0] + mem[1] + mem[2] + mem[3];
 }
@@ -251,6 +259,10 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
            mc->tf32 ? "on TF32 tensor cores (--tf32 1)" : "exact (--tf32 0)",
            c->threads > 0 ? c->threads : kernels_num_threads(), nccl ? "through NCCL on device buffers" : "through MPI",
            nccl && bf16 ? " (with the bf16 gradient copy of --grad-compress bf16)" : "");
+    if (c->sample_every > 0 && c->kv_cache) {
+        printf("plan: with the KV cache of --sample-every's samples on the ranks that sample (one sequence of T positions of "
+               "their layers; none under sequence parallelism, which samples without one)\n");
+    }
     size_t cap = 1024, nres = 0;
     PlanResult* res = (PlanResult*)mallocCheck(sizeof(PlanResult) * cap);
     char reasons[PLAN_MAX_REASONS][160], examples[PLAN_MAX_REASONS][256];
@@ -270,7 +282,9 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
                             for (int rc = 0; rc <= 2; rc++) {
                                 for (int d = 0; d < 2; d++) {
                                     PlanLayout p = {dp, tp, pp, sp, zero, B, T, 0, rc, dtypes[d], kind, V, c->threads > 0 ? c->threads : kernels_num_threads(),
-                                                    nccl, nccl, bf16};
+                                                    nccl, nccl, bf16, 0};
+                                    // (--sample-every: rank 0's group samples one sequence at a time, through a cache)
+                                    p.kv_B = c->sample_every > 0 && c->kv_cache && !sp ? 1 : 0;
                                     long per_micro = (long)B * T * dp;
                                     p.M = per_micro > 0 && total % per_micro == 0 ? (int)(total / per_micro) : 1;
                                     char why[160];

@@ -18,22 +18,17 @@ typedef struct {
 
 // A KV cache for up to B sequences of positions [0, T_max) of the layers this rank holds (its pipeline chunks), or
 // none (returns 0) where the layout cannot use one: sequence parallelism splits a forward's tokens over the
-// tensor-parallel group, which one token cannot be.
+// tensor-parallel group, which one token cannot be. Its size is kv_cache_bytes'.
 static int kv_alloc(KvCache* kv, GPT* m, int B, int T_max) {
     memset(kv, 0, sizeof(*kv));
     if (m->sp) { return 0; }
     kv->B = B;
     kv->T_max = T_max;
-    size_t rows = (size_t)m->layout.num_local_layers * B * T_max;
-    kv->base = (floatX*)dev_alloc(&m->ctx, mulSize(mulSize(rows, 3 * (size_t)m->cfg.channels / m->tp), sizeof(floatX)));
-    kv->logits = m->layout.has_lnf ? (float*)dev_alloc(&m->ctx, mulSize(mulSize((size_t)B, (size_t)m->vocab_n), sizeof(float))) : NULL;
+    size_t parts[2];
+    kv_cache_bytes(m->layout.num_local_layers, B, T_max, 3 * m->cfg.channels / m->tp, m->layout.has_lnf, m->vocab_n, sizeof(floatX), parts);
+    kv->base = (floatX*)dev_alloc(&m->ctx, parts[0]);
+    kv->logits = parts[1] ? (float*)dev_alloc(&m->ctx, parts[1]) : NULL;
     return 1;
-}
-
-static void kv_free(GPT* m, KvCache* kv) {
-    dev_free(&m->ctx, kv->base);
-    dev_free(&m->ctx, kv->logits);
-    memset(kv, 0, sizeof(*kv));
 }
 
 // The k-th largest of x[0..n) (1 <= k <= n; equal values counted each, so the value sorting x in descending order
@@ -193,9 +188,13 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* p
     int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
     int p = np > 0 ? np : 1;
     int n = p + gen_tokens < T ? p + gen_tokens : T;
-    KvCache kv;
-    int cached = so->kv_cache && kv_alloc(&kv, m, batch < count ? batch : count, T);
-    int B = cached ? kv.B : 1;
+    // the cache: the one allocated at start-up (GPT.kv_held, counted in the plan) when it is large enough, else one
+    // for this call
+    KvCache own, *kv = NULL;
+    int want = batch < count ? batch : count;
+    if (so->kv_cache && m->kv_held.base && m->kv_held.B >= want && m->kv_held.T_max >= T) { kv = &m->kv_held; }
+    else if (so->kv_cache && kv_alloc(&own, m, want, T)) { kv = &own; }
+    int B = kv ? want : 1;
     int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B * T);
     float* probs = (float*)mallocCheck(sizeof(float) * 3 * g->padded_vocab_size);
     double* logp = so->logprobs ? (double*)mallocCheck(sizeof(double) * (size_t)B) : NULL;
@@ -208,7 +207,7 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* p
         if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t) * T, 0); } // (the prompt of the rank with the tokenizer)
         if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t) * T, 0); }
         for (size_t k = 0; draws && k < (size_t)nb * (n - p); k++) { draws[k] = rng_uniform(rng); }
-        sample_tokens(m, toks, nb, p, n, T, probs, draws, so, cached ? &kv : NULL, logp);
+        sample_tokens(m, toks, nb, p, n, T, probs, draws, so, kv, logp);
         for (int b = 0; b < nb && print; b++) {
             if (label) { printf("%s", label); }
             else { printf("--- sample %d\n", done + b + 1); }
@@ -219,12 +218,12 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* p
             fflush(stdout);
         }
     }
-    if (cached) { kv_free(m, &kv); }
+    if (kv == &own) { kv_free(&m->ctx, &own); }
     free(toks);
     free(probs);
     free(draws);
     free(logp);
-    return cached ? B : 0;
+    return kv ? B : 0;
 }
 
 // --prompt TEXT: its tokens under GPT-2's BPE (encoder.json and vocab.bpe from $GPT2_VOCAB_DIR or data/gpt2), into

@@ -2197,7 +2197,7 @@ static void test_kv_forward(const char* model_path, ParallelContext* pc) {
             dev_sync(&m.ctx);
             for (int b = 0; b < B; b++) { memcpy(got + ((size_t)b * N + t) * C, row + (size_t)b * C, (size_t)C * sizeof(float)); }
         }
-        kv_free(&m, &kv);
+        kv_free(&m.ctx, &kv);
         check_close("forwards with a KV cache (a 3-token prompt cached for 3 sequences, then one position of each per forward) "
                     "equal full forwards, row by row", got, want, nrow, 1e-4, 1e-4);
     }
@@ -2232,7 +2232,7 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
         KvCache kv;
         if (cached && !kv_alloc(&kv, &m, B, room)) { report(0, "sampling with a KV cache", "kv_alloc refused"); break; }
         sample_tokens(&m, toks, B, np, n, room, probs, draws, &so, cached ? &kv : NULL, NULL);
-        if (cached) { kv_free(&m, &kv); }
+        if (cached) { kv_free(&m.ctx, &kv); }
         int same = 1, first_bad = -1, edges = 0, differ = 0;
         for (int b = 0; b < B; b++) {
             int32_t* tb = toks + b * room;

@@ -272,6 +272,23 @@ typedef struct {
     int pos;        // the position of the next forward's first token (the rows before it are cached)
 } KvCache;
 
+// The bytes of a KV cache (kv_alloc) of B sequences of T positions on a rank holding `layers` layers of 3Ct qkv
+// columns each (in floatX: floatx_bytes) and, when it holds the LM head, vocab_n vocabulary columns (the logits rows,
+// fp32). parts: the two allocations (cache, logits), or NULL. The planner counts this for the samples of a run
+// (PlanLayout.kv_B), so it is the same function that sizes both.
+static size_t kv_cache_bytes(int layers, int B, int T, int C3t, int head, int vocab_n, size_t floatx_bytes, size_t parts[2]) {
+    size_t cache = mulSize(mulSize(mulSize((size_t)layers * B, (size_t)T), (size_t)C3t), floatx_bytes);
+    size_t logits = head ? mulSize(mulSize((size_t)B, (size_t)vocab_n), sizeof(float)) : 0;
+    if (parts) { parts[0] = cache; parts[1] = logits; }
+    return cache + logits;
+}
+
+static void kv_free(KernelCtx* ctx, KvCache* kv) {
+    dev_free(ctx, kv->base);
+    dev_free(ctx, kv->logits);
+    memset(kv, 0, sizeof(*kv));
+}
+
 typedef struct {
     KernelCtx ctx;        // the backend's execution context (--dtype lives in it: ctx.dtype)
     ParamLayout layout;   // this rank's parameters (its tensor-parallel share)
@@ -313,6 +330,8 @@ typedef struct {
     int chunk_lo, chunk_hi; // the blocks of the chunk being run (all of them without pipelining)
     int B, T;             // shape of the last forward
     KvCache* kv;          // set while a forward samples with a KV cache; NULL otherwise
+    KvCache kv_held;      // the samples' cache, allocated at start-up with the rest (PlanLayout.kv_B sequences; base
+                          // NULL: none, and generate allocates one per call)
 } GPT;
 
 // How the model is split over processes besides data parallelism: the tensor-parallel group and sequence
@@ -600,6 +619,7 @@ static void gpt_free(GPT* m) {
     dev_free(&m->ctx, m->grad_arena);
     dev_free(&m->ctx, m->acts.base);
     dev_host_free(&m->ctx, m->acts.host);
+    kv_free(&m->ctx, &m->kv_held);
     m->acts.base = NULL;
     m->acts.host = NULL;
     free(m->p.layers);
@@ -1310,6 +1330,11 @@ static double rank_memory(const GPT* mp, const ZeroOptimizer* zp, double mem[4])
     mem[1] += (double)zero_compress_device_bytes(zp);
     if (mp->tp_group && mp->tp_group->nccl) { mem[3] += (double)comm_nccl_device_bytes(mp->tp_group->nccl); }
     if (mp->pipe) { mem[3] += (double)pipeline_device_bytes(mp->pipe); }
+    const KvCache* kv = &mp->kv_held; // the samples' KV cache (its two allocations)
+    if (kv->base) {
+        mem[3] += (double)kv_cache_bytes(mp->layout.num_local_layers, kv->B, kv->T_max, 3 * mp->cfg.channels / mp->tp, mp->layout.has_lnf,
+                                         mp->vocab_n, sizeof(floatX), NULL);
+    }
     return mem[0] + mem[1] + mem[2] + mem[3];
 }
 
@@ -1397,6 +1422,14 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
             if (tot > big_total) { big_total = tot; big = r; }
         }
         printf("  largest rank: %.0f bytes (rank %d; the planner's \"memory per rank\" for this layout)\n", big_total, big);
+        const KvCache* kv = &mp->kv_held;
+        if (kv->base) {
+            char kb[32];
+            fmt_bytes(kb, sizeof(kb), (double)kv_cache_bytes(mp->layout.num_local_layers, kv->B, kv->T_max, 3 * g->channels / mp->tp,
+                                                             mp->layout.has_lnf, mp->vocab_n, sizeof(floatX), NULL));
+            printf("  rank 0's activations include the samples' KV cache (--sample-every): %s, %d layer(s) x %d sequence(s) x %d positions\n",
+                   kb, mp->layout.num_local_layers, kv->B, kv->T_max);
+        }
         if (sizeof(floatX) > dtype_bytes(dt)) {
             char pa[32], ac[32];
             fmt_bytes(pa, sizeof(pa), (double)mp->param_floats * dtype_bytes(dt));
@@ -1964,7 +1997,14 @@ int main(int argc, char** argv) {
     int V = pp_kind == PP_INTERLEAVED ? c.virtual_stages : 1;
     // (the layout as the planner sees it: its memory table is the trainer's; see print_run_plan)
     PlanLayout run = {pc.dp, c.tp, c.pp, c.tp > 1 && c.sequence_parallel, c.zero, B, T, grad_accum, c.recompute, dtype_parse(c.dtype),
-                      pp_kind, V, kernels_num_threads(), 0, 0, strcmp(c.grad_compress, "bf16") == 0}; // (nccl, pp_nccl: set once decided)
+                      pp_kind, V, kernels_num_threads(), 0, 0, strcmp(c.grad_compress, "bf16") == 0, 0}; // (nccl, pp_nccl: set once decided)
+    // the samples' KV cache, allocated with the rest so that a run that starts has the memory its samples need: the
+    // ranks that sample during training (data-parallel rank 0's group; under ZeRO-3 every rank, whose forwards
+    // gather from all) cache one sequence, --generate the samples it draws together
+    if (c.kv_cache && !run.sp) {
+        if (gen_only) { run.kv_B = gen_batch; }
+        else if (c.sample_every > 0 && !c.bench && (pc.dp_rank == 0 || c.zero == 3)) { run.kv_B = 1; }
+    }
     int* chunk_first = NULL;
     if (c.pp > 1) {
         char pperr[300];
@@ -2150,6 +2190,7 @@ int main(int argc, char** argv) {
     }
     activations_alloc_shape(&model.acts, &model.ctx, &gc, &shape, B, T, c.recompute);
     model.acts0 = model.acts;
+    if (run.kv_B > 0) { kv_alloc(&model.kv_held, &model, run.kv_B, T); }
     char why[160];
     if (run.nccl && (pc.tp > 1 || run.pp_nccl) && !comm_nccl_launch_order(why, sizeof(why)) && master) {
         // several communicators in this process: the tensor-parallel group's or the pipeline's pairs beside the
@@ -2229,7 +2270,14 @@ int main(int argc, char** argv) {
             char how[160];
             if (!c.kv_cache) { snprintf(how, sizeof(how), "--kv-cache 0: the whole prefix's forward per token, one sample at a time"); }
             else if (!together) { snprintf(how, sizeof(how), "no KV cache under --sequence-parallel: the whole prefix's forward per token, one sample at a time"); }
-            else { snprintf(how, sizeof(how), "KV cache: one position's forward per token, %d sample%s at a time", together, together == 1 ? "" : "s"); }
+            else {
+                const KvCache* kv = &model.kv_held;
+                char kb[32];
+                fmt_bytes(kb, sizeof(kb), (double)kv_cache_bytes(model.layout.num_local_layers, kv->B, kv->T_max, 3 * gc.channels / model.tp,
+                                                                 model.layout.has_lnf, model.vocab_n, sizeof(floatX), NULL));
+                snprintf(how, sizeof(how), "KV cache: one position's forward per token, %d sample%s at a time; the cache %s on rank 0", together,
+                         together == 1 ? "" : "s", kb);
+            }
             if (master) { printf("generate: %d tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9), how); }
         }
         free(prompt);

@@ -1382,6 +1382,87 @@ static void test_planner(void) {
     }
 }
 
+// The samples' KV cache is allocated at start-up with the rest and counted (PlanLayout.kv_B): by the planner with
+// --sample-every (one sequence of T positions of a rank's layers in the storage type, and the LM head's fp32 row of
+// logits, on the ranks that sample), and by the trainer's table, which it must equal (the trainer checks that at
+// start-up, so every run with samples below checks it too). The reference model: L 2, C 32, Vp 128, T 8 here.
+// Then the samples a training run draws through that cache are those of --kv-cache 0.
+static double largest_rank_bytes(const char* out) {
+    const char* at = strstr(out, "largest rank: ");
+    double v = -1.0;
+    if (at) { sscanf(at, "largest rank: %lf", &v); }
+    return v;
+}
+
+static void test_kv_memory(void) {
+    char cmd[8192], name[600];
+    static char out[2][1 << 20];
+    // the planner: GPU storage (2-byte elements), the dp 4, tp 2 and sequence-parallel layouts with and without
+    // --sample-every (and with it under --kv-cache 0)
+    const char* base = "./train_gpt --plan 1 --init tests/ref/ref_model.bin --seq-len 8 --total-batch-size 64 --threads 1 "
+                       "--plan-nodes 1 --plan-devices-per-node 4 --plan-memory-gb 1 --plan-reserve-gb 0 --plan-top 100000 --plan-storage gpu";
+    const char* layouts[3] = {
+        "--batch-size 2 --seq-len 8 --total-batch-size 64 --zero 1 --recompute 0 --dtype bf16\n",
+        "--batch-size 2 --seq-len 8 --total-batch-size 64 --zero 1 --recompute 0 --dtype bf16 --tp 2\n",
+        "--batch-size 4 --seq-len 8 --total-batch-size 64 --zero 3 --recompute 1 --dtype bf16 --tp 2 --sequence-parallel 1\n",
+    };
+    const double want[3] = {2.0 * 1 * 8 * 96 * 2 + 128 * 4, 2.0 * 1 * 8 * 48 * 2 + 64 * 4, 0.0};
+    const char* how[3] = {"", "--sample-every 5", "--sample-every 5 --kv-cache 0"};
+    double m[3][3];
+    static char listing[1 << 20];
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof(cmd), "%s %s", base, how[k]);
+        int rc = run_capture(cmd, listing, sizeof(listing));
+        if (k == 1) { snprintf(out[0], sizeof(out[0]), "%s", listing); }
+        for (int l = 0; l < 3; l++) {
+            m[k][l] = -1.0;
+            const char* at = rc == 0 ? strstr(listing, layouts[l]) : NULL;
+            if (!at) { continue; }
+            const char* line = at;
+            while (line > listing && line[-1] != '\n') { line--; }
+            sscanf(line, " memory per rank %lf bytes", &m[k][l]);
+        }
+    }
+    for (int l = 0; l < 3; l++) {
+        snprintf(name, sizeof(name), "planner --sample-every: counts the samples' KV cache (%s), and nothing under --kv-cache 0:%.*s", l == 2 ? "none under sequence parallelism" :
+                 l == 1 ? "tp 2: half the columns, of the layers and of the vocabulary" : "every layer's qkv rows of one sequence, one row of logits", (int)strlen(layouts[l]) - 1, layouts[l]);
+        report(m[0][l] > 0 && m[1][l] - m[0][l] == want[l] && m[2][l] == m[0][l], name, "without %.0f, with %.0f (difference %.0f, want %.0f), --kv-cache 0 %.0f",
+               m[0][l], m[1][l], m[1][l] - m[0][l], want[l], m[2][l]);
+    }
+    report(strstr(out[0], "plan: with the KV cache of --sample-every's samples") != NULL, "planner --sample-every: says it counts the samples' cache", "%.300s", out[0]);
+
+    // the trainer: its table (this build's fp32 storage) with and without samples, one process and tp 2; the samples
+    // through the start-up cache equal --kv-cache 0's
+    char shard[1024];
+    if (!fresh_shard("kv memory setup", "kvmem", "train_000000.bin", 4000, 7, shard, sizeof(shard))) { return; }
+    const char* procs[2] = {"", MPIRUN " -np 2"};
+    const char* split[2] = {"", " --tp 2"};
+    const double want_run[2] = {2.0 * 8 * 96 * 4 + 128 * 4, 2.0 * 8 * 48 * 4 + 64 * 4};
+    for (int k = 0; k < 2; k++) {
+        char samples[3][16384];
+        double bytes[3];
+        const char* extra[3] = {"", " --sample-every 1 --gen-tokens 6", " --sample-every 1 --gen-tokens 6 --kv-cache 0"};
+        int rc[3];
+        for (int e = 0; e < 3; e++) {
+            snprintf(cmd, sizeof(cmd), "%s ./train_gpt --init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --steps 4 --threads 1%s%s",
+                     procs[k], shard, split[k], extra[e]);
+            rc[e] = run_capture(cmd, out[1], sizeof(out[1]));
+            bytes[e] = largest_rank_bytes(out[1]);
+            grep_samples(out[1], samples[e], sizeof(samples[e]));
+            if (e == 1) { snprintf(out[0], sizeof(out[0]), "%s", out[1]); }
+        }
+        snprintf(name, sizeof(name), "--sample-every%s: the start-up table counts the samples' KV cache (and --kv-cache 0 none); its line says so", split[k]);
+        report(rc[0] == 0 && rc[1] == 0 && rc[2] == 0 && bytes[1] - bytes[0] == want_run[k] && bytes[2] == bytes[0] &&
+               strstr(out[0], "rank 0's activations include the samples' KV cache (--sample-every)"), name,
+               "exit %d %d %d; largest rank %.0f without, %.0f with (difference %.0f, want %.0f), %.0f with --kv-cache 0", rc[0], rc[1], rc[2],
+               bytes[0], bytes[1], bytes[1] - bytes[0], want_run[k], bytes[2]);
+        int lines = 0;
+        for (const char* q = samples[1]; (q = strchr(q, '\n')) != NULL; q++) { lines++; }
+        snprintf(name, sizeof(name), "--sample-every 1%s: the samples through the start-up cache are --kv-cache 0's", split[k]);
+        report(lines == 4 && strcmp(samples[1], samples[2]) == 0, name, "%d sample lines: %.200s | %.200s", lines, samples[1], samples[2]);
+    }
+}
+
 // A blend of two data sets through the binary (--train "3:A,1:B" --shuffle 1; the sampler itself is tested in
 // tests/test_dataloader.c): the start-up lists each set's share; the run differs from one on A alone; a checkpoint of
 // it resumes bit for bit in one process and, under 2 processes (ZeRO-1), within 2e-6 (the same batches, the
@@ -2315,7 +2396,7 @@ static void test_generate(void) {
         }
         snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 %s --tp 2 --pp 2 2> /dev/null | tail -n 1", one);
         r2 = run_capture(cmd, b, sizeof(b));
-        report(r2 == 0 && strstr(b, "(KV cache: one position's forward per token, 2 samples at a time)"), "... and tp 2 x pp 2 samples with the KV cache, 2 at a time", "exit %d: %.200s", r2, b);
+        report(r2 == 0 && strstr(b, "(KV cache: one position's forward per token, 2 samples at a time; the cache "), "... and tp 2 x pp 2 samples with the KV cache, 2 at a time", "exit %d: %.200s", r2, b);
         snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 %s", one);
         r2 = run_capture(cmd, b, sizeof(b));
         report(r2 != 0 && strstr(b, "the ranks must split one copy of the model"), "--generate on 2 data-parallel copies is refused", "exit %d: %.200s", r2, b);
@@ -2393,7 +2474,7 @@ int main(int argc, char** argv) {
     if (name_selected(only, "parallel")) { test_parallel(); test_zero3_deep(); }
     if (name_selected(only, "precision")) { test_mixed_precision(); }
     if (name_selected(only, "compress")) { test_grad_compress(); }
-    if (name_selected(only, "plan")) { test_planner(); }
+    if (name_selected(only, "plan")) { test_planner(); test_kv_memory(); }
     if (name_selected(only, "blend")) { test_blend_runs(); }
     if (name_selected(only, "powersgd")) { test_powersgd_runs(); }
     if (name_selected(only, "shakespeare")) { test_powersgd_shakespeare(); }

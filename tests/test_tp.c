@@ -199,7 +199,7 @@ static void check_kv_forward(GPT* ref, GPT* m, int Bm, int Tm, const int32_t* in
         m->kv = NULL;
         for (int b = 0; b < Bm; b++) { memcpy(got + ((size_t)b * Tm + t) * Cm, m->acts.lnf + (size_t)b * Cm, sizeof(float) * Cm); }
     }
-    kv_free(m, &kv);
+    kv_free(&m->ctx, &kv);
     size_t bad = 0, n = (size_t)Bm * Tm * Cm;
     for (size_t i = 0; i < n; i++) { bad += !(fabsf(got[i] - ref->acts.lnf[i]) <= 1e-4f * (1.0f + fabsf(ref->acts.lnf[i]))); }
     char detail[96];
