@@ -138,16 +138,19 @@ static void gelu_backward(const KernelCtx* ctx, floatX* dinp, const floatX* inp,
 // Causal self-attention of qkv (B,T,3C) into out (B,T,C), keeping lse (B,NH,T) fp32 for the backward.
 static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
                               int NH);
-// Sampling with a KV cache of B sequences, each `ld` rows of qkv (3C): qkv (B, ld, 3C), sequence b's rows from
-// qkv + b ld 3C. attention_forward_rows: the queries at positions [q_lo, T) (T <= ld) of each sequence attend to its
-// keys [0, i] (the cached rows before q_lo and the new rows' own): out (B, T - q_lo, C), no lse. Row i's output is
-// attention_forward's row i, up to the order of the sums (the same math; a backend may run other kernels for it).
-static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int ld, int q_lo,
-                                   int C, int NH);
-// kv_cache_write: the rows (S, n, C3) a forward made for positions [pos, pos + n) into every sequence b of the cache
-// (B, ld, C3), from rows[b % S]: S = B, each sequence its own; S = 1, one sequence's (a shared prompt) in all of them.
-static void kv_cache_write(const KernelCtx* ctx, floatX* cache, const floatX* rows, int S, int B, int n, int pos, int ld,
-                           int C3);
+// Sampling with a KV cache of B sequences, each `ld` rows of keys and values (2C: k then v): kv (B, ld, 2C), sequence
+// b's rows from kv + b ld 2C. attention_forward_rows: the queries of the forward's new rows, q (B, T - q_lo, 3C) (its
+// qkv rows, positions [q_lo, T); only their first C columns are read), attend to the keys [0, i] of their sequence
+// (the cached rows before q_lo and the new rows' own, which kv_cache_write put there first; T <= ld): out
+// (B, T - q_lo, C), no lse. Row i's output is attention_forward's row i, up to the order of the sums (the same math;
+// a backend may run other kernels for it).
+static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* q, const floatX* kv, int B, int T, int ld,
+                                   int q_lo, int C, int NH);
+// kv_cache_write: the keys and values (columns [C, 3C)) of the qkv rows (S, n, 3C) a forward made for positions
+// [pos, pos + n) into every sequence b of the cache (B, ld, 2C), from rows[b % S]: S = B, each sequence its own; S = 1,
+// one sequence's (a shared prompt) in all of them.
+static void kv_cache_write(const KernelCtx* ctx, floatX* kv, const floatX* rows, int S, int B, int n, int pos, int ld,
+                           int C);
 // dqkv overwritten; out and lse are the forward's outputs.
 static void attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                const floatX* out, const float* lse, int B, int T, int C, int NH);

@@ -25,21 +25,25 @@ __device__ __forceinline__ float kernels__dot(const floatX* a, const floatX* b, 
 }
 
 // The queries at positions [q_lo, T) (0 for a training forward; the rows after the cached ones when sampling with a
-// KV cache) of sequences ld rows apart: out (B, T - q_lo, C), lse (B, NH, T) at those positions when not NULL.
-__global__ void kernels__attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int ld, int q_lo, int C,
-                                           int NH) {
+// KV cache): out (B, T - q_lo, C), lse (B, NH, T) at those positions when not NULL. Sequence b's query at position i
+// is the row q + (b (T - q_lo) + i - q_lo) qs, its key and value at position j the rows k + (b ld + j) kvs and
+// v + (b ld + j) kvs: one qkv buffer for training (strides 3C), the new rows' queries and the cache's keys and values
+// when sampling (3C and 2C).
+__global__ void kernels__attention_forward(floatX* out, float* lse, const floatX* qx, const floatX* kx, const floatX* vx, int qs,
+                                           int kvs, int B, int T, int ld, int q_lo, int C, int NH) {
     int hs = C / NH, lane = threadIdx.x % 32, n = T - q_lo;
     long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; // over (b, h, i - q_lo)
     if (row >= (long)B * NH * n) { return; }
     int i = q_lo + (int)(row % n), h = (int)((row / n) % NH), b = (int)(row / ((long)n * NH));
     float scale = rsqrtf((float)hs);
-    const floatX* base = qkv + (size_t)b * ld * 3 * C;
-    const floatX* q = base + (size_t)i * 3 * C + h * hs;
+    const floatX* kb = kx + (size_t)b * ld * kvs + h * hs;
+    const floatX* vb = vx + (size_t)b * ld * kvs + h * hs;
+    const floatX* q = qx + ((size_t)b * n + i - q_lo) * qs + h * hs;
     float m = -INFINITY, l = 0.0f, o[KERNELS_ATT_PER_LANE] = {0};
     for (int j0 = 0; j0 <= i; j0 += 32) {
         int j = j0 + lane;
         float s = -INFINITY;
-        if (j <= i) { s = scale * kernels__dot(q, base + (size_t)j * 3 * C + C + h * hs, hs); }
+        if (j <= i) { s = scale * kernels__dot(q, kb + (size_t)j * kvs, hs); }
         float mc = kernels__warp_max(s), mn = fmaxf(m, mc);
         float p = j <= i ? __expf(s - mn) : 0.0f;
         float corr = __expf(m - mn); // 0 at the first chunk (m = -inf)
@@ -48,7 +52,7 @@ __global__ void kernels__attention_forward(floatX* out, float* lse, const floatX
         int nj = i - j0 + 1 < 32 ? i - j0 + 1 : 32;
         for (int jj = 0; jj < nj; jj++) {
             float pj = __shfl_sync(0xffffffffu, p, jj);
-            const floatX* v = base + (size_t)(j0 + jj) * 3 * C + 2 * C + h * hs;
+            const floatX* v = vb + (size_t)(j0 + jj) * kvs;
             for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
                 int d = lane + 32 * e;
                 if (d < hs) { o[e] += pj * kernels__f(v[d]); }
@@ -360,36 +364,38 @@ static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, con
     }
 #endif
     long rows = (long)B * NH * T;
-    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, lse, qkv, B, T, T, 0, C, NH);
+    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, lse, qkv, qkv + C, qkv + 2 * C, 3 * C, 3 * C, B, T, T,
+                                                                                     0, C, NH);
     launchCheck();
 }
 
 // CPU twin: attention_forward_rows (kernels_cpu.h). The warp-per-row kernel above for the rows asked: a decoding step
 // has one query per sequence, too few rows for the tensor-core tiles or cuDNN, and reads each cached key and value
 // once per head, which is what bounds it.
-static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int ld, int q_lo,
-                                   int C, int NH) {
+static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* q, const floatX* kv, int B, int T, int ld,
+                                   int q_lo, int C, int NH) {
     if (q_lo < 0 || q_lo >= T || T > ld) { fatal("internal: attention_forward_rows of queries [%d, %d) in %d rows", q_lo, T, ld); }
     kernels__attention_check(C, NH);
     long rows = (long)B * NH * (T - q_lo);
-    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, (float*)nullptr, qkv, B, T, ld, q_lo, C, NH);
+    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, (float*)nullptr, q, kv, kv + C, 3 * C, 2 * C, B, T, ld,
+                                                                                     q_lo, C, NH);
     launchCheck();
 }
 
-// CPU twin: kv_cache_write (kernels_cpu.h). One thread per element of the destination rows (B n C3 of them: a
+// CPU twin: kv_cache_write (kernels_cpu.h). One thread per element of the destination rows (B n 2C of them: a
 // decoding step's B rows, or a prompt's n rows copied into every sequence once).
-__global__ void kernels__kv_cache_write(floatX* cache, const floatX* rows, int S, int B, int n, int pos, int ld, int C3) {
+__global__ void kernels__kv_cache_write(floatX* kv, const floatX* rows, int S, int B, int n, int pos, int ld, int C) {
     long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= (long)B * n * C3) { return; }
-    int c = (int)(e % C3), t = (int)((e / C3) % n), b = (int)(e / ((long)C3 * n));
-    cache[((size_t)b * ld + pos + t) * C3 + c] = rows[((size_t)(b % S) * n + t) * C3 + c];
+    if (e >= (long)B * n * 2 * C) { return; }
+    int c = (int)(e % (2 * C)), t = (int)((e / (2 * C)) % n), b = (int)(e / ((long)2 * C * n));
+    kv[((size_t)b * ld + pos + t) * 2 * C + c] = rows[((size_t)(b % S) * n + t) * 3 * C + C + c];
 }
 
-static void kv_cache_write(const KernelCtx* ctx, floatX* cache, const floatX* rows, int S, int B, int n, int pos, int ld,
-                           int C3) {
+static void kv_cache_write(const KernelCtx* ctx, floatX* kv, const floatX* rows, int S, int B, int n, int pos, int ld,
+                           int C) {
     if ((S != 1 && S != B) || pos < 0 || pos + n > ld) { fatal("internal: kv_cache_write of %d x %d rows at %d into %d x %d", S, n, pos, B, ld); }
-    long total = (long)B * n * C3;
-    kernels__kv_cache_write<<<(unsigned)((total + 255) / 256), 256, 0, ctx->stream>>>(cache, rows, S, B, n, pos, ld, C3);
+    long total = (long)B * n * 2 * C;
+    kernels__kv_cache_write<<<(unsigned)((total + 255) / 256), 256, 0, ctx->stream>>>(kv, rows, S, B, n, pos, ld, C);
     launchCheck();
 }
 

@@ -559,11 +559,13 @@ static void kernels__attention_check(const KernelCtx* ctx, int T) {
     }
 }
 
-// The queries at positions [q_lo, T) of each sequence (ld rows of qkv apart) against its keys [0, i]: out (B, T - q_lo,
-// C), and lse (B, NH, T) at those positions when not NULL. attention_forward is q_lo 0 and ld T; attention_forward_rows
-// (sampling with a KV cache) the rows after the cached ones.
-static void kernels__attention_rows(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
-                                    int ld, int q_lo, int C, int NH) {
+// The queries at positions [q_lo, T) of each sequence against its keys [0, i]: out (B, T - q_lo, C), and lse
+// (B, NH, T) at those positions when not NULL. Sequence b's query at position i is the row q + (b (T - q_lo) + i - q_lo)
+// qs, its key and value at position j the rows k + (b ld + j) kvs and v + (b ld + j) kvs (columns h hs.. of head h).
+// attention_forward is one qkv buffer: q_lo 0, ld T, strides 3C; attention_forward_rows (sampling with a KV cache)
+// the new rows' queries against the cache's keys and values (strides 3C and 2C).
+static void kernels__attention_rows(const KernelCtx* ctx, floatX* out, float* lse, const floatX* q, size_t qs, const floatX* k,
+                                    const floatX* v, size_t kvs, int B, int T, int ld, int q_lo, int C, int NH) {
     kernels__attention_check(ctx, T);
     int hs = C / NH, n = T - q_lo;
     float scale = 1.0f / sqrtf((float)hs);
@@ -571,10 +573,10 @@ static void kernels__attention_rows(const KernelCtx* ctx, floatX* out, float* ls
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             float* S = ctx->att_scratch + ctx->att_per_thread * kernels_thread_id(); // (n, T): row r is query q_lo + r
-            const float* q = qkv + (size_t)b * ld * 3 * C + h * hs;
-            const float* k = q + C;
-            const float* v = q + 2 * C;
-            kernels__gemm(0, 1, n, T, hs, scale, q + (size_t)q_lo * 3 * C, 3 * C, k, 3 * C, 0.0f, S, T);
+            const float* qb = q + (size_t)b * n * qs + h * hs;
+            const float* kb = k + (size_t)b * ld * kvs + h * hs;
+            const float* vb = v + (size_t)b * ld * kvs + h * hs;
+            kernels__gemm(0, 1, n, T, hs, scale, qb, (int)qs, kb, (int)kvs, 0.0f, S, T);
             float* l = lse ? lse + ((size_t)b * NH + h) * T : NULL;
             for (int i = q_lo; i < T; i++) {
                 float* s = S + (size_t)(i - q_lo) * T;
@@ -589,7 +591,7 @@ static void kernels__attention_rows(const KernelCtx* ctx, floatX* out, float* ls
                 if (l) { l[i] = m + logf(sum); }
             }
             float* o = out + (size_t)b * n * C + h * hs;
-            kernels__gemm(0, 0, n, hs, T, 1.0f, S, T, v, 3 * C, 0.0f, o, C);
+            kernels__gemm(0, 0, n, hs, T, 1.0f, S, T, vb, (int)kvs, 0.0f, o, C);
             for (int r = 0; r < n; r++) { kernels__store_row(ctx, o + (size_t)r * C, hs); }
         }
     }
@@ -597,21 +599,23 @@ static void kernels__attention_rows(const KernelCtx* ctx, floatX* out, float* ls
 
 static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
                               int NH) {
-    kernels__attention_rows(ctx, out, lse, qkv, B, T, T, 0, C, NH);
+    kernels__attention_rows(ctx, out, lse, qkv, 3 * (size_t)C, qkv + C, qkv + 2 * C, 3 * (size_t)C, B, T, T, 0, C, NH);
 }
 
-static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* qkv, int B, int T, int ld, int q_lo,
-                                   int C, int NH) {
+static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* q, const floatX* kv, int B, int T, int ld,
+                                   int q_lo, int C, int NH) {
     if (q_lo < 0 || q_lo >= T || T > ld) { fatal("internal: attention_forward_rows of queries [%d, %d) in %d rows", q_lo, T, ld); }
-    kernels__attention_rows(ctx, out, NULL, qkv, B, T, ld, q_lo, C, NH);
+    kernels__attention_rows(ctx, out, NULL, q, 3 * (size_t)C, kv, kv + C, 2 * (size_t)C, B, T, ld, q_lo, C, NH);
 }
 
-static void kv_cache_write(const KernelCtx* ctx, floatX* cache, const floatX* rows, int S, int B, int n, int pos, int ld,
-                           int C3) {
+static void kv_cache_write(const KernelCtx* ctx, floatX* kv, const floatX* rows, int S, int B, int n, int pos, int ld,
+                           int C) {
     (void)ctx;
     if ((S != 1 && S != B) || pos < 0 || pos + n > ld) { fatal("internal: kv_cache_write of %d x %d rows at %d into %d x %d", S, n, pos, B, ld); }
     for (int b = 0; b < B; b++) {
-        memcpy(cache + ((size_t)b * ld + pos) * C3, rows + (size_t)(b % S) * n * C3, sizeof(floatX) * (size_t)n * C3);
+        for (int t = 0; t < n; t++) {
+            memcpy(kv + ((size_t)b * ld + pos + t) * 2 * C, rows + ((size_t)(b % S) * n + t) * 3 * C + C, sizeof(floatX) * 2 * (size_t)C);
+        }
     }
 }
 

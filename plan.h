@@ -100,7 +100,7 @@ static double plan_rank_memory(const GPTConfig* g, const PlanLayout* p, int r, c
     if (p->pp_nccl && p->pp > 1) { mem[3] += (double)(sends + 1) * btc * (double)floatx_bytes; }
     // the samples' KV cache: the layers this stage holds, each sequence's logits row on the last
     if (p->kv_B > 0) {
-        mem[3] += (double)kv_cache_bytes(pl.num_local_layers, p->kv_B, p->T, 3 * g->channels / p->tp, pl.has_lnf, g->padded_vocab_size / p->tp,
+        mem[3] += (double)kv_cache_bytes(pl.num_local_layers, p->kv_B, p->T, 2 * g->channels / p->tp, pl.has_lnf, g->padded_vocab_size / p->tp,
                                          floatx_bytes, NULL);
     }
     layout_free(&pl);

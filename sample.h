@@ -25,7 +25,7 @@ static int kv_alloc(KvCache* kv, GPT* m, int B, int T_max) {
     kv->B = B;
     kv->T_max = T_max;
     size_t parts[2];
-    kv_cache_bytes(m->layout.num_local_layers, B, T_max, 3 * m->cfg.channels / m->tp, m->layout.has_lnf, m->vocab_n, sizeof(floatX), parts);
+    kv_cache_bytes(m->layout.num_local_layers, B, T_max, 2 * m->cfg.channels / m->tp, m->layout.has_lnf, m->vocab_n, sizeof(floatX), parts);
     kv->base = (floatX*)dev_alloc(&m->ctx, parts[0]);
     kv->logits = parts[1] ? (float*)dev_alloc(&m->ctx, parts[1]) : NULL;
     return 1;

@@ -469,57 +469,63 @@ static double att_loss(void* pv) {
 
 // attention_forward_rows (sampling with a KV cache): the queries [q_lo, T) of qkv against the reference's rows
 // (ref: att_ref's (B, T, C)) to atol + rtol |ref|; the output NaN-filled first, so an unwritten element fails. The
-// sequences sit in a buffer of ld = T + 3 rows each, the 3 past T NaN: an op that reads past T, or takes the
-// sequences T rows apart, fails. Two starts: the last row alone (a decoding step) and the second half (a prompt after
-// a cached one).
+// queries come as the new rows' qkv (B, T - q_lo, 3C) with their keys and values NaN, and the keys and values as a
+// cache of ld = T + 3 rows of 2C per sequence, the 3 past T NaN: an op that reads a query's key or value from the new
+// rows instead of the cache, reads past T, or takes the sequences T rows apart, fails. Two starts: the last row alone
+// (a decoding step) and the second half (a prompt after a cached one).
 static void check_attention_rows(const KernelCtx* ctx, const char* what, const float* fq, const double* ref, int B, int T,
                                  int C, int NH, double atol, double rtol) {
     int ld = T + 3, starts[2] = {T - 1, T / 2};
-    float* padded = (float*)mallocCheck(sizeof(float) * (size_t)B * ld * 3 * C);
-    for (size_t i = 0; i < (size_t)B * ld * 3 * C; i++) { padded[i] = NAN; }
-    for (int b = 0; b < B; b++) { memcpy(padded + (size_t)b * ld * 3 * C, fq + (size_t)b * T * 3 * C, sizeof(float) * (size_t)T * 3 * C); }
+    float* kv = (float*)mallocCheck(sizeof(float) * (size_t)B * ld * 2 * C);
+    for (size_t i = 0; i < (size_t)B * ld * 2 * C; i++) { kv[i] = NAN; }
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) { memcpy(kv + ((size_t)b * ld + t) * 2 * C, fq + ((size_t)b * T + t) * 3 * C + C, sizeof(float) * 2 * (size_t)C); }
+    }
     for (int k = 0; k < 2; k++) {
         int q_lo = starts[k], n = T - q_lo;
         size_t no = (size_t)B * n * C;
         float* out = (float*)mallocCheck(no * 4);
+        float* q = (float*)mallocCheck(no * 3 * 4);
         double* want = (double*)mallocCheck(no * 8);
         for (size_t i = 0; i < no; i++) { out[i] = NAN; }
+        for (size_t i = 0; i < 3 * no; i++) { q[i] = NAN; }
         for (int b = 0; b < B; b++) {
             memcpy(want + (size_t)b * n * C, ref + ((size_t)b * T + q_lo) * C, sizeof(double) * (size_t)n * C);
+            for (int r = 0; r < n; r++) { memcpy(q + ((size_t)b * n + r) * 3 * C, fq + ((size_t)b * T + q_lo + r) * 3 * C, sizeof(float) * (size_t)C); }
         }
-        attention_forward_rows(ctx, out, padded, B, T, ld, q_lo, C, NH);
+        attention_forward_rows(ctx, out, q, kv, B, T, ld, q_lo, C, NH);
         char nm[200];
-        snprintf(nm, sizeof(nm), "attention_forward_rows %s: queries [%d, %d) of B %d sequences %d rows apart, %d heads of %d", what,
-                 q_lo, T, B, ld, NH, C / NH);
+        snprintf(nm, sizeof(nm), "attention_forward_rows %s: queries [%d, %d) of B %d sequences, keys and values cached %d rows apart, %d heads of %d",
+                 what, q_lo, T, B, ld, NH, C / NH);
         check_close(nm, out, want, no, atol, rtol);
-        free(out); free(want);
+        free(out); free(q); free(want);
     }
-    free(padded);
+    free(kv);
 }
 
-// kv_cache_write: rows into a cache of B 3 sequences of ld 7 rows, from one sequence (a shared prompt) and from each
-// its own (a decoding step); every other row of the cache keeps its value. Values are small integers: exact in every
-// storage type, so the copy must give them bit for bit.
+// kv_cache_write: the keys and values of qkv rows into a cache of B 3 sequences of ld 7 rows, from one sequence (a
+// shared prompt) and from each its own (a decoding step); every other row of the cache keeps its value, and the
+// queries stay out. Values are small integers: exact in every storage type, so the copy must give them bit for bit.
 static void test_kv_cache_write(const KernelCtx* ctx) {
-    enum { B = 3, LD = 7, C3 = 6 };
-    float cache[B * LD * C3], want[B * LD * C3], rows[B * 2 * C3];
+    enum { B = 3, LD = 7, C = 2 };
+    float cache[B * LD * 2 * C], want[B * LD * 2 * C], rows[B * 2 * 3 * C];
     const int cases[2][3] = {{1, 2, 1}, {B, 1, 5}}; // S, n, pos
     for (int k = 0; k < 2; k++) {
         int S = cases[k][0], n = cases[k][1], pos = cases[k][2];
-        for (int i = 0; i < B * LD * C3; i++) { cache[i] = want[i] = (float)(i % 97) - 40.0f; }
-        for (int i = 0; i < S * n * C3; i++) { rows[i] = (float)(i % 13) + 100.0f; }
+        for (int i = 0; i < B * LD * 2 * C; i++) { cache[i] = want[i] = (float)(i % 97) - 40.0f; }
+        for (int i = 0; i < S * n * 3 * C; i++) { rows[i] = (float)(i % 13) + 100.0f; }
         for (int b = 0; b < B; b++) {
             for (int t = 0; t < n; t++) {
-                for (int c = 0; c < C3; c++) { want[((size_t)b * LD + pos + t) * C3 + c] = rows[((size_t)(b % S) * n + t) * C3 + c]; }
+                for (int c = 0; c < 2 * C; c++) { want[((size_t)b * LD + pos + t) * 2 * C + c] = rows[((size_t)(b % S) * n + t) * 3 * C + C + c]; }
             }
         }
-        kv_cache_write(ctx, cache, rows, S, B, n, pos, LD, C3);
+        kv_cache_write(ctx, cache, rows, S, B, n, pos, LD, C);
         int bad = 0;
-        for (int i = 0; i < B * LD * C3; i++) { bad += memcmp(&cache[i], &want[i], sizeof(float)) != 0; }
-        char nm[160];
-        snprintf(nm, sizeof(nm), "kv_cache_write: %d row%s at position %d into %d sequences from %s, the rest untouched", n, n == 1 ? "" : "s", pos, B,
-                 S == 1 ? "one (a shared prompt)" : "each its own");
-        report(bad == 0, nm, "%d of %d values wrong", bad, B * LD * C3);
+        for (int i = 0; i < B * LD * 2 * C; i++) { bad += memcmp(&cache[i], &want[i], sizeof(float)) != 0; }
+        char nm[200];
+        snprintf(nm, sizeof(nm), "kv_cache_write: the keys and values of %d row%s at position %d into %d sequences from %s, the rest untouched", n,
+                 n == 1 ? "" : "s", pos, B, S == 1 ? "one (a shared prompt)" : "each its own");
+        report(bad == 0, nm, "%d of %d values wrong", bad, B * LD * 2 * C);
     }
 }
 

@@ -257,27 +257,27 @@ static void activations_alloc(Activations* a, const KernelCtx* ctx, const GPTCon
 
 typedef struct Pipeline Pipeline; // pipeline_train.h: the schedule, slots and messages of a pipeline stage
 
-// Sampling with a KV cache (--kv-cache 1): the rows of qkv of every position seen so far, for each of B sequences
+// Sampling with a KV cache (--kv-cache 1): the keys and values of every position seen so far, for each of B sequences
 // sampled together and each layer this rank holds. While a forward runs with one (GPT.kv), it takes T new tokens of
-// each of its sequences at positions [pos, pos + T): they are embedded at those positions, each layer's qkv rows are
-// written into the cache after the cached ones (kv_cache_write), and the attention runs their queries over all of
-// them (attention_forward_rows). Every other op of a block acts on each token by itself, so the new rows are all it
-// needs: a sampled token costs one position's forward instead of the whole prefix's. The prompt, shared by the
-// sequences, runs once (a forward of B 1) and is written into all of them. (Keys and values are all the attention
-// reads of the cached rows; the queries come along with them, a third more memory for one copy of whole rows.)
+// each of its sequences at positions [pos, pos + T): they are embedded at those positions, each layer's new keys and
+// values are written into the cache after the cached ones (kv_cache_write), and the attention runs the new rows'
+// queries over all of them (attention_forward_rows). Every other op of a block acts on each token by itself, so the
+// new rows are all it needs: a sampled token costs one position's forward instead of the whole prefix's. The prompt,
+// shared by the sequences, runs once (a forward of B 1) and is written into all of them. (A query is read once, by
+// its own position's forward, so the cache keeps none: 2C values a position, not qkv's 3C.)
 typedef struct {
-    floatX* base;   // (layers held, B, T_max, 3 Ct): layer l's at its local index, ParamLayout.layer_slot[l]
+    floatX* base;   // (layers held, B, T_max, 2 Ct) keys then values: layer l's at its local index, ParamLayout.layer_slot[l]
     float* logits;  // (B, Vpt) each sequence's row of logits (this rank's vocabulary columns)
     int B, T_max;   // sequences (at most: a forward may take fewer); rows per sequence: positions [0, T_max)
     int pos;        // the position of the next forward's first token (the rows before it are cached)
 } KvCache;
 
-// The bytes of a KV cache (kv_alloc) of B sequences of T positions on a rank holding `layers` layers of 3Ct qkv
-// columns each (in floatX: floatx_bytes) and, when it holds the LM head, vocab_n vocabulary columns (the logits rows,
+// The bytes of a KV cache (kv_alloc) of B sequences of T positions on a rank holding `layers` layers of 2Ct key and
+// value columns each (in floatX: floatx_bytes) and, when it holds the LM head, vocab_n vocabulary columns (the logits rows,
 // fp32). parts: the two allocations (cache, logits), or NULL. The planner counts this for the samples of a run
 // (PlanLayout.kv_B), so it is the same function that sizes both.
-static size_t kv_cache_bytes(int layers, int B, int T, int C3t, int head, int vocab_n, size_t floatx_bytes, size_t parts[2]) {
-    size_t cache = mulSize(mulSize(mulSize((size_t)layers * B, (size_t)T), (size_t)C3t), floatx_bytes);
+static size_t kv_cache_bytes(int layers, int B, int T, int C2t, int head, int vocab_n, size_t floatx_bytes, size_t parts[2]) {
+    size_t cache = mulSize(mulSize(mulSize((size_t)layers * B, (size_t)T), (size_t)C2t), floatx_bytes);
     size_t logits = head ? mulSize(mulSize((size_t)B, (size_t)vocab_n), sizeof(float)) : 0;
     if (parts) { parts[0] = cache; parts[1] = logits; }
     return cache + logits;
@@ -718,9 +718,9 @@ static void block_forward(GPT* m, int l, int finish) {
         // sampling with a KV cache: this forward's qkv rows go after the cached ones (the prompt's, of one sequence,
         // into every sequence), and its queries attend to both
         KvCache* kv = m->kv;
-        floatX* cache = kv->base + (size_t)m->layout.layer_slot[l] * kv->B * kv->T_max * 3 * Ct;
-        kv_cache_write(&m->ctx, cache, b.qkv, B, B == 1 ? kv->B : B, T, kv->pos, kv->T_max, 3 * Ct);
-        attention_forward_rows(&m->ctx, b.atty, cache, B, kv->pos + T, kv->T_max, kv->pos, Ct, NHt);
+        floatX* cache = kv->base + (size_t)m->layout.layer_slot[l] * kv->B * kv->T_max * 2 * Ct;
+        kv_cache_write(&m->ctx, cache, b.qkv, B, B == 1 ? kv->B : B, T, kv->pos, kv->T_max, Ct);
+        attention_forward_rows(&m->ctx, b.atty, b.qkv, cache, B, kv->pos + T, kv->T_max, kv->pos, Ct, NHt);
     } else {
         attention_forward(&m->ctx, b.atty, b.lse, b.qkv, B, T, Ct, NHt);
     }
@@ -1332,7 +1332,7 @@ static double rank_memory(const GPT* mp, const ZeroOptimizer* zp, double mem[4])
     if (mp->pipe) { mem[3] += (double)pipeline_device_bytes(mp->pipe); }
     const KvCache* kv = &mp->kv_held; // the samples' KV cache (its two allocations)
     if (kv->base) {
-        mem[3] += (double)kv_cache_bytes(mp->layout.num_local_layers, kv->B, kv->T_max, 3 * mp->cfg.channels / mp->tp, mp->layout.has_lnf,
+        mem[3] += (double)kv_cache_bytes(mp->layout.num_local_layers, kv->B, kv->T_max, 2 * mp->cfg.channels / mp->tp, mp->layout.has_lnf,
                                          mp->vocab_n, sizeof(floatX), NULL);
     }
     return mem[0] + mem[1] + mem[2] + mem[3];
@@ -1425,7 +1425,7 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         const KvCache* kv = &mp->kv_held;
         if (kv->base) {
             char kb[32];
-            fmt_bytes(kb, sizeof(kb), (double)kv_cache_bytes(mp->layout.num_local_layers, kv->B, kv->T_max, 3 * g->channels / mp->tp,
+            fmt_bytes(kb, sizeof(kb), (double)kv_cache_bytes(mp->layout.num_local_layers, kv->B, kv->T_max, 2 * g->channels / mp->tp,
                                                              mp->layout.has_lnf, mp->vocab_n, sizeof(floatX), NULL));
             printf("  rank 0's activations include the samples' KV cache (--sample-every): %s, %d layer(s) x %d sequence(s) x %d positions\n",
                    kb, mp->layout.num_local_layers, kv->B, kv->T_max);
@@ -2273,7 +2273,7 @@ int main(int argc, char** argv) {
             else {
                 const KvCache* kv = &model.kv_held;
                 char kb[32];
-                fmt_bytes(kb, sizeof(kb), (double)kv_cache_bytes(model.layout.num_local_layers, kv->B, kv->T_max, 3 * gc.channels / model.tp,
+                fmt_bytes(kb, sizeof(kb), (double)kv_cache_bytes(model.layout.num_local_layers, kv->B, kv->T_max, 2 * gc.channels / model.tp,
                                                                  model.layout.has_lnf, model.vocab_n, sizeof(floatX), NULL));
                 snprintf(how, sizeof(how), "KV cache: one position's forward per token, %d sample%s at a time; the cache %s on rank 0", together,
                          together == 1 ? "" : "s", kb);

@@ -129,18 +129,20 @@ static void stage_attention_forward(const KernelCtx* ctx, float* out, float* lse
     stage_down_x(out, o, n); stage_down_f(lse, l, (size_t)B * NH * T);
     stage_free(q);
 }
-static void stage_attention_forward_rows(const KernelCtx* ctx, float* out, const float* qkv, int B, int T, int ld, int q_lo, int C, int NH) {
+static void stage_attention_forward_rows(const KernelCtx* ctx, float* out, const float* q, const float* kv, int B, int T, int ld, int q_lo,
+                                         int C, int NH) {
     size_t n = (size_t)B * (T - q_lo) * C;
-    floatX *o = stage_x(out, n), *q = stage_x(qkv, (size_t)B * ld * 3 * C);
-    attention_forward_rows(ctx, o, q, B, T, ld, q_lo, C, NH);
+    floatX *o = stage_x(out, n), *qd = stage_x(q, 3 * n), *kvd = stage_x(kv, (size_t)B * ld * 2 * C);
+    attention_forward_rows(ctx, o, qd, kvd, B, T, ld, q_lo, C, NH);
     stage_down_x(out, o, n);
-    stage_free(q);
+    stage_free(qd);
+    stage_free(kvd);
 }
-static void stage_kv_cache_write(const KernelCtx* ctx, float* cache, const float* rows, int S, int B, int n, int pos, int ld, int C3) {
-    size_t nc = (size_t)B * ld * C3;
-    floatX *c = stage_x(cache, nc), *r = stage_x(rows, (size_t)S * n * C3);
-    kv_cache_write(ctx, c, r, S, B, n, pos, ld, C3);
-    stage_down_x(cache, c, nc);
+static void stage_kv_cache_write(const KernelCtx* ctx, float* kv, const float* rows, int S, int B, int n, int pos, int ld, int C) {
+    size_t nc = (size_t)B * ld * 2 * C;
+    floatX *c = stage_x(kv, nc), *r = stage_x(rows, (size_t)S * n * 3 * C);
+    kv_cache_write(ctx, c, r, S, B, n, pos, ld, C);
+    stage_down_x(kv, c, nc);
     stage_free(r);
 }
 static void stage_attention_backward(const KernelCtx* ctx, float* dqkv, const float* dout, const float* qkv, const float* out,

@@ -1383,10 +1383,10 @@ static void test_planner(void) {
 }
 
 // The samples' KV cache is allocated at start-up with the rest and counted (PlanLayout.kv_B): by the planner with
-// --sample-every (one sequence of T positions of a rank's layers in the storage type, and the LM head's fp32 row of
-// logits, on the ranks that sample), and by the trainer's table, which it must equal (the trainer checks that at
-// start-up, so every run with samples below checks it too). The reference model: L 2, C 32, Vp 128, T 8 here.
-// Then the samples a training run draws through that cache are those of --kv-cache 0.
+// --sample-every (one sequence of T positions of the keys and values of a rank's layers in the storage type, and the
+// LM head's fp32 row of logits, on the ranks that sample), and by the trainer's table, which it must equal (the
+// trainer checks that at start-up, so every run with samples below checks it too). The reference model: L 2, C 32,
+// Vp 128, T 8 here. Then the samples a training run draws through that cache are those of --kv-cache 0.
 static double largest_rank_bytes(const char* out) {
     const char* at = strstr(out, "largest rank: ");
     double v = -1.0;
@@ -1406,7 +1406,7 @@ static void test_kv_memory(void) {
         "--batch-size 2 --seq-len 8 --total-batch-size 64 --zero 1 --recompute 0 --dtype bf16 --tp 2\n",
         "--batch-size 4 --seq-len 8 --total-batch-size 64 --zero 3 --recompute 1 --dtype bf16 --tp 2 --sequence-parallel 1\n",
     };
-    const double want[3] = {2.0 * 1 * 8 * 96 * 2 + 128 * 4, 2.0 * 1 * 8 * 48 * 2 + 64 * 4, 0.0};
+    const double want[3] = {2.0 * 1 * 8 * 64 * 2 + 128 * 4, 2.0 * 1 * 8 * 32 * 2 + 64 * 4, 0.0};
     const char* how[3] = {"", "--sample-every 5", "--sample-every 5 --kv-cache 0"};
     double m[3][3];
     static char listing[1 << 20];
@@ -1425,7 +1425,7 @@ static void test_kv_memory(void) {
     }
     for (int l = 0; l < 3; l++) {
         snprintf(name, sizeof(name), "planner --sample-every: counts the samples' KV cache (%s), and nothing under --kv-cache 0:%.*s", l == 2 ? "none under sequence parallelism" :
-                 l == 1 ? "tp 2: half the columns, of the layers and of the vocabulary" : "every layer's qkv rows of one sequence, one row of logits", (int)strlen(layouts[l]) - 1, layouts[l]);
+                 l == 1 ? "tp 2: half the columns, of the layers and of the vocabulary" : "every layer's keys and values of one sequence, one row of logits", (int)strlen(layouts[l]) - 1, layouts[l]);
         report(m[0][l] > 0 && m[1][l] - m[0][l] == want[l] && m[2][l] == m[0][l], name, "without %.0f, with %.0f (difference %.0f, want %.0f), --kv-cache 0 %.0f",
                m[0][l], m[1][l], m[1][l] - m[0][l], want[l], m[2][l]);
     }
@@ -1437,7 +1437,7 @@ static void test_kv_memory(void) {
     if (!fresh_shard("kv memory setup", "kvmem", "train_000000.bin", 4000, 7, shard, sizeof(shard))) { return; }
     const char* procs[2] = {"", MPIRUN " -np 2"};
     const char* split[2] = {"", " --tp 2"};
-    const double want_run[2] = {2.0 * 8 * 96 * 4 + 128 * 4, 2.0 * 8 * 48 * 4 + 64 * 4};
+    const double want_run[2] = {2.0 * 8 * 64 * 4 + 128 * 4, 2.0 * 8 * 32 * 4 + 64 * 4};
     for (int k = 0; k < 2; k++) {
         char samples[3][16384];
         double bytes[3];
