@@ -77,6 +77,7 @@ typedef struct {
     int top_k;               // samples from the top_k most likely tokens only (0: all)
     int kv_cache;            // 1: samples cache each layer's keys and values (one position's forward per token)
     int logprobs;            // 1: --generate prints each sample's log-probability under the model
+    int stop_at_eot;         // 1: a sample ends at the first <|endoftext|> it draws
     int checkpoint_every;
     char out[1024];
     int keep_checkpoints;    // keep the newest N checkpoints in --out (0: all)
@@ -178,6 +179,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("temperature", NULL, temperature, 0, 100, "samples draw from softmax(logits / T); 0: always the most likely token (greedy)"),
     FLAG_I("top-k", NULL, top_k, 0, 1e8, "samples draw from the K most likely tokens only (0: the whole vocabulary)"),
     FLAG_I("logprobs", NULL, logprobs, 0, 1, "1: after each sample of --generate, a line 'logprob: S (N tokens, mean S/N)': the sum over its sampled tokens of their natural log-probability under the model (the softmax of the logits, temperature 1, whole vocabulary)"),
+    FLAG_I("stop-at-eot", NULL, stop_at_eot, 0, 1, "1: a sample ends at the first <|endoftext|> it draws (printed, and counted in --logprobs), as Hugging Face's generate stops at eos; 0: it runs to --gen-tokens, as llm.c's sampler does"),
     FLAG_I("kv-cache", NULL, kv_cache, 0, 1, "1: samples keep each layer's keys and values, so each new token runs the forward at its own position only; 0: over the whole prefix again, as llm.c does (the same tokens, up to the order of sums; not with --sequence-parallel, which always runs 0)"),
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
     FLAG_S("out", "-o", out, "output directory (created if missing; checked at start): the checkpoints of --checkpoint-every, and llm.c's main.log"),
@@ -244,6 +246,7 @@ static void config_defaults(Config* c) {
     c->top_k = 0;
     c->kv_cache = 1;
     c->logprobs = 0;
+    c->stop_at_eot = 0;
     c->checkpoint_every = 0;
     c->bench_steps = 5;
     // the planner's machine: 8 H100-class GPUs on NVLink in one node, 400 Gb/s InfiniBand between nodes
@@ -511,8 +514,8 @@ static void parse_flags(Config* c, int argc, char** argv) {
     }
     // sampling: --prompt, --temperature and --top-k shape the samples of --generate and --sample-every
     if (!c->generate && c->sample_every == 0) {
-        const char* sflags[4] = {"prompt", "temperature", "top-k", "kv-cache"};
-        for (int j = 0; j < 4; j++) {
+        const char* sflags[5] = {"prompt", "temperature", "top-k", "kv-cache", "stop-at-eot"};
+        for (int j = 0; j < 5; j++) {
             if (SEEN(sflags[j])) { fatal("--%s shapes samples: it needs --generate N or --sample-every N", sflags[j]); }
         }
     }
@@ -521,7 +524,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     // --generate prints samples of a model and exits: it takes the model and the sampling settings
     if (c->generate) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
-        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "kv-cache", "logprobs", "gen-tokens",
+        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "kv-cache", "logprobs", "stop-at-eot", "gen-tokens",
                                               "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute",
                                               "tp", "sequence-parallel", "pp", "comm", "comm-timeout", "batch-size"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");

@@ -14,6 +14,7 @@ typedef struct {
     int kv_cache;      // 1: each token's forward runs over that position alone, the earlier ones' qkv rows cached
                        // (KvCache); 0: over the whole prefix, as llm.c's sampler does
     int logprobs;      // --generate --logprobs 1: print each sample's log-probability under the model
+    int stop_at_eot;   // --stop-at-eot 1: a sample ends at the first <|endoftext|> it draws
 } SampleOpts;
 
 // A KV cache for up to B sequences of positions [0, T_max) of the layers this rank holds (its pipeline chunks), or
@@ -87,7 +88,11 @@ static int sample_pick(float* row, float* scratch, int V, const SampleOpts* so, 
 // tokens, n <= room, each starting with the same prompt): token t comes from the logits at position t - 1
 // (sample_pick), with the draw draws[b (n - p) + t - p] when the temperature is not 0 (NULL when it is). With logp,
 // logp[b] is the sum of the sampled tokens' log-probabilities under the model (log softmax of the logits, whatever
-// the temperature or top-k), on every rank.
+// the temperature or top-k), on every rank. With stop >= 0 (a token id: <|endoftext|>), a sequence ends at the first
+// stop token it draws: len[b] (NULL: not returned) is then its tokens after the prompt up to and including that one
+// (else n - p), its later tokens are whatever the forwards drew and its log-probability stops there; the draws of a
+// sequence stay draws[b (n - p) + t - p] whether it stopped or not, so stopping changes no other sequence's tokens,
+// and the steps end when every sequence has stopped (the same on every rank: they all hold the same tokens).
 // probs: (2 Vp, or 3 Vp with logp) host scratch, receiving one row of logits at a time. Without a KV cache B is 1, and each forward runs
 // over the whole prefix; the tokens after the sampled ones may be any token: each forward may run longer than t (the
 // backend's bucketed lengths, kernels_forward_len; sequence parallelism's multiple of tp), and a causal model's
@@ -98,12 +103,14 @@ static int sample_pick(float* row, float* scratch, int V, const SampleOpts* so, 
 // all-gather gives all of them the row, and group rank 0's tokens are broadcast; under pipeline parallelism the
 // last stage's.
 static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, float* probs, const double* draws,
-                          const SampleOpts* so, KvCache* kv, double* logp) {
+                          const SampleOpts* so, KvCache* kv, double* logp, int stop, int* len) {
     const GPTConfig* g = &m->cfg;
     for (int b = 0; b < B && logp; b++) { logp[b] = 0.0; }
     if (B > (kv ? kv->B : 1)) { fatal("internal: %d sequences sampled together without a KV cache for them", B); }
     int32_t* next = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B); // the tokens sampled at t
-    for (int t = p; t < n; t++) {
+    int* ended = (int*)callocCheck((size_t)B, sizeof(int)); // a sequence's length after the prompt once it drew the stop token
+    int running = B;
+    for (int t = p; t < n && running > 0; t++) {
         int fb = 1; // the forward's sequences
         if (kv) {
             // positions [start, t): the prompt (one sequence for all), then one token per sequence
@@ -142,7 +149,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
                 float* kept = probs + 2 * (size_t)g->padded_vocab_size; // (the row, which sample_pick overwrites)
                 if (logp) { memcpy(kept, probs, sizeof(float) * g->vocab_size); }
                 next[b] = sample_pick(probs, probs + g->padded_vocab_size, g->vocab_size, so, u);
-                if (logp) {
+                if (logp && !ended[b]) {
                     double mx = -INFINITY, sum = 0.0;
                     for (int j = 0; j < g->vocab_size; j++) { mx = kept[j] > mx ? kept[j] : mx; }
                     for (int j = 0; j < g->vocab_size; j++) { sum += exp((double)kept[j] - mx); }
@@ -154,10 +161,15 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
         // a pipeline stage without the LM head gets the tokens from the last stage
         if (m->pp_group) { comm_broadcast(m->pp_group, next, sizeof(int32_t) * B, m->pp - 1); }
         if (m->z3) { comm_broadcast(m->z3->group, next, sizeof(int32_t) * B, 0); } // (ZeRO-3: every data-parallel rank samples)
-        for (int b = 0; b < B; b++) { toks[(size_t)b * room + t] = next[b]; }
+        for (int b = 0; b < B; b++) {
+            toks[(size_t)b * room + t] = next[b];
+            if (stop >= 0 && !ended[b] && next[b] == stop) { ended[b] = t - p + 1; running--; }
+        }
     }
     if (logp && m->pp_group) { comm_broadcast(m->pp_group, logp, sizeof(double) * B, m->pp - 1); }
+    for (int b = 0; b < B && len; b++) { len[b] = ended[b] ? ended[b] : n - p; }
     free(next);
+    free(ended);
 }
 
 // Prints tokens decoded (when a tokenizer is loaded; only printable bytes and whitespace, like llm.c's safe_printf),
@@ -180,10 +192,11 @@ static void print_tokens(const Tokenizer* tok, int have_tok, const int32_t* toks
 // sample's prompt and tokens (when `print`) after `label` (NULL: "--- sample N"), decoded if a tokenizer is loaded.
 // With the KV cache up to `batch` samples are drawn together (batch x T cached rows per layer); without it, one at a
 // time. Sample i takes the generator's draws in order after those of sample i - 1, so the samples are the same
-// whatever the batch. The prompt and the tokens fit in T (the caller checked np < T). Returns the samples drawn
-// together through the cache, 0 without one.
+// whatever the batch; with --stop-at-eot a sample ends at its first <|endoftext|> (printed), which changes no other
+// sample. The prompt and the tokens fit in T (the caller checked np < T). Returns the samples drawn together through
+// the cache, 0 without one; *drawn (when not NULL): the tokens of all the samples, after their prompts.
 static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* prompt, int np, int gen_tokens, int T,
-                     int count, int batch, uint64_t* rng, int print, const SampleOpts* so, const char* label) {
+                     int count, int batch, uint64_t* rng, int print, const SampleOpts* so, const char* label, long* drawn) {
     const GPTConfig* g = &m->cfg;
     int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
     int p = np > 0 ? np : 1;
@@ -196,9 +209,11 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* p
     else if (so->kv_cache && kv_alloc(&own, m, want, T)) { kv = &own; }
     int B = kv ? want : 1;
     int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B * T);
+    int* len = (int*)mallocCheck(sizeof(int) * (size_t)B);
     float* probs = (float*)mallocCheck(sizeof(float) * 3 * g->padded_vocab_size);
     double* logp = so->logprobs ? (double*)mallocCheck(sizeof(double) * (size_t)B) : NULL;
     double* draws = so->temperature != 0.0f ? (double*)mallocCheck(sizeof(double) * (size_t)B * (n - p)) : NULL;
+    if (drawn) { *drawn = 0; }
     for (int done = 0; done < count; done += B) {
         int nb = count - done < B ? count - done : B;
         for (int b = 0; b < B; b++) {
@@ -207,19 +222,21 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* p
         if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t) * T, 0); } // (the prompt of the rank with the tokenizer)
         if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t) * T, 0); }
         for (size_t k = 0; draws && k < (size_t)nb * (n - p); k++) { draws[k] = rng_uniform(rng); }
-        sample_tokens(m, toks, nb, p, n, T, probs, draws, so, kv, logp);
+        sample_tokens(m, toks, nb, p, n, T, probs, draws, so, kv, logp, so->stop_at_eot ? eot : -1, len);
+        for (int b = 0; b < nb && drawn; b++) { *drawn += len[b]; }
         for (int b = 0; b < nb && print; b++) {
             if (label) { printf("%s", label); }
             else { printf("--- sample %d\n", done + b + 1); }
             print_tokens(tok, have_tok, toks, np); // (the prompt as given: none when it is <|endoftext|>)
-            print_tokens(tok, have_tok, toks + (size_t)b * T + p, n - p);
+            print_tokens(tok, have_tok, toks + (size_t)b * T + p, len[b]);
             printf("\n");
-            if (logp) { printf("logprob: %.6f (%d tokens, mean %.6f)\n", logp[b], n - p, logp[b] / (n - p)); }
+            if (logp) { printf("logprob: %.6f (%d tokens, mean %.6f)\n", logp[b], len[b], logp[b] / len[b]); }
             fflush(stdout);
         }
     }
     if (kv == &own) { kv_free(&m->ctx, &own); }
     free(toks);
+    free(len);
     free(probs);
     free(draws);
     free(logp);

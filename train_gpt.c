@@ -2236,7 +2236,7 @@ int main(int argc, char** argv) {
 
     if (!gen_only) { print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0); }
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
-    SampleOpts so = {c.temperature, c.top_k, c.kv_cache, c.logprobs};
+    SampleOpts so = {c.temperature, c.top_k, c.kv_cache, c.logprobs, c.stop_at_eot};
     if (eval_only || gen_only) {
         // --eval-hellaswag or --generate: evaluate or sample the model, then exit
         double t0 = now_seconds();
@@ -2262,11 +2262,12 @@ int main(int argc, char** argv) {
             // (one line for the model instead of the training run's plan and memory tables)
             if (master) { printf("generate: %s: L %d, C %d, NH %d, V %d, context %d, %s, %s\n", c.init[0] ? c.init : c.model, gc.num_layers, gc.channels,
                    gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)"); }
-            if (master) { printf("generate: %d sample%s of %d tokens, temperature %g, top-k %d (%s), seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
-                   c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", c.seed, pr); }
-            int together = generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, c.generate, gen_batch, &ts.rng, master, &so, NULL);
+            if (master) { printf("generate: %d sample%s of %s%d tokens, temperature %g, top-k %d (%s), seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
+                   c.stop_at_eot ? "up to " : "", c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", c.seed, pr); }
+            long sampled = 0; // (each sample's tokens after the prompt: --gen-tokens, cut to fit above; fewer with --stop-at-eot)
+            int together = generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, c.generate, gen_batch, &ts.rng, master, &so, NULL,
+                                    &sampled);
             double dt = now_seconds() - t0;
-            int sampled = c.generate * c.gen_tokens; // (each sample's tokens after the prompt: --gen-tokens, cut to fit above)
             char how[160];
             if (!c.kv_cache) { snprintf(how, sizeof(how), "--kv-cache 0: the whole prefix's forward per token, one sample at a time"); }
             else if (!together) { snprintf(how, sizeof(how), "no KV cache under --sequence-parallel: the whole prefix's forward per token, one sample at a time"); }
@@ -2278,7 +2279,7 @@ int main(int argc, char** argv) {
                 snprintf(how, sizeof(how), "KV cache: one position's forward per token, %d sample%s at a time; the cache %s on rank 0", together,
                          together == 1 ? "" : "s", kb);
             }
-            if (master) { printf("generate: %d tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9), how); }
+            if (master) { printf("generate: %ld tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9), how); }
         }
         free(prompt);
         if (have_tok) { tokenizer_free(&tokenizer); }
@@ -2361,7 +2362,7 @@ int main(int argc, char** argv) {
         // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints;
         // under ZeRO-3 every rank, since the forward gathers the parameters from all data-parallel ranks)
         if ((pc.dp_rank == 0 || model.z3) && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
-            (void)generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, 1, 1, &ts.rng, master, &so, "sample: ");
+            (void)generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, 1, 1, &ts.rng, master, &so, "sample: ", NULL);
         }
         if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
             TrainState cur = ts;

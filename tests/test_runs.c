@@ -2166,7 +2166,7 @@ static void test_sample_pick(void) {
     for (int trial = 0; trial < 400; trial++) {
         for (int i = 0; i < V; i++) { row[i] = 6.0f * rng_uniform(&s) - 3.0f; }
         if (trial % 4 == 0) { row[trial % V] = row[(trial + 3) % V]; } // some ties
-        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], 0, 0};
+        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], 0, 0, 0};
         double u = rng_uniform(&s);
         memcpy(work, row, sizeof(row));
         int j = sample_pick(work, scratch, V, &so, u);
@@ -2184,7 +2184,7 @@ static void test_sample_pick(void) {
     float tie[37];
     for (int i = 0; i < V; i++) { tie[i] = (float)(i % 5); } // maxima 4 at ids 4, 9, 14, ...
     int g0, g1;
-    SampleOpts greedy = {0.0f, 0, 0, 0}, top1 = {1.0f, 1, 0, 0};
+    SampleOpts greedy = {0.0f, 0, 0, 0, 0}, top1 = {1.0f, 1, 0, 0, 0};
     memcpy(work, tie, sizeof(tie));
     g0 = sample_pick(work, scratch, V, &greedy, 0.99);
     memcpy(work, tie, sizeof(tie));
@@ -2192,7 +2192,7 @@ static void test_sample_pick(void) {
     report(g0 == 4 && g1 == 4, "temperature 0 and top-k 1 pick the argmax, the lowest id among equal maxima", "picked %d and %d, expected 4", g0, g1);
     // top-k 2 among eight equal maxima keeps exactly the two lowest ids, whatever the draw
     int seen[37] = {0};
-    SampleOpts top2 = {1.0f, 2, 0, 0};
+    SampleOpts top2 = {1.0f, 2, 0, 0, 0};
     for (int k = 0; k < 100; k++) {
         memcpy(work, tie, sizeof(tie));
         seen[sample_pick(work, scratch, V, &top2, (k + 0.5) / 100.0)]++;
@@ -2251,11 +2251,13 @@ static int logprobs_agree(const double* a, int na, const double* b, int nb, doub
 // prefix it drew it from and the draws of the seed's generator (TrainState's rng, fresh from --seed): the token must
 // be the one whose interval (pick_interval) holds the draw; for temperature 0 the argmax, with its lead over the
 // runner-up reported (the binary's BLAS and this build's loops sum in other orders: a lead far above 1e-5 makes
-// that irrelevant).
-static void check_generate_run(const char* name, GPT* m, float temperature, int top_k, int seed, int samples, int ntok) {
+// that irrelevant). With stop (--stop-at-eot 1), a sample shorter than ntok must end at its first <|endoftext|>
+// (token 0 for this vocabulary) and one that long must hold none before its last token; the draws of the tokens a
+// stopped sample did not draw are skipped, as the binary skips them.
+static void check_generate_run(const char* name, GPT* m, float temperature, int top_k, int seed, int samples, int ntok, int stop) {
     char cmd[2048], out[65536];
-    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --seed %d --threads 1 --logprobs 1",
-             samples, ntok, temperature, top_k, seed);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --seed %d --threads 1 --logprobs 1 --stop-at-eot %d",
+             samples, ntok, temperature, top_k, seed, stop);
     int rc = run_capture(cmd, out, sizeof(out));
     int ids[4][64], counts[4] = {0};
     int n = parse_samples(out, ids, counts);
@@ -2274,10 +2276,14 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
     char text[8192];
     double lp[8], lp_want[8], lp_worst = 0.0;
     int nlp = generate_parts(out, text, sizeof(text), lp);
+    int stopped = 0;
     for (int k = 0; k < samples; k++) {
-        int L = counts[k] + 1;
+        int L = counts[k] + 1, eot_at = -1;
         lp_want[k] = 0.0;
-        if (counts[k] != ntok || L > g->max_seq_len) { bad++; snprintf(first, sizeof(first), "sample %d has %d tokens", k + 1, counts[k]); break; }
+        for (int t = 0; t < counts[k] && eot_at < 0; t++) { eot_at = ids[k][t] == 0 ? t : -1; }
+        int len_ok = stop ? counts[k] >= 1 && counts[k] <= ntok && (eot_at < 0 ? counts[k] == ntok : eot_at == counts[k] - 1) : counts[k] == ntok;
+        stopped += stop && counts[k] < ntok;
+        if (!len_ok || L > g->max_seq_len) { bad++; snprintf(first, sizeof(first), "sample %d has %d tokens (its first 0 at %d)", k + 1, counts[k], eot_at); break; }
         toks[0] = 0; // (the prompt: <|endoftext|>, which for a vocabulary without GPT-2's is token 0)
         for (int t = 1; t < L; t++) { toks[t] = ids[k][t - 1]; }
         gpt_forward(m, toks, 1, L); // causal: row t - 1 depends on toks[0..t) only
@@ -2305,12 +2311,15 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
                 snprintf(first, sizeof(first), "sample %d token %d: %d%s, draw %.9f, its interval [%.9f, %.9f)", k + 1, t, j, kept ? "" : " (not in the top-k)", u, lo, hi);
             }
         }
+        for (int t = counts[k]; temperature != 0.0f && t < ntok; t++) { (void)rng_uniform(&ts.rng); } // (a stopped sample's unused draws)
     }
     free(row);
     char detail[200] = "";
     if (temperature == 0.0f) { snprintf(detail, sizeof(detail), ", smallest lead of the argmax %.3g", min_lead); }
-    report(bad == 0 && checked >= samples * ntok - edge && (temperature != 0.0f || min_lead > 1e-4), name,
-           "%d of %d tokens wrong, %d at an edge%s %s", bad, checked, edge, detail, first);
+    int tokens = 0;
+    for (int k = 0; k < samples; k++) { tokens += counts[k]; }
+    report(bad == 0 && checked >= tokens - edge && (temperature != 0.0f || min_lead > 1e-4) && (!stop || stopped > 0), name,
+           "%d of %d tokens wrong, %d at an edge, %d sample(s) stopped at <|endoftext|>%s %s", bad, checked, edge, stopped, detail, first);
     char nm[300];
     snprintf(nm, sizeof(nm), "... and --logprobs: each sample's log-probability is the sum of log softmax of the model's logits at its tokens (1e-6 relative)");
     report(logprobs_agree(lp_want, samples, lp, nlp, &lp_worst), nm, "%d values for %d samples, worst relative difference %.3g", nlp, samples, lp_worst);
@@ -2327,9 +2336,11 @@ static void test_generate(void) {
     gpt_alloc_params(&m, &g, 1, DTYPE_FP32, g.max_seq_len);
     model_load_params("tests/ref/ref_model.bin", fp, version, &m.layout, m.params);
     activations_alloc(&m.acts, &m.ctx, &g, 1, g.max_seq_len, 0);
-    check_generate_run("--generate (temperature 1): every token is the one the seed's draw picks from the model's softmax", &m, 1.0f, 0, 5, 2, 15);
-    check_generate_run("--generate --temperature 0.6 --top-k 5: every token from the top 5 by the draw, over softmax(logits / 0.6)", &m, 0.6f, 5, 9, 3, 15);
-    check_generate_run("--generate --temperature 0: every token the argmax of the model's logits", &m, 0.0f, 0, 1, 1, 15);
+    check_generate_run("--generate (temperature 1): every token is the one the seed's draw picks from the model's softmax", &m, 1.0f, 0, 5, 2, 15, 0);
+    check_generate_run("--generate --temperature 0.6 --top-k 5: every token from the top 5 by the draw, over softmax(logits / 0.6)", &m, 0.6f, 5, 9, 3, 15, 0);
+    check_generate_run("--generate --temperature 0: every token the argmax of the model's logits", &m, 0.0f, 0, 1, 1, 15, 0);
+    check_generate_run("--generate --stop-at-eot 1: each sample ends at its first <|endoftext|> (some do here), every token the draw's, the log-probability "
+                       "summed to there", &m, 1.0f, 0, 4, 4, 15, 1);
     gpt_free(&m);
 
     char cmd[4096], a[65536], b[65536];
@@ -2377,19 +2388,52 @@ static void test_generate(void) {
     report(r1 == 0 && r2 == 0 && r3 == 0 && distinct && strcmp(a, b) == 0 && strcmp(a, c2) == 0,
            "--generate 5: all at once, --batch-size 2 and --batch-size 1 print the same (different) samples", "%.200s | %.200s | %.200s", a, b, c2);
 
+    // --stop-at-eot 1: each sample is --stop-at-eot 0's up to and including its first <|endoftext|> (token 0 here; the
+    // draws a stopped sample leaves unused are still its own, so the later samples are the same), and the batch does
+    // not change them: all 4 at once (the batch runs until both stopped ones and the others are done) and one at a time
+    {
+        const char* stopc = "./train_gpt --init tests/ref/ref_model.bin --generate 4 --gen-tokens 15 --threads 1 --seed 4";
+        int ids0[4][64], c0[4] = {0}, ids1[4][64], c1[4] = {0};
+        snprintf(cmd, sizeof(cmd), "%s --stop-at-eot 0", stopc);
+        r1 = run_capture(cmd, a, sizeof(a));
+        snprintf(cmd, sizeof(cmd), "%s --stop-at-eot 1", stopc);
+        r2 = run_capture(cmd, b, sizeof(b));
+        int n0 = parse_samples(a, ids0, c0), n1 = parse_samples(b, ids1, c1), ok = n0 == 4 && n1 == 4, short_ones = 0;
+        for (int k = 0; ok && k < 4; k++) {
+            int cut = c0[k];
+            for (int t = 0; t < c0[k]; t++) { if (ids0[k][t] == 0) { cut = t + 1; break; } }
+            ok = c1[k] == cut && memcmp(ids0[k], ids1[k], sizeof(int) * (size_t)cut) == 0;
+            short_ones += cut < c0[k];
+        }
+        report(r1 == 0 && r2 == 0 && ok && short_ones > 0 && short_ones < 4,
+               "--stop-at-eot 1: each sample is --stop-at-eot 0's cut after its first <|endoftext|> (some stop, some run to the end)", "%d stopped: %.200s | %.200s",
+               short_ones, a, b);
+        snprintf(cmd, sizeof(cmd), "%s --stop-at-eot 1 --logprobs 1 | grep -A2 -e '--- sample'", stopc);
+        r1 = run_capture(cmd, a, sizeof(a));
+        snprintf(cmd, sizeof(cmd), "%s --stop-at-eot 1 --logprobs 1 --batch-size 1 | grep -A2 -e '--- sample'", stopc);
+        r2 = run_capture(cmd, b, sizeof(b));
+        report(r1 == 0 && r2 == 0 && a[0] && strcmp(a, b) == 0, "--stop-at-eot 1: 4 samples at once print what one at a time do, log-probabilities too",
+               "%.200s | %.200s", a, b);
+    }
+
     // a model split over ranks samples what one process does: --tp (each rank caches its heads; sequence parallelism
     // without a cache), --pp (each stage its layers; the last draws), both; data-parallel copies are refused
     if (system("command -v mpirun > /dev/null 2>&1") == 0) {
-        const char* one = "./train_gpt --init tests/ref/ref_model.bin --generate 2 --gen-tokens 12 --threads 1 --seed 3 --temperature 0.9 --logprobs 1";
+        // (with --stop-at-eot: this seed's first sample ends at <|endoftext|>, token 0 here, as its 11th token, on the
+        // last pipeline stage, whose tokens every rank then holds; the second runs to its 12 tokens)
+        const char* one = "./train_gpt --init tests/ref/ref_model.bin --generate 2 --gen-tokens 12 --threads 1 --seed 9 --temperature 0.9 --logprobs 1 "
+                          "--stop-at-eot 1";
         r1 = run_capture(one, a, sizeof(a));
         int n1 = generate_parts(a, ta, sizeof(ta), la);
+        report(r1 == 0 && strstr(a, "(11 tokens") && strstr(a, "(12 tokens"), "--stop-at-eot 1: the split runs' seed stops one sample early (at 11 of 12 tokens)",
+               "exit %d: %.300s", r1, a);
         const char* splits[4][2] = {{"2", "--tp 2"}, {"2", "--tp 2 --sequence-parallel 1"}, {"2", "--pp 2"}, {"4", "--tp 2 --pp 2"}};
         for (int k = 0; k < 4; k++) {
             snprintf(cmd, sizeof(cmd), MPIRUN " -np %s %s %s 2> /dev/null", splits[k][0], one, splits[k][1]);
             r2 = run_capture(cmd, b, sizeof(b));
             int n2 = generate_parts(b, tb, sizeof(tb), lb);
             char nm[240];
-            snprintf(nm, sizeof(nm), "--generate on %s ranks with %s prints the samples of one process, once, with its log-probabilities (1e-6)",
+            snprintf(nm, sizeof(nm), "--generate --stop-at-eot 1 on %s ranks with %s prints the samples of one process, once, with its log-probabilities (1e-6)",
                      splits[k][0], splits[k][1]);
             report(r1 == 0 && r2 == 0 && ta[0] && strcmp(ta, tb) == 0 && logprobs_agree(la, n1, lb, n2, &worst), nm,
                    "log-probabilities %d vs %d, worst relative difference %.3g: %.200s | %.200s", n1, n2, worst, ta, tb);
@@ -2444,6 +2488,7 @@ static void test_generate(void) {
         {"--model d1 --train x --temperature 0.5", "--temperature shapes samples: it needs --generate N or --sample-every N"},
         {"--model d1 --train x --top-k 5", "--top-k shapes samples"},
         {"--model d1 --train x --kv-cache 0", "--kv-cache shapes samples"},
+        {"--model d1 --train x --stop-at-eot 1", "--stop-at-eot shapes samples"},
         {"--model d1 --train x --sample-every 5 --logprobs 1", "--logprobs prints the log-probability of --generate's samples"},
         {"--init tests/ref/ref_model.bin --generate 1 --lr 1e-3", "--lr does nothing with it"},
         {"--init tests/ref/ref_model.bin --generate 1 --prompt ''", "--prompt: empty"},
