@@ -2438,6 +2438,22 @@ static void test_generate(void) {
             report(r1 == 0 && r2 == 0 && ta[0] && strcmp(ta, tb) == 0 && logprobs_agree(la, n1, lb, n2, &worst), nm,
                    "log-probabilities %d vs %d, worst relative difference %.3g: %.200s | %.200s", n1, n2, worst, ta, tb);
         }
+        // several layers per stage (the reference model has 2, one a stage): a fresh 4-layer model (d4, GPT-2's
+        // vocabulary), whose stages each cache two layers at their local slots
+        const char* four = "./train_gpt --model d4 --seq-len 32 --generate 2 --gen-tokens 12 --threads 1 --seed 3 --temperature 0.9 --logprobs 1";
+        r1 = run_capture(four, a, sizeof(a));
+        n1 = generate_parts(a, ta, sizeof(ta), la);
+        const char* splits4[2][2] = {{"2", "--pp 2"}, {"4", "--tp 2 --pp 2"}};
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof(cmd), MPIRUN " -np %s %s %s 2> /dev/null", splits4[k][0], four, splits4[k][1]);
+            r2 = run_capture(cmd, b, sizeof(b));
+            int n2 = generate_parts(b, tb, sizeof(tb), lb);
+            char nm[240];
+            snprintf(nm, sizeof(nm), "--generate on a 4-layer model, %s ranks with %s (2 layers cached a stage): one process's samples and log-probabilities (1e-6)",
+                     splits4[k][0], splits4[k][1]);
+            report(r1 == 0 && r2 == 0 && n1 == 2 && ta[0] && strcmp(ta, tb) == 0 && logprobs_agree(la, n1, lb, n2, &worst), nm,
+                   "log-probabilities %d vs %d, worst relative difference %.3g: %.200s | %.200s", n1, n2, worst, ta, tb);
+        }
         snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 %s --tp 2 --pp 2 2> /dev/null | tail -n 1", one);
         r2 = run_capture(cmd, b, sizeof(b));
         report(r2 == 0 && strstr(b, "(KV cache: one position's forward per token, 2 samples at a time; the cache "), "... and tp 2 x pp 2 samples with the KV cache, 2 at a time", "exit %d: %.200s", r2, b);
