@@ -528,7 +528,8 @@ static size_t kernels_reserve(KernelCtx* ctx, const KernelsShapes* s, int alloc)
     if (att > floats) { floats = att; }
     size_t added = kernels__grow_to(ctx, (void**)&ctx->col_partials, &ctx->col_partials_bytes, floats * sizeof(float), alloc);
     added += kernels__sort_reserve(ctx, s->B * s->T, alloc);
-    added += kernels__grow_to(ctx, (void**)&ctx->row_scratch, &ctx->row_scratch_bytes, (size_t)s->vp * sizeof(floatX), alloc);
+    added += kernels__grow_to(ctx, (void**)&ctx->row_scratch, &ctx->row_scratch_bytes, (size_t)(s->lrows > 1 ? s->lrows : 1) * s->vp * sizeof(floatX),
+                              alloc);
 #ifdef USE_CUDNN
     if (ctx->attention_cudnn) {
         size_t ws = cudnn_attention_workspace(ctx, s->B, s->T, s->nh, s->hs);

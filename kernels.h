@@ -52,7 +52,8 @@ static size_t kernels_scratch_bytes(int max_T, int C, int nthreads);
 // channels (the LayerNorms'); nh heads of hs channels in the attention (a tensor-parallel rank's share of the heads);
 // rows, the LayerNorms' rows (B T, or a sequence-parallel rank's share); oc, the widest matmul output whose bias
 // gradient the rank takes; vp, the vocabulary rows it holds (sampling's row of logits).
-typedef struct { int B, T, C, nh, hs, rows, oc, vp; } KernelsShapes;
+// (lrows: the rows of logits sampling computes at once, classifier_logits_rows' R: the samples drawn together)
+typedef struct { int B, T, C, nh, hs, rows, oc, vp, lrows; } KernelsShapes;
 // The workspaces the ops grow on demand (a GPU's: the gradient partials, the token sort, cuDNN's attention workspace
 // for the context's --attention), sized for s up front, so that a training step allocates nothing: the bytes that
 // adds to the context, allocated only with alloc (0: the count, for a check before anything is allocated). None on

@@ -1204,7 +1204,7 @@ static void test_tf32(void) {
     kernels_set_tf32(ctx, 0);
     // the trainer's path: --tf32 1 reaches the model's context through gpt_init_ctx
     GPT m;
-    ModelSplit ms = {NULL, 0, NULL, 1, NULL, 0, NULL, 0, NULL, 1};
+    ModelSplit ms = {NULL, 0, NULL, 1, NULL, 0, NULL, 0, NULL, 1, 0};
     gpt_init_ctx(&m, &ms, DTYPE_FP32, 8, 64);
     report(m.ctx.tf32 == 1, "--tf32 1 reaches the model's kernel context (gpt_init_ctx)", "ctx.tf32 %d", m.ctx.tf32);
     kernels_ctx_free(&m.ctx);
@@ -1260,9 +1260,9 @@ static void test_bias_grad_widths(void) {
 #undef attention_backward
 static void test_reserve(void) {
     const KernelsShapes cases[3] = {
-        {4, 128, 64, 2, 32, 512, 32, 64}, // {B, T, C, nh, hs, rows, oc, vp}: LayerNorm partials over 512 rows
-        {1, 16, 64, 4, 16, 16, 256, 64},  // the bias gradient of 256 columns
-        {4, 128, 64, 4, 16, 8, 8, 64},    // the attention backward's 4 x 4 heads x 128 rows
+        {4, 128, 64, 2, 32, 512, 32, 64, 1}, // {B, T, C, nh, hs, rows, oc, vp, lrows}: LayerNorm partials over 512 rows
+        {1, 16, 64, 4, 16, 16, 256, 64, 0},  // the bias gradient of 256 columns
+        {4, 128, 64, 4, 16, 8, 8, 64, 6},    // the attention backward's 4 x 4 heads x 128 rows; 6 samples' logits
     };
     const int V = 16;
     for (int k = 0; k < 3; k++) {
@@ -1287,7 +1287,7 @@ static void test_reserve(void) {
         matmul_backward(&ctx, x[0], f[0], f[1], x[1], x[2], x[3], BT, s->C, s->oc, 0);
         attention_backward(&ctx, x[0], x[1], x[2], x[3], f[1], s->B, s->T, Ca, s->nh);
         encoder_backward(&ctx, f[0], f[1], x[1], tok, 0, V, s->B, s->T, s->C);
-        classifier_logits_rows(&ctx, f[0], x[1], x[2], 1, s->C, s->vp);
+        classifier_logits_rows(&ctx, f[0], x[1], x[2], s->lrows > 1 ? s->lrows : 1, s->C, s->vp);
         dev_sync(&ctx);
         size_t grown = kernels_grown_bytes(&ctx), held_after = kernels_ctx_bytes(&ctx);
         char name[160];

@@ -348,6 +348,7 @@ typedef struct {
     int B;                  // the micro-batch the kernels' workspaces are sized for up front (kernels_reserve); 0: none
     const char* attention;  // --attention, set before the workspaces are sized (cuDNN's are its plans'); NULL: auto
     int tf32;               // --tf32 1: fp32 matmuls on TF32 tensor cores where the build has them (kernels_set_tf32)
+    int sample_rows;        // the samples drawn together (the rows of logits a sampling step computes; 0: one)
 } ModelSplit;
 
 // Whether tensor e's gradient enters this rank's part of the global norm (see gpt_alloc_params_split).
@@ -414,7 +415,7 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
     // rows under tensor and sequence parallelism; the widest bias, the MLP's 4C / tp or the projections' C)
     int C = cfg->channels, tp_oc = 4 * C / m->tp;
     KernelsShapes ks = {ms->B, T, C, cfg->num_heads / m->tp, C / cfg->num_heads, m->sp ? ms->B * T / m->tp : ms->B * T,
-                        tp_oc > C ? tp_oc : C, cfg->padded_vocab_size / m->tp};
+                        tp_oc > C ? tp_oc : C, cfg->padded_vocab_size / m->tp, ms->sample_rows};
     size_t reserve = ms->B > 0 ? kernels_reserve(&m->ctx, &ks, 0) : 0;
 #ifdef KERNELS_CUDA
     if (ms->planned) { gpt__check_device_memory(&m->ctx, ms->planned, reserve); }
@@ -468,7 +469,7 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
 }
 
 static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
-    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL, 0};
+    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL, 0, 0};
     gpt_init_ctx(m, &ms, dtype, T, cfg->channels);
     gpt_alloc_params_split(m, cfg, dp, &ms, T);
 }
@@ -1424,11 +1425,12 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         printf("  largest rank: %.0f bytes (rank %d; the planner's \"memory per rank\" for this layout)\n", big_total, big);
         const KvCache* kv = &mp->kv_held;
         if (kv->base) {
+            size_t kvb = kv_cache_bytes(mp->layout.num_local_layers, kv->B, kv->T_max, 2 * g->channels / mp->tp, mp->layout.has_lnf, mp->vocab_n,
+                                        sizeof(floatX), NULL);
             char kb[32];
-            fmt_bytes(kb, sizeof(kb), (double)kv_cache_bytes(mp->layout.num_local_layers, kv->B, kv->T_max, 2 * g->channels / mp->tp,
-                                                             mp->layout.has_lnf, mp->vocab_n, sizeof(floatX), NULL));
-            printf("  rank 0's activations include the samples' KV cache (--sample-every): %s, %d layer(s) x %d sequence(s) x %d positions\n",
-                   kb, mp->layout.num_local_layers, kv->B, kv->T_max);
+            fmt_bytes(kb, sizeof(kb), (double)kvb);
+            printf("  rank 0's activations include the samples' KV cache (--sample-every): %s (%zu bytes), %d layer(s) x %d sequence(s) x %d positions\n",
+                   kb, kvb, mp->layout.num_local_layers, kv->B, kv->T_max);
         }
         if (sizeof(floatX) > dtype_bytes(dt)) {
             char pa[32], ac[32];
@@ -1707,6 +1709,12 @@ static int device_memory(const GPT* mp, const ZeroOptimizer* zp, ParallelContext
     (void)mp; (void)zp; (void)pcp;
     return 0;
 #endif
+}
+
+// The device memory as the "done:" line and --generate's last line print it.
+static void device_memory_text(char* buf, size_t cap, const DeviceMemory* d, int world) {
+    snprintf(buf, cap, "GPU memory in use %.2f GB (rank 0), bytes beyond the planner's over the %d rank(s): least %.0f, most %.0f; "
+             "device buffers grown after start-up: %.0f bytes", d->used / 1e9, world, d->least, d->most, d->grown);
 }
 
 // --bench: time per step and its parts, how much of the gradient communication backward hides, communication per
@@ -2087,7 +2095,7 @@ int main(int argc, char** argv) {
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
     GPT model;
-    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, NULL, B, c.attention, c.tf32};
+    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, NULL, B, c.attention, c.tf32, run.kv_B};
     gpt_init_ctx(&model, &split, dtype_parse(c.dtype), T, gc.channels);
 #ifdef KERNELS_CUDA
     // NCCL refuses a communicator whose ranks share a GPU (as the tests' processes on one GPU do). --comm nccl stops
@@ -2280,6 +2288,14 @@ int main(int argc, char** argv) {
                          together == 1 ? "" : "s", kb);
             }
             if (master) { printf("generate: %ld tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9), how); }
+            // (GPU builds: the KV cache and the rows of logits of the samples drawn together were made at start-up,
+            // in the planner's count; a sampling step allocates nothing)
+            DeviceMemory dm;
+            if (device_memory(&model, &zopt, &pc, &dm) && master) {
+                char gm[320];
+                device_memory_text(gm, sizeof(gm), &dm, pc.world_size);
+                printf("generate: %s\n", gm);
+            }
         }
         free(prompt);
         if (have_tok) { tokenizer_free(&tokenizer); }
@@ -2499,8 +2515,9 @@ int main(int argc, char** argv) {
             char rs[32], gm[320] = "";
             fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
             if (have_dm) {
-                snprintf(gm, sizeof(gm), "; GPU memory in use %.2f GB (rank 0), bytes beyond the planner's over the %d rank(s): least %.0f, most %.0f; "
-                         "device buffers grown after start-up: %.0f bytes", dm.used / 1e9, pc.world_size, dm.least, dm.most, dm.grown);
+                gm[0] = ';';
+                gm[1] = ' ';
+                device_memory_text(gm + 2, sizeof(gm) - 2, &dm, pc.world_size);
             }
             printf("done: %d steps, peak RSS %s%s\n", steps, rs, gm);
         }

@@ -278,7 +278,8 @@ train() {
         # the emulation has no runtime memory of its own: every device byte a run holds at its end (its "done:" line)
         # must be one the trainer counted, which is the planner's count (print_run_plan), on every rank; and, on a GPU
         # too, the kernels' workspaces, sized for a training step at start-up (kernels_reserve, with cuDNN's plans for
-        # the step's shape), must not have grown: these runs train and validate at that shape, and do not sample
+        # the step's shape), must not have grown: these runs train and validate at that shape, and those that sample
+        # (--sample-every) do it through the KV cache and the row of logits made at start-up
         local beyond grown
         beyond=$(grep -o "beyond the planner's over the [0-9]* rank(s): least -*[0-9]*, most -*[0-9]*" $L.$name.log | tail -n 1)
         grown=$(grep -o "device buffers grown after start-up: [0-9]* bytes" $L.$name.log | tail -n 1)
@@ -619,8 +620,15 @@ if timeout $(budget 120) $CU $kvm --generate 8 --temperature 0.9 --top-k 40 > $L
    timeout $(budget 120) $CU $kvm --generate 8 --temperature 0.9 --top-k 40 --batch-size 1 > $L.kv81.log 2>&1; then
     same="differ (16-bit roundings of the batched products)"
     cmp -s <(grep -A1 -e '--- sample' $L.kv8.log) <(grep -A1 -e '--- sample' $L.kv81.log) && same="are the same"
-    if [ "$(grep -c -e '--- sample' $L.kv8.log)" = 8 ]; then
-        ok "generate 8 samples at once: $(rate $L.kv8.log), one at a time: $(rate $L.kv81.log); the samples $same"
+    # the cache and the 8 rows of logits were made at start-up, in the planner's count: nothing grows (and in the
+    # emulation, which has no runtime memory of its own, every byte in use is counted)
+    grown=$(grep -o "device buffers grown after start-up: [0-9]* bytes" $L.kv8.log | tail -n 1)
+    beyond=$(grep -o "beyond the planner's over the [0-9]* rank(s): least -*[0-9]*, most -*[0-9]*" $L.kv8.log | tail -n 1)
+    if [ "$(grep -c -e '--- sample' $L.kv8.log)" = 8 ] && [ "$grown" = "device buffers grown after start-up: 0 bytes" ] &&
+       { [ $EMU = 0 ] || [[ "$beyond" == *"least 0, most 0" ]]; }; then
+        ok "generate 8 samples at once: $(rate $L.kv8.log), one at a time: $(rate $L.kv81.log); the samples $same; $grown"
+    elif [ "$(grep -c -e '--- sample' $L.kv8.log)" = 8 ]; then
+        bad "generate 8 samples at once: ${grown:-no growth reported}; ${beyond:-no memory reported} (a buffer made after start-up, or not counted)"
     else
         bad "generate 8 samples at once: $(grep -c -e '--- sample' $L.kv8.log) printed"; tail -n 3 $L.kv8.log
     fi
@@ -672,15 +680,18 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
             agree "2 processes --zero $z follow one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/dp2_z$z.jsonl 1e-2
     done
     # pipeline parallel on one device: two stages in two processes, activations and gradients between them through MPI
-    # (with validation, whose forward-only pass runs through the stages too)
+    # (with validation, whose forward-only pass runs through the stages too, and samples, through each stage's KV cache
+    # of its layers: they must leave the losses as they are and allocate nothing the planner did not count)
     for sched in 1f1b interleaved; do
-        extra="--pp 2 --pp-schedule $sched"; [ $sched = interleaved ] && extra="$extra --virtual-stages 2"
+        extra="--pp 2 --pp-schedule $sched --sample-every 2 --gen-tokens 8"; [ $sched = interleaved ] && extra="$extra --virtual-stages 2"
         train pp2_$sched 180 $MPIRUN $CU $common2 $extra $val2 --comm mpi --log $TMPD/pp2_$sched.jsonl &&
             agree "--pp 2 --pp-schedule $sched (2 processes) follows one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/pp2_$sched.jsonl 1e-2
     done
     # tensor parallel on one device: the two halves of every layer in two processes, their collectives through MPI
+    # (without sequence parallelism sampling too, each rank caching its heads)
     for sp in 0 1; do
-        train tp2_sp$sp 180 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm mpi --log $TMPD/tp2_sp$sp.jsonl &&
+        smp=""; [ $sp = 0 ] && smp="--sample-every 2 --gen-tokens 8"
+        train tp2_sp$sp 180 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp $smp --comm mpi --log $TMPD/tp2_sp$sp.jsonl &&
             agree "--tp 2 --sequence-parallel $sp (2 processes) follows one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/tp2_sp$sp.jsonl 1e-2
     done
     # NCCL on the device buffers: one GPU allows a communicator of one rank only (NCCL refuses two ranks on one GPU),
