@@ -2325,6 +2325,20 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
     report(logprobs_agree(lp_want, samples, lp, nlp, &lp_worst), nm, "%d values for %d samples, worst relative difference %.3g", nlp, samples, lp_worst);
 }
 
+// `cmd` on `np` ranks with `split` must print one process's samples (text: its "--- sample" lines and tokens, "" if
+// that run failed) and log-probabilities (lp, n of them) within 1e-6. name: a format taking np and split.
+static void check_split_generate(const char* cmd1, const char* text, const double* lp, int n, const char* np, const char* split, const char* name) {
+    char cmd[4096], nm[300];
+    static char out[65536], text2[8192];
+    double lp2[8], worst = 0.0;
+    snprintf(cmd, sizeof(cmd), MPIRUN " -np %s %s %s 2> /dev/null", np, cmd1, split);
+    int rc = run_capture(cmd, out, sizeof(out));
+    int n2 = generate_parts(out, text2, sizeof(text2), lp2);
+    snprintf(nm, sizeof(nm), name, np, split);
+    report(rc == 0 && text[0] && strcmp(text, text2) == 0 && logprobs_agree(lp, n, lp2, n2, &worst), nm,
+           "log-probabilities %d vs %d, worst relative difference %.3g: %.200s | %.200s", n, n2, worst, text, text2);
+}
+
 static void test_generate(void) {
     test_sample_pick();
     if (!file_exists("tests/ref/ref_model.bin")) { report(0, "--generate", "tests/ref/ref_model.bin is missing"); return; }
@@ -2429,14 +2443,8 @@ static void test_generate(void) {
                "exit %d: %.300s", r1, a);
         const char* splits[4][2] = {{"2", "--tp 2"}, {"2", "--tp 2 --sequence-parallel 1"}, {"2", "--pp 2"}, {"4", "--tp 2 --pp 2"}};
         for (int k = 0; k < 4; k++) {
-            snprintf(cmd, sizeof(cmd), MPIRUN " -np %s %s %s 2> /dev/null", splits[k][0], one, splits[k][1]);
-            r2 = run_capture(cmd, b, sizeof(b));
-            int n2 = generate_parts(b, tb, sizeof(tb), lb);
-            char nm[240];
-            snprintf(nm, sizeof(nm), "--generate --stop-at-eot 1 on %s ranks with %s prints the samples of one process, once, with its log-probabilities (1e-6)",
-                     splits[k][0], splits[k][1]);
-            report(r1 == 0 && r2 == 0 && ta[0] && strcmp(ta, tb) == 0 && logprobs_agree(la, n1, lb, n2, &worst), nm,
-                   "log-probabilities %d vs %d, worst relative difference %.3g: %.200s | %.200s", n1, n2, worst, ta, tb);
+            check_split_generate(one, r1 == 0 ? ta : "", la, n1, splits[k][0], splits[k][1],
+                                 "--generate --stop-at-eot 1 on %s ranks with %s prints the samples of one process, once, with its log-probabilities (1e-6)");
         }
         // several layers per stage (the reference model has 2, one a stage): a fresh 4-layer model (d4, GPT-2's
         // vocabulary), whose stages each cache two layers at their local slots
@@ -2445,14 +2453,8 @@ static void test_generate(void) {
         n1 = generate_parts(a, ta, sizeof(ta), la);
         const char* splits4[2][2] = {{"2", "--pp 2"}, {"4", "--tp 2 --pp 2"}};
         for (int k = 0; k < 2; k++) {
-            snprintf(cmd, sizeof(cmd), MPIRUN " -np %s %s %s 2> /dev/null", splits4[k][0], four, splits4[k][1]);
-            r2 = run_capture(cmd, b, sizeof(b));
-            int n2 = generate_parts(b, tb, sizeof(tb), lb);
-            char nm[240];
-            snprintf(nm, sizeof(nm), "--generate on a 4-layer model, %s ranks with %s (2 layers cached a stage): one process's samples and log-probabilities (1e-6)",
-                     splits4[k][0], splits4[k][1]);
-            report(r1 == 0 && r2 == 0 && n1 == 2 && ta[0] && strcmp(ta, tb) == 0 && logprobs_agree(la, n1, lb, n2, &worst), nm,
-                   "log-probabilities %d vs %d, worst relative difference %.3g: %.200s | %.200s", n1, n2, worst, ta, tb);
+            check_split_generate(four, r1 == 0 && n1 == 2 ? ta : "", la, n1, splits4[k][0], splits4[k][1],
+                                 "--generate on a 4-layer model, %s ranks with %s (2 layers cached a stage): one process's samples and log-probabilities (1e-6)");
         }
         snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 %s --tp 2 --pp 2 2> /dev/null | tail -n 1", one);
         r2 = run_capture(cmd, b, sizeof(b));
