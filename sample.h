@@ -7,12 +7,12 @@ through every layout (tensor and pipeline parallel, ZeRO-3), printing them, and 
 #ifndef SAMPLE_H
 #define SAMPLE_H
 
-// How samples draw their tokens (--temperature, --top-k, --kv-cache).
+// How samples draw their tokens (--temperature, --top-k, --kv-cache, --logprobs, --stop-at-eot).
 typedef struct {
     float temperature; // softmax(logits / temperature); 0: the most likely token
     int top_k;         // only the top_k most likely tokens (0: all)
-    int kv_cache;      // 1: each token's forward runs over that position alone, the earlier ones' qkv rows cached
-                       // (KvCache); 0: over the whole prefix, as llm.c's sampler does
+    int kv_cache;      // 1: each token's forward runs over that position alone, the earlier ones' keys and values
+                       // cached (KvCache); 0: over the whole prefix, as llm.c's sampler does
     int logprobs;      // --generate --logprobs 1: print each sample's log-probability under the model
     int stop_at_eot;   // --stop-at-eot 1: a sample ends at the first <|endoftext|> it draws
 } SampleOpts;
