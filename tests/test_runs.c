@@ -2325,6 +2325,61 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
     report(logprobs_agree(lp_want, samples, lp, nlp, &lp_worst), nm, "%d values for %d samples, worst relative difference %.3g", nlp, samples, lp_worst);
 }
 
+// A model whose next token depends on the context: the reference model trained (2000 steps, about 3 s) on documents
+// of <|endoftext|> (token 0) then two random tokens A B repeated, A B A B ... (16 tokens), so that after its first
+// two tokens a sample must repeat the token two positions back, which takes the attention to the previous
+// position's key and value. Its logits are peaked (a sample's two free tokens cost log 100 each, the rest nearly
+// nothing), where the untrained model's are nearly uniform: a forward that reads a wrong cached row, or embeds a
+// token at a wrong position, breaks the pattern in the tokens themselves. Returns 0 if the training failed.
+static int abab_model(char* path, size_t cap) {
+    char dir[512], shard[600], cmd[2048], out[65536];
+    snprintf(dir, sizeof(dir), "%s/abab", TMP);
+    snprintf(shard, sizeof(shard), "%s/abab_train_000000.bin", dir);
+    snprintf(path, cap, "%s/out/model_00002000.bin", dir);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", dir, dir);
+    if (system(cmd) != 0) { report(0, "abab model setup", "%s", cmd); return 0; }
+    enum { DOCS = 2400, DOC = 17 };
+    FILE* f = fopenCheck(shard, "wb");
+    int32_t h[256] = {0};
+    h[0] = 20240520; h[1] = 1; h[2] = DOCS * DOC;
+    fwriteCheck(h, 4, 256, f, shard);
+    uint64_t s = 5;
+    for (int d = 0; d < DOCS; d++) {
+        uint16_t ab[2] = {(uint16_t)(1 + rng_next(&s) % 100), (uint16_t)(1 + rng_next(&s) % 100)};
+        for (int i = 0; i < DOC; i++) {
+            uint16_t t = i == 0 ? 0 : ab[(i - 1) % 2];
+            fwriteCheck(&t, 2, 1, f, shard);
+        }
+    }
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --train %s --batch-size 8 --seq-len 16 --steps 2000 --lr 1e-2 --warmup 50 "
+             "--threads 2 --out %s/out --checkpoint-every 2000 > %s/train.txt 2>&1", shard, dir, dir);
+    int rc = system(cmd);
+    snprintf(cmd, sizeof(cmd), "tail -n 3 %s/train.txt", dir);
+    run_capture(cmd, out, sizeof(out));
+    const char* last = strstr(out, "step  2000/2000 | loss ");
+    double loss = last ? atof(last + strlen("step  2000/2000 | loss ")) : -1.0;
+    report(rc == 0 && loss > 0 && loss < 1.2, "the ABAB model: the reference model trained on A B A B ... documents learns them (loss below 1.2)",
+           "exit %d, final loss %.4f", rc, loss);
+    return rc == 0 && loss > 0 && loss < 1.2;
+}
+
+// The ABAB pattern in --generate's output: want_samples samples of ntok tokens, in each every token from the third
+// on equal to the one two positions back. why: what was found.
+static int abab_samples_ok(const char* out, int want_samples, int ntok, char* why, size_t cap) {
+    int ids[4][64], counts[4] = {0};
+    int n = parse_samples(out, ids, counts);
+    if (n != want_samples) { snprintf(why, cap, "%d samples", n); return 0; }
+    for (int k = 0; k < n; k++) {
+        if (counts[k] != ntok) { snprintf(why, cap, "sample %d has %d tokens", k + 1, counts[k]); return 0; }
+        for (int t = 2; t < counts[k]; t++) {
+            if (ids[k][t] != ids[k][t - 2]) { snprintf(why, cap, "sample %d token %d: %d, two back %d", k + 1, t + 1, ids[k][t], ids[k][t - 2]); return 0; }
+        }
+    }
+    snprintf(why, cap, "%d samples of %d tokens, each A B A B ...", n, ntok);
+    return 1;
+}
+
 // `cmd` on `np` ranks with `split` must print one process's samples (text: its "--- sample" lines and tokens, "" if
 // that run failed) and log-probabilities (lp, n of them) within 1e-6. name: a format taking np and split.
 static void check_split_generate(const char* cmd1, const char* text, const double* lp, int n, const char* np, const char* split, const char* name) {
@@ -2337,6 +2392,40 @@ static void check_split_generate(const char* cmd1, const char* text, const doubl
     snprintf(nm, sizeof(nm), name, np, split);
     report(rc == 0 && text[0] && strcmp(text, text2) == 0 && logprobs_agree(lp, n, lp2, n2, &worst), nm,
            "log-probabilities %d vs %d, worst relative difference %.3g: %.200s | %.200s", n, n2, worst, text, text2);
+}
+
+// Sampling the ABAB model (abab_model): through the KV cache (the default), without it, one sample at a time, and
+// split over ranks (tp 2, tp 2 with sequence parallelism, pp 2, tp 2 x pp 2), every sample keeps the pattern, with
+// the peaked log-probability it implies (about 2 log 100 for the two free tokens: above -12 a sample), and all print
+// the same samples and log-probabilities.
+static void test_generate_abab(void) {
+    char model[700], cmd[4096], why[200], base[1024];
+    if (!abab_model(model, sizeof(model))) { return; }
+    static char out[3][65536], text[3][8192];
+    double lp[3][8];
+    int n[3];
+    snprintf(base, sizeof(base), "./train_gpt --init %s --generate 4 --gen-tokens 15 --seed 3 --threads 1 --logprobs 1", model);
+    const char* how[3] = {"", " --kv-cache 0", " --batch-size 1"};
+    const char* what[3] = {"through the KV cache, 4 at once", "--kv-cache 0", "--batch-size 1"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof(cmd), "%s%s", base, how[k]);
+        int rc = run_capture(cmd, out[k], sizeof(out[k]));
+        n[k] = generate_parts(out[k], text[k], sizeof(text[k]), lp[k]);
+        int ok = rc == 0 && abab_samples_ok(out[k], 4, 15, why, sizeof(why)) && n[k] == 4;
+        for (int s = 0; ok && s < 4; s++) { ok = lp[k][s] > -12.0 && lp[k][s] < -5.0; }
+        double worst = 0.0;
+        int same = k == 0 || (strcmp(text[k], text[0]) == 0 && logprobs_agree(lp[0], n[0], lp[k], n[k], &worst));
+        char nm[300];
+        snprintf(nm, sizeof(nm), "the ABAB model, %s: every sample A B A B ..., log-probability between -12 and -5%s", what[k],
+                 k ? ", the cached run's samples and log-probabilities (1e-6)" : "");
+        report(ok && same, nm, "exit %d; %s; log-probabilities %.3f %.3f %.3f %.3f; %.200s", rc, why, lp[k][0], lp[k][1], lp[k][2], lp[k][3], text[k]);
+    }
+    if (system("command -v mpirun > /dev/null 2>&1") != 0) { return; }
+    const char* splits[4][2] = {{"2", "--tp 2"}, {"2", "--tp 2 --sequence-parallel 1"}, {"2", "--pp 2"}, {"4", "--tp 2 --pp 2"}};
+    for (int k = 0; k < 4; k++) {
+        check_split_generate(base, abab_samples_ok(out[0], 4, 15, why, sizeof(why)) ? text[0] : "", lp[0], n[0], splits[k][0], splits[k][1],
+                             "the ABAB model on %s ranks with %s: one process's A B A B ... samples and log-probabilities (1e-6)");
+    }
 }
 
 static void test_generate(void) {
@@ -2541,6 +2630,6 @@ int main(int argc, char** argv) {
     if (name_selected(only, "blend")) { test_blend_runs(); }
     if (name_selected(only, "powersgd")) { test_powersgd_runs(); }
     if (name_selected(only, "shakespeare")) { test_powersgd_shakespeare(); }
-    if (name_selected(only, "generate")) { test_generate(); }
+    if (name_selected(only, "generate")) { test_generate(); test_generate_abab(); }
     return test_summary();
 }
