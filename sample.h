@@ -19,14 +19,14 @@ typedef struct {
 
 // A KV cache for up to B sequences of positions [0, T_max) of the layers this rank holds (its pipeline chunks), or
 // none (returns 0) where the layout cannot use one: sequence parallelism splits a forward's tokens over the
-// tensor-parallel group, which one token cannot be. Its size is kv_cache_bytes'.
+// tensor-parallel group, which one token cannot be. Its size is gpt_kv_bytes'.
 static int kv_alloc(KvCache* kv, GPT* m, int B, int T_max) {
     memset(kv, 0, sizeof(*kv));
     if (m->sp) { return 0; }
     kv->B = B;
     kv->T_max = T_max;
     size_t parts[2];
-    kv_cache_bytes(m->layout.num_local_layers, B, T_max, 2 * m->cfg.channels / m->tp, m->layout.has_lnf, m->vocab_n, sizeof(floatX), parts);
+    gpt_kv_bytes(m, B, T_max, parts);
     kv->base = (floatX*)dev_alloc(&m->ctx, parts[0]);
     kv->logits = parts[1] ? (float*)dev_alloc(&m->ctx, parts[1]) : NULL;
     return 1;

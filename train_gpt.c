@@ -334,6 +334,12 @@ typedef struct {
                           // NULL: none, and generate allocates one per call)
 } GPT;
 
+// kv_cache_bytes for this rank of the model: a cache of B sequences of T positions of the layers it holds, its share
+// of the heads and of the vocabulary (kv_alloc's allocation; the held cache's bytes for the tables).
+static size_t gpt_kv_bytes(const GPT* m, int B, int T, size_t parts[2]) {
+    return kv_cache_bytes(m->layout.num_local_layers, B, T, 2 * m->cfg.channels / m->tp, m->layout.has_lnf, m->vocab_n, sizeof(floatX), parts);
+}
+
 // How the model is split over processes besides data parallelism: the tensor-parallel group and sequence
 // parallelism, the pipeline group, its chunks per rank and where the blocks are cut (NULL groups: not split).
 typedef struct {
@@ -1332,10 +1338,7 @@ static double rank_memory(const GPT* mp, const ZeroOptimizer* zp, double mem[4])
     if (mp->tp_group && mp->tp_group->nccl) { mem[3] += (double)comm_nccl_device_bytes(mp->tp_group->nccl); }
     if (mp->pipe) { mem[3] += (double)pipeline_device_bytes(mp->pipe); }
     const KvCache* kv = &mp->kv_held; // the samples' KV cache (its two allocations)
-    if (kv->base) {
-        mem[3] += (double)kv_cache_bytes(mp->layout.num_local_layers, kv->B, kv->T_max, 2 * mp->cfg.channels / mp->tp, mp->layout.has_lnf,
-                                         mp->vocab_n, sizeof(floatX), NULL);
-    }
+    if (kv->base) { mem[3] += (double)gpt_kv_bytes(mp, kv->B, kv->T_max, NULL); }
     return mem[0] + mem[1] + mem[2] + mem[3];
 }
 
@@ -1425,8 +1428,7 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         printf("  largest rank: %.0f bytes (rank %d; the planner's \"memory per rank\" for this layout)\n", big_total, big);
         const KvCache* kv = &mp->kv_held;
         if (kv->base) {
-            size_t kvb = kv_cache_bytes(mp->layout.num_local_layers, kv->B, kv->T_max, 2 * g->channels / mp->tp, mp->layout.has_lnf, mp->vocab_n,
-                                        sizeof(floatX), NULL);
+            size_t kvb = gpt_kv_bytes(mp, kv->B, kv->T_max, NULL);
             char kb[32];
             fmt_bytes(kb, sizeof(kb), (double)kvb);
             printf("  rank 0's activations include the samples' KV cache (--sample-every): %s (%zu bytes), %d layer(s) x %d sequence(s) x %d positions\n",
@@ -2282,8 +2284,7 @@ int main(int argc, char** argv) {
             else {
                 const KvCache* kv = &model.kv_held;
                 char kb[32];
-                fmt_bytes(kb, sizeof(kb), (double)kv_cache_bytes(model.layout.num_local_layers, kv->B, kv->T_max, 2 * gc.channels / model.tp,
-                                                                 model.layout.has_lnf, model.vocab_n, sizeof(floatX), NULL));
+                fmt_bytes(kb, sizeof(kb), (double)gpt_kv_bytes(&model, kv->B, kv->T_max, NULL));
                 snprintf(how, sizeof(how), "KV cache: one position's forward per token, %d sample%s at a time; the cache %s on rank 0", together,
                          together == 1 ? "" : "s", kb);
             }
@@ -2512,12 +2513,11 @@ int main(int argc, char** argv) {
         DeviceMemory dm;
         int have_dm = device_memory(&model, &zopt, &pc, &dm);
         if (master) {
-            char rs[32], gm[320] = "";
+            char rs[32], dmt[320], gm[330] = "";
             fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
             if (have_dm) {
-                gm[0] = ';';
-                gm[1] = ' ';
-                device_memory_text(gm + 2, sizeof(gm) - 2, &dm, pc.world_size);
+                device_memory_text(dmt, sizeof(dmt), &dm, pc.world_size);
+                snprintf(gm, sizeof(gm), "; %s", dmt);
             }
             printf("done: %d steps, peak RSS %s%s\n", steps, rs, gm);
         }

@@ -1191,6 +1191,26 @@ static void test_zero3_deep(void) {
     else { compare_losses("4 blocks: a bf16 checkpoint resumed in fp32 by 3 ZeRO-3 ranks equals one fp32 process resuming it", la, 0, lb, 5, 1e-5); }
 }
 
+// The trainer's start-up table: the largest rank's bytes ("largest rank: N bytes"); -1 if absent.
+static double largest_rank_bytes(const char* out) {
+    const char* at = strstr(out, "largest rank: ");
+    double v = -1.0;
+    if (at) { sscanf(at, "largest rank: %lf", &v); }
+    return v;
+}
+
+// The planner's listing: the memory per rank of the layout whose command ends with `args` (its line "memory per rank
+// N bytes (...); run: ... ARGS"); -1 if it is not listed.
+static double plan_listed_bytes(const char* listing, const char* args) {
+    const char* at = strstr(listing, args);
+    double v = -1.0;
+    if (!at) { return v; }
+    const char* line = at;
+    while (line > listing && line[-1] != '\n') { line--; }
+    sscanf(line, " memory per rank %lf bytes", &v);
+    return v;
+}
+
 // The planner (--plan 1): its memory per rank for a layout is the trainer's start-up table (the same code; the
 // trainer also checks the two agree at start). Each of a dozen layouts the planner lists for a 4-device machine,
 // chosen to cover ZeRO 0-3, tp, sequence parallelism, pp, recompute 0-2 and fp32/bf16, is run for one
@@ -1226,11 +1246,7 @@ static void test_planner(void) {
     for (int k = 0; k < 12; k++) {
         const char* at = strstr(out, wanted[k]);
         if (!at) { report(0, "planner: a wanted layout is listed", "not found: %s", wanted[k]); continue; }
-        // the prediction: the "memory per rank N bytes" just before this command on its line
-        const char* line = at;
-        while (line > out && line[-1] != '\n') { line--; }
-        double predicted = -1.0;
-        sscanf(line, " memory per rank %lf bytes", &predicted);
+        double predicted = plan_listed_bytes(out, wanted[k]); // (the "memory per rank N bytes" on this command's line)
         int np = 0;
         char args[1024];
         snprintf(args, sizeof(args), "%.*s", (int)strcspn(at + strlen("-np 4 ./train_gpt --model (--init)"), "\n"), at + strlen("-np 4 ./train_gpt --model (--init)"));
@@ -1238,9 +1254,7 @@ static void test_planner(void) {
         static char run_out[65536];
         snprintf(cmd, sizeof(cmd), MPIRUN " -np %d ./train_gpt --init tests/ref/ref_model.bin --threads 1 --bench 1 --bench-steps 1%s", np, args);
         rc = run_capture(cmd, run_out, sizeof(run_out));
-        const char* tbl = strstr(run_out, "largest rank: ");
-        double measured = -1.0;
-        if (tbl) { sscanf(tbl, "largest rank: %lf", &measured); }
+        double measured = largest_rank_bytes(run_out);
         double rel = predicted > 0 && measured > 0 ? fabs(predicted - measured) / measured : 1.0;
         if (rel > worst) { worst = rel; }
         snprintf(name, sizeof(name), "planner: predicted memory per rank within 2%% of the trainer's table:%s", args);
@@ -1277,14 +1291,7 @@ static void test_planner(void) {
         };
         double m[3][4];
         for (int l = 0; l < 3; l++) {
-            for (int k = 0; k < 4; k++) {
-                m[l][k] = -1.0;
-                const char* at = strstr(outs[k], layouts[l]);
-                if (!at) { continue; }
-                const char* line = at;
-                while (line > outs[k] && line[-1] != '\n') { line--; }
-                sscanf(line, " memory per rank %lf bytes", &m[l][k]);
-            }
+            for (int k = 0; k < 4; k++) { m[l][k] = plan_listed_bytes(outs[k], layouts[l]); }
         }
         double btc = 2.0 * 8 * 32; // B T C of those layouts (the reference model's C is 32)
         report(n > 0 && m[0][0] > 0 && m[0][1] == m[0][0] && m[0][2] - m[0][1] == 2.0 * n_pad && m[0][3] == m[0][0],
@@ -1387,13 +1394,6 @@ static void test_planner(void) {
 // LM head's fp32 row of logits, on the ranks that sample), and by the trainer's table, which it must equal (the
 // trainer checks that at start-up, so every run with samples below checks it too). The reference model: L 2, C 32,
 // Vp 128, T 8 here. Then the samples a training run draws through that cache are those of --kv-cache 0.
-static double largest_rank_bytes(const char* out) {
-    const char* at = strstr(out, "largest rank: ");
-    double v = -1.0;
-    if (at) { sscanf(at, "largest rank: %lf", &v); }
-    return v;
-}
-
 static void test_kv_memory(void) {
     char cmd[8192], name[600];
     static char out[2][1 << 20];
@@ -1414,14 +1414,7 @@ static void test_kv_memory(void) {
         snprintf(cmd, sizeof(cmd), "%s %s", base, how[k]);
         int rc = run_capture(cmd, listing, sizeof(listing));
         if (k == 1) { snprintf(out[0], sizeof(out[0]), "%s", listing); }
-        for (int l = 0; l < 3; l++) {
-            m[k][l] = -1.0;
-            const char* at = rc == 0 ? strstr(listing, layouts[l]) : NULL;
-            if (!at) { continue; }
-            const char* line = at;
-            while (line > listing && line[-1] != '\n') { line--; }
-            sscanf(line, " memory per rank %lf bytes", &m[k][l]);
-        }
+        for (int l = 0; l < 3; l++) { m[k][l] = rc == 0 ? plan_listed_bytes(listing, layouts[l]) : -1.0; }
     }
     for (int l = 0; l < 3; l++) {
         snprintf(name, sizeof(name), "planner --sample-every: counts the samples' KV cache (%s), and nothing under --kv-cache 0:%.*s", l == 2 ? "none under sequence parallelism" :
@@ -2403,7 +2396,7 @@ static void test_generate_abab(void) {
     if (!abab_model(model, sizeof(model))) { return; }
     static char out[3][65536], text[3][8192];
     double lp[3][8];
-    int n[3];
+    int n[3], abab[3];
     snprintf(base, sizeof(base), "./train_gpt --init %s --generate 4 --gen-tokens 15 --seed 3 --threads 1 --logprobs 1", model);
     const char* how[3] = {"", " --kv-cache 0", " --batch-size 1"};
     const char* what[3] = {"through the KV cache, 4 at once", "--kv-cache 0", "--batch-size 1"};
@@ -2411,7 +2404,8 @@ static void test_generate_abab(void) {
         snprintf(cmd, sizeof(cmd), "%s%s", base, how[k]);
         int rc = run_capture(cmd, out[k], sizeof(out[k]));
         n[k] = generate_parts(out[k], text[k], sizeof(text[k]), lp[k]);
-        int ok = rc == 0 && abab_samples_ok(out[k], 4, 15, why, sizeof(why)) && n[k] == 4;
+        abab[k] = rc == 0 && abab_samples_ok(out[k], 4, 15, why, sizeof(why));
+        int ok = abab[k] && n[k] == 4;
         for (int s = 0; ok && s < 4; s++) { ok = lp[k][s] > -12.0 && lp[k][s] < -5.0; }
         double worst = 0.0;
         int same = k == 0 || (strcmp(text[k], text[0]) == 0 && logprobs_agree(lp[0], n[0], lp[k], n[k], &worst));
@@ -2423,7 +2417,7 @@ static void test_generate_abab(void) {
     if (system("command -v mpirun > /dev/null 2>&1") != 0) { return; }
     const char* splits[4][2] = {{"2", "--tp 2"}, {"2", "--tp 2 --sequence-parallel 1"}, {"2", "--pp 2"}, {"4", "--tp 2 --pp 2"}};
     for (int k = 0; k < 4; k++) {
-        check_split_generate(base, abab_samples_ok(out[0], 4, 15, why, sizeof(why)) ? text[0] : "", lp[0], n[0], splits[k][0], splits[k][1],
+        check_split_generate(base, abab[0] ? text[0] : "", lp[0], n[0], splits[k][0], splits[k][1],
                              "the ABAB model on %s ranks with %s: one process's A B A B ... samples and log-probabilities (1e-6)");
     }
 }
