@@ -722,8 +722,8 @@ static void block_forward(GPT* m, int l, int finish) {
     matmul_forward(&m->ctx, b.qkv, tp_enter(m, b.ln1), w->qkvw, w->qkvb, BT, C, 3 * Ct);
     z3_progress(m);
     if (m->kv) {
-        // sampling with a KV cache: this forward's qkv rows go after the cached ones (the prompt's, of one sequence,
-        // into every sequence), and its queries attend to both
+        // sampling with a KV cache: this forward's keys and values go after the cached ones (the prompt's, of one
+        // sequence, into every sequence), and its queries attend to both
         KvCache* kv = m->kv;
         floatX* cache = kv->base + (size_t)m->layout.layer_slot[l] * kv->B * kv->T_max * 2 * Ct;
         kv_cache_write(&m->ctx, cache, b.qkv, B, B == 1 ? kv->B : B, T, kv->pos, kv->T_max, Ct);

@@ -170,7 +170,7 @@ static void test_sequence_parallel(void) {
 // row-parallel partial sums are rounded to 16 bits before their reduction and once after, where one process rounds
 // the whole sum once: about one unit in the last place of bf16, 2^-8, on activations, which the backward carries
 // into every gradient). A gradient that misses a rank's part, or counts it twice, is off by its whole size.
-// Sampling with a KV cache on this rank's share (each rank caches its heads' qkv rows): Bm sequences sharing a prompt
+// Sampling with a KV cache on this rank's share (each rank caches its heads' keys and values): Bm sequences sharing a prompt
 // of 3 tokens (cached once for all), then one position of each per forward; every row of the final LayerNorm equals
 // the same position of one process's full forward (fp32: sums in other orders, ~1e-7; a wrong or missing cached row
 // is off by far more than 1e-4).
