@@ -217,7 +217,7 @@ endif
 ifeq ($(PCRE2_OK)$(CJSON_OK),yesyes)
   BINS += tokenize tests/test_tokenizer
 endif
-BINS += parquet_text tests/test_dataloader tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_hellaswag tests/test_precision tests/test_pp bench_checksum
+BINS += parquet_text tests/test_dataloader tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_hellaswag tests/test_precision tests/test_pp bench_checksum bench_sample
 ifneq ($(MPICC),)
   BINS += bench_comm tests/test_comm tests/test_tp tests/test_powersgd
 endif
@@ -240,6 +240,7 @@ FEATURES_tests/test_precision = $(CC_DESC) $(TEST_OPT); $(F_OMP)
 FEATURES_tests/test_pp = $(CC_DESC) $(TEST_OPT)
 FEATURES_bench_comm = $(CC_DESC) $(OPT); $(F_OMP); $(F_MPI)
 FEATURES_bench_checksum = $(CC_DESC) $(OPT); $(F_XXHASH)
+FEATURES_bench_sample = $(CC_DESC) $(OPT); $(F_XXHASH)
 FEATURES_tests/test_comm = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
 FEATURES_tests/test_powersgd = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_MPI)
 FEATURES_tests/test_tp = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON); $(F_XXHASH)
@@ -378,6 +379,10 @@ bench_comm: bench_comm.c comm.h comm_remote.h utils.h $(call stamp,bench_comm)
 bench_checksum: bench_checksum.c utils.h $(call stamp,bench_checksum)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(LDLIBS)
 
+# bench_sample: sample_pick's filters at GPT-2's vocabulary beside a sort (includes train_gpt.c like test_runs)
+bench_sample: bench_sample.c train_gpt.c $(HEADERS) $(call stamp,bench_sample)
+	$(CC) $(CFLAGS_COMMON) $(OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
+
 tests/test_comm: tests/test_comm.c comm.h comm_remote.h utils.h $(call stamp,tests/test_comm)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
@@ -426,7 +431,7 @@ asan:
 	@$(MAKE) --no-print-directory OPT="$(SAN)" TEST_OPT="$(SAN)" all
 
 clean:
-	rm -f train_gpt test_gpt tokenize parquet_text bench_comm bench_checksum tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu train_gpt_cu_fp16 train_gpt_emu train_gpt_emu_fp16 test_gpt_emu test_gpt_emu_bf16 bench_kernels_emu tests/test_cuda_emu
+	rm -f train_gpt test_gpt tokenize parquet_text bench_comm bench_checksum bench_sample tests/test_tokenizer tests/test_dataloader tests/test_comm tests/test_runs tests/test_tp_runs tests/test_pp_runs tests/test_pp tests/test_hf tests/test_precision tests/test_tp tests/test_powersgd train_gpt_cu test_gpt_cu test_gpt_cu_bf16 tests/test_cudnn_graph bench_kernels_cu train_gpt_cu_fp16 train_gpt_emu train_gpt_emu_fp16 test_gpt_emu test_gpt_emu_bf16 bench_kernels_emu tests/test_cuda_emu
 	rm -rf build
 
 # ==============================================================================================================

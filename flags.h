@@ -75,6 +75,7 @@ typedef struct {
     char prompt[1024];       // the text samples continue (GPT-2's BPE; empty: they start after <|endoftext|>)
     float temperature;       // samples from softmax(logits / temperature); 0: the most likely token (greedy)
     int top_k;               // samples from the top_k most likely tokens only (0: all)
+    float top_p;             // then from the fewest most likely tokens whose probability reaches top_p (1: all)
     int kv_cache;            // 1: samples cache each layer's keys and values (one position's forward per token)
     int logprobs;            // 1: --generate prints each sample's log-probability under the model
     int stop_at_eot;         // 1: a sample ends at the first <|endoftext|> it draws
@@ -178,6 +179,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("prompt", NULL, prompt, "text the samples (--generate, --sample-every) continue, encoded with GPT-2's BPE (encoder.json, vocab.bpe from $GPT2_VOCAB_DIR or data/gpt2; a model of GPT-2's 50257 tokens); default: after <|endoftext|>"),
     FLAG_F("temperature", NULL, temperature, 0, 100, "samples draw from softmax(logits / T); 0: always the most likely token (greedy)"),
     FLAG_I("top-k", NULL, top_k, 0, 1e8, "samples draw from the K most likely tokens only (0: the whole vocabulary)"),
+    FLAG_F("top-p", NULL, top_p, 0, 1, "then from the fewest most likely tokens whose probability, renormalised over those left, reaches P (nucleus sampling, Hugging Face's top_p; 1: all; 0: the most likely)"),
     FLAG_I("logprobs", NULL, logprobs, 0, 1, "1: after each sample of --generate, a line 'logprob: S (N tokens, mean S/N)': the sum over its sampled tokens of their natural log-probability under the model (the softmax of the logits, temperature 1, whole vocabulary)"),
     FLAG_I("stop-at-eot", NULL, stop_at_eot, 0, 1, "1: a sample ends at the first <|endoftext|> it draws (printed, and counted in --logprobs), as Hugging Face's generate stops at eos; 0: it runs to --gen-tokens, as llm.c's sampler does"),
     FLAG_I("kv-cache", NULL, kv_cache, 0, 1, "1: samples keep each layer's keys and values, so each new token runs the forward at its own position only; 0: over the whole prefix again, as llm.c does (the same tokens, up to the order of sums; not with --sequence-parallel, which always runs 0)"),
@@ -244,6 +246,7 @@ static void config_defaults(Config* c) {
     c->generate = 0;
     c->temperature = 1.0f;
     c->top_k = 0;
+    c->top_p = 1.0f;
     c->kv_cache = 1;
     c->logprobs = 0;
     c->stop_at_eot = 0;
@@ -512,10 +515,10 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (SEEN("outlier-window") && c->skip_loss_z == 0.0f && c->skip_grad_z == 0.0f) {
         fatal("--outlier-window %d sets the outlier guard's window: it needs --skip-loss-z or --skip-grad-z", c->outlier_window);
     }
-    // sampling: --prompt, --temperature and --top-k shape the samples of --generate and --sample-every
+    // sampling: --prompt, --temperature, --top-k and --top-p shape the samples of --generate and --sample-every
     if (!c->generate && c->sample_every == 0) {
-        const char* sflags[5] = {"prompt", "temperature", "top-k", "kv-cache", "stop-at-eot"};
-        for (int j = 0; j < 5; j++) {
+        const char* sflags[6] = {"prompt", "temperature", "top-k", "top-p", "kv-cache", "stop-at-eot"};
+        for (int j = 0; j < 6; j++) {
             if (SEEN(sflags[j])) { fatal("--%s shapes samples: it needs --generate N or --sample-every N", sflags[j]); }
         }
     }
@@ -524,7 +527,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     // --generate prints samples of a model and exits: it takes the model and the sampling settings
     if (c->generate) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
-        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "kv-cache", "logprobs", "stop-at-eot", "gen-tokens",
+        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "top-p", "kv-cache", "logprobs", "stop-at-eot", "gen-tokens",
                                               "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute",
                                               "tp", "sequence-parallel", "pp", "comm", "comm-timeout", "batch-size"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");

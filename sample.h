@@ -7,10 +7,11 @@ through every layout (tensor and pipeline parallel, ZeRO-3), printing them, and 
 #ifndef SAMPLE_H
 #define SAMPLE_H
 
-// How samples draw their tokens (--temperature, --top-k, --kv-cache, --logprobs, --stop-at-eot).
+// How samples draw their tokens (--temperature, --top-k, --top-p, --kv-cache, --logprobs, --stop-at-eot).
 typedef struct {
     float temperature; // softmax(logits / temperature); 0: the most likely token
     int top_k;         // only the top_k most likely tokens (0: all)
+    float top_p;       // then only the fewest most likely tokens whose probability reaches top_p (1: all)
     int kv_cache;      // 1: each token's forward runs over that position alone, the earlier ones' keys and values
                        // cached (KvCache); 0: over the whole prefix, as llm.c's sampler does
     int logprobs;      // --generate --logprobs 1: print each sample's log-probability under the model
@@ -52,13 +53,52 @@ static float select_kth_largest(float* x, int n, int k) {
     return x[want];
 }
 
-// The next token from one row of logits over the real vocabulary (row: V values, overwritten; scratch: V floats for
-// --top-k). Temperature 0: the argmax, the lowest id among equal maxima. Else the softmax of logits / temperature,
-// restricted to the top_k largest logits when 0 < top_k < V (those equal to the k-th largest are kept from the lowest
-// id up, so exactly k remain), and drawn by inverse CDF: the first id whose running sum of (unnormalised)
-// probabilities exceeds u times their total, u in [0, 1). The defaults (1, 0) are the sampler of the first versions,
-// bit for bit: exp(x / 1) is exp(x).
-static int sample_pick(float* row, float* scratch, int V, const SampleOpts* so, double u) {
+// --top-p's order: token a before token b when it is more likely, or as likely with a lower id (the rule --top-k
+// keeps ties by). w: the tokens' unnormalised probabilities.
+static int nucleus_before(const float* w, int a, int b) { return w[a] > w[b] || (w[a] == w[b] && a < b); }
+
+// --top-p (nucleus sampling, Hugging Face's top_p): of the tokens with w > 0, taken in nucleus_before's order, keeps
+// each whose predecessors' probability is below top_p, that is the fewest whose probability reaches top_p (at least
+// the most likely one; top_p 0 keeps only it), and zeroes the others' w. need = top_p x the total of w. Returns the
+// total of the kept w, summed in the order of ids as sample_pick's draw sums them.
+// A sort would find them in O(V log V); this is quickselect weighed by probability, expected O(V): partition around
+// a pivot token, and if the tokens before it already hold `need`, the last kept token is among them, else (once the
+// pivot is counted too) among those after it, with their predecessors' mass carried in acc. ids: V ints of scratch.
+static double nucleus_keep(float* w, int* ids, int V, double need) {
+    int n = 0;
+    for (int j = 0; j < V; j++) { if (w[j] > 0.0f) { ids[n++] = j; } }
+    int lo = 0, hi = n - 1, last = ids[0];
+    double acc = 0.0; // the mass of the tokens before ids[lo..hi], all kept; acc < need (or lo is 0)
+    while (lo <= hi) {
+        if (lo == hi) { last = ids[lo]; break; }
+        int mid = lo + (hi - lo) / 2, pv = ids[mid], i = lo;
+        ids[mid] = ids[hi]; ids[hi] = pv;
+        double m = 0.0; // the mass of the tokens before the pivot
+        for (int k = lo; k < hi; k++) {
+            if (nucleus_before(w, ids[k], pv)) { int t = ids[i]; ids[i] = ids[k]; ids[k] = t; m += w[ids[i]]; i++; }
+        }
+        ids[hi] = ids[i]; ids[i] = pv; // [lo, i) before the pivot, i the pivot, (i, hi] after it
+        if (i > lo && acc + m >= need) { hi = i - 1; } // the pivot is not kept: the last kept one is before it
+        else if (i == hi || acc + m + w[pv] >= need || (i == lo && acc >= need)) { last = pv; break; }
+        else { acc += m + w[pv]; lo = i + 1; }
+    }
+    double kept = 0.0;
+    for (int j = 0; j < V; j++) {
+        if (w[j] > 0.0f && j != last && !nucleus_before(w, j, last)) { w[j] = 0.0f; }
+        kept += w[j];
+    }
+    return kept;
+}
+
+// The next token from one row of logits over the real vocabulary (row: V values, overwritten; scratch: V 4-byte
+// values for --top-k and --top-p). Temperature 0: the argmax, the lowest id among equal maxima. Else the softmax of
+// logits / temperature, restricted to the top_k largest logits when 0 < top_k < V (those equal to the k-th largest
+// are kept from the lowest id up, so exactly k remain), then, when top_p < 1, to the fewest most likely of those
+// whose probability (renormalised over them) reaches top_p (nucleus_keep), and drawn by inverse CDF: the first id
+// whose running sum of (unnormalised) probabilities exceeds u times their total, u in [0, 1). The order is Hugging
+// Face's (temperature, top-k, top-p). The defaults (1, 0, 1) are the sampler of the first versions, bit for bit:
+// exp(x / 1) is exp(x).
+static int sample_pick(float* row, void* scratch, int V, const SampleOpts* so, double u) {
     int best = 0;
     for (int j = 1; j < V; j++) { best = row[j] > row[best] ? j : best; }
     if (so->temperature == 0.0f) { return best; }
@@ -66,19 +106,20 @@ static int sample_pick(float* row, float* scratch, int V, const SampleOpts* so, 
     int equal_left = V; // of the values equal to the k-th largest, how many are kept
     if (so->top_k > 0 && so->top_k < V) {
         memcpy(scratch, row, sizeof(float) * (size_t)V);
-        kth = select_kth_largest(scratch, V, so->top_k);
+        kth = select_kth_largest((float*)scratch, V, so->top_k);
         int above = 0;
         for (int j = 0; j < V; j++) { above += row[j] > kth; }
         equal_left = so->top_k - above;
     }
     double sum = 0.0;
-    int last = best;
     for (int j = 0; j < V; j++) {
         int keep = row[j] > kth || (row[j] == kth && equal_left-- > 0);
         row[j] = keep ? expf((row[j] - mx) / so->temperature) : 0.0f;
         sum += row[j];
-        if (keep) { last = j; }
     }
+    if (so->top_p < 1.0f) { sum = nucleus_keep(row, (int*)scratch, V, (double)so->top_p * sum); }
+    int last = best; // (row[best] is exp(0) = 1, always kept)
+    for (int j = 0; j < V; j++) { if (row[j] > 0.0f) { last = j; } }
     double coin = u * sum, cdf = 0.0;
     for (int j = 0; j < V; j++) { cdf += row[j]; if (coin < cdf) { return j; } }
     return last; // (not reached: the running sum ends at exactly the total, and u < 1)

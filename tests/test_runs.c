@@ -2084,9 +2084,14 @@ static void test_llmc_import(void) {
 // computed here.
 
 // The probability interval [lo, hi) of token j under the softmax of row / temperature restricted to its top_k
-// (0: all; ties at the k-th value kept from the lowest id up), computed in double apart from sample_pick: the picked
-// token for a draw u must have lo <= u < hi. Returns 0 if j is not one of the kept tokens.
-static int pick_interval(const float* row, int V, float temperature, int top_k, int j, double* lo, double* hi) {
+// (0: all; ties at the k-th value kept from the lowest id up), then to the fewest most likely of those whose
+// probability reaches top_p (1: all; each kept token's predecessors, in the order of the logits with ties by id, hold
+// less than top_p of the mass), computed in double apart from sample_pick: the picked token for a draw u must have
+// lo <= u < hi. Returns 0 if j is not one of the kept tokens. Where float rounding could decide the other way:
+// *margin, how close a predecessors' mass came to top_p (as a share of the total); *gap (when not NULL), the gap
+// between the logits on either side of the top-k and top-p edges (for logits computed in another order of sums).
+static int pick_interval(const float* row, int V, float temperature, int top_k, float top_p, int j, double* lo, double* hi,
+                         double* margin, double* gap) {
     int* order = (int*)mallocCheck(sizeof(int) * (size_t)V);
     for (int i = 0; i < V; i++) { order[i] = i; }
     for (int i = 1; i < V; i++) { // insertion sort by value, descending; ties by id, ascending
@@ -2096,8 +2101,17 @@ static int pick_interval(const float* row, int V, float temperature, int top_k, 
     }
     int K = top_k > 0 && top_k < V ? top_k : V;
     char* kept = (char*)callocCheck((size_t)V, 1);
-    for (int i = 0; i < K; i++) { kept[order[i]] = 1; }
-    double mx = row[order[0]], total = 0.0, below = 0.0;
+    double mx = row[order[0]], total = 0.0, below = 0.0, before = 0.0;
+    for (int i = 0; i < K; i++) { total += exp(((double)row[order[i]] - mx) / temperature); }
+    *margin = INFINITY;
+    if (gap) { *gap = K < V ? (double)row[order[K - 1]] - row[order[K]] : INFINITY; }
+    for (int i = 0; i < K; i++) {
+        if (top_p >= 1.0f || i == 0 || before < (double)top_p * total) { kept[order[i]] = 1; }
+        else if (gap && kept[order[i - 1]]) { *gap = fmin(*gap, (double)row[order[i - 1]] - row[order[i]]); }
+        if (top_p < 1.0f && i > 0) { *margin = fmin(*margin, fabs(before / total - (double)top_p)); }
+        before += exp(((double)row[order[i]] - mx) / temperature);
+    }
+    total = 0.0;
     for (int i = 0; i < V; i++) {
         if (!kept[i]) { continue; }
         double p = exp(((double)row[i] - mx) / temperature);
@@ -2147,37 +2161,91 @@ static void test_sample_pick(void) {
         }
         report(wrong == 0, "select_kth_largest (--top-k's threshold) equals the k-th of a descending sort: 1500 cases, ties, sorted rows", "%d wrong: %s", wrong, first);
     }
-    // the rule for every (temperature, top-k), on random rows and draws, against pick_interval; a draw within 1e-6
-    // of an interval's edge could fall either way under float rounding and is not counted
+    // nucleus_keep (--top-p's tokens) against a sort: 600 rows of 1 to 400 weights, many equal, some zero, every
+    // top_p from 0 to 1; the kept tokens must be the sort's prefix whose predecessors hold less than top_p of the
+    // mass, and the total returned theirs (the reference sums in double in the sort's order: a case within 1e-9 of
+    // the edge could fall either way and is skipped)
+    {
+        uint64_t r = 7;
+        int wrong = 0, cases = 0, skipped = 0;
+        char first[200] = "";
+        for (int trial = 0; trial < 600; trial++) {
+            int n = 1 + (int)(rng_uniform(&r) * 400), distinct = 2 + trial % 40;
+            float* w = (float*)mallocCheck(sizeof(float) * n);
+            int* ids = (int*)mallocCheck(sizeof(int) * n);
+            int* order = (int*)mallocCheck(sizeof(int) * n);
+            double total = 0.0;
+            for (int i = 0; i < n; i++) {
+                w[i] = (float)(int)(rng_uniform(&r) * distinct) / (float)distinct; // (zero among them: not a candidate)
+                if (trial % 3 == 0) { w[i] = (float)rng_uniform(&r); }
+                total += w[i];
+            }
+            if (total == 0.0) { w[0] = 1.0f; total = 1.0; }
+            float top_p = trial % 7 == 0 ? 0.0f : trial % 7 == 1 ? 1.0f : (float)rng_uniform(&r);
+            // the reference: the tokens sorted by weight, descending, ties by id (insertion sort), then the prefix
+            int m = 0;
+            for (int i = 0; i < n; i++) {
+                int k = m++;
+                while (k > 0 && (w[order[k - 1]] < w[i] || (w[order[k - 1]] == w[i] && order[k - 1] > i))) { order[k] = order[k - 1]; k--; }
+                order[k] = i;
+            }
+            char* want = (char*)callocCheck((size_t)n, 1);
+            double before = 0.0, need = (double)top_p * total, closest = INFINITY;
+            for (int i = 0; i < n && w[order[i]] > 0.0f; i++) {
+                if (i == 0 || before < need) { want[order[i]] = 1; }
+                if (i > 0) { closest = fmin(closest, fabs(before - need)); }
+                before += w[order[i]];
+            }
+            float* got = (float*)mallocCheck(sizeof(float) * n);
+            memcpy(got, w, sizeof(float) * n);
+            double got_total = nucleus_keep(got, ids, n, need), kept_total = 0.0;
+            for (int i = 0; i < n; i++) { kept_total += got[i]; }
+            if (closest < 1e-9 * total) { skipped++; }
+            else {
+                cases++;
+                int diff = 0, kept = 0;
+                for (int i = 0; i < n; i++) { diff += (got[i] != 0.0f) != want[i] || (got[i] != 0.0f && got[i] != w[i]); kept += want[i]; }
+                diff += got_total != kept_total;
+                if (diff && wrong++ == 0) { snprintf(first, sizeof(first), "n %d, %d distinct, top_p %g: %d tokens differ of %d kept", n, distinct, top_p, diff, kept); }
+            }
+            free(w); free(ids); free(order); free(want); free(got);
+        }
+        report(wrong == 0 && cases > 500, "nucleus_keep (--top-p's tokens) equals the prefix of a descending sort whose predecessors hold less than top_p",
+               "%d of %d rows wrong (%d at an edge, skipped): %s", wrong, cases, skipped, first);
+    }
+    // the rule for every (temperature, top-k, top-p), on random rows and draws, against pick_interval; a draw within
+    // 1e-6 of an interval's edge, or a row whose top-p edge is within 1e-5 (float weights, double reference), could
+    // fall either way under float rounding and is not counted
     const int V = 37;
     float row[37], work[37], scratch[37];
     uint64_t s = 2024;
     const float temps[4] = {1.0f, 0.5f, 2.0f, 0.05f};
     const int ks[4] = {0, 1, 5, 36};
+    const float tops[5] = {1.0f, 0.9f, 0.5f, 0.2f, 0.0f};
     int bad = 0, tested = 0, edge = 0;
     char first[200] = "";
-    for (int trial = 0; trial < 400; trial++) {
+    for (int trial = 0; trial < 800; trial++) {
         for (int i = 0; i < V; i++) { row[i] = 6.0f * rng_uniform(&s) - 3.0f; }
         if (trial % 4 == 0) { row[trial % V] = row[(trial + 3) % V]; } // some ties
-        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], 0, 0, 0};
+        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], tops[(trial / 16) % 5], 0, 0, 0};
         double u = rng_uniform(&s);
         memcpy(work, row, sizeof(row));
         int j = sample_pick(work, scratch, V, &so, u);
-        double lo, hi;
-        int kept = j >= 0 && j < V && pick_interval(row, V, so.temperature, so.top_k, j, &lo, &hi);
-        if (kept && (fabs(u - lo) < 1e-6 || fabs(u - hi) < 1e-6)) { edge++; continue; }
+        double lo = 0, hi = 0, margin = INFINITY;
+        int kept = j >= 0 && j < V && pick_interval(row, V, so.temperature, so.top_k, so.top_p, j, &lo, &hi, &margin, NULL);
+        if ((kept && (fabs(u - lo) < 1e-6 || fabs(u - hi) < 1e-6)) || margin < 1e-5) { edge++; continue; }
         tested++;
         if (!kept || u < lo || u >= hi) {
-            if (bad++ == 0) { snprintf(first, sizeof(first), "trial %d (T %g, top-k %d, u %.9f): picked %d, its interval [%.9f, %.9f)%s", trial, so.temperature, so.top_k, u, j, lo, hi, kept ? "" : " not kept"); }
+            if (bad++ == 0) { snprintf(first, sizeof(first), "trial %d (T %g, top-k %d, top-p %g, u %.9f): picked %d, its interval [%.9f, %.9f)%s", trial, so.temperature, so.top_k, so.top_p, u, j, lo, hi, kept ? "" : " not kept"); }
         }
     }
-    report(bad == 0 && tested > 350, "sample_pick draws by the CDF of softmax(logits / T) over the top-k, as computed apart in double",
+    report(bad == 0 && tested > 700, "sample_pick draws by the CDF of softmax(logits / T) over the top-k, then the top-p, as computed apart in double",
            "%d of %d draws wrong (%d at an edge, not counted) %s", bad, tested, edge, first);
     // temperature 0 and top-k 1: the argmax, lowest id among equal maxima, whatever the draw
     float tie[37];
     for (int i = 0; i < V; i++) { tie[i] = (float)(i % 5); } // maxima 4 at ids 4, 9, 14, ...
     int g0, g1;
-    SampleOpts greedy = {0.0f, 0, 0, 0, 0}, top1 = {1.0f, 1, 0, 0, 0};
+    SampleOpts greedy = {0.0f, 0, 1.0f, 0, 0, 0}, top1 = {1.0f, 1, 1.0f, 0, 0, 0};
     memcpy(work, tie, sizeof(tie));
     g0 = sample_pick(work, scratch, V, &greedy, 0.99);
     memcpy(work, tie, sizeof(tie));
@@ -2185,12 +2253,29 @@ static void test_sample_pick(void) {
     report(g0 == 4 && g1 == 4, "temperature 0 and top-k 1 pick the argmax, the lowest id among equal maxima", "picked %d and %d, expected 4", g0, g1);
     // top-k 2 among eight equal maxima keeps exactly the two lowest ids, whatever the draw
     int seen[37] = {0};
-    SampleOpts top2 = {1.0f, 2, 0, 0, 0};
+    SampleOpts top2 = {1.0f, 2, 1.0f, 0, 0, 0};
     for (int k = 0; k < 100; k++) {
         memcpy(work, tie, sizeof(tie));
         seen[sample_pick(work, scratch, V, &top2, (k + 0.5) / 100.0)]++;
     }
     report(seen[4] > 0 && seen[9] > 0 && seen[4] + seen[9] == 100, "top-k 2 among equal maxima keeps exactly the two lowest ids", "ids 4: %d, 9: %d of 100", seen[4], seen[9]);
+    // top-p among four equal logits (each a quarter, exactly): 0.3 keeps the two lowest ids (the second's predecessor
+    // holds 0.25 < 0.3); 0.25 keeps one (0.25 is not below 0.25: Hugging Face's rule); 0 keeps the most likely;
+    // 0.8 keeps all four (the fourth's predecessors hold 0.75)
+    const float ps[4] = {0.3f, 0.25f, 0.0f, 0.8f};
+    const int want_n[4] = {2, 1, 1, 4};
+    float four[4] = {0.5f, 0.5f, 0.5f, 0.5f}, w4[4], s4[4];
+    for (int c = 0; c < 4; c++) {
+        int seen4[4] = {0}, distinct = 0, low = 1;
+        SampleOpts tp = {1.0f, 0, ps[c], 0, 0, 0};
+        for (int k = 0; k < 200; k++) {
+            memcpy(w4, four, sizeof(four));
+            seen4[sample_pick(w4, s4, 4, &tp, (k + 0.5) / 200.0)]++;
+        }
+        for (int i = 0; i < 4; i++) { distinct += seen4[i] > 0; low &= (seen4[i] > 0) == (i < want_n[c]); }
+        report(distinct == want_n[c] && low, "top-p among equal logits keeps the fewest whose probability reaches it, the lowest ids first",
+               "top-p %g: ids 0-3 drawn %d %d %d %d times of 200, expected ids 0..%d", ps[c], seen4[0], seen4[1], seen4[2], seen4[3], want_n[c] - 1);
+    }
 }
 
 // The ids of each "--- sample N" block of --generate's output, into ids[sample][...] (at most 4 samples of 64).
@@ -2247,10 +2332,10 @@ static int logprobs_agree(const double* a, int na, const double* b, int nb, doub
 // that irrelevant). With stop (--stop-at-eot 1), a sample shorter than ntok must end at its first <|endoftext|>
 // (token 0 for this vocabulary) and one that long must hold none before its last token; the draws of the tokens a
 // stopped sample did not draw are skipped, as the binary skips them.
-static void check_generate_run(const char* name, GPT* m, float temperature, int top_k, int seed, int samples, int ntok, int stop) {
+static void check_generate_run(const char* name, GPT* m, float temperature, int top_k, float top_p, int seed, int samples, int ntok, int stop) {
     char cmd[2048], out[65536];
-    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --seed %d --threads 1 --logprobs 1 --stop-at-eot %d",
-             samples, ntok, temperature, top_k, seed, stop);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --top-p %.9g --seed %d --threads 1 --logprobs 1 --stop-at-eot %d",
+             samples, ntok, temperature, top_k, top_p, seed, stop);
     int rc = run_capture(cmd, out, sizeof(out));
     int ids[4][64], counts[4] = {0};
     int n = parse_samples(out, ids, counts);
@@ -2296,12 +2381,12 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
                 if (j != best && bad++ == 0) { snprintf(first, sizeof(first), "sample %d token %d: %d, the argmax is %d", k + 1, t, j, best); }
                 continue;
             }
-            double u = rng_uniform(&ts.rng), lo = 0, hi = 0;
-            int kept = j >= 0 && j < g->vocab_size && pick_interval(row, g->vocab_size, temperature, top_k, j, &lo, &hi);
-            if (kept && (fabs(u - lo) < 1e-6 || fabs(u - hi) < 1e-6)) { edge++; continue; }
+            double u = rng_uniform(&ts.rng), lo = 0, hi = 0, margin = INFINITY, gap = INFINITY;
+            int kept = j >= 0 && j < g->vocab_size && pick_interval(row, g->vocab_size, temperature, top_k, top_p, j, &lo, &hi, &margin, &gap);
+            if ((kept && (fabs(u - lo) < 1e-6 || fabs(u - hi) < 1e-6)) || margin < 1e-5 || gap < 1e-5) { edge++; continue; }
             checked++;
             if ((!kept || u < lo || u >= hi) && bad++ == 0) {
-                snprintf(first, sizeof(first), "sample %d token %d: %d%s, draw %.9f, its interval [%.9f, %.9f)", k + 1, t, j, kept ? "" : " (not in the top-k)", u, lo, hi);
+                snprintf(first, sizeof(first), "sample %d token %d: %d%s, draw %.9f, its interval [%.9f, %.9f)", k + 1, t, j, kept ? "" : " (not in the top-k / top-p)", u, lo, hi);
             }
         }
         for (int t = counts[k]; temperature != 0.0f && t < ntok; t++) { (void)rng_uniform(&ts.rng); } // (a stopped sample's unused draws)
@@ -2433,11 +2518,13 @@ static void test_generate(void) {
     gpt_alloc_params(&m, &g, 1, DTYPE_FP32, g.max_seq_len);
     model_load_params("tests/ref/ref_model.bin", fp, version, &m.layout, m.params);
     activations_alloc(&m.acts, &m.ctx, &g, 1, g.max_seq_len, 0);
-    check_generate_run("--generate (temperature 1): every token is the one the seed's draw picks from the model's softmax", &m, 1.0f, 0, 5, 2, 15, 0);
-    check_generate_run("--generate --temperature 0.6 --top-k 5: every token from the top 5 by the draw, over softmax(logits / 0.6)", &m, 0.6f, 5, 9, 3, 15, 0);
-    check_generate_run("--generate --temperature 0: every token the argmax of the model's logits", &m, 0.0f, 0, 1, 1, 15, 0);
+    check_generate_run("--generate (temperature 1): every token is the one the seed's draw picks from the model's softmax", &m, 1.0f, 0, 1.0f, 5, 2, 15, 0);
+    check_generate_run("--generate --temperature 0.6 --top-k 5: every token from the top 5 by the draw, over softmax(logits / 0.6)", &m, 0.6f, 5, 1.0f, 9, 3, 15, 0);
+    check_generate_run("--generate --temperature 1.5 --top-p 0.3: every token from the fewest most likely holding 30% of softmax(logits / 1.5)", &m, 1.5f, 0, 0.3f, 4, 3, 15, 0);
+    check_generate_run("--generate --top-k 40 --top-p 0.6: every token from the top-p of the top 40", &m, 1.0f, 40, 0.6f, 6, 2, 15, 0);
+    check_generate_run("--generate --temperature 0: every token the argmax of the model's logits", &m, 0.0f, 0, 1.0f, 1, 1, 15, 0);
     check_generate_run("--generate --stop-at-eot 1: each sample ends at its first <|endoftext|> (some do here), every token the draw's, the log-probability "
-                       "summed to there", &m, 1.0f, 0, 4, 4, 15, 1);
+                       "summed to there", &m, 1.0f, 0, 1.0f, 4, 4, 15, 1);
     gpt_free(&m);
 
     char cmd[4096], a[65536], b[65536];
@@ -2588,6 +2675,8 @@ static void test_generate(void) {
     const char* misuse[][2] = {
         {"--model d1 --train x --temperature 0.5", "--temperature shapes samples: it needs --generate N or --sample-every N"},
         {"--model d1 --train x --top-k 5", "--top-k shapes samples"},
+        {"--model d1 --train x --top-p 0.9", "--top-p shapes samples"},
+        {"--init tests/ref/ref_model.bin --generate 1 --top-p 1.5", "--top-p: 1.5 is out of range [0, 1]"},
         {"--model d1 --train x --kv-cache 0", "--kv-cache shapes samples"},
         {"--model d1 --train x --stop-at-eot 1", "--stop-at-eot shapes samples"},
         {"--model d1 --train x --sample-every 5 --logprobs 1", "--logprobs prints the log-probability of --generate's samples"},
