@@ -229,17 +229,17 @@ static void print_tokens(const Tokenizer* tok, int have_tok, const int32_t* toks
     }
 }
 
-// Samples gen_tokens tokens after the prompt (np tokens; none: <|endoftext|>), `count` times, and prints each
-// sample's prompt and tokens (when `print`) after `label` (NULL: "--- sample N"), decoded if a tokenizer is loaded.
+// Samples gen_tokens tokens after the prompt (np tokens, the same on every rank; none: <|endoftext|>, the token
+// eot), `count` times, and prints each sample's prompt and tokens (when `print`) after `label` (NULL: "--- sample N"),
+// decoded if a tokenizer is loaded.
 // With the KV cache up to `batch` samples are drawn together (batch x T cached rows per layer); without it, one at a
 // time. Sample i takes the generator's draws in order after those of sample i - 1, so the samples are the same
 // whatever the batch; with --stop-at-eot a sample ends at its first <|endoftext|> (printed), which changes no other
 // sample. The prompt and the tokens fit in T (the caller checked np < T). Returns the samples drawn together through
 // the cache, 0 without one; *drawn (when not NULL): the tokens of all the samples, after their prompts.
-static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* prompt, int np, int gen_tokens, int T,
+static int generate(GPT* m, const Tokenizer* tok, int have_tok, int eot, const int32_t* prompt, int np, int gen_tokens, int T,
                      int count, int batch, uint64_t* rng, int print, const SampleOpts* so, const char* label, long* drawn) {
     const GPTConfig* g = &m->cfg;
-    int eot = have_tok ? (int)tok->eot_token : (g->vocab_size > 50256 ? 50256 : 0);
     int p = np > 0 ? np : 1;
     int n = p + gen_tokens < T ? p + gen_tokens : T;
     // the cache: the one allocated at start-up (GPT.kv_held, counted in the plan) when it is large enough, else one
@@ -260,8 +260,6 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, const int32_t* p
         for (int b = 0; b < B; b++) {
             for (int t = 0; t < T; t++) { toks[(size_t)b * T + t] = t < np ? prompt[t] : eot; }
         }
-        if (m->tp_group) { comm_broadcast(m->tp_group, toks, sizeof(int32_t) * T, 0); } // (the prompt of the rank with the tokenizer)
-        if (m->z3) { comm_broadcast(m->z3->group, toks, sizeof(int32_t) * T, 0); }
         for (size_t k = 0; draws && k < (size_t)nb * (n - p); k++) { draws[k] = rng_uniform(rng); }
         sample_tokens(m, toks, nb, p, n, T, probs, draws, so, kv, logp, so->stop_at_eot ? eot : -1, len);
         for (int b = 0; b < nb && drawn; b++) { *drawn += len[b]; }

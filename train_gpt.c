@@ -1935,16 +1935,23 @@ int main(int argc, char** argv) {
     int B = c.batch_size, T = c.seq_len;
     if (T > gc.max_seq_len) { fatal("--seq-len %d is above the model's context length %d", T, gc.max_seq_len); }
     // the samples' prompt (bad input before the big allocations), and with it GPT-2's decoder when no --tokenizer
-    // is given; --generate also looks for the decoder without a prompt, to print text rather than ids
+    // is given; --generate also looks for the decoder without a prompt, to print text rather than ids. Rank 0 alone
+    // reads the vocabulary, which only it needs (it prints), and sends the other ranks the prompt's tokens: on
+    // several machines only rank 0's may have the files, or its $GPT2_VOCAB_DIR
     Tokenizer tokenizer;
     int have_tok = 0, n_prompt = 0;
     int32_t* prompt = NULL;
-    if (c.prompt[0] || (gen_only && !c.tokenizer[0])) {
+    if (master && (c.prompt[0] || (gen_only && !c.tokenizer[0]))) {
         prompt = encode_prompt(c.prompt[0] ? c.prompt : NULL, &gc, &tokenizer, &have_tok, &n_prompt);
         if (n_prompt >= T) {
             fatal("--prompt is %d tokens: no room to sample within %d tokens (%s)", n_prompt, T,
                   ctx_is_model ? "the model's context" : "--seq-len");
         }
+    }
+    if (pc.world_size > 1 && c.prompt[0]) {
+        comm_broadcast(&pc.world, &n_prompt, sizeof(n_prompt), 0);
+        if (!master) { prompt = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)(n_prompt + 1)); }
+        comm_broadcast(&pc.world, prompt, sizeof(int32_t) * (size_t)n_prompt, 0);
     }
     if (c.plan) {
         // --plan: search the layouts of the machine the flags describe, print the best, exit (no data, no model)
@@ -2243,6 +2250,10 @@ int main(int argc, char** argv) {
         if (tokenizer_init(&tokenizer, c.tokenizer) != 0) { fatal("--tokenizer: cannot load '%s'", c.tokenizer); }
         have_tok = 1;
     }
+    // the samples' <|endoftext|> (their start without a prompt, and --stop-at-eot's token): the decoder's, else GPT-2's
+    // 50256, or token 0 for a smaller vocabulary; rank 0's on every rank, which must all stop a sample together
+    int eot = have_tok ? (int)tokenizer.eot_token : (gc.vocab_size > 50256 ? 50256 : 0);
+    if (pc.world_size > 1) { comm_broadcast(&pc.world, &eot, sizeof(eot), 0); }
 
     if (!gen_only) { print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0); }
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
@@ -2277,7 +2288,7 @@ int main(int argc, char** argv) {
             if (master) { printf("generate: %d sample%s of %s%d tokens, temperature %g, top-k %d (%s)%s, seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
                    c.stop_at_eot ? "up to " : "", c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", topp, c.seed, pr); }
             long sampled = 0; // (each sample's tokens after the prompt: --gen-tokens, cut to fit above; fewer with --stop-at-eot)
-            int together = generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, c.generate, gen_batch, &ts.rng, master, &so, NULL,
+            int together = generate(&model, &tokenizer, have_tok, eot, prompt, n_prompt, c.gen_tokens, T, c.generate, gen_batch, &ts.rng, master, &so, NULL,
                                     &sampled);
             double dt = now_seconds() - t0;
             char how[160];
@@ -2381,7 +2392,7 @@ int main(int argc, char** argv) {
         // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints;
         // under ZeRO-3 every rank, since the forward gathers the parameters from all data-parallel ranks)
         if ((pc.dp_rank == 0 || model.z3) && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
-            (void)generate(&model, &tokenizer, have_tok, prompt, n_prompt, c.gen_tokens, T, 1, 1, &ts.rng, master, &so, "sample: ", NULL);
+            (void)generate(&model, &tokenizer, have_tok, eot, prompt, n_prompt, c.gen_tokens, T, 1, 1, &ts.rng, master, &so, "sample: ", NULL);
         }
         if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
             TrainState cur = ts;

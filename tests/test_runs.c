@@ -2668,6 +2668,21 @@ static void test_generate(void) {
         report(rc == 1 && strstr(a, "--prompt is 10 tokens: no room"), "--prompt longer than the context is refused", "exit %d: %.300s", rc, a);
         rc = run_capture("./train_gpt --init tests/ref/ref_model.bin --generate 1 --prompt 'ROMEO:'", a, sizeof(a));
         report(rc == 1 && strstr(a, "50257 tokens; this model has 101"), "--prompt on a model of another vocabulary is refused", "exit %d: %.300s", rc, a);
+        // rank 0 alone reads the vocabulary and sends the prompt's tokens: rank 1 runs a copy of the binary in a
+        // directory without data/gpt2 (as on another machine) and the split model still samples one process's text
+        if (system("command -v mpirun > /dev/null 2>&1") == 0) {
+            const char* gen = "--model d4 --seq-len 32 --generate 2 --gen-tokens 8 --prompt 'ROMEO:' --threads 1 --seed 5 --logprobs 1 --stop-at-eot 1";
+            snprintf(cmd, sizeof(cmd), "./train_gpt %s", gen);
+            r1 = run_capture(cmd, a, sizeof(a));
+            int n1 = generate_parts(a, ta, sizeof(ta), la);
+            snprintf(cmd, sizeof(cmd), "rm -rf %s/novocab && mkdir -p %s/novocab && cp train_gpt %s/novocab/ && " MPIRUN " -np 1 ./train_gpt %s --tp 2 : "
+                     "-np 1 -wdir %s/novocab %s/novocab/train_gpt %s --tp 2 2> /dev/null", TMP, TMP, TMP, gen, TMP, TMP, gen);
+            r2 = run_capture(cmd, b, sizeof(b));
+            int n2 = generate_parts(b, tb, sizeof(tb), lb);
+            report(r1 == 0 && r2 == 0 && n1 == 2 && strstr(ta, "ROMEO:") && strcmp(ta, tb) == 0 && logprobs_agree(la, n1, lb, n2, &worst),
+                   "--prompt under --tp 2 with the vocabulary on rank 0 only: one process's samples and log-probabilities (1e-6)",
+                   "exit %d and %d, worst relative difference %.3g: %.200s | %.200s", r1, r2, worst, ta, tb);
+        }
     } else {
         report(0, "--prompt", "data/gpt2/encoder.json or ./tokenize missing");
     }
