@@ -2669,13 +2669,14 @@ static void test_generate(void) {
         rc = run_capture("./train_gpt --init tests/ref/ref_model.bin --generate 1 --prompt 'ROMEO:'", a, sizeof(a));
         report(rc == 1 && strstr(a, "50257 tokens; this model has 101"), "--prompt on a model of another vocabulary is refused", "exit %d: %.300s", rc, a);
         // rank 0 alone reads the vocabulary and sends the prompt's tokens: rank 1 runs a copy of the binary in a
-        // directory without data/gpt2 (as on another machine) and the split model still samples one process's text
+        // directory without data/gpt2 (as on another machine; mpirun's environment, which its local ranks inherit, has
+        // no $GPT2_VOCAB_DIR) and the split model still samples one process's text
         if (system("command -v mpirun > /dev/null 2>&1") == 0) {
             const char* gen = "--model d4 --seq-len 32 --generate 2 --gen-tokens 8 --prompt 'ROMEO:' --threads 1 --seed 5 --logprobs 1 --stop-at-eot 1";
             snprintf(cmd, sizeof(cmd), "./train_gpt %s", gen);
             r1 = run_capture(cmd, a, sizeof(a));
             int n1 = generate_parts(a, ta, sizeof(ta), la);
-            snprintf(cmd, sizeof(cmd), "rm -rf %s/novocab && mkdir -p %s/novocab && cp train_gpt %s/novocab/ && " MPIRUN " -np 1 ./train_gpt %s --tp 2 : "
+            snprintf(cmd, sizeof(cmd), "rm -rf %s/novocab && mkdir -p %s/novocab && cp train_gpt %s/novocab/ && env -u GPT2_VOCAB_DIR " MPIRUN " -np 1 ./train_gpt %s --tp 2 : "
                      "-np 1 -wdir %s/novocab %s/novocab/train_gpt %s --tp 2 2> /dev/null", TMP, TMP, TMP, gen, TMP, TMP, gen);
             r2 = run_capture(cmd, b, sizeof(b));
             int n2 = generate_parts(b, tb, sizeof(tb), lb);
