@@ -1,7 +1,7 @@
 /*
 sample.h: sampling in train_gpt.c, split out of it by topic and included by it after evaluate.h (it uses the model's
 forward, its KV cache path in block_forward and the process groups of train_gpt.c; it is not a standalone header).
-The KV cache's storage, choosing a token from a row of logits (temperature, top-k), drawing a batch of samples
+The KV cache's storage, choosing a token from a row of logits (temperature, top-k, top-p), drawing a batch of samples
 through every layout (tensor and pipeline parallel, ZeRO-3), printing them, and encoding --prompt.
 */
 #ifndef SAMPLE_H
