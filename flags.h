@@ -79,6 +79,7 @@ typedef struct {
     int kv_cache;            // 1: samples cache each layer's keys and values (one position's forward per token)
     int logprobs;            // 1: --generate prints each sample's log-probability under the model
     int stop_at_eot;         // 1: a sample ends at the first <|endoftext|> it draws
+    float repetition_penalty; // the logit of a token already in the sample: divided by it when positive, times it when not (1: off)
     int checkpoint_every;
     char out[1024];
     int keep_checkpoints;    // keep the newest N checkpoints in --out (0: all)
@@ -182,6 +183,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("top-p", NULL, top_p, 0, 1, "then from the fewest most likely tokens whose probability, renormalised over those left, reaches P (nucleus sampling, Hugging Face's top_p; 1: all; 0: the most likely)"),
     FLAG_I("logprobs", NULL, logprobs, 0, 1, "1: after each sample of --generate, a line 'logprob: S (N tokens, mean S/N)': the sum over its sampled tokens of their natural log-probability under the model (the softmax of the logits, temperature 1, whole vocabulary)"),
     FLAG_I("stop-at-eot", NULL, stop_at_eot, 0, 1, "1: a sample ends at the first <|endoftext|> it draws (printed, and counted in --logprobs), as Hugging Face's generate stops at eos; 0: it runs to --gen-tokens, as llm.c's sampler does"),
+    FLAG_F("repetition-penalty", NULL, repetition_penalty, 0.01, 100, "R: before temperature, top-k and top-p, the logit of each token already in the sample (its prompt too) is divided by R when positive and multiplied by R when not, once however often it occurs (Hugging Face's repetition_penalty; 1: off; above 1 discourages repeats)"),
     FLAG_I("kv-cache", NULL, kv_cache, 0, 1, "1: samples keep each layer's keys and values, so each new token runs the forward at its own position only; 0: over the whole prefix again, as llm.c does (the same tokens, up to the order of sums; not with --sequence-parallel, which always runs 0)"),
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
     FLAG_S("out", "-o", out, "output directory (created if missing; checked at start): the checkpoints of --checkpoint-every, and llm.c's main.log"),
@@ -250,6 +252,7 @@ static void config_defaults(Config* c) {
     c->kv_cache = 1;
     c->logprobs = 0;
     c->stop_at_eot = 0;
+    c->repetition_penalty = 1.0f;
     c->checkpoint_every = 0;
     c->bench_steps = 5;
     // the planner's machine: 8 H100-class GPUs on NVLink in one node, 400 Gb/s InfiniBand between nodes
@@ -515,10 +518,10 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (SEEN("outlier-window") && c->skip_loss_z == 0.0f && c->skip_grad_z == 0.0f) {
         fatal("--outlier-window %d sets the outlier guard's window: it needs --skip-loss-z or --skip-grad-z", c->outlier_window);
     }
-    // sampling: --prompt, --temperature, --top-k and --top-p shape the samples of --generate and --sample-every
+    // sampling: --prompt, --temperature, --top-k, --top-p and --repetition-penalty shape the samples of --generate and --sample-every
     if (!c->generate && c->sample_every == 0) {
-        const char* sflags[6] = {"prompt", "temperature", "top-k", "top-p", "kv-cache", "stop-at-eot"};
-        for (int j = 0; j < 6; j++) {
+        const char* sflags[7] = {"prompt", "temperature", "top-k", "top-p", "repetition-penalty", "kv-cache", "stop-at-eot"};
+        for (int j = 0; j < 7; j++) {
             if (SEEN(sflags[j])) { fatal("--%s shapes samples: it needs --generate N or --sample-every N", sflags[j]); }
         }
     }
@@ -527,7 +530,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     // --generate prints samples of a model and exits: it takes the model and the sampling settings
     if (c->generate) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
-        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "top-p", "kv-cache", "logprobs", "stop-at-eot", "gen-tokens",
+        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "top-p", "repetition-penalty", "kv-cache", "logprobs", "stop-at-eot", "gen-tokens",
                                               "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute",
                                               "tp", "sequence-parallel", "pp", "comm", "comm-timeout", "batch-size"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");

@@ -7,7 +7,8 @@ through every layout (tensor and pipeline parallel, ZeRO-3), printing them, and 
 #ifndef SAMPLE_H
 #define SAMPLE_H
 
-// How samples draw their tokens (--temperature, --top-k, --top-p, --kv-cache, --logprobs, --stop-at-eot).
+// How samples draw their tokens (--temperature, --top-k, --top-p, --kv-cache, --logprobs, --stop-at-eot,
+// --repetition-penalty).
 typedef struct {
     float temperature; // softmax(logits / temperature); 0: the most likely token
     int top_k;         // only the top_k most likely tokens (0: all)
@@ -16,6 +17,7 @@ typedef struct {
                        // cached (KvCache); 0: over the whole prefix, as llm.c's sampler does
     int logprobs;      // --generate --logprobs 1: print each sample's log-probability under the model
     int stop_at_eot;   // --stop-at-eot 1: a sample ends at the first <|endoftext|> it draws
+    float repetition_penalty; // the logits of the tokens already in a sequence, before the rest (1: off; penalize_repeats)
 } SampleOpts;
 
 // A KV cache for up to B sequences of positions [0, T_max) of the layers this rank holds (its pipeline chunks), or
@@ -125,11 +127,25 @@ static int sample_pick(float* row, void* scratch, int V, const SampleOpts* so, d
     return last; // (not reached: the running sum ends at exactly the total, and u < 1)
 }
 
+// --repetition-penalty R (Hugging Face's repetition_penalty, from CTRL): the logit x of each token among seq[0..n)
+// (the sequence so far, its prompt included) becomes x / R when positive and x R when not, once per distinct token
+// however often it occurs; so with R > 1 a token already there loses probability. mark: V bytes of zeros, left zero.
+static void penalize_repeats(float* row, const int32_t* seq, int n, float R, unsigned char* mark) {
+    for (int t = 0; t < n; t++) {
+        int id = seq[t];
+        if (mark[id]) { continue; }
+        mark[id] = 1;
+        row[id] = row[id] > 0.0f ? row[id] / R : row[id] * R;
+    }
+    for (int t = 0; t < n; t++) { mark[seq[t]] = 0; }
+}
+
 // Draws toks[p..n) one at a time after the prompt toks[0..p) (p >= 1) in each of B sequences (toks: B rows of `room`
-// tokens, n <= room, each starting with the same prompt): token t comes from the logits at position t - 1
-// (sample_pick), with the draw draws[b (n - p) + t - p] when the temperature is not 0 (NULL when it is). With logp,
-// logp[b] is the sum of the sampled tokens' log-probabilities under the model (log softmax of the logits, whatever
-// the temperature or top-k), on every rank. With stop >= 0 (a token id: <|endoftext|>), a sequence ends at the first
+// tokens, n <= room, each starting with the same prompt): token t comes from the logits at position t - 1, penalized
+// for the sequence's tokens [0, t) with --repetition-penalty (penalize_repeats), by sample_pick with the draw
+// draws[b (n - p) + t - p] when the temperature is not 0 (NULL when it is). With logp, logp[b] is the sum of the
+// sampled tokens' log-probabilities under the model (log softmax of the logits, whatever the penalty, temperature,
+// top-k or top-p), on every rank. With stop >= 0 (a token id: <|endoftext|>), a sequence ends at the first
 // stop token it draws: len[b] (NULL: not returned) is then its tokens after the prompt up to and including that one
 // (else n - p), its later tokens are whatever the forwards drew and its log-probability stops there; the draws of a
 // sequence stay draws[b (n - p) + t - p] whether it stopped or not, so stopping changes no other sequence's tokens,
@@ -150,6 +166,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
     if (B > (kv ? kv->B : 1)) { fatal("internal: %d sequences sampled together without a KV cache for them", B); }
     int32_t* next = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B); // the tokens sampled at t
     int* ended = (int*)callocCheck((size_t)B, sizeof(int)); // a sequence's length after the prompt once it drew the stop token
+    unsigned char* mark = so->repetition_penalty != 1.0f ? (unsigned char*)callocCheck((size_t)g->vocab_size, 1) : NULL;
     int running = B;
     for (int t = p; t < n && running > 0; t++) {
         int fb = 1; // the forward's sequences
@@ -189,6 +206,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
                 double u = draws ? draws[(size_t)b * (n - p) + (t - p)] : 0.0;
                 float* kept = probs + 2 * (size_t)g->padded_vocab_size; // (the row, which sample_pick overwrites)
                 if (logp) { memcpy(kept, probs, sizeof(float) * g->vocab_size); }
+                if (mark) { penalize_repeats(probs, toks + (size_t)b * room, t, so->repetition_penalty, mark); }
                 next[b] = sample_pick(probs, probs + g->padded_vocab_size, g->vocab_size, so, u);
                 if (logp && !ended[b]) {
                     double mx = -INFINITY, sum = 0.0;
@@ -211,6 +229,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
     for (int b = 0; b < B && len; b++) { len[b] = ended[b] ? ended[b] : n - p; }
     free(next);
     free(ended);
+    free(mark);
 }
 
 // Prints tokens decoded (when a tokenizer is loaded; only printable bytes and whitespace, like llm.c's safe_printf),

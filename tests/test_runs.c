@@ -2227,7 +2227,7 @@ static void test_sample_pick(void) {
     for (int trial = 0; trial < 800; trial++) {
         for (int i = 0; i < V; i++) { row[i] = 6.0f * rng_uniform(&s) - 3.0f; }
         if (trial % 4 == 0) { row[trial % V] = row[(trial + 3) % V]; } // some ties
-        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], tops[(trial / 16) % 5], 0, 0, 0};
+        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], tops[(trial / 16) % 5], 0, 0, 0, 1.0f};
         double u = rng_uniform(&s);
         memcpy(work, row, sizeof(row));
         int j = sample_pick(work, scratch, V, &so, u);
@@ -2245,7 +2245,7 @@ static void test_sample_pick(void) {
     float tie[37];
     for (int i = 0; i < V; i++) { tie[i] = (float)(i % 5); } // maxima 4 at ids 4, 9, 14, ...
     int g0, g1;
-    SampleOpts greedy = {0.0f, 0, 1.0f, 0, 0, 0}, top1 = {1.0f, 1, 1.0f, 0, 0, 0};
+    SampleOpts greedy = {0.0f, 0, 1.0f, 0, 0, 0, 1.0f}, top1 = {1.0f, 1, 1.0f, 0, 0, 0, 1.0f};
     memcpy(work, tie, sizeof(tie));
     g0 = sample_pick(work, scratch, V, &greedy, 0.99);
     memcpy(work, tie, sizeof(tie));
@@ -2253,7 +2253,7 @@ static void test_sample_pick(void) {
     report(g0 == 4 && g1 == 4, "temperature 0 and top-k 1 pick the argmax, the lowest id among equal maxima", "picked %d and %d, expected 4", g0, g1);
     // top-k 2 among eight equal maxima keeps exactly the two lowest ids, whatever the draw
     int seen[37] = {0};
-    SampleOpts top2 = {1.0f, 2, 1.0f, 0, 0, 0};
+    SampleOpts top2 = {1.0f, 2, 1.0f, 0, 0, 0, 1.0f};
     for (int k = 0; k < 100; k++) {
         memcpy(work, tie, sizeof(tie));
         seen[sample_pick(work, scratch, V, &top2, (k + 0.5) / 100.0)]++;
@@ -2267,7 +2267,7 @@ static void test_sample_pick(void) {
     float four[4] = {0.5f, 0.5f, 0.5f, 0.5f}, w4[4], s4[4];
     for (int c = 0; c < 4; c++) {
         int seen4[4] = {0}, distinct = 0, low = 1;
-        SampleOpts tp = {1.0f, 0, ps[c], 0, 0, 0};
+        SampleOpts tp = {1.0f, 0, ps[c], 0, 0, 0, 1.0f};
         for (int k = 0; k < 200; k++) {
             memcpy(w4, four, sizeof(four));
             seen4[sample_pick(w4, s4, 4, &tp, (k + 0.5) / 200.0)]++;
@@ -2332,10 +2332,10 @@ static int logprobs_agree(const double* a, int na, const double* b, int nb, doub
 // that irrelevant). With stop (--stop-at-eot 1), a sample shorter than ntok must end at its first <|endoftext|>
 // (token 0 for this vocabulary) and one that long must hold none before its last token; the draws of the tokens a
 // stopped sample did not draw are skipped, as the binary skips them.
-static void check_generate_run(const char* name, GPT* m, float temperature, int top_k, float top_p, int seed, int samples, int ntok, int stop) {
+static void check_generate_run(const char* name, GPT* m, float temperature, int top_k, float top_p, float rep, int seed, int samples, int ntok, int stop) {
     char cmd[2048], out[65536];
-    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --top-p %.9g --seed %d --threads 1 --logprobs 1 --stop-at-eot %d",
-             samples, ntok, temperature, top_k, top_p, seed, stop);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --top-p %.9g --repetition-penalty %.9g --seed %d --threads 1 --logprobs 1 --stop-at-eot %d",
+             samples, ntok, temperature, top_k, top_p, rep, seed, stop);
     int rc = run_capture(cmd, out, sizeof(out));
     int ids[4][64], counts[4] = {0};
     int n = parse_samples(out, ids, counts);
@@ -2372,6 +2372,12 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
             for (int v = 0; v < g->vocab_size; v++) { mx = fmax(mx, row[v]); }
             for (int v = 0; v < g->vocab_size; v++) { z += exp((double)row[v] - mx); }
             if (j >= 0 && j < g->vocab_size) { lp_want[k] += (double)row[j] - mx - log(z); }
+            // --repetition-penalty: each distinct token of toks[0..t) (the prompt's too) once, x / rep above 0, x rep below
+            for (int q = 0; q < t && rep != 1.0f; q++) {
+                int dup = 0;
+                for (int q2 = 0; q2 < q; q2++) { dup |= toks[q2] == toks[q]; }
+                if (!dup) { row[toks[q]] = row[toks[q]] > 0.0f ? row[toks[q]] / rep : row[toks[q]] * rep; }
+            }
             if (temperature == 0.0f) {
                 int best = 0, second = -1;
                 for (int v = 1; v < g->vocab_size; v++) { if (row[v] > row[best]) { best = v; } }
@@ -2518,13 +2524,17 @@ static void test_generate(void) {
     gpt_alloc_params(&m, &g, 1, DTYPE_FP32, g.max_seq_len);
     model_load_params("tests/ref/ref_model.bin", fp, version, &m.layout, m.params);
     activations_alloc(&m.acts, &m.ctx, &g, 1, g.max_seq_len, 0);
-    check_generate_run("--generate (temperature 1): every token is the one the seed's draw picks from the model's softmax", &m, 1.0f, 0, 1.0f, 5, 2, 15, 0);
-    check_generate_run("--generate --temperature 0.6 --top-k 5: every token from the top 5 by the draw, over softmax(logits / 0.6)", &m, 0.6f, 5, 1.0f, 9, 3, 15, 0);
-    check_generate_run("--generate --temperature 1.5 --top-p 0.3: every token from the fewest most likely holding 30% of softmax(logits / 1.5)", &m, 1.5f, 0, 0.3f, 4, 3, 15, 0);
-    check_generate_run("--generate --top-k 40 --top-p 0.6: every token from the top-p of the top 40", &m, 1.0f, 40, 0.6f, 6, 2, 15, 0);
-    check_generate_run("--generate --temperature 0: every token the argmax of the model's logits", &m, 0.0f, 0, 1.0f, 1, 1, 15, 0);
+    check_generate_run("--generate (temperature 1): every token is the one the seed's draw picks from the model's softmax", &m, 1.0f, 0, 1.0f, 1.0f, 5, 2, 15, 0);
+    check_generate_run("--generate --temperature 0.6 --top-k 5: every token from the top 5 by the draw, over softmax(logits / 0.6)", &m, 0.6f, 5, 1.0f, 1.0f, 9, 3, 15, 0);
+    check_generate_run("--generate --temperature 1.5 --top-p 0.3: every token from the fewest most likely holding 30% of softmax(logits / 1.5)", &m, 1.5f, 0, 0.3f, 1.0f, 4, 3, 15, 0);
+    check_generate_run("--generate --top-k 40 --top-p 0.6: every token from the top-p of the top 40", &m, 1.0f, 40, 0.6f, 1.0f, 6, 2, 15, 0);
+    check_generate_run("--generate --temperature 0: every token the argmax of the model's logits", &m, 0.0f, 0, 1.0f, 1.0f, 1, 1, 15, 0);
+    check_generate_run("--generate --temperature 0 --repetition-penalty 100: every token the argmax of the logits with those of the tokens already drawn "
+                       "(and the prompt's) divided by 100 when positive, times 100 when not", &m, 0.0f, 0, 1.0f, 100.0f, 1, 1, 15, 0);
+    check_generate_run("--generate --temperature 0.8 --top-k 20 --repetition-penalty 1.5: every token the draw's over the penalized logits", &m, 0.8f, 20, 1.0f, 1.5f, 8, 3, 15, 0);
+    check_generate_run("--generate --repetition-penalty 0.5 (below 1: repeats encouraged): every token the draw's", &m, 1.0f, 0, 1.0f, 0.5f, 2, 2, 15, 0);
     check_generate_run("--generate --stop-at-eot 1: each sample ends at its first <|endoftext|> (some do here), every token the draw's, the log-probability "
-                       "summed to there", &m, 1.0f, 0, 1.0f, 4, 4, 15, 1);
+                       "summed to there", &m, 1.0f, 0, 1.0f, 1.0f, 4, 4, 15, 1);
     gpt_free(&m);
 
     char cmd[4096], a[65536], b[65536];
@@ -2692,6 +2702,8 @@ static void test_generate(void) {
         {"--model d1 --train x --temperature 0.5", "--temperature shapes samples: it needs --generate N or --sample-every N"},
         {"--model d1 --train x --top-k 5", "--top-k shapes samples"},
         {"--model d1 --train x --top-p 0.9", "--top-p shapes samples"},
+        {"--model d1 --train x --repetition-penalty 1.2", "--repetition-penalty shapes samples"},
+        {"--init tests/ref/ref_model.bin --generate 1 --repetition-penalty 0", "--repetition-penalty: 0 is out of range"},
         {"--init tests/ref/ref_model.bin --generate 1 --top-p 1.5", "--top-p: 1.5 is out of range [0, 1]"},
         {"--model d1 --train x --kv-cache 0", "--kv-cache shapes samples"},
         {"--model d1 --train x --stop-at-eot 1", "--stop-at-eot shapes samples"},
