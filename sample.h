@@ -120,10 +120,13 @@ static int sample_pick(float* row, void* scratch, int V, const SampleOpts* so, d
         sum += row[j];
     }
     if (so->top_p < 1.0f) { sum = nucleus_keep(row, (int*)scratch, V, (double)so->top_p * sum); }
-    int last = best; // (row[best] is exp(0) = 1, always kept)
-    for (int j = 0; j < V; j++) { if (row[j] > 0.0f) { last = j; } }
     double coin = u * sum, cdf = 0.0;
-    for (int j = 0; j < V; j++) { cdf += row[j]; if (coin < cdf) { return j; } }
+    int last = best; // the last kept id so far (row[best] is exp(0) = 1, always kept)
+    for (int j = 0; j < V; j++) {
+        cdf += row[j];
+        if (coin < cdf) { return j; }
+        last = row[j] > 0.0f ? j : last;
+    }
     return last; // (not reached: the running sum ends at exactly the total, and u < 1)
 }
 

@@ -2253,7 +2253,7 @@ int main(int argc, char** argv) {
     // the samples' <|endoftext|> (their start without a prompt, and --stop-at-eot's token): the decoder's, else GPT-2's
     // 50256, or token 0 for a smaller vocabulary; rank 0's on every rank, which must all stop a sample together
     int eot = have_tok ? (int)tokenizer.eot_token : (gc.vocab_size > 50256 ? 50256 : 0);
-    if (pc.world_size > 1) { comm_broadcast(&pc.world, &eot, sizeof(eot), 0); }
+    if (pc.world_size > 1 && (gen_only || c.sample_every > 0)) { comm_broadcast(&pc.world, &eot, sizeof(eot), 0); }
 
     if (!gen_only) { print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0); }
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
@@ -2283,11 +2283,11 @@ int main(int argc, char** argv) {
             // (one line for the model instead of the training run's plan and memory tables)
             if (master) { printf("generate: %s: L %d, C %d, NH %d, V %d, context %d, %s, %s\n", c.init[0] ? c.init : c.model, gc.num_layers, gc.channels,
                    gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)"); }
-            char topp[96] = ""; // (the filters left at their defaults are not named)
-            if (c.top_p < 1.0f) { snprintf(topp, sizeof(topp), ", top-p %g", c.top_p); }
-            if (c.repetition_penalty != 1.0f) { snprintf(topp + strlen(topp), sizeof(topp) - strlen(topp), ", repetition penalty %g", c.repetition_penalty); }
+            char filters[96] = ""; // (the filters left at their defaults are not named)
+            if (c.top_p < 1.0f) { snprintf(filters, sizeof(filters), ", top-p %g", c.top_p); }
+            if (c.repetition_penalty != 1.0f) { snprintf(filters + strlen(filters), sizeof(filters) - strlen(filters), ", repetition penalty %g", c.repetition_penalty); }
             if (master) { printf("generate: %d sample%s of %s%d tokens, temperature %g, top-k %d (%s)%s, seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
-                   c.stop_at_eot ? "up to " : "", c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", topp, c.seed, pr); }
+                   c.stop_at_eot ? "up to " : "", c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", filters, c.seed, pr); }
             long sampled = 0; // (each sample's tokens after the prompt: --gen-tokens, cut to fit above; fewer with --stop-at-eot)
             int together = generate(&model, &tokenizer, have_tok, eot, prompt, n_prompt, c.gen_tokens, T, c.generate, gen_batch, &ts.rng, master, &so, NULL,
                                     &sampled);

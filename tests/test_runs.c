@@ -2083,6 +2083,16 @@ static void test_llmc_import(void) {
 // Sampling: sample_pick in the process, and --generate through the binary, checked against the model's logits
 // computed here.
 
+// order[0..n): the ids of v sorted by value, descending, ties by id, ascending (insertion sort): the order in which
+// --top-k and --top-p keep tokens, for the references below.
+static void order_desc(const float* v, int n, int* order) {
+    for (int i = 0; i < n; i++) {
+        int k = i;
+        while (k > 0 && (v[order[k - 1]] < v[i] || (v[order[k - 1]] == v[i] && order[k - 1] > i))) { order[k] = order[k - 1]; k--; }
+        order[k] = i;
+    }
+}
+
 // The probability interval [lo, hi) of token j under the softmax of row / temperature restricted to its top_k
 // (0: all; ties at the k-th value kept from the lowest id up), then to the fewest most likely of those whose
 // probability reaches top_p (1: all; each kept token's predecessors, in the order of the logits with ties by id, hold
@@ -2093,12 +2103,7 @@ static void test_llmc_import(void) {
 static int pick_interval(const float* row, int V, float temperature, int top_k, float top_p, int j, double* lo, double* hi,
                          double* margin, double* gap) {
     int* order = (int*)mallocCheck(sizeof(int) * (size_t)V);
-    for (int i = 0; i < V; i++) { order[i] = i; }
-    for (int i = 1; i < V; i++) { // insertion sort by value, descending; ties by id, ascending
-        int x = order[i], k = i;
-        while (k > 0 && (row[order[k - 1]] < row[x] || (row[order[k - 1]] == row[x] && order[k - 1] > x))) { order[k] = order[k - 1]; k--; }
-        order[k] = x;
-    }
+    order_desc(row, V, order);
     int K = top_k > 0 && top_k < V ? top_k : V;
     char* kept = (char*)callocCheck((size_t)V, 1);
     double mx = row[order[0]], total = 0.0, below = 0.0, before = 0.0;
@@ -2182,13 +2187,8 @@ static void test_sample_pick(void) {
             }
             if (total == 0.0) { w[0] = 1.0f; total = 1.0; }
             float top_p = trial % 7 == 0 ? 0.0f : trial % 7 == 1 ? 1.0f : (float)rng_uniform(&r);
-            // the reference: the tokens sorted by weight, descending, ties by id (insertion sort), then the prefix
-            int m = 0;
-            for (int i = 0; i < n; i++) {
-                int k = m++;
-                while (k > 0 && (w[order[k - 1]] < w[i] || (w[order[k - 1]] == w[i] && order[k - 1] > i))) { order[k] = order[k - 1]; k--; }
-                order[k] = i;
-            }
+            // the reference: the tokens sorted by weight, descending, ties by id, then the prefix
+            order_desc(w, n, order);
             char* want = (char*)callocCheck((size_t)n, 1);
             double before = 0.0, need = (double)top_p * total, closest = INFINITY;
             for (int i = 0; i < n && w[order[i]] > 0.0f; i++) {
