@@ -2658,7 +2658,7 @@ static void test_generate(void) {
         char shard[2100];
         if (!fresh_shard("--sample-every with --prompt", "gen", "train.bin", 2000, 77, shard, sizeof(shard))) { return; }
         snprintf(cmd, sizeof(cmd), "./train_gpt --model d1 --train %s --batch-size 1 --seq-len 32 --steps 3 --sample-every 1 --gen-tokens 4 "
-                 "--prompt 'ROMEO:' --temperature 0.7 --top-k 5 --threads 1 --log %s/gen/on.jsonl | grep -a -c '^sample: ROMEO:'", shard, TMP);
+                 "--prompt 'ROMEO:' --temperature 0.7 --top-k 5 --top-p 0.9 --repetition-penalty 1.3 --threads 1 --log %s/gen/on.jsonl | grep -a -c '^sample: ROMEO:'", shard, TMP);
         rc = run_capture(cmd, a, sizeof(a));
         report(atoi(a) == 3, "--sample-every with --prompt: each training sample prints the prompt, then its continuation", "exit %d: %.300s", rc, a);
         // on against off: sampling (a forward of its own, the sampler's generator) leaves the training run unchanged
@@ -2668,7 +2668,7 @@ static void test_generate(void) {
             char on[2100], off[2100];
             snprintf(on, sizeof(on), "%s/gen/on.jsonl", TMP);
             snprintf(off, sizeof(off), "%s/gen/off.jsonl", TMP);
-            compare_losses("training with --sample-every --prompt --temperature --top-k logs the losses of the same run without samples, bit for bit", on, 0, off, 3, 0.0);
+            compare_losses("training with --sample-every --prompt --temperature --top-k --top-p --repetition-penalty logs the losses of the same run without samples, bit for bit", on, 0, off, 3, 0.0);
             compare_values("... and its gradient norms", "grad_norm", on, off, 3, 0.0);
         } else {
             report(0, "training without samples", "%s failed", cmd);
