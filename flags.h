@@ -44,6 +44,7 @@ typedef struct {
     float final_lr_frac;
     float weight_decay;
     float grad_clip;
+    float adam_beta1, adam_beta2, adam_eps; // AdamW's moment decays and the epsilon added to sqrt(v-hat)
     char nan_policy[16];     // stop | skip: what a step with a non-finite loss or gradient norm does
     int max_skipped_steps;   // skip: stop after this many non-finite steps in a row
     float skip_loss_z;       // llm.c's -sl: skip the update when the loss's z-score is above this (0: off; outlier.h)
@@ -151,6 +152,9 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("final-lr-frac", "-q", final_lr_frac, 0, 1, "final learning rate as a fraction of the peak"),
     FLAG_F("weight-decay", "-c", weight_decay, 0, 10, "AdamW decoupled weight decay (matrices and embeddings only)"),
     FLAG_F("grad-clip", NULL, grad_clip, 0, 1e9, "clip the global gradient norm to this; 0 turns clipping off"),
+    FLAG_F("adam-beta1", NULL, adam_beta1, 0, 1, "AdamW's decay of the gradient's running mean, below 1 (PyTorch's betas[0]; Megatron-LM names it the same)"),
+    FLAG_F("adam-beta2", NULL, adam_beta2, 0, 1, "AdamW's decay of the squared gradient's running mean, below 1 (GPT-2/GPT-3 and llm.c: 0.95; PyTorch's default 0.999)"),
+    FLAG_F("adam-eps", NULL, adam_eps, 1e-30, 1, "AdamW's epsilon, added to the square root of the bias-corrected second moment"),
     FLAG_S("nan-policy", NULL, nan_policy, "a step whose loss or gradient norm is not finite: stop (error, no checkpoint of that state) | skip (no update; stop after --max-skipped-steps in a row)"),
     FLAG_I("max-skipped-steps", NULL, max_skipped_steps, 1, 1e6, "--nan-policy skip: stop after this many non-finite steps in a row"),
     FLAG_F("skip-loss-z", "-sl", skip_loss_z, 0, 1e6, "skip the update of a step whose loss lies more than this many standard deviations above the mean of the last --outlier-window steps' (0: off)"),
@@ -223,6 +227,9 @@ static void config_defaults(Config* c) {
     c->final_lr_frac = 0.0f;
     c->weight_decay = 0.0f;
     c->grad_clip = 1.0f;
+    c->adam_beta1 = 0.9f; // GPT-3's (and llm.c's) AdamW
+    c->adam_beta2 = 0.95f;
+    c->adam_eps = 1e-8f;
     strcpy(c->attention, "auto");
     strcpy(c->comm, "auto");
     strcpy(c->dtype, dtype_name(KERNELS_DEFAULT_DTYPE)); // fp32 on the CPU, the build's type on a GPU
@@ -437,6 +444,9 @@ static void parse_flags(Config* c, int argc, char** argv) {
         fatal("--nan-policy: '%s' is not one of stop, skip", c->nan_policy);
     }
     if (dtype_parse(c->dtype) < 0) { fatal("--dtype: '%s' is not one of fp32, bf16, fp16", c->dtype); }
+    // beta = 1 would freeze the moment at 0 and make the bias correction 1 - beta^t divide by zero
+    if (c->adam_beta1 >= 1.0f) { fatal("--adam-beta1 %g: it must be below 1 (the bias correction divides by 1 - beta1^t)", c->adam_beta1); }
+    if (c->adam_beta2 >= 1.0f) { fatal("--adam-beta2 %g: it must be below 1 (the bias correction divides by 1 - beta2^t)", c->adam_beta2); }
     if (strcmp(c->comm, "auto") != 0 && strcmp(c->comm, "mpi") != 0 && strcmp(c->comm, "staged") != 0 && strcmp(c->comm, "nccl") != 0) {
         fatal("--comm: '%s' is not one of auto, mpi, staged, nccl", c->comm);
     }
@@ -499,6 +509,10 @@ static void parse_flags(Config* c, int argc, char** argv) {
         if (c->shuffle == 1) { fatal("--llmc-checkpoints 1: llm.c has no equivalent of the sampler (--shuffle 1): use --shuffle 2 (llm.c's shuffled order) or 0 (its unshuffled one)"); }
         if (c->tp > 1 || c->pp > 1) { fatal("--llmc-checkpoints 1: llm.c has no tensor or pipeline parallelism (--tp %d, --pp %d)", c->tp, c->pp); }
         if (strcmp(c->dtype, "fp16") == 0) { fatal("--llmc-checkpoints 1: llm.c does not resume fp16 runs (its build_from_checkpoint refuses fp16): use --dtype bf16 or fp32"); }
+        if (c->adam_beta1 != 0.9f || c->adam_beta2 != 0.95f || c->adam_eps != 1e-8f) {
+            fatal("--llmc-checkpoints 1: llm.c's AdamW has fixed betas 0.9, 0.95 and eps 1e-8, so it would not continue this run "
+                  "(--adam-beta1 %g --adam-beta2 %g --adam-eps %g)", c->adam_beta1, c->adam_beta2, c->adam_eps);
+        }
     }
     // flags that do nothing without another: refuse rather than ignore them
     if (c->checkpoint_every > 0 && !c->out[0]) { fatal("--checkpoint-every %d needs --out DIR (where to write the checkpoints)", c->checkpoint_every); }

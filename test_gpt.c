@@ -22,6 +22,7 @@ recorded; the last line is "N passed, M failed" and the exit status is non-zero 
 
 #include <sys/wait.h>
 #include "tests/testing.h" // defines: check, test_summary
+#include "tests/kv_rows.h" // defines: kv_forward_rows
 
 // report(): the shared check harness of tests/testing.h
 #define report check
@@ -1574,7 +1575,9 @@ static void test_model_files(const char* dir, ParallelContext* pc) {
     GPT m;
     ZeroOptimizer z;
     build_model(&m, &z, pc, mp, 1, 4);
-    const char* tmp = "/tmp/test_gpt_roundtrip.bin";
+    char tmp[1024], tmp5[1024];
+    snprintf(tmp, sizeof(tmp), "%s/roundtrip.bin", test_scratch_dir("test_gpt"));
+    snprintf(tmp5, sizeof(tmp5), "%s/bf16.bin", test_scratch_dir("test_gpt"));
     model_save(tmp, &m.layout, m.params);
     FILE* a = fopen(mp, "rb");
     FILE* b = fopen(tmp, "rb");
@@ -1591,7 +1594,6 @@ static void test_model_files(const char* dir, ParallelContext* pc) {
     if (b) { fclose(b); }
     report(same, "model file save reproduces the llm.c file byte for byte", "%s", "");
     // bf16 version 5: write the parameters rounded to bf16, load, compare with the rounded values
-    const char* tmp5 = "/tmp/test_gpt_bf16.bin";
     FILE* f = fopenCheck(tmp5, "wb");
     int32_t h[256] = {0};
     h[0] = MODEL_MAGIC; h[1] = 5; h[2] = m.cfg.max_seq_len; h[3] = m.cfg.vocab_size; h[4] = m.cfg.num_layers;
@@ -1805,6 +1807,52 @@ static void test_weight_decay(const char* model_path, ParallelContext* pc) {
     }
     report(shrink_ok, "AdamW with zero gradients shrinks exactly the decayed tensors by (1 - lr wd)", "max abs error %.3g", worst);
     free(before);
+    zero_free(&z);
+    gpt_free(&m);
+}
+
+// --adam-beta1, --adam-beta2 and --adam-eps reach the update: two optimizer_update steps with betas and eps far from
+// the defaults (0.5, 0.7, 1e-3; no decay, no clipping) against AdamW's moments and step computed in double from the
+// same gradients. Gradients ~1e-3, so eps is about as large as sqrt(v-hat) and the first step (where the betas cancel)
+// already shows it; the second shows the betas. Each element's error is allowed 2 float32 ulps of the parameter
+// (the rounding of the stored result) plus 1e-5 of its step (a few float operations, ~1e-7 each); the defaults would
+// change the steps by tens of percent.
+static void test_adam_hyper(const char* model_path, ParallelContext* pc) {
+    GPT m;
+    ZeroOptimizer z;
+    build_model(&m, &z, pc, model_path, 1, 4);
+    size_t n = m.layout.num_params;
+    Config c;
+    config_defaults(&c);
+    c.adam_beta1 = 0.5f; c.adam_beta2 = 0.7f; c.adam_eps = 1e-3f; c.weight_decay = 0.0f; c.grad_clip = 0.0f;
+    const double lr = 0.01, b1 = 0.5, b2 = 0.7, eps = 1e-3;
+    double* mo = (double*)calloc(n, sizeof(double));
+    double* vo = (double*)calloc(n, sizeof(double));
+    float* before = (float*)mallocCheck(n * sizeof(float));
+    if (!mo || !vo) { fatal("out of memory"); }
+    uint64_t rng = 77;
+    double worst[3] = {0.0, 0.0, 0.0}; // [t]: the largest error / allowance
+    for (int t = 1; t <= 2; t++) {
+        for (size_t i = 0; i < n; i++) {
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            m.grads[i] = 1e-3f * (2.0f * (float)(rng >> 40) / 16777216.0f - 1.0f);
+        }
+        memcpy(before, m.params, n * sizeof(float));
+        for (size_t i = 0; i < n; i++) {
+            mo[i] = b1 * mo[i] + (1.0 - b1) * m.grads[i];
+            vo[i] = b2 * vo[i] + (1.0 - b2) * (double)m.grads[i] * m.grads[i];
+        }
+        optimizer_update(&m, &z, &c, 0.0f, (float)lr, t, 1.0f, 0);
+        for (size_t i = 0; i < n; i++) {
+            double step = lr * (mo[i] / (1.0 - pow(b1, t))) / (sqrt(vo[i] / (1.0 - pow(b2, t))) + eps);
+            double want = before[i] - step;
+            double allow = 2.0 * FLT_EPSILON * fabs(want) + 1e-5 * fabs(step) + 1e-30;
+            worst[t] = fmax(worst[t], fabs(m.params[i] - want) / allow);
+        }
+    }
+    report(worst[1] <= 1.0 && worst[2] <= 1.0, "AdamW takes --adam-beta1, --adam-beta2 and --adam-eps (0.5, 0.7, 1e-3) from the config",
+           "largest error / allowance: step 1 %.3g, step 2 %.3g", worst[1], worst[2]);
+    free(mo); free(vo); free(before);
     zero_free(&z);
     gpt_free(&m);
 }
@@ -2127,7 +2175,8 @@ static void write_test_shard(const char* path, int n, int V, uint64_t seed) {
 // evaluate() starts from the first validation batch every time: two calls agree, and both equal the mean of the
 // per-batch losses over the first `steps` batches read directly (same kernels, so equal to rounding of the mean).
 static void test_evaluate(const char* model_path, ParallelContext* pc) {
-    const char* shard = "/tmp/test_gpt_val_000000.bin";
+    char shard[1024];
+    snprintf(shard, sizeof(shard), "%s/val_000000.bin", test_scratch_dir("test_gpt"));
     write_test_shard(shard, 2000, 101, 99);
     GPT m;
     ZeroOptimizer z;
@@ -2182,28 +2231,8 @@ static void test_kv_forward(const char* model_path, ParallelContext* pc) {
         dev_sync(&m.ctx);
         for (size_t i = 0; i < (size_t)N * C; i++) { want[(size_t)b * N * C + i] = row[i]; }
     }
-    KvCache kv;
-    if (!kv_alloc(&kv, &m, B, ROOM)) { report(0, "forwards with a KV cache", "kv_alloc refused"); }
+    if (!kv_forward_rows(&m, &toks[0][0], B, ROOM, N, P, got)) { report(0, "forwards with a KV cache", "kv_alloc refused"); }
     else {
-        kv.pos = 0; // the prompt, once for all sequences
-        m.kv = &kv;
-        gpt_forward(&m, toks[0], 1, P);
-        m.kv = NULL;
-        dev_copy_d2h(&m.ctx, row, m.acts.lnf, (size_t)P * C * sizeof(float));
-        dev_sync(&m.ctx);
-        for (int b = 0; b < B; b++) { memcpy(got + (size_t)b * N * C, row, (size_t)P * C * sizeof(float)); }
-        for (int t = P; t < N; t++) { // then one position of every sequence per forward
-            int32_t step[B];
-            for (int b = 0; b < B; b++) { step[b] = toks[b][t]; }
-            kv.pos = t;
-            m.kv = &kv;
-            gpt_forward(&m, step, B, 1);
-            m.kv = NULL;
-            dev_copy_d2h(&m.ctx, row, m.acts.lnf, (size_t)B * C * sizeof(float));
-            dev_sync(&m.ctx);
-            for (int b = 0; b < B; b++) { memcpy(got + ((size_t)b * N + t) * C, row + (size_t)b * C, (size_t)C * sizeof(float)); }
-        }
-        kv_free(&m.ctx, &kv);
         check_close("forwards with a KV cache (a 3-token prompt cached for 3 sequences, then one position of each per forward) "
                     "equal full forwards, row by row", got, want, nrow, 1e-4, 1e-4);
     }
@@ -2374,6 +2403,7 @@ int main(int argc, char** argv) {
             test_llmc_descriptors();
             test_init();
             test_weight_decay(mp, &pc);
+            test_adam_hyper(mp, &pc);
             test_evaluate(mp, &pc);
             test_sampling(mp, &pc);
             test_kv_forward(mp, &pc);

@@ -1090,7 +1090,7 @@ static void optimizer_update(GPT* m, ZeroOptimizer* z, const Config* c, float no
         float coef = c->grad_clip / (norm + 1e-6f);
         if (coef < 1.0f) { clip = coef; }
     }
-    AdamWHyper hp = {lr, 0.9f, 0.95f, 1e-8f, c->weight_decay, clip / loss_scale, t, sr_seed};
+    AdamWHyper hp = {lr, c->adam_beta1, c->adam_beta2, c->adam_eps, c->weight_decay, clip / loss_scale, t, sr_seed};
     kernels_range_push(&m->ctx, "AdamW and parameter gather");
     zero_adamw_step(z, m->params, m->grads, &hp);
     z3_invalidate(m); // ZeRO-3: the gathered copies are stale

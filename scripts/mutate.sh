@@ -31,9 +31,9 @@
 #   MUTATE_JOBS         make -j for builds (default 2)
 #
 # Isolation: when the caller may create mount and PID namespaces (root, or unprivileged user namespaces), each
-# test run gets a private /tmp (test_gpt writes fixed paths such as /tmp/test_gpt_run, which would collide with a
-# concurrent `make test`) and its own PID namespace, so a timeout ends every process the run started (mpirun's
-# daemons included). Otherwise the tests run directly, with a warning.
+# test run gets a private /tmp (the suites' scratch directories have names of their own, but whatever a mutant
+# writes to /tmp goes away with it) and its own PID namespace, so a timeout ends every process the run started
+# (mpirun's daemons included). Otherwise the tests run directly, with a warning.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$(pwd -P)

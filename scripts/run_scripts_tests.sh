@@ -16,9 +16,9 @@ cd "$(dirname "$0")/.."
 passed=0 failed=0
 source scripts/test_lib.sh
 ONLY="${1:-.}"
-T="${TMPDIR:-/tmp}/test_run_scripts"
-rm -rf "$T"
-mkdir -p "$T"
+# a scratch directory of this run's own (kept when a check failed, to look at the dry runs' logs)
+T=$(mktemp -d "${TMPDIR:-/tmp}/test_run_scripts.XXXXXX") || { echo "FAIL setup: cannot create a scratch directory"; echo "0 passed, 1 failed"; exit 1; }
+trap '[ "$failed" = 0 ] && rm -rf "$T"' EXIT
 
 # dry NAME OUTFILE [ENV=VALUE...]: the dry run of scripts/NAME.sh into $T/dry (shared data), its output in OUTFILE
 dry() {
@@ -122,5 +122,6 @@ if [[ "layouts" =~ $ONLY ]]; then
     done
 fi
 
+[ "$failed" = 0 ] || echo "scratch kept: $T"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -32,7 +32,7 @@ it is built without MPI and BLAS, since the runs happen in child processes. The 
 #define report check
 #include "tests/runs_common.h" // defines: write_shard, read_log_values, compare_losses, compare_values, MPIRUN
 
-static const char* DIR_HS = "/tmp/test_hellaswag";
+static const char* DIR_HS; // the suite's scratch directory (testing.h's test_scratch_dir), set first in main
 static const char* REF_MODEL = "tests/ref/ref_model.bin";
 static const char* REF_EVAL = "tests/ref/hellaswag_ref.bin";
 static const char* REF_TXT = "tests/ref/hellaswag_ref.txt";
@@ -677,9 +677,7 @@ int main(int argc, char** argv) {
     }
     if (!file_exists("./train_gpt")) { fatal("test_hellaswag: ./train_gpt is missing: run make first (from the repository root)"); }
     g_have_mpi = system("command -v mpirun > /dev/null 2>&1") == 0;
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", DIR_HS, DIR_HS);
-    if (system(cmd) != 0) { fatal("test_hellaswag: cannot create %s", DIR_HS); }
+    DIR_HS = test_scratch_dir("test_hellaswag");
     // the reference model's width (maxT 16, V 101 padded to 128, NH 4, C 32) with 4 blocks, GPT-2's initialisation
     GPTConfig g = {16, 101, 128, 4, 4, 32};
     ParamLayout pl;

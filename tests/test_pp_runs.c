@@ -21,7 +21,7 @@ write the 4-block model) and the RNG of the shards.
 #define report check
 #include "tests/runs_common.h" // defines: write_shard, compare_losses, compare_values, compare_model_files, MPIRUN
 
-static const char* DIR_PP = "/tmp/test_pp_runs";
+static const char* DIR_PP; // the suite's scratch directory (testing.h's test_scratch_dir), set first in main
 
 // Tolerances against one process (fp32), as for tensor parallelism: the stages compute exactly what one process
 // does, except that the tied embedding's gradient is summed from its two stages (first + last) and the gradient norm
@@ -158,8 +158,7 @@ int main(void) {
     if (!file_exists("./train_gpt")) { fatal("test_pp_runs: ./train_gpt is missing: run make first (from the repository root)"); }
     if (system("command -v mpirun > /dev/null 2>&1") != 0) { printf("SKIP pipeline-parallel runs: mpirun not found\n"); return test_summary(); }
     char cmd[8192], out[65536];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", DIR_PP, DIR_PP);
-    if (system(cmd) != 0) { fatal("test_pp_runs: cannot create %s", DIR_PP); }
+    DIR_PP = test_scratch_dir("test_pp_runs");
     // the model: 4 blocks of the reference model's width (maxT 16, V 101 padded to 128, NH 4, C 32), GPT-2's init
     GPTConfig g = {16, 101, 128, 4, 4, 32};
     ParamLayout pl;

@@ -23,7 +23,7 @@ Every comparison states its tolerance and why; the last line is "N passed, M fai
 #define report check
 #include "tests/runs_common.h" // defines: write_shard, read_log_values, compare_losses, compare_values, compare_model_files, MPIRUN
 
-static const char* TMP = "/tmp/test_runs";
+static const char* TMP; // the suite's scratch directory (testing.h's test_scratch_dir), set first in main
 
 static int name_selected(const char* only, const char* group) { return !only || strstr(group, only) != NULL; }
 
@@ -236,6 +236,11 @@ static void test_absurd_input(void) {
     CASE("--outlier-window without a guard", "it needs --skip-loss-z or --skip-grad-z", "%s --outlier-window 16", base);
     CASE("an outlier threshold no window allows", "--skip-loss-z 12 can never skip a step", "%s -sl 12", base);
     CASE("--lr-schedule with an unknown value", "not one of cosine, linear, constant, wsd", "%s -k step", base);
+    CASE("--adam-beta1 of 1", "--adam-beta1 1: it must be below 1", "%s --adam-beta1 1", base);
+    CASE("--adam-beta2 above 1", "--adam-beta2: 1.5 is out of range [0, 1]", "%s --adam-beta2 1.5", base);
+    CASE("--adam-eps of 0", "--adam-eps: 0 is out of range", "%s --adam-eps 0", base);
+    CASE("--llmc-checkpoints with betas llm.c cannot continue", "llm.c's AdamW has fixed betas 0.9, 0.95 and eps 1e-8",
+         "%s --adam-beta2 0.99 --llmc-checkpoints 1 --checkpoint-every 1 --out %s/abs/o1", base, TMP);
     CASE("NaN in a padded wte row", "tensor 'wte' holds a non-finite value", "--init %s/abs/nan_padded_wte.bin --train %s --steps 2 --seq-len 8", TMP, shard);
     CASE("NaN in an unused wpe row", "tensor 'wpe' holds a non-finite value", "--init %s/abs/nan_unused_wpe.bin --train %s --steps 2 --seq-len 8", TMP, shard);
     CASE("+Inf in a weight matrix", "tensor 'qkvw.0' holds a non-finite value", "--init %s/abs/inf_qkvw.bin --train %s --steps 2 --seq-len 8", TMP, shard);
@@ -406,8 +411,8 @@ static void test_parallel(void) {
     snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --train %s --val %s --val-every 5 --val-steps 7 --batch-size 2 "
              "--seq-len 8 --total-batch-size 96 --lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1", shard, vshard);
     for (int shuffle = 0; shuffle <= 1; shuffle++) {
-        snprintf(cmd, sizeof(cmd), "./train_gpt %s --shuffle %d --steps 20 --log %s/p1_%d.jsonl%s", common, shuffle, TMP, shuffle,
-                 shuffle ? "" : " --checkpoint-every 20 --out /tmp/test_runs/o1");
+        snprintf(cmd, sizeof(cmd), "./train_gpt %s --shuffle %d --steps 20 --log %s/p1_%d.jsonl%s%s%s", common, shuffle, TMP, shuffle,
+                 shuffle ? "" : " --checkpoint-every 20 --out ", shuffle ? "" : TMP, shuffle ? "" : "/o1");
         int rc = run_capture(cmd, out, sizeof(out));
         report(rc == 0, shuffle ? "single process, 20 steps (shuffled)" : "single process, 20 steps", "exit %d%s%.200s", rc, rc ? ": " : "", rc ? out : "");
     }
@@ -1129,7 +1134,8 @@ static void test_mixed_precision(void) {
 // as parameters, equals one fp32 process resuming it (1e-5).
 static void test_zero3_deep(void) {
     char cmd[16384], out[65536], name[256];
-    const char* D = "/tmp/test_runs_z3";
+    char D[512];
+    snprintf(D, sizeof(D), "%s/z3", TMP);
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", D, D);
     if (system(cmd) != 0) { report(0, "zero3 setup", "%s", cmd); return; }
     GPTConfig g = {16, 101, 128, 4, 4, 32};
@@ -1812,11 +1818,13 @@ static void test_llmc_flags(void) {
     const char* refused[][2] = {{"-w 0", "always keeps fp32 master weights"}, {"-pi tcp", "without MPI (tcp, fs) is not supported"},
                                 {"-pn 2", "mpirun gives every process its rank"}, {"-y 1", "resumes from --out DIR"},
                                 {"--llmc-checkpoints 1", "it needs --checkpoint-every N"},
-                                {"-n 1 -o /tmp/test_runs/lc/X --llmc-checkpoints 1 --shuffle 1", "no equivalent of the sampler"},
-                                {"-n 1 -o /tmp/test_runs/lc/X --llmc-checkpoints 1 --dtype fp16", "does not resume fp16 runs"},
-                                {"-n 1 -o /tmp/test_runs/lc/X --llmc-checkpoints 1 --tp 2", "no tensor or pipeline parallelism"}};
+                                {"-n 1 -o DIR --llmc-checkpoints 1 --shuffle 1", "no equivalent of the sampler"},
+                                {"-n 1 -o DIR --llmc-checkpoints 1 --dtype fp16", "does not resume fp16 runs"},
+                                {"-n 1 -o DIR --llmc-checkpoints 1 --tp 2", "no tensor or pipeline parallelism"}};
     for (int k = 0; k < 8; k++) {
-        snprintf(cmd, sizeof(cmd), "%s -x 1 %s", base, refused[k][0]);
+        const char* dir = strstr(refused[k][0], "DIR"); // (DIR: an output directory in the scratch directory)
+        snprintf(cmd, sizeof(cmd), "%s -x 1 %.*s%s%s%s", base, dir ? (int)(dir - refused[k][0]) : (int)strlen(refused[k][0]),
+                 refused[k][0], dir ? TMP : "", dir ? "/lc/X" : "", dir ? dir + 3 : "");
         rc = run_capture(cmd, out, sizeof(out));
         char name[200];
         snprintf(name, sizeof(name), "'%s' is refused with its reason", refused[k][0]);
@@ -2729,6 +2737,7 @@ int main(int argc, char** argv) {
         else { fatal("test_runs: unknown flag '%s' (--only NAME)", argv[i]); }
     }
     if (!file_exists("./train_gpt")) { fatal("test_runs: ./train_gpt is missing: run make first (from the repository root)"); }
+    TMP = test_scratch_dir("test_runs");
     if (name_selected(only, "checkpoint")) { test_checkpoint_resume(); }
     if (name_selected(only, "badinput")) { test_bad_input(); test_absurd_input(); }
     if (name_selected(only, "nan")) { test_nan_policy(); }

@@ -13,6 +13,7 @@ sum the same float32 terms in another order (split over ranks, then reduced).
 #define TRAIN_GPT_NO_MAIN
 #include "train_gpt.c" // defines: the kernels, comm.h, ParallelContext
 #include "tp.h"        // defines: tp_column_linear_*, tp_row_linear_*, tp_embedding_*, tp_cross_entropy
+#include "tests/kv_rows.h" // defines: kv_forward_rows
 
 static ParallelContext g_pc;
 static KernelCtx g_ctx;
@@ -183,23 +184,7 @@ static void check_kv_forward(GPT* ref, GPT* m, int Bm, int Tm, const int32_t* in
     }
     gpt_forward(ref, seqs, Bm, Tm);
     float* got = alloc((size_t)Bm * Tm * Cm);
-    KvCache kv;
-    if (!kv_alloc(&kv, m, Bm, Tm)) { tcheck(0, "whole model, KV cache", "kv_alloc refused"); free(seqs); free(got); return; }
-    kv.pos = 0;
-    m->kv = &kv;
-    gpt_forward(m, seqs, 1, P);
-    m->kv = NULL;
-    for (int b = 0; b < Bm; b++) { memcpy(got + (size_t)b * Tm * Cm, m->acts.lnf, sizeof(float) * P * Cm); }
-    for (int t = P; t < Tm; t++) {
-        int32_t step[8];
-        for (int b = 0; b < Bm; b++) { step[b] = seqs[b * Tm + t]; }
-        kv.pos = t;
-        m->kv = &kv;
-        gpt_forward(m, step, Bm, 1);
-        m->kv = NULL;
-        for (int b = 0; b < Bm; b++) { memcpy(got + ((size_t)b * Tm + t) * Cm, m->acts.lnf + (size_t)b * Cm, sizeof(float) * Cm); }
-    }
-    kv_free(&m->ctx, &kv);
+    if (!kv_forward_rows(m, seqs, Bm, Tm, Tm, P, got)) { tcheck(0, "whole model, KV cache", "kv_alloc refused"); free(seqs); free(got); return; }
     size_t bad = 0, n = (size_t)Bm * Tm * Cm;
     for (size_t i = 0; i < n; i++) { bad += !(fabsf(got[i] - ref->acts.lnf[i]) <= 1e-4f * (1.0f + fabsf(ref->acts.lnf[i]))); }
     char detail[96];

@@ -18,7 +18,7 @@ Like test_runs, it includes train_gpt.c (TRAIN_GPT_NO_MAIN) only for the file la
 #define report check
 #include "tests/runs_common.h" // defines: write_shard, compare_losses, compare_values, compare_model_files, MPIRUN
 
-static const char* DIR_TP = "/tmp/test_tp_runs";
+static const char* DIR_TP; // the suite's scratch directory (testing.h's test_scratch_dir), set first in main
 
 // Tolerances against one process (fp32): the tensor-parallel matmuls sum the same float32 terms in another order
 // (each rank its part of the input channels, then the reduction), and the vocabulary-parallel softmax combines
@@ -154,8 +154,7 @@ int main(void) {
     if (!file_exists("./train_gpt")) { fatal("test_tp_runs: ./train_gpt is missing: run make first (from the repository root)"); }
     if (system("command -v mpirun > /dev/null 2>&1") != 0) { printf("SKIP tensor-parallel runs: mpirun not found\n"); return test_summary(); }
     char cmd[8192], out[65536];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", DIR_TP, DIR_TP);
-    if (system(cmd) != 0) { fatal("test_tp_runs: cannot create %s", DIR_TP); }
+    DIR_TP = test_scratch_dir("test_tp_runs");
     char shard[1024], vshard[1024], common[6144], quiet[4096], ref_log[1024];
     snprintf(shard, sizeof(shard), "%s/train_000000.bin", DIR_TP);
     write_shard(shard, 8000, 101, 11, 20240520, 1, 8000);

@@ -14,6 +14,7 @@ its checks gather failures from every MPI rank.
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static int g_passed = 0, g_failed = 0;
 
@@ -83,8 +84,34 @@ static int run_capture(const char* cmd, char* out, size_t cap) {
     return -1;
 }
 
+// The suite's own scratch directory, made once: ${TMPDIR:-/tmp}/NAME.XXXXXX. A fixed path (/tmp/test_runs, as the
+// suites had) let two runs at once, a CI clone's and a developer's, read and delete each other's files. It is removed
+// at exit when every check passed and kept, its path printed by test_summary, when one failed (to look at what the runs left).
+static char g_scratch[512];
+static pid_t g_scratch_owner;
+static void testing__scratch_cleanup(void) {
+    if (!g_scratch[0] || getpid() != g_scratch_owner) { return; } // (not in a forked child)
+    if (g_failed) { return; } // (test_summary printed its path)
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_scratch); // (mkdtemp's path: TMPDIR may not hold a quote, checked below)
+    if (system(cmd) != 0) { fprintf(stderr, "warning: cannot remove %s\n", g_scratch); }
+}
+static const char* test_scratch_dir(const char* name) {
+    if (g_scratch[0]) { return g_scratch; }
+    const char* base = getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : "/tmp";
+    int n = snprintf(g_scratch, sizeof(g_scratch), "%s/%s.XXXXXX", base, name);
+    if (n < 0 || (size_t)n >= sizeof(g_scratch) || strchr(g_scratch, '\'') || !mkdtemp(g_scratch)) {
+        fprintf(stderr, "%s: cannot create a scratch directory %s/%s.XXXXXX\n", name, base, name);
+        exit(1);
+    }
+    g_scratch_owner = getpid();
+    atexit(testing__scratch_cleanup);
+    return g_scratch;
+}
+
 // Prints the closing line and returns the process exit status.
 static int test_summary(void) {
+    if (g_scratch[0] && g_failed) { printf("scratch kept: %s\n", g_scratch); }
     printf("%d passed, %d failed\n", g_passed, g_failed);
     fflush(stdout);
     return g_failed ? 1 : 0;
