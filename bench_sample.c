@@ -44,11 +44,12 @@ int main(int argc, char** argv) {
     float* work = (float*)mallocCheck(sizeof(float) * V);
     float* scratch = (float*)mallocCheck(sizeof(float) * V);
     BenchPair* pr = (BenchPair*)mallocCheck(sizeof(BenchPair) * V);
-    const struct { const char* name; int top_k; float top_p; } cases[] = {
-        {"temperature 1, all tokens", 0, 1.0f},
-        {"--top-k 40", 40, 1.0f},
-        {"--top-p 0.9", 0, 0.9f},
-        {"--top-k 40 --top-p 0.9", 40, 0.9f},
+    const struct { const char* name; int top_k; float top_p, min_p; } cases[] = {
+        {"temperature 1, all tokens", 0, 1.0f, 0.0f},
+        {"--top-k 40", 40, 1.0f, 0.0f},
+        {"--top-p 0.9", 0, 0.9f, 0.0f},
+        {"--top-k 40 --top-p 0.9", 40, 0.9f, 0.0f},
+        {"--min-p 0.05", 0, 1.0f, 0.05f}, // (a threshold: one more pass, nothing to sort)
     };
     const int ncases = (int)(sizeof(cases) / sizeof(cases[0]));
     printf("sample_pick over %d rows of %d logits per case, one thread (ms per row; kept: the tokens left to draw from)\n", R, V);
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
             rows[i] = (float)(sd * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
         }
         for (int c = 0; c < ncases; c++) {
-            SampleOpts so = {1.0f, cases[c].top_k, cases[c].top_p, 0, 0, 0, 1.0f};
+            SampleOpts so = {1.0f, cases[c].top_k, cases[c].top_p, 0, 0, 0, 1.0f, cases[c].min_p};
             double t_pick = 0.0, t_sort = 0.0, kept = 0.0;
             volatile int sink = 0; // (so the picks are not optimised away)
             for (int r = 0; r < R; r++) {

@@ -77,6 +77,7 @@ typedef struct {
     float temperature;       // samples from softmax(logits / temperature); 0: the most likely token (greedy)
     int top_k;               // samples from the top_k most likely tokens only (0: all)
     float top_p;             // then from the fewest most likely tokens whose probability reaches top_p (1: all)
+    float min_p;             // then from those at least min_p times as likely as the most likely one (0: all)
     int kv_cache;            // 1: samples cache each layer's keys and values (one position's forward per token)
     int logprobs;            // 1: --generate prints each sample's log-probability under the model
     int stop_at_eot;         // 1: a sample ends at the first <|endoftext|> it draws
@@ -185,6 +186,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("temperature", NULL, temperature, 0, 100, "samples draw from softmax(logits / T); 0: always the most likely token (greedy)"),
     FLAG_I("top-k", NULL, top_k, 0, 1e8, "samples draw from the K most likely tokens only (0: the whole vocabulary)"),
     FLAG_F("top-p", NULL, top_p, 0, 1, "then from the fewest most likely tokens whose probability, renormalised over those left, reaches P (nucleus sampling, Hugging Face's top_p; 1: all; 0: the most likely)"),
+    FLAG_F("min-p", NULL, min_p, 0, 1, "then only from the tokens at least P times as likely as the most likely one (Hugging Face's min_p, applied after top-p; 0: all; 1: the most likely, and any as likely)"),
     FLAG_I("logprobs", NULL, logprobs, 0, 1, "1: after each sample of --generate, a line 'logprob: S (N tokens, mean S/N)': the sum over its sampled tokens of their natural log-probability under the model (the softmax of the logits, temperature 1, whole vocabulary)"),
     FLAG_I("stop-at-eot", NULL, stop_at_eot, 0, 1, "1: a sample ends at the first <|endoftext|> it draws (printed, and counted in --logprobs), as Hugging Face's generate stops at eos; 0: it runs to --gen-tokens, as llm.c's sampler does"),
     FLAG_F("repetition-penalty", NULL, repetition_penalty, 0.01, 100, "R: before temperature, top-k and top-p, the logit of each token already in the sample (its prompt too) is divided by R when positive and multiplied by R when not, once however often it occurs (Hugging Face's repetition_penalty; 1: off; above 1 discourages repeats)"),
@@ -256,6 +258,7 @@ static void config_defaults(Config* c) {
     c->temperature = 1.0f;
     c->top_k = 0;
     c->top_p = 1.0f;
+    c->min_p = 0.0f;
     c->kv_cache = 1;
     c->logprobs = 0;
     c->stop_at_eot = 0;
@@ -532,10 +535,10 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (SEEN("outlier-window") && c->skip_loss_z == 0.0f && c->skip_grad_z == 0.0f) {
         fatal("--outlier-window %d sets the outlier guard's window: it needs --skip-loss-z or --skip-grad-z", c->outlier_window);
     }
-    // sampling: --prompt, --temperature, --top-k, --top-p and --repetition-penalty shape the samples of --generate and --sample-every
+    // sampling: --prompt, --temperature, --top-k, --top-p, --min-p and --repetition-penalty shape the samples of --generate and --sample-every
     if (!c->generate && c->sample_every == 0) {
-        const char* sflags[7] = {"prompt", "temperature", "top-k", "top-p", "repetition-penalty", "kv-cache", "stop-at-eot"};
-        for (int j = 0; j < 7; j++) {
+        const char* sflags[8] = {"prompt", "temperature", "top-k", "top-p", "min-p", "repetition-penalty", "kv-cache", "stop-at-eot"};
+        for (int j = 0; j < 8; j++) {
             if (SEEN(sflags[j])) { fatal("--%s shapes samples: it needs --generate N or --sample-every N", sflags[j]); }
         }
     }
@@ -544,7 +547,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     // --generate prints samples of a model and exits: it takes the model and the sampling settings
     if (c->generate) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
-        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "top-p", "repetition-penalty", "kv-cache", "logprobs", "stop-at-eot", "gen-tokens",
+        static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "top-p", "min-p", "repetition-penalty", "kv-cache", "logprobs", "stop-at-eot", "gen-tokens",
                                               "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute",
                                               "tp", "sequence-parallel", "pp", "comm", "comm-timeout", "batch-size"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");

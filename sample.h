@@ -1,14 +1,14 @@
 /*
 sample.h: sampling in train_gpt.c, split out of it by topic and included by it after evaluate.h (it uses the model's
 forward, its KV cache path in block_forward and the process groups of train_gpt.c; it is not a standalone header).
-The KV cache's storage, choosing a token from a row of logits (temperature, top-k, top-p), drawing a batch of samples
+The KV cache's storage, choosing a token from a row of logits (temperature, top-k, top-p, min-p), drawing a batch of samples
 through every layout (tensor and pipeline parallel, ZeRO-3), printing them, and encoding --prompt.
 */
 #ifndef SAMPLE_H
 #define SAMPLE_H
 
 // How samples draw their tokens (--temperature, --top-k, --top-p, --kv-cache, --logprobs, --stop-at-eot,
-// --repetition-penalty).
+// --repetition-penalty, --min-p).
 typedef struct {
     float temperature; // softmax(logits / temperature); 0: the most likely token
     int top_k;         // only the top_k most likely tokens (0: all)
@@ -18,6 +18,7 @@ typedef struct {
     int logprobs;      // --generate --logprobs 1: print each sample's log-probability under the model
     int stop_at_eot;   // --stop-at-eot 1: a sample ends at the first <|endoftext|> it draws
     float repetition_penalty; // the logits of the tokens already in a sequence, before the rest (1: off; penalize_repeats)
+    float min_p;       // last, only the tokens at least min_p times as likely as the most likely one (0: off)
 } SampleOpts;
 
 // A KV cache for up to B sequences of positions [0, T_max) of the layers this rank holds (its pipeline chunks), or
@@ -96,10 +97,12 @@ static double nucleus_keep(float* w, int* ids, int V, double need) {
 // values for --top-k and --top-p). Temperature 0: the argmax, the lowest id among equal maxima. Else the softmax of
 // logits / temperature, restricted to the top_k largest logits when 0 < top_k < V (those equal to the k-th largest
 // are kept from the lowest id up, so exactly k remain), then, when top_p < 1, to the fewest most likely of those
-// whose probability (renormalised over them) reaches top_p (nucleus_keep), and drawn by inverse CDF: the first id
-// whose running sum of (unnormalised) probabilities exceeds u times their total, u in [0, 1). The order is Hugging
-// Face's (temperature, top-k, top-p). The defaults (1, 0, 1) are the sampler of the first versions, bit for bit:
-// exp(x / 1) is exp(x).
+// whose probability (renormalised over them) reaches top_p (nucleus_keep), then, when min_p > 0, to those of them
+// at least min_p times as likely as the most likely one (Hugging Face's min_p: its probability ratio is our weight,
+// since the most likely token's weight is exp(0) = 1, and neither filter before it drops that token), and drawn by
+// inverse CDF: the first id whose running sum of (unnormalised) probabilities exceeds u times their total, u in
+// [0, 1). The order is Hugging Face's (temperature, top-k, top-p, min-p). The defaults (1, 0, 1, 0) are the sampler
+// of the first versions, bit for bit: exp(x / 1) is exp(x).
 static int sample_pick(float* row, void* scratch, int V, const SampleOpts* so, double u) {
     int best = 0;
     for (int j = 1; j < V; j++) { best = row[j] > row[best] ? j : best; }
@@ -120,6 +123,13 @@ static int sample_pick(float* row, void* scratch, int V, const SampleOpts* so, d
         sum += row[j];
     }
     if (so->top_p < 1.0f) { sum = nucleus_keep(row, (int*)scratch, V, (double)so->top_p * sum); }
+    if (so->min_p > 0.0f) {
+        sum = 0.0;
+        for (int j = 0; j < V; j++) {
+            row[j] = row[j] < so->min_p ? 0.0f : row[j];
+            sum += row[j];
+        }
+    }
     double coin = u * sum, cdf = 0.0;
     int last = best; // the last kept id so far (row[best] is exp(0) = 1, always kept)
     for (int j = 0; j < V; j++) {

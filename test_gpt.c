@@ -2263,7 +2263,7 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
         uint64_t rng = 0x1234567ULL + (uint64_t)variant;
         for (int k = 0; k < B * (n - np); k++) { draws[k] = rng_uniform(&rng); }
         for (int b = 0; b < B; b++) { toks[b * room] = 3; toks[b * room + 1] = 7; toks[b * room + 2] = 1; }
-        SampleOpts so = {1.0f, 0, 1.0f, cached, 0, 0, 1.0f}; // the defaults: softmax of the logits over the whole vocabulary
+        SampleOpts so = {1.0f, 0, 1.0f, cached, 0, 0, 1.0f, 0.0f}; // the defaults: softmax of the logits over the whole vocabulary
         KvCache kv;
         if (cached && !kv_alloc(&kv, &m, B, room)) { report(0, "sampling with a KV cache", "kv_alloc refused"); break; }
         sample_tokens(&m, toks, B, np, n, room, probs, draws, &so, cached ? &kv : NULL, NULL, -1, NULL);

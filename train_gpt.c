@@ -2257,7 +2257,7 @@ int main(int argc, char** argv) {
 
     if (!gen_only) { print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0); }
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
-    SampleOpts so = {c.temperature, c.top_k, c.top_p, c.kv_cache, c.logprobs, c.stop_at_eot, c.repetition_penalty};
+    SampleOpts so = {c.temperature, c.top_k, c.top_p, c.kv_cache, c.logprobs, c.stop_at_eot, c.repetition_penalty, c.min_p};
     if (eval_only || gen_only) {
         // --eval-hellaswag or --generate: evaluate or sample the model, then exit
         double t0 = now_seconds();
@@ -2283,8 +2283,9 @@ int main(int argc, char** argv) {
             // (one line for the model instead of the training run's plan and memory tables)
             if (master) { printf("generate: %s: L %d, C %d, NH %d, V %d, context %d, %s, %s\n", c.init[0] ? c.init : c.model, gc.num_layers, gc.channels,
                    gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)"); }
-            char filters[96] = ""; // (the filters left at their defaults are not named)
+            char filters[128] = ""; // (the filters left at their defaults are not named)
             if (c.top_p < 1.0f) { snprintf(filters, sizeof(filters), ", top-p %g", c.top_p); }
+            if (c.min_p > 0.0f) { snprintf(filters + strlen(filters), sizeof(filters) - strlen(filters), ", min-p %g", c.min_p); }
             if (c.repetition_penalty != 1.0f) { snprintf(filters + strlen(filters), sizeof(filters) - strlen(filters), ", repetition penalty %g", c.repetition_penalty); }
             if (master) { printf("generate: %d sample%s of %s%d tokens, temperature %g, top-k %d (%s)%s, seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
                    c.stop_at_eot ? "up to " : "", c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", filters, c.seed, pr); }

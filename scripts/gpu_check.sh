@@ -585,7 +585,7 @@ fi
 
 stage "sampling: $CU --generate (the device's logits row, sample_pick on the host)"
 # two runs of one seed print the same samples (the forward is deterministic), each of the asked length
-gen="--init tests/ref/ref_model.bin --generate 2 --gen-tokens 12 --temperature 0.8 --top-k 20 --top-p 0.9 --seed 7"
+gen="--init tests/ref/ref_model.bin --generate 2 --gen-tokens 12 --temperature 0.8 --top-k 20 --top-p 0.9 --min-p 0.05 --seed 7"
 if timeout $(budget 60) $CU $gen > $L.gen1.log 2>&1 && timeout $(budget 60) $CU $gen > $L.gen2.log 2>&1; then
     n=$(grep -A1 -e '--- sample' $L.gen1.log | grep -v -e '--- sample' | awk '{ n += (NF == 12) } END { print n + 0 }')
     if [ "$n" = 2 ] && cmp -s <(grep -A1 -e '--- sample' $L.gen1.log) <(grep -A1 -e '--- sample' $L.gen2.log); then

@@ -7,6 +7,10 @@ after train_gpt.c (TRAIN_GPT_NO_MAIN) and tests/testing.h, with `report` defined
 #ifndef RUNS_COMMON_H
 #define RUNS_COMMON_H
 
+// The sampling flags of the runs that sample mid-training (the one-process references and the parallel layouts
+// compared with them): every filter on, so each layout's samples go through all of them
+#define SAMPLE_FILTERS " --temperature 0.8 --top-k 5 --top-p 0.9 --min-p 0.05 --repetition-penalty 1.3"
+
 // Writes an llm.c shard with n tokens drawn from [0, V) (a fixed pseudo-random text with some structure).
 static void write_shard(const char* path, int n, int V, uint64_t seed, int magic, int version, int header_count) {
     FILE* f = fopenCheck(path, "wb");

@@ -45,7 +45,7 @@ static void test_pp_layouts(const char* common, const char* quiet, const char* r
         const RunLayout* L = &layouts[k];
         snprintf(log, sizeof(log), "%s/pp_%d.jsonl", DIR_PP, k);
         snprintf(cmd, sizeof(cmd), "rm -rf %s/o_%d && timeout 300 " MPIRUN " -np %d ./train_gpt %s %s --log %s --checkpoint-every 5 --out %s/o_%d "
-                 "--sample-every 10 --gen-tokens 6", DIR_PP, k, L->np, common, L->args, log, DIR_PP, k);
+                 "--sample-every 10 --gen-tokens 6" SAMPLE_FILTERS, DIR_PP, k, L->np, common, L->args, log, DIR_PP, k);
         int rc = run_capture(cmd, out, sizeof(out));
         int agree = strstr(out, "tied token embedding after training: identical") != NULL &&
                     (!strstr(L->args, "--zero") || strstr(out, "parameters after training: identical on all 2 data-parallel")) &&
@@ -180,7 +180,7 @@ int main(void) {
              "--weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10", model, shard);
     snprintf(common, sizeof(common), "%s --val %s --val-every 5 --val-steps 7", quiet, vshard); // with evaluation
     snprintf(ref_log, sizeof(ref_log), "%s/ref.jsonl", DIR_PP);
-    snprintf(cmd, sizeof(cmd), "./train_gpt %s --log %s --checkpoint-every 5 --out %s/o_ref --sample-every 10 --gen-tokens 6", common, ref_log, DIR_PP);
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --log %s --checkpoint-every 5 --out %s/o_ref --sample-every 10 --gen-tokens 6" SAMPLE_FILTERS, common, ref_log, DIR_PP);
     int rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && strstr(out, "sample: "), "one process, 10 steps (the reference)", "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
     if (rc == 0) {

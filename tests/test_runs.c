@@ -474,7 +474,7 @@ static void test_parallel(void) {
         snprintf(quiet, sizeof(quiet), "--init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --total-batch-size 96 "
                  "--lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1", shard);
         snprintf(log, sizeof(log), "%s/p2_z%d_sampling.jsonl", TMP, z);
-        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --steps 20 --zero %d --recompute %d --sample-every 3 --gen-tokens 5 --log %s",
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --steps 20 --zero %d --recompute %d --sample-every 3 --gen-tokens 5" SAMPLE_FILTERS " --log %s",
                  quiet, z, k == 0 ? 0 : 2, log);
         int rc = run_capture(cmd, out, sizeof(out));
         snprintf(name, sizeof(name), "2 ranks --zero %d%s: sampling on and evaluation off give the same run as the reverse, bit for bit", z,
@@ -2104,12 +2104,14 @@ static void order_desc(const float* v, int n, int* order) {
 // The probability interval [lo, hi) of token j under the softmax of row / temperature restricted to its top_k
 // (0: all; ties at the k-th value kept from the lowest id up), then to the fewest most likely of those whose
 // probability reaches top_p (1: all; each kept token's predecessors, in the order of the logits with ties by id, hold
-// less than top_p of the mass), computed in double apart from sample_pick: the picked token for a draw u must have
-// lo <= u < hi. Returns 0 if j is not one of the kept tokens. Where float rounding could decide the other way:
-// *margin, how close a predecessors' mass came to top_p (as a share of the total); *gap (when not NULL), the gap
-// between the logits on either side of the top-k and top-p edges (for logits computed in another order of sums).
-static int pick_interval(const float* row, int V, float temperature, int top_k, float top_p, int j, double* lo, double* hi,
-                         double* margin, double* gap) {
+// less than top_p of the mass), then to those at least min_p times as likely as the most likely (0: all), computed
+// in double apart from sample_pick: the picked token for a draw u must have lo <= u < hi. Returns 0 if j is not one of
+// the kept tokens. Where float rounding could decide the other way: *margin, how close a predecessors' mass came to
+// top_p (as a share of the total), or a probability ratio to min_p; *gap (when not NULL), the gap between the logits
+// on either side of the top-k and top-p edges, and a logit's distance from min-p's (for logits computed in another
+// order of sums).
+static int pick_interval(const float* row, int V, float temperature, int top_k, float top_p, float min_p, int j, double* lo,
+                         double* hi, double* margin, double* gap) {
     int* order = (int*)mallocCheck(sizeof(int) * (size_t)V);
     order_desc(row, V, order);
     int K = top_k > 0 && top_k < V ? top_k : V;
@@ -2123,6 +2125,13 @@ static int pick_interval(const float* row, int V, float temperature, int top_k, 
         else if (gap && kept[order[i - 1]]) { *gap = fmin(*gap, (double)row[order[i - 1]] - row[order[i]]); }
         if (top_p < 1.0f && i > 0) { *margin = fmin(*margin, fabs(before / total - (double)top_p)); }
         before += exp(((double)row[order[i]] - mx) / temperature);
+    }
+    for (int i = 0; i < K && min_p > 0.0f; i++) { // min-p after top-p (Hugging Face's order)
+        double d = (double)row[order[i]] - mx, w = exp(d / temperature);
+        if (!kept[order[i]]) { continue; }
+        if (w < (double)min_p) { kept[order[i]] = 0; }
+        *margin = fmin(*margin, fabs(w - (double)min_p));
+        if (gap) { *gap = fmin(*gap, fabs(d - (double)temperature * log((double)min_p))); }
     }
     total = 0.0;
     for (int i = 0; i < V; i++) {
@@ -2229,31 +2238,31 @@ static void test_sample_pick(void) {
     uint64_t s = 2024;
     const float temps[4] = {1.0f, 0.5f, 2.0f, 0.05f};
     const int ks[4] = {0, 1, 5, 36};
-    const float tops[5] = {1.0f, 0.9f, 0.5f, 0.2f, 0.0f};
+    const float tops[5] = {1.0f, 0.9f, 0.5f, 0.2f, 0.0f}, mins[4] = {0.0f, 0.05f, 0.3f, 0.8f};
     int bad = 0, tested = 0, edge = 0;
     char first[200] = "";
     for (int trial = 0; trial < 800; trial++) {
         for (int i = 0; i < V; i++) { row[i] = 6.0f * rng_uniform(&s) - 3.0f; }
         if (trial % 4 == 0) { row[trial % V] = row[(trial + 3) % V]; } // some ties
-        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], tops[(trial / 16) % 5], 0, 0, 0, 1.0f};
+        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], tops[(trial / 16) % 5], 0, 0, 0, 1.0f, mins[(trial / 80) % 4]};
         double u = rng_uniform(&s);
         memcpy(work, row, sizeof(row));
         int j = sample_pick(work, scratch, V, &so, u);
         double lo = 0, hi = 0, margin = INFINITY;
-        int kept = j >= 0 && j < V && pick_interval(row, V, so.temperature, so.top_k, so.top_p, j, &lo, &hi, &margin, NULL);
+        int kept = j >= 0 && j < V && pick_interval(row, V, so.temperature, so.top_k, so.top_p, so.min_p, j, &lo, &hi, &margin, NULL);
         if ((kept && (fabs(u - lo) < 1e-6 || fabs(u - hi) < 1e-6)) || margin < 1e-5) { edge++; continue; }
         tested++;
         if (!kept || u < lo || u >= hi) {
-            if (bad++ == 0) { snprintf(first, sizeof(first), "trial %d (T %g, top-k %d, top-p %g, u %.9f): picked %d, its interval [%.9f, %.9f)%s", trial, so.temperature, so.top_k, so.top_p, u, j, lo, hi, kept ? "" : " not kept"); }
+            if (bad++ == 0) { snprintf(first, sizeof(first), "trial %d (T %g, top-k %d, top-p %g, min-p %g, u %.9f): picked %d, its interval [%.9f, %.9f)%s", trial, so.temperature, so.top_k, so.top_p, so.min_p, u, j, lo, hi, kept ? "" : " not kept"); }
         }
     }
-    report(bad == 0 && tested > 700, "sample_pick draws by the CDF of softmax(logits / T) over the top-k, then the top-p, as computed apart in double",
+    report(bad == 0 && tested > 700, "sample_pick draws by the CDF of softmax(logits / T) over the top-k, then the top-p, then the min-p, as computed apart in double",
            "%d of %d draws wrong (%d at an edge, not counted) %s", bad, tested, edge, first);
     // temperature 0 and top-k 1: the argmax, lowest id among equal maxima, whatever the draw
     float tie[37];
     for (int i = 0; i < V; i++) { tie[i] = (float)(i % 5); } // maxima 4 at ids 4, 9, 14, ...
     int g0, g1;
-    SampleOpts greedy = {0.0f, 0, 1.0f, 0, 0, 0, 1.0f}, top1 = {1.0f, 1, 1.0f, 0, 0, 0, 1.0f};
+    SampleOpts greedy = {0.0f, 0, 1.0f, 0, 0, 0, 1.0f, 0.0f}, top1 = {1.0f, 1, 1.0f, 0, 0, 0, 1.0f, 0.0f};
     memcpy(work, tie, sizeof(tie));
     g0 = sample_pick(work, scratch, V, &greedy, 0.99);
     memcpy(work, tie, sizeof(tie));
@@ -2261,7 +2270,7 @@ static void test_sample_pick(void) {
     report(g0 == 4 && g1 == 4, "temperature 0 and top-k 1 pick the argmax, the lowest id among equal maxima", "picked %d and %d, expected 4", g0, g1);
     // top-k 2 among eight equal maxima keeps exactly the two lowest ids, whatever the draw
     int seen[37] = {0};
-    SampleOpts top2 = {1.0f, 2, 1.0f, 0, 0, 0, 1.0f};
+    SampleOpts top2 = {1.0f, 2, 1.0f, 0, 0, 0, 1.0f, 0.0f};
     for (int k = 0; k < 100; k++) {
         memcpy(work, tie, sizeof(tie));
         seen[sample_pick(work, scratch, V, &top2, (k + 0.5) / 100.0)]++;
@@ -2275,7 +2284,7 @@ static void test_sample_pick(void) {
     float four[4] = {0.5f, 0.5f, 0.5f, 0.5f}, w4[4], s4[4];
     for (int c = 0; c < 4; c++) {
         int seen4[4] = {0}, distinct = 0, low = 1;
-        SampleOpts tp = {1.0f, 0, ps[c], 0, 0, 0, 1.0f};
+        SampleOpts tp = {1.0f, 0, ps[c], 0, 0, 0, 1.0f, 0.0f};
         for (int k = 0; k < 200; k++) {
             memcpy(w4, four, sizeof(four));
             seen4[sample_pick(w4, s4, 4, &tp, (k + 0.5) / 200.0)]++;
@@ -2283,6 +2292,34 @@ static void test_sample_pick(void) {
         for (int i = 0; i < 4; i++) { distinct += seen4[i] > 0; low &= (seen4[i] > 0) == (i < want_n[c]); }
         report(distinct == want_n[c] && low, "top-p among equal logits keeps the fewest whose probability reaches it, the lowest ids first",
                "top-p %g: ids 0-3 drawn %d %d %d %d times of 200, expected ids 0..%d", ps[c], seen4[0], seen4[1], seen4[2], seen4[3], want_n[c] - 1);
+    }
+    // min-p after top-p, Hugging Face's order, where the order matters: weights 1, 0.6, 0.6 and a tail of 1000 at
+    // 0.01 (mass 12.2). Top-p 0.3 keeps ids 0-2 and 143 of the tail (their predecessors hold less than 3.66), then
+    // min-p 0.5 drops the tail: ids 0-2 remain, drawn with probabilities 1/2.2, 0.6/2.2, 0.6/2.2. (Min-p first would
+    // leave 0-2 with mass 2.2, of which top-p 0.3 keeps id 0 alone.) Min-p 0.7 alone keeps id 0; 0.005 all.
+    {
+        enum { NV = 1003 };
+        float* big = (float*)mallocCheck(sizeof(float) * NV);
+        float* wb = (float*)mallocCheck(sizeof(float) * NV);
+        float* sb = (float*)mallocCheck(sizeof(float) * NV);
+        const float cases[3][2] = {{0.3f, 0.5f}, {1.0f, 0.7f}, {1.0f, 0.005f}}; // (top-p, min-p)
+        int seen3[3][4] = {{0}}; // ids 0, 1, 2 and the tail
+        for (int c = 0; c < 3; c++) {
+            SampleOpts mp = {1.0f, 0, cases[c][0], 0, 0, 0, 1.0f, cases[c][1]};
+            for (int k = 0; k < 400; k++) {
+                big[0] = 0.0f; big[1] = big[2] = logf(0.6f);
+                for (int i = 3; i < NV; i++) { big[i] = logf(0.01f); }
+                memcpy(wb, big, sizeof(float) * NV);
+                int j = sample_pick(wb, sb, NV, &mp, (k + 0.5) / 400.0);
+                seen3[c][j < 3 ? j : 3]++;
+            }
+        }
+        int order_ok = seen3[0][0] > 150 && seen3[0][1] > 80 && seen3[0][2] > 80 && seen3[0][3] == 0;
+        int alone_ok = seen3[1][0] == 400, all_ok = seen3[2][3] > 300;
+        report(order_ok && alone_ok && all_ok, "min-p applies after top-p (Hugging Face's order), keeping the tokens at least min-p times as likely as the most likely",
+               "top-p 0.3 then min-p 0.5: ids 0, 1, 2, tail drawn %d %d %d %d of 400 (expected about 182 109 109 0); min-p 0.7: id 0 %d of 400; "
+               "min-p 0.005: tail %d of 400 (expected about 328)", seen3[0][0], seen3[0][1], seen3[0][2], seen3[0][3], seen3[1][0], seen3[2][3]);
+        free(big); free(wb); free(sb);
     }
 }
 
@@ -2340,10 +2377,11 @@ static int logprobs_agree(const double* a, int na, const double* b, int nb, doub
 // that irrelevant). With stop (--stop-at-eot 1), a sample shorter than ntok must end at its first <|endoftext|>
 // (token 0 for this vocabulary) and one that long must hold none before its last token; the draws of the tokens a
 // stopped sample did not draw are skipped, as the binary skips them.
-static void check_generate_run(const char* name, GPT* m, float temperature, int top_k, float top_p, float rep, int seed, int samples, int ntok, int stop) {
+static void check_generate_run(const char* name, GPT* m, float temperature, int top_k, float top_p, float min_p, float rep, int seed, int samples, int ntok,
+                               int stop) {
     char cmd[2048], out[65536];
-    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --top-p %.9g --repetition-penalty %.9g --seed %d --threads 1 --logprobs 1 --stop-at-eot %d",
-             samples, ntok, temperature, top_k, top_p, rep, seed, stop);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --init tests/ref/ref_model.bin --generate %d --gen-tokens %d --temperature %g --top-k %d --top-p %.9g --min-p %.9g "
+             "--repetition-penalty %.9g --seed %d --threads 1 --logprobs 1 --stop-at-eot %d", samples, ntok, temperature, top_k, top_p, min_p, rep, seed, stop);
     int rc = run_capture(cmd, out, sizeof(out));
     int ids[4][64], counts[4] = {0};
     int n = parse_samples(out, ids, counts);
@@ -2396,11 +2434,11 @@ static void check_generate_run(const char* name, GPT* m, float temperature, int 
                 continue;
             }
             double u = rng_uniform(&ts.rng), lo = 0, hi = 0, margin = INFINITY, gap = INFINITY;
-            int kept = j >= 0 && j < g->vocab_size && pick_interval(row, g->vocab_size, temperature, top_k, top_p, j, &lo, &hi, &margin, &gap);
+            int kept = j >= 0 && j < g->vocab_size && pick_interval(row, g->vocab_size, temperature, top_k, top_p, min_p, j, &lo, &hi, &margin, &gap);
             if ((kept && (fabs(u - lo) < 1e-6 || fabs(u - hi) < 1e-6)) || margin < 1e-5 || gap < 1e-5) { edge++; continue; }
             checked++;
             if ((!kept || u < lo || u >= hi) && bad++ == 0) {
-                snprintf(first, sizeof(first), "sample %d token %d: %d%s, draw %.9f, its interval [%.9f, %.9f)", k + 1, t, j, kept ? "" : " (not in the top-k / top-p)", u, lo, hi);
+                snprintf(first, sizeof(first), "sample %d token %d: %d%s, draw %.9f, its interval [%.9f, %.9f)", k + 1, t, j, kept ? "" : " (not in the top-k / top-p / min-p)", u, lo, hi);
             }
         }
         for (int t = counts[k]; temperature != 0.0f && t < ntok; t++) { (void)rng_uniform(&ts.rng); } // (a stopped sample's unused draws)
@@ -2532,17 +2570,21 @@ static void test_generate(void) {
     gpt_alloc_params(&m, &g, 1, DTYPE_FP32, g.max_seq_len);
     model_load_params("tests/ref/ref_model.bin", fp, version, &m.layout, m.params);
     activations_alloc(&m.acts, &m.ctx, &g, 1, g.max_seq_len, 0);
-    check_generate_run("--generate (temperature 1): every token is the one the seed's draw picks from the model's softmax", &m, 1.0f, 0, 1.0f, 1.0f, 5, 2, 15, 0);
-    check_generate_run("--generate --temperature 0.6 --top-k 5: every token from the top 5 by the draw, over softmax(logits / 0.6)", &m, 0.6f, 5, 1.0f, 1.0f, 9, 3, 15, 0);
-    check_generate_run("--generate --temperature 1.5 --top-p 0.3: every token from the fewest most likely holding 30% of softmax(logits / 1.5)", &m, 1.5f, 0, 0.3f, 1.0f, 4, 3, 15, 0);
-    check_generate_run("--generate --top-k 40 --top-p 0.6: every token from the top-p of the top 40", &m, 1.0f, 40, 0.6f, 1.0f, 6, 2, 15, 0);
-    check_generate_run("--generate --temperature 0: every token the argmax of the model's logits", &m, 0.0f, 0, 1.0f, 1.0f, 1, 1, 15, 0);
+    check_generate_run("--generate (temperature 1): every token is the one the seed's draw picks from the model's softmax", &m, 1.0f, 0, 1.0f, 0.0f, 1.0f, 5, 2, 15, 0);
+    check_generate_run("--generate --temperature 0.6 --top-k 5: every token from the top 5 by the draw, over softmax(logits / 0.6)", &m, 0.6f, 5, 1.0f, 0.0f, 1.0f, 9, 3, 15, 0);
+    check_generate_run("--generate --temperature 1.5 --top-p 0.3: every token from the fewest most likely holding 30% of softmax(logits / 1.5)", &m, 1.5f, 0, 0.3f, 0.0f, 1.0f, 4, 3, 15, 0);
+    check_generate_run("--generate --top-k 40 --top-p 0.6: every token from the top-p of the top 40", &m, 1.0f, 40, 0.6f, 0.0f, 1.0f, 6, 2, 15, 0);
+    check_generate_run("--generate --temperature 0.1 --min-p 0.3: every token from those at least 0.3 times as likely as the most likely, by the draw",
+                       &m, 0.1f, 0, 1.0f, 0.3f, 1.0f, 3, 3, 15, 0);
+    check_generate_run("--generate --temperature 0.2 --top-k 30 --top-p 0.7 --min-p 0.4: every token from the min-p of the top-p of the top 30",
+                       &m, 0.2f, 30, 0.7f, 0.4f, 1.0f, 7, 2, 15, 0);
+    check_generate_run("--generate --temperature 0: every token the argmax of the model's logits", &m, 0.0f, 0, 1.0f, 0.0f, 1.0f, 1, 1, 15, 0);
     check_generate_run("--generate --temperature 0 --repetition-penalty 100: every token the argmax of the logits with those of the tokens already drawn "
-                       "(and the prompt's) divided by 100 when positive, times 100 when not", &m, 0.0f, 0, 1.0f, 100.0f, 1, 1, 15, 0);
-    check_generate_run("--generate --temperature 0.8 --top-k 20 --repetition-penalty 1.5: every token the draw's over the penalized logits", &m, 0.8f, 20, 1.0f, 1.5f, 8, 3, 15, 0);
-    check_generate_run("--generate --repetition-penalty 0.5 (below 1: repeats encouraged): every token the draw's", &m, 1.0f, 0, 1.0f, 0.5f, 2, 2, 15, 0);
+                       "(and the prompt's) divided by 100 when positive, times 100 when not", &m, 0.0f, 0, 1.0f, 0.0f, 100.0f, 1, 1, 15, 0);
+    check_generate_run("--generate --temperature 0.8 --top-k 20 --repetition-penalty 1.5: every token the draw's over the penalized logits", &m, 0.8f, 20, 1.0f, 0.0f, 1.5f, 8, 3, 15, 0);
+    check_generate_run("--generate --repetition-penalty 0.5 (below 1: repeats encouraged): every token the draw's", &m, 1.0f, 0, 1.0f, 0.0f, 0.5f, 2, 2, 15, 0);
     check_generate_run("--generate --stop-at-eot 1: each sample ends at its first <|endoftext|> (some do here), every token the draw's, the log-probability "
-                       "summed to there", &m, 1.0f, 0, 1.0f, 1.0f, 4, 4, 15, 1);
+                       "summed to there", &m, 1.0f, 0, 1.0f, 0.0f, 1.0f, 4, 4, 15, 1);
     gpt_free(&m);
 
     char cmd[4096], a[65536], b[65536];
@@ -2666,7 +2708,7 @@ static void test_generate(void) {
         char shard[2100];
         if (!fresh_shard("--sample-every with --prompt", "gen", "train.bin", 2000, 77, shard, sizeof(shard))) { return; }
         snprintf(cmd, sizeof(cmd), "./train_gpt --model d1 --train %s --batch-size 1 --seq-len 32 --steps 3 --sample-every 1 --gen-tokens 4 "
-                 "--prompt 'ROMEO:' --temperature 0.7 --top-k 5 --top-p 0.9 --repetition-penalty 1.3 --threads 1 --log %s/gen/on.jsonl | grep -a -c '^sample: ROMEO:'", shard, TMP);
+                 "--prompt 'ROMEO:' --temperature 0.7 --top-k 5 --top-p 0.9 --min-p 0.05 --repetition-penalty 1.3 --threads 1 --log %s/gen/on.jsonl | grep -a -c '^sample: ROMEO:'", shard, TMP);
         rc = run_capture(cmd, a, sizeof(a));
         report(atoi(a) == 3, "--sample-every with --prompt: each training sample prints the prompt, then its continuation", "exit %d: %.300s", rc, a);
         // on against off: sampling (a forward of its own, the sampler's generator) leaves the training run unchanged
@@ -2676,7 +2718,7 @@ static void test_generate(void) {
             char on[2100], off[2100];
             snprintf(on, sizeof(on), "%s/gen/on.jsonl", TMP);
             snprintf(off, sizeof(off), "%s/gen/off.jsonl", TMP);
-            compare_losses("training with --sample-every --prompt --temperature --top-k --top-p --repetition-penalty logs the losses of the same run without samples, bit for bit", on, 0, off, 3, 0.0);
+            compare_losses("training with --sample-every --prompt --temperature --top-k --top-p --min-p --repetition-penalty logs the losses of the same run without samples, bit for bit", on, 0, off, 3, 0.0);
             compare_values("... and its gradient norms", "grad_norm", on, off, 3, 0.0);
         } else {
             report(0, "training without samples", "%s failed", cmd);
@@ -2713,6 +2755,8 @@ static void test_generate(void) {
         {"--model d1 --train x --repetition-penalty 1.2", "--repetition-penalty shapes samples"},
         {"--init tests/ref/ref_model.bin --generate 1 --repetition-penalty 0", "--repetition-penalty: 0 is out of range"},
         {"--init tests/ref/ref_model.bin --generate 1 --top-p 1.5", "--top-p: 1.5 is out of range [0, 1]"},
+        {"--model d1 --train x --min-p 0.1", "--min-p shapes samples"},
+        {"--init tests/ref/ref_model.bin --generate 1 --min-p -0.1", "--min-p: -0.1 is out of range [0, 1]"},
         {"--model d1 --train x --kv-cache 0", "--kv-cache shapes samples"},
         {"--model d1 --train x --stop-at-eot 1", "--stop-at-eot shapes samples"},
         {"--model d1 --train x --sample-every 5 --logprobs 1", "--logprobs prints the log-probability of --generate's samples"},

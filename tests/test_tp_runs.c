@@ -42,7 +42,7 @@ static void test_tp_layouts(const char* common, const char* quiet, const char* r
         const RunLayout* L = &layouts[k];
         snprintf(log, sizeof(log), "%s/tp_%d.jsonl", DIR_TP, k);
         snprintf(cmd, sizeof(cmd), "rm -rf %s/o_%d && " MPIRUN " -np %d ./train_gpt %s %s --log %s --checkpoint-every 5 --out %s/o_%d "
-                 "--sample-every 10 --gen-tokens 6", DIR_TP, k, L->np, common, L->args, log, DIR_TP, k);
+                 "--sample-every 10 --gen-tokens 6" SAMPLE_FILTERS, DIR_TP, k, L->np, common, L->args, log, DIR_TP, k);
         int rc = run_capture(cmd, out, sizeof(out));
         int dp = L->np / (strstr(L->args, "--tp 4") ? 4 : 2);
         int zero3 = strstr(L->args, "--zero 3") != NULL; // (each parameter on one data-parallel rank: nothing to compare)
@@ -76,7 +76,7 @@ static void test_tp_layouts(const char* common, const char* quiet, const char* r
     snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --tp 2 --log %s", quiet, quiet2);
     rc = run_capture(cmd, out, sizeof(out));
     if (rc == 0) {
-        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --tp 2 --sample-every 3 --gen-tokens 5 --log %s", quiet, sampled);
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --tp 2 --sample-every 3 --gen-tokens 5" SAMPLE_FILTERS " --log %s", quiet, sampled);
         rc = run_capture(cmd, out, sizeof(out));
     }
     if (rc != 0 || !strstr(out, "sample: ")) { report(0, "tp 2: samples mid-run leave the run unchanged", "exit %d or no sample: %.300s", rc, out); }
@@ -165,7 +165,7 @@ int main(void) {
              "--lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10", shard);
     snprintf(common, sizeof(common), "%s --val %s --val-every 5 --val-steps 7", quiet, vshard); // with evaluation
     snprintf(ref_log, sizeof(ref_log), "%s/ref.jsonl", DIR_TP);
-    snprintf(cmd, sizeof(cmd), "./train_gpt %s --log %s --checkpoint-every 5 --out %s/o_ref --sample-every 10 --gen-tokens 6",
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --log %s --checkpoint-every 5 --out %s/o_ref --sample-every 10 --gen-tokens 6" SAMPLE_FILTERS,
              common, ref_log, DIR_TP);
     int rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0, "one process, 10 steps (the reference)", "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
