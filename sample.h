@@ -163,7 +163,9 @@ static void penalize_repeats(float* row, const int32_t* seq, int n, float R, uns
 // (else n - p), its later tokens are whatever the forwards drew and its log-probability stops there; the draws of a
 // sequence stay draws[b (n - p) + t - p] whether it stopped or not, so stopping changes no other sequence's tokens,
 // and the steps end when every sequence has stopped (the same on every rank: they all hold the same tokens).
-// probs: (2 Vp, or 3 Vp with logp) host scratch, receiving one row of logits at a time. Without a KV cache B is 1, and each forward runs
+// probs: B x 3 Vp floats of host scratch, a slot per sequence (its row of logits, sample_pick's scratch, and the
+// unpenalized row for logp): the B rows come to the host together, and the sequences choose their tokens in
+// parallel (OpenMP; each from its own row and draw, so the tokens do not depend on the threads). Without a KV cache B is 1, and each forward runs
 // over the whole prefix; the tokens after the sampled ones may be any token: each forward may run longer than t (the
 // backend's bucketed lengths, kernels_forward_len; sequence parallelism's multiple of tp), and a causal model's
 // position t - 1 never sees the ones after it. With a KV cache (kv, for B sequences up to position room): the first
@@ -179,7 +181,9 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
     if (B > (kv ? kv->B : 1)) { fatal("internal: %d sequences sampled together without a KV cache for them", B); }
     int32_t* next = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B); // the tokens sampled at t
     int* ended = (int*)callocCheck((size_t)B, sizeof(int)); // a sequence's length after the prompt once it drew the stop token
-    unsigned char* mark = so->repetition_penalty != 1.0f ? (unsigned char*)callocCheck((size_t)g->vocab_size, 1) : NULL;
+    // penalize_repeats' marks, one row of V bytes per sequence (the sequences pick in parallel)
+    unsigned char* mark = so->repetition_penalty != 1.0f ? (unsigned char*)callocCheck((size_t)B * g->vocab_size, 1) : NULL;
+    const size_t Vp = (size_t)g->padded_vocab_size, slot = 3 * Vp;
     int running = B;
     for (int t = p; t < n && running > 0; t++) {
         int fb = 1; // the forward's sequences
@@ -206,25 +210,32 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
             size_t first = kv && t > p ? 0 : (size_t)t - 1;
             float* logits = kv ? kv->logits : m->acts.logits_row;
             classifier_logits_rows(&m->ctx, logits, lnf + first * g->channels, m->p.wte, R, g->channels, m->vocab_n);
-            for (int b = 0; b < B; b++) {
-                const float* lrow = logits + (size_t)(R == 1 ? 0 : b) * m->vocab_n;
+            // the R distinct rows to their slots (R is 1 for the prompt's forward: every sequence's row is the same)
+            for (int r = 0; r < R; r++) {
+                const float* lrow = logits + (size_t)r * m->vocab_n;
                 if (m->tp == 1) {
-                    dev_copy_d2h(&m->ctx, probs, lrow, sizeof(float) * g->padded_vocab_size);
-                    dev_sync(&m->ctx);
+                    dev_copy_d2h(&m->ctx, probs + r * slot, lrow, sizeof(float) * Vp); // (one wait for all, below)
                 } else {
                     dev_copy_d2h(&m->ctx, m->acts.host, lrow, sizeof(float) * m->vocab_n);
                     dev_sync(&m->ctx);
-                    comm_allgather_f32(m->tp_group, m->acts.host, probs, (size_t)m->vocab_n);
+                    comm_allgather_f32(m->tp_group, m->acts.host, probs + r * slot, (size_t)m->vocab_n);
                 }
+            }
+            dev_sync(&m->ctx);
+            for (int b = R; b < B; b++) { memcpy(probs + b * slot, probs, sizeof(float) * Vp); }
+            const int V = g->vocab_size;
+#pragma omp parallel for schedule(dynamic, 1) if (B > 1)
+            for (int b = 0; b < B; b++) {
+                float* row = probs + b * slot;
+                float* kept = row + 2 * Vp; // (the row, which sample_pick overwrites)
                 double u = draws ? draws[(size_t)b * (n - p) + (t - p)] : 0.0;
-                float* kept = probs + 2 * (size_t)g->padded_vocab_size; // (the row, which sample_pick overwrites)
-                if (logp) { memcpy(kept, probs, sizeof(float) * g->vocab_size); }
-                if (mark) { penalize_repeats(probs, toks + (size_t)b * room, t, so->repetition_penalty, mark); }
-                next[b] = sample_pick(probs, probs + g->padded_vocab_size, g->vocab_size, so, u);
+                if (logp) { memcpy(kept, row, sizeof(float) * V); }
+                if (mark) { penalize_repeats(row, toks + (size_t)b * room, t, so->repetition_penalty, mark + (size_t)b * V); }
+                next[b] = sample_pick(row, row + Vp, V, so, u);
                 if (logp && !ended[b]) {
                     double mx = -INFINITY, sum = 0.0;
-                    for (int j = 0; j < g->vocab_size; j++) { mx = kept[j] > mx ? kept[j] : mx; }
-                    for (int j = 0; j < g->vocab_size; j++) { sum += exp((double)kept[j] - mx); }
+                    for (int j = 0; j < V; j++) { mx = kept[j] > mx ? kept[j] : mx; }
+                    for (int j = 0; j < V; j++) { sum += exp((double)kept[j] - mx); }
                     logp[b] += (double)kept[next[b]] - mx - log(sum);
                 }
             }
@@ -283,7 +294,7 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, int eot, const i
     int B = kv ? want : 1;
     int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B * T);
     int* len = (int*)mallocCheck(sizeof(int) * (size_t)B);
-    float* probs = (float*)mallocCheck(sizeof(float) * 3 * g->padded_vocab_size);
+    float* probs = (float*)mallocCheck(sizeof(float) * 3 * (size_t)B * g->padded_vocab_size);
     double* logp = so->logprobs ? (double*)mallocCheck(sizeof(double) * (size_t)B) : NULL;
     double* draws = so->temperature != 0.0f ? (double*)mallocCheck(sizeof(double) * (size_t)B * (n - p)) : NULL;
     if (drawn) { *drawn = 0; }

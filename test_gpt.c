@@ -2253,7 +2253,7 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
     ZeroOptimizer z;
     build_model(&m, &z, pc, model_path, 1, 16);
     const int n = 12, room = 16;
-    float* probs = (float*)mallocCheck(sizeof(float) * 2 * m.cfg.padded_vocab_size); // (a row, and sample_pick's scratch)
+    float* probs = (float*)mallocCheck(sizeof(float) * 3 * 3 * m.cfg.padded_vocab_size); // (sample_tokens' slots for 3 sequences)
     int V = m.cfg.vocab_size;
     double* p = (double*)mallocCheck(sizeof(double) * V);
     for (int variant = 0; variant < 3; variant++) {
