@@ -2631,6 +2631,21 @@ static void test_generate(void) {
     int distinct = parse_samples(a, ids5, counts5) == 4 && memcmp(ids5[0], ids5[1], sizeof(int) * 15) != 0;
     report(r1 == 0 && r2 == 0 && r3 == 0 && distinct && strcmp(a, b) == 0 && strcmp(a, c2) == 0,
            "--generate 5: all at once, --batch-size 2 and --batch-size 1 print the same (different) samples", "%.200s | %.200s | %.200s", a, b, c2);
+    // the sequences of a batch choose their tokens in parallel over the threads: 5 at once on 2 threads (every filter,
+    // the repetition marks per sequence) print what one at a time on 1 thread does, log-probabilities too
+    {
+        const char* par = "./train_gpt --init tests/ref/ref_model.bin --generate 5 --gen-tokens 15 --seed 8 --temperature 1.1 --top-k 50 "
+                          "--top-p 0.95 --min-p 0.02 --repetition-penalty 1.2 --logprobs 1";
+        snprintf(cmd, sizeof(cmd), "%s --threads 2", par);
+        r1 = run_capture(cmd, a, sizeof(a));
+        snprintf(cmd, sizeof(cmd), "%s --threads 1 --batch-size 1", par);
+        r2 = run_capture(cmd, b, sizeof(b));
+        na = generate_parts(a, ta, sizeof(ta), la);
+        nb = generate_parts(b, tb, sizeof(tb), lb);
+        report(r1 == 0 && r2 == 0 && na == 5 && strcmp(ta, tb) == 0 && logprobs_agree(la, na, lb, nb, &worst),
+               "--generate 5 on 2 threads (the batch's tokens chosen in parallel, every filter) prints the samples of one at a time on 1 thread",
+               "exit %d and %d, %d and %d samples, worst relative difference %.3g: %.200s | %.200s", r1, r2, na, nb, worst, ta, tb);
+    }
 
     // --stop-at-eot 1: each sample is --stop-at-eot 0's up to and including its first <|endoftext|> (token 0 here; the
     // draws a stopped sample leaves unused are still its own, so the later samples are the same), and the batch does
