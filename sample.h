@@ -60,18 +60,43 @@ static float select_kth_largest(float* x, int n, int k) {
 // keeps ties by). w: the tokens' unnormalised probabilities.
 static int nucleus_before(const float* w, int a, int b) { return w[a] > w[b] || (w[a] == w[b] && a < b); }
 
+// --top-p's buckets: a weight's float bits from the exponent down to 4 bits of mantissa (16 buckets per power of
+// two), which order positive floats as their values do; weights above 1 share the top bucket (sample_pick's are at
+// most 1, the most likely token's exp(0))
+#define NUCLEUS_BUCKETS ((0x3F800000u >> 19) + 1)
+static int nucleus_bucket(float w) {
+    uint32_t bits;
+    memcpy(&bits, &w, 4);
+    bits >>= 19;
+    return bits < NUCLEUS_BUCKETS ? (int)bits : (int)NUCLEUS_BUCKETS - 1;
+}
+
 // --top-p (nucleus sampling, Hugging Face's top_p): of the tokens with w > 0, taken in nucleus_before's order, keeps
 // each whose predecessors' probability is below top_p, that is the fewest whose probability reaches top_p (at least
 // the most likely one; top_p 0 keeps only it), and zeroes the others' w. need = top_p x the total of w. Returns the
-// total of the kept w, summed in the order of ids as sample_pick's draw sums them.
-// A sort would find them in O(V log V); this is quickselect weighed by probability, expected O(V): partition around
-// a pivot token, and if the tokens before it already hold `need`, the last kept token is among them, else (once the
-// pivot is counted too) among those after it, with their predecessors' mass carried in acc. ids: V ints of scratch.
+// total of the kept w, summed in the order of ids as sample_pick's draw sums it.
+// A sort would find them in O(V log V); this takes three passes over the row and a quickselect over a small part:
+//   1. the mass of each bucket of weights (nucleus_bucket: every token of a higher bucket is more likely than every
+//      token of a lower one), then from the top bucket down the first whose mass reaches `need` with the buckets
+//      above it: the last kept token is in it, every token above kept, every one below not;
+//   2. the ids of that bucket's tokens, and among them a quickselect weighed by probability: partition around a pivot
+//      token, and if the tokens before it (with the buckets above, acc) already hold `need`, the last kept token is
+//      among them, else (once the pivot is counted too) among those after it, their predecessors' mass carried in acc;
+//   3. every token after the last kept one zeroed, the kept ones summed.
+// ids: V ints of scratch.
 static double nucleus_keep(float* w, int* ids, int V, double need) {
+    double mass[NUCLEUS_BUCKETS] = {0.0};
+    for (int j = 0; j < V; j++) { if (w[j] > 0.0f) { mass[nucleus_bucket(w[j])] += w[j]; } }
+    int top = NUCLEUS_BUCKETS - 1, lowest = 0;
+    while (top > 0 && mass[top] == 0.0) { top--; }
+    while (lowest < top && mass[lowest] == 0.0) { lowest++; }
+    int bk = top;
+    double acc = 0.0; // the mass of the buckets above bk (all kept); acc < need, or bk is the top
+    while (bk > lowest && acc + mass[bk] < need) { acc += mass[bk]; bk--; while (bk > lowest && mass[bk] == 0.0) { bk--; } }
     int n = 0;
-    for (int j = 0; j < V; j++) { if (w[j] > 0.0f) { ids[n++] = j; } }
-    int lo = 0, hi = n - 1, last = ids[0];
-    double acc = 0.0; // the mass of the tokens before ids[lo..hi], all kept; acc < need (or lo is 0)
+    for (int j = 0; j < V; j++) { if (w[j] > 0.0f && nucleus_bucket(w[j]) == bk) { ids[n++] = j; } }
+    if (n == 0) { return 0.0; } // (no token with w > 0)
+    int lo = 0, hi = n - 1, last = ids[0]; // acc: the mass of the tokens before ids[lo..hi], all kept
     while (lo <= hi) {
         if (lo == hi) { last = ids[lo]; break; }
         int mid = lo + (hi - lo) / 2, pv = ids[mid], i = lo;
