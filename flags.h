@@ -33,6 +33,7 @@ typedef struct {
     char comm[16];           // auto | mpi | staged | nccl: how collectives reach the buffers
     // precision
     char dtype[8];           // fp32 | bf16 | fp16: storage of activations and the compute copy of the parameters
+    int master_weights;      // 0: no fp32 master weights beside a 16-bit compute copy (llm.c's -w 0)
     float loss_scale;        // fp16: initial dynamic loss scale
     float loss_scale_growth; // fp16: factor after loss_scale_window clean steps in a row
     float loss_scale_backoff;// fp16: factor after an overflowing step
@@ -143,6 +144,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_S("attention", NULL, attention, "attention implementation: auto | native (our kernels; the only one on the CPU) | cudnn (cuDNN's fused flash attention: GPU builds with cuDNN, bf16/fp16)"),
     FLAG_I("tf32", "-f", tf32, 0, 1, "1: an fp32 GPU build (PRECISION=FP32) runs its matmuls on TF32 tensor cores, operands cut to a 10-bit mantissa, sums in fp32 (llm.c's -f 1, its default); 0: exact fp32. Nothing else has fp32 matmuls to change; --plan 1 models fp32 layouts with it"),
     FLAG_S("dtype", NULL, dtype, "storage of activations and the compute copy of the parameters: fp32 | bf16 | fp16 (fp32 master weights, moments and gradients in all; the CPU emulates bf16/fp16 by rounding each stored value)"),
+    FLAG_I("master-weights", "-w", master_weights, 0, 1, "with --dtype bf16/fp16: 1 keeps fp32 master weights, which AdamW updates, beside the 16-bit compute copy; 0 keeps none, and AdamW updates the compute copy itself by stochastic rounding: 4 bytes a parameter less (llm.c's -w 0)"),
     FLAG_F("loss-scale", NULL, loss_scale, 1, 3.4e38, "--dtype fp16: initial dynamic loss scale (PyTorch GradScaler's init_scale)"),
     FLAG_F("loss-scale-growth", NULL, loss_scale_growth, 1, 1e6, "--dtype fp16: the scale's factor after --loss-scale-window clean steps in a row (growth_factor)"),
     FLAG_F("loss-scale-backoff", NULL, loss_scale_backoff, 1e-6, 1, "--dtype fp16: the scale's factor after a step with an inf/NaN gradient, which is skipped (backoff_factor)"),
@@ -235,6 +237,7 @@ static void config_defaults(Config* c) {
     strcpy(c->attention, "auto");
     strcpy(c->comm, "auto");
     strcpy(c->dtype, dtype_name(KERNELS_DEFAULT_DTYPE)); // fp32 on the CPU, the build's type on a GPU
+    c->master_weights = 1;
     c->loss_scale = 65536.0f;
     c->loss_scale_growth = 2.0f;
     c->loss_scale_backoff = 0.5f;
@@ -316,8 +319,8 @@ static void print_help(void) {
            "  -h 0|1    1: HellaSwag from " LLMC_HELLASWAG_PATH " at every validation step (-v); -h alone is this help\n"
            "  -r 0|1|2  recomputation: 0 none, 1 GELU, 2 GELU and LayerNorm; 1 and 2 both run --recompute 1 (GELU and LayerNorm)\n"
            "  -e NAME   a model file, or llm.c's descriptor (d12, gpt2:d48, gpt3:c768) when no file has that name: --model\n"
-           "  -ge N, -lg N, -w 1, -pi mpi   accepted; they change nothing here (the run says why)\n"
-           "  -w 0, -pi tcp|fs, -pn, -pr, -pg, -pf, -ps   refused: master weights are always kept; processes start under mpirun\n");
+           "  -ge N, -lg N, -pi mpi   accepted; they change nothing here (the run says why)\n"
+           "  -pi tcp|fs, -pn, -pr, -pg, -pf, -ps   refused: processes start under mpirun\n");
 }
 
 // ----------------------------------------------------------------------------
@@ -326,8 +329,8 @@ static void print_help(void) {
 //   -h 0|1   HellaSwag at every validation step from llm.c's path (-h alone, or before another flag, is --help)
 //   -r 0|1|2 recomputation: none | GELU | GELU and LayerNorm; --recompute 1 recomputes both, so 1 and 2 become it
 //   -e dN, gpt2:dN, gpt3:cN   a model by llm.c's descriptor (when no file has that name): --model
-//   -ge, -lg, -w 1, -pi mpi   accepted; they change nothing here (a note says why); -f is --tf32
-//   -w 0, -pi tcp|fs, -pn, -pr, -pg, -pf, -ps   refused (no fp32-only weights; processes start under mpirun)
+//   -ge, -lg, -pi mpi   accepted; they change nothing here (a note says why); -f is --tf32, -w --master-weights
+//   -pi tcp|fs, -pn, -pr, -pg, -pf, -ps   refused (processes start under mpirun)
 static char g_flag_notes[2048]; // what the run is told about llm.c flags that change nothing (rank 0 prints it)
 
 static void flag_note(const char* fmt, ...) {
@@ -347,7 +350,7 @@ static const FlagSpec* flag_named(const char* name) {
 // llm.c's flags without a counterpart in the table (the list above, but -r and -e): consumes argv[*i] and its value
 // and returns 1, or returns 0 if argv[*i] is none of them.
 static int llmc_other_flag(Config* c, int argc, char** argv, int* i) {
-    static const char* const names[] = {"-h", "-ge", "-lg", "-w", "-pi", "-pn", "-pr", "-pg", "-pf", "-ps"};
+    static const char* const names[] = {"-h", "-ge", "-lg", "-pi", "-pn", "-pr", "-pg", "-pf", "-ps"};
     const char* a = argv[*i];
     int known = 0;
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) { known |= strcmp(a, names[k]) == 0; }
@@ -369,9 +372,7 @@ static int llmc_other_flag(Config* c, int argc, char** argv, int* i) {
     long n = strtol(v, &end, 10);
     if (end == v || *end != '\0') { fatal("llm.c's flag %s: '%s' is not an integer", a, v); }
     if (strcmp(a, "-h") == 0) { c->llmc_hellaswag = n != 0; }
-    else if (strcmp(a, "-w") == 0) {
-        if (n == 0) { fatal("-w 0: this trainer always keeps fp32 master weights beside a 16-bit compute copy (--dtype bf16/fp16); for no 16-bit copy at all, use --dtype fp32"); }
-    } else if (strcmp(a, "-ge") == 0) {
+    else if (strcmp(a, "-ge") == 0) {
         flag_note("note: -ge %ld (llm.c's GELU fusion) changes nothing here: the GPU build always fuses GELU into the matmuls (cuBLASLt's GELU_AUX and DGELU epilogues) where the recomputation allows\n", n);
     } else if (strcmp(a, "-lg") == 0) {
         flag_note("note: -lg %ld (llm.c's GPU-utilisation log) is not implemented here: nvidia-smi reports the same\n", n);
@@ -447,6 +448,9 @@ static void parse_flags(Config* c, int argc, char** argv) {
         fatal("--nan-policy: '%s' is not one of stop, skip", c->nan_policy);
     }
     if (dtype_parse(c->dtype) < 0) { fatal("--dtype: '%s' is not one of fp32, bf16, fp16", c->dtype); }
+    if (!c->master_weights && dtype_parse(c->dtype) == DTYPE_FP32 && !c->plan) {
+        flag_note("note: --master-weights 0 changes nothing with --dtype fp32: the parameters are the fp32 weights AdamW updates\n");
+    }
     // beta = 1 would freeze the moment at 0 and make the bias correction 1 - beta^t divide by zero
     if (c->adam_beta1 >= 1.0f) { fatal("--adam-beta1 %g: it must be below 1 (the bias correction divides by 1 - beta1^t)", c->adam_beta1); }
     if (c->adam_beta2 >= 1.0f) { fatal("--adam-beta2 %g: it must be below 1 (the bias correction divides by 1 - beta2^t)", c->adam_beta2); }
@@ -512,6 +516,9 @@ static void parse_flags(Config* c, int argc, char** argv) {
         if (c->shuffle == 1) { fatal("--llmc-checkpoints 1: llm.c has no equivalent of the sampler (--shuffle 1): use --shuffle 2 (llm.c's shuffled order) or 0 (its unshuffled one)"); }
         if (c->tp > 1 || c->pp > 1) { fatal("--llmc-checkpoints 1: llm.c has no tensor or pipeline parallelism (--tp %d, --pp %d)", c->tp, c->pp); }
         if (strcmp(c->dtype, "fp16") == 0) { fatal("--llmc-checkpoints 1: llm.c does not resume fp16 runs (its build_from_checkpoint refuses fp16): use --dtype bf16 or fp32"); }
+        if (!c->master_weights && strcmp(c->dtype, "fp32") != 0) {
+            fatal("--llmc-checkpoints 1: llm.c's state files are written with fp32 master weights, which --master-weights 0 does not keep");
+        }
         if (c->adam_beta1 != 0.9f || c->adam_beta2 != 0.95f || c->adam_eps != 1e-8f) {
             fatal("--llmc-checkpoints 1: llm.c's AdamW has fixed betas 0.9, 0.95 and eps 1e-8, so it would not continue this run "
                   "(--adam-beta1 %g --adam-beta2 %g --adam-eps %g)", c->adam_beta1, c->adam_beta2, c->adam_eps);

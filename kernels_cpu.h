@@ -796,7 +796,8 @@ static void add_inplace(const KernelCtx* ctx, float* y, const float* x, size_t n
 //   p -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * p )
 // grad_scale carries the gradient-clipping factor (and 1 / loss scale). The gradient is only read: the next
 // step's first micro-step overwrites it (see `acc`), so no pass over memory zeroes it. With master weights p is the
-// fp32 master and the compute copy receives its stochastic rounding (precision.h), keyed by (seed, t, flat index).
+// fp32 master and the compute copy receives its stochastic rounding (precision.h), keyed by (seed, t, flat index);
+// without them (--master-weights 0) a 16-bit compute copy receives the stochastic rounding of its own update.
 
 static void kernels__adamw_range(const KernelCtx* ctx, floatX* params, float* master, const float* grads, float* m,
                                  float* v, size_t lo, size_t s, size_t e, float wd, const AdamWHyper* hp) {
@@ -816,7 +817,9 @@ static void kernels__adamw_range(const KernelCtx* ctx, floatX* params, float* ma
         float vhat = vi / bc2;
         p[k] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[k]);
     }
-    if (master) {
+    // the 16-bit compute copy: rounded stochastically from the master, or (--master-weights 0) from the update just
+    // applied to the copy itself, as llm.c's -w 0 does; fp32 storage has nothing to round
+    if (master || ctx->dtype != DTYPE_FP32) {
         #pragma omp parallel for
         for (size_t i = s; i < e; i++) { params[i - lo] = round_stochastic(p[i - lo], ctx->dtype, hp->sr_seed, (uint64_t)hp->t, i); }
     }

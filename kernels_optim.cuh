@@ -76,7 +76,8 @@ static void add_inplace(const KernelCtx* ctx, float* y, const float* x, size_t n
 typedef struct { float lr, b1, b2, eps, wd, gs, bc1, bc2; int t, dtype; uint64_t seed; } KernelsAdamW;
 
 // One element: updates its moments in place and writes the parameter (the master copy and the rounded compute copy
-// with master weights; the parameter itself without). i is the element's flat index, the stochastic rounding's key.
+// with master weights; the parameter itself without, stochastically rounded to a 16-bit compute copy as llm.c's -w 0
+// does, exact in fp32). i is the element's flat index, the stochastic rounding's key.
 __device__ __forceinline__ void kernels__adamw_elem(const KernelsAdamW& h, size_t i, float g, float& m, float& v, float& master_p,
                                                     floatX& p, int has_master) {
     g = h.gs * g;
@@ -89,7 +90,7 @@ __device__ __forceinline__ void kernels__adamw_elem(const KernelsAdamW& h, size_
         master_p = x;
         p = kernels__x(round_stochastic(x, h.dtype, h.seed, (uint64_t)h.t, i)); // exact: already representable
     } else {
-        p = kernels__x(x);
+        p = kernels__x(round_stochastic(x, h.dtype, h.seed, (uint64_t)h.t, i)); // (fp32: x itself)
     }
 }
 

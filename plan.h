@@ -42,6 +42,7 @@ typedef struct {
     // the samples' KV cache (GPT.kv_held), allocated at start-up: its sequences (--sample-every: 1 on the ranks that
     // sample; --generate: the samples drawn together), 0: none (no sampling, --kv-cache 0, sequence parallelism)
     int kv_B;
+    int no_master;          // --master-weights 0: no fp32 master weights beside a 16-bit compute copy
 } PlanLayout;
 
 // Where the blocks are cut into pp V chunks: balanced by cost (a block's FLOPs per token; the LM head's on the last
@@ -83,7 +84,7 @@ static double plan_rank_memory(const GPTConfig* g, const PlanLayout* p, int r, c
     layout_build_3d(&pl, g, p->tp, 0, p->pp, r, p->pp > 1 ? p->V : 1, p->pp > 1 ? first : NULL);
     size_t n_pad = zero_padded_size(pl.num_params, p->dp), S = n_pad / p->dp;
     size_t owned = p->zero == 0 ? n_pad : S;
-    int master = p->dtype != DTYPE_FP32;
+    int master = p->dtype != DTYPE_FP32 && !p->no_master;
     mem[0] = (double)gpt_param_floats(&pl, p->zero, p->dp) * floatx_bytes;
     mem[1] = (double)gpt_grad_floats(&pl, p->zero, p->dp) * sizeof(float) + (p->zero >= 2 ? (double)S * sizeof(float) : 0.0);
     if (p->nccl && p->compress_bf16) { mem[1] += (double)n_pad * 2.0; } // the bf16 copy the reductions send (zero_set_compress)
@@ -224,6 +225,7 @@ static void plan_command(const Config* c, const PlanLayout* p, char* buf, size_t
     int n = snprintf(buf, cap, "mpirun -np %d ./train_gpt --model %s --batch-size %d --seq-len %d --total-batch-size %ld --zero %d --recompute %d --dtype %s",
                      p->dp * p->tp * p->pp, c->init[0] ? "(--init)" : c->model, p->B, p->T, c->total_batch_size, p->zero, p->recompute, dtype_name(p->dtype));
     if (p->dtype == DTYPE_FP32 && c->tf32 && n > 0 && (size_t)n < cap) { n += snprintf(buf + n, cap - n, " --tf32 1"); }
+    if (p->dtype != DTYPE_FP32 && p->no_master && n > 0 && (size_t)n < cap) { n += snprintf(buf + n, cap - n, " --master-weights 0"); }
     if (p->tp > 1 && n > 0 && (size_t)n < cap) { n += snprintf(buf + n, cap - n, " --tp %d%s", p->tp, p->sp ? " --sequence-parallel 1" : ""); }
     if (p->pp > 1 && n > 0 && (size_t)n < cap) {
         n += snprintf(buf + n, cap - n, " --pp %d --pp-schedule %s", p->pp, pp_schedule_names[p->kind]);
@@ -282,7 +284,7 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
                             for (int rc = 0; rc <= 2; rc++) {
                                 for (int d = 0; d < 2; d++) {
                                     PlanLayout p = {dp, tp, pp, sp, zero, B, T, 0, rc, dtypes[d], kind, V, c->threads > 0 ? c->threads : kernels_num_threads(),
-                                                    nccl, nccl, bf16, 0};
+                                                    nccl, nccl, bf16, 0, !c->master_weights};
                                     // (--sample-every: rank 0's group samples one sequence at a time, through a cache)
                                     p.kv_B = c->sample_every > 0 && c->kv_cache && !sp ? 1 : 0;
                                     long per_micro = (long)B * T * dp;

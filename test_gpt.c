@@ -876,6 +876,49 @@ static void check_adamw_shard(const KernelCtx* ctx, int dt) {
     free(p); free(w); free(g); free(m); free(v); free(p0); free(wd); free(md); free(vd);
 }
 
+// AdamW in the 16-bit storage type dt without master weights (--master-weights 0, llm.c's -w 0), on the same shard:
+// each step the stored parameter is the stochastic rounding, keyed by its flat index and the step, of its own update
+// x = p - lr (m-hat / (sqrt(v-hat) + eps) + wd p), here computed in double from the stored p and the moments. The
+// float x the backend rounds may differ from the double one by ~1e-7 relative, which can flip a rounding only when x
+// lies that close to its random threshold (~1e-4 of the elements): at most 2 of the 2 x 285 may differ, where keys
+// mixed up between elements, or round-to-nearest, change about half of them.
+static void check_adamw_nomaster(const KernelCtx* ctx, int dt) {
+    enum { N = 301, LO = 5, HI = 290 };
+    AdamWSegment segs[4] = {{0, 40, 1}, {40, 3, 0}, {43, 200, 1}, {250, 51, 0}}; // [243, 250) is in no segment
+    size_t n = HI - LO;
+    float *p = (float*)mallocCheck(n * 4), *g = (float*)mallocCheck(n * 4), *m = (float*)mallocCheck(n * 4), *v = (float*)mallocCheck(n * 4);
+    float* prev = (float*)mallocCheck(n * 4);
+    double *md = (double*)mallocCheck(n * 8), *vd = (double*)mallocCheck(n * 8);
+    for (size_t k = 0; k < n; k++) { p[k] = round_dtype((float)rand_d(), dt); g[k] = (float)rand_d(); m[k] = v[k] = 0.0f; md[k] = vd[k] = 0.0; }
+    float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wdecay = 0.1f, gs = 0.5f;
+    size_t differ = 0, unrounded = 0, untouched_bad = 0;
+    for (int t = 1; t <= 2; t++) {
+        memcpy(prev, p, n * 4);
+        AdamWHyper hp = {lr, b1, b2, eps, wdecay, gs, t, 1234};
+        adamw_update(ctx, p, NULL, g, m, v, LO, HI, segs, 4, &hp);
+        for (int s = 0; s < 4; s++) {
+            for (size_t i = segs[s].offset; i < segs[s].offset + segs[s].size; i++) {
+                if (i < LO || i >= HI) { continue; }
+                size_t k = i - LO;
+                double gg = (double)gs * g[k];
+                md[k] = b1 * md[k] + (1 - (double)b1) * gg;
+                vd[k] = b2 * vd[k] + (1 - (double)b2) * gg * gg;
+                double mh = md[k] / (1 - pow(b1, t)), vh = vd[k] / (1 - pow(b2, t));
+                double x = prev[k] - lr * (mh / (sqrt(vh) + eps) + (segs[s].decay ? wdecay : 0.0) * prev[k]);
+                float want = round_stochastic((float)x, dt, 1234, (uint64_t)t, i);
+                differ += memcmp(&p[k], &want, sizeof(float)) != 0;
+                unrounded += round_dtype(p[k], dt) != p[k];
+            }
+        }
+        for (size_t i = 243; i < 250; i++) { untouched_bad += p[i - LO] != prev[i - LO] || m[i - LO] != 0.0f; }
+    }
+    char nm[200];
+    snprintf(nm, sizeof(nm), "adamw_update (%s, no master weights, a shard): each parameter the stochastic rounding of its own update, at its index", dtype_name(dt));
+    report(differ <= 2 && unrounded == 0 && untouched_bad == 0, nm, "%zu of %zu differ, %zu not %s values, %zu changed outside the segments",
+           differ, 2 * (n - 7), unrounded, dtype_name(dt), untouched_bad);
+    free(p); free(g); free(m); free(v); free(prev); free(md); free(vd);
+}
+
 static void test_ops_dtype(void) {
     for (int dt = DTYPE_BF16; dt <= DTYPE_FP16; dt++) {
 #ifdef KERNELS_CUDA
@@ -903,6 +946,7 @@ static void test_ops_dtype(void) {
         check_layernorm_stored(&ctx, dt, "layernorm_forward, C 264 (33 bf16 packs: lane 0 takes two)", 40, 264, 1e-5);
         // AdamW with master weights on a shard
         check_adamw_shard(&ctx, dt);
+        check_adamw_nomaster(&ctx, dt);
         // the bias gradient over many rows
         check_bias_grad(&ctx, dt);
         // the KV cache's rows
@@ -2099,6 +2143,61 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
                "--dtype bf16: updates below half an ulp reach the compute copy by stochastic rounding, unbiased",
                "%zu weights with an update below half an ulp: %zu moved (expected %.1f +- %.1f); summed change %.4g vs the master's %.4g (5 sigma %.3g)",
                considered, moved, expect_moved, 5 * sqrt(var_moved), dc, dm, 5 * sqrt(var));
+        free(before);
+        zero_free(&z);
+        gpt_free(&m);
+    }
+    // --master-weights 0 (llm.c's -w 0): no fp32 masters, AdamW rounds its update of the bf16 compute copy itself
+    // stochastically. One update (lr 1e-5, no decay, no clipping) against AdamW's first step computed here in
+    // double from the same gradients, x = p - lr g / (|g| + eps): every new value is bf16 and one of the two bf16
+    // values around x (a float32 x can lie 1e-7 relative off the double one: allowed for), and, over the weights whose
+    // x lies within half an ulp of p, as many move as sum |x - p| / ulp predicts and their summed change is x's
+    // (5 sigma each); round-to-nearest would move none of them.
+    {
+        GPT m;
+        ZeroOptimizer z;
+        build_model_as(&m, &z, pc, mp, s.B, s.T, DTYPE_BF16, 0);
+        zero_free(&z);
+        m.no_master = 1;
+        gpt_zero_init(&z, &m, 0, &pc->dp_group);
+        Config c;
+        config_defaults(&c);
+        c.lr = 1e-5f; c.weight_decay = 0.0f; c.grad_clip = 0.0f;
+        BackwardComm bc = {NULL, 0, 1, 1};
+        size_t n = m.layout.num_params;
+        float* before = (float*)mallocCheck(n * sizeof(float));
+        memcpy(before, m.params, n * sizeof(float));
+        gpt_forward(&m, s.x, s.B, s.T);
+        fwd_bwd_loss(&m, s.y, 1.0f / (s.B * s.T), &bc);
+        optimizer_update(&m, &z, &c, grad_norm_reduced(&m, &z), c.lr, 1, 1.0f, 0x5eedull);
+        size_t considered = 0, moved = 0, outside = 0, unrounded = 0;
+        double expect_moved = 0.0, var_moved = 0.0, dc = 0.0, dx = 0.0, var = 0.0;
+        for (size_t j = 0; j < n; j++) {
+            double g = m.grads[j], x = before[j] - 1e-5 * g / (fabs(g) + 1e-8); // (t = 1: m-hat = g, v-hat = g^2)
+            float a = fabsf(before[j]);
+            unrounded += round_stochastic(m.params[j], DTYPE_BF16, 0, 0, 0) != m.params[j]; // (bf16 values round to themselves)
+            if (a < 1e-30f) { continue; }
+            double ulp = (double)precision__float((precision__bits(a) & 0x7F800000u)) / 128.0; // 2^(e - 7)
+            float big = fmaxf(a, (float)fabs(x)); // (the grid around x: the spacing of the larger of the two)
+            double ulp_x = (double)precision__float((precision__bits(big) & 0x7F800000u)) / 128.0;
+            if (fabs(m.params[j] - x) > ulp_x * (1.0 + 1e-3) + 1e-7 * fabs(x)) { outside++; }
+            double e = x - before[j];
+            if (!(fabs(e) < ulp / 2) || e == 0.0) { continue; }
+            double p = fabs(e) / ulp;
+            considered++;
+            moved += m.params[j] != before[j];
+            expect_moved += p;
+            var_moved += p * (1 - p);
+            dc += (double)m.params[j] - before[j];
+            dx += e;
+            var += ulp * ulp * p * (1 - p);
+        }
+        report(z.master == NULL && unrounded == 0 && outside == 0 && considered > n / 4 && moved > 0 &&
+               fabs(moved - expect_moved) <= 5 * sqrt(var_moved) && fabs(dc - dx) <= 5 * sqrt(var),
+               "--dtype bf16 --master-weights 0: no master weights; AdamW rounds each update of the compute copy stochastically, unbiased",
+               "master %s, %zu values not bf16, %zu off the two values around the update; %zu weights with an update below half an ulp: "
+               "%zu moved (expected %.1f +- %.1f); summed change %.4g vs the update's %.4g (5 sigma %.3g)", z.master ? "kept" : "none",
+               unrounded, outside, considered, moved, expect_moved, 5 * sqrt(var_moved), dc, dx, 5 * sqrt(var));
         free(before);
         zero_free(&z);
         gpt_free(&m);

@@ -306,6 +306,7 @@ typedef struct {
     Pipeline* pipe;       // NULL when pp is 1
     size_t (*norm_ranges)[2];
     int num_norm_ranges;
+    int no_master;        // --master-weights 0: a 16-bit compute copy without fp32 master weights (set before the optimizer)
     floatX* params;       // (n_pad) flat parameters: the compute copy (the master weights too in fp32); under ZeRO-3
                           // only the owned range (S = n_pad / dp), and the views point into param_arena
     size_t param_floats;  // elements of parameter memory actually allocated (params, and ZeRO-3's arena)
@@ -585,7 +586,7 @@ static void gpt_alloc_grads(GPT* m, int stage, int dp) {
 }
 
 // The optimizer over this model's parameters: one segment per tensor, carrying the tensor's weight-decay flag;
-// fp32 master weights when the compute copy is 16-bit.
+// fp32 master weights when the compute copy is 16-bit (unless m->no_master: --master-weights 0).
 // The collectives run on host copies of the device buffers when `staged` (see comm_is_staged).
 // Under ZeRO-3 the model keeps z (its owned range is the optimizer's) and, when staged, a host mirror of its arena.
 static void gpt_zero_init_staged(ZeroOptimizer* z, GPT* m, int stage, CommGroup* dp_group, int staged) {
@@ -594,7 +595,8 @@ static void gpt_zero_init_staged(ZeroOptimizer* z, GPT* m, int stage, CommGroup*
         const ParamEntry* e = &m->layout.table[i];
         segs[i].offset = e->offset; segs[i].size = e->rows * e->cols; segs[i].decay = e->decay;
     }
-    zero_init(z, &m->ctx, stage, dp_group, m->layout.num_params, segs, m->layout.num_tensors, m->ctx.dtype != DTYPE_FP32, staged);
+    zero_init(z, &m->ctx, stage, dp_group, m->layout.num_params, segs, m->layout.num_tensors, m->ctx.dtype != DTYPE_FP32 && !m->no_master,
+              staged);
     free(segs);
     if ((stage == 3) != (m->param_arena != NULL)) { fatal("internal: ZeRO stage %d on parameters allocated for %s", stage, m->param_arena ? "stage 3" : "stages 0-2"); }
     if (stage == 3) {
@@ -2014,7 +2016,7 @@ int main(int argc, char** argv) {
     int V = pp_kind == PP_INTERLEAVED ? c.virtual_stages : 1;
     // (the layout as the planner sees it: its memory table is the trainer's; see print_run_plan)
     PlanLayout run = {pc.dp, c.tp, c.pp, c.tp > 1 && c.sequence_parallel, c.zero, B, T, grad_accum, c.recompute, dtype_parse(c.dtype),
-                      pp_kind, V, kernels_num_threads(), 0, 0, strcmp(c.grad_compress, "bf16") == 0, 0}; // (nccl, pp_nccl: set once decided)
+                      pp_kind, V, kernels_num_threads(), 0, 0, strcmp(c.grad_compress, "bf16") == 0, 0, !c.master_weights}; // (nccl, pp_nccl: set once decided)
     // the samples' KV cache, allocated with the rest so that a run that starts has the memory its samples need: the
     // ranks that sample during training (data-parallel rank 0's group; under ZeRO-3 every rank, whose forwards
     // gather from all) cache one sequence, --generate the samples it draws together
@@ -2145,6 +2147,7 @@ int main(int argc, char** argv) {
     split.planned = planned;
     gpt_alloc_params_split(&model, &gc, pc.dp, &split, T);
     ZeroOptimizer zopt;
+    model.no_master = !c.master_weights;
     gpt_zero_init_staged(&zopt, &model, c.zero, &pc.dp_group, comm_is_staged(c.comm));
     static CommNccl nccl, nccl_tp; // --comm nccl: the data-parallel group's communicator (the optimizer's reductions)
                                    // and the tensor-parallel group's (tp.h's collectives); both ended at exit

@@ -420,6 +420,17 @@ else
         follows $TMPD/cudnn.jsonl $TMPD/cu.jsonl 2e-2 && ok "trajectory: cuDNN attention follows the native kernels (2e-2 relative per step)" || bad "trajectory: cuDNN and native attention differ"
     fi
 fi
+# --master-weights 0 (llm.c's -w 0): no fp32 master weights, AdamW rounds its update of the bf16 compute copy
+# stochastically (the op tests compare the kernel with its CPU twin; here a whole run, 4 steps of the tiny model)
+w0="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 64 --steps 4 --lr 1e-3 --warmup 2 --seed 7 --master-weights 0"
+if timeout $(budget 120) $CU $w0 --attention native --log $TMPD/w0_cu.jsonl > $L.w0_cu.log 2>&1 &&
+   timeout $(budget 120) ./train_gpt $w0 --dtype bf16 --log $TMPD/w0_cpu.jsonl > $L.w0_cpu.log 2>&1; then
+    follows $TMPD/w0_cu.jsonl $TMPD/w0_cpu.jsonl 2e-2 decreasing &&
+        ok "--master-weights 0: $CU bf16 without master weights follows the CPU's (tolerance 2e-2 relative per step)" ||
+        bad "--master-weights 0: $CU and the CPU differ"
+else
+    bad "--master-weights 0 runs"; tail -n 3 $L.w0_cu.log $L.w0_cpu.log
+fi
 if [ $EMU = 1 ]; then # cuBLASLt without the GELU and bias-gradient epilogues: the unfused ops take over, on course
     CUDA_EMU_NO_EPILOGUE=1 timeout $((120 * LONG)) $CU $common --attention native --log $TMPD/noepi.jsonl > $L.train_noepi.log 2>&1 &&
         grep -q "no algorithm for the GELU_AUX epilogue" $L.train_noepi.log && grep -q "no algorithm for the BGRADB epilogue" $L.train_noepi.log &&

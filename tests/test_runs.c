@@ -943,6 +943,73 @@ static void test_mixed_precision(void) {
         compare_losses(name, a, 6, b, 6, 1e-3);
     }
 
+    // --master-weights 0 (llm.c's -w 0): bf16 without fp32 master weights. On 2 ranks under ZeRO-1 (each updates its
+    // shard of the compute copy, rounding stochastically): its state files hold m and v only (header + 8 bytes a
+    // parameter, where the masters' make it 12), and resumed at 6 it continues bit for bit (losses and the final
+    // compute copy). In one process: its losses stay within 1e-3 relative of section 2's run with masters (the
+    // roundings of every update, unbiased; measured 1e-4 over 12 steps; a run that did not update, or diverged, is off
+    // by far more; the rounding itself is test_gpt's check), and its checkpoint resumes in a run with masters (which
+    // take the compute copy's values), and section 2's in a run without (the masters become the compute copy, rounded
+    // to nearest), both within 1e-3 of the run with masters.
+    {
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --dtype bf16 -w 0 --zero 1 --steps 12 --log %s/w0.jsonl --checkpoint-every 6 "
+                 "--keep-checkpoints 0 --out %s/w0ck && cp %s/w0ck/model_00000012.bin %s/w0_final.bin", common, TMP, TMP, TMP, TMP);
+        rc = run_capture(cmd, out, sizeof(out));
+        report(rc == 0, "bf16 --master-weights 0 (-w 0), 2 ranks, ZeRO-1: 12 steps with a checkpoint at 6", "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
+        GPTConfig g;
+        int version;
+        FILE* fp;
+        model_read_header("tests/ref/ref_model.bin", &g, &version, &fp);
+        fclose(fp);
+        ParamLayout pl;
+        layout_build(&pl, &g);
+        snprintf(a, sizeof(a), "%s/w0ck/state_00000006.bin", TMP);
+        snprintf(b, sizeof(b), "%s/bck/state_00000006.bin", TMP);
+        long long sa = file_size(a), sb = file_size(b), want_a = state_file_bytes(pl.num_params, 0), want_b = state_file_bytes(pl.num_params, 1);
+        layout_free(&pl);
+        report(sa == want_a && sb == want_b, "bf16 --master-weights 0: the state file holds m and v only (8 bytes a parameter; 12 with master weights)",
+               "%lld bytes (want %lld); with masters %lld (want %lld)", sa, want_a, sb, want_b);
+        snprintf(cmd, sizeof(cmd), "echo 6 > %s/w0ck/latest && " MPIRUN " -np 2 ./train_gpt %s --dtype bf16 --master-weights 0 --zero 1 --steps 12 "
+                 "--resume %s/w0ck --log %s/w0r.jsonl --checkpoint-every 6 --out %s/w0ck", TMP, common, TMP, TMP, TMP);
+        rc = run_capture(cmd, out, sizeof(out));
+        snprintf(a, sizeof(a), "%s/w0.jsonl", TMP);
+        snprintf(b, sizeof(b), "%s/w0r.jsonl", TMP);
+        if (rc != 0) { report(0, "bf16 --master-weights 0: resumed at 6", "exit %d: %.300s", rc, out); }
+        else { compare_losses("bf16 --master-weights 0: resumed losses equal the uninterrupted run bit for bit (2 ranks, steps 7-12)", a, 6, b, 6, 0.0); }
+        snprintf(a, sizeof(a), "%s/w0ck/model_00000012.bin", TMP);
+        snprintf(b, sizeof(b), "%s/w0_final.bin", TMP);
+        report(rc == 0 && files_equal_from(a, b, 0), "bf16 --master-weights 0: the resumed run's final compute copy equals the uninterrupted run's, byte for byte",
+               "exit %d", rc);
+        snprintf(cmd, sizeof(cmd), "./train_gpt %s --dtype bf16 --master-weights 0 --steps 12 --log %s/w0s.jsonl --checkpoint-every 6 --keep-checkpoints 0 "
+                 "--out %s/w0sck", common, TMP, TMP);
+        rc = run_capture(cmd, out, sizeof(out));
+        snprintf(a, sizeof(a), "%s/b.jsonl", TMP);
+        snprintf(b, sizeof(b), "%s/w0s.jsonl", TMP);
+        if (rc != 0) { report(0, "bf16 --master-weights 0, one process", "exit %d: %.300s", rc, out); }
+        else { compare_losses("bf16 --master-weights 0: 12 steps within 1e-3 relative of the run with master weights (one process)", a, 0, b, 12, 1e-3); }
+        // the update of each shard, and its rounding keyed by the flat index, are the same whoever owns it: ZeRO-3 on 2
+        // ranks (each updating its shard of the compute copy) equals one process, bit for bit
+        snprintf(cmd, sizeof(cmd), "./train_gpt %s --dtype bf16 -w 0 --total-batch-size 32 --steps 6 --log %s/w0t1.jsonl && " MPIRUN
+                 " -np 2 ./train_gpt %s --dtype bf16 -w 0 --total-batch-size 32 --steps 6 --zero 3 --log %s/w0t2.jsonl", common, TMP, common, TMP);
+        rc = run_capture(cmd, out, sizeof(out));
+        snprintf(a, sizeof(a), "%s/w0t1.jsonl", TMP);
+        snprintf(b, sizeof(b), "%s/w0t2.jsonl", TMP);
+        if (rc != 0) { report(0, "bf16 --master-weights 0: ZeRO-3 on 2 ranks", "exit %d: %.300s", rc, out); }
+        else { compare_losses("bf16 --master-weights 0: ZeRO-3 on 2 ranks equals one process, bit for bit (6 steps)", a, 0, b, 6, 0.0); }
+        snprintf(a, sizeof(a), "%s/b.jsonl", TMP);
+        const char* mixes[2][3] = {{"w0sck", "1", "a --master-weights 0 checkpoint resumed with master weights"},
+                                   {"bck", "0", "a checkpoint with master weights resumed with --master-weights 0"}};
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof(cmd), "echo 6 > %s/%s/latest && ./train_gpt %s --dtype bf16 --master-weights %s --steps 12 --resume %s/%s --log %s/wm%d.jsonl",
+                     TMP, mixes[k][0], common, mixes[k][1], TMP, mixes[k][0], TMP, k);
+            rc = run_capture(cmd, out, sizeof(out));
+            snprintf(b, sizeof(b), "%s/wm%d.jsonl", TMP, k);
+            snprintf(name, sizeof(name), "%s: continues (steps 7-12 within 1e-3 of the run with master weights)", mixes[k][2]);
+            if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
+            compare_losses(name, a, 6, b, 6, 1e-3);
+        }
+    }
+
     // older state versions still load: the fp32 checkpoint at 6 rewritten as version 4 (XXH3) and as version 3
     // (FNV) resumes exactly as the version-5 original does
     snprintf(cmd, sizeof(cmd), "echo 6 > %s/fck/latest && ./train_gpt %s --steps 12 --resume %s/fck --log %s/v5.jsonl", TMP, common, TMP, TMP);
@@ -1269,6 +1336,36 @@ static void test_planner(void) {
         checked += rc == 0 && rel <= 0.02;
     }
     report(checked >= 10, "planner: at least 10 layouts predicted within 2%", "%d of 12, worst difference %.3g", checked, worst);
+    // --master-weights 0: the planner's bf16 layouts leave out the fp32 master weights (4 bytes an owned parameter)
+    // and say so in their command; the trainer's table leaves out the same bytes exactly (4 ranks, ZeRO-1: 4 x the
+    // padded parameters / 4)
+    {
+        static char wout[1 << 20], r1[65536], r0[65536];
+        snprintf(cmd, sizeof(cmd), "%s --plan-memory-gb 1 --plan-top 100000 --master-weights 0", base);
+        rc = run_capture(cmd, wout, sizeof(wout));
+        const char* lay = " --batch-size 2 --seq-len 8 --total-batch-size 64 --zero 1 --recompute 1 --dtype bf16";
+        char want0[512];
+        snprintf(want0, sizeof(want0), "-np 4 ./train_gpt --model (--init)%s --master-weights 0\n", lay);
+        double p1 = plan_listed_bytes(out, wanted[1]), p0 = plan_listed_bytes(wout, want0);
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 ./train_gpt --init tests/ref/ref_model.bin --threads 1 --bench 1 --bench-steps 1%s", lay);
+        int rc1 = run_capture(cmd, r1, sizeof(r1));
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 ./train_gpt --init tests/ref/ref_model.bin --threads 1 --bench 1 --bench-steps 1%s --master-weights 0", lay);
+        int rc0 = run_capture(cmd, r0, sizeof(r0));
+        GPTConfig g;
+        int version;
+        FILE* fp;
+        model_read_header("tests/ref/ref_model.bin", &g, &version, &fp);
+        fclose(fp);
+        ParamLayout pl;
+        layout_build(&pl, &g);
+        double masters = 4.0 * (double)(zero_padded_size(pl.num_params, 4) / 4);
+        layout_free(&pl);
+        double t1 = largest_rank_bytes(r1), t0 = largest_rank_bytes(r0);
+        report(rc == 0 && rc1 == 0 && rc0 == 0 && p0 > 0 && p1 - p0 == masters && t1 - t0 == masters && fabs(p0 - t0) <= 0.02 * t0,
+               "planner and start-up table, --master-weights 0: the bf16 layout without master weights, 4 bytes an owned parameter less, and its command says so",
+               "exit %d %d %d; planned %.0f -> %.0f, table %.0f -> %.0f bytes, the masters %.0f%s%.200s", rc, rc1, rc0, p1, p0, t1, t0, masters,
+               rc0 ? ": " : "", rc0 ? r0 : "");
+    }
     // --comm nccl's device buffers (plan_rank_memory): planning for GPUs (--plan-storage gpu), --comm auto takes the
     // NCCL path on several processes and counts its buffers, --comm mpi none; --grad-compress bf16 adds the gradients'
     // bf16 copy (2 bytes a padded parameter) on the NCCL path only (through MPI it is host memory). Exact: the
@@ -1815,7 +1912,7 @@ static void test_llmc_flags(void) {
     report(rc == 0 && strstr(out, "note: --tf32 1 changes nothing in this build") && strstr(out, "note: -ge 2") && strstr(out, "note: -lg 5"),
            "llm.c's -f (--tf32), -ge, -lg, -w 1, -pi mpi are accepted, with a note for each that changes nothing on the CPU",
            "exit %d: %.300s", rc, out);
-    const char* refused[][2] = {{"-w 0", "always keeps fp32 master weights"}, {"-pi tcp", "without MPI (tcp, fs) is not supported"},
+    const char* refused[][2] = {{"-n 1 -o DIR --llmc-checkpoints 1 --dtype bf16 -w 0", "which --master-weights 0 does not keep"}, {"-pi tcp", "without MPI (tcp, fs) is not supported"},
                                 {"-pn 2", "mpirun gives every process its rank"}, {"-y 1", "resumes from --out DIR"},
                                 {"--llmc-checkpoints 1", "it needs --checkpoint-every N"},
                                 {"-n 1 -o DIR --llmc-checkpoints 1 --shuffle 1", "no equivalent of the sampler"},
