@@ -823,6 +823,29 @@ static void test_sums(void) {
     }
 }
 
+// The AdamW shard tests' segments: [243, 250) is in no segment, and the shard [5, 290) cuts through the first and last
+static const AdamWSegment ADAMW_TEST_SEGS[4] = {{0, 40, 1}, {40, 3, 0}, {43, 200, 1}, {250, 51, 0}};
+
+// AdamW's step t in double for the elements of the shard [lo, hi) in those segments: the moments md, vd (from the
+// gradients g times gs) updated in place, and step[k] = lr m-hat / (sqrt(v-hat) + eps), decayed[k] the decay flag;
+// elements in no segment are left alone.
+static void adamw_ref_step(size_t lo, size_t hi, const float* g, float gs, float lr, float b1, float b2, float eps, int t,
+                           double* md, double* vd, double* step, char* decayed) {
+    for (int s = 0; s < 4; s++) {
+        const AdamWSegment* sg = &ADAMW_TEST_SEGS[s];
+        for (size_t i = sg->offset; i < sg->offset + sg->size; i++) {
+            if (i < lo || i >= hi) { continue; }
+            size_t k = i - lo;
+            double gg = (double)gs * g[k];
+            md[k] = b1 * md[k] + (1 - (double)b1) * gg;
+            vd[k] = b2 * vd[k] + (1 - (double)b2) * gg * gg;
+            double mh = md[k] / (1 - pow(b1, t)), vh = vd[k] / (1 - pow(b2, t));
+            step[k] = lr * (mh / (sqrt(vh) + eps));
+            decayed[k] = (char)sg->decay;
+        }
+    }
+}
+
 // AdamW in the storage type dt with master weights, on a ZeRO shard [lo, hi) that cuts through tensors (segments at
 // odd offsets, a gap that belongs to no segment): two steps against the closed form in double (master, m, v; the
 // tolerances of test_adamw), every stored parameter exactly the stochastic rounding of its own master value (keyed
@@ -830,11 +853,12 @@ static void test_sums(void) {
 // of each segment in 16-byte packs and the ends one element at a time.
 static void check_adamw_shard(const KernelCtx* ctx, int dt) {
     enum { N = 301, LO = 5, HI = 290 };
-    AdamWSegment segs[4] = {{0, 40, 1}, {40, 3, 0}, {43, 200, 1}, {250, 51, 0}}; // [243, 250) is in no segment
     size_t n = HI - LO;
     float *p = (float*)mallocCheck(n * 4), *w = (float*)mallocCheck(n * 4), *g = (float*)mallocCheck(n * 4);
     float *m = (float*)mallocCheck(n * 4), *v = (float*)mallocCheck(n * 4), *p0 = (float*)mallocCheck(n * 4);
     double *wd = (double*)mallocCheck(n * 8), *md = (double*)mallocCheck(n * 8), *vd = (double*)mallocCheck(n * 8);
+    double* step = (double*)callocCheck(n, 8);
+    char* decayed = (char*)callocCheck(n, 1);
     for (size_t k = 0; k < n; k++) {
         p[k] = round_dtype((float)rand_d(), dt); w[k] = p[k]; p0[k] = p[k]; g[k] = (float)rand_d(); m[k] = 0.0f; v[k] = 0.0f;
         wd[k] = p[k]; md[k] = 0.0; vd[k] = 0.0;
@@ -842,17 +866,11 @@ static void check_adamw_shard(const KernelCtx* ctx, int dt) {
     float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wdecay = 0.1f, gs = 0.5f;
     for (int t = 1; t <= 2; t++) {
         AdamWHyper hp = {lr, b1, b2, eps, wdecay, gs, t, 1234};
-        adamw_update(ctx, p, w, g, m, v, LO, HI, segs, 4, &hp);
-        for (int s = 0; s < 4; s++) {
-            for (size_t i = segs[s].offset; i < segs[s].offset + segs[s].size; i++) {
-                if (i < LO || i >= HI) { continue; }
-                size_t k = i - LO;
-                double gg = (double)gs * g[k];
-                md[k] = b1 * md[k] + (1 - (double)b1) * gg;
-                vd[k] = b2 * vd[k] + (1 - (double)b2) * gg * gg;
-                double mh = md[k] / (1 - pow(b1, t)), vh = vd[k] / (1 - pow(b2, t));
-                wd[k] -= lr * (mh / (sqrt(vh) + eps) + (segs[s].decay ? wdecay : 0.0) * wd[k]);
-            }
+        adamw_update(ctx, p, w, g, m, v, LO, HI, ADAMW_TEST_SEGS, 4, &hp);
+        adamw_ref_step(LO, HI, g, gs, lr, b1, b2, eps, t, md, vd, step, decayed);
+        for (size_t k = 0; k < n; k++) {
+            if (k + LO >= 243 && k + LO < 250) { continue; }
+            wd[k] -= step[k] + lr * (decayed[k] ? wdecay : 0.0) * wd[k];
         }
     }
     char nm[160];
@@ -873,7 +891,7 @@ static void check_adamw_shard(const KernelCtx* ctx, int dt) {
     report(bad == 0, nm, "%zu of %zu differ", bad, n);
     snprintf(nm, sizeof(nm), "adamw_update (%s, a shard): elements in no segment untouched", dtype_name(dt));
     report(moved == 0, nm, "%zu of 7 changed", moved);
-    free(p); free(w); free(g); free(m); free(v); free(p0); free(wd); free(md); free(vd);
+    free(p); free(w); free(g); free(m); free(v); free(p0); free(wd); free(md); free(vd); free(step); free(decayed);
 }
 
 // AdamW in the 16-bit storage type dt without master weights (--master-weights 0, llm.c's -w 0), on the same shard:
@@ -884,39 +902,33 @@ static void check_adamw_shard(const KernelCtx* ctx, int dt) {
 // mixed up between elements, or round-to-nearest, change about half of them.
 static void check_adamw_nomaster(const KernelCtx* ctx, int dt) {
     enum { N = 301, LO = 5, HI = 290 };
-    AdamWSegment segs[4] = {{0, 40, 1}, {40, 3, 0}, {43, 200, 1}, {250, 51, 0}}; // [243, 250) is in no segment
     size_t n = HI - LO;
     float *p = (float*)mallocCheck(n * 4), *g = (float*)mallocCheck(n * 4), *m = (float*)mallocCheck(n * 4), *v = (float*)mallocCheck(n * 4);
     float* prev = (float*)mallocCheck(n * 4);
-    double *md = (double*)mallocCheck(n * 8), *vd = (double*)mallocCheck(n * 8);
+    double *md = (double*)mallocCheck(n * 8), *vd = (double*)mallocCheck(n * 8), *step = (double*)callocCheck(n, 8);
+    char* decayed = (char*)callocCheck(n, 1);
     for (size_t k = 0; k < n; k++) { p[k] = round_dtype((float)rand_d(), dt); g[k] = (float)rand_d(); m[k] = v[k] = 0.0f; md[k] = vd[k] = 0.0; }
     float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wdecay = 0.1f, gs = 0.5f;
     size_t differ = 0, unrounded = 0, untouched_bad = 0;
     for (int t = 1; t <= 2; t++) {
         memcpy(prev, p, n * 4);
         AdamWHyper hp = {lr, b1, b2, eps, wdecay, gs, t, 1234};
-        adamw_update(ctx, p, NULL, g, m, v, LO, HI, segs, 4, &hp);
-        for (int s = 0; s < 4; s++) {
-            for (size_t i = segs[s].offset; i < segs[s].offset + segs[s].size; i++) {
-                if (i < LO || i >= HI) { continue; }
-                size_t k = i - LO;
-                double gg = (double)gs * g[k];
-                md[k] = b1 * md[k] + (1 - (double)b1) * gg;
-                vd[k] = b2 * vd[k] + (1 - (double)b2) * gg * gg;
-                double mh = md[k] / (1 - pow(b1, t)), vh = vd[k] / (1 - pow(b2, t));
-                double x = prev[k] - lr * (mh / (sqrt(vh) + eps) + (segs[s].decay ? wdecay : 0.0) * prev[k]);
-                float want = round_stochastic((float)x, dt, 1234, (uint64_t)t, i);
-                differ += memcmp(&p[k], &want, sizeof(float)) != 0;
-                unrounded += round_dtype(p[k], dt) != p[k];
-            }
+        adamw_update(ctx, p, NULL, g, m, v, LO, HI, ADAMW_TEST_SEGS, 4, &hp);
+        adamw_ref_step(LO, HI, g, gs, lr, b1, b2, eps, t, md, vd, step, decayed);
+        for (size_t k = 0; k < n; k++) {
+            size_t i = k + LO;
+            if (i >= 243 && i < 250) { untouched_bad += p[k] != prev[k] || m[k] != 0.0f; continue; }
+            double x = prev[k] - step[k] - lr * (decayed[k] ? wdecay : 0.0) * prev[k];
+            float want = round_stochastic((float)x, dt, 1234, (uint64_t)t, i);
+            differ += memcmp(&p[k], &want, sizeof(float)) != 0;
+            unrounded += round_dtype(p[k], dt) != p[k];
         }
-        for (size_t i = 243; i < 250; i++) { untouched_bad += p[i - LO] != prev[i - LO] || m[i - LO] != 0.0f; }
     }
     char nm[200];
     snprintf(nm, sizeof(nm), "adamw_update (%s, no master weights, a shard): each parameter the stochastic rounding of its own update, at its index", dtype_name(dt));
     report(differ <= 2 && unrounded == 0 && untouched_bad == 0, nm, "%zu of %zu differ, %zu not %s values, %zu changed outside the segments",
            differ, 2 * (n - 7), unrounded, dtype_name(dt), untouched_bad);
-    free(p); free(g); free(m); free(v); free(prev); free(md); free(vd);
+    free(p); free(g); free(m); free(v); free(prev); free(md); free(vd); free(step); free(decayed);
 }
 
 static void test_ops_dtype(void) {
@@ -2051,6 +2063,31 @@ static size_t count_unrounded(GPT* m) {
 // over 20 steps on this model, 1.2e-4 = 0.03u (bf16) and 3.5e-5 = 0.07u (fp16). A mode that loses the loss scale
 // or rounds the master weights misses by far more. The master weights stay fp32: they must differ
 // from the compute copy somewhere (else the stochastic rounding did nothing).
+// bf16's spacing at a (> 0): 2^(e - 7) for a in [2^e, 2^(e+1)).
+static double bf16_ulp(float a) { return (double)precision__float(precision__bits(a) & 0x7F800000u) / 128.0; }
+
+// Stochastic rounding over a model's weights, for the weights whose exact update e lies within half an ulp of their
+// old bf16 value (round-to-nearest would leave each unchanged): how many moved against the sum of p = |e| / ulp that
+// predicts it, and their summed change against the sum of e (variances p (1 - p) and ulp^2 p (1 - p)).
+typedef struct { size_t considered, moved; double expect_moved, var_moved, dc, de, var; } SrTally;
+static void sr_tally_add(SrTally* s, float before, float after, double e) {
+    double ulp = bf16_ulp(fabsf(before));
+    if (!(fabs(e) < ulp / 2) || e == 0.0) { return; }
+    double p = fabs(e) / ulp;
+    s->considered++;
+    s->moved += after != before;
+    s->expect_moved += p;
+    s->var_moved += p * (1 - p);
+    s->dc += (double)after - before;
+    s->de += e;
+    s->var += ulp * ulp * p * (1 - p);
+}
+// Some of the n weights' updates were that small (a quarter at least), some moved, as many as predicted and with the
+// summed change unbiased (5 sigma each).
+static int sr_tally_unbiased(const SrTally* s, size_t n) {
+    return s->considered > n / 4 && s->moved > 0 && fabs(s->moved - s->expect_moved) <= 5 * sqrt(s->var_moved) && fabs(s->dc - s->de) <= 5 * sqrt(s->var);
+}
+
 static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
     GPTConfig gc;
     ParamLayout pl;
@@ -2122,27 +2159,13 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
         gpt_forward(&m, s.x, s.B, s.T);
         fwd_bwd_loss(&m, s.y, 1.0f / (s.B * s.T), &bc);
         optimizer_update(&m, &z, &c, grad_norm_reduced(&m, &z), c.lr, 1, 1.0f, 0x5eedull);
-        size_t considered = 0, moved = 0;
-        double expect_moved = 0.0, var_moved = 0.0, dc = 0.0, dm = 0.0, var = 0.0;
+        SrTally st = {0, 0, 0.0, 0.0, 0.0, 0.0, 0.0};
         for (size_t j = 0; j < n; j++) {
-            float a = fabsf(before[j]);
-            if (a < 1e-30f) { continue; }
-            double ulp = (double)precision__float((precision__bits(a) & 0x7F800000u)) / 128.0; // 2^(e - 7)
-            double e = (double)z.master[j] - before[j];
-            if (!(fabs(e) < ulp / 2) || fabs(e) == 0.0) { continue; }
-            double p = fabs(e) / ulp;
-            considered++;
-            moved += m.params[j] != before[j];
-            expect_moved += p;
-            var_moved += p * (1 - p);
-            dc += (double)m.params[j] - before[j];
-            dm += e;
-            var += ulp * ulp * p * (1 - p);
+            if (fabsf(before[j]) >= 1e-30f) { sr_tally_add(&st, before[j], m.params[j], (double)z.master[j] - before[j]); }
         }
-        report(considered > n / 4 && moved > 0 && fabs(moved - expect_moved) <= 5 * sqrt(var_moved) && fabs(dc - dm) <= 5 * sqrt(var),
-               "--dtype bf16: updates below half an ulp reach the compute copy by stochastic rounding, unbiased",
+        report(sr_tally_unbiased(&st, n), "--dtype bf16: updates below half an ulp reach the compute copy by stochastic rounding, unbiased",
                "%zu weights with an update below half an ulp: %zu moved (expected %.1f +- %.1f); summed change %.4g vs the master's %.4g (5 sigma %.3g)",
-               considered, moved, expect_moved, 5 * sqrt(var_moved), dc, dm, 5 * sqrt(var));
+               st.considered, st.moved, st.expect_moved, 5 * sqrt(st.var_moved), st.dc, st.de, 5 * sqrt(st.var));
         free(before);
         zero_free(&z);
         gpt_free(&m);
@@ -2170,34 +2193,22 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
         gpt_forward(&m, s.x, s.B, s.T);
         fwd_bwd_loss(&m, s.y, 1.0f / (s.B * s.T), &bc);
         optimizer_update(&m, &z, &c, grad_norm_reduced(&m, &z), c.lr, 1, 1.0f, 0x5eedull);
-        size_t considered = 0, moved = 0, outside = 0, unrounded = 0;
-        double expect_moved = 0.0, var_moved = 0.0, dc = 0.0, dx = 0.0, var = 0.0;
+        size_t outside = 0, unrounded = 0;
+        SrTally st = {0, 0, 0.0, 0.0, 0.0, 0.0, 0.0};
         for (size_t j = 0; j < n; j++) {
             double g = m.grads[j], x = before[j] - 1e-5 * g / (fabs(g) + 1e-8); // (t = 1: m-hat = g, v-hat = g^2)
             float a = fabsf(before[j]);
             unrounded += round_stochastic(m.params[j], DTYPE_BF16, 0, 0, 0) != m.params[j]; // (bf16 values round to themselves)
             if (a < 1e-30f) { continue; }
-            double ulp = (double)precision__float((precision__bits(a) & 0x7F800000u)) / 128.0; // 2^(e - 7)
-            float big = fmaxf(a, (float)fabs(x)); // (the grid around x: the spacing of the larger of the two)
-            double ulp_x = (double)precision__float((precision__bits(big) & 0x7F800000u)) / 128.0;
+            double ulp_x = bf16_ulp(fmaxf(a, (float)fabs(x))); // (the grid around x: the spacing of the larger of the two)
             if (fabs(m.params[j] - x) > ulp_x * (1.0 + 1e-3) + 1e-7 * fabs(x)) { outside++; }
-            double e = x - before[j];
-            if (!(fabs(e) < ulp / 2) || e == 0.0) { continue; }
-            double p = fabs(e) / ulp;
-            considered++;
-            moved += m.params[j] != before[j];
-            expect_moved += p;
-            var_moved += p * (1 - p);
-            dc += (double)m.params[j] - before[j];
-            dx += e;
-            var += ulp * ulp * p * (1 - p);
+            sr_tally_add(&st, before[j], m.params[j], x - before[j]);
         }
-        report(z.master == NULL && unrounded == 0 && outside == 0 && considered > n / 4 && moved > 0 &&
-               fabs(moved - expect_moved) <= 5 * sqrt(var_moved) && fabs(dc - dx) <= 5 * sqrt(var),
+        report(z.master == NULL && unrounded == 0 && outside == 0 && sr_tally_unbiased(&st, n),
                "--dtype bf16 --master-weights 0: no master weights; AdamW rounds each update of the compute copy stochastically, unbiased",
                "master %s, %zu values not bf16, %zu off the two values around the update; %zu weights with an update below half an ulp: "
                "%zu moved (expected %.1f +- %.1f); summed change %.4g vs the update's %.4g (5 sigma %.3g)", z.master ? "kept" : "none",
-               unrounded, outside, considered, moved, expect_moved, 5 * sqrt(var_moved), dc, dx, 5 * sqrt(var));
+               unrounded, outside, st.considered, st.moved, st.expect_moved, 5 * sqrt(st.var_moved), st.dc, st.de, 5 * sqrt(st.var));
         free(before);
         zero_free(&z);
         gpt_free(&m);

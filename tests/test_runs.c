@@ -840,6 +840,20 @@ static void test_powersgd_shakespeare(void) {
            "%.0f vs %.0f bytes per rank and step (ratio %.4f)", sent[1], sent[0], sent[1] / sent[0]);
 }
 
+// The parameters of tests/ref/ref_model.bin (its layout's count, padded vocabulary included).
+static size_t ref_model_params(void) {
+    GPTConfig g;
+    int version;
+    FILE* fp;
+    model_read_header("tests/ref/ref_model.bin", &g, &version, &fp);
+    fclose(fp);
+    ParamLayout pl;
+    layout_build(&pl, &g);
+    size_t n = pl.num_params;
+    layout_free(&pl);
+    return n;
+}
+
 static void test_mixed_precision(void) {
     char cmd[8192], out[65536], name[256], shard[1024];
     if (!fresh_shard("mixed precision setup", "", "mtrain_000000.bin", 6000, 21, shard, sizeof(shard))) { return; }
@@ -956,17 +970,10 @@ static void test_mixed_precision(void) {
                  "--keep-checkpoints 0 --out %s/w0ck && cp %s/w0ck/model_00000012.bin %s/w0_final.bin", common, TMP, TMP, TMP, TMP);
         rc = run_capture(cmd, out, sizeof(out));
         report(rc == 0, "bf16 --master-weights 0 (-w 0), 2 ranks, ZeRO-1: 12 steps with a checkpoint at 6", "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
-        GPTConfig g;
-        int version;
-        FILE* fp;
-        model_read_header("tests/ref/ref_model.bin", &g, &version, &fp);
-        fclose(fp);
-        ParamLayout pl;
-        layout_build(&pl, &g);
+        size_t np_ref = ref_model_params();
         snprintf(a, sizeof(a), "%s/w0ck/state_00000006.bin", TMP);
         snprintf(b, sizeof(b), "%s/bck/state_00000006.bin", TMP);
-        long long sa = file_size(a), sb = file_size(b), want_a = state_file_bytes(pl.num_params, 0), want_b = state_file_bytes(pl.num_params, 1);
-        layout_free(&pl);
+        long long sa = file_size(a), sb = file_size(b), want_a = state_file_bytes(np_ref, 0), want_b = state_file_bytes(np_ref, 1);
         report(sa == want_a && sb == want_b, "bf16 --master-weights 0: the state file holds m and v only (8 bytes a parameter; 12 with master weights)",
                "%lld bytes (want %lld); with masters %lld (want %lld)", sa, want_a, sb, want_b);
         snprintf(cmd, sizeof(cmd), "echo 6 > %s/w0ck/latest && " MPIRUN " -np 2 ./train_gpt %s --dtype bf16 --master-weights 0 --zero 1 --steps 12 "
@@ -1351,15 +1358,7 @@ static void test_planner(void) {
         int rc1 = run_capture(cmd, r1, sizeof(r1));
         snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 ./train_gpt --init tests/ref/ref_model.bin --threads 1 --bench 1 --bench-steps 1%s --master-weights 0", lay);
         int rc0 = run_capture(cmd, r0, sizeof(r0));
-        GPTConfig g;
-        int version;
-        FILE* fp;
-        model_read_header("tests/ref/ref_model.bin", &g, &version, &fp);
-        fclose(fp);
-        ParamLayout pl;
-        layout_build(&pl, &g);
-        double masters = 4.0 * (double)(zero_padded_size(pl.num_params, 4) / 4);
-        layout_free(&pl);
+        double masters = 4.0 * (double)(zero_padded_size(ref_model_params(), 4) / 4);
         double t1 = largest_rank_bytes(r1), t0 = largest_rank_bytes(r0);
         report(rc == 0 && rc1 == 0 && rc0 == 0 && p0 > 0 && p1 - p0 == masters && t1 - t0 == masters && fabs(p0 - t0) <= 0.02 * t0,
                "planner and start-up table, --master-weights 0: the bf16 layout without master weights, 4 bytes an owned parameter less, and its command says so",
