@@ -2088,6 +2088,19 @@ static int sr_tally_unbiased(const SrTally* s, size_t n) {
     return s->considered > n / 4 && s->moved > 0 && fabs(s->moved - s->expect_moved) <= 5 * sqrt(s->var_moved) && fabs(s->dc - s->de) <= 5 * sqrt(s->var);
 }
 
+// One AdamW step of lr 1e-5 (no weight decay; clipping at grad_clip, 0: off) on the reference batch s; before (the
+// model's parameter count): the compute copy before it.
+static void small_update(GPT* m, ZeroOptimizer* z, const DebugState* s, float grad_clip, float* before) {
+    Config c;
+    config_defaults(&c);
+    c.lr = 1e-5f; c.weight_decay = 0.0f; c.grad_clip = grad_clip;
+    BackwardComm bc = {NULL, 0, 1, 1};
+    memcpy(before, m->params, m->layout.num_params * sizeof(float));
+    gpt_forward(m, s->x, s->B, s->T);
+    fwd_bwd_loss(m, s->y, 1.0f / (s->B * s->T), &bc);
+    optimizer_update(m, z, &c, grad_norm_reduced(m, z), c.lr, 1, 1.0f, 0x5eedull);
+}
+
 static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
     GPTConfig gc;
     ParamLayout pl;
@@ -2149,16 +2162,9 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
         GPT m;
         ZeroOptimizer z;
         build_model_as(&m, &z, pc, mp, s.B, s.T, DTYPE_BF16, 0);
-        Config c;
-        config_defaults(&c);
-        c.lr = 1e-5f; c.weight_decay = 0.0f;
-        BackwardComm bc = {NULL, 0, 1, 1};
         size_t n = m.layout.num_params;
         float* before = (float*)mallocCheck(n * sizeof(float));
-        memcpy(before, m.params, n * sizeof(float));
-        gpt_forward(&m, s.x, s.B, s.T);
-        fwd_bwd_loss(&m, s.y, 1.0f / (s.B * s.T), &bc);
-        optimizer_update(&m, &z, &c, grad_norm_reduced(&m, &z), c.lr, 1, 1.0f, 0x5eedull);
+        small_update(&m, &z, &s, 1.0f, before);
         SrTally st = {0, 0, 0.0, 0.0, 0.0, 0.0, 0.0};
         for (size_t j = 0; j < n; j++) {
             if (fabsf(before[j]) >= 1e-30f) { sr_tally_add(&st, before[j], m.params[j], (double)z.master[j] - before[j]); }
@@ -2183,16 +2189,9 @@ static void test_dtypes(const char* mp, const char* sp, ParallelContext* pc) {
         zero_free(&z);
         m.no_master = 1;
         gpt_zero_init(&z, &m, 0, &pc->dp_group);
-        Config c;
-        config_defaults(&c);
-        c.lr = 1e-5f; c.weight_decay = 0.0f; c.grad_clip = 0.0f;
-        BackwardComm bc = {NULL, 0, 1, 1};
         size_t n = m.layout.num_params;
         float* before = (float*)mallocCheck(n * sizeof(float));
-        memcpy(before, m.params, n * sizeof(float));
-        gpt_forward(&m, s.x, s.B, s.T);
-        fwd_bwd_loss(&m, s.y, 1.0f / (s.B * s.T), &bc);
-        optimizer_update(&m, &z, &c, grad_norm_reduced(&m, &z), c.lr, 1, 1.0f, 0x5eedull);
+        small_update(&m, &z, &s, 0.0f, before);
         size_t outside = 0, unrounded = 0;
         SrTally st = {0, 0, 0.0, 0.0, 0.0, 0.0, 0.0};
         for (size_t j = 0; j < n; j++) {
