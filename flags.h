@@ -90,6 +90,7 @@ typedef struct {
     int llmc_checkpoints;    // 1: each checkpoint also writes llm.c's per-process state files (llmc_state.h)
     char resume[1024];
     int auto_resume;         // 1: resume from --out when it holds a checkpoint, else start fresh (llm.c's -y 1)
+    char resume_settings[8]; // note | refuse: what a resume that changes the checkpoint's run settings does (checkpoint.h)
     int overfit_batch;       // 1: every step trains on the same first batch (llm.c's -a 1)
     int llmc_hellaswag;      // llm.c's -h 1: HellaSwag from its path at every validation (resolved in parse_flags)
     int model_given;         // --model was on the command line (with --init or --resume it must agree with the file)
@@ -199,6 +200,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("llmc-checkpoints", NULL, llmc_checkpoints, 0, 1, "1: each checkpoint also writes llm.c's state_XXXXXXXX_RRRRR.bin, so llm.c's train_gpt2cu -y 1 continues the run (same processes, B, T)"),
     FLAG_I("major-checkpoint-every", "-nm", major_checkpoint_every, 0, 1e9, "checkpoints at multiples of N steps are kept for good: --keep-checkpoints neither prunes nor counts them (0: none)"),
     FLAG_S("resume", NULL, resume, "resume from the latest checkpoint in this directory"),
+    FLAG_S("resume-settings", NULL, resume_settings, "note | refuse: a resume that changes a setting of the checkpoint's run (the optimizer's, the schedule's and --steps, --seq-len, --total-batch-size, --dtype, --master-weights, --grad-compress; not the layout) names each change and goes on with this run's values, or refuses to start"),
     FLAG_I("auto-resume", "-y", auto_resume, 0, 1, "1: resume from the newest checkpoint in --out when it holds one, else start fresh (llm.c's -y 1: re-running one command continues its run)"),
     FLAG_S("log", NULL, log, "append one JSON object per step to this file"),
     FLAG_I("bench", NULL, bench, 0, 1, "1: benchmark full training steps on synthetic tokens, print ms/step"),
@@ -251,6 +253,7 @@ static void config_defaults(Config* c) {
     c->pp = 1;
     strcpy(c->pp_schedule, "1f1b");
     strcpy(c->grad_compress, "none");
+    strcpy(c->resume_settings, "note");
     c->virtual_stages = 1;
     c->comm_timeout = 300.0f;
     c->val_every = 0;
@@ -505,6 +508,9 @@ static void parse_flags(Config* c, int argc, char** argv) {
         SEEN("hellaswag-every")++;
     }
     c->model_given = SEEN("model") > 0;
+    if (strcmp(c->resume_settings, "note") != 0 && strcmp(c->resume_settings, "refuse") != 0) {
+        fatal("--resume-settings: '%s' is not one of note, refuse", c->resume_settings);
+    }
     if (c->auto_resume && !c->out[0]) { fatal("--auto-resume 1 (-y 1) resumes from --out DIR: give --out (-o)"); }
     if (c->auto_resume && c->resume[0]) { fatal("--auto-resume 1 (-y 1) and --resume %s: give one", c->resume); }
     if (c->major_checkpoint_every > 0 && c->checkpoint_every == 0) {

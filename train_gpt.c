@@ -1878,7 +1878,11 @@ int main(int argc, char** argv) {
     }
     char err_hs[1024];
     int resume_sum_kind = CHECKSUM_DEFAULT;
-    if (resume_step >= 0) { resume_sum_kind = checkpoint_check_files(resume_dir, resume_step, gpt_num_params(&gc)).sum_kind; }
+    StateKind resume_kind;
+    if (resume_step >= 0) {
+        resume_kind = checkpoint_check_files(resume_dir, resume_step, gpt_num_params(&gc));
+        resume_sum_kind = resume_kind.sum_kind;
+    }
     if (c.export_hf[0] || c.export_llmc[0]) {
         // --init FILE --export-hf DIR / --export-llmc FILE: load, write, exit (no data, no training)
         const char* ex = c.export_hf[0] ? "--export-hf" : "--export-llmc";
@@ -2102,6 +2106,10 @@ int main(int argc, char** argv) {
             have_hs = 1;
         }
     }
+    // a training run that resumes names each setting it changes, or stops (--resume-settings), before the big
+    // allocations; a different global batch (a batch-size ramp), for one, is allowed but never silent: without
+    // --total-batch-size it follows the number of processes, so a resume on fewer ranks would shrink it unnoticed
+    if (resume_step >= 0 && have_train) { resume_settings_check(&c, &resume_kind.then, resume_step, master); }
 
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
@@ -2234,12 +2242,6 @@ int main(int argc, char** argv) {
             dataloader_skip(&train_loader, (uint64_t)resume_step * (uint64_t)grad_accum);
             if (master) { llmc_data_note(&train_loader, ts.data_state, resume_step); }
         } else if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
-        // a different global batch is allowed (a batch-size ramp), but never silent: without --total-batch-size it
-        // follows the number of processes (B x T x dp), so a resume on fewer ranks would shrink it unnoticed
-        if (master && ts.total_batch != 0 && ts.total_batch != (uint64_t)c.total_batch_size) {
-            printf("note: --resume %s: the checkpoint's run took %llu tokens per step, this one takes %ld (--total-batch-size; "
-                   "without it, B x T x processes)\n", c.resume, (unsigned long long)ts.total_batch, c.total_batch_size);
-        }
     }
     if (master && c.out[0] && !c.bench) {
         prepare_out_dir(c.out);

@@ -27,6 +27,13 @@ static const char* TMP; // the suite's scratch directory (testing.h's test_scrat
 
 static int name_selected(const char* only, const char* group) { return !only || strstr(group, only) != NULL; }
 
+// How many times needle occurs in text.
+static int count_in_text(const char* text, const char* needle) {
+    int n = 0;
+    for (const char* p = strstr(text, needle); p; p = strstr(p + 1, needle)) { n++; }
+    return n;
+}
+
 // ----------------------------------------------------------------------------
 // Tests through the real binary: checkpoint resume and bad input.
 
@@ -261,11 +268,15 @@ static void test_absurd_input(void) {
     }
 }
 
+static void test_resume_settings(const char* base, const char* shard); // (after the state-file helpers below)
+
 static void test_checkpoint_resume(void) {
     char cmd[4096], out[65536], shard[1024];
     if (!fresh_shard("checkpoint setup", "", "train_000000.bin", 4000, 7, shard, sizeof(shard))) { return; }
-    const char* common = "--init tests/ref/ref_model.bin --batch-size 2 --seq-len 8 --lr 1e-3 --weight-decay 0.1 "
-                         "--warmup 3 --lr-schedule cosine --threads 2";
+    // (every flag but the learning rate and the batch size, which test_resume_settings changes)
+    const char* base = "--init tests/ref/ref_model.bin --seq-len 8 --weight-decay 0.1 --warmup 3 --lr-schedule cosine --threads 2";
+    char common[1024];
+    snprintf(common, sizeof(common), "%s --batch-size 2 --lr 1e-3", base);
     // A: 20 steps straight, checkpoint at 10
     snprintf(cmd, sizeof(cmd), "./train_gpt %s --train %s --steps 20 --checkpoint-every 10 --out %s/ckpt --log %s/a.jsonl", common, shard, TMP, TMP);
     int rc = run_capture(cmd, out, sizeof(out));
@@ -276,6 +287,8 @@ static void test_checkpoint_resume(void) {
     snprintf(cmd, sizeof(cmd), "./train_gpt %s --train %s --steps 20 --resume %s/ckpt --log %s/b.jsonl", common, shard, TMP, TMP);
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0, "resume from the step-10 checkpoint", "exit %d%s%.300s", rc, rc ? ": " : "", rc ? out : "");
+    const char* note = strstr(out, "note: --resume");
+    report(rc == 0 && !note, "a resume with the checkpoint's settings notes nothing", "%.300s", note ? note : "no note");
     // C: resume once more from the same checkpoint: must equal B as well
     snprintf(cmd, sizeof(cmd), "./train_gpt %s --train %s --steps 20 --resume %s/ckpt --log %s/c.jsonl", common, shard, TMP, TMP);
     rc = run_capture(cmd, out, sizeof(out));
@@ -302,6 +315,7 @@ static void test_checkpoint_resume(void) {
     if (system(cmd) != 0) { report(0, "corrupt restore", "%s", ""); }
     snprintf(cmd, sizeof(cmd), "%s/a.jsonl", TMP);
     check_logged_lr(cmd, 1e-3, 3, 20);
+    test_resume_settings(base, shard);
     test_checkpoint_files(common, shard);
     test_sample_resume(common, shard);
 }
@@ -536,14 +550,16 @@ static void test_parallel(void) {
         }
     }
     // a resume that changes the global batch says so: 2 ranks without --total-batch-size (B x T x 2 = 32 tokens per
-    // step) resume the 96-token checkpoint above; the same ranks with --total-batch-size 96 say nothing
+    // step) resume the 96-token checkpoint above, with its other settings; the same ranks with --total-batch-size 96
+    // say nothing
     for (int k = 0; k < 2; k++) {
         snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt --init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --threads 1 "
-                 "--steps 12 --resume %s/pck%s", shard, TMP, k ? " --total-batch-size 96" : "");
+                 "--lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --steps 20 --resume %s/pck%s", shard, TMP, k ? " --total-batch-size 96" : "");
         int rc = run_capture(cmd, out, sizeof(out));
-        int noted = strstr(out, "the checkpoint's run took 96 tokens per step, this one takes 32") != NULL;
-        report(rc == 0 && (k ? !strstr(out, "note: --resume") : noted), k ? "a resume with the same global batch prints no note"
-               : "a resume that changes the global batch (no --total-batch-size, other ranks) says so", "exit %d: %.300s", rc, out);
+        int notes = count_in_text(out, "note: --resume");
+        int noted = !!strstr(out, "/pck: --total-batch-size was 96, now 32 tokens per step (without the flag: B x T x processes)\n");
+        report(rc == 0 && (k ? notes == 0 : noted && notes == 1), k ? "a resume with the same global batch prints no note"
+               : "a resume that changes the global batch (no --total-batch-size, other ranks) says so, and nothing else", "exit %d, %d notes: %.300s", rc, notes, out);
     }
     // ranks that disagree on the configuration stop with a clear error naming the flag
     snprintf(cmd, sizeof(cmd), "timeout 60 mpirun --allow-run-as-root --oversubscribe -np 1 ./train_gpt %s --steps 2 --seed 1 : -np 1 ./train_gpt %s --steps 2 --seed 2", common, common);
@@ -613,40 +629,237 @@ static int files_equal_from(const char* a, const char* b, long from) {
     return same;
 }
 
-// Rewrites an fp32 checkpoint's state (version 5, no master weights) as an older version would have written it:
-// version 3 (FNV checksums) or 4 (XXH3), the version-5 header words zero (old writers left them so, the loss-scale
-// word included), both checksums recomputed in that version's kind. Returns 0 on success.
-static int downgrade_state(const char* model_path, const char* state_path, int version) {
-    long long ns = file_size(state_path);
-    FILE* f = fopen(state_path, "rb");
+// Reads a state file whole: its header into h, its payload into *payload (the caller frees it). Returns 0 on success.
+static int state_read_all(const char* path, uint64_t h[ST_HEADER_WORDS], unsigned char** payload, size_t* n) {
+    long long ns = file_size(path);
+    FILE* f = fopen(path, "rb");
     if (!f || ns < ST_HEADER_WORDS * 8) { if (f) { fclose(f); } return 1; }
-    uint64_t h[ST_HEADER_WORDS];
-    size_t payload = (size_t)ns - sizeof(h);
-    unsigned char* p = (unsigned char*)mallocCheck(payload);
-    int ok = fread(h, 8, ST_HEADER_WORDS, f) == ST_HEADER_WORDS && fread(p, 1, payload, f) == payload;
+    *n = (size_t)ns - ST_HEADER_WORDS * 8;
+    *payload = (unsigned char*)mallocCheck(*n + 1);
+    int ok = fread(h, 8, ST_HEADER_WORDS, f) == ST_HEADER_WORDS && fread(*payload, 1, *n, f) == *n;
     fclose(f);
-    if (!ok || h[ST_VERSION] != STATE_VERSION || h[ST_HAS_MASTER]) { free(p); return 1; }
+    if (!ok) { free(*payload); }
+    return !ok;
+}
+
+// Writes a state file back with its checksum recomputed in `kind` (as a writer would have sealed it), and frees the
+// payload. Returns 0 on success.
+static int state_write_sealed(const char* path, uint64_t h[ST_HEADER_WORDS], unsigned char* payload, size_t n, int kind) {
+    Checksum c;
+    checksum_begin(&c, kind);
+    checksum_add(&c, payload, n);
+    h[ST_STATE_SUM] = state_header_sum(h, &c);
+    FILE* f = fopen(path, "wb");
+    int ok = f && fwrite(h, 8, ST_HEADER_WORDS, f) == ST_HEADER_WORDS && fwrite(payload, 1, n, f) == n;
+    if (f) { fclose(f); }
+    free(payload);
+    return !ok;
+}
+
+// Sets the words [first, last] of a state's header to value (a header a writer could have made, or a corrupt one
+// that its checksum does not catch), sealed again in the kind the header names. Returns 0 on success.
+static int state_set_words(const char* path, int first, int last, uint64_t value) {
+    uint64_t h[ST_HEADER_WORDS];
+    unsigned char* p;
+    size_t n;
+    if (state_read_all(path, h, &p, &n) != 0) { return 1; }
+    for (int w = first; w <= last; w++) { h[w] = value; }
+    return state_write_sealed(path, h, p, n, (int)h[ST_SUM_KIND]);
+}
+
+// Rewrites an fp32 checkpoint's state (version 5, no master weights) as an older version would have written it:
+// version 3 (FNV checksums) or 4 (XXH3), the version-5 header words and the run's settings zero (old writers left
+// them so, the loss-scale word included), both checksums recomputed in that version's kind. Returns 0 on success.
+static int downgrade_state(const char* model_path, const char* state_path, int version) {
+    uint64_t h[ST_HEADER_WORDS];
+    unsigned char* p;
+    size_t payload;
+    if (state_read_all(state_path, h, &p, &payload) != 0) { return 1; }
+    if (h[ST_VERSION] != STATE_VERSION || h[ST_HAS_MASTER]) { free(p); return 1; }
     int kind = version == STATE_VERSION_FNV ? CHECKSUM_FNV : CHECKSUM_XXH3;
     h[ST_VERSION] = (uint64_t)version;
     h[ST_SUM_KIND] = h[ST_DTYPE] = h[ST_HAS_MASTER] = h[ST_SCALE_CLEAN] = h[ST_SR_SEED] = h[ST_LOSS_SCALE] = 0;
+    for (int w = ST_SETTINGS; w <= ST_SET_COMPRESS; w++) { h[w] = 0; }
     long long nm = file_size(model_path);
     unsigned char* mbuf = (unsigned char*)mallocCheck((size_t)nm);
     FILE* fm = fopen(model_path, "rb");
-    ok = fm && fread(mbuf, 1, (size_t)nm, fm) == (size_t)nm;
+    int ok = fm && fread(mbuf, 1, (size_t)nm, fm) == (size_t)nm;
     if (fm) { fclose(fm); }
     Checksum c;
     checksum_begin(&c, kind);
     checksum_add(&c, mbuf, (size_t)nm);
     h[ST_MODEL_SUM] = checksum_end(&c);
-    checksum_begin(&c, kind);
-    checksum_add(&c, p, payload);
-    h[ST_STATE_SUM] = state_header_sum(h, &c);
-    f = fopen(state_path, "wb");
-    ok = ok && f && fwrite(h, 8, ST_HEADER_WORDS, f) == ST_HEADER_WORDS && fwrite(p, 1, payload, f) == payload;
-    if (f) { fclose(f); }
-    free(p);
     free(mbuf);
-    return !ok;
+    return state_write_sealed(state_path, h, p, payload, kind) != 0 || !ok;
+}
+
+// --resume-settings on the step-10 checkpoint of test_checkpoint_resume (its run: `base` --batch-size 2 --lr 1e-3
+// --steps 20):
+// - note (the default): a resume with --lr 2e-3 --steps 30 --adam-beta2 0.99 names exactly those three, and the
+//   learning rate it gives step 11 under each schedule: this run's equals the lr its log shows at step 11, the
+//   checkpoint's the lr the uninterrupted run logged there (a.jsonl), both as floats, exactly;
+// - refuse: the same resume stops before training (no log file), naming the three; another layout (B 1, two
+//   micro-steps, the same global batch) with the checkpoint's settings is not a change and runs;
+// - a state whose settings words an older writer left zero: refuse compares what it can, says so, and runs;
+// - settings words no writer makes (schedule 9), sealed under a valid checksum: refused as a corrupt header.
+static void test_resume_settings(const char* base, const char* shard) {
+    char cmd[4096], out[65536], logp[1024], a[32][32], b[32][32];
+    const char* changed = "--batch-size 2 --lr 2e-3 --steps 30 --adam-beta2 0.99";
+    snprintf(logp, sizeof(logp), "%s/rs.jsonl", TMP);
+    snprintf(cmd, sizeof(cmd), "rm -f %s && ./train_gpt %s --train %s %s --resume %s/ckpt --log %s", logp, base, shard, changed, TMP, logp);
+    int rc = run_capture(cmd, out, sizeof(out));
+    const char* want[3] = {"--lr was 0.001, now 0.002\n", "--steps was 20, now 30 (the schedule's length)\n", "--adam-beta2 was 0.95, now 0.99\n"};
+    int named = 0;
+    for (int i = 0; i < 3; i++) { named += strstr(out, want[i]) != NULL; }
+    report(rc == 0 && named == 3 && count_in_text(out, "note: --resume") == 4, "--resume-settings note: a resume names each setting it changes, and only those",
+           "exit %d, %d of 3 named, %d notes: %.600s", rc, named, count_in_text(out, "note: --resume"), out);
+    const char* lr_note = strstr(out, "step 11's learning rate is ");
+    snprintf(cmd, sizeof(cmd), "%s/a.jsonl", TMP);
+    int na = read_log_values(cmd, "lr", a, 32), nb = read_log_values(logp, "lr", b, 32);
+    float now = 0.0f, then = 0.0f;
+    int parsed = lr_note && sscanf(lr_note, "step 11's learning rate is %f (it would be %f under", &now, &then) == 2;
+    report(parsed && na == 20 && nb == 20 && now == strtof(b[0], NULL) && then == strtof(a[10], NULL) && now != then,
+           "the note's learning rates of step 11: this run's as it logs it, the checkpoint's as the uninterrupted run logged it",
+           "note %.120s; logged %s (this run), %s (uninterrupted)", lr_note ? lr_note : "(none)", nb ? b[0] : "-", na > 10 ? a[10] : "-");
+    snprintf(cmd, sizeof(cmd), "rm -f %s && ./train_gpt %s --train %s %s --resume %s/ckpt --log %s --resume-settings refuse", logp, base, shard, changed, TMP, logp);
+    rc = run_capture(cmd, out, sizeof(out));
+    named = 0;
+    for (int i = 0; i < 3; i++) { named += strstr(out, want[i]) != NULL; }
+    report(rc == 1 && named == 3 && strstr(out, "--resume-settings refuse: this run changes 3 setting(s)") && !file_exists(logp),
+           "--resume-settings refuse: a resume that changes settings stops before training, naming each", "exit %d, %d of 3 named, log %s: %.600s",
+           rc, named, file_exists(logp) ? "written" : "absent", out);
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --train %s --lr 1e-3 --steps 20 --batch-size 1 --total-batch-size 16 --resume %s/ckpt --resume-settings refuse",
+             base, shard, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && !strstr(out, "note: --resume"), "--resume-settings refuse: another layout (B 1 x 2 micro-steps) with the same settings runs",
+           "exit %d: %.400s", rc, out);
+    // an older writer's state: settings words zero (resealed), then a corrupt one
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/ckold && cp -r %s/ckpt %s/ckold", TMP, TMP, TMP);
+    char sp[1024];
+    snprintf(sp, sizeof(sp), "%s/ckold/state_00000010.bin", TMP);
+    int setup = system(cmd) == 0 && state_set_words(sp, ST_SETTINGS, ST_SET_COMPRESS, 0) == 0;
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --train %s %s --resume %s/ckold --resume-settings refuse", base, shard, changed, TMP);
+    rc = setup ? run_capture(cmd, out, sizeof(out)) : -1;
+    report(rc == 0 && strstr(out, "the checkpoint records no optimizer or schedule settings") && count_in_text(out, "note: --resume") == 1,
+           "a state that records no settings (an older writer's): refuse compares the rest, says so, and runs", "exit %d: %.400s", rc, out);
+    setup = state_set_words(sp, ST_SETTINGS, ST_SETTINGS, 1) == 0 && state_set_words(sp, ST_SET_SCHEDULE, ST_SET_SCHEDULE, 9) == 0;
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --train %s --batch-size 2 --lr 1e-3 --steps 20 --resume %s/ckold", base, shard, TMP);
+    rc = setup ? run_capture(cmd, out, sizeof(out)) : -1;
+    report(rc == 1 && strstr(out, "state_00000010.bin': corrupt header (its run's settings"), "settings words no writer makes are refused as a corrupt header",
+           "exit %d: %.300s", rc, out);
+}
+
+// The settings comparison in-process (checkpoint.h), every setting on its own:
+// - a header written from a Config and read back compares equal to that Config's settings, for the default run and
+//   runs with every schedule, each gradient compression, 16-bit storage with and without masters, and floats that
+//   need nine digits;
+// - changing any one setting gives exactly one line, naming its flag; --steps counts only when a schedule uses it;
+// - a header without the settings (an older writer's) compares only --seq-len, --total-batch-size and --dtype, and
+//   --master-weights only between two 16-bit runs.
+typedef void (*ConfigEdit)(Config*);
+static void edit_lr(Config* c) { c->lr *= 2.0f; }
+static void edit_sched(Config* c) { strcpy(c->lr_schedule, "linear"); }
+static void edit_warmup(Config* c) { c->warmup += 1; }
+static void edit_final(Config* c) { c->final_lr_frac = 0.25f; }
+static void edit_steps(Config* c) { c->steps += 7; }
+static void edit_wd(Config* c) { c->weight_decay = 0.05f; }
+static void edit_clip(Config* c) { c->grad_clip = 0.0f; }
+static void edit_beta1(Config* c) { c->adam_beta1 = 0.8f; }
+static void edit_beta2(Config* c) { c->adam_beta2 = 0.999f; }
+static void edit_eps(Config* c) { c->adam_eps = 1e-6f; }
+static void edit_compress(Config* c) { strcpy(c->grad_compress, "powersgd:2"); }
+static void edit_T(Config* c) { c->seq_len *= 2; }
+static void edit_total(Config* c) { c->total_batch_size *= 2; }
+static void edit_dtype(Config* c) { strcpy(c->dtype, "fp16"); }
+static void edit_master(Config* c) { c->master_weights = 0; }
+
+// The settings a checkpoint of run c records, as checkpoint_save writes its header and checkpoint_check_files reads it.
+static RunSettings settings_recorded(const Config* c, int with_settings) {
+    uint64_t h[ST_HEADER_WORDS] = {0};
+    h[ST_VERSION] = STATE_VERSION; h[ST_T] = (uint64_t)c->seq_len; h[ST_TOTAL_BATCH] = (uint64_t)c->total_batch_size;
+    h[ST_DTYPE] = (uint64_t)dtype_parse(c->dtype); h[ST_HAS_MASTER] = dtype_parse(c->dtype) != DTYPE_FP32 && c->master_weights;
+    if (with_settings) { settings_to_header(h, c); }
+    return settings_from_header("(in memory)", h);
+}
+
+static void test_settings_compare(void) {
+    Config base;
+    config_defaults(&base);
+    base.steps = 50; base.seq_len = 64; base.total_batch_size = 4096; strcpy(base.dtype, "bf16");
+    Config runs[6];
+    for (int i = 0; i < 6; i++) { runs[i] = base; }
+    strcpy(runs[1].lr_schedule, "wsd"); strcpy(runs[1].grad_compress, "powersgd:4"); runs[1].lr = 3.7e-4f; runs[1].adam_eps = 1.23456789e-10f;
+    strcpy(runs[2].lr_schedule, "linear"); strcpy(runs[2].grad_compress, "bf16"); runs[2].final_lr_frac = 0.1f; runs[2].warmup = 700;
+    strcpy(runs[3].lr_schedule, "constant"); runs[3].master_weights = 0; runs[3].adam_beta1 = 0.85f; runs[3].grad_clip = 0.0f;
+    strcpy(runs[4].dtype, "fp32"); runs[4].weight_decay = 0.1f; runs[4].adam_beta2 = 0.99f;
+    strcpy(runs[5].dtype, "fp16"); strcpy(runs[5].grad_compress, "powersgd:32"); runs[5].steps = 1000000000;
+    int same = 1;
+    char list[4096];
+    for (int i = 0; i < 6; i++) {
+        RunSettings then = settings_recorded(&runs[i], 1), now;
+        settings_of_run(&runs[i], &now);
+        list[0] = '\0';
+        int n = settings_changes(&then, &now, list, sizeof(list));
+        if (n != 0 || !then.recorded) { same = 0; printf("  run %d: %d change(s), recorded %d: %s", i, n, then.recorded, list); }
+    }
+    report(same, "a run's settings, written to a state header and read back, compare equal to its own (6 runs: every schedule and compression, dtypes, -w 0)", "%s", "");
+    struct { const char* flag; ConfigEdit edit; } edits[] = {
+        {"lr", edit_lr}, {"lr-schedule", edit_sched}, {"warmup", edit_warmup}, {"final-lr-frac", edit_final}, {"steps", edit_steps},
+        {"weight-decay", edit_wd}, {"grad-clip", edit_clip}, {"adam-beta1", edit_beta1}, {"adam-beta2", edit_beta2}, {"adam-eps", edit_eps},
+        {"grad-compress", edit_compress}, {"seq-len", edit_T}, {"total-batch-size", edit_total}, {"dtype", edit_dtype}, {"master-weights", edit_master},
+    };
+    int ne = (int)(sizeof(edits) / sizeof(edits[0])), good = 0;
+    for (int k = 0; k < ne; k++) {
+        Config c = base;
+        edits[k].edit(&c);
+        RunSettings then = settings_recorded(&base, 1), now;
+        settings_of_run(&c, &now);
+        char prefix[64];
+        snprintf(prefix, sizeof(prefix), "--%s was ", edits[k].flag);
+        list[0] = '\0';
+        int n = settings_changes(&then, &now, list, sizeof(list));
+        if (n == 1 && strncmp(list, prefix, strlen(prefix)) == 0) { good++; }
+        else { printf("  changing --%s: %d line(s): %s\n", edits[k].flag, n, list); }
+    }
+    report(good == ne, "each setting changed alone gives one line, naming its flag", "%d of %d", good, ne);
+    // --steps and a constant schedule; a change of schedule to or from constant counts both
+    Config k1 = runs[3], k2 = runs[3];
+    k2.steps += 100;
+    RunSettings then = settings_recorded(&k1, 1), now;
+    settings_of_run(&k2, &now);
+    list[0] = '\0';
+    int n_const = settings_changes(&then, &now, list, sizeof(list));
+    strcpy(k2.lr_schedule, "cosine");
+    settings_of_run(&k2, &now);
+    list[0] = '\0';
+    int n_cos = settings_changes(&then, &now, list, sizeof(list));
+    report(n_const == 0 && n_cos == 2 && strstr(list, "--steps was 50, now 150"), "--steps is a change only where a schedule uses it (constant: not)",
+           "constant %d, to cosine %d: %s", n_const, n_cos, list);
+    // an older writer's header: the settings not recorded
+    Config c = base;
+    edit_lr(&c); edit_steps(&c); edit_compress(&c);
+    then = settings_recorded(&base, 0);
+    settings_of_run(&c, &now);
+    list[0] = '\0';
+    int n_old = settings_changes(&then, &now, list, sizeof(list));
+    edit_T(&c); edit_total(&c); edit_dtype(&c);
+    settings_of_run(&c, &now);
+    list[0] = '\0';
+    int n_old2 = settings_changes(&then, &now, list, sizeof(list));
+    then.total_batch = 0; // (llm.c's converted states: not recorded either)
+    list[0] = '\0';
+    int n_old3 = settings_changes(&then, &now, list, sizeof(list));
+    report(!then.recorded && n_old == 0 && n_old2 == 3 && n_old3 == 2, "a header without the settings compares --seq-len, --total-batch-size "
+           "(when recorded) and --dtype only", "%d, then %d, %d without the batch: %s", n_old, n_old2, n_old3, list);
+    // masters: compared between 16-bit runs only (an fp32 run keeps none, whatever the flag)
+    Config f32 = runs[4], b16 = base;
+    b16.master_weights = 0;
+    then = settings_recorded(&f32, 1);
+    b16.weight_decay = f32.weight_decay; b16.adam_beta2 = f32.adam_beta2;
+    settings_of_run(&b16, &now);
+    list[0] = '\0';
+    int n_dt = settings_changes(&then, &now, list, sizeof(list));
+    report(n_dt == 1 && strncmp(list, "--dtype was fp32, now bf16", 26) == 0, "fp32 -> bf16 -w 0 is one change, the dtype's", "%d: %s", n_dt, list);
 }
 
 // --grad-compress bf16 (2 ranks, every ZeRO stage) against one process without it: the gradient reductions round
@@ -2893,7 +3106,7 @@ int main(int argc, char** argv) {
     }
     if (!file_exists("./train_gpt")) { fatal("test_runs: ./train_gpt is missing: run make first (from the repository root)"); }
     TMP = test_scratch_dir("test_runs");
-    if (name_selected(only, "checkpoint")) { test_checkpoint_resume(); }
+    if (name_selected(only, "checkpoint")) { test_settings_compare(); test_checkpoint_resume(); }
     if (name_selected(only, "badinput")) { test_bad_input(); test_absurd_input(); }
     if (name_selected(only, "nan")) { test_nan_policy(); }
     if (name_selected(only, "outlier")) { test_outlier_runs(); }
