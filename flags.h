@@ -106,7 +106,7 @@ typedef struct {
     float plan_intra_gbps, plan_inter_gbps; // link bandwidth per device, GB/s, within and between nodes
     float plan_tflops;       // dense bf16 peak per device
     float plan_efficiency;   // share of the peak a training step's matmuls reach
-    char plan_storage[8];    // build | gpu: floatX elements as this build stores them, or 16-bit as a GPU build does
+    char plan_storage[8];    // build | gpu: floatX elements as this build stores them, or in each layout's dtype as GPU builds do
     int plan_top;
     int plan_verbose;
 } Config;
@@ -214,7 +214,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("plan-inter-gbps", NULL, plan_inter_gbps, 0.001, 1e6, "--plan: link bandwidth per device between nodes, GB/s"),
     FLAG_F("plan-tflops", NULL, plan_tflops, 1e-6, 1e6, "--plan: dense bf16 peak TFLOP/s per device (MFU is against it)"),
     FLAG_F("plan-efficiency", NULL, plan_efficiency, 1e-3, 1, "--plan: the share of the peak the matmuls of a training step reach (fp32 is counted at half of it)"),
-    FLAG_S("plan-storage", NULL, plan_storage, "--plan: build (floatX as this binary stores it: what its memory table prints) | gpu (16-bit elements, as a GPU build in bf16/fp16)"),
+    FLAG_S("plan-storage", NULL, plan_storage, "--plan: build (floatX as this binary stores it: what its memory table prints) | gpu (each layout's dtype, as a GPU build of that dtype stores it: 2 bytes bf16/fp16, 4 fp32)"),
     FLAG_I("plan-top", NULL, plan_top, 1, 1e6, "--plan: how many layouts to print"),
     FLAG_I("plan-verbose", NULL, plan_verbose, 0, 1, "--plan: 1 also prints every rejected layout with its reason"),
 };

@@ -128,11 +128,16 @@ typedef struct {
     double intra, inter;      // link bandwidth per device, bytes/s, within a node and between nodes
     double peak;              // dense bf16/fp16 peak per device, FLOP/s (what MFU is measured against)
     double efficiency;        // the share of the peak a training step's matmuls reach
-    size_t floatx_bytes;      // storage of a floatX element (see plan_rank_memory)
+    size_t floatx_bytes;      // storage of a floatX element (see plan_rank_memory); 0: each layout's dtype's (plan_elem_bytes)
     int gpu;                  // the devices are GPUs (a GPU build, or --plan-storage gpu): see plan_comm_nccl
     double reserve;           // bytes per device a layout leaves to what the planner does not model (the runtime's)
     int tf32;                 // --tf32: fp32 layouts' matmuls on TF32 tensor cores
 } PlanMachine;
+
+// The bytes of a floatX element of layout p on the machine: this CPU build's floatX (fp32 whatever the dtype: it
+// emulates the 16-bit types by rounding), or on GPUs the layout's dtype, which a GPU build of that dtype stores
+// natively (2 bytes bf16 and fp16, 4 fp32: a CUDA build runs the one dtype it was built for).
+static size_t plan_elem_bytes(const PlanMachine* mc, const PlanLayout* p) { return mc->floatx_bytes ? mc->floatx_bytes : dtype_bytes(p->dtype); }
 
 // Whether a run on the machine takes the --comm nccl path, whose device buffers plan_rank_memory counts: on GPUs,
 // one per process, as --comm auto decides for several processes; --comm nccl asks for it on one too, and --comm mpi
@@ -184,7 +189,7 @@ static void plan_estimate(const GPTConfig* g, const PlanMachine* mc, long total_
     double redo = p->recompute == 2 ? 4.0 / 3.0 : p->recompute == 1 ? 1.02 : 1.0;
     res->t_compute = fpt * (double)total_batch / N * redo / rate;
     res->bubble = p->pp > 1 ? pp_bubble_theory(p->kind, p->pp, p->M, p->V) : 0.0;
-    double e = (double)mc->floatx_bytes, C = g->channels;
+    double e = (double)plan_elem_bytes(mc, p), C = g->channels;
     double act = (double)p->B * p->T * C * e;          // one micro-batch's (B, T, C) activations
     int blocks = (g->num_layers + p->pp - 1) / p->pp;   // per stage (the largest)
     double tp_bytes = p->M * (blocks * (4.0 + (p->recompute == 2 ? 2.0 : 0.0)) + 1.0) * comm_sent_bytes(COMM_OP_ALLREDUCE, act, p->tp);
@@ -246,10 +251,14 @@ static int plan__by_step(const void* a, const void* b) {
 
 #define PLAN_MAX_REASONS 16
 
-// Enumerates every layout of the machine, prints the rejected ones by reason (each one with --plan-verbose 1) and
-// the best --plan-top by estimated step time, each with its memory, time split and command. Returns how many fit.
+// The layouts that fit, as the enumeration collects them.
+typedef struct { PlanResult* r; size_t n, cap; double least; } PlanFound;
+
+static int plan_enumerate(const Config* c, const GPTConfig* g, const PlanMachine* mc, int no_master, int only_16bit, PlanFound* f);
+static void plan_print_best(const Config* c, PlanFound* f);
+
 static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) {
-    int N = mc->per_node * mc->nodes, T = c->seq_len, nccl = plan_comm_nccl(c, mc), bf16 = strcmp(c->grad_compress, "bf16") == 0;
+    int T = c->seq_len, nccl = plan_comm_nccl(c, mc), bf16 = strcmp(c->grad_compress, "bf16") == 0;
     long total = c->total_batch_size;
     if (total <= 0) { fatal("--plan: give the global batch (--total-batch-size, tokens per optimizer step)"); }
     printf("plan: %s (L %d, C %d, NH %d, %.1f M parameters), T %d, %ld tokens per step, %d node(s) x %d device(s), %.1f GB each "
@@ -257,7 +266,7 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
            "%.0f TFLOP/s bf16 peak at %.0f%%, links %.0f / %.0f GB/s (intra / inter), %s storage, fp32 matmuls %s, %d thread(s) per process, "
            "collectives %s%s\n",
            c->init[0] ? c->init : c->model, g->num_layers, g->channels, g->num_heads, gpt_num_params(g) / 1e6, T, total, mc->nodes, mc->per_node,
-           mc->memory / 1e9, mc->reserve / 1e9, mc->peak / 1e12, 100.0 * mc->efficiency, mc->intra / 1e9, mc->inter / 1e9, mc->floatx_bytes == sizeof(floatX) ? "this build's" : "GPU (16-bit)",
+           mc->memory / 1e9, mc->reserve / 1e9, mc->peak / 1e12, 100.0 * mc->efficiency, mc->intra / 1e9, mc->inter / 1e9, mc->floatx_bytes ? "this build's" : "GPU (each layout's dtype)",
            mc->tf32 ? "on TF32 tensor cores (--tf32 1)" : "exact (--tf32 0)",
            c->threads > 0 ? c->threads : kernels_num_threads(), nccl ? "through NCCL on device buffers" : "through MPI",
            nccl && bf16 ? " (with the bf16 gradient copy of --grad-compress bf16)" : "");
@@ -265,11 +274,38 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
         printf("plan: with the KV cache of --sample-every's samples on the ranks that sample (one sequence of T positions of "
                "their layers; none under sequence parallelism, which samples without one)\n");
     }
-    size_t cap = 1024, nres = 0;
-    PlanResult* res = (PlanResult*)mallocCheck(sizeof(PlanResult) * cap);
+    PlanFound f = {(PlanResult*)mallocCheck(sizeof(PlanResult) * 1024), 0, 1024, -1.0};
+    int n16 = plan_enumerate(c, g, mc, !c->master_weights, 0, &f);
+    if (n16 == 0 && c->master_weights) {
+        // no bf16 layout fits with its masters: those that fit without them join the list (fp32 ones may fit, but run
+        // at a fraction of the rate on GPUs). Only then: dropping the masters changes the numerics, as llm.c's -w 0.
+        printf("plan: no bf16 layout fits with fp32 master weights; without them (--master-weights 0, llm.c's -w 0: AdamW rounds "
+               "its update into the 16-bit weights stochastically, 4 bytes an owned parameter less):\n");
+        plan_enumerate(c, g, mc, 1, 1, &f);
+    }
+    int n = (int)f.n;
+    if (n == 0) {
+        if (f.least > 0) {
+            printf("plan: no layout fits: the smallest needs %.2f GB (%.0f bytes) per device, %.2f GB are there after the reserve (more devices, "
+                   "or a shorter sequence)\n", f.least / 1e9, f.least, (mc->memory - mc->reserve) / 1e9);
+        }
+        else { printf("plan: no layout can run on this machine (the reasons above)\n"); }
+    } else {
+        plan_print_best(c, &f);
+    }
+    free(f.r);
+    return n;
+}
+
+// One enumeration of the machine's layouts (no_master: the bf16 ones keep no fp32 master weights; only_16bit:
+// the bf16 ones only), adding those that fit to f (f->least: the least memory one rejected for memory needs) and
+// printing how many were rejected by reason (each one with --plan-verbose 1). Returns how many bf16 layouts fit.
+static int plan_enumerate(const Config* c, const GPTConfig* g, const PlanMachine* mc, int no_master, int only_16bit, PlanFound* f) {
+    int N = mc->per_node * mc->nodes, T = c->seq_len, nccl = plan_comm_nccl(c, mc), bf16 = strcmp(c->grad_compress, "bf16") == 0;
+    long total = c->total_batch_size;
+    size_t found0 = f->n;
     char reasons[PLAN_MAX_REASONS][160], examples[PLAN_MAX_REASONS][256];
-    double least = -1.0; // the least memory a layout rejected for memory needs
-    int reason_count[PLAN_MAX_REASONS] = {0}, nreasons = 0, rejected = 0;
+    int reason_count[PLAN_MAX_REASONS] = {0}, nreasons = 0, rejected = 0, fit16 = 0;
     const int dtypes[2] = {DTYPE_BF16, DTYPE_FP32};
     for (int tp = 1; tp <= N; tp++) {
         if (N % tp) { continue; }
@@ -282,9 +318,9 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
                     for (int zero = 0; zero <= 3; zero++) {
                         for (int B = 1; B <= 64; B *= 2) {
                             for (int rc = 0; rc <= 2; rc++) {
-                                for (int d = 0; d < 2; d++) {
+                                for (int d = 0; d < (only_16bit ? 1 : 2); d++) {
                                     PlanLayout p = {dp, tp, pp, sp, zero, B, T, 0, rc, dtypes[d], kind, V, c->threads > 0 ? c->threads : kernels_num_threads(),
-                                                    nccl, nccl, bf16, 0, !c->master_weights};
+                                                    nccl, nccl, bf16, 0, no_master};
                                     // (--sample-every: rank 0's group samples one sequence at a time, through a cache)
                                     p.kv_B = c->sample_every > 0 && c->kv_cache && !sp ? 1 : 0;
                                     long per_micro = (long)B * T * dp;
@@ -297,13 +333,13 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
                                     if (ok) {
                                         int* first = NULL;
                                         if (pp > 1) { first = (int*)mallocCheck(sizeof(int) * (size_t)(pp * V + 1)); plan_partition(g, &p, first); }
-                                        r.mem_total = plan_max_memory(g, &p, first, mc->floatx_bytes, r.mem, &r.worst_stage);
+                                        r.mem_total = plan_max_memory(g, &p, first, plan_elem_bytes(mc, &p), r.mem, &r.worst_stage);
                                         free(first);
                                         if (r.mem_total > mc->memory - mc->reserve) {
                                             ok = 0;
                                             snprintf(why, sizeof(why), "needs %.2f GB per device, above %.2f GB (%.2f GB less %.2f GB reserved)",
                                                      r.mem_total / 1e9, (mc->memory - mc->reserve) / 1e9, mc->memory / 1e9, mc->reserve / 1e9);
-                                            if (least < 0 || r.mem_total < least) { least = r.mem_total; }
+                                            if (f->least < 0 || r.mem_total < f->least) { f->least = r.mem_total; }
                                         }
                                     }
                                     if (!ok) {
@@ -332,12 +368,13 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
                                         continue;
                                     }
                                     plan_estimate(g, mc, total, &r);
-                                    if (nres == cap) {
-                                        cap *= 2;
-                                        res = (PlanResult*)realloc(res, sizeof(PlanResult) * cap);
-                                        if (!res) { fatal("--plan: out of memory for %zu layouts", cap); }
+                                    if (f->n == f->cap) {
+                                        f->cap *= 2;
+                                        f->r = (PlanResult*)realloc(f->r, sizeof(PlanResult) * f->cap);
+                                        if (!f->r) { fatal("--plan: out of memory for %zu layouts", f->cap); }
                                     }
-                                    res[nres++] = r;
+                                    f->r[f->n++] = r;
+                                    fit16 += dtypes[d] != DTYPE_FP32;
                                 }
                             }
                         }
@@ -346,17 +383,16 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
             }
         }
     }
-    printf("plan: %zu layouts fit, %d rejected:\n", nres, rejected);
+    printf("plan: %zu layouts fit, %d rejected:\n", f->n - found0, rejected);
     for (int k = 0; k < nreasons; k++) { printf("  %6d like: %s\n", reason_count[k], examples[k]); }
-    if (nres == 0) {
-        if (least > 0) {
-            printf("plan: no layout fits: the smallest needs %.2f GB per device, %.2f GB are there after the reserve (more devices, or a shorter sequence)\n",
-                   least / 1e9, (mc->memory - mc->reserve) / 1e9);
-        }
-        else { printf("plan: no layout can run on this machine (the reasons above)\n"); }
-        free(res);
-        return 0;
-    }
+    return fit16;
+}
+
+// Ranks the layouts found by estimated step time and prints the best --plan-top, each with its memory, time split
+// and command.
+static void plan_print_best(const Config* c, PlanFound* f) {
+    PlanResult* res = f->r;
+    size_t nres = f->n;
     qsort(res, nres, sizeof(PlanResult), plan__by_step);
     int top = c->plan_top < (int)nres ? c->plan_top : (int)nres;
     printf("plan: the best %d by estimated step time\n", top);
@@ -364,17 +400,19 @@ static int plan_run(const Config* c, const GPTConfig* g, const PlanMachine* mc) 
     for (int i = 0; i < top; i++) {
         const PlanResult* r = &res[i];
         const PlanLayout* p = &r->p;
-        char cmd[1024];
+        char cmd[1024], dt[8];
         plan_command(c, p, cmd, sizeof(cmd));
+        snprintf(dt, sizeof(dt), "%s%s", dtype_name(p->dtype), p->no_master && p->dtype != DTYPE_FP32 ? "*" : "");
         printf(" %2d | %3d %2d %2d | %4d %3d %2d %-5s %2d %-6s | %9.3f GB (%6.2f %6.2f %6.2f %6.2f) | %8.1f (%.1f %.1f%% %.1f %.1f %.1f) | %.0f %.1f%%\n",
-               i + 1, p->dp, p->tp, p->pp, p->zero, p->B, p->recompute, dtype_name(p->dtype), p->sp,
+               i + 1, p->dp, p->tp, p->pp, p->zero, p->B, p->recompute, dt, p->sp,
                p->pp > 1 ? pp_schedule_names[p->kind] : "-", r->mem_total / 1e9, r->mem[0] / 1e9, r->mem[1] / 1e9, r->mem[2] / 1e9,
                r->mem[3] / 1e9, r->step * 1e3, r->t_compute * 1e3, 100.0 * r->bubble, r->t_tp * 1e3, r->t_pp * 1e3,
                r->t_dp_exposed * 1e3, r->tokens_per_s, 100.0 * r->mfu);
         printf("      memory per rank %.0f bytes (pipeline stage %d); run: %s\n", r->mem_total, r->worst_stage, cmd);
     }
-    free(res);
-    return (int)nres;
+    for (int i = 0; i < top; i++) {
+        if (res[i].p.no_master && res[i].p.dtype != DTYPE_FP32) { printf("  (bf16*: without fp32 master weights, --master-weights 0)\n"); break; }
+    }
 }
 
 #endif // PLAN_H

@@ -1963,10 +1963,11 @@ int main(int argc, char** argv) {
         // --plan: search the layouts of the machine the flags describe, print the best, exit (no data, no model)
         if (pc.world_size > 1) { fatal("--plan runs in one process, not under mpirun (%d ranks)", pc.world_size); }
         PlanMachine mc = {c.plan_devices_per_node, c.plan_nodes, c.plan_memory_gb * 1e9, c.plan_intra_gbps * 1e9, c.plan_inter_gbps * 1e9,
-                          c.plan_tflops * 1e12, c.plan_efficiency, strcmp(c.plan_storage, "gpu") == 0 ? 2 : sizeof(floatX),
+                          c.plan_tflops * 1e12, c.plan_efficiency, strcmp(c.plan_storage, "gpu") == 0 ? 0 : sizeof(floatX),
                           strcmp(c.plan_storage, "gpu") == 0, 0.0, c.tf32};
 #ifdef KERNELS_CUDA
         mc.gpu = 1;
+        mc.floatx_bytes = 0; // (this build stores its own dtype natively; a layout of another runs on that dtype's build)
 #endif
         // the runtime's share: an assumption until a GPU measures it (a CUDA context with cuBLASLt's and cuDNN's
         // handles, about 0.5-1 GB on a Hopper GPU; NCCL's buffers, some hundreds of MB per communicator), which

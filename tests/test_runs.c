@@ -1510,6 +1510,37 @@ static double plan_listed_bytes(const char* listing, const char* args) {
 // benchmark step, and the largest rank's bytes in its table must be within 2% of the prediction (the bound;
 // expected exact). Then the refusals: rejected layouts are counted by reason, a machine too small says what the
 // smallest layout needs, and the planner's flags without --plan, under mpirun, or without a batch are errors.
+// Whether needle occurs in the line that begins at `line`.
+static int in_line(const char* line, const char* needle) {
+    const char* eol = strchr(line, '\n');
+    const char* at = strstr(line, needle);
+    return at && (!eol || at < eol);
+}
+
+// Over a planner listing's "memory per rank N bytes ...; run: CMD" lines whose command holds `having`: the least
+// N, how many lines (*n), and how many of their commands say --master-weights 0 (*w0). 0 when there are none.
+static double plan_least_bytes(const char* listing, const char* having, int* n, int* w0) {
+    double least = 0.0;
+    *n = *w0 = 0;
+    for (const char* at = strstr(listing, "memory per rank "); at; at = strstr(at + 1, "memory per rank ")) {
+        if (!in_line(at, having)) { continue; }
+        double b = atof(at + strlen("memory per rank "));
+        *w0 += in_line(at, " --master-weights 0");
+        if (*n == 0 || b < least) { least = b; }
+        (*n)++;
+    }
+    return least;
+}
+
+// The most bytes any line of a planner listing needs.
+static double plan_most_bytes(const char* listing) {
+    double most = 0.0;
+    for (const char* at = strstr(listing, "memory per rank "); at; at = strstr(at + 1, "memory per rank ")) {
+        most = fmax(most, atof(at + strlen("memory per rank ")));
+    }
+    return most;
+}
+
 static void test_planner(void) {
     char cmd[8192], name[1200];
     static char out[1 << 20];
@@ -1578,6 +1609,37 @@ static void test_planner(void) {
                "exit %d %d %d; planned %.0f -> %.0f, table %.0f -> %.0f bytes, the masters %.0f%s%.200s", rc, rc1, rc0, p1, p0, t1, t0, masters,
                rc0 ? ": " : "", rc0 ? r0 : "");
     }
+    // no bf16 layout fits with fp32 master weights: the planner says so and adds the bf16 layouts that fit without
+    // them, each with --master-weights 0 in its command, to the fp32 ones that fit; with room for a bf16 layout's
+    // masters it never offers to drop them. GPU storage (2-byte bf16 elements, where a bf16 layout without masters
+    // needs less than an fp32 one, and one with them more; on this CPU build bf16 takes 4 bytes) and no reserve; the
+    // memory halfway between the smallest fp32 layout's and the smallest bf16 one's with masters.
+    {
+        static char w1[1 << 20], w0[1 << 20], mid[1 << 20];
+        const char* gpu = "--plan-storage gpu --plan-reserve-gb 0";
+        snprintf(cmd, sizeof(cmd), "%s --plan-top 100000 %s --plan-memory-gb 1", base, gpu);
+        int rc1 = run_capture(cmd, w1, sizeof(w1));
+        snprintf(cmd, sizeof(cmd), "%s --plan-top 100000 %s --plan-memory-gb 1 --master-weights 0", base, gpu);
+        int rc0 = run_capture(cmd, w0, sizeof(w0));
+        int n1, n0, nf, nb, nm, w1n, w0n, wfn, wbn, wmn, mf, wmf, mb, wmb;
+        plan_least_bytes(w1, "", &n1, &w1n);
+        double fp32 = plan_least_bytes(w1, " --dtype fp32", &nf, &wfn), bf16 = plan_least_bytes(w1, " --dtype bf16", &nb, &wbn);
+        double bf16_w0 = plan_least_bytes(w0, " --master-weights 0", &n0, &w0n);
+        double half = 0.5 * (fp32 + bf16);
+        snprintf(cmd, sizeof(cmd), "%s --plan-top 100000 %s --plan-memory-gb %.9f", base, gpu, half / 1e9);
+        int rcm = run_capture(cmd, mid, sizeof(mid));
+        plan_least_bytes(mid, "", &nm, &wmn);
+        plan_least_bytes(mid, " --dtype fp32", &mf, &wmf);
+        plan_least_bytes(mid, " --dtype bf16", &mb, &wmb);
+        double most = plan_most_bytes(mid);
+        report(rc1 == 0 && rc0 == 0 && rcm == 0 && n1 > 0 && w1n == 0 && !strstr(w1, "without them (--master-weights 0") &&
+               bf16_w0 < fp32 && fp32 < bf16 && strstr(mid, "plan: no bf16 layout fits with fp32 master weights; without them") &&
+               mf > 0 && wmf == 0 && mb > 0 && wmb == mb && most <= half,
+               "planner: when no bf16 layout fits with fp32 master weights, those that fit without (--master-weights 0) join the fp32 ones; only then",
+               "exit %d %d %d; smallest: fp32 %.0f, bf16 %.0f with masters, %.0f without; %d layouts at 1 GB, %d with -w 0; at %.0f bytes: "
+               "%d fp32 (%d with -w 0), %d bf16 (%d with -w 0), largest %.0f",
+               rc1, rc0, rcm, fp32, bf16, bf16_w0, n1, w1n, half, mf, wmf, mb, wmb, most);
+    }
     // --comm nccl's device buffers (plan_rank_memory): planning for GPUs (--plan-storage gpu), --comm auto takes the
     // NCCL path on several processes and counts its buffers, --comm mpi none; --grad-compress bf16 adds the gradients'
     // bf16 copy (2 bytes a padded parameter) on the NCCL path only (through MPI it is host memory). Exact: the
@@ -1614,13 +1676,22 @@ static void test_planner(void) {
                "%zu parameters; mpi %.0f, nccl %.0f, nccl bf16 %.0f, mpi bf16 %.0f", n, m[0][0], m[0][1], m[0][2], m[0][3]);
         report(m[1][0] > 0 && m[1][1] - m[1][0] == btc * 4,
                "planner: tp 2 on the NCCL path counts its fp32 scratch of B T C floats", "mpi %.0f, nccl %.0f", m[1][0], m[1][1]);
-        // the pipeline's messages: a receive buffer and a send buffer for each message of a step, B T C 16-bit
-        // elements each; 1F1B on 2 stages with 2 micro-batches: stage 0 sends 2 activations, stage 1 2 gradients,
-        // the largest either way: 3 buffers
+        // the pipeline's messages: a receive buffer and a send buffer for each message of a step, B T C elements of
+        // the layout's dtype each (fp32 here: an fp32 GPU build sends fp32); 1F1B on 2 stages with 2 micro-batches:
+        // stage 0 sends 2 activations, stage 1 2 gradients, the largest either way: 3 buffers
         double pp_extra = m[2][1] - m[2][0];
-        report(m[2][0] > 0 && pp_extra == 3 * btc * 2,
-               "planner: pp 2 on the NCCL path counts the device message buffers (stage 0: 2 sends a step + 1 receive, of B T C 16-bit elements)",
-               "mpi %.0f, nccl %.0f (difference %.0f, want %.0f)", m[2][0], m[2][1], pp_extra, 3 * btc * 2);
+        report(m[2][0] > 0 && pp_extra == 3 * btc * 4,
+               "planner: pp 2 on the NCCL path counts the device message buffers (stage 0: 2 sends a step + 1 receive, of B T C fp32 elements)",
+               "mpi %.0f, nccl %.0f (difference %.0f, want %.0f)", m[2][0], m[2][1], pp_extra, 3 * btc * 4);
+        // fp32 layouts on GPUs: a CUDA build stores its own dtype, so an fp32 one stores 4-byte elements, as this CPU
+        // build does: through MPI (no NCCL buffers) the planner's GPU bytes of an fp32 layout are this build's own,
+        // and a bf16 layout's parameters take half of them
+        snprintf(cmd, sizeof(cmd), "%s --plan-memory-gb 1 --plan-reserve-gb 0 --plan-top 100000", base);
+        rc = run_capture(cmd, out, sizeof(out));
+        double own[2] = {plan_listed_bytes(out, layouts[1]), plan_listed_bytes(out, layouts[2])};
+        report(rc == 0 && own[0] > 0 && own[0] == m[1][0] && own[1] == m[2][0],
+               "planner: fp32 layouts planned for GPUs take 4-byte elements (this build's bytes, through MPI), not 16-bit ones",
+               "tp 2: %.0f for GPUs, %.0f this build's; pp 2: %.0f, %.0f", m[1][0], own[0], m[2][0], own[1]);
         // the runtime's reserve: 2 GB by default on GPUs, none for this build's storage; a layout must fit in what the
         // reserve leaves: the dp 4 ZeRO 1 layout above, on devices 1000 bytes larger than it needs, fits with no
         // reserve and not with 2000 bytes of it, rejected with the reason
