@@ -241,7 +241,7 @@ def dl_state(shuffle, cursor_or_shard, position, epoch, seed=1337, T=4):
 
 
 def state_file(step=3, version=3, magic=20240331, params=None, data=None, adam_t=None, master=0, sum_kind=1,
-               dtype=0, scale=1.0, clean=0, psgd=None, guard=None):
+               dtype=0, scale=1.0, clean=0, psgd=None, guard=None, settings=None):
     n = num_params(8, 5, 8, 1, 1, 4) if params is None else params
     h = [0] * 64
     h[0], h[1], h[2], h[3] = magic, version, step, n
@@ -250,6 +250,9 @@ def state_file(step=3, version=3, magic=20240331, params=None, data=None, adam_t
     if version >= 5:  # checksum kind, storage type, master-weights flag, loss scaler, stochastic-rounding seed
         h[20], h[21], h[22], h[23], h[24] = sum_kind, dtype, master, clean, 0x5352
         h[7] = struct.unpack("<I", struct.pack("<f", scale))[0]
+    if settings:  # the run's settings (checkpoint.h's ST_SETTINGS...ST_SET_COMPRESS): words 40 to 51
+        for i, w in enumerate(settings):
+            h[40 + i] = w & MASK
     data = data if data is not None else dl_state(0, 0, 8, 0)
     for i, w in enumerate(data):
         h[32 + i] = w & MASK
@@ -323,6 +326,11 @@ def make_checkpoint_seeds():
     write("checkpoint", "v5_fp16_master", fix + b"3\n" + sep + state_file(version=5, master=1, dtype=2, scale=4096.0, clean=2))
     write("checkpoint", "v5_bad_scale", fix + b"3\n" + sep + state_file(version=5, master=1, dtype=2, scale=-1.0))
     write("checkpoint", "v5_bad_master_flag", fix + b"3\n" + sep + state_file(version=5, master=2))
+    fbits = lambda x: struct.unpack("<I", struct.pack("<f", x))[0]
+    # recorded, lr 6e-4, cosine, warmup 2, final 0.1, steps 10, wd 0.1, clip 1, betas 0.9 0.95, eps 1e-8, powersgd:2
+    run = [1, fbits(6e-4), 1, 2, fbits(0.1), 10, fbits(0.1), fbits(1.0), fbits(0.9), fbits(0.95), fbits(1e-8), 3 + 256 * 2]
+    write("checkpoint", "v5_settings", fix + b"3\n" + sep + state_file(version=5, sum_kind=2, settings=run))
+    write("checkpoint", "v5_settings_bad_schedule", fix + b"3\n" + sep + state_file(version=5, sum_kind=2, settings=run[:2] + [9] + run[3:]))
     write("checkpoint", "v6_powersgd", fix + b"3\n" + sep + state_file(version=6, sum_kind=2, psgd=(1, 2, 36)))
     write("checkpoint", "v6_powersgd_bad_rank", fix + b"3\n" + sep + state_file(version=6, sum_kind=2, psgd=(0, 2, 36)))
     big_q = state_file(version=6, sum_kind=2, psgd=(1, 1, 100000))  # refused by its header: no need for the floats
