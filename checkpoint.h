@@ -160,8 +160,11 @@ static RunSettings settings_from_header(const char* path, const uint64_t* h) {
     int ok = h[ST_SETTINGS] == 1 && sched >= 1 && sched <= NUM_LR_SCHEDULES && h[ST_SET_WARMUP] <= 1000000000ull &&
              h[ST_SET_STEPS] <= 1000000000ull && (comp == 1 || comp == 2 || (comp >= 3 && (comp - 3) % 256 == 0 && psgd_r >= 1 && psgd_r <= POWERSGD_MAX_RANK));
     for (int w = ST_SET_LR; ok && w <= ST_SET_EPS; w++) {
-        if (w != ST_SET_SCHEDULE && w != ST_SET_WARMUP && w != ST_SET_STEPS) { ok = isfinite(word_float(h[w])) && h[w] >> 32 == 0; }
+        if (w != ST_SET_SCHEDULE && w != ST_SET_WARMUP && w != ST_SET_STEPS) { ok = isfinite(word_float(h[w])) && word_float(h[w]) >= 0.0f && h[w] >> 32 == 0; }
     }
+    // (the ranges the flags accept, so that --resume-settings checkpoint can take them as they are)
+    ok = ok && word_float(h[ST_SET_FINAL_FRAC]) <= 1.0f && word_float(h[ST_SET_BETA1]) < 1.0f && word_float(h[ST_SET_BETA2]) < 1.0f &&
+         word_float(h[ST_SET_EPS]) > 0.0f;
     if (!ok) { fatal("checkpoint state '%s': corrupt header (its run's settings, words %d to %d)", path, ST_SETTINGS, ST_SET_COMPRESS); }
     s.recorded = 1;
     s.lr = word_float(h[ST_SET_LR]); s.final_lr_frac = word_float(h[ST_SET_FINAL_FRAC]);
@@ -183,13 +186,17 @@ static void float_text(float x, char* buf, size_t cap) {
 }
 
 // Appends "--flag was A, now B" lines (each ending in '\n') to out for every setting of `now` that differs from a
-// recorded one of `then`. Returns how many.
-static int settings_changes(const RunSettings* then, const RunSettings* now, char* out, size_t cap) {
+// recorded one of `then` (taken: "--flag A from the checkpoint, not B", for settings the checkpoint's replace).
+// Returns how many.
+static int settings_changes(const RunSettings* then, const RunSettings* now, int taken, char* out, size_t cap) {
     int n = 0;
     size_t len = strlen(out);
     char a[48], b[48];
 #define SETTING_LINE(flag, A, B, why) do { \
-        if (len < cap) { len += (size_t)snprintf(out + len, cap - len, "--%s was %s, now %s%s\n", flag, A, B, why); } \
+        if (len < cap) { \
+            len += (size_t)(taken ? snprintf(out + len, cap - len, "--%s %s from the checkpoint, not %s%s\n", flag, A, B, why) \
+                                  : snprintf(out + len, cap - len, "--%s was %s, now %s%s\n", flag, A, B, why)); \
+        } \
         n++; \
     } while (0)
 #define SETTING_INT(flag, x, why) do { if (then->x != now->x) { \
@@ -223,29 +230,63 @@ static int settings_changes(const RunSettings* then, const RunSettings* now, cha
     return n;
 }
 
+// The checkpoint's optimizer and schedule settings in place of c's (--resume-settings checkpoint); --steps only when
+// the checkpoint's schedule depends on it (under a constant one it is only how long this run goes).
+static void settings_take(Config* c, const RunSettings* then) {
+    c->lr = then->lr; c->warmup = then->warmup; c->final_lr_frac = then->final_lr_frac;
+    if (strcmp(then->schedule, "constant") != 0) { c->steps = then->steps; }
+    snprintf(c->lr_schedule, sizeof(c->lr_schedule), "%s", then->schedule);
+    c->weight_decay = then->weight_decay; c->grad_clip = then->grad_clip;
+    c->adam_beta1 = then->beta1; c->adam_beta2 = then->beta2; c->adam_eps = then->eps;
+}
+
+// Prints each line of list as a note on --resume DIR.
+static void resume_notes(const char* dir, const char* list) {
+    for (const char* line = list; *line; ) {
+        const char* end = strchr(line, '\n');
+        printf("note: --resume %s: %.*s\n", dir, (int)(end - line), line);
+        line = end + 1;
+    }
+}
+
 // On --resume of a training run (c resolved: its steps, sequence length and global batch), against the settings
-// `then` the checkpoint of `step` recorded: --resume-settings refuse stops on any change, naming each; note (the
-// default) names each on rank 0, and the learning rate the next step takes under both schedules when they differ.
-static void resume_settings_check(const Config* c, const RunSettings* then, int step, int master) {
+// `then` the checkpoint of `step` recorded. --resume-settings:
+// - refuse stops on any change, naming each;
+// - checkpoint puts the checkpoint's optimizer and schedule settings (settings_take) in place of c's, naming each
+//   one that differed, then goes on as note for the rest (--seq-len, the batch, the precision, the compression,
+//   which the run was built for before the state is read);
+// - note (the default) names each change on rank 0, and the learning rate the next step takes under both schedules
+//   when they differ.
+static void resume_settings_check(Config* c, const RunSettings* then, int step, int master) {
     RunSettings now;
     settings_of_run(c, &now);
     char list[4096] = {0};
-    int n = settings_changes(then, &now, list, sizeof(list));
+    if (strcmp(c->resume_settings, "checkpoint") == 0 && then->recorded) {
+        // the lines of what is replaced: the changes with the other settings as the checkpoint has them
+        RunSettings mine = now;
+        mine.seq_len = then->seq_len; mine.total_batch = then->total_batch; mine.dtype = then->dtype; mine.master = then->master;
+        snprintf(mine.grad_compress, sizeof(mine.grad_compress), "%s", then->grad_compress);
+        if (strcmp(then->schedule, "constant") == 0) { mine.steps = then->steps; } // (not taken: settings_take)
+        settings_changes(then, &mine, 1, list, sizeof(list));
+        settings_take(c, then);
+        if (master) { resume_notes(c->resume, list); }
+        llmc_check_adam(c, ", the checkpoint's: --resume-settings checkpoint");
+        settings_of_run(c, &now);
+        list[0] = '\0';
+    }
+    int n = settings_changes(then, &now, 0, list, sizeof(list));
     int refuse = strcmp(c->resume_settings, "refuse") == 0;
     if (refuse && n > 0) {
         fatal("--resume %s with --resume-settings refuse: this run changes %d setting(s) of the checkpoint's run:\n%s"
-              "(give the checkpoint's values, or --resume-settings note to go on with this run's)", c->resume, n, list);
+              "(give the checkpoint's values, --resume-settings checkpoint to take its optimizer and schedule settings, or "
+              "--resume-settings note to go on with this run's)", c->resume, n, list);
     }
     if (!master) { return; }
-    if (refuse && !then->recorded) {
+    if (strcmp(c->resume_settings, "note") != 0 && !then->recorded) {
         printf("note: --resume %s: the checkpoint records no optimizer or schedule settings (written before they were recorded, "
-               "or converted from llm.c's): only --seq-len, --total-batch-size and --dtype were compared\n", c->resume);
+               "or converted from llm.c's): only --seq-len, --total-batch-size and --dtype were compared, and this run's flags apply\n", c->resume);
     }
-    for (char* line = list; *line; ) {
-        char* end = strchr(line, '\n');
-        printf("note: --resume %s: %.*s\n", c->resume, (int)(end - line), line);
-        line = end + 1;
-    }
+    resume_notes(c->resume, list);
     if (!then->recorded) { return; }
     Config tc = *c; // the checkpoint's schedule
     tc.lr = then->lr; tc.warmup = then->warmup; tc.final_lr_frac = then->final_lr_frac; tc.steps = then->steps;

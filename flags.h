@@ -90,7 +90,7 @@ typedef struct {
     int llmc_checkpoints;    // 1: each checkpoint also writes llm.c's per-process state files (llmc_state.h)
     char resume[1024];
     int auto_resume;         // 1: resume from --out when it holds a checkpoint, else start fresh (llm.c's -y 1)
-    char resume_settings[8]; // note | refuse: what a resume that changes the checkpoint's run settings does (checkpoint.h)
+    char resume_settings[16]; // note | refuse | checkpoint: what a resume that changes the checkpoint's run settings does (checkpoint.h)
     int overfit_batch;       // 1: every step trains on the same first batch (llm.c's -a 1)
     int llmc_hellaswag;      // llm.c's -h 1: HellaSwag from its path at every validation (resolved in parse_flags)
     int model_given;         // --model was on the command line (with --init or --resume it must agree with the file)
@@ -200,7 +200,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("llmc-checkpoints", NULL, llmc_checkpoints, 0, 1, "1: each checkpoint also writes llm.c's state_XXXXXXXX_RRRRR.bin, so llm.c's train_gpt2cu -y 1 continues the run (same processes, B, T)"),
     FLAG_I("major-checkpoint-every", "-nm", major_checkpoint_every, 0, 1e9, "checkpoints at multiples of N steps are kept for good: --keep-checkpoints neither prunes nor counts them (0: none)"),
     FLAG_S("resume", NULL, resume, "resume from the latest checkpoint in this directory"),
-    FLAG_S("resume-settings", NULL, resume_settings, "note | refuse: a resume that changes a setting of the checkpoint's run (the optimizer's, the schedule's and --steps, --seq-len, --total-batch-size, --dtype, --master-weights, --grad-compress; not the layout) names each change and goes on with this run's values, or refuses to start"),
+    FLAG_S("resume-settings", NULL, resume_settings, "note | refuse | checkpoint: a resume that changes a setting of the checkpoint's run (the optimizer's, the schedule's and --steps, --seq-len, --total-batch-size, --dtype, --master-weights, --grad-compress; not the layout) names each change and goes on with this run's values (note), refuses to start (refuse), or takes the checkpoint's optimizer and schedule settings, --steps included, in place of this run's, naming each, and notes the rest (checkpoint)"),
     FLAG_I("auto-resume", "-y", auto_resume, 0, 1, "1: resume from the newest checkpoint in --out when it holds one, else start fresh (llm.c's -y 1: re-running one command continues its run)"),
     FLAG_S("log", NULL, log, "append one JSON object per step to this file"),
     FLAG_I("bench", NULL, bench, 0, 1, "1: benchmark full training steps on synthetic tokens, print ms/step"),
@@ -219,6 +219,15 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("plan-verbose", NULL, plan_verbose, 0, 1, "--plan: 1 also prints every rejected layout with its reason"),
 };
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
+
+// --llmc-checkpoints 1 writes llm.c's state files, which llm.c's AdamW (fixed betas and eps) continues: other values
+// are refused (where: what set them, when not the command line).
+static void llmc_check_adam(const Config* c, const char* where) {
+    if (c->llmc_checkpoints && (c->adam_beta1 != 0.9f || c->adam_beta2 != 0.95f || c->adam_eps != 1e-8f)) {
+        fatal("--llmc-checkpoints 1: llm.c's AdamW has fixed betas 0.9, 0.95 and eps 1e-8, so it would not continue this run "
+              "(--adam-beta1 %g --adam-beta2 %g --adam-eps %g%s)", c->adam_beta1, c->adam_beta2, c->adam_eps, where);
+    }
+}
 
 static void config_defaults(Config* c) {
     memset(c, 0, sizeof(*c));
@@ -508,8 +517,8 @@ static void parse_flags(Config* c, int argc, char** argv) {
         SEEN("hellaswag-every")++;
     }
     c->model_given = SEEN("model") > 0;
-    if (strcmp(c->resume_settings, "note") != 0 && strcmp(c->resume_settings, "refuse") != 0) {
-        fatal("--resume-settings: '%s' is not one of note, refuse", c->resume_settings);
+    if (strcmp(c->resume_settings, "note") != 0 && strcmp(c->resume_settings, "refuse") != 0 && strcmp(c->resume_settings, "checkpoint") != 0) {
+        fatal("--resume-settings: '%s' is not one of note, refuse, checkpoint", c->resume_settings);
     }
     if (c->auto_resume && !c->out[0]) { fatal("--auto-resume 1 (-y 1) resumes from --out DIR: give --out (-o)"); }
     if (c->auto_resume && c->resume[0]) { fatal("--auto-resume 1 (-y 1) and --resume %s: give one", c->resume); }
@@ -525,10 +534,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
         if (!c->master_weights && strcmp(c->dtype, "fp32") != 0) {
             fatal("--llmc-checkpoints 1: llm.c's state files are written with fp32 master weights, which --master-weights 0 does not keep");
         }
-        if (c->adam_beta1 != 0.9f || c->adam_beta2 != 0.95f || c->adam_eps != 1e-8f) {
-            fatal("--llmc-checkpoints 1: llm.c's AdamW has fixed betas 0.9, 0.95 and eps 1e-8, so it would not continue this run "
-                  "(--adam-beta1 %g --adam-beta2 %g --adam-eps %g)", c->adam_beta1, c->adam_beta2, c->adam_eps);
-        }
+        llmc_check_adam(c, "");
     }
     // flags that do nothing without another: refuse rather than ignore them
     if (c->checkpoint_every > 0 && !c->out[0]) { fatal("--checkpoint-every %d needs --out DIR (where to write the checkpoints)", c->checkpoint_every); }

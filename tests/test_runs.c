@@ -733,6 +733,24 @@ static void test_resume_settings(const char* base, const char* shard) {
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && !strstr(out, "note: --resume"), "--resume-settings refuse: another layout (B 1 x 2 micro-steps) with the same settings runs",
            "exit %d: %.400s", rc, out);
+    // checkpoint: the same flags, the checkpoint's optimizer and schedule settings in their place (each named): the
+    // run is the uninterrupted one, steps 11-20 bit for bit (its --steps 20, its beta2, its lr)
+    snprintf(cmd, sizeof(cmd), "rm -f %s && ./train_gpt %s --train %s %s --resume %s/ckpt --log %s --resume-settings checkpoint", logp, base, shard, changed, TMP, logp);
+    rc = run_capture(cmd, out, sizeof(out));
+    const char* took[3] = {"--lr 0.001 from the checkpoint, not 0.002\n", "--steps 20 from the checkpoint, not 30 (the schedule's length)\n",
+                           "--adam-beta2 0.95 from the checkpoint, not 0.99\n"};
+    named = 0;
+    for (int i = 0; i < 3; i++) { named += strstr(out, took[i]) != NULL; }
+    char la[32][32], lr_[32][32];
+    snprintf(cmd, sizeof(cmd), "%s/a.jsonl", TMP);
+    na = read_log_losses(cmd, la, 32);
+    nb = read_log_losses(logp, lr_, 32);
+    int same = na == 20 && nb == 10;
+    for (int i = 0; same && i < 10; i++) { same = strcmp(la[10 + i], lr_[i]) == 0; }
+    report(rc == 0 && named == 3 && count_in_text(out, "note: --resume") == 3 && same,
+           "--resume-settings checkpoint: the checkpoint's settings replace the changed flags (each named), and the run equals the uninterrupted one bit for bit",
+           "exit %d, %d of 3 named, %d notes, %d/%d losses%s; %.400s", rc, named, count_in_text(out, "note: --resume"), na, nb,
+           same ? ", equal" : ", different", out);
     // an older writer's state: settings words zero (resealed), then a corrupt one
     snprintf(cmd, sizeof(cmd), "rm -rf %s/ckold && cp -r %s/ckpt %s/ckold", TMP, TMP, TMP);
     char sp[1024];
@@ -799,7 +817,7 @@ static void test_settings_compare(void) {
         RunSettings then = settings_recorded(&runs[i], 1), now;
         settings_of_run(&runs[i], &now);
         list[0] = '\0';
-        int n = settings_changes(&then, &now, list, sizeof(list));
+        int n = settings_changes(&then, &now, 0, list, sizeof(list));
         if (n != 0 || !then.recorded) { same = 0; printf("  run %d: %d change(s), recorded %d: %s", i, n, then.recorded, list); }
     }
     report(same, "a run's settings, written to a state header and read back, compare equal to its own (6 runs: every schedule and compression, dtypes, -w 0)", "%s", "");
@@ -817,7 +835,7 @@ static void test_settings_compare(void) {
         char prefix[64];
         snprintf(prefix, sizeof(prefix), "--%s was ", edits[k].flag);
         list[0] = '\0';
-        int n = settings_changes(&then, &now, list, sizeof(list));
+        int n = settings_changes(&then, &now, 0, list, sizeof(list));
         if (n == 1 && strncmp(list, prefix, strlen(prefix)) == 0) { good++; }
         else { printf("  changing --%s: %d line(s): %s\n", edits[k].flag, n, list); }
     }
@@ -828,11 +846,11 @@ static void test_settings_compare(void) {
     RunSettings then = settings_recorded(&k1, 1), now;
     settings_of_run(&k2, &now);
     list[0] = '\0';
-    int n_const = settings_changes(&then, &now, list, sizeof(list));
+    int n_const = settings_changes(&then, &now, 0, list, sizeof(list));
     strcpy(k2.lr_schedule, "cosine");
     settings_of_run(&k2, &now);
     list[0] = '\0';
-    int n_cos = settings_changes(&then, &now, list, sizeof(list));
+    int n_cos = settings_changes(&then, &now, 0, list, sizeof(list));
     report(n_const == 0 && n_cos == 2 && strstr(list, "--steps was 50, now 150"), "--steps is a change only where a schedule uses it (constant: not)",
            "constant %d, to cosine %d: %s", n_const, n_cos, list);
     // an older writer's header: the settings not recorded
@@ -841,14 +859,14 @@ static void test_settings_compare(void) {
     then = settings_recorded(&base, 0);
     settings_of_run(&c, &now);
     list[0] = '\0';
-    int n_old = settings_changes(&then, &now, list, sizeof(list));
+    int n_old = settings_changes(&then, &now, 0, list, sizeof(list));
     edit_T(&c); edit_total(&c); edit_dtype(&c);
     settings_of_run(&c, &now);
     list[0] = '\0';
-    int n_old2 = settings_changes(&then, &now, list, sizeof(list));
+    int n_old2 = settings_changes(&then, &now, 0, list, sizeof(list));
     then.total_batch = 0; // (llm.c's converted states: not recorded either)
     list[0] = '\0';
-    int n_old3 = settings_changes(&then, &now, list, sizeof(list));
+    int n_old3 = settings_changes(&then, &now, 0, list, sizeof(list));
     report(!then.recorded && n_old == 0 && n_old2 == 3 && n_old3 == 2, "a header without the settings compares --seq-len, --total-batch-size "
            "(when recorded) and --dtype only", "%d, then %d, %d without the batch: %s", n_old, n_old2, n_old3, list);
     // masters: compared between 16-bit runs only (an fp32 run keeps none, whatever the flag)
@@ -858,8 +876,25 @@ static void test_settings_compare(void) {
     b16.weight_decay = f32.weight_decay; b16.adam_beta2 = f32.adam_beta2;
     settings_of_run(&b16, &now);
     list[0] = '\0';
-    int n_dt = settings_changes(&then, &now, list, sizeof(list));
+    int n_dt = settings_changes(&then, &now, 0, list, sizeof(list));
     report(n_dt == 1 && strncmp(list, "--dtype was fp32, now bf16", 26) == 0, "fp32 -> bf16 -w 0 is one change, the dtype's", "%d: %s", n_dt, list);
+    // --resume-settings checkpoint's settings_take: every optimizer and schedule setting, --steps only when the
+    // checkpoint's schedule depends on it
+    int took = 1;
+    for (int k = 0; k < 2; k++) {
+        Config src = k ? runs[3] : runs[1], dst = base; // (wsd, constant)
+        dst.steps = 777;
+        RunSettings rec = settings_recorded(&src, 1), got;
+        settings_take(&dst, &rec);
+        settings_of_run(&dst, &got);
+        strcpy(got.grad_compress, rec.grad_compress); // (not taken: compared only)
+        got.master = rec.master; got.dtype = rec.dtype;
+        list[0] = '\0';
+        int left = settings_changes(&rec, &got, 0, list, sizeof(list));
+        took = took && left == 0 && dst.steps == (k ? 777 : src.steps); // (under two constant schedules --steps is no change)
+        if (!took) { printf("  taking run %d's settings: %d left: %s", k ? 3 : 1, left, list); }
+    }
+    report(took, "--resume-settings checkpoint takes every optimizer and schedule setting, --steps only under a schedule that uses it", "%s", "");
 }
 
 // --grad-compress bf16 (2 ranks, every ZeRO stage) against one process without it: the gradient reductions round
