@@ -90,7 +90,7 @@ static void train_state_fresh(TrainState* ts, const Config* c, float loss_scale)
 
 // ----------------------------------------------------------------------------
 // The run's settings, recorded in every state header so that a resume names each one it changes (--resume-settings
-// note, the default: this run's flags apply) or stops on any (refuse). They are the flags that shape the trajectory
+// note, the default: this run's flags apply), stops on any (refuse), or takes the checkpoint's (checkpoint). They are the flags that shape the trajectory
 // beside the model, its state and the data order: the optimizer's, the schedule's (--steps is the schedule's length
 // unless it is constant), the sequence length, the global batch, the precision and the gradient compression. The
 // layout (processes, --zero, --tp, --pp, --batch-size, --recompute, --comm) is not among them: continuing a run on
@@ -106,7 +106,7 @@ typedef struct {
     int warmup, steps;
     char schedule[32];       // --lr-schedule
     char grad_compress[24];  // none | bf16 | powersgd:R
-    int seq_len;
+    int seq_len;             // 0: not recorded (states converted from llm.c's)
     long total_batch;        // 0: not recorded
     int dtype;               // -1: not recorded (versions 3 and 4)
     int master;              // fp32 master weights beside a 16-bit compute copy (-1: not recorded)
@@ -204,7 +204,7 @@ static int settings_changes(const RunSettings* then, const RunSettings* now, int
 #define SETTING_FLOAT(flag, x) do { if (float_word(then->x) != float_word(now->x)) { \
         float_text(then->x, a, sizeof(a)); float_text(now->x, b, sizeof(b)); SETTING_LINE(flag, a, b, ""); } } while (0)
 #define SETTING_TEXT(flag, x) do { if (strcmp(then->x, now->x) != 0) { SETTING_LINE(flag, then->x, now->x, ""); } } while (0)
-    SETTING_INT("seq-len", seq_len, "");
+    if (then->seq_len != 0) { SETTING_INT("seq-len", seq_len, ""); } // (0: not recorded, as in states converted from llm.c's)
     if (then->total_batch != 0) { SETTING_INT("total-batch-size", total_batch, " tokens per step (without the flag: B x T x processes)"); }
     if (then->dtype >= 0 && then->dtype != now->dtype) { SETTING_LINE("dtype", dtype_name(then->dtype), dtype_name(now->dtype), ""); }
     if (then->master >= 0 && then->dtype != DTYPE_FP32 && now->dtype != DTYPE_FP32) { SETTING_INT("master-weights", master, ""); }

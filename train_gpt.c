@@ -1879,6 +1879,7 @@ int main(int argc, char** argv) {
     char err_hs[1024];
     int resume_sum_kind = CHECKSUM_DEFAULT;
     StateKind resume_kind;
+    memset(&resume_kind, 0, sizeof(resume_kind));
     if (resume_step >= 0) {
         resume_kind = checkpoint_check_files(resume_dir, resume_step, gpt_num_params(&gc));
         resume_sum_kind = resume_kind.sum_kind;
