@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
         }
         if (ceiling_ms > 0 && SF == S) {
             printf("fp32 rate / the bf16 ceiling: exact %.3f, TF32 %.3f (the planner assumes %.3f and %.3f)\n", ceiling_ms / t[0],
-                   ceiling_ms / t[1], 1.0 / 15.0, 0.5);
+                   ceiling_ms / t[1], KERNELS_FP32_EXACT_RATE, KERNELS_FP32_TF32_RATE);
         }
         dev_free(&g, fa); dev_free(&g, fb); dev_free(&g, fd);
     }

@@ -288,6 +288,10 @@ static void* kernels__grow(KernelCtx* ctx, void* p, size_t* have, size_t need) {
     kernels__retire(ctx, p);
     void* q;
     gpuCheck(cudaMalloc(&q, need));
+    // zeroed, as dev_alloc's buffers are: every device byte the trainer holds starts defined. The sampling row's scratch
+    // is written only by cuBLASLt, whose stores compute-sanitizer's initcheck did not see on the H200 (the logits were
+    // right: the sampling tests against the references passed); a grown buffer costs one memset, at start-up.
+    gpuCheck(cudaMemsetAsync(q, 0, need, ctx->stream));
     ctx->bytes += need;
     if (ctx->reserved) { ctx->grown += need; }
     *have = need;

@@ -38,6 +38,11 @@ static int kernels_set_attention(KernelCtx* ctx, const char* impl);
 // --tf32 ON for this context: 1 runs fp32 matmuls on TF32 tensor cores, 0 exact fp32. 0, or -1 when this backend
 // cannot (the CPU; a 16-bit GPU build, which has no fp32 matmuls).
 static int kernels_set_tf32(KernelCtx* ctx, int on);
+// The fp32 matmul rate of a GPU against its bf16 one (cuBLASLt, 8192^3 on data; bench_kernels_cu prints both):
+// measured on an H200 at f4d9b17, 51.1 TFLOP/s exact and 414 with TF32 against 885.8 in bf16. The planner times fp32
+// layouts with them.
+#define KERNELS_FP32_EXACT_RATE 0.058
+#define KERNELS_FP32_TF32_RATE 0.467
 // The length at which a forward-only pass over t positions (sampling, evaluation of short rows) should run: t, or up
 // to t_max where the backend runs fewer distinct shapes faster (a GPU with cuDNN's attention: one plan per shape;
 // the native attention of 16-bit CUDA builds: its tensor-core kernels take multiples of 16).

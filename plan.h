@@ -10,8 +10,8 @@ scratch), so a prediction is the table's number, not a second formula.
 Step time is a model, from the shapes and a few machine figures:
   compute   FLOPs per token (6 N + 12 L C T: matmuls forward and backward, attention) x tokens per step / devices,
             x 4/3 with --recompute 2 (one more forward), x 1.02 with --recompute 1 (LayerNorm and GELU again: element-
-            wise, a few percent of a step), at peak x efficiency (fp32: half of that on TF32 tensor cores with
-            --tf32 1, a fifteenth without)
+            wise, a few percent of a step), at peak x efficiency (fp32: 0.467 of that on TF32 tensor cores with
+            --tf32 1, 0.058 without, as measured on an H200: KERNELS_FP32_*_RATE)
   bubble    pipeline: compute / (1 - bubble), the schedule's theory (pp_bubble_theory)
   tp        per micro-batch and block, 4 all-reduces of (B, T, C) activations (2 forward, 2 backward; 2 more with
             --recompute 2) and one for the embedding; sequence parallelism moves the same bytes as reduce-scatters and
@@ -183,9 +183,9 @@ static void plan_estimate(const GPTConfig* g, const PlanMachine* mc, long total_
     const PlanLayout* p = &res->p;
     int N = p->dp * p->tp * p->pp;
     double fpt = plan_flops_per_token(g, p->T);
-    // fp32 matmuls: on TF32 tensor cores (--tf32 1) at half the 16-bit rate; exact fp32 on the CUDA cores at about a
-    // fifteenth of it (A100 19.5 of 312 TFLOP/s, H100/H200 SXM 67 of 989)
-    double rate = mc->peak * mc->efficiency * (p->dtype == DTYPE_FP32 ? (mc->tf32 ? 0.5 : 1.0 / 15.0) : 1.0);
+    // fp32 matmuls: on TF32 tensor cores (--tf32 1) at 0.467 of the 16-bit rate; exact fp32 on the CUDA cores at
+    // 0.058 of it (an H200's cuBLASLt; its datasheet's 67 of 989 TFLOP/s would say 0.068)
+    double rate = mc->peak * mc->efficiency * (p->dtype == DTYPE_FP32 ? (mc->tf32 ? KERNELS_FP32_TF32_RATE : KERNELS_FP32_EXACT_RATE) : 1.0);
     double redo = p->recompute == 2 ? 4.0 / 3.0 : p->recompute == 1 ? 1.02 : 1.0;
     res->t_compute = fpt * (double)total_batch / N * redo / rate;
     res->bubble = p->pp > 1 ? pp_bubble_theory(p->kind, p->pp, p->M, p->V) : 0.0;

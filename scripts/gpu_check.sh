@@ -853,7 +853,8 @@ fi # SAN_ONLY
 #   memcheck   reads and writes out of bounds or misaligned, in kernels and in the API calls that touch memory;
 #   racecheck  two threads of a block touching one shared-memory word between barriers, one of them writing;
 #   synccheck  __syncthreads / __syncwarp where not every thread named can arrive;
-#   initcheck  reads of device memory that no kernel, copy or memset wrote.
+#   initcheck  reads of device memory that no kernel, copy or memset wrote (the trainer zeroes every buffer it
+#              allocates, dev_alloc and kernels__grow, so this guards what others allocate, and the host-side copies).
 # Each on the small op tests (--only small-ops) and on 2 steps of the tiny model with validation and sampling, with
 # cuDNN's attention (memcheck) and with ours (the other three: cuDNN's kernels are NVIDIA's to check). A tool's report
 # is a FAIL with its first lines; a run cut off by the stage's budget (--sanitizer-secs) is said, not failed; a GPU the
@@ -868,6 +869,7 @@ if [ $EMU = 0 ]; then
 fi
 # san TOOL NAME CMD...: runs CMD under compute-sanitizer's TOOL (under the emulation: CMD alone, once per NAME)
 declare -A san_ran=()
+SAN_OPTS=() # the tool's options beyond --tool (a kernel filter), for the next san call
 san() {
     local tool=$1 name=$2 left rc log
     shift 2
@@ -888,7 +890,12 @@ san() {
     left=$((SAN_SECS - ($(date +%s) - SAN_T0)))
     if [ $left -lt 10 ]; then echo "  $tool $name: not run (the stage's $SAN_SECS s are spent; --sanitizer-secs N)"; return 0; fi
     [ $left -gt 90 ] && left=90
-    timeout -k 5 $left "$SAN" --tool $tool --error-exitcode 86 --print-limit 20 "$@" > $log 2>&1; rc=$?
+    timeout -k 5 $left "$SAN" --tool $tool --error-exitcode 86 --print-limit 20 "${SAN_OPTS[@]}" "$@" > $log 2>&1; rc=$?
+    # a tool too old for SAN_OPTS' filter says so before it runs anything: once more without it, saying so
+    if [ ${#SAN_OPTS[@]} -gt 0 ] && ! grep -qE '(ERROR|RACECHECK) SUMMARY' $log && grep -qiE 'option' $log; then
+        echo "  $tool $name: this compute-sanitizer refused '${SAN_OPTS[*]}' ($(grep -m1 -i option $log | cut -c1-100)): run without it"
+        timeout -k 5 $left "$SAN" --tool $tool --error-exitcode 86 --print-limit 20 "$@" > $log 2>&1; rc=$?
+    fi
     if grep -qi 'device not supported' $log; then
         echo "  compute-sanitizer cannot drive this GPU ($(grep -m1 -i 'device not supported' $log | cut -c1-120)): stage skipped"
         SAN=""
@@ -918,7 +925,14 @@ elif [ $SAN_SECS -ge 30 ]; then
     san memcheck ops_bf16 $TCU16 --only small-ops
     san memcheck train_bf16 $CU $san_tiny
     [ -x ./$CU16 ] && san memcheck train_fp16 ./$CU16 $san_tiny --dtype fp16 --loss-scale 16777216
+    # the op tests run cuDNN's attention too: its generated kernels (cudnn_generated_..._sdpa_sm90_flash_*_wgmma_*)
+    # are left out of racecheck, as the training runs leave them out with --attention native. The first GPU run
+    # (f4d9b17) reported 44 shared-memory hazards inside them and none in ours, while their outputs matched the double
+    # references and repeated bit for bit. Whether those are real or the tool misreading Hopper's asynchronous
+    # copies, closed kernels are NVIDIA's to check: ours are what this stage is for.
+    SAN_OPTS=(--kernel-name-exclude kns=cudnn)
     san racecheck ops_bf16 $TCU16 --only small-ops
+    SAN_OPTS=()
     san racecheck train_native_rc2 $CU $san_tiny --attention native --recompute 2
     san synccheck train_native $CU $san_tiny --attention native
     san initcheck train_native $CU $san_tiny --attention native
