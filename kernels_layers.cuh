@@ -289,6 +289,95 @@ __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const 
     }
 }
 
+// The same for rows of at most 32 PPL packs (GPT-2 124M's 768 channels are 3 bf16 packs a lane; 1024 are 4), with
+// each lane's dw and db sums for its columns in registers, written to the warp's partials once, at the end; and the
+// row's dinp loaded with x and dout in the first pass, so a row waits on memory once. The kernel above reads and
+// writes those fp32 partials for every row (12 KB per row of 768, beside the row's 6 KB of bf16) and waits on dinp's
+// load in its second pass: it reached 53% of the copy bandwidth on an H200. The second pass reads x, dout and w again
+// (from the cache): holding them too would spill (ptxas -v: 128 registers and 92 bytes of spills at 3 packs a lane;
+// this way 111 and none, 124 at 4). Each warp adds its rows in the same order as the kernel above, each sum in the
+// same order: the same bits. (__launch_bounds__: two blocks of 256 threads per SM, the grid kernels__ln_blocks sizes,
+// so at most 128 registers.)
+template <int VEC, int PPL>
+__global__ void __launch_bounds__(256, 2)
+kernels__layernorm_backward_regs(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* w,
+                                 const float* mean, const float* rstd, int BT, int C) {
+    typedef KernelsVec<floatX, VEC> P;
+    typedef KernelsVec<float, VEC> F;
+    int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, nwarps = gridDim.x * (blockDim.x / 32), lane = threadIdx.x % 32;
+    int np = C / VEC;
+    F dw[PPL], db[PPL];
+    KERNELS_UNROLL
+    for (int j = 0; j < PPL; j++) {
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) { dw[j].v[k] = 0.0f; db[j].v[k] = 0.0f; }
+    }
+    for (int row = warp; row < BT; row += nwarps) {
+        const floatX* x = inp + (size_t)row * C;
+        const floatX* d = dout + (size_t)row * C;
+        floatX* dx = dinp + (size_t)row * C;
+        float m = mean[row], s = rstd[row];
+        float g_mean = 0.0f, gn_mean = 0.0f;
+        P dxv[PPL] = {};
+        KERNELS_UNROLL
+        for (int j = 0; j < PPL; j++) {
+            if (lane + 32 * j < np) { dxv[j] = kernels__ldv<P>(dx, lane + 32 * j); }
+        }
+        KERNELS_UNROLL
+        for (int j = 0; j < PPL; j++) {
+            if (lane + 32 * j < np) {
+                P xv = kernels__ldv<P>(x, lane + 32 * j), dv = kernels__ldv<P>(d, lane + 32 * j), wv = kernels__ldv<P>(w, lane + 32 * j);
+                KERNELS_UNROLL
+                for (int k = 0; k < VEC; k++) {
+                    float n = (kernels__f(xv.v[k]) - m) * s, g = kernels__f(dv.v[k]) * kernels__f(wv.v[k]);
+                    g_mean += g;
+                    gn_mean += g * n;
+                }
+            }
+        }
+        g_mean = kernels__warp_sum(g_mean) / C;
+        gn_mean = kernels__warp_sum(gn_mean) / C;
+        KERNELS_UNROLL
+        for (int j = 0; j < PPL; j++) {
+            if (lane + 32 * j < np) {
+                P xv = kernels__ldv<P>(x, lane + 32 * j), dv = kernels__ldv<P>(d, lane + 32 * j), wv = kernels__ldv<P>(w, lane + 32 * j);
+                KERNELS_UNROLL
+                for (int k = 0; k < VEC; k++) {
+                    float n = (kernels__f(xv.v[k]) - m) * s, di = kernels__f(dv.v[k]), g = di * kernels__f(wv.v[k]);
+                    dxv[j].v[k] = kernels__x(kernels__f(dxv[j].v[k]) + s * (g - g_mean - n * gn_mean));
+                    dw[j].v[k] += di * n;
+                    db[j].v[k] += di;
+                }
+                kernels__stv<P>(dx, lane + 32 * j, dxv[j]);
+            }
+        }
+    }
+    float* pdw = partial + (size_t)warp * 2 * C;
+    KERNELS_UNROLL
+    for (int j = 0; j < PPL; j++) {
+        if (lane + 32 * j < np) {
+            kernels__stv<F>(pdw, lane + 32 * j, dw[j]);
+            kernels__stv<F>(pdw + C, lane + 32 * j, db[j]);
+        }
+    }
+}
+// kernels__layernorm_backward_regs<VEC, PPL> for the smallest PPL of at least ppl (1 to KERNELS_LN_REGS_PPL), or the
+// kernel above past that (wider rows would spill the sums out of the registers: GPT-2 774M's 1280 channels, 5 packs)
+#ifndef KERNELS_LN_REGS_PPL
+#define KERNELS_LN_REGS_PPL 4 // (0: always the kernel above)
+#endif
+template <int VEC, int PPL = 1>
+static void kernels__layernorm_backward_launch(const KernelCtx* ctx, int blocks, int ppl, floatX* dinp, float* part, const floatX* dout,
+                                               const floatX* inp, const floatX* w, const float* mean, const float* rstd, int BT, int C) {
+    if (KERNELS_LN_REGS_PPL > 0 && ppl <= PPL) {
+        kernels__layernorm_backward_regs<VEC, PPL><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+    } else if constexpr (PPL < KERNELS_LN_REGS_PPL) {
+        kernels__layernorm_backward_launch<VEC, PPL + 1>(ctx, blocks, ppl, dinp, part, dout, inp, w, mean, rstd, BT, C);
+    } else {
+        kernels__layernorm_backward<VEC><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+    }
+}
+
 // out[c] (+)= sum over r of part[r * stride + c] (a column sum of partials in a fixed order, so deterministic). A
 // block of 32 x 32 threads takes 32 columns: thread (x, y) sums rows y, y + 32, ... of column x (32 loads in flight
 // per column, each warp reading 128 contiguous bytes), then thread (x, 0) adds the 32 sums in order. (One thread
@@ -327,9 +416,10 @@ static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, fl
     int blocks = kernels__ln_blocks(ctx, BT), warps = 8 * blocks;
     float* part = kernels__col_partials(ctx, kernels__ln_partial_floats(ctx, BT, C));
     if (kernels__rows_packed(C, {dinp, dout, inp, w})) {
-        kernels__layernorm_backward<KERNELS_PACK><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
-    } else {
-        kernels__layernorm_backward<1><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+        int ppl = (C / KERNELS_PACK + 31) / 32;
+        kernels__layernorm_backward_launch<KERNELS_PACK>(ctx, blocks, ppl, dinp, part, dout, inp, w, mean, rstd, BT, C);
+    } else { // (one element a lane at a time)
+        kernels__layernorm_backward_launch<1>(ctx, blocks, (C + 31) / 32, dinp, part, dout, inp, w, mean, rstd, BT, C);
     }
     launchCheck();
     kernels__sum_columns_launch(ctx->stream, dw, part, warps, 2 * (size_t)C, C, acc);

@@ -10,11 +10,34 @@ fp32 master weights and stochastic rounding into the compute copy.
 // Reductions (two passes over fixed partials, so the sums are reproducible). CPU twins: sum_accumulate,
 // sum_squares_accumulate, add_inplace.
 
+// Thread i sums the 16-byte packs i, i + threads, ... of the floats from x's first 16-byte boundary: four floats a
+// load, the loads of four packs issued before their sums wait for them. (One float a load reached half the copy
+// bandwidth on an H200: too few bytes in flight.) The floats before that boundary (at most 3: a ZeRO shard starts
+// anywhere) and after the last whole pack are taken one each by the first threads. The order depends on n and x's
+// place in a pack alone, so the sums are reproducible.
 __global__ void kernels__partial_sums(double* part, const float* x, size_t n, int squares) {
+    typedef KernelsVec<float, 4> F4;
+    size_t head = (size_t)((16 - ((uintptr_t)x & 15)) & 15) / sizeof(float);
+    if (head > n) { head = n; }
+    size_t packs = (n - head) / 4, rest = head + 4 * packs;
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     double s = 0.0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        double v = x[i];
-        s += squares ? v * v : v;
+    KERNELS_UNROLL4
+    for (size_t i = tid; i < packs; i += stride) {
+        F4 v = kernels__ldv<F4>(x + head, i);
+        KERNELS_UNROLL
+        for (int k = 0; k < 4; k++) {
+            double d = v.v[k];
+            s += squares ? d * d : d;
+        }
+    }
+    if (tid < head) {
+        double d = x[tid];
+        s += squares ? d * d : d;
+    }
+    if (tid < n - rest) {
+        double d = x[rest + tid];
+        s += squares ? d * d : d;
     }
     s = kernels__block_sum_d(s);
     if (threadIdx.x == 0) { part[blockIdx.x] = s; }
@@ -26,10 +49,10 @@ __global__ void kernels__finish_sum(double* acc, const double* part, int nparts)
     if (threadIdx.x == 0) { *acc += s; }
 }
 
-// Each thread sums at least KERNELS_SUM_PER_THREAD elements (a few loads in flight per thread, instead of one each
-// and a block reduction per 1024 elements), in blocks of up to 1024 threads, at most KERNELS_REDUCE_BLOCKS of them:
-// the gradient norm of GPT-2 124M (124M floats) fills all 1024 blocks, 118 elements a thread; a loss over 128 tokens
-// takes one warp.
+// Each thread sums at least KERNELS_SUM_PER_THREAD elements (two packs: loads in flight, instead of one each and a
+// block reduction per 1024 elements), in blocks of up to 1024 threads, at most KERNELS_REDUCE_BLOCKS of them:
+// the gradient norm of GPT-2 124M (124M floats) fills all 1024 blocks, 118 elements (30 packs) a thread; a loss
+// over 128 tokens takes one warp.
 #define KERNELS_SUM_PER_THREAD 8
 static void kernels__sum(const KernelCtx* ctx, double* acc, const float* x, size_t n, int squares) {
     unsigned threads = kernels__row_threads((n + KERNELS_SUM_PER_THREAD - 1) / KERNELS_SUM_PER_THREAD);

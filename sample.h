@@ -199,6 +199,13 @@ static void penalize_repeats(float* row, const int32_t* seq, int n, float R, uns
 // Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns, an
 // all-gather gives all of them the row, and group rank 0's tokens are broadcast; under pipeline parallelism the
 // last stage's.
+// Where a sampling step's time goes, summed over the steps since the caller zeroed it (--generate prints it per
+// token): queueing the forward and the row of logits (the host's launches; a GPU runs them meanwhile), waiting for
+// the device to finish them and the row to arrive, and choosing the tokens on the host. Whether a GPU is bound by its
+// launches, its kernels or the host's sampler, without a profiler.
+typedef struct { double queue, wait, pick; long steps; } SampleClock;
+static SampleClock sample_clock;
+
 static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, float* probs, const double* draws,
                           const SampleOpts* so, KvCache* kv, double* logp, int stop, int* len) {
     const GPTConfig* g = &m->cfg;
@@ -211,6 +218,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
     const size_t Vp = (size_t)g->padded_vocab_size, slot = 3 * Vp;
     int running = B;
     for (int t = p; t < n && running > 0; t++) {
+        double c0 = now_seconds(), c1 = c0, c2 = c0;
         int fb = 1; // the forward's sequences
         if (kv) {
             // positions [start, t): the prompt (one sequence for all), then one token per sequence
@@ -246,7 +254,9 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
                     comm_allgather_f32(m->tp_group, m->acts.host, probs + r * slot, (size_t)m->vocab_n);
                 }
             }
+            c1 = now_seconds();
             dev_sync(&m->ctx);
+            c2 = now_seconds();
             for (int b = R; b < B; b++) { memcpy(probs + b * slot, probs, sizeof(float) * Vp); }
             const int V = g->vocab_size;
 #pragma omp parallel for schedule(dynamic, 1) if (B > 1)
@@ -265,6 +275,11 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
                 }
             }
             if (m->tp_group) { comm_broadcast(m->tp_group, next, sizeof(int32_t) * B, 0); }
+            double c3 = now_seconds();
+            sample_clock.queue += c1 - c0;
+            sample_clock.wait += c2 - c1;
+            sample_clock.pick += c3 - c2;
+            sample_clock.steps++;
         }
         // a pipeline stage without the LM head gets the tokens from the last stage
         if (m->pp_group) { comm_broadcast(m->pp_group, next, sizeof(int32_t) * B, m->pp - 1); }

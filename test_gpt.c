@@ -189,7 +189,7 @@ static const char* at_width(char* buf, const char* name, int n) {
     return buf;
 }
 
-// C 16: whole 16-byte packs on a GPU; C 13: one element at a time there
+// C 16: whole 16-byte packs on a GPU; C 13: one element at a time there; 264 and 1032: the backward's two kernels
 static void test_layernorm(int C) {
     LnCtx c = {6, C, NULL, NULL, NULL, NULL};
     char nm[128];
@@ -761,6 +761,56 @@ static void check_layernorm_stored(const KernelCtx* ctx, int dt, const char* nam
     free(lc.inp); free(lc.w); free(lc.b); free(li); free(lw); free(lb); free(lo); free(mean); free(rstd); free(lr);
 }
 
+// LayerNorm's backward in the storage type dt, against the double gradient of the double forward: dinp accumulates
+// onto 16-bit values and is stored once, so within one rounding of (dinp + the exact gradient), plus 1e-4 for the
+// kernel's fp32 arithmetic (sums over C of terms below 10); dw and db (fp32) accumulate onto 0.5 and -0.5 the sums over
+// the BT rows, to 1e-4 + 1e-5 relative. The widths walk the GPU's kernels: C 13 one element a lane, C 264 (33 packs),
+// 768 (96) and 776 (97) with each lane's packs and sums in registers (2, 3 and 4 packs a lane; lane 0 takes one more
+// than the rest at 264 and 776), and 1032 (129) past that, with the sums in memory.
+static void check_layernorm_backward_stored(const KernelCtx* ctx, int dt, int BT, int C) {
+    size_t n = (size_t)BT * C;
+    double *x = (double*)mallocCheck(n * 8), *dout = (double*)mallocCheck(n * 8), *dinp0 = (double*)mallocCheck(n * 8);
+    double *w = (double*)mallocCheck(C * 8), *ref = (double*)mallocCheck(n * 8), *rdw = (double*)mallocCheck(C * 8);
+    double* rdb = (double*)mallocCheck(C * 8);
+    fill_rand(x, n, 2.0); fill_rand(dout, n, 1.0); fill_rand(dinp0, n, 0.5); fill_rand(w, C, 1.0);
+    round_inputs(x, n, dt); round_inputs(dout, n, dt); round_inputs(dinp0, n, dt); round_inputs(w, C, dt);
+    float *fx = to_float(x, n), *fd = to_float(dout, n), *fdi = to_float(dinp0, n), *fw = to_float(w, C);
+    float* mean = (float*)mallocCheck(BT * 4);
+    float* rstd = (float*)mallocCheck(BT * 4);
+    float* lo = (float*)mallocCheck(n * 4);
+    layernorm_forward(ctx, lo, mean, rstd, fx, fw, fw, BT, C); // (the statistics; b is any row)
+    float* dw = (float*)mallocCheck(C * 4);
+    float* db = (float*)mallocCheck(C * 4);
+    for (int i = 0; i < C; i++) { dw[i] = 0.5f; db[i] = -0.5f; rdw[i] = 0.5; rdb[i] = -0.5; }
+    for (int r = 0; r < BT; r++) {
+        const double *xr = x + (size_t)r * C, *dr = dout + (size_t)r * C;
+        double m = 0.0, v = 0.0, gm = 0.0, gnm = 0.0;
+        for (int i = 0; i < C; i++) { m += xr[i]; }
+        m /= C;
+        for (int i = 0; i < C; i++) { v += (xr[i] - m) * (xr[i] - m); }
+        double rs = 1.0 / sqrt(v / C + 1e-5);
+        for (int i = 0; i < C; i++) { gm += dr[i] * w[i]; gnm += dr[i] * w[i] * (xr[i] - m) * rs; }
+        gm /= C; gnm /= C;
+        for (int i = 0; i < C; i++) {
+            double nrm = (xr[i] - m) * rs;
+            ref[(size_t)r * C + i] = dinp0[(size_t)r * C + i] + rs * (dr[i] * w[i] - gm - nrm * gnm);
+            rdw[i] += dr[i] * nrm;
+            rdb[i] += dr[i];
+        }
+    }
+    layernorm_backward(ctx, fdi, dw, db, fd, fx, fw, mean, rstd, BT, C, 1);
+    char nm[160];
+    snprintf(nm, sizeof(nm), "layernorm_backward, C %d: dinp", C);
+    check_stored(nm, fdi, ref, n, dt, 1e-4, 1.0);
+    snprintf(nm, sizeof(nm), "layernorm_backward (%s), C %d: dw and db accumulate (fp32)", dtype_name(dt), C);
+    double* both = (double*)mallocCheck(2 * C * 8);
+    float* fboth = (float*)mallocCheck(2 * C * 4);
+    for (int i = 0; i < C; i++) { both[i] = rdw[i]; both[C + i] = rdb[i]; fboth[i] = dw[i]; fboth[C + i] = db[i]; }
+    check_close(nm, fboth, both, 2 * (size_t)C, 1e-4, 1e-5);
+    free(x); free(dout); free(dinp0); free(w); free(ref); free(rdw); free(rdb); free(fx); free(fd); free(fdi); free(fw);
+    free(mean); free(rstd); free(lo); free(dw); free(db); free(both); free(fboth);
+}
+
 // The bias gradient over many rows (2500: every row group of the GPU's two-pass column sum holds more rows than it
 // has warps) and widths of whole 16-byte packs (24) and not (13): dbias accumulates onto 0.5 the column sums of a
 // dout of storage-type values, against the double sums. Tolerance 1e-4 absolute + 1e-5 relative: an fp32 sum of
@@ -801,25 +851,29 @@ static void check_bias_grad(KernelCtx* ctx, int dt) {
 // The two-pass sums behind the loss and the global gradient norm (sum_accumulate, sum_squares_accumulate; the same
 // kernels in every storage type) add to what *acc holds, in double, at lengths around the CUDA launch's thresholds:
 // one warp (n <= 256), a block of 1024 threads of 8 elements each (8192) and one more element, several blocks, and
-// past the 1024-block cap (8.4M), where each thread takes more. Against a serial double sum: any order of n double
-// additions is within n u of the exact sum times the sum of the magnitudes (u = 2^-53), so the two sums within
-// 2 n u of it of each other.
+// past the 1024-block cap (8.4M), where each thread takes more; and starting 1 and 3 floats into a 16-byte pack (a
+// ZeRO shard starts anywhere; the CUDA kernel sums whole packs between single floats). Against a serial double sum:
+// any order of n double additions is within n u of the exact sum times the sum of the magnitudes (u = 2^-53), so the
+// two sums within 2 n u of it of each other.
 static void test_sums(void) {
     const KernelCtx* ctx = &g_ctx;
-    size_t ns[] = {1, 37, 256, 257, 8192, 8193, 300001, (size_t)1024 * 1024 * 8 + 4097};
+    size_t ns[] = {1, 37, 256, 257, 8192, 8193, 300001, (size_t)1024 * 1024 * 8 + 4097, 2, 6, 37, 8193};
+    size_t offs[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 3, 1};
     for (size_t t = 0; t < sizeof(ns) / sizeof(ns[0]); t++) {
-        size_t n = ns[t];
-        float* x = (float*)mallocCheck(n * sizeof(float));
+        size_t n = ns[t], off = offs[t];
+        float* buf = (float*)mallocCheck((n + 4) * sizeof(float)); // (malloc: 16-byte aligned)
+        float* x = buf + off;
         double ref = 0.5, ref2 = 0.25, mag = 0.5;
         for (size_t i = 0; i < n; i++) { x[i] = (float)rand_d(); ref += x[i]; mag += fabs(x[i]); ref2 += (double)x[i] * x[i]; }
         double s = 0.5, s2 = 0.25, tol = 2.0 * (double)(n + 1) * DBL_EPSILON / 2;
         sum_accumulate(ctx, &s, x, n);
         sum_squares_accumulate(ctx, &s2, x, n);
         char nm[128];
-        snprintf(nm, sizeof(nm), "sum_accumulate and sum_squares_accumulate over %zu values add to the accumulator", n);
+        snprintf(nm, sizeof(nm), "sum_accumulate and sum_squares_accumulate over %zu values%s add to the accumulator", n,
+                 off == 1 ? " from float 1 of a 16-byte pack" : off == 3 ? " from float 3 of a 16-byte pack" : "");
         double e = fabs(s - ref) / mag, e2 = fabs(s2 - ref2) / ref2;
         report(e <= tol && e2 <= tol, nm, "errors %.2g and %.2g of the magnitudes' sums (at most %.2g)", e, e2, tol);
-        free(x);
+        free(buf);
     }
 }
 
@@ -938,7 +992,7 @@ static void test_ops_dtype(void) {
         KernelCtx& ctx = g_ctx;
 #else
         KernelCtx ctx;
-        kernels_ctx_init(&ctx, dt, 32, 64); // (T up to 32: the attention shapes below)
+        kernels_ctx_init(&ctx, dt, 32, 1032); // (T up to 32: the attention shapes below; C up to LayerNorm's 1032)
 #endif
         // matmul with bias
         check_matmul_stored(&ctx, dt, "matmul_forward", 5, 7, 9, 0.5, 0.5, 1e-6);
@@ -956,6 +1010,8 @@ static void test_ops_dtype(void) {
         check_layernorm_stored(&ctx, dt, "layernorm_forward", 6, 16, 1e-5);
         check_layernorm_stored(&ctx, dt, "layernorm_forward, C 13 (not a whole number of 16-byte packs)", 6, 13, 1e-5);
         check_layernorm_stored(&ctx, dt, "layernorm_forward, C 264 (33 bf16 packs: lane 0 takes two)", 40, 264, 1e-5);
+        int ln_widths[] = {13, 264, 768, 776, 1032};
+        for (int i = 0; i < 5; i++) { check_layernorm_backward_stored(&ctx, dt, 40, ln_widths[i]); }
         // AdamW with master weights on a shard
         check_adamw_shard(&ctx, dt);
         check_adamw_nomaster(&ctx, dt);
@@ -2423,10 +2479,10 @@ int main(int argc, char** argv) {
     parallel_init(&pc, &argc, &argv);
     parallel_set_layout(&pc, 1, 1, 60.0);
 #ifdef KERNELS_CUDA
-    kernels_ctx_init(&g_ctx, KERNELS_DTYPE, 64, 256); // the build's storage type
+    kernels_ctx_init(&g_ctx, KERNELS_DTYPE, 64, 1032); // the build's storage type
     printf("device: %s\n", kernels_blas_reason());
 #else
-    kernels_ctx_init(&g_ctx, DTYPE_FP32, 64, 256); // the op tests' context: fp32, T and C up to 64 and 256
+    kernels_ctx_init(&g_ctx, DTYPE_FP32, 64, 1032); // the op tests' context: fp32, T and C up to 64 and 1032
 #endif
     const char* only = NULL;
     const char* model_path = NULL;
@@ -2456,6 +2512,8 @@ int main(int argc, char** argv) {
                 test_matmul();
                 test_layernorm(16);
                 test_layernorm(13);
+                test_layernorm(264);  // (a GPU's fp32 packs: 66, 3 a lane, in registers)
+                test_layernorm(1032); // (258: the sums in memory)
                 test_fast_math();
                 test_gelu();
                 test_matmul_gelu();

@@ -2297,6 +2297,7 @@ int main(int argc, char** argv) {
             if (master) { printf("generate: %d sample%s of %s%d tokens, temperature %g, top-k %d (%s)%s, seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
                    c.stop_at_eot ? "up to " : "", c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", filters, c.seed, pr); }
             long sampled = 0; // (each sample's tokens after the prompt: --gen-tokens, cut to fit above; fewer with --stop-at-eot)
+            memset(&sample_clock, 0, sizeof(sample_clock));
             int together = generate(&model, &tokenizer, have_tok, eot, prompt, n_prompt, c.gen_tokens, T, c.generate, gen_batch, &ts.rng, master, &so, NULL,
                                     &sampled);
             double dt = now_seconds() - t0;
@@ -2311,6 +2312,11 @@ int main(int argc, char** argv) {
                          together == 1 ? "" : "s", kb);
             }
             if (master) { printf("generate: %ld tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9), how); }
+            const SampleClock* sc = &sample_clock;
+            if (master && sc->steps > 0) {
+                printf("generate: per step (%ld steps): %.3f ms queueing the forward and the logits, %.3f ms waiting for them, %.3f ms choosing the tokens\n",
+                       sc->steps, 1e3 * sc->queue / sc->steps, 1e3 * sc->wait / sc->steps, 1e3 * sc->pick / sc->steps);
+            }
             // (GPU builds: the KV cache and the rows of logits of the samples drawn together were made at start-up,
             // in the planner's count; a sampling step allocates nothing)
             DeviceMemory dm;

@@ -619,6 +619,8 @@ if timeout $(budget 120) $CU $kvm --generate 1 --temperature 0 > $L.kv1.log 2>&1
     cmp -s <(grep -A1 -e '--- sample' $L.kv1.log) <(grep -A1 -e '--- sample' $L.kv0.log) && same="are the same"
     if [ -n "$n1" ] && [ "$n1" = "$n0" ] && [ -n "$(rate $L.kv1.log)" ]; then
         ok "generate $n1 tokens with the KV cache: $(rate $L.kv1.log), without: $(rate $L.kv0.log); the greedy samples $same"
+        # where a step's time goes (the first GPU run gave both about 2 ms a token: not the forward's arithmetic)
+        for f in kv1 kv0; do echo "  $f: $(grep -o 'per step .*' $L.$f.log)"; done
     else
         bad "generate with and without the KV cache: '$n1' and '$n0' tokens"; tail -n 3 $L.kv1.log $L.kv0.log
     fi
@@ -638,6 +640,7 @@ if timeout $(budget 120) $CU $kvm --generate 8 --temperature 0.9 --top-k 40 > $L
     if [ "$(grep -c -e '--- sample' $L.kv8.log)" = 8 ] && [ "$grown" = "device buffers grown after start-up: 0 bytes" ] &&
        { [ $EMU = 0 ] || [[ "$beyond" == *"least 0, most 0" ]]; }; then
         ok "generate 8 samples at once: $(rate $L.kv8.log), one at a time: $(rate $L.kv81.log); the samples $same; $grown"
+        echo "  kv8: $(grep -o 'per step .*' $L.kv8.log)"
     elif [ "$(grep -c -e '--- sample' $L.kv8.log)" = 8 ]; then
         bad "generate 8 samples at once: ${grown:-no growth reported}; ${beyond:-no memory reported} (a buffer made after start-up, or not counted)"
     else

@@ -194,16 +194,20 @@ static void stage_adamw_update(const KernelCtx* ctx, float* params, float* maste
     stage_free(g);
 }
 
-// the two-pass sums: acc is one device double, copied up and back
+// the two-pass sums: acc is one device double, copied up and back; x lands at the same place in a 16-byte pack as
+// the host's x (a ZeRO shard of the gradients may start anywhere: the kernel takes the floats before its first pack
+// one at a time)
 static void stage_sum(const KernelCtx* ctx, double* acc, const float* x, size_t n, int squares) {
-    float* xd = stage_f(x, n);
+    size_t off = ((uintptr_t)x & 15) / sizeof(float);
+    float* base = (float*)dev_alloc(&g_ctx, (n + off) * sizeof(float));
+    dev_copy_h2d(&g_ctx, base + off, x, n * sizeof(float));
     double* ad = (double*)dev_alloc(&g_ctx, sizeof(double));
     dev_copy_h2d(&g_ctx, ad, acc, sizeof(double));
-    if (squares) { sum_squares_accumulate(ctx, ad, xd, n); } else { sum_accumulate(ctx, ad, xd, n); }
+    if (squares) { sum_squares_accumulate(ctx, ad, base + off, n); } else { sum_accumulate(ctx, ad, base + off, n); }
     dev_copy_d2h(&g_ctx, acc, ad, sizeof(double));
     dev_sync(&g_ctx);
     dev_free(&g_ctx, ad);
-    stage_free(xd);
+    dev_free(&g_ctx, base);
 }
 static void stage_sum_accumulate(const KernelCtx* ctx, double* acc, const float* x, size_t n) { stage_sum(ctx, acc, x, n, 0); }
 static void stage_sum_squares_accumulate(const KernelCtx* ctx, double* acc, const float* x, size_t n) { stage_sum(ctx, acc, x, n, 1); }

@@ -81,6 +81,8 @@ on a one-GPU machine, where NCCL refuses a communicator between them. Unset, eac
 #define __device__
 #undef __host__
 #define __host__
+#undef __launch_bounds__
+#define __launch_bounds__(...) // (a register budget for nvcc; the emulation has none)
 
 namespace emu {
 
