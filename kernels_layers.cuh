@@ -239,6 +239,31 @@ static int kernels__ln_blocks(const KernelCtx* ctx, int BT) {
 }
 // Its partials: 2C floats for each of the 8 warps of a block (kernels_reserve sizes them for the step's rows).
 static size_t kernels__ln_partial_floats(const KernelCtx* ctx, int BT, int C) { return (size_t)8 * kernels__ln_blocks(ctx, BT) * 2 * C; }
+// One pack's terms of a row's two means (dx = rstd (g - mean(g) - n mean(g n)), g = dout w, n the normalized input),
+// added to g_sum and gn_sum in element order.
+template <int VEC>
+__device__ __forceinline__ void kernels__ln_bwd_sums(const KernelsVec<floatX, VEC>& xv, const KernelsVec<floatX, VEC>& dv,
+                                                     const KernelsVec<floatX, VEC>& wv, float m, float s, float& g_sum, float& gn_sum) {
+    KERNELS_UNROLL
+    for (int k = 0; k < VEC; k++) {
+        float n = (kernels__f(xv.v[k]) - m) * s, g = kernels__f(dv.v[k]) * kernels__f(wv.v[k]);
+        g_sum += g;
+        gn_sum += g * n;
+    }
+}
+// One pack's dinp, added into dxv, and its terms of dw and db, added to dwv and dbv.
+template <int VEC>
+__device__ __forceinline__ void kernels__ln_bwd_apply(const KernelsVec<floatX, VEC>& xv, const KernelsVec<floatX, VEC>& dv,
+                                                      const KernelsVec<floatX, VEC>& wv, KernelsVec<floatX, VEC>& dxv, float m, float s,
+                                                      float g_mean, float gn_mean, KernelsVec<float, VEC>& dwv, KernelsVec<float, VEC>& dbv) {
+    KERNELS_UNROLL
+    for (int k = 0; k < VEC; k++) {
+        float n = (kernels__f(xv.v[k]) - m) * s, di = kernels__f(dv.v[k]), g = di * kernels__f(wv.v[k]);
+        dxv.v[k] = kernels__x(kernels__f(dxv.v[k]) + s * (g - g_mean - n * gn_mean));
+        dwv.v[k] += di * n;
+        dbv.v[k] += di;
+    }
+}
 template <int VEC>
 __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* w,
                                             const float* mean, const float* rstd, int BT, int C) {
@@ -262,26 +287,14 @@ __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const 
         float m = mean[row], s = rstd[row];
         float g_mean = 0.0f, gn_mean = 0.0f;
         for (int p = lane; p < np; p += 32) {
-            P xv = kernels__ldv<P>(x, p), dv = kernels__ldv<P>(d, p), wv = kernels__ldv<P>(w, p);
-            KERNELS_UNROLL
-            for (int k = 0; k < VEC; k++) {
-                float n = (kernels__f(xv.v[k]) - m) * s, g = kernels__f(dv.v[k]) * kernels__f(wv.v[k]);
-                g_mean += g;
-                gn_mean += g * n;
-            }
+            kernels__ln_bwd_sums<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), m, s, g_mean, gn_mean);
         }
         g_mean = kernels__warp_sum(g_mean) / C;
         gn_mean = kernels__warp_sum(gn_mean) / C;
         for (int p = lane; p < np; p += 32) {
-            P xv = kernels__ldv<P>(x, p), dv = kernels__ldv<P>(d, p), wv = kernels__ldv<P>(w, p), dxv = kernels__ldv<P>(dx, p);
+            P dxv = kernels__ldv<P>(dx, p);
             F dwv = kernels__ldv<F>(pdw, p), dbv = kernels__ldv<F>(pdb, p);
-            KERNELS_UNROLL
-            for (int k = 0; k < VEC; k++) {
-                float n = (kernels__f(xv.v[k]) - m) * s, di = kernels__f(dv.v[k]), g = di * kernels__f(wv.v[k]);
-                dxv.v[k] = kernels__x(kernels__f(dxv.v[k]) + s * (g - g_mean - n * gn_mean));
-                dwv.v[k] += di * n;
-                dbv.v[k] += di;
-            }
+            kernels__ln_bwd_apply<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), dxv, m, s, g_mean, gn_mean, dwv, dbv);
             kernels__stv<P>(dx, p, dxv);
             kernels__stv<F>(pdw, p, dwv);
             kernels__stv<F>(pdb, p, dbv);
@@ -325,30 +338,17 @@ kernels__layernorm_backward_regs(floatX* dinp, float* partial, const floatX* dou
         }
         KERNELS_UNROLL
         for (int j = 0; j < PPL; j++) {
-            if (lane + 32 * j < np) {
-                P xv = kernels__ldv<P>(x, lane + 32 * j), dv = kernels__ldv<P>(d, lane + 32 * j), wv = kernels__ldv<P>(w, lane + 32 * j);
-                KERNELS_UNROLL
-                for (int k = 0; k < VEC; k++) {
-                    float n = (kernels__f(xv.v[k]) - m) * s, g = kernels__f(dv.v[k]) * kernels__f(wv.v[k]);
-                    g_mean += g;
-                    gn_mean += g * n;
-                }
-            }
+            int p = lane + 32 * j;
+            if (p < np) { kernels__ln_bwd_sums<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), m, s, g_mean, gn_mean); }
         }
         g_mean = kernels__warp_sum(g_mean) / C;
         gn_mean = kernels__warp_sum(gn_mean) / C;
         KERNELS_UNROLL
         for (int j = 0; j < PPL; j++) {
-            if (lane + 32 * j < np) {
-                P xv = kernels__ldv<P>(x, lane + 32 * j), dv = kernels__ldv<P>(d, lane + 32 * j), wv = kernels__ldv<P>(w, lane + 32 * j);
-                KERNELS_UNROLL
-                for (int k = 0; k < VEC; k++) {
-                    float n = (kernels__f(xv.v[k]) - m) * s, di = kernels__f(dv.v[k]), g = di * kernels__f(wv.v[k]);
-                    dxv[j].v[k] = kernels__x(kernels__f(dxv[j].v[k]) + s * (g - g_mean - n * gn_mean));
-                    dw[j].v[k] += di * n;
-                    db[j].v[k] += di;
-                }
-                kernels__stv<P>(dx, lane + 32 * j, dxv[j]);
+            int p = lane + 32 * j;
+            if (p < np) {
+                kernels__ln_bwd_apply<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), dxv[j], m, s, g_mean, gn_mean, dw[j], db[j]);
+                kernels__stv<P>(dx, p, dxv[j]);
             }
         }
     }

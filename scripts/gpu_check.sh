@@ -23,7 +23,7 @@
 #    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
 #    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory (the
 #    bytes in use after the timed steps: the trainer frees nothing mid-run, outgrown buffers are kept) beside the
-#    planner's count;
+#    planner's count; and, without --quick, where a 124M step's time goes: every kernel timed by ncu, summed by name;
 # 5. fp16 with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for
 #    bit; HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm
 #    nccl on one rank (ZeRO 1-3, and --grad-compress bf16), and with pp 2 (1f1b and interleaved, with validation:
@@ -542,6 +542,61 @@ if [ $EMU = 1 ]; then
         fi
     else
         bad "the d2 benchmark printed no planned or start-up bytes"
+    fi
+fi
+
+# Where a step's time goes: NVIDIA's Nsight Compute (ncu) times every kernel of a GPT-2 124M benchmark run (B 16, T
+# 1024: a step that warms up and a timed one) with one metric, gpu__time_duration (one pass, no replay; the clocks
+# left alone), and the kernels are summed by name, per step: cuBLASLt's matmuls, cuDNN's attention, and each of ours.
+# (ncu runs the kernels one at a time, so the run's own ms/step says nothing here: the shares are the figure.) A
+# report, not a test: no FAIL unless ncu ran and printed nothing this can read. Not under the emulation, nor with
+# --quick.
+NCU=""
+[ $EMU = 0 ] && NCU=$(command -v ncu || ls "$CUDA_HOME/bin/ncu" /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+if [ $EMU = 0 ] && [ $QUICK = 0 ] && [ -n "$NCU" ] && command -v python3 > /dev/null 2>&1; then
+    stage "where a step's time goes: each kernel of GPT-2 124M (B 16, T 1024) timed by $NCU"
+    if [ $(budget 150) -lt 60 ]; then
+        skip "ncu kernel times: past the check's deadline"
+    else
+        timeout $(budget 150) "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+            --log-file $L.ncu.csv env -u CUBLASLT_LOG_LEVEL -u ATT_VERBOSE $CU --bench 1 --bench-steps 1 --model gpt2-124M \
+            --batch-size 16 --seq-len 1024 > $L.ncu.log 2>&1
+        rc=$?
+        if python3 - $L.ncu.csv 2 > $L.ncu.txt 2>&1 <<'PYEOF'
+import collections, csv, re, sys
+rows = list(csv.reader(open(sys.argv[1], errors="replace")))
+head = next(i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r)
+cols = rows[head]
+name_at, value_at, unit_at = cols.index("Kernel Name"), cols.index("Metric Value"), cols.index("Metric Unit")
+steps = int(sys.argv[2])
+per = collections.Counter()
+for r in rows[head + 1:]:
+    if len(r) != len(cols) or not r[value_at]:
+        continue
+    scale = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0, "second": 1e3, "s": 1e3}.get(r[unit_at], 1e-6)
+    name = re.sub(r"^void ", "", r[name_at]).split("(")[0]
+    per[name] += float(r[value_at].replace(",", "")) * scale / steps
+total = sum(per.values())
+def group(n):
+    if "cudnn" in n: return "cuDNN attention"
+    if re.search(r"gemm|nvjet|xmma|cutlass|sm90_", n): return "cuBLASLt matmuls"
+    if n.startswith("kernels__"): return "ours"
+    return "other (cub, copies)"
+groups = collections.Counter()
+for n, t in per.items():
+    groups[group(n)] += t
+print("kernel time per step: %.2f ms over %d kernel names" % (total, len(per)))
+for g, t in groups.most_common():
+    print("  %-24s %8.2f ms  %5.1f%%" % (g, t, 100 * t / total))
+for n, t in per.most_common(20):
+    print("  %-70s %8.3f ms  %5.1f%%" % (n[:70], t, 100 * t / total))
+PYEOF
+        then
+            cat $L.ncu.txt
+            ok "ncu timed every kernel of two GPT-2 124M steps (B 16): $(head -n 1 $L.ncu.txt)"
+        else
+            bad "ncu kernel times (exit $rc): nothing readable in $L.ncu.csv"; tail -n 5 $L.ncu.log $L.ncu.txt 2>/dev/null | cut -c1-200
+        fi
     fi
 fi
 
