@@ -154,8 +154,9 @@ ifeq ($(CUDA_LT_OK),yes)
   endif
   FOUND += cuda
   F_CUDA = nvcc $(NVCC_VERSION) sm_$(CUDA_ARCH); cublasLt$(empty)
-  CUDNN_VERSION := $(shell grep -h '^\#define CUDNN_MAJOR\|^\#define CUDNN_MINOR\|^\#define CUDNN_PATCHLEVEL' $(CUDA_HOME)/include/cudnn_version.h /usr/include/cudnn_version.h 2>/dev/null | awk '{print $$3}' | head -n 3 | paste -sd.)
-  NCCL_VERSION := $(shell grep -h '^\#define NCCL_MAJOR\|^\#define NCCL_MINOR\|^\#define NCCL_PATCH' $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h 2>/dev/null | awk '{print $$3}' | head -n 3 | paste -sd.)
+  # (the headers given by CUDNN_INC / NCCL_INC first: the ones built against, such as a pip wheel's)
+  CUDNN_VERSION := $(shell grep -h '^\#define CUDNN_MAJOR\|^\#define CUDNN_MINOR\|^\#define CUDNN_PATCHLEVEL' $(patsubst -I%,%/cudnn_version.h,$(filter -I%,$(CUDNN_INC))) $(CUDA_HOME)/include/cudnn_version.h /usr/include/cudnn_version.h 2>/dev/null | awk '{print $$3}' | head -n 3 | paste -sd.)
+  NCCL_VERSION := $(shell grep -h '^\#define NCCL_MAJOR\|^\#define NCCL_MINOR\|^\#define NCCL_PATCH' $(patsubst -I%,%/nccl.h,$(filter -I%,$(NCCL_INC))) $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h 2>/dev/null | awk '{print $$3}' | head -n 3 | paste -sd.)
   CUDNN_LIB_DIR ?= $(CUDA_LIB_DIR)
   CUDNN_OK := $(if $(filter 1,$(NO_CUDNN)),,$(shell test -e $(CUDNN_LIB_DIR)/libcudnn.so && echo yes))
   ifeq ($(CUDNN_OK),yes)
