@@ -206,12 +206,13 @@ int main(int argc, char** argv) {
         mm_row("matmul_backward (dinp + dweight)", 2 * flops, ms);
         // with the bias gradient as well: from the dweight product's BGRADB epilogue (cuBLASLt says on stderr when it has
         // no algorithm for it, and the row then times the fallback), then from the separate two-pass reduction
+        int keep = g.bias_grad_fusion;
         for (int fused = 1; fused >= 0; fused--) {
             g.bias_grad_fusion = fused;
             ms = time_ms([&] { matmul_backward(&g, a, dw, m, o, a, w, M, K, N, 1); });
             mm_row(fused ? "matmul_backward + dbias (BGRADB epilogue)" : "matmul_backward + dbias (separate reduction)", 2 * flops, ms);
         }
-        g.bias_grad_fusion = 1;
+        g.bias_grad_fusion = keep;
     }
     // the rate cuBLASLt reaches on a large square product of data: the achievable ceiling (scripts/gpu_check.sh
     // reports MFU against it as well as against the datasheet's peak)

@@ -128,8 +128,10 @@ typedef struct {
     int attention_auto;        // --attention auto: fall back to the native kernels where cuDNN has no plan
     long attention_fallbacks;  // attention calls cuDNN had no plan for, run by the native kernels instead
     int gelu_fusion;           // 1 (the default): matmul_forward_gelu fuses the GELU into cuBLASLt's epilogue where it can
-    int bias_grad_fusion;      // 1 (the default): matmul_backward takes dbias from the weight gradient's BGRADB epilogue
-                               // where cuBLASLt offers it (0: always the separate reduction, kernels__bias_grad)
+    int bias_grad_fusion;      // 1: matmul_backward takes dbias from the weight gradient's BGRADB epilogue where
+                               // cuBLASLt offers it; 0 (the default): the separate reduction, kernels__bias_grad. On
+                               // an H200 the epilogue ran as a kernel of its own (globalKernelBgradAB, 4.3% of a 124M
+                               // step under ncu), and the backward with it was 3% slower in both runs of bench_kernels_cu
     int tf32;                  // --tf32 1 (fp32 builds): the matmuls run on the TF32 tensor cores
                                // (CUBLAS_COMPUTE_32F_FAST_TF32: operands cut to a 10-bit mantissa, fp32 sums); 0 (the
                                // default): exact fp32
@@ -193,7 +195,7 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
 #endif
     ctx->attention_auto = 1;
     ctx->gelu_fusion = 1;
-    ctx->bias_grad_fusion = 1;
+    ctx->bias_grad_fusion = 0;
 }
 
 // --attention: cudnn (a build with cuDNN, 16-bit storage), native (the kernels below), auto (cudnn when possible).

@@ -201,8 +201,8 @@ static void penalize_repeats(float* row, const int32_t* seq, int n, float R, uns
 // last stage's.
 // Where a sampling step's time goes, summed over the steps since the caller zeroed it (--generate prints it per
 // token): queueing the forward and the row of logits (the host's launches; a GPU runs them meanwhile), waiting for
-// the device to finish them and the row to arrive, and choosing the tokens on the host. Whether a GPU is bound by its
-// launches, its kernels or the host's sampler, without a profiler.
+// the device to finish them and the row to arrive (the copies and the synchronisation), and choosing the tokens on
+// the host. Whether a GPU is bound by its launches, its kernels or the host's sampler, without a profiler.
 typedef struct { double queue, wait, pick; long steps; } SampleClock;
 static SampleClock sample_clock;
 
@@ -243,6 +243,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
             size_t first = kv && t > p ? 0 : (size_t)t - 1;
             float* logits = kv ? kv->logits : m->acts.logits_row;
             classifier_logits_rows(&m->ctx, logits, lnf + first * g->channels, m->p.wte, R, g->channels, m->vocab_n);
+            c1 = now_seconds(); // (the copies below wait for the device: probs is pageable memory)
             // the R distinct rows to their slots (R is 1 for the prompt's forward: every sequence's row is the same)
             for (int r = 0; r < R; r++) {
                 const float* lrow = logits + (size_t)r * m->vocab_n;
@@ -254,7 +255,6 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
                     comm_allgather_f32(m->tp_group, m->acts.host, probs + r * slot, (size_t)m->vocab_n);
                 }
             }
-            c1 = now_seconds();
             dev_sync(&m->ctx);
             c2 = now_seconds();
             for (int b = R; b < B; b++) { memcpy(probs + b * slot, probs, sizeof(float) * Vp); }

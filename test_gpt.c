@@ -839,10 +839,12 @@ static void check_bias_grad_as(const KernelCtx* ctx, int dt, const char* how) {
 }
 static void check_bias_grad(KernelCtx* ctx, int dt) {
 #ifdef KERNELS_CUDA
+    int keep = ctx->bias_grad_fusion;
+    ctx->bias_grad_fusion = 1;
     check_bias_grad_as(ctx, dt, ", BGRADB epilogue");
     ctx->bias_grad_fusion = 0;
     check_bias_grad_as(ctx, dt, ", separate reduction");
-    ctx->bias_grad_fusion = 1;
+    ctx->bias_grad_fusion = keep;
 #else
     check_bias_grad_as(ctx, dt, "");
 #endif

@@ -515,6 +515,7 @@ else
     if [ $QUICK = 0 ]; then
         bench "GPT-2 350M bf16" gpt2-350M
         bench "GPT-2 1558M bf16 recompute 2" gpt2-1558M --recompute 2
+        bench "GPT-2 1558M bf16" gpt2-1558M # (no recomputation: the largest micro-batch that fits)
     fi
 fi
 [ -s $L.bench.txt ] && ok "benchmarks ran ($(wc -l < $L.bench.txt) rows)"
