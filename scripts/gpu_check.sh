@@ -433,10 +433,16 @@ else
 fi
 if [ $EMU = 1 ]; then # cuBLASLt without the GELU and bias-gradient epilogues: the unfused ops take over, on course
     CUDA_EMU_NO_EPILOGUE=1 timeout $((120 * LONG)) $CU $common --attention native --log $TMPD/noepi.jsonl > $L.train_noepi.log 2>&1 &&
-        grep -q "no algorithm for the GELU_AUX epilogue" $L.train_noepi.log && grep -q "no algorithm for the BGRADB epilogue" $L.train_noepi.log &&
+        grep -q "no algorithm for the GELU_AUX epilogue" $L.train_noepi.log &&
         follows $TMPD/noepi.jsonl $TMPD/cu.jsonl 2e-2 && grep -q "device buffers grown after start-up: 0 bytes" $L.train_noepi.log &&
-        ok "no GELU or bias-gradient epilogue from cuBLASLt: the unfused fallbacks are announced and follow the fused run (2e-2 relative), in the workspaces sized at start-up" ||
-        { bad "the fallback from the GELU and bias-gradient epilogues"; tail -n 3 $L.train_noepi.log; }
+        ok "no GELU epilogue from cuBLASLt: the unfused fallback is announced and follows the fused run (2e-2 relative), in the workspaces sized at start-up" ||
+        { bad "the fallback from the GELU epilogue"; tail -n 3 $L.train_noepi.log; }
+    # the bias gradient's BGRADB epilogue is off by default (KernelCtx.bias_grad_fusion 0: slower on an H200); the op
+    # tests ask for it (check_bias_grad), and without it they pass on the separate reduction, announced
+    CUDA_EMU_NO_EPILOGUE=1 timeout $((60 * LONG)) $TCU16 --only small-ops > $L.ops_noepi.log 2>&1 &&
+        grep -q "no algorithm for the BGRADB epilogue" $L.ops_noepi.log &&
+        ok "no bias-gradient epilogue from cuBLASLt: the op tests pass on the separate reduction, announced" ||
+        { bad "the fallback from the bias-gradient epilogue"; tail -n 3 $L.ops_noepi.log; }
     # offered by the heuristic but refused when the product runs: the op tests pass on the unfused ops
     CUDA_EMU_NO_EPILOGUE=2 timeout $((60 * LONG)) $TCU16 --only small-ops > $L.ops_refused.log 2>&1 &&
         grep -q "epilogue of a .* was refused when run" $L.ops_refused.log &&
