@@ -178,6 +178,13 @@ static void penalize_repeats(float* row, const int32_t* seq, int n, float R, uns
     for (int t = 0; t < n; t++) { mark[seq[t]] = 0; }
 }
 
+// Where a sampling step's time goes, summed over the steps since the caller zeroed it (--generate prints it per
+// token): queueing the forward and the row of logits (the host's launches; a GPU runs them meanwhile), waiting for
+// the device to finish them and the row to arrive (the copies and the synchronisation), and choosing the tokens on
+// the host. Whether a GPU is bound by its launches, its kernels or the host's sampler, without a profiler.
+typedef struct { double queue, wait, pick; long steps; } SampleClock;
+static SampleClock sample_clock;
+
 // Draws toks[p..n) one at a time after the prompt toks[0..p) (p >= 1) in each of B sequences (toks: B rows of `room`
 // tokens, n <= room, each starting with the same prompt): token t comes from the logits at position t - 1, penalized
 // for the sequence's tokens [0, t) with --repetition-penalty (penalize_repeats), by sample_pick with the draw
@@ -199,13 +206,6 @@ static void penalize_repeats(float* row, const int32_t* seq, int n, float R, uns
 // Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns, an
 // all-gather gives all of them the row, and group rank 0's tokens are broadcast; under pipeline parallelism the
 // last stage's.
-// Where a sampling step's time goes, summed over the steps since the caller zeroed it (--generate prints it per
-// token): queueing the forward and the row of logits (the host's launches; a GPU runs them meanwhile), waiting for
-// the device to finish them and the row to arrive (the copies and the synchronisation), and choosing the tokens on
-// the host. Whether a GPU is bound by its launches, its kernels or the host's sampler, without a profiler.
-typedef struct { double queue, wait, pick; long steps; } SampleClock;
-static SampleClock sample_clock;
-
 static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, float* probs, const double* draws,
                           const SampleOpts* so, KvCache* kv, double* logp, int stop, int* len) {
     const GPTConfig* g = &m->cfg;

@@ -160,15 +160,20 @@ static void test_matmul(void) {
 
 // --- layernorm (and the fused residual + layernorm forward)
 typedef struct { int BT, C; double *inp, *w, *b, *R; } LnCtx;
+// A row's mean and 1 / sqrt(variance + 1e-5), in double.
+static void ln_stats(const double* x, int C, double* mean, double* rstd) {
+    double m = 0, v = 0;
+    for (int i = 0; i < C; i++) { m += x[i]; }
+    m /= C;
+    for (int i = 0; i < C; i++) { v += (x[i] - m) * (x[i] - m); }
+    *mean = m;
+    *rstd = 1.0 / sqrt(v / C + 1e-5);
+}
 static void ln_ref(const LnCtx* c, double* out) {
     for (int r = 0; r < c->BT; r++) {
         const double* x = c->inp + r * c->C;
-        double m = 0, v = 0;
-        for (int i = 0; i < c->C; i++) { m += x[i]; }
-        m /= c->C;
-        for (int i = 0; i < c->C; i++) { v += (x[i] - m) * (x[i] - m); }
-        v /= c->C;
-        double s = 1.0 / sqrt(v + 1e-5);
+        double m, s;
+        ln_stats(x, c->C, &m, &s);
         for (int i = 0; i < c->C; i++) { out[r * c->C + i] = (x[i] - m) * s * c->w[i] + c->b[i]; }
     }
 }
@@ -784,11 +789,8 @@ static void check_layernorm_backward_stored(const KernelCtx* ctx, int dt, int BT
     for (int i = 0; i < C; i++) { dw[i] = 0.5f; db[i] = -0.5f; rdw[i] = 0.5; rdb[i] = -0.5; }
     for (int r = 0; r < BT; r++) {
         const double *xr = x + (size_t)r * C, *dr = dout + (size_t)r * C;
-        double m = 0.0, v = 0.0, gm = 0.0, gnm = 0.0;
-        for (int i = 0; i < C; i++) { m += xr[i]; }
-        m /= C;
-        for (int i = 0; i < C; i++) { v += (xr[i] - m) * (xr[i] - m); }
-        double rs = 1.0 / sqrt(v / C + 1e-5);
+        double m, rs, gm = 0.0, gnm = 0.0;
+        ln_stats(xr, C, &m, &rs);
         for (int i = 0; i < C; i++) { gm += dr[i] * w[i]; gnm += dr[i] * w[i] * (xr[i] - m) * rs; }
         gm /= C; gnm /= C;
         for (int i = 0; i < C; i++) {
