@@ -324,7 +324,7 @@ tests/test_dataloader: tests/test_dataloader.c tests/testing.h dataloader.h util
 
 # CUDA builds: nvcc compiles train_gpt.c (and test_gpt.c) as CUDA with kernels.cuh instead of kernels_cpu.h (with
 # MPI where it is installed)
-CUDA_HEADERS = kernels.cuh kernels_layers.cuh kernels_matmul.cuh kernels_attention.cuh kernels_optim.cuh cudnn_att.cuh $(filter-out kernels_cpu.h,$(HEADERS))
+CUDA_HEADERS = kernels.cuh kernels_layers.cuh kernels_matmul.cuh kernels_lt_tune.cuh kernels_attention.cuh kernels_optim.cuh cudnn_att.cuh $(filter-out kernels_cpu.h,$(HEADERS))
 train_gpt_cu: train_gpt.c $(CUDA_HEADERS) $(call stamp,train_gpt_cu)
 	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_$(PRECISION) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
 

@@ -214,6 +214,38 @@ int main(int argc, char** argv) {
         }
         g.bias_grad_fusion = keep;
     }
+    // GPT-2 1558M's linear layers at 16384 tokens (C 1600: not a multiple of 128, where the heuristic's first choice is
+    // least sure), forward and backward: with the heuristic's first algorithm, then with the fastest of its first 16
+    // timed on this GPU (--matmul-tune 16, kernels_lt_tune.cuh), side by side
+    {
+        const struct { const char* name; int K, N; } lin[4] = {{"qkv 1600 -> 4800", 1600, 4800}, {"attn proj 1600 -> 1600", 1600, 1600},
+                                                               {"fc 1600 -> 6400", 1600, 6400}, {"fc proj 6400 -> 1600", 6400, 1600}};
+        int M2 = 16384;
+        for (int l = 0; l < 4; l++) {
+            int K2 = lin[l].K, N2 = lin[l].N;
+            if ((size_t)M2 * N2 > n || (size_t)M2 * K2 > n || (size_t)N2 * K2 > na) {
+                printf("buffers too small for GPT-2 1558M's %s\n", lin[l].name);
+                continue;
+            }
+            double flops = 2.0 * M2 * N2 * K2;
+            for (int tune = 0; tune <= 16; tune += 16) {
+                kernels_matmul_plans_reset();
+                kernels_set_matmul_tune(&g, tune, NULL, 0);
+                char what[96];
+                ms = time_ms([&] { matmul_forward(&g, z, x, y, NULL, M2, K2, N2); });
+                snprintf(what, sizeof(what), "1558M %s fwd [%s]", lin[l].name, tune ? "tuned 16" : "heuristic");
+                mm_row(what, flops, ms);
+                ms = time_ms([&] { matmul_backward(&g, x, gr, NULL, z, x, y, M2, K2, N2, 0); });
+                snprintf(what, sizeof(what), "1558M %s bwd [%s]", lin[l].name, tune ? "tuned 16" : "heuristic");
+                mm_row(what, 2 * flops, ms);
+            }
+            char sum[512];
+            kernels_matmul_algos_summary(sum, sizeof(sum));
+            printf("  (tuned: %s)\n", sum);
+        }
+        kernels_matmul_plans_reset();
+        kernels_set_matmul_tune(&g, 0, NULL, 0);
+    }
     // the rate cuBLASLt reaches on a large square product of data: the achievable ceiling (scripts/gpu_check.sh
     // reports MFU against it as well as against the datasheet's peak)
     int S = 8192;

@@ -30,6 +30,8 @@ typedef struct {
     int recompute;           // 0: keep every activation; 1: recompute GELU and LayerNorm outputs; 2: whole blocks
     char attention[16];      // auto | cudnn | native: the attention implementation (GPU builds have two)
     int tf32;                // 1: fp32 GPU matmuls on TF32 tensor cores (llm.c's -f); 0: exact fp32
+    int matmul_tune;         // GPU: time cuBLASLt's first N candidate algorithms per matmul shape, keep the fastest
+    char matmul_algos[1024]; // GPU: the file of chosen matmul algorithms (read first; written when tuning)
     char comm[16];           // auto | mpi | staged | nccl: how collectives reach the buffers
     // precision
     char dtype[8];           // fp32 | bf16 | fp16: storage of activations and the compute copy of the parameters
@@ -143,6 +145,8 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("overfit-batch", "-a", overfit_batch, 0, 1, "1: every step trains on the same first batch, the data restarting at each step (llm.c's debugging mode: the loss should fall towards 0)"),
     FLAG_I("recompute", NULL, recompute, 0, 2, "activations recomputed in backward: 0 none; 1 GELU and LayerNorm outputs (llm.c); 2 whole blocks, keeping only each block's input (Megatron's full recomputation)"),
     FLAG_S("attention", NULL, attention, "attention implementation: auto | native (our kernels; the only one on the CPU) | cudnn (cuDNN's fused flash attention: GPU builds with cuDNN, bf16/fp16)"),
+    FLAG_I("matmul-tune", NULL, matmul_tune, 0, 64, "GPU builds: time cuBLASLt's first N candidate algorithms for each matmul shape when it first appears (on scratch operands) and keep the fastest; 0 or 1: the heuristic's first, as cuBLASLt ranks them. The choices go to --matmul-algos, which later runs and resumes read instead of timing again"),
+    FLAG_S("matmul-algos", NULL, matmul_algos, "GPU builds: a file of chosen matmul algorithms, one per shape: read at start (each algorithm checked by cuBLASLt; a file for another GPU, cuBLASLt or dtype is not used) and rewritten as --matmul-tune chooses more. Default with --matmul-tune: <--out>/matmul_algos.txt; with several processes each has its own, <file>.rank<R>"),
     FLAG_I("tf32", "-f", tf32, 0, 1, "1: an fp32 GPU build (PRECISION=FP32) runs its matmuls on TF32 tensor cores, operands cut to a 10-bit mantissa, sums in fp32 (llm.c's -f 1, its default); 0: exact fp32. Nothing else has fp32 matmuls to change; --plan 1 models fp32 layouts with it"),
     FLAG_S("dtype", NULL, dtype, "storage of activations and the compute copy of the parameters: fp32 | bf16 | fp16 (fp32 master weights, moments and gradients in all; the CPU emulates bf16/fp16 by rounding each stored value)"),
     FLAG_I("master-weights", "-w", master_weights, 0, 1, "with --dtype bf16/fp16: 1 keeps fp32 master weights, which AdamW updates, beside the 16-bit compute copy; 0 keeps none, and AdamW updates the compute copy itself by stochastic rounding: 4 bytes a parameter less (llm.c's -w 0)"),
@@ -480,6 +484,9 @@ static void parse_flags(Config* c, int argc, char** argv) {
     }
 #endif
 #ifndef KERNELS_CUDA
+    if ((c->matmul_tune > 1 || c->matmul_algos[0]) && !c->plan) {
+        flag_note("note: --matmul-tune and --matmul-algos change nothing in this build: they choose cuBLASLt's algorithms (GPU builds); the CPU's matmuls are OpenBLAS's\n");
+    }
     if (strcmp(c->attention, "cudnn") == 0) { fatal("--attention cudnn: GPU builds only (train_gpt_cu with cuDNN); the CPU has native attention"); }
 #endif
 #define SEEN(name) seen[flag_named(name) - FLAGS] // whether the command line gave --name (or its alias)
@@ -567,7 +574,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (c->generate) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
         static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "top-p", "min-p", "repetition-penalty", "kv-cache", "logprobs", "stop-at-eot", "gen-tokens",
-                                              "tokenizer", "seq-len", "dtype", "attention", "tf32", "threads", "recompute",
+                                              "tokenizer", "seq-len", "dtype", "attention", "tf32", "matmul-tune", "matmul-algos", "threads", "recompute",
                                               "tp", "sequence-parallel", "pp", "comm", "comm-timeout", "batch-size"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");
         // the context: --seq-len when given, else the model's (0 here, resolved with the model); the samples drawn
@@ -580,7 +587,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     // belongs to a training run
     if (c->eval_hellaswag[0]) {
         static const char* const allowed[] = {"init", "model", "seed", "eval-hellaswag", "hellaswag-details", "seq-len", "dtype", "attention", "tf32",
-                                              "comm", "comm-timeout", "threads", "zero", "tp", "sequence-parallel", "pp", "recompute"};
+                                              "matmul-tune", "matmul-algos", "comm", "comm-timeout", "threads", "zero", "tp", "sequence-parallel", "pp", "recompute"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--eval-hellaswag evaluates a model and exits", "");
         // the rows' length limit: --seq-len when given, else the model's context (0 here, resolved with the model)
         if (!SEEN("seq-len")) { c->seq_len = 0; }

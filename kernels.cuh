@@ -135,6 +135,8 @@ typedef struct {
     int tf32;                  // --tf32 1 (fp32 builds): the matmuls run on the TF32 tensor cores
                                // (CUBLAS_COMPUTE_32F_FAST_TF32: operands cut to a 10-bit mantissa, fp32 sums); 0 (the
                                // default): exact fp32
+    int matmul_tune;           // --matmul-tune N: the heuristic's first N algorithms timed for each matmul shape, the
+                               // fastest kept (kernels_lt_tune.cuh); 0 or 1 (the default): its first
     void* att_workspace;       // cuDNN's attention workspace (grown on demand)
     size_t att_workspace_bytes;
     void* retired[KERNELS_MAX_RETIRED]; // outgrown buffers of the above, freed with the context (kernels__grow)
@@ -476,9 +478,11 @@ static int kernels__rows_packed(int C, std::initializer_list<const void*> ptrs) 
 #ifdef __CUDACC__
 #define KERNELS_UNROLL _Pragma("unroll")
 #define KERNELS_UNROLL4 _Pragma("unroll 4") // a loop over rows: four loads in flight before their sums wait for them
+#define KERNELS_UNROLL8 _Pragma("unroll 8")
 #else
 #define KERNELS_UNROLL
 #define KERNELS_UNROLL4
+#define KERNELS_UNROLL8
 #endif
 
 // ----------------------------------------------------------------------------

@@ -38,6 +38,13 @@ static int kernels_set_attention(KernelCtx* ctx, const char* impl);
 // --tf32 ON for this context: 1 runs fp32 matmuls on TF32 tensor cores, 0 exact fp32. 0, or -1 when this backend
 // cannot (the CPU; a 16-bit GPU build, which has no fp32 matmuls).
 static int kernels_set_tf32(KernelCtx* ctx, int on);
+// --matmul-tune CANDIDATES and --matmul-algos PATH for this context: a GPU times the heuristic's first CANDIDATES
+// cuBLASLt algorithms for each matmul shape as it first appears and keeps the fastest; PATH ("" or NULL: none) is a
+// file of such choices, read now and used before any heuristic, and (write 1) rewritten with each new one. 0, or -1
+// when this backend has no algorithms to choose (the CPU).
+static int kernels_set_matmul_tune(KernelCtx* ctx, int candidates, const char* algos_path, int write);
+// One line on where the matmuls' algorithms came from (the heuristic, timing, the file) and what timing gained.
+static void kernels_matmul_algos_summary(char* buf, size_t cap);
 // The fp32 matmul rate of a GPU against its bf16 one (cuBLASLt, 8192^3 on data; bench_kernels_cu prints both):
 // measured on an H200 at f4d9b17, 51.1 TFLOP/s exact and 414 with TF32 against 885.8 in bf16. The planner times fp32
 // layouts with them.

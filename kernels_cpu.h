@@ -187,6 +187,13 @@ static int kernels_set_tf32(KernelCtx* ctx, int on) {
     return on ? -1 : 0;
 }
 
+// The CPU's matmuls have one algorithm each (OpenBLAS's choice): nothing to time or read.
+static int kernels_set_matmul_tune(KernelCtx* ctx, int candidates, const char* algos_path, int write) {
+    (void)ctx; (void)write;
+    return candidates > 1 || (algos_path && algos_path[0]) ? -1 : 0;
+}
+static void kernels_matmul_algos_summary(char* buf, size_t cap) { snprintf(buf, cap, "OpenBLAS's own choices"); }
+
 // Forward-only passes run at the length asked for (kernels.h).
 static int kernels_forward_len(const KernelCtx* ctx, int t, int t_max) {
     (void)ctx; (void)t_max;

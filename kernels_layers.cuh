@@ -378,16 +378,19 @@ static void kernels__layernorm_backward_launch(const KernelCtx* ctx, int blocks,
     }
 }
 
-// out[c] (+)= sum over r of part[r * stride + c] (a column sum of partials in a fixed order, so deterministic). A
-// block of 32 x 32 threads takes 32 columns: thread (x, y) sums rows y, y + 32, ... of column x (32 loads in flight
-// per column, each warp reading 128 contiguous bytes), then thread (x, 0) adds the 32 sums in order. (One thread
-// per column summing every row in turn waited on one load at a time: hundreds of microseconds for 2000 rows.)
+// out[c] (+)= sum over r of part[r * stride + c] (a column sum of partials in a fixed order, so deterministic); columns
+// from `split` on go to out2[c - split] instead (LayerNorm's dw and db, adjacent in each partial row, in one launch).
+// A block of 32 x 32 threads takes 32 columns: thread (x, y) sums rows y, y + 32, ... of column x (eight loads in
+// flight per thread, each warp reading 128 contiguous bytes; the adds stay in row order), then thread (x, 0) adds the
+// 32 sums in order. (One thread per column summing every row in turn waited on one load at a time: hundreds of
+// microseconds for 2000 rows.)
 #define KERNELS_SUM_LANES 32
-__global__ void kernels__sum_columns(float* out, const float* part, int rows, size_t stride, int cols, int acc) {
+__global__ void kernels__sum_columns(float* out, float* out2, int split, const float* part, int rows, size_t stride, int cols, int acc) {
     __shared__ float sums[KERNELS_SUM_LANES][33]; // (+1: no bank conflicts when column x reads down its sums)
     int x = threadIdx.x, y = threadIdx.y, c = blockIdx.x * 32 + x;
     float s = 0.0f;
     if (c < cols) {
+        KERNELS_UNROLL8
         for (int r = y; r < rows; r += KERNELS_SUM_LANES) { s += part[(size_t)r * stride + c]; }
     }
     sums[y][x] = s;
@@ -395,12 +398,15 @@ __global__ void kernels__sum_columns(float* out, const float* part, int rows, si
     if (y == 0 && c < cols) {
         float t = 0.0f;
         for (int k = 0; k < KERNELS_SUM_LANES; k++) { t += sums[k][x]; }
-        out[c] = acc ? out[c] + t : t;
+        float* o = c < split ? out + c : out2 + (c - split);
+        *o = acc ? *o + t : t;
     }
 }
 
-static void kernels__sum_columns_launch(cudaStream_t stream, float* out, const float* part, int rows, size_t stride, int cols, int acc) {
-    kernels__sum_columns<<<(cols + 31) / 32, dim3(32, KERNELS_SUM_LANES), 0, stream>>>(out, part, rows, stride, cols, acc);
+static void kernels__sum_columns_launch(cudaStream_t stream, float* out, const float* part, int rows, size_t stride, int cols, int acc,
+                                        float* out2 = NULL, int split = -1) {
+    if (split < 0) { split = cols; }
+    kernels__sum_columns<<<(cols + 31) / 32, dim3(32, KERNELS_SUM_LANES), 0, stream>>>(out, out2, split, part, rows, stride, cols, acc);
     launchCheck();
 }
 
@@ -422,8 +428,7 @@ static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, fl
         kernels__layernorm_backward_launch<1>(ctx, blocks, (C + 31) / 32, dinp, part, dout, inp, w, mean, rstd, BT, C);
     }
     launchCheck();
-    kernels__sum_columns_launch(ctx->stream, dw, part, warps, 2 * (size_t)C, C, acc);
-    kernels__sum_columns_launch(ctx->stream, db, part + C, warps, 2 * (size_t)C, C, acc);
+    kernels__sum_columns_launch(ctx->stream, dw, part, warps, 2 * (size_t)C, 2 * C, acc, db, C); // (dw | db in each row)
 }
 
 // ----------------------------------------------------------------------------

@@ -35,12 +35,24 @@ static uint32_t kernels__alignment(const void* p) {
     return a;
 }
 
+// What a plan's descriptors and algorithm depend on (ints only: compared, and written to the algorithm file, whole).
+typedef struct {
+    int m, n, k, lda, ldb, transA, transB, has_bias, d_f32, beta_nonzero, epi, tf32;
+    uint32_t al[5]; // the alignments of A, B, D, the bias and the auxiliary matrix the algorithm was chosen for
+} KernelsLtKey;
+
+// Where a plan's algorithm came from: the heuristic's first choice (the default), the fastest of the heuristic's
+// first --matmul-tune candidates timed on this GPU, or the algorithm file (--matmul-algos).
+enum { KERNELS_ALGO_HEURISTIC = 0, KERNELS_ALGO_TUNED = 1, KERNELS_ALGO_FILE = 2 };
+
 // The descriptors and the algorithm of one matmul shape, made once: the heuristic query costs tens of microseconds
 // of CPU time, and a training step runs a few hundred matmuls of a dozen shapes.
 typedef struct {
-    int m, n, k, lda, ldb, transA, transB, has_bias, d_f32, beta_nonzero, epi, tf32;
+    KernelsLtKey key;
     int usable; // 0: cuBLASLt has no algorithm for this epilogue here (the caller takes the unfused path)
-    uint32_t al[5]; // the alignments of A, B, D, the bias and the auxiliary matrix the algorithm was chosen for
+    int source; // KERNELS_ALGO_*
+    int timed;  // (tuned) the candidates that ran
+    float first_ms, best_ms; // (tuned, or from the file) a call with the heuristic's first algorithm, and with this one
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
@@ -56,16 +68,16 @@ static int kernels__lt_num_plans, kernels__lt_cap_plans;
 enum { KERNELS_EPI_NONE = 0, KERNELS_EPI_GELU_AUX = 1, KERNELS_EPI_DGELU = 2, KERNELS_EPI_BGRADB = 3 };
 static const char* const kernels__epi_names[] = {"no", "GELU_AUX", "DGELU", "BGRADB"};
 
+#include "kernels_lt_tune.cuh" // --matmul-tune (timing the heuristic's candidates) and --matmul-algos (the file of choices)
+
 // bias and aux: the pointers of the first call, set before the heuristic query, which reads them to learn their
 // alignment (it would assume 256 bytes of NULL); a plan serves only pointers aligned as those were (al[3], al[4]).
 static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int transA, int lda, int transB, int ldb, const void* bias,
                                        int epi, const void* aux, int m, int n, int k, float beta, const uint32_t al[5]) {
     int has_bias = bias != NULL;
+    KernelsLtKey key = {m, n, k, lda, ldb, transA, transB, has_bias, d_f32, beta != 0.0f, epi, ctx->tf32, {al[0], al[1], al[2], al[3], al[4]}};
     for (int i = 0; i < kernels__lt_num_plans; i++) {
-        KernelsLtPlan* p = &kernels__lt_plans[i];
-        if (p->m == m && p->n == n && p->k == k && p->lda == lda && p->ldb == ldb && p->transA == transA && p->transB == transB &&
-            p->has_bias == has_bias && p->epi == epi && p->d_f32 == d_f32 && p->beta_nonzero == (beta != 0.0f) &&
-            p->tf32 == ctx->tf32 && memcmp(p->al, al, sizeof(p->al)) == 0) { return p; }
+        if (memcmp(&kernels__lt_plans[i].key, &key, sizeof(key)) == 0) { return &kernels__lt_plans[i]; }
     }
     if (kernels__lt_num_plans == kernels__lt_cap_plans) {
         kernels__lt_cap_plans = kernels__lt_cap_plans ? 2 * kernels__lt_cap_plans : 64;
@@ -73,8 +85,8 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
         if (!kernels__lt_plans) { fatal("cuBLASLt: out of host memory for %d matmul plans", kernels__lt_cap_plans); }
     }
     KernelsLtPlan* p = &kernels__lt_plans[kernels__lt_num_plans];
-    p->m = m; p->n = n; p->k = k; p->lda = lda; p->ldb = ldb; p->transA = transA; p->transB = transB; p->has_bias = has_bias; p->epi = epi;
-    p->d_f32 = d_f32; p->beta_nonzero = beta != 0.0f; p->tf32 = ctx->tf32; memcpy(p->al, al, sizeof(p->al));
+    memset(p, 0, sizeof(*p));
+    p->key = key;
     cudaDataType_t ab_type = kernels__cuda_type(0), d_type = kernels__cuda_type(d_f32);
     // fp32 accumulation always; with --tf32 1 (fp32 storage only, kernels_set_tf32) the operands enter as TF32
     gpuCheck(cublasLtMatmulDescCreate(&p->op, ctx->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -103,6 +115,9 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
     gpuCheck(cublasLtMatrixLayoutCreate(&p->la, ab_type, transA ? k : m, transA ? m : k, lda));
     gpuCheck(cublasLtMatrixLayoutCreate(&p->lb, ab_type, transB ? n : k, transB ? k : n, ldb));
     gpuCheck(cublasLtMatrixLayoutCreate(&p->ld, d_type, m, n, m));
+    kernels__lt_num_plans++;
+    // an algorithm the file holds for this key, if cuBLASLt still takes it for these descriptors
+    if (kernels__lt_from_file(ctx, p)) { return p; }
     cublasLtMatmulPreference_t pref;
     gpuCheck(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = KERNELS_LT_WORKSPACE;
@@ -113,15 +128,16 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
     gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof(al[1])));
     gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof(al[2])));
     gpuCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof(al[2])));
-    cublasLtMatmulHeuristicResult_t heur;
+    // the heuristic's candidates, best first by its own model: one, or --matmul-tune's count to time
+    int want = ctx->matmul_tune > 1 ? (ctx->matmul_tune < KERNELS_TUNE_MAX ? ctx->matmul_tune : KERNELS_TUNE_MAX) : 1;
+    cublasLtMatmulHeuristicResult_t heur[KERNELS_TUNE_MAX];
     int found = 0;
     // no algorithm is reported as CUBLAS_STATUS_NOT_SUPPORTED (with no result), not as success with zero results
-    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &heur, &found);
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, want, heur, &found);
     if (hs == CUBLAS_STATUS_NOT_SUPPORTED) { found = 0; }
     else { gpuCheck(hs); }
     cublasLtMatmulPreferenceDestroy(pref);
     p->usable = found > 0;
-    kernels__lt_num_plans++;
     if (found == 0 && epi != KERNELS_EPI_NONE) { // remembered, so the query is not repeated every step
         fprintf(stderr, "cuBLASLt: no algorithm for the %s epilogue of a %d x %d x %d matmul: unfused ops instead\n",
                 kernels__epi_names[epi], m, n, k);
@@ -131,7 +147,8 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
         fatal("cuBLASLt: no algorithm for a %d x %d x %d matmul (transA %d, transB %d, bias %d, epilogue %d, fp32 out %d, alignments %u/%u/%u/%u)",
               m, n, k, transA, transB, has_bias, epi, d_f32, al[0], al[1], al[2], al[3]);
     }
-    p->algo = heur.algo;
+    p->algo = heur[0].algo;
+    if (found > 1) { kernels__lt_tune(ctx, p, heur, found); }
     return p;
 }
 

@@ -1321,7 +1321,7 @@ static void test_tf32(void) {
     kernels_set_tf32(ctx, 0);
     // the trainer's path: --tf32 1 reaches the model's context through gpt_init_ctx
     GPT m;
-    ModelSplit ms = {NULL, 0, NULL, 1, NULL, 0, NULL, 0, NULL, 1, 0};
+    ModelSplit ms = {NULL, 0, NULL, 1, NULL, 0, NULL, 0, NULL, 1, 0, 0, NULL};
     gpt_init_ctx(&m, &ms, DTYPE_FP32, 8, 64);
     report(m.ctx.tf32 == 1, "--tf32 1 reaches the model's kernel context (gpt_init_ctx)", "ctx.tf32 %d", m.ctx.tf32);
     kernels_ctx_free(&m.ctx);
@@ -1358,6 +1358,126 @@ static void test_bias_grad_widths(void) {
     dev_free(&g_ctx, db);
     free(host);
 }
+
+// --matmul-tune and --matmul-algos (kernels_lt_tune.cuh). The MLP's products, through the ops (GELU_AUX forward,
+// DGELU backward, the weight gradient accumulated onto a non-zero dw: beta 1), first with the heuristic's first
+// algorithms, then tuned over 4 candidates, then read back from the file the tuning wrote:
+//   - tuned, the outputs are the untuned ones: bit for bit under the emulation (its candidates differ in cost only), on
+//     a GPU within 1e-5 (fp32) or 2^-6 (16-bit) of the output's norm (other algorithms sum in other orders; a dw
+//     accumulated once per candidate run, or an output written by the timing, would be off by its whole size);
+//   - every plan was tuned, and under the emulation each took the candidate planted as the fastest (CUDA_EMU_LT_FAST);
+//   - read back, every plan takes the file's algorithm, the same 64 bytes as the tuning chose, no candidate runs
+//     again, and the outputs are the tuned run's bit for bit (one algorithm computes the same bits every time);
+//   - a file for another cuBLASLt version is not used.
+#ifdef KERNELS_CUDA
+static void test_matmul_tune(void) {
+    KernelCtx* ctx = &g_ctx;
+    enum { BT = 40, C = 64, OC = 256 };
+    size_t ni = (size_t)BT * C, nw = (size_t)OC * C, nh = (size_t)BT * OC;
+    float* in[4]; // inp, w (the fc weight, OC x C), w2 (the projection back, C x OC), dout (BT x C)
+    size_t nin[4] = {ni, nw, nw, ni};
+    for (int i = 0; i < 4; i++) {
+        in[i] = (float*)mallocCheck(nin[i] * sizeof(float));
+        for (size_t j = 0; j < nin[i]; j++) { in[i][j] = round_dtype((float)rand_d(), KERNELS_DTYPE); }
+    }
+    float* bias = (float*)mallocCheck(OC * sizeof(float));
+    for (int j = 0; j < OC; j++) { bias[j] = round_dtype(0.1f * (float)rand_d(), KERNELS_DTYPE); }
+    // outputs of a run: pre, h (GELU), dh (into the hidden layer, DGELU), dw2 (accumulated onto 1.5), dinp, dw (overwritten)
+    size_t nout[6] = {nh, nh, nh, nw, ni, nw};
+    float* out[3][6];
+    char path[700];
+    snprintf(path, sizeof(path), "%s/matmul_algos.txt", test_scratch_dir("test_gpt"));
+    remove(path);
+#ifdef CUDA_EMU_H
+    setenv("CUDA_EMU_LT_FAST", "2", 1);
+    uint64_t runs_before_reload = 0, runs_after_reload = 0;
+#endif
+    cublasLtMatmulAlgo_t tuned_algo[64];
+    int ntuned = 0, nplans[3] = {0, 0, 0}, by_source[3][3] = {{0}}, planted = 1;
+    for (int run = 0; run < 3; run++) {
+        kernels_matmul_plans_reset();
+        if (run == 0) { kernels_set_matmul_tune(ctx, 0, NULL, 0); }
+        if (run == 1) { kernels_set_matmul_tune(ctx, 4, path, 1); }
+        if (run == 2) { kernels_set_matmul_tune(ctx, 0, path, 0); }
+        for (int i = 0; i < 6; i++) {
+            out[run][i] = (float*)mallocCheck(nout[i] * sizeof(float));
+            for (size_t j = 0; j < nout[i]; j++) { out[run][i][j] = i == 3 ? 1.5f : NAN; }
+        }
+#ifdef CUDA_EMU_H
+        if (run == 2) { runs_before_reload = 0; for (int a = 0; a < 64; a++) { runs_before_reload += emu::g_lt_runs[a]; } }
+#endif
+        matmul_forward_gelu(ctx, out[run][0], out[run][1], in[0], in[1], bias, BT, C, OC);
+        // the projection's backward: dh = (dout @ w2) * GELU'(pre), dw2 += dout^T h
+        matmul_backward_gelu(ctx, out[run][2], out[run][3], NULL, in[3], out[run][1], in[2], out[run][0], BT, OC, C, 1);
+        matmul_backward(ctx, out[run][4], out[run][5], NULL, out[run][2], in[0], in[1], BT, C, OC, 0);
+#ifdef CUDA_EMU_H
+        if (run == 2) { runs_after_reload = 0; for (int a = 0; a < 64; a++) { runs_after_reload += emu::g_lt_runs[a]; } }
+#endif
+        for (int i = 0; i < kernels__lt_num_plans; i++) {
+            const KernelsLtPlan* pl = &kernels__lt_plans[i];
+            if (!pl->usable) { continue; } // (an epilogue cuBLASLt has no algorithm for: the unfused ops ran instead)
+            nplans[run]++;
+            by_source[run][pl->source]++;
+            if (run == 1 && ntuned < 64) { tuned_algo[ntuned++] = pl->algo; }
+            if (run == 2) {
+                int same = 0;
+                for (int t = 0; t < ntuned; t++) { same |= memcmp(&tuned_algo[t], &pl->algo, sizeof(pl->algo)) == 0; }
+                if (!same) { planted = 0; }
+            }
+#ifdef CUDA_EMU_H
+            emu::LtAlgo la;
+            memcpy(&la, &pl->algo, sizeof(la));
+            if (run >= 1 && la.index != 2) { planted = 0; }
+#endif
+        }
+    }
+    const char* names[6] = {"pre (GELU_AUX's input)", "GELU output", "dh (DGELU)", "dw2 (accumulated, beta 1)", "dinp", "dw"};
+    double tol = KERNELS_DTYPE == DTYPE_FP32 ? 1e-5 : ldexp(1.0, -6);
+    for (int i = 0; i < 6; i++) {
+        double d2 = 0.0, r2 = 0.0;
+        size_t nbits = 0;
+        for (size_t j = 0; j < nout[i]; j++) {
+            double d = (double)out[1][i][j] - out[0][i][j];
+            d2 += d * d;
+            r2 += (double)out[0][i][j] * out[0][i][j];
+            nbits += memcmp(&out[1][i][j], &out[0][i][j], sizeof(float)) != 0;
+        }
+        double rel = sqrt(d2 / (r2 > 0.0 ? r2 : 1.0));
+#ifdef CUDA_EMU_H
+        check(nbits == 0, "--matmul-tune 4: the tuned products give the untuned bits (emulation)", "%s: %zu of %zu differ", names[i], nbits, nout[i]);
+#else
+        check(rel <= tol && isfinite(rel), "--matmul-tune 4: the tuned products within the tolerance of the untuned", "%s: |d|/|ref| %.3g, tolerance %.3g",
+              names[i], rel, tol);
+#endif
+        size_t nreload = 0;
+        for (size_t j = 0; j < nout[i]; j++) { nreload += memcmp(&out[2][i][j], &out[1][i][j], sizeof(float)) != 0; }
+        check(nreload == 0, "--matmul-algos: the file's algorithms give the tuned run's bits", "%s: %zu of %zu differ", names[i], nreload, nout[i]);
+    }
+    check(nplans[1] > 0 && by_source[1][KERNELS_ALGO_TUNED] == nplans[1], "--matmul-tune 4: every matmul shape was tuned",
+          "%d of %d plans tuned", by_source[1][KERNELS_ALGO_TUNED], nplans[1]);
+    check(nplans[2] == nplans[1] && by_source[2][KERNELS_ALGO_FILE] == nplans[2], "--matmul-algos: every shape takes the file's algorithm",
+          "%d of %d plans from the file", by_source[2][KERNELS_ALGO_FILE], nplans[2]);
+    check(planted, "the chosen algorithms: the file holds the tuned ones (emulation: the candidate planted as the fastest)", "%s", "");
+#ifdef CUDA_EMU_H
+    check(runs_after_reload - runs_before_reload == (uint64_t)nplans[2], "--matmul-algos: read back, no candidate runs again (one product per shape)",
+          "%llu products for %d shapes", (unsigned long long)(runs_after_reload - runs_before_reload), nplans[2]);
+    // another cuBLASLt version: the file is not used (every plan the heuristic's, the planted fastest not taken)
+    setenv("CUDA_EMU_LT_VERSION", "7", 1);
+    kernels_matmul_plans_reset();
+    kernels_set_matmul_tune(ctx, 0, path, 0);
+    matmul_forward_gelu(ctx, out[2][0], out[2][1], in[0], in[1], bias, BT, C, OC);
+    check(kernels__lt_num_plans > 0 && kernels__lt_plans[0].source == KERNELS_ALGO_HEURISTIC, "--matmul-algos: a file for another cuBLASLt version is not used",
+          "source %d", kernels__lt_plans[0].source);
+    unsetenv("CUDA_EMU_LT_VERSION");
+    unsetenv("CUDA_EMU_LT_FAST");
+#endif
+    kernels_matmul_plans_reset();
+    kernels_set_matmul_tune(ctx, 0, NULL, 0);
+    for (int run = 0; run < 3; run++) { for (int i = 0; i < 6; i++) { free(out[run][i]); } }
+    for (int i = 0; i < 4; i++) { free(in[i]); }
+    free(bias);
+}
+#endif
 
 // kernels_reserve: a fresh context's workspaces sized for a shape; then the ops that take workspaces run at that
 // shape (the LayerNorm backward over `rows`, the bias gradient unfused and through matmul_backward, the attention
@@ -2540,6 +2660,7 @@ int main(int argc, char** argv) {
 #endif
             test_param_streams();
             test_bias_grad_widths();
+            test_matmul_tune();
             test_reserve();
 #endif
         }

@@ -356,6 +356,8 @@ typedef struct {
     const char* attention;  // --attention, set before the workspaces are sized (cuDNN's are its plans'); NULL: auto
     int tf32;               // --tf32 1: fp32 matmuls on TF32 tensor cores where the build has them (kernels_set_tf32)
     int sample_rows;        // the samples drawn together (the rows of logits a sampling step computes; 0: one)
+    int matmul_tune;        // --matmul-tune: candidates timed per matmul shape (kernels_set_matmul_tune); 0: none
+    const char* matmul_algos; // the file of chosen algorithms (this process's: main resolves it); NULL or "": none
 } ModelSplit;
 
 // Whether tensor e's gradient enters this rank's part of the global norm (see gpt_alloc_params_split).
@@ -412,6 +414,9 @@ static void gpt_init_ctx(GPT* m, const ModelSplit* ms, int dtype, int T, int C) 
               "with cuDNN and bf16/fp16 storage)", ms->attention);
     }
     if (ms->tf32) { kernels_set_tf32(&m->ctx, 1); } // (-1 where there are no fp32 matmuls: the flags' note said so)
+    if (ms->matmul_tune > 1 || (ms->matmul_algos && ms->matmul_algos[0])) { // (-1 on the CPU: the flags' note said so)
+        kernels_set_matmul_tune(&m->ctx, ms->matmul_tune, ms->matmul_algos, 1);
+    }
 }
 
 // After gpt_init_ctx: the kernels' workspaces for a step (ms->B), checked with the planner's count against the
@@ -476,7 +481,7 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
 }
 
 static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
-    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL, 0, 0};
+    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL, 0, 0, 0, NULL};
     gpt_init_ctx(m, &ms, dtype, T, cfg->channels);
     gpt_alloc_params_split(m, cfg, dp, &ms, T);
 }
@@ -1382,8 +1387,9 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
 #ifdef KERNELS_CUDA
         tf32 = mp->ctx.tf32;
 #endif
-        printf("| matmuls              | %s kernels (%s)%s\n", kernels_blas_name(), kernels_blas_reason(),
-               tf32 ? "; fp32 on TF32 tensor cores (--tf32 1)" : "");
+        printf("| matmuls              | %s kernels (%s)%s%s\n", kernels_blas_name(), kernels_blas_reason(),
+               tf32 ? "; fp32 on TF32 tensor cores (--tf32 1)" : "",
+               cp->matmul_tune > 1 ? "; algorithms timed per shape (--matmul-tune)" : cp->matmul_algos[0] ? "; algorithms from --matmul-algos" : "");
         if (pcp->world_size > 1) {
             char order[160] = "";
             int ordered = strcmp(cp->comm, "nccl") != 0 || comm_nccl_launch_order(order, sizeof(order));
@@ -2116,7 +2122,19 @@ int main(int argc, char** argv) {
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
     GPT model;
-    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, NULL, B, c.attention, c.tf32, run.kv_B};
+    // --matmul-algos: given, or <--out>/matmul_algos.txt when tuning; each process keeps its own (<file>.rank<R> when
+    // there are several), so that each resumes with the algorithms it chose
+    char algos_path[1200] = "";
+    if (c.matmul_algos[0] || (c.matmul_tune > 1 && c.out[0] && !c.bench)) {
+        if (c.matmul_algos[0]) { snprintf(algos_path, sizeof(algos_path), "%s", c.matmul_algos); }
+        else { snprintf(algos_path, sizeof(algos_path), "%s/matmul_algos.txt", c.out); }
+        if (pc.world_size > 1) {
+            size_t n = strlen(algos_path);
+            snprintf(algos_path + n, sizeof(algos_path) - n, ".rank%d", pc.world_rank);
+        }
+    }
+    ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, NULL, B, c.attention, c.tf32, run.kv_B,
+                        c.matmul_tune, algos_path};
     gpt_init_ctx(&model, &split, dtype_parse(c.dtype), T, gc.channels);
 #ifdef KERNELS_CUDA
     // NCCL refuses a communicator whose ranks share a GPU (as the tests' processes on one GPU do). --comm nccl stops
@@ -2451,6 +2469,11 @@ int main(int argc, char** argv) {
                    step + 1, steps, sr.loss, st.grad_norm, st.lr, dt * 1e3, tok_s, tok_s * fpt / 1e9,
                    (int)eta / 60, (int)eta % 60, scale_note, z_note,
                    sr.finite ? "" : sr.overflow ? " | skipped: gradient overflow, loss scale halved" : " | skipped: not finite (--nan-policy skip)");
+            if (step == start_step && (c.matmul_tune > 1 || c.matmul_algos[0])) { // (every shape has met its first call)
+                char mm[512];
+                kernels_matmul_algos_summary(mm, sizeof(mm));
+                printf("matmul algorithms: %s\n", mm);
+            }
             fflush(stdout);
             if (logf) {
                 // JSON has no NaN: a skipped step logs null for what was not finite

@@ -375,6 +375,27 @@ if cmp -s <(grep -o '"loss": [^,]*' $TMPD/cu.jsonl) <(grep -o '"loss": [^,]*' $T
 else
     bad "determinism: two identical $CU runs differ$rev"
 fi
+# --matmul-tune: each matmul shape's first call times cuBLASLt's first 8 candidates (on scratch operands) and keeps the
+# fastest; the choices go to <--out>/matmul_algos.txt, which a second run reads instead of timing. The tuned run against
+# the untuned one above (other algorithms sum in other orders: 2e-2, the bf16 trajectory's tolerance; the emulation's
+# candidates differ in cost only, and one of them, CUDA_EMU_LT_FAST, is planted as the fastest: 0); the second run
+# against the tuned one bit for bit (the same algorithms).
+tune="$(echo "$common" | sed 's/--steps [0-9]*/--steps 3/') --attention native"
+rm -rf $TMPD/tune_out
+if CUDA_EMU_LT_FAST=1 train tune1 120 $CU $tune --matmul-tune 8 --out $TMPD/tune_out --log $TMPD/tune1.jsonl &&
+   CUDA_EMU_LT_FAST=1 train tune2 120 $CU $tune --matmul-tune 8 --out $TMPD/tune_out --log $TMPD/tune2.jsonl; then
+    l1=$(grep -m1 '^matmul algorithms:' $L.tune1.log); l2=$(grep -m1 '^matmul algorithms:' $L.tune2.log)
+    echo "  tuned:     ${l1#matmul algorithms: }"; echo "  read back: ${l2#matmul algorithms: }"
+    n1=$(echo "$l1" | grep -o '[0-9]* tuned' | grep -o '[0-9]*'); n2=$(echo "$l2" | grep -o '[0-9]* from the file' | grep -o '[0-9]*')
+    t2=$(echo "$l2" | grep -o '[0-9]* tuned' | grep -o '[0-9]*'); shapes=$(echo "$l1" | grep -o '^matmul algorithms: [0-9]*' | grep -o '[0-9]*$')
+    if [ -n "$n1" ] && [ "${n1:-0}" -gt 0 ] && [ "$n1" = "$shapes" ] && [ "$n2" = "$shapes" ] && [ "$t2" = 0 ] && [ -s $TMPD/tune_out/matmul_algos.txt ]; then
+        ok "--matmul-tune 8: all $shapes matmul shapes timed and written; a second run reads all $n2 from the file"
+    else
+        bad "--matmul-tune 8: '$l1' then '$l2'"
+    fi
+    agree "--matmul-tune 8 against the untuned run (tolerance $([ $EMU = 1 ] && echo 0 || echo 2e-2))" $TMPD/tune1.jsonl <(head -n 4 $TMPD/cu.jsonl) $([ $EMU = 1 ] && echo 0 || echo 2e-2)
+    agree "--matmul-algos: the run that reads the tuned algorithms back gives the tuned losses bit for bit" $TMPD/tune2.jsonl $TMPD/tune1.jsonl 0
+fi
 if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
     timeout $(budget 120) $CU $common --attention cudnn --log $TMPD/cudnn.jsonl > $L.train_cudnn.log 2>&1 || { bad "$CU --attention cudnn"; tail -n 3 $L.train_cudnn.log; }
     # cuDNN's backward graph is the deterministic variant (dQ by a matmul, no float dQ accumulator: llm.c's choice on
@@ -502,6 +523,7 @@ bench() { # name model extra...
             mfu=$(awk -v g="$gf" -v p=$PEAK 'BEGIN { printf "%.1f%%", g * 1e9 / p * 100 }')
             mfu2=$(awk -v g="$gf" -v m="${MEAS:-0}" 'BEGIN { if (m > 0) printf "%.1f%%", g * 1e9 / (m * 1e12) * 100; else printf "n/a" }')
             printf "%-28s | B %-3s | %9s ms/step | %9s tokens/s | MFU %6s | of measured %6s | %s\n" "$name" "$B" "$ms" "$tps" "$mfu" "$mfu2" "$mem" | tee -a $L.bench.txt
+            echo "$out" | grep -m1 '^matmul algorithms:' | sed 's/^/    /'
             return 0
         fi
         echo "  $name B $B: $(echo "$out" | grep -m1 -i 'error' | cut -c1-160)"
@@ -513,15 +535,20 @@ bench() { # name model extra...
     bad "benchmark $name: no micro-batch fits"
 }
 : > $L.bench.txt
+# (--matmul-tune 16: the warm-up step times cuBLASLt's first 16 candidates per matmul shape; the timed steps run the
+# fastest; each such row is followed by where its algorithms came from and what the timing measured per call)
 if [ $EMU = 1 ]; then
     bench "d2 (emulation: plumbing only)" d2
     bench "d2 recompute 2 (emulation)" d2 --recompute 2
+    CUDA_EMU_LT_FAST=1 bench "d2 --matmul-tune 4 (emulation)" d2 --matmul-tune 4
 else
     bench "GPT-2 124M bf16" gpt2-124M
+    bench "GPT-2 124M bf16 matmul-tune 16" gpt2-124M --matmul-tune 16
     if [ $QUICK = 0 ]; then
         bench "GPT-2 350M bf16" gpt2-350M
         bench "GPT-2 1558M bf16 recompute 2" gpt2-1558M --recompute 2
         bench "GPT-2 1558M bf16" gpt2-1558M # (no recomputation: the largest micro-batch that fits)
+        bench "GPT-2 1558M bf16 matmul-tune 16" gpt2-1558M --matmul-tune 16
     fi
 fi
 [ -s $L.bench.txt ] && ok "benchmarks ran ($(wc -l < $L.bench.txt) rows)"

@@ -31,8 +31,21 @@ struct LtLayout { int32_t type; uint64_t rows, cols; int64_t ld; };
 struct LtPref { uint64_t workspace; uint32_t align[4]; };
 // align: A, B, C, D as the preference promised, then the bias and auxiliary pointers as they were when the heuristic
 // ran (it reads their values to learn their alignment; unset counts as 256)
-struct LtAlgo { uint32_t magic; uint32_t align[6]; };
+// index: the candidate's place in the heuristic's answer (the algorithms differ in cost only: lt_cost_ms)
+struct LtAlgo { uint32_t magic; uint32_t align[6]; uint32_t index; };
 #define EMU_LT_MAGIC 0x4c54454du
+
+// The heuristic's candidates: CUDA_EMU_LT_ALGOS of them (4 by default), of which CUDA_EMU_LT_FAST (0 by default) is the
+// fastest. They compute the same bits; they differ in the time a product takes on the virtual device clock (cuda_emu.h's
+// g_vclock_ms), so that --matmul-tune's choice can be planted and checked. g_lt_runs counts the products run with each.
+static int lt_num_algos(void) { const char* v = getenv("CUDA_EMU_LT_ALGOS"); int n = v ? atoi(v) : 4; return n < 1 ? 1 : n > 64 ? 64 : n; }
+static uint64_t g_lt_runs[64];
+static double lt_cost_ms(uint32_t index, uint64_t m, uint64_t n, uint64_t k) {
+    const char* v = getenv("CUDA_EMU_LT_FAST");
+    uint32_t fast = v ? (uint32_t)atoi(v) : 0;
+    double flop_ms = 2.0 * m * n * k / 1e8; // (100 GFLOP/s: the scale does not matter, only the ratios)
+    return flop_ms * (index == fast ? 1.0 : 1.5 + 0.1 * index);
+}
 
 static_assert(sizeof(LtDesc) <= sizeof(cublasLtMatmulDescOpaque_t), "LtDesc");
 static_assert(sizeof(LtLayout) <= sizeof(cublasLtMatrixLayoutOpaque_t), "LtLayout");
@@ -235,18 +248,43 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     *found = 0;
     // CUDA_EMU_NO_EPILOGUE=1: no algorithm for the GELU and bias-gradient epilogues (the callers' unfused paths)
     if (emu::lt_refuse_epilogue(op, 1)) { return CUBLAS_STATUS_NOT_SUPPORTED; }
-    memset(&results[0], 0, sizeof(results[0]));
-    emu::LtAlgo* algo = (emu::LtAlgo*)&results[0].algo;
-    algo->magic = EMU_LT_MAGIC;
-    memcpy(algo->align, ((emu::LtPref*)pref)->align, 4 * sizeof(uint32_t));
-    algo->align[4] = emu::ptr_alignment(op->bias); // NULL: 256, the most an algorithm may then assume
-    algo->align[5] = emu::ptr_alignment(op->aux);
-    results[0].workspaceSize = 0;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    results[0].wavesCount = 1.0f;
-    *found = 1;
+    int count = std::min(requested, emu::lt_num_algos());
+    for (int i = 0; i < count; i++) {
+        memset(&results[i], 0, sizeof(results[i]));
+        emu::LtAlgo* algo = (emu::LtAlgo*)&results[i].algo;
+        algo->magic = EMU_LT_MAGIC;
+        memcpy(algo->align, ((emu::LtPref*)pref)->align, 4 * sizeof(uint32_t));
+        algo->align[4] = emu::ptr_alignment(op->bias); // NULL: 256, the most an algorithm may then assume
+        algo->align[5] = emu::ptr_alignment(op->aux);
+        algo->index = (uint32_t)i;
+        results[i].workspaceSize = 0;
+        results[i].state = CUBLAS_STATUS_SUCCESS;
+        results[i].wavesCount = 1.0f;
+    }
+    *found = count;
     return CUBLAS_STATUS_SUCCESS;
 }
+
+// Whether algo serves these descriptors: one of this emulator's (as a saved algorithm must be one of the library's own
+// version), among the candidates the heuristic offers now (CUDA_EMU_LT_ALGOS).
+cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                       cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t* algo_p,
+                                       cublasLtMatmulHeuristicResult_t* result) {
+    (void)h;
+    uint64_t m, n, k;
+    const char* why = emu::lt_validate((const emu::LtDesc*)desc, (emu::LtLayout*)a, (emu::LtLayout*)b, (emu::LtLayout*)c, (emu::LtLayout*)d, &m, &n, &k);
+    if (why) { emu::fail("cublasLtMatmulAlgoCheck: %s", why); }
+    const emu::LtAlgo* algo = (const emu::LtAlgo*)algo_p;
+    if (algo->magic != EMU_LT_MAGIC || algo->index >= (uint32_t)emu::lt_num_algos()) { return CUBLAS_STATUS_INVALID_VALUE; }
+    memset(result, 0, sizeof(*result));
+    result->algo = *algo_p;
+    result->state = CUBLAS_STATUS_SUCCESS;
+    result->wavesCount = 1.0f;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// CUDA_EMU_LT_VERSION: the version the library reports (an algorithm file made under another is not used)
+size_t cublasLtGetVersion(void) { const char* v = getenv("CUDA_EMU_LT_VERSION"); return v ? (size_t)atoll(v) : 130000; }
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void* alpha_p, const void* A, cublasLtMatrixLayout_t la,
                               const void* B, cublasLtMatrixLayout_t lb, const void* beta_p, const void* C, cublasLtMatrixLayout_t lc,
@@ -302,10 +340,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     emu::LtDesc opv = *op;
     emu::LtLayout av = *a, bv = *b, cv = *c, dv = *dd;
     emu::EmuRanges watch = emu::unordered_sends(emu::stream_of(stream)); // (the sends it may not write, as issued)
+    uint32_t index = algo->index;
     emu::enqueue(stream, [=]() {
         emu::run_watched(watch, "cublasLtMatmul", [&]() {
             emu::lt_compute(&opv, &av, &bv, &cv, &dv, alpha, beta, A, B, C, D, m, n, k, bias_type, aux_type);
         });
+        emu::g_vclock_ms += emu::lt_cost_ms(index, m, n, k);
+        emu::g_lt_runs[index]++;
     });
     return CUBLAS_STATUS_SUCCESS;
 }

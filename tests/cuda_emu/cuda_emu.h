@@ -54,6 +54,7 @@ on a one-GPU machine, where NCCL refuses a communicator between them. Unset, eac
 #include <cublasLt.h>
 #include <ucontext.h>
 #include <math.h>
+#include <cmath>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -502,7 +503,11 @@ struct EmuStream {
                                            // (cudaStreamWaitEvent, and what the waited stream followed)
     uint64_t synced = 0;                   // the host has synchronised with this stream up to there
 };
-struct EmuEvent { EmuStream* stream; uint64_t at; };
+// An event also takes the device clock's time when its stream reaches it (stamp; NaN until then), unless made with
+// cudaEventDisableTiming. The device clock is virtual (g_vclock_ms): only cuBLASLt's products advance it, by a cost
+// set per algorithm (cublaslt_emu.h), so that timings, and what is chosen by them, repeat exactly.
+struct EmuEvent { EmuStream* stream; uint64_t at; bool timing; std::shared_ptr<double> stamp; };
+static double g_vclock_ms = 0.0;
 static EmuStream g_null_stream;
 static std::vector<EmuStream*> g_streams = {&g_null_stream};
 static int g_sync_mode = -1;
@@ -1008,8 +1013,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
-    (void)flags;
-    *e = (cudaEvent_t) new emu::EmuEvent{NULL, 0};
+    *e = (cudaEvent_t) new emu::EmuEvent{NULL, 0, (flags & cudaEventDisableTiming) == 0, nullptr};
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
@@ -1018,6 +1022,11 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!e) { emu::fail("cudaEventRecord on a NULL event"); }
     emu::EmuEvent* x = (emu::EmuEvent*)e;
     x->stream = emu::stream_of(s);
+    if (x->timing) { // (its time: the device clock when the stream reaches the record)
+        std::shared_ptr<double> stamp(new double(NAN));
+        x->stamp = stamp;
+        emu::enqueue(s, [stamp]() { *stamp = emu::g_vclock_ms; });
+    }
     x->at = x->stream->queued; // complete once everything queued so far has run
     return cudaSuccess;
 }
@@ -1051,7 +1060,25 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     }
     return cudaSuccess;
 }
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { (void)a; (void)b; *ms = 0.0f; return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+    emu::EmuEvent *x = (emu::EmuEvent*)a, *y = (emu::EmuEvent*)b;
+    if (!x || !y) { emu::fail("cudaEventElapsedTime on a NULL event"); }
+    if (!x->timing || !y->timing) { return cudaErrorInvalidResourceHandle; } // (made with cudaEventDisableTiming)
+    if (!x->stamp || !y->stamp) { return cudaErrorInvalidResourceHandle; }   // (never recorded)
+    if (std::isnan(*x->stamp) || std::isnan(*y->stamp)) { return cudaErrorNotReady; }
+    *ms = (float)(*y->stamp - *x->stamp);
+    return cudaSuccess;
+}
+// Stream-ordered allocation: the memory is allocated at the call and freed when the stream reaches the free.
+cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t stream) {
+    (void)stream;
+    return cudaMalloc(p, size);
+}
+cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
+    emu::mem_check(p, 1, emu::MEM_DEVICE, "cudaFreeAsync");
+    emu::enqueue(stream, [p]() { emu::mem_free(p, emu::MEM_DEVICE, "cudaFreeAsync"); });
+    return cudaSuccess;
+}
 
 } // extern "C"
 
