@@ -126,9 +126,13 @@ int main(int argc, char** argv) {
     row("residual_layernorm_forward (C 768)", 4.0 * (size_t)BT * C * sizeof(floatX) + 8.0 * BT, ms, copy_gbs);
     // backward: read x and dout (two arrays) and dinp, write dinp (floatX); mean, rstd; the dw/db partials are small
     // beside these
-    float* dwb = (float*)dev_alloc(&g, 2 * (size_t)C * sizeof(float));
+    float* dwb = (float*)dev_alloc(&g, 2 * (size_t)1600 * sizeof(float));
     ms = time_ms([&] { layernorm_backward(&g, z, dwb, dwb + C, u, x, y, mean, rstd, BT, C, 0); });
     row("layernorm_backward (C 768)", 4.0 * (size_t)BT * C * sizeof(floatX) + 8.0 * BT, ms, copy_gbs);
+    // GPT-2 1558M's rows (1600 channels: two warps to a row, kernels__layernorm_backward_pairs), as many as the buffers hold
+    int C16 = 1600, BT16 = (int)(n / C16);
+    ms = time_ms([&] { layernorm_backward(&g, z, dwb, dwb + C16, u, x, y, mean, rstd, BT16, C16, 0); });
+    row("layernorm_backward (C 1600)", 4.0 * (size_t)BT16 * C16 * sizeof(floatX) + 8.0 * BT16, ms, copy_gbs);
     // token + position embedding of B x T tokens (T 1024, vocabulary 50257 when the buffers hold them): read a wte row
     // and a wpe row per token, write the sum
     int T = BT < 1024 ? BT : 1024, B = BT / T, V = n / C < 50257 ? (int)(n / C) : 50257;

@@ -771,7 +771,8 @@ static void check_layernorm_stored(const KernelCtx* ctx, int dt, const char* nam
 // kernel's fp32 arithmetic (sums over C of terms below 10); dw and db (fp32) accumulate onto 0.5 and -0.5 the sums over
 // the BT rows, to 1e-4 + 1e-5 relative. The widths walk the GPU's kernels: C 13 one element a lane, C 264 (33 packs),
 // 768 (96) and 776 (97) with each lane's packs and sums in registers (2, 3 and 4 packs a lane; lane 0 takes one more
-// than the rest at 264 and 776), and 1032 (129) past that, with the sums in memory.
+// than the rest at 264 and 776); 1032 (129 packs: halves of 65 and 64) and GPT-2 1558M's 1600 (200: 100 each, 4 a
+// lane) with two warps to a row, each holding half; and 2056 (257) past that, with the sums in memory.
 static void check_layernorm_backward_stored(const KernelCtx* ctx, int dt, int BT, int C) {
     size_t n = (size_t)BT * C;
     double *x = (double*)mallocCheck(n * 8), *dout = (double*)mallocCheck(n * 8), *dinp0 = (double*)mallocCheck(n * 8);
@@ -1014,8 +1015,8 @@ static void test_ops_dtype(void) {
         check_layernorm_stored(&ctx, dt, "layernorm_forward", 6, 16, 1e-5);
         check_layernorm_stored(&ctx, dt, "layernorm_forward, C 13 (not a whole number of 16-byte packs)", 6, 13, 1e-5);
         check_layernorm_stored(&ctx, dt, "layernorm_forward, C 264 (33 bf16 packs: lane 0 takes two)", 40, 264, 1e-5);
-        int ln_widths[] = {13, 264, 768, 776, 1032};
-        for (int i = 0; i < 5; i++) { check_layernorm_backward_stored(&ctx, dt, 40, ln_widths[i]); }
+        int ln_widths[] = {13, 264, 768, 776, 1032, 1600, 2056};
+        for (int i = 0; i < 7; i++) { check_layernorm_backward_stored(&ctx, dt, 40, ln_widths[i]); }
         // AdamW with master weights on a shard
         check_adamw_shard(&ctx, dt);
         check_adamw_nomaster(&ctx, dt);
@@ -2637,6 +2638,7 @@ int main(int argc, char** argv) {
                 test_layernorm(16);
                 test_layernorm(13);
                 test_layernorm(264);  // (a GPU's fp32 packs: 66, 3 a lane, in registers)
+                test_layernorm(1000); // (250: two warps to a row, 125 packs each, 4 a lane)
                 test_layernorm(1032); // (258: the sums in memory)
                 test_fast_math();
                 test_gelu();

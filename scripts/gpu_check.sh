@@ -16,14 +16,17 @@
 #    --recompute 1 and 2 bit for bit);
 # 3. trains the same model on the same tokens for 10 steps with train_gpt_cu (bf16) and with the CPU trainer's
 #    bf16 emulation (--dtype bf16), and compares the losses step by step (and two identical runs bit for bit, with our
-#    attention and with cuDNN's; 63 tokens sampled through cuDNN);
+#    attention and with cuDNN's; 63 tokens sampled through cuDNN); --matmul-tune 8 against the untuned run, and a
+#    second run reading the tuned algorithms back from the file against it bit for bit;
 # 4. measures the bandwidth-bound kernels against a device copy, the matmul rate and attention's (native and cuDNN,
 #    forward and backward at GPT-2's shape) (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
-#    --recompute 2: ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
+#    --recompute 2 and without, 124M and 1558M also with --matmul-tune 16 (cuBLASLt's algorithms chosen by timing):
+#    ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
 #    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory (the
 #    bytes in use after the timed steps: the trainer frees nothing mid-run, outgrown buffers are kept) beside the
-#    planner's count; and, without --quick, where a 124M step's time goes: every kernel timed by ncu, summed by name;
+#    planner's count; and, without --quick, where a step's time goes, for 124M and for d25 (1558M's layers): every
+#    kernel timed by ncu, summed by name;
 # 5. fp16 with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for
 #    bit; HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm
 #    nccl on one rank (ZeRO 1-3, and --grad-compress bf16), and with pp 2 (1f1b and interleaved, with validation:
@@ -579,25 +582,16 @@ if [ $EMU = 1 ]; then
     fi
 fi
 
-# Where a step's time goes: NVIDIA's Nsight Compute (ncu) times every kernel of a GPT-2 124M benchmark run (B 16, T
-# 1024: a step that warms up and a timed one) with one metric, gpu__time_duration (one pass, no replay; the clocks
-# left alone), and the kernels are summed by name, per step: cuBLASLt's matmuls, cuDNN's attention, and each of ours.
-# (ncu runs the kernels one at a time, so the run's own ms/step says nothing here: the shares are the figure.) A
-# report, not a test: no FAIL unless ncu ran and printed nothing this can read. Not under the emulation, nor with
-# --quick.
+# Where a step's time goes: NVIDIA's Nsight Compute (ncu) times every kernel of a benchmark run (T 1024: a step that
+# warms up and a timed one) with one metric, gpu__time_duration (one pass, no replay; the clocks left alone), and the
+# kernels are summed by name, per step: cuBLASLt's matmuls, cuDNN's attention, and each of ours. Two models: GPT-2
+# 124M (B 16), and d25 (B 8), whose 25 layers have GPT-2 1558M's shapes (1600 channels, 25 heads of 64), the goal
+# furthest from met. (ncu runs the kernels one at a time, so the run's own ms/step says nothing here: the shares are
+# the figure.) A report, not a test: no FAIL unless ncu ran and printed nothing this can read. Not under the
+# emulation, nor with --quick.
 NCU=""
 [ $EMU = 0 ] && NCU=$(command -v ncu || ls "$CUDA_HOME/bin/ncu" /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
-if [ $EMU = 0 ] && [ $QUICK = 0 ] && [ -n "$NCU" ] && command -v python3 > /dev/null 2>&1; then
-    stage "where a step's time goes: each kernel of GPT-2 124M (B 16, T 1024) timed by $NCU"
-    if [ $(budget 150) -lt 60 ]; then
-        skip "ncu kernel times: past the check's deadline"
-    else
-        # (--cache-control none: each kernel finds the caches as the run left them, instead of flushed)
-        timeout $(budget 150) "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
-            --log-file $L.ncu.csv env -u CUBLASLT_LOG_LEVEL -u ATT_VERBOSE $CU --bench 1 --bench-steps 1 --model gpt2-124M \
-            --batch-size 16 --seq-len 1024 > $L.ncu.log 2>&1
-        rc=$?
-        if python3 - $L.ncu.csv 2 > $L.ncu.txt 2>&1 <<'PYEOF'
+cat > $TMPD/ncu_sum.py <<'PYEOF'
 import collections, csv, re, sys
 rows = list(csv.reader(open(sys.argv[1], errors="replace")))
 head = next(i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r)
@@ -626,14 +620,28 @@ for g, t in groups.most_common():
 for n, t in per.most_common(20):
     print("  %-70s %8.3f ms  %5.1f%%" % (n[:70], t, 100 * t / total))
 PYEOF
-        then
-            cat $L.ncu.txt
-            cut=""; [ $rc -eq 124 ] && cut=" (cut off by its timeout: the shares of the kernels it reached)"
-            ok "ncu timed every kernel of two GPT-2 124M steps (B 16): $(head -n 1 $L.ncu.txt)$cut"
-        else
-            bad "ncu kernel times (exit $rc): nothing readable in $L.ncu.csv"; tail -n 5 $L.ncu.log $L.ncu.txt 2>/dev/null | cut -c1-200
-        fi
+# ncu_step TAG WHAT MODEL B SECS: one profile and its report
+ncu_step() {
+    local tag=$1 what=$2 model=$3 B=$4 secs=$5 rc
+    if [ $(budget $secs) -lt 60 ]; then skip "ncu kernel times of $what: past the check's deadline"; return 0; fi
+    # (--cache-control none: each kernel finds the caches as the run left them, instead of flushed)
+    timeout $(budget $secs) "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
+        --log-file $L.$tag.csv env -u CUBLASLT_LOG_LEVEL -u ATT_VERBOSE $CU --bench 1 --bench-steps 1 --model $model \
+        --batch-size $B --seq-len 1024 > $L.$tag.log 2>&1
+    rc=$?
+    if python3 $TMPD/ncu_sum.py $L.$tag.csv 2 > $L.$tag.txt 2>&1; then
+        cat $L.$tag.txt
+        cut=""; [ $rc -eq 124 ] && cut=" (cut off by its timeout: the shares of the kernels it reached)"
+        ok "ncu timed every kernel of two $what steps (B $B): $(head -n 1 $L.$tag.txt)$cut"
+    else
+        bad "ncu kernel times of $what (exit $rc): nothing readable in $L.$tag.csv"; tail -n 5 $L.$tag.log $L.$tag.txt 2>/dev/null | cut -c1-200
     fi
+}
+if [ $EMU = 0 ] && [ $QUICK = 0 ] && [ -n "$NCU" ] && command -v python3 > /dev/null 2>&1; then
+    stage "where a step's time goes: each kernel of GPT-2 124M (B 16, T 1024) timed by $NCU"
+    ncu_step ncu "GPT-2 124M" gpt2-124M 16 150
+    stage "where a step's time goes at GPT-2 1558M's shapes: each kernel of d25 (25 layers of 1600 channels, B 8) timed by $NCU"
+    ncu_step ncu_d25 "d25 (GPT-2 1558M's layers)" d25 8 150
 fi
 
 stage "fp16 storage with dynamic loss scaling: $CU16 against the CPU's fp16 emulation"
