@@ -51,6 +51,7 @@ typedef struct {
     KernelsLtKey key;
     int usable; // 0: cuBLASLt has no algorithm for this epilogue here (the caller takes the unfused path)
     int source; // KERNELS_ALGO_*
+    int found;  // the candidates the heuristic offered (1 unless --matmul-tune asked for more)
     int timed;  // (tuned) the candidates that ran
     float first_ms, best_ms; // (tuned, or from the file) a call with the heuristic's first algorithm, and with this one
     cublasLtMatmulDesc_t op;
@@ -148,6 +149,7 @@ static KernelsLtPlan* kernels__lt_plan(const KernelCtx* ctx, int d_f32, int tran
               m, n, k, transA, transB, has_bias, epi, d_f32, al[0], al[1], al[2], al[3]);
     }
     p->algo = heur[0].algo;
+    p->found = found;
     if (found > 1) { kernels__lt_tune(ctx, p, heur, found); }
     return p;
 }
