@@ -141,12 +141,39 @@ int main(int argc, char** argv) {
     int32_t* tok = (int32_t*)dev_alloc(&g, (size_t)B * T * sizeof(int32_t));
     dev_copy_h2d(&g, tok, htok, (size_t)B * T * sizeof(int32_t));
     ms = time_ms([&] { encoder_forward(&g, z, tok, x, y, 0, V, B, T, C); });
-    char name[64];
+    char name[128];
     snprintf(name, sizeof(name), "encoder_forward (C 768, vocabulary %d)", V);
     // (wpe's T rows are read once from memory and then from the cache, B times: counting them B times gave 128% of
     // copy in the first GPU run)
     row(name, 2.0 * (size_t)B * T * C * sizeof(floatX) + (double)T * C * sizeof(floatX) + 4.0 * B * T, ms, copy_gbs);
     free(htok);
+    // the LM head's softmax, loss and gradient in place over rows of GPT-2's 50304 logits (as many rows as the buffers
+    // hold, at most 8192): read each row, write its gradient. The row held in registers (the trainer's kernel for these
+    // rows) beside the kernel that reads each row twice, a pack at a time (the one rows past 8 packs a thread take)
+    {
+        int Vp = 50304, V = 50257, lrows = (int)(n / Vp) < 8192 ? (int)(n / Vp) : 8192;
+        if (lrows > 0 && kernels__rows_packed(Vp, {u})) {
+            int32_t* ltgt = (int32_t*)dev_alloc(&g, (size_t)lrows * sizeof(int32_t));
+            float* lloss = (float*)dev_alloc(&g, (size_t)lrows * sizeof(float));
+            int32_t* ht = (int32_t*)mallocCheck((size_t)lrows * sizeof(int32_t));
+            for (int i = 0; i < lrows; i++) { ht[i] = (int32_t)((i * 7919) % V); }
+            dev_copy_h2d(&g, ltgt, ht, (size_t)lrows * sizeof(int32_t));
+            int np = Vp / KERNELS_PACK;
+            unsigned th = kernels__row_threads(np);
+            double lbytes = 2.0 * lrows * Vp * sizeof(floatX) + 8.0 * lrows;
+            ms = time_ms([&] { kernels__classifier_softmax_launch<KERNELS_PACK>(&g, lrows, th, (int)((np + th - 1) / th), u, lloss, ltgt, 1.0f / lrows, V, Vp, 1); });
+            snprintf(name, sizeof(name), "classifier softmax + gradient (%d x 50304, row in registers)", lrows);
+            row(name, lbytes, ms, copy_gbs);
+            ms = time_ms([&] { kernels__classifier_softmax<KERNELS_PACK><<<lrows, th, 0, g.stream>>>(u, lloss, ltgt, 1.0f / lrows, V, Vp, 1); });
+            snprintf(name, sizeof(name), "classifier softmax + gradient (%d x 50304, two passes)", lrows);
+            row(name, lbytes, ms, copy_gbs);
+            bench_fill<<<kernels__blocks(n, 256), 256, 0, g.stream>>>(u, n, 5); // (u again as it was)
+            launchCheck();
+            free(ht);
+            dev_free(&g, ltgt);
+            dev_free(&g, lloss);
+        }
+    }
     // AdamW with master weights: read grad, m, v, master; write m, v, master, params
     size_t na = n / 4;
     float* gr = (float*)dev_alloc(&g, na * sizeof(float));
