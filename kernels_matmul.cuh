@@ -404,7 +404,7 @@ kernels__classifier_softmax_regs(floatX* logits, float* losses, const int32_t* t
     kernels__block_lse(m, sum, &m, &sum);
     float lse = m + logf(sum);
     if (threadIdx.x == 0) { losses[r] = tgt >= 0 ? lse - kernels__f(z[tgt]) : 0.0f; }
-    __syncthreads(); // z[tgt] is read above before any thread overwrites it
+    __syncthreads(); // z[tgt] is read above (from memory) before any thread stores the row's gradient
     if (!want_grad) { return; }
     float sc = tgt >= 0 ? dloss_scale : 0.0f;
     KERNELS_UNROLL
