@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     float* dwb = (float*)dev_alloc(&g, 2 * (size_t)1600 * sizeof(float));
     ms = time_ms([&] { layernorm_backward(&g, z, dwb, dwb + C, u, x, y, mean, rstd, BT, C, 0); });
     row("layernorm_backward (C 768)", 4.0 * (size_t)BT * C * sizeof(floatX) + 8.0 * BT, ms, copy_gbs);
-    // GPT-2 1558M's rows (1600 channels: two warps to a row, kernels__layernorm_backward_pairs), as many as the buffers hold
+    // GPT-2 1558M's rows (1600 channels: two warps to a row, kernels__layernorm_backward_regs<8, 4, 2>), as many as the buffers hold
     int C16 = 1600, BT16 = (int)(n / C16);
     ms = time_ms([&] { layernorm_backward(&g, z, dwb, dwb + C16, u, x, y, mean, rstd, BT16, C16, 0); });
     row("layernorm_backward (C 1600)", 4.0 * (size_t)BT16 * C16 * sizeof(floatX) + 8.0 * BT16, ms, copy_gbs);

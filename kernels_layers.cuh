@@ -302,103 +302,48 @@ __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const 
     }
 }
 
-// The same for rows of at most 32 PPL packs (GPT-2 124M's 768 channels are 3 bf16 packs a lane; 1024 are 4), with
-// each lane's dw and db sums for its columns in registers, written to the warp's partials once, at the end; and the
-// row's dinp loaded with x and dout in the first pass, so a row waits on memory once. The kernel above reads and
-// writes those fp32 partials for every row (12 KB per row of 768, beside the row's 6 KB of bf16) and waits on dinp's
-// load in its second pass: it reached 53% of the copy bandwidth on an H200. The second pass reads x, dout and w again
-// (from the cache): holding them too would spill (ptxas -v: 128 registers and 92 bytes of spills at 3 packs a lane;
-// this way 111 and none, 124 at 4). Each warp adds its rows in the same order as the kernel above, each sum in the
-// same order: the same bits. (__launch_bounds__: two blocks of 256 threads per SM, the grid kernels__ln_blocks sizes,
-// so at most 128 registers.)
-template <int VEC, int PPL>
+// The same with each lane's dw and db sums for its columns in registers, written to the partials once, at the end;
+// and the row's dinp loaded with x and dout in the first pass, so a row waits on memory once. WPR warps take a row:
+//   WPR 1: rows of at most 32 PPL packs (GPT-2 124M's 768 channels are 3 bf16 packs a lane; 1024 are 4);
+//   WPR 2: rows of at most 64 PPL packs (774M's 1280 channels are 160 packs, 3 a lane; 1558M's 1600 are 200, 4 a
+//          lane), each warp holding half of the row's packs (the first (np + 1) / 2, the second the rest); the row's
+//          two sums are its halves' added, first half first, through shared memory, in a slot chosen by the row's
+//          parity (a warp writing the next row's sums cannot overwrite what its partner is still reading).
+// The kernel above reads and writes those fp32 partials for every row (12 KB per row of 768, beside the row's 6 KB of
+// bf16) and waits on dinp's load in its second pass: it reached 53% of the copy bandwidth on an H200, this one 79%.
+// The second pass reads x, dout and w again (from the cache): holding them too would spill (ptxas -v: 128 registers
+// and 92 bytes of spills at 3 packs a lane; this way 113 and none, 128 at 4; 115 and 128 with WPR 2). Every warp of
+// the block runs the same number of rows (one past BT does nothing but meet the barrier), so the barriers line up.
+// With WPR 1 each warp adds its rows in the same order as the kernel above, each sum in the same order: the same
+// bits. The partials: a row per group of WPR warps (the group's warps hold different columns). (__launch_bounds__:
+// two blocks of 256 threads per SM, the grid kernels__ln_blocks sizes, so at most 128 registers.)
+template <int VEC, int PPL, int WPR>
 __global__ void __launch_bounds__(256, 2)
 kernels__layernorm_backward_regs(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* w,
                                  const float* mean, const float* rstd, int BT, int C) {
     typedef KernelsVec<floatX, VEC> P;
     typedef KernelsVec<float, VEC> F;
-    int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, nwarps = gridDim.x * (blockDim.x / 32), lane = threadIdx.x % 32;
-    int np = C / VEC;
+    constexpr int G = 8 / WPR; // groups of WPR warps in a block
+    __shared__ float red[2][G][WPR][2]; // (WPR 2) [row parity][group][half][g sum, gn sum]
+    int lane = threadIdx.x % 32, gb = threadIdx.x / (32 * WPR), half = (threadIdx.x / 32) % WPR;
+    int groups = gridDim.x * G, group = blockIdx.x * G + gb;
+    int np = C / VEC, hp = (np + WPR - 1) / WPR;
+    int p0 = half * hp, pn = half ? np - hp : hp; // this warp's packs: [p0, p0 + pn)
     F dw[PPL], db[PPL];
     KERNELS_UNROLL
     for (int j = 0; j < PPL; j++) {
         KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) { dw[j].v[k] = 0.0f; db[j].v[k] = 0.0f; }
     }
-    for (int row = warp; row < BT; row += nwarps) {
-        const floatX* x = inp + (size_t)row * C;
-        const floatX* d = dout + (size_t)row * C;
-        floatX* dx = dinp + (size_t)row * C;
-        float m = mean[row], s = rstd[row];
-        float g_mean = 0.0f, gn_mean = 0.0f;
-        P dxv[PPL] = {};
-        KERNELS_UNROLL
-        for (int j = 0; j < PPL; j++) {
-            if (lane + 32 * j < np) { dxv[j] = kernels__ldv<P>(dx, lane + 32 * j); }
-        }
-        KERNELS_UNROLL
-        for (int j = 0; j < PPL; j++) {
-            int p = lane + 32 * j;
-            if (p < np) { kernels__ln_bwd_sums<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), m, s, g_mean, gn_mean); }
-        }
-        g_mean = kernels__warp_sum(g_mean) / C;
-        gn_mean = kernels__warp_sum(gn_mean) / C;
-        KERNELS_UNROLL
-        for (int j = 0; j < PPL; j++) {
-            int p = lane + 32 * j;
-            if (p < np) {
-                kernels__ln_bwd_apply<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), dxv[j], m, s, g_mean, gn_mean, dw[j], db[j]);
-                kernels__stv<P>(dx, p, dxv[j]);
-            }
-        }
-    }
-    float* pdw = partial + (size_t)warp * 2 * C;
-    KERNELS_UNROLL
-    for (int j = 0; j < PPL; j++) {
-        if (lane + 32 * j < np) {
-            kernels__stv<F>(pdw, lane + 32 * j, dw[j]);
-            kernels__stv<F>(pdw + C, lane + 32 * j, db[j]);
-        }
-    }
-}
-#ifndef KERNELS_LN_REGS_PPL
-#define KERNELS_LN_REGS_PPL 4 // (0: always the first kernel)
-#endif
-// Rows of up to 64 PPL packs, two warps to a row (GPT-2 774M's 1280 channels are 160 bf16 packs, 3 a lane; 1558M's
-// 1600 are 200, 4 a lane): each warp does the kernel above's work on its half of the row's packs (the first half
-// (np + 1) / 2 of them, the second the rest), and the row's two sums are those of its halves added, first half first,
-// through shared memory. Every warp of the block runs the same number of rows (a row past BT does nothing but meet
-// the barrier), so the barriers line up; the two sums go to one of two slots by the row's parity, so a warp writing the
-// next row's cannot overwrite what its partner is still reading. The pair's dw and db partials share one row of the
-// partials (its warps hold different columns). The kernel above keeps, for a row a warp holds alone, a quarter of
-// these registers' worth of packs; the one before it, for wider rows, reads and writes its partials for every row
-// (at C 768 that ran at 53% of the copy bandwidth on an H200, the register kernel at 79%).
-#define KERNELS_LN_PAIRS 4 // pairs of warps in a block of 256 threads
-template <int VEC, int PPL>
-__global__ void __launch_bounds__(256, 2)
-kernels__layernorm_backward_pairs(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* w,
-                                  const float* mean, const float* rstd, int BT, int C) {
-    typedef KernelsVec<floatX, VEC> P;
-    typedef KernelsVec<float, VEC> F;
-    __shared__ float red[2][KERNELS_LN_PAIRS][2][2]; // [row parity][pair][half][g sum, gn sum]
-    int lane = threadIdx.x % 32, pb = threadIdx.x / 64, half = (threadIdx.x / 32) % 2;
-    int pairs = gridDim.x * KERNELS_LN_PAIRS, pair = blockIdx.x * KERNELS_LN_PAIRS + pb;
-    int np = C / VEC, hp = (np + 1) / 2;
-    int p0 = half ? hp : 0, pn = half ? np - hp : hp; // this warp's packs: [p0, p0 + pn)
-    F dw[PPL], db[PPL];
-    KERNELS_UNROLL
-    for (int j = 0; j < PPL; j++) {
-        KERNELS_UNROLL
-        for (int k = 0; k < VEC; k++) { dw[j].v[k] = 0.0f; db[j].v[k] = 0.0f; }
-    }
-    int iters = (BT + pairs - 1) / pairs;
+    int iters = (BT + groups - 1) / groups;
     for (int it = 0; it < iters; it++) {
-        int row = pair + it * pairs, live = row < BT;
+        int row = group + it * groups, live = row < BT;
+        if (WPR == 1 && !live) { break; } // (no barrier to meet)
         const floatX* x = inp + (size_t)row * C;
         const floatX* d = dout + (size_t)row * C;
         floatX* dx = dinp + (size_t)row * C;
         float m = live ? mean[row] : 0.0f, s = live ? rstd[row] : 0.0f;
-        float g_sum = 0.0f, gn_sum = 0.0f;
+        float g_mean = 0.0f, gn_mean = 0.0f;
         P dxv[PPL] = {};
         if (live) {
             KERNELS_UNROLL
@@ -408,15 +353,19 @@ kernels__layernorm_backward_pairs(floatX* dinp, float* partial, const floatX* do
             KERNELS_UNROLL
             for (int j = 0; j < PPL; j++) {
                 int p = p0 + lane + 32 * j;
-                if (lane + 32 * j < pn) { kernels__ln_bwd_sums<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), m, s, g_sum, gn_sum); }
+                if (lane + 32 * j < pn) { kernels__ln_bwd_sums<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), m, s, g_mean, gn_mean); }
             }
         }
-        g_sum = kernels__warp_sum(g_sum);
-        gn_sum = kernels__warp_sum(gn_sum);
-        if (lane == 0) { red[it & 1][pb][half][0] = g_sum; red[it & 1][pb][half][1] = gn_sum; }
-        __syncthreads();
-        float g_mean = (red[it & 1][pb][0][0] + red[it & 1][pb][1][0]) / C;
-        float gn_mean = (red[it & 1][pb][0][1] + red[it & 1][pb][1][1]) / C;
+        g_mean = kernels__warp_sum(g_mean);
+        gn_mean = kernels__warp_sum(gn_mean);
+        if constexpr (WPR == 2) {
+            if (lane == 0) { red[it & 1][gb][half][0] = g_mean; red[it & 1][gb][half][1] = gn_mean; }
+            __syncthreads();
+            g_mean = red[it & 1][gb][0][0] + red[it & 1][gb][1][0];
+            gn_mean = red[it & 1][gb][0][1] + red[it & 1][gb][1][1];
+        }
+        g_mean /= C;
+        gn_mean /= C;
         if (live) {
             KERNELS_UNROLL
             for (int j = 0; j < PPL; j++) {
@@ -428,7 +377,7 @@ kernels__layernorm_backward_pairs(floatX* dinp, float* partial, const floatX* do
             }
         }
     }
-    float* pdw = partial + (size_t)pair * 2 * C;
+    float* pdw = partial + (size_t)group * 2 * C;
     KERNELS_UNROLL
     for (int j = 0; j < PPL; j++) {
         if (lane + 32 * j < pn) {
@@ -438,31 +387,23 @@ kernels__layernorm_backward_pairs(floatX* dinp, float* partial, const floatX* do
     }
 }
 
-// kernels__layernorm_backward_pairs<VEC, PPL> for the smallest PPL of at least ppl (up to KERNELS_LN_REGS_PPL).
-template <int VEC, int PPL = 1>
-static int kernels__layernorm_backward_pairs_launch(const KernelCtx* ctx, int blocks, int ppl, floatX* dinp, float* part, const floatX* dout,
-                                                    const floatX* inp, const floatX* w, const float* mean, const float* rstd, int BT, int C) {
-    if constexpr (PPL < KERNELS_LN_REGS_PPL) {
-        if (ppl > PPL) { return kernels__layernorm_backward_pairs_launch<VEC, PPL + 1>(ctx, blocks, ppl, dinp, part, dout, inp, w, mean, rstd, BT, C); }
-    }
-    kernels__layernorm_backward_pairs<VEC, PPL><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
-    return KERNELS_LN_PAIRS * blocks;
-}
-
-// kernels__layernorm_backward_regs<VEC, PPL> for the smallest PPL of at least ppl (1 to KERNELS_LN_REGS_PPL); past
-// that, _pairs for the smallest PPL of at least a half row's (wider rows would spill the sums out of the registers);
-// past that, the first kernel (its sums in memory). Returns the rows of partials written: one per warp, or per pair.
-template <int VEC, int PPL = 1>
-static int kernels__layernorm_backward_launch(const KernelCtx* ctx, int blocks, int ppl, int ppl_half, floatX* dinp, float* part,
+// kernels__layernorm_backward_regs<VEC, PPL, WPR> for the smallest PPL of at least ppl[WPR - 1] (the packs a lane
+// takes when WPR warps hold a row), one warp a row first, then two; past both, the first kernel (its sums in
+// memory). Returns the rows of partials written.
+#ifndef KERNELS_LN_REGS_PPL
+#define KERNELS_LN_REGS_PPL 4 // (0: always the first kernel)
+#endif
+template <int VEC, int WPR = 1, int PPL = 1>
+static int kernels__layernorm_backward_launch(const KernelCtx* ctx, int blocks, const int ppl[2], floatX* dinp, float* part,
                                               const floatX* dout, const floatX* inp, const floatX* w, const float* mean,
                                               const float* rstd, int BT, int C) {
-    if (KERNELS_LN_REGS_PPL > 0 && ppl <= PPL) {
-        kernels__layernorm_backward_regs<VEC, PPL><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
-        return 8 * blocks;
+    if (KERNELS_LN_REGS_PPL > 0 && ppl[WPR - 1] <= PPL) {
+        kernels__layernorm_backward_regs<VEC, PPL, WPR><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
+        return 8 / WPR * blocks;
     } else if constexpr (PPL < KERNELS_LN_REGS_PPL) {
-        return kernels__layernorm_backward_launch<VEC, PPL + 1>(ctx, blocks, ppl, ppl_half, dinp, part, dout, inp, w, mean, rstd, BT, C);
-    } else if (KERNELS_LN_REGS_PPL > 0 && ppl_half <= KERNELS_LN_REGS_PPL) {
-        return kernels__layernorm_backward_pairs_launch<VEC>(ctx, blocks, ppl_half, dinp, part, dout, inp, w, mean, rstd, BT, C);
+        return kernels__layernorm_backward_launch<VEC, WPR, PPL + 1>(ctx, blocks, ppl, dinp, part, dout, inp, w, mean, rstd, BT, C);
+    } else if constexpr (WPR == 1) {
+        return kernels__layernorm_backward_launch<VEC, 2, 1>(ctx, blocks, ppl, dinp, part, dout, inp, w, mean, rstd, BT, C);
     } else {
         kernels__layernorm_backward<VEC><<<blocks, 256, 0, ctx->stream>>>(dinp, part, dout, inp, w, mean, rstd, BT, C);
         return 8 * blocks;
@@ -513,11 +454,12 @@ static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, fl
     int blocks = kernels__ln_blocks(ctx, BT), rows;
     float* part = kernels__col_partials(ctx, kernels__ln_partial_floats(ctx, BT, C));
     // the packs a lane takes when a warp holds a row, and when it holds half of one
-    if (kernels__rows_packed(C, {dinp, dout, inp, w})) {
-        int np = C / KERNELS_PACK, ppl = (np + 31) / 32, ppl_half = ((np + 1) / 2 + 31) / 32;
-        rows = kernels__layernorm_backward_launch<KERNELS_PACK>(ctx, blocks, ppl, ppl_half, dinp, part, dout, inp, w, mean, rstd, BT, C);
+    int packed = kernels__rows_packed(C, {dinp, dout, inp, w}), np = packed ? C / KERNELS_PACK : C;
+    int ppl[2] = {(np + 31) / 32, ((np + 1) / 2 + 31) / 32};
+    if (packed) {
+        rows = kernels__layernorm_backward_launch<KERNELS_PACK>(ctx, blocks, ppl, dinp, part, dout, inp, w, mean, rstd, BT, C);
     } else { // (one element a lane at a time)
-        rows = kernels__layernorm_backward_launch<1>(ctx, blocks, (C + 31) / 32, ((C + 1) / 2 + 31) / 32, dinp, part, dout, inp, w, mean, rstd, BT, C);
+        rows = kernels__layernorm_backward_launch<1>(ctx, blocks, ppl, dinp, part, dout, inp, w, mean, rstd, BT, C);
     }
     launchCheck();
     kernels__sum_columns_launch(ctx->stream, dw, part, rows, 2 * (size_t)C, 2 * C, acc, db, C); // (dw | db in each row)
