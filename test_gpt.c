@@ -997,7 +997,7 @@ static void test_ops_dtype(void) {
         KernelCtx& ctx = g_ctx;
 #else
         KernelCtx ctx;
-        kernels_ctx_init(&ctx, dt, 32, 1032); // (T up to 32: the attention shapes below; C up to LayerNorm's 1032)
+        kernels_ctx_init(&ctx, dt, 32, 2056); // (T up to 32: the attention shapes below; C up to LayerNorm's 2056)
 #endif
         // matmul with bias
         check_matmul_stored(&ctx, dt, "matmul_forward", 5, 7, 9, 0.5, 0.5, 1e-6);

@@ -391,8 +391,10 @@ if CUDA_EMU_LT_FAST=1 train tune1 120 $CU $tune --matmul-tune 8 --out $TMPD/tune
     echo "  tuned:     ${l1#matmul algorithms: }"; echo "  read back: ${l2#matmul algorithms: }"
     n1=$(echo "$l1" | grep -o '[0-9]* tuned' | grep -o '[0-9]*'); n2=$(echo "$l2" | grep -o '[0-9]* from the file' | grep -o '[0-9]*')
     t2=$(echo "$l2" | grep -o '[0-9]* tuned' | grep -o '[0-9]*'); shapes=$(echo "$l1" | grep -o '^matmul algorithms: [0-9]*' | grep -o '[0-9]*$')
-    if [ -n "$n1" ] && [ "${n1:-0}" -gt 0 ] && [ "$n1" = "$shapes" ] && [ "$n2" = "$shapes" ] && [ "$t2" = 0 ] && [ -s $TMPD/tune_out/matmul_algos.txt ]; then
-        ok "--matmul-tune 8: all $shapes matmul shapes timed and written; a second run reads all $n2 from the file"
+    # (every shape under the emulation; on a GPU a shape the heuristic offers one algorithm for has nothing to time)
+    if [ -n "$n1" ] && [ "${n1:-0}" -gt 0 ] && [ "$n2" = "$n1" ] && [ "$t2" = 0 ] && [ -s $TMPD/tune_out/matmul_algos.txt ] &&
+       { [ $EMU = 0 ] || [ "$n1" = "$shapes" ]; }; then
+        ok "--matmul-tune 8: $n1 of $shapes matmul shapes timed and written; a second run reads all $n2 from the file"
     else
         bad "--matmul-tune 8: '$l1' then '$l2'"
     fi
