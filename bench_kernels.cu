@@ -33,21 +33,6 @@ template <typename F> static float time_ms(F f, int reps = 20) {
     return t[reps / 2];
 }
 
-// A pseudo-random value in [-0.5, 0.5) from a hash of i (matmuls on zeros run faster than on data: the tensor cores
-// draw less power, and the clocks stay higher).
-__device__ __forceinline__ float bench_value(size_t i, uint32_t seed) {
-    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 0x2c1b3c6du; h ^= h >> 12; h *= 0x297a2d39u; h ^= h >> 15;
-    return (float)(h & 0xffffu) / 65536.0f - 0.5f;
-}
-
-// x[i] = bench_value(i, seed), in the storage type
-__global__ void bench_fill(floatX* x, size_t n, uint32_t seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        x[i] = kernels__x(bench_value(i, seed));
-    }
-}
-
 static void row(const char* name, double bytes, float ms, double copy_gbs) {
     double gbs = bytes / (ms * 1e-3) / 1e9;
     printf("%-44s | %8.3f ms | %8.1f GB/s | %5.1f%% of copy\n", name, ms, gbs, copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 100.0);
@@ -57,13 +42,6 @@ static void row(const char* name, double bytes, float ms, double copy_gbs) {
 static void mm_row(const char* name, double flops, float ms) {
     double tf = flops / (ms * 1e-3) / 1e12;
     printf("%-44s | %8.3f ms | %8.1f TFLOP/s | %5.1f%% of 989 TFLOP/s\n", name, ms, tf, tf / 989.0 * 100);
-}
-
-// x[i] = bench_value(i, seed) in fp32 (the fp32 matmul rows, whatever floatX is)
-__global__ void bench_fill_f32(float* x, size_t n, uint32_t seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        x[i] = bench_value(i, seed);
-    }
 }
 
 // An S x S x S product of fp32 matrices through cuBLASLt, exact (CUBLAS_COMPUTE_32F: the CUDA cores) or on the TF32
@@ -101,9 +79,9 @@ int main(int argc, char** argv) {
     floatX* y = (floatX*)dev_alloc(&g, n * sizeof(floatX));
     floatX* z = (floatX*)dev_alloc(&g, n * sizeof(floatX));
     floatX* u = (floatX*)dev_alloc(&g, n * sizeof(floatX));
-    bench_fill<<<kernels__blocks(n, 256), 256, 0, g.stream>>>(x, n, 1);
-    bench_fill<<<kernels__blocks(n, 256), 256, 0, g.stream>>>(y, n, 2);
-    bench_fill<<<kernels__blocks(n, 256), 256, 0, g.stream>>>(u, n, 5);
+    kernels__fill_hash<<<kernels__blocks(n, 256), 256, 0, g.stream>>>(x, n, 1);
+    kernels__fill_hash<<<kernels__blocks(n, 256), 256, 0, g.stream>>>(y, n, 2);
+    kernels__fill_hash<<<kernels__blocks(n, 256), 256, 0, g.stream>>>(u, n, 5);
     launchCheck();
     // copy: read n + write n elements
     float ms = time_ms([&] { dev_copy_d2d(&g, y, x, n * sizeof(floatX)); });
@@ -158,16 +136,15 @@ int main(int argc, char** argv) {
             int32_t* ht = (int32_t*)mallocCheck((size_t)lrows * sizeof(int32_t));
             for (int i = 0; i < lrows; i++) { ht[i] = (int32_t)((i * 7919) % V); }
             dev_copy_h2d(&g, ltgt, ht, (size_t)lrows * sizeof(int32_t));
-            int np = Vp / KERNELS_PACK;
-            unsigned th = kernels__row_threads(np);
+            unsigned th = kernels__row_threads(Vp / KERNELS_PACK);
             double lbytes = 2.0 * lrows * Vp * sizeof(floatX) + 8.0 * lrows;
-            ms = time_ms([&] { kernels__classifier_softmax_launch<KERNELS_PACK>(&g, lrows, th, (int)((np + th - 1) / th), u, lloss, ltgt, 1.0f / lrows, V, Vp, 1); });
+            ms = time_ms([&] { kernels__classifier_softmax_launch<KERNELS_PACK>(&g, lrows, u, lloss, ltgt, 1.0f / lrows, V, Vp, 1); });
             snprintf(name, sizeof(name), "classifier softmax + gradient (%d x 50304, row in registers)", lrows);
             row(name, lbytes, ms, copy_gbs);
             ms = time_ms([&] { kernels__classifier_softmax<KERNELS_PACK><<<lrows, th, 0, g.stream>>>(u, lloss, ltgt, 1.0f / lrows, V, Vp, 1); });
             snprintf(name, sizeof(name), "classifier softmax + gradient (%d x 50304, two passes)", lrows);
             row(name, lbytes, ms, copy_gbs);
-            bench_fill<<<kernels__blocks(n, 256), 256, 0, g.stream>>>(u, n, 5); // (u again as it was)
+            kernels__fill_hash<<<kernels__blocks(n, 256), 256, 0, g.stream>>>(u, n, 5); // (u again as it was)
             launchCheck();
             free(ht);
             dev_free(&g, ltgt);
@@ -294,8 +271,8 @@ int main(int argc, char** argv) {
         size_t nf = (size_t)SF * SF;
         float *fa = (float*)dev_alloc(&g, nf * sizeof(float)), *fb = (float*)dev_alloc(&g, nf * sizeof(float));
         float* fd = (float*)dev_alloc(&g, nf * sizeof(float));
-        bench_fill_f32<<<kernels__blocks(nf, 256), 256, 0, g.stream>>>(fa, nf, 3);
-        bench_fill_f32<<<kernels__blocks(nf, 256), 256, 0, g.stream>>>(fb, nf, 4);
+        kernels__fill_hash_f32<<<kernels__blocks(nf, 256), 256, 0, g.stream>>>(fa, nf, 3);
+        kernels__fill_hash_f32<<<kernels__blocks(nf, 256), 256, 0, g.stream>>>(fb, nf, 4);
         launchCheck();
         float t[2];
         for (int tf = 0; tf < 2; tf++) {

@@ -6,8 +6,8 @@ cuBLASLt's heuristic ranks its algorithms by a model of the GPU, and kernels__lt
 from powers of two (GPT-2 1558M's 1600 channels, 4800 and 6400 outputs) the first is not always the fastest: on an
 H200, GPT-2's MLP products ran at 673-699 TFLOP/s where an 8192^3 product ran at 881-886. --matmul-tune N times the
 heuristic's first N candidates for each shape when the shape first appears and keeps the fastest:
-  - on scratch operands of the shape (cudaMallocAsync on the compute stream, filled with small pseudo-random values:
-    the tensor cores run faster on zeros), never the caller's: its output, an accumulation (beta 1) or an epilogue's
+  - on scratch operands of the shape (cudaMallocAsync on the compute stream, filled with pseudo-random values in
+    [-0.5, 0.5): the tensor cores run faster on zeros), never the caller's: its output, an accumulation (beta 1) or an epilogue's
     auxiliary matrix are not touched, so a tuned call computes what an untuned one would with that algorithm;
   - after the compute stream has drained (cudaStreamSynchronize), so the timings are not shared with the step's
     queued work; each candidate runs once to warm up, then KERNELS_TUNE_RUNS times, each timed by events, the fastest
@@ -26,12 +26,15 @@ file, everything is the heuristic's first choice, as before.
 #define KERNELS_TUNE_MAX 64  // candidates asked of the heuristic at most
 #define KERNELS_TUNE_RUNS 3  // timed runs of each candidate (after one to warm up)
 
-// x[i] in [-0.05, 0.05), from a hash of i and the seed (scratch operands that look like data to the tensor cores).
+// A pseudo-random value in [-0.5, 0.5) from a hash of i and the seed: operands that look like data to the tensor cores
+// (matmuls on zeros run faster than on data: the tensor cores draw less power, and the clocks stay higher). The
+// timing's scratch operands, and bench_kernels_cu's.
 __device__ __forceinline__ float kernels__hash_value(size_t i, uint32_t seed) {
-    uint32_t h = (uint32_t)i * 0x9E3779B1u ^ (uint32_t)(i >> 32) ^ seed;
-    h ^= h >> 15; h *= 0x85EBCA77u; h ^= h >> 13; h *= 0xC2B2AE3Du; h ^= h >> 16;
-    return ((float)(h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.1f;
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 0x2c1b3c6du; h ^= h >> 12; h *= 0x297a2d39u; h ^= h >> 15;
+    return (float)(h & 0xffffu) / 65536.0f - 0.5f;
 }
+// p[i] = kernels__hash_value(i, seed), in the storage type, and in fp32
 __global__ void kernels__fill_hash(floatX* p, size_t n, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         p[i] = kernels__x(kernels__hash_value(i, seed));
@@ -57,7 +60,6 @@ static struct {
     int write;         // this process writes the file (each process of a run has its own: kernels_set_matmul_tune)
     KernelsLtSaved* saved;
     int num_saved, cap_saved;
-    int loaded, stale; // entries read from the file; the file was for another device, library or storage type
 } kernels__lt_file;
 
 // The line that says which GPU, cuBLASLt and storage type the file's algorithms are for.
@@ -113,7 +115,7 @@ static void kernels__lt_file_write(const KernelCtx* ctx) {
 }
 
 // Reads the file at kernels__lt_file.path, if there is one, into the saved choices (none when it was made for
-// another device, cuBLASLt or storage type: then stale, and a note). A malformed file is a fatal error.
+// another device, cuBLASLt or storage type: a note says so). A malformed file is a fatal error.
 static void kernels__lt_file_read(const KernelCtx* ctx) {
     const char* path = kernels__lt_file.path;
     FILE* f = fopen(path, "r");
@@ -135,7 +137,6 @@ static void kernels__lt_file_read(const KernelCtx* ctx) {
     if (strcmp(line, header) != 0) {
         fprintf(stderr, "note: --matmul-algos '%s' was made %s; this run is %s: its algorithms are not used%s\n", path, line,
                 header + 4, kernels__lt_file.write && ctx->matmul_tune > 1 ? " (the file will be rewritten with this run's choices)" : "");
-        kernels__lt_file.stale = 1;
         fclose(f);
         return;
     }
@@ -164,7 +165,6 @@ static void kernels__lt_file_read(const KernelCtx* ctx) {
         cublasLtMatmulAlgo_t algo;
         for (int i = 0; i < 8; i++) { algo.data[i] = (uint64_t)w[i]; }
         kernels__lt_saved_put(&q, &algo, first_ms, best_ms);
-        kernels__lt_file.loaded++;
     }
     fclose(f);
 }
@@ -231,7 +231,7 @@ static void kernels__lt_tune(const KernelCtx* ctx, KernelsLtPlan* p, const cubla
     static cudaEvent_t ev[KERNELS_TUNE_RUNS + 1]; // (made once: they time every tuning of the process)
     if (!ev[0]) { for (int r = 0; r <= KERNELS_TUNE_RUNS; r++) { gpuCheck(cudaEventCreate(&ev[r])); } }
     float alpha = 1.0f, beta = q->beta_nonzero ? 1.0f : 0.0f, first = INFINITY, best = INFINITY;
-    int best_i = 0;
+    int best_i = 0, timed = 0;
     for (int i = 0; i < found; i++) {
         if (cand[i].workspaceSize > KERNELS_LT_WORKSPACE) { continue; }
         cublasStatus_t st = cublasLtMatmul(ctx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld, &cand[i].algo,
@@ -250,13 +250,13 @@ static void kernels__lt_tune(const KernelCtx* ctx, KernelsLtPlan* p, const cubla
             gpuCheck(cudaEventElapsedTime(&ms, ev[r], ev[r + 1]));
             if (ms < t) { t = ms; }
         }
-        p->timed++;
+        timed++;
         if (i == 0) { first = t; }
         if (t < best) { best = t; best_i = i; }
     }
     if (best_i != 0 && first < INFINITY && !(best < 0.99f * first)) { best_i = 0; best = first; } // (within the noise: the heuristic's)
     gpuCheck(cudaFreeAsync(buf, ctx->stream));
-    if (p->timed == 0) { return; } // (none ran: the heuristic's first, whose refusal the caller handles)
+    if (timed == 0) { return; } // (none ran: the heuristic's first, whose refusal the caller handles)
     p->algo = cand[best_i].algo;
     p->source = KERNELS_ALGO_TUNED;
     p->first_ms = first;
@@ -272,7 +272,7 @@ static int kernels_set_matmul_tune(KernelCtx* ctx, int candidates, const char* a
     if (candidates < 0) { return -1; }
     ctx->matmul_tune = candidates;
     // the file's choices replace those read before (plans made already keep their algorithms)
-    kernels__lt_file.num_saved = kernels__lt_file.loaded = kernels__lt_file.stale = 0;
+    kernels__lt_file.num_saved = 0;
     kernels__lt_file.path[0] = '\0';
     kernels__lt_file.write = 0;
     if (algos_path && algos_path[0]) {

@@ -52,7 +52,6 @@ typedef struct {
     int usable; // 0: cuBLASLt has no algorithm for this epilogue here (the caller takes the unfused path)
     int source; // KERNELS_ALGO_*
     int found;  // the candidates the heuristic offered (1 unless --matmul-tune asked for more)
-    int timed;  // (tuned) the candidates that ran
     float first_ms, best_ms; // (tuned, or from the file) a call with the heuristic's first algorithm, and with this one
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
@@ -420,15 +419,18 @@ kernels__classifier_softmax_regs(floatX* logits, float* losses, const int32_t* t
         kernels__stv<P>(z, p, zv[j]);
     }
 }
-// kernels__classifier_softmax_regs<VEC, PPT> for the smallest PPT of at least ppt (up to 8), or the kernel above.
+// The softmax over `rows` rows of Vp logits, in packs of VEC: a block per row, a thread per pack (GPT-2: 1024
+// threads); kernels__classifier_softmax_regs<VEC, PPT> for the smallest PPT of at least the packs a thread takes (up to
+// 8), or the kernel above.
 #define KERNELS_SOFTMAX_PPT 8
 template <int VEC, int PPT = 1>
-static void kernels__classifier_softmax_launch(const KernelCtx* ctx, int rows, unsigned th, int ppt, floatX* chunk, float* losses,
-                                               const int32_t* targets, float dloss_scale, int V, int Vp, int want_grad) {
-    if (ppt <= PPT) {
+static void kernels__classifier_softmax_launch(const KernelCtx* ctx, int rows, floatX* chunk, float* losses, const int32_t* targets,
+                                               float dloss_scale, int V, int Vp, int want_grad) {
+    unsigned th = kernels__row_threads(Vp / VEC);
+    if ((Vp / VEC + th - 1) / th <= PPT) {
         kernels__classifier_softmax_regs<VEC, PPT><<<rows, th, 0, ctx->stream>>>(chunk, losses, targets, dloss_scale, V, Vp, want_grad);
     } else if constexpr (PPT < KERNELS_SOFTMAX_PPT) {
-        kernels__classifier_softmax_launch<VEC, PPT + 1>(ctx, rows, th, ppt, chunk, losses, targets, dloss_scale, V, Vp, want_grad);
+        kernels__classifier_softmax_launch<VEC, PPT + 1>(ctx, rows, chunk, losses, targets, dloss_scale, V, Vp, want_grad);
     } else {
         kernels__classifier_softmax<VEC><<<rows, th, 0, ctx->stream>>>(chunk, losses, targets, dloss_scale, V, Vp, want_grad);
     }
@@ -441,15 +443,10 @@ static void classifier_forward_backward(const KernelCtx* ctx, float* losses, flo
         int rows = BT - r0 < chunk_rows ? BT - r0 : chunk_rows;
         const floatX* xr = x + (size_t)r0 * C;
         matmul_forward(ctx, chunk, xr, wte, NULL, rows, C, Vp);
-        if (kernels__rows_packed(Vp, {chunk})) { // a block per row, a thread per pack (GPT-2: 1024 threads)
-            int np = Vp / KERNELS_PACK;
-            unsigned th = kernels__row_threads(np);
-            kernels__classifier_softmax_launch<KERNELS_PACK>(ctx, rows, th, (int)((np + th - 1) / th), chunk, losses + r0, targets + r0,
-                                                             dloss_scale, V, Vp, dx != NULL);
+        if (kernels__rows_packed(Vp, {chunk})) {
+            kernels__classifier_softmax_launch<KERNELS_PACK>(ctx, rows, chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
         } else {
-            unsigned th = kernels__row_threads(Vp);
-            kernels__classifier_softmax_launch<1>(ctx, rows, th, (int)((Vp + th - 1) / th), chunk, losses + r0, targets + r0, dloss_scale, V,
-                                                  Vp, dx != NULL);
+            kernels__classifier_softmax_launch<1>(ctx, rows, chunk, losses + r0, targets + r0, dloss_scale, V, Vp, dx != NULL);
         }
         launchCheck();
         if (dx) {

@@ -1406,14 +1406,14 @@ static void test_matmul_tune(void) {
             for (size_t j = 0; j < nout[i]; j++) { out[run][i][j] = i == 3 ? 1.5f : NAN; }
         }
 #ifdef CUDA_EMU_H
-        if (run == 2) { runs_before_reload = 0; for (int a = 0; a < 64; a++) { runs_before_reload += emu::g_lt_runs[a]; } }
+        if (run == 2) { runs_before_reload = emu::lt_runs_total(); }
 #endif
         matmul_forward_gelu(ctx, out[run][0], out[run][1], in[0], in[1], bias, BT, C, OC);
         // the projection's backward: dh = (dout @ w2) * GELU'(pre), dw2 += dout^T h
         matmul_backward_gelu(ctx, out[run][2], out[run][3], NULL, in[3], out[run][1], in[2], out[run][0], BT, OC, C, 1);
         matmul_backward(ctx, out[run][4], out[run][5], NULL, out[run][2], in[0], in[1], BT, C, OC, 0);
 #ifdef CUDA_EMU_H
-        if (run == 2) { runs_after_reload = 0; for (int a = 0; a < 64; a++) { runs_after_reload += emu::g_lt_runs[a]; } }
+        if (run == 2) { runs_after_reload = emu::lt_runs_total(); }
 #endif
         for (int i = 0; i < kernels__lt_num_plans; i++) {
             const KernelsLtPlan* pl = &kernels__lt_plans[i];

@@ -40,6 +40,7 @@ struct LtAlgo { uint32_t magic; uint32_t align[6]; uint32_t index; };
 // g_vclock_ms), so that --matmul-tune's choice can be planted and checked. g_lt_runs counts the products run with each.
 static int lt_num_algos(void) { const char* v = getenv("CUDA_EMU_LT_ALGOS"); int n = v ? atoi(v) : 4; return n < 1 ? 1 : n > 64 ? 64 : n; }
 static uint64_t g_lt_runs[64];
+static uint64_t lt_runs_total(void) { uint64_t t = 0; for (uint64_t r : g_lt_runs) { t += r; } return t; }
 static double lt_cost_ms(uint32_t index, uint64_t m, uint64_t n, uint64_t k) {
     const char* v = getenv("CUDA_EMU_LT_FAST");
     uint32_t fast = v ? (uint32_t)atoi(v) : 0;
