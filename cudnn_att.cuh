@@ -33,7 +33,7 @@ static const char* kernels__status(cudnnStatus_t s) {
 // ATT_UID_VIRTUAL.
 enum {
     ATT_UID_Q = 1, ATT_UID_KT, ATT_UID_V, ATT_UID_O, ATT_UID_STATS, ATT_UID_SCALE, ATT_UID_NEG_INF,
-    ATT_UID_DO, ATT_UID_DQ, ATT_UID_DK, ATT_UID_DV, ATT_UID_ONE, ATT_UID_SOFTMAX_SUM, ATT_UID_VT,
+    ATT_UID_DO, ATT_UID_DQ, ATT_UID_DK, ATT_UID_DV, ATT_UID_ONE, ATT_UID_SOFTMAX_SUM, ATT_UID_VT, ATT_UID_DQ_ACCUM,
     ATT_UID_VIRTUAL = 100
 };
 
@@ -156,8 +156,9 @@ static cudnnDataType_t att__io_type(void) {
 #endif
 }
 
-// The shapes every graph shares: B, T, NH, HS and the strides of the packed qkv.
-typedef struct { int64_t B, T, NH, HS; } AttShape;
+// The shapes every graph shares: B, T, NH, HS and the strides of the packed qkv. nondet (backward graphs only):
+// 1 builds the backward whose dQ cuDNN accumulates with fp32 atomics (--deterministic 0), 0 the deterministic one.
+typedef struct { int64_t B, T, NH, HS, nondet; } AttShape;
 
 // Tensors in the layouts of the notes' table: Q-like [B,NH,T,HS] views of qkv, K^T-like [B,NH,HS,T] views, O-like
 // [B,NH,T,HS] in (B,T,NH,HS) memory order, score-like [B,NH,T,T], row-like [B,NH,T,1], scalars.
@@ -228,8 +229,14 @@ static void att_build_forward(AttBuild* g, const AttShape* s) {
     att__matmul(g, P, v, o);
 }
 
-// Backward (deterministic dQ): D = rowsum(dO * O); P = exp(S scale - Stats) masked; dV = P^T dO;
-// dS = P (dO V^T - D) scale; dK = dS^T Q; dQ = dS K.
+// Backward: D = rowsum(dO * O); P = exp(S scale - Stats) masked; dV = P^T dO; dS = P (dO V^T - D) scale;
+// dK = dS^T Q; dQ = dS K.
+// dQ two ways. Deterministic (s->nondet 0, the default): dQ = dS K straight into dQ, which cuDNN's Hopper engines run
+// by keeping dS (B NH T T 16-bit values: 1.7 GB for GPT-2 1558M at B 32) in the workspace and multiplying it by K in
+// a second kernel, in a fixed order. Nondeterministic (s->nondet 1, --deterministic 0): dQ = dS K into an fp32
+// accumulator dQ_accum [B,NH,T,HS] (dense, ATT_UID_DQ_ACCUM), which each key tile adds its share to with atomics
+// inside the one fused kernel, then IDENTITY into dQ: no T x T buffer and no second pass, but the order of the adds,
+// and so the last bits of dQ, change from run to run. (The frontend's two variants, its "dP workspace" switch.)
 static void att_build_backward(AttBuild* g, const AttShape* s) {
     memset(g, 0, sizeof(*g));
     g->next_virtual = ATT_UID_VIRTUAL;
@@ -273,7 +280,14 @@ static void att_build_backward(AttBuild* g, const AttShape* s) {
     int64_t kd[4] = {s->B, s->NH, s->T, s->HS}, kst[4] = {s->T * C3, s->HS, C3, 1};
     cudnnBackendDescriptor_t kview = att__tensor(g, 0, att__io_type(), kd, kst, 0);
     att__reshape(g, kt, kview);
-    att__matmul(g, dS, kview, dq);
+    if (s->nondet) {
+        int64_t ad[4] = {s->B, s->NH, s->T, s->HS}, ast[4] = {s->NH * s->T * s->HS, s->T * s->HS, s->HS, 1};
+        cudnnBackendDescriptor_t accum = att__tensor(g, ATT_UID_DQ_ACCUM, CUDNN_DATA_FLOAT, ad, ast, 0);
+        att__matmul(g, dS, kview, accum);
+        att__pointwise(g, CUDNN_POINTWISE_IDENTITY, accum, NULL, NULL, dq, -1);
+    } else {
+        att__matmul(g, dS, kview, dq);
+    }
 }
 
 // The operation graph of what was built (handle: NULL to check the graph without a GPU).
@@ -300,7 +314,9 @@ typedef struct {
     uint64_t last_use;            // the cache's clock at the entry's last lookup
     AttBuild build;               // keeps the descriptors the plan refers to alive
     cudnnBackendDescriptor_t plan;
-    int64_t workspace;
+    int64_t workspace;            // the plan's workspace, after the dQ accumulator's bytes (att__execute)
+    int64_t accum;                // bytes of the dQ accumulator at the workspace's start (a nondeterministic backward
+                                  // graph; 0 otherwise), rounded up to 256 so the plan's part stays aligned
     int64_t engine;               // the plan's engine (cuDNN's global index; -1 when cuDNN did not say)
     unsigned notes;               // its numerical notes, 1 << CUDNN_NUMERICAL_NOTE_*
 } AttPlan;
@@ -334,14 +350,15 @@ static char att__why[1400];
 #define ATT_NONDET (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
 
 // The configurations among n to try in one pass, given their engines' numerical notes: the deterministic ones
-// (nondet 0) or the others (nondet 1), in the heuristic's own order (its ranking). Training resumes bit for bit and the
-// tests compare runs bit for bit, so an engine that may sum in a different order each time (cuDNN marks it
-// NONDETERMINISTIC, as a dQ accumulated with atomics would be) is tried only after every deterministic one of both
-// heuristics has failed. Returns how many were picked.
+// (nondet 0), the others (nondet 1) or all (nondet 2), in the heuristic's own order (its ranking). Training resumes
+// bit for bit and the tests compare runs bit for bit, so for a deterministic graph an engine that may sum in a
+// different order each time (cuDNN marks it NONDETERMINISTIC, as a dQ accumulated with atomics would be) is tried
+// only after every deterministic one of both heuristics has failed; a graph built nondeterministic (--deterministic
+// 0) takes the ranking as it is. Returns how many were picked.
 static int att__config_order(const unsigned* notes, int n, int nondet, int* order) {
     int k = 0;
     for (int i = 0; i < n; i++) {
-        if (((notes[i] & ATT_NONDET) != 0) == (nondet != 0)) { order[k++] = i; }
+        if (nondet == 2 || ((notes[i] & ATT_NONDET) != 0) == (nondet != 0)) { order[k++] = i; }
     }
     return k;
 }
@@ -389,15 +406,15 @@ static void att__engine_info(AttBuild* g, cudnnBackendDescriptor_t cfg, int64_t*
     att__drop_to(g, mark);
 }
 
-// The first configuration of heuristics `mode` whose plan finalizes, among its deterministic engines (nondet 0) or
-// the others (nondet 1; att__config_order), with its workspace, engine and notes; NULL when none does (why in
+// The first configuration of heuristics `mode` whose plan finalizes, among its deterministic engines (nondet 0), the
+// others (nondet 1) or all (nondet 2; att__config_order), with its workspace, engine and notes; NULL when none does (why in
 // att__why). What a failed search made is destroyed again (a rejected plan at once), so g keeps only the winning
 // plan's descriptors.
 static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int nondet,
                                                int64_t* ws, int64_t* engine, unsigned* notes) {
     int mark = g->n;
-    const char* mname = mode == CUDNN_HEUR_MODE_A ? (nondet ? "heuristics A, nondeterministic engines" : "heuristics A")
-                                                  : (nondet ? "fallback heuristics, nondeterministic engines" : "fallback heuristics");
+    const char* mname = mode == CUDNN_HEUR_MODE_A ? (nondet == 1 ? "heuristics A, nondeterministic engines" : "heuristics A")
+                                                  : (nondet == 1 ? "fallback heuristics, nondeterministic engines" : "fallback heuristics");
     cudnnBackendDescriptor_t heur = att__new(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     gpuCheck(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
     gpuCheck(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
@@ -453,10 +470,16 @@ static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescript
 }
 
 // The cached plan of (s, backward), built on first use; NULL when cuDNN has no engine for the shape and --attention
-// auto lets the caller run the native kernels (explicit --attention cudnn stops instead).
+// auto lets the caller run the native kernels (explicit --attention cudnn stops instead). A nondeterministic backward
+// graph no engine runs gives way to the deterministic one, with a warning.
 static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward) {
     int hit = 0;
     AttPlan* p = att__cache_find(att__plans, ATT_MAX_PLANS, s, backward, ++att__clock, &hit);
+    if (hit && p->rejected && s->nondet) {
+        AttShape d = *s;
+        d.nondet = 0;
+        return att__plan(ctx, &d, backward);
+    }
     if (hit) { return p->rejected ? NULL : p; }
     if (p->used) { // evicted: its plan may still be queued on the stream, so it goes once the stream has run it
         if (!p->rejected) {
@@ -476,13 +499,25 @@ static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward)
     p->last_use = att__clock;
     if (backward) { att_build_backward(&p->build, s); } else { att_build_forward(&p->build, s); }
     cudnnBackendDescriptor_t graph = att_graph(&p->build, att__handle);
-    // deterministic engines of heuristics A, then of FALLBACK; only then the nondeterministic ones of each
+    // deterministic engines of heuristics A, then of FALLBACK; only then the nondeterministic ones of each (a
+    // nondeterministic graph: every engine of A, then of FALLBACK, in their ranking)
     char whys[4 * sizeof(att__why)] = "";
-    for (int pass = 0; pass < 4 && !p->plan; pass++) {
-        p->plan = att__try_plans(&p->build, graph, pass % 2 ? CUDNN_HEUR_MODE_FALLBACK : CUDNN_HEUR_MODE_A, pass / 2, &p->workspace,
-                                 &p->engine, &p->notes);
+    int passes = s->nondet ? 2 : 4;
+    for (int pass = 0; pass < passes && !p->plan; pass++) {
+        p->plan = att__try_plans(&p->build, graph, pass % 2 ? CUDNN_HEUR_MODE_FALLBACK : CUDNN_HEUR_MODE_A, s->nondet ? 2 : pass / 2,
+                                 &p->workspace, &p->engine, &p->notes);
         size_t at = strlen(whys);
         if (!p->plan) { snprintf(whys + at, sizeof(whys) - at, "%s%s", at ? "; " : "", att__why); }
+    }
+    if (!p->plan && s->nondet) {
+        fprintf(stderr, "warning: cudnn attention: no engine runs the nondeterministic backward graph for B %lld, T %lld, NH %lld, HS %lld (%s): "
+                "the deterministic one runs (--deterministic 0 changes nothing for this shape)\n", (long long)s->B, (long long)s->T,
+                (long long)s->NH, (long long)s->HS, whys);
+        att__free(&p->build);
+        p->rejected = 1;
+        AttShape d = *s;
+        d.nondet = 0;
+        return att__plan(ctx, &d, backward);
     }
     if (!p->plan) {
         char what[sizeof(whys) + 200];
@@ -494,29 +529,43 @@ static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward)
         p->rejected = 1;
         return NULL;
     }
-    if (p->notes & ATT_NONDET) {
+    if (s->nondet) { p->accum = (s->B * s->NH * s->T * s->HS * (int64_t)sizeof(float) + 255) / 256 * 256; }
+    if ((p->notes & ATT_NONDET) && !s->nondet) {
         fprintf(stderr, "warning: cudnn attention: no deterministic engine runs the %s graph for B %lld, T %lld, NH %lld, HS %lld; "
                 "engine %lld does, nondeterministically: runs will not repeat bit for bit (--attention native does)\n", backward ? "backward" : "forward",
                 (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS, (long long)p->engine);
     }
     if (getenv("ATT_VERBOSE")) {
         char nb[200];
-        fprintf(stderr, "cudnn attention: %s B %lld, T %lld, NH %lld, HS %lld: engine %lld (notes: %s), workspace %lld bytes\n",
-                backward ? "backward" : "forward", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS, (long long)p->engine,
-                att__notes_str(p->notes, nb, sizeof(nb)), (long long)p->workspace);
+        fprintf(stderr, "cudnn attention: %s%s B %lld, T %lld, NH %lld, HS %lld: engine %lld (notes: %s), workspace %lld bytes%s\n",
+                backward ? "backward" : "forward", s->nondet ? " (nondeterministic graph)" : "", (long long)s->B, (long long)s->T, (long long)s->NH,
+                (long long)s->HS, (long long)p->engine, att__notes_str(p->notes, nb, sizeof(nb)), (long long)p->workspace,
+                p->accum ? " after the dQ accumulator's" : "");
     }
     return p;
 }
 
-static void att__execute(const KernelCtx* cctx, AttPlan* p, int n, const int64_t* uids, void** ptrs) {
+// The bytes of the context's attention workspace a plan takes: the dQ accumulator (if any), then the plan's own.
+static size_t att__workspace_bytes(const AttPlan* p) { return (size_t)(p->accum + p->workspace) + 16; }
+
+// Runs plan p on the pointers of uids[0..n) (room for one more: the dQ accumulator's, which lives at the start of the
+// context's attention workspace, the plan's workspace after it).
+static void att__execute(const KernelCtx* cctx, AttPlan* p, int n, int64_t* uids, void** ptrs) {
     KernelCtx* ctx = (KernelCtx*)cctx;
-    ctx->att_workspace = kernels__grow(ctx, ctx->att_workspace, &ctx->att_workspace_bytes, (size_t)p->workspace + 16);
+    ctx->att_workspace = kernels__grow(ctx, ctx->att_workspace, &ctx->att_workspace_bytes, att__workspace_bytes(p));
+    void* ws = (char*)ctx->att_workspace + p->accum;
+    if (p->accum) {
+        uids[n] = ATT_UID_DQ_ACCUM;
+        ptrs[n++] = ctx->att_workspace;
+        // the engines zero their accumulator themselves from cuDNN 9.6 on (the frontend stopped clearing it there)
+        if (cudnnGetVersion() < 90600) { gpuCheck(cudaMemsetAsync(ctx->att_workspace, 0, (size_t)p->accum, ctx->stream)); }
+    }
     AttBuild vb;
     memset(&vb, 0, sizeof(vb));
     cudnnBackendDescriptor_t pack = att__new(&vb, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
     gpuCheck(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
     gpuCheck(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
-    gpuCheck(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ctx->att_workspace));
+    gpuCheck(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
     gpuCheck(cudnnBackendFinalize(pack));
     gpuCheck(cudnnSetStream(att__handle, ctx->stream));
     gpuCheck(cudnnBackendExecute(att__handle, p->plan, pack));
@@ -527,11 +576,11 @@ static void att__execute(const KernelCtx* cctx, AttPlan* p, int n, const int64_t
 // a training step's shape, sized before the step). 0 for a graph cuDNN has no plan for (--attention auto runs the
 // native kernels there).
 static size_t cudnn_attention_workspace(const KernelCtx* ctx, int B, int T, int NH, int HS) {
-    AttShape s = {B, T, NH, HS};
     size_t ws = 0;
     for (int backward = 0; backward < 2; backward++) {
+        AttShape s = {B, T, NH, HS, backward && ctx->att_nondet};
         AttPlan* p = att__plan(ctx, &s, backward);
-        if (p && (size_t)p->workspace + 16 > ws) { ws = (size_t)p->workspace + 16; }
+        if (p && att__workspace_bytes(p) > ws) { ws = att__workspace_bytes(p); }
     }
     return ws;
 }
@@ -543,18 +592,20 @@ static int cudnn_attention_forward(const KernelCtx* ctx, floatX* out, float* lse
     AttPlan* p = att__plan(ctx, &s, 0);
     if (!p) { ((KernelCtx*)ctx)->attention_fallbacks++; return 0; }
     float scale = 1.0f / sqrtf((float)(C / NH)), neg_inf = -INFINITY;
-    int64_t uids[7] = {ATT_UID_Q, ATT_UID_KT, ATT_UID_V, ATT_UID_O, ATT_UID_STATS, ATT_UID_SCALE, ATT_UID_NEG_INF};
-    void* ptrs[7] = {(void*)qkv, (void*)(qkv + C), (void*)(qkv + 2 * C), out, lse, &scale, &neg_inf};
+    int64_t uids[8] = {ATT_UID_Q, ATT_UID_KT, ATT_UID_V, ATT_UID_O, ATT_UID_STATS, ATT_UID_SCALE, ATT_UID_NEG_INF, 0};
+    void* ptrs[8] = {(void*)qkv, (void*)(qkv + C), (void*)(qkv + 2 * C), out, lse, &scale, &neg_inf, NULL};
     att__execute(ctx, p, 7, uids, ptrs);
     return 1;
 }
 
-// CPU twin: attention_backward. softmax_sum (B NH T floats) in the context's partials.
+// CPU twin: attention_backward. softmax_sum (B NH T floats) in the context's partials; with --deterministic 0 the
+// graph that accumulates dQ with atomics (its accumulator in the attention workspace: att__execute).
 static int cudnn_attention_backward(const KernelCtx* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                                     const float* lse, int B, int T, int C, int NH) {
-    AttShape s = {B, T, NH, C / NH};
+    AttShape s = {B, T, NH, C / NH, ctx->att_nondet};
     AttPlan* p = att__plan(ctx, &s, 1);
     if (!p) { ((KernelCtx*)ctx)->attention_fallbacks++; return 0; }
+    if (s.nondet && !p->shape.nondet) { ((KernelCtx*)ctx)->att_nondet_refused++; }
     float* softmax_sum = kernels__col_partials(ctx, (size_t)B * NH * T);
     float scale = 1.0f / sqrtf((float)(C / NH)), neg_inf = -INFINITY, one = 1.0f;
     int64_t uids[14] = {ATT_UID_Q, ATT_UID_KT, ATT_UID_VT, ATT_UID_O, ATT_UID_DO, ATT_UID_STATS, ATT_UID_DQ, ATT_UID_DK, ATT_UID_DV,

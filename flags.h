@@ -29,6 +29,8 @@ typedef struct {
     int steps;
     int recompute;           // 0: keep every activation; 1: recompute GELU and LayerNorm outputs; 2: whole blocks
     char attention[16];      // auto | cudnn | native: the attention implementation (GPU builds have two)
+    int deterministic;       // 1: every kernel sums in a fixed order (runs repeat bit for bit); 0: cuDNN's attention
+                             // backward may accumulate dQ with atomics (GPU builds with cuDNN)
     int tf32;                // 1: fp32 GPU matmuls on TF32 tensor cores (llm.c's -f); 0: exact fp32
     int matmul_tune;         // GPU: time cuBLASLt's first N candidate algorithms per matmul shape, keep the fastest
     char matmul_algos[1024]; // GPU: the file of chosen matmul algorithms (read first; written when tuning)
@@ -145,6 +147,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("overfit-batch", "-a", overfit_batch, 0, 1, "1: every step trains on the same first batch, the data restarting at each step (llm.c's debugging mode: the loss should fall towards 0)"),
     FLAG_I("recompute", NULL, recompute, 0, 2, "activations recomputed in backward: 0 none; 1 GELU and LayerNorm outputs (llm.c); 2 whole blocks, keeping only each block's input (Megatron's full recomputation)"),
     FLAG_S("attention", NULL, attention, "attention implementation: auto | native (our kernels; the only one on the CPU) | cudnn (cuDNN's fused flash attention: GPU builds with cuDNN, bf16/fp16)"),
+    FLAG_I("deterministic", NULL, deterministic, 0, 1, "1 (the default): every kernel sums in a fixed order, so a run repeats bit for bit and resumes exactly; 0: GPU builds with cuDNN's attention run its faster backward, which adds each key tile's share of dQ into an fp32 accumulator with atomics instead of keeping a T x T buffer for a second pass: the last bits of dQ, and so of the run, then change from run to run (PyTorch's and Megatron-LM's default). The CPU's kernels are always deterministic"),
     FLAG_I("matmul-tune", NULL, matmul_tune, 0, 64, "GPU builds: time cuBLASLt's first N candidate algorithms for each matmul shape when it first appears (on scratch operands) and keep the fastest; 0 or 1: the heuristic's first, as cuBLASLt ranks them. The choices go to --matmul-algos, which later runs and resumes read instead of timing again"),
     FLAG_S("matmul-algos", NULL, matmul_algos, "GPU builds: a file of chosen matmul algorithms, one per shape: read at start (each algorithm checked by cuBLASLt; a file for another GPU, cuBLASLt or dtype is not used) and rewritten as --matmul-tune chooses more. Default with --matmul-tune: <--out>/matmul_algos.txt; with several processes each has its own, <file>.rank<R>"),
     FLAG_I("tf32", "-f", tf32, 0, 1, "1: an fp32 GPU build (PRECISION=FP32) runs its matmuls on TF32 tensor cores, operands cut to a 10-bit mantissa, sums in fp32 (llm.c's -f 1, its default); 0: exact fp32. Nothing else has fp32 matmuls to change; --plan 1 models fp32 layouts with it"),
@@ -250,6 +253,7 @@ static void config_defaults(Config* c) {
     c->adam_beta2 = 0.95f;
     c->adam_eps = 1e-8f;
     strcpy(c->attention, "auto");
+    c->deterministic = 1;
     strcpy(c->comm, "auto");
     strcpy(c->dtype, dtype_name(KERNELS_DEFAULT_DTYPE)); // fp32 on the CPU, the build's type on a GPU
     c->master_weights = 1;
@@ -488,6 +492,16 @@ static void parse_flags(Config* c, int argc, char** argv) {
         flag_note("note: --matmul-tune and --matmul-algos change nothing in this build: they choose cuBLASLt's algorithms (GPU builds); the CPU's matmuls are OpenBLAS's\n");
     }
     if (strcmp(c->attention, "cudnn") == 0) { fatal("--attention cudnn: GPU builds only (train_gpt_cu with cuDNN); the CPU has native attention"); }
+#endif
+#if !defined(KERNELS_CUDA) || !defined(USE_CUDNN) || defined(ENABLE_FP32)
+    if (!c->deterministic && !c->plan) {
+        flag_note("note: --deterministic 0 changes nothing in this build: its kernels are all deterministic (the one faster nondeterministic "
+                  "kernel is cuDNN's attention backward: GPU builds with cuDNN and bf16/fp16 storage)\n");
+    }
+#else
+    if (!c->deterministic && strcmp(c->attention, "native") == 0) {
+        flag_note("note: --deterministic 0 changes nothing with --attention native: its kernels are deterministic (cuDNN's backward is the one that is not)\n");
+    }
 #endif
 #define SEEN(name) seen[flag_named(name) - FLAGS] // whether the command line gave --name (or its alias)
     const char* scaler_flags[] = {"loss-scale", "loss-scale-growth", "loss-scale-backoff", "loss-scale-window"};

@@ -126,6 +126,9 @@ typedef struct {
     size_t row_scratch_bytes;
     int attention_cudnn;       // 1: attention through cuDNN's fused flash attention; 0: the native kernels below
     int attention_auto;        // --attention auto: fall back to the native kernels where cuDNN has no plan
+    int att_nondet;            // --deterministic 0: cuDNN's attention backward accumulates dQ with atomics
+                               // (cudnn_att.cuh); 0 (the default): its deterministic graph
+    long att_nondet_refused;   // such backward calls cuDNN had no engine for, run by the deterministic graph instead
     long attention_fallbacks;  // attention calls cuDNN had no plan for, run by the native kernels instead
     int gelu_fusion;           // 1 (the default): matmul_forward_gelu fuses the GELU into cuBLASLt's epilogue where it can
     int bias_grad_fusion;      // 1: matmul_backward takes dbias from the weight gradient's BGRADB epilogue where
@@ -211,6 +214,16 @@ static int kernels_set_attention(KernelCtx* ctx, const char* impl) {
     if (strcmp(impl, "auto") == 0) { ctx->attention_cudnn = can_cudnn; return 0; }
     if (strcmp(impl, "cudnn") == 0 && can_cudnn) { ctx->attention_cudnn = 1; return 0; }
     return -1;
+}
+
+// --deterministic (kernels.h): only cuDNN's attention backward has a nondeterministic variant.
+static int kernels_set_deterministic(KernelCtx* ctx, int on) {
+    int can = 0;
+#ifdef USE_CUDNN
+    can = KERNELS_DTYPE != DTYPE_FP32;
+#endif
+    ctx->att_nondet = !on && can;
+    return on || can ? 0 : -1;
 }
 
 // --tf32: 1 runs the fp32 matmuls on the TF32 tensor cores, about 8x the fp32 rate on an H100/H200 at about 2^-11

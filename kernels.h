@@ -35,6 +35,11 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C);
 static void kernels_ctx_free(KernelCtx* ctx);
 // --attention IMPL for this context ("auto", "native", "cudnn"): 0, or -1 when this backend cannot.
 static int kernels_set_attention(KernelCtx* ctx, const char* impl);
+// --deterministic ON for this context: 1 (the default) keeps every kernel's sums in a fixed order; 0 lets a GPU with
+// cuDNN's attention run the backward graph that accumulates dQ with atomics (faster; its last bits vary from run to
+// run). Set before kernels_reserve, which sizes that graph's workspace. 0, or -1 when this backend has no such kernel
+// (the CPU, a GPU build without cuDNN or with fp32 storage).
+static int kernels_set_deterministic(KernelCtx* ctx, int on);
 // --tf32 ON for this context: 1 runs fp32 matmuls on TF32 tensor cores, 0 exact fp32. 0, or -1 when this backend
 // cannot (the CPU; a 16-bit GPU build, which has no fp32 matmuls).
 static int kernels_set_tf32(KernelCtx* ctx, int on);

@@ -181,6 +181,12 @@ static int kernels_set_attention(KernelCtx* ctx, const char* impl) {
     return strcmp(impl, "auto") == 0 || strcmp(impl, "native") == 0 ? 0 : -1;
 }
 
+// Every CPU kernel is deterministic: nothing faster to allow.
+static int kernels_set_deterministic(KernelCtx* ctx, int on) {
+    (void)ctx;
+    return on ? 0 : -1;
+}
+
 // The CPU's fp32 matmuls (OpenBLAS sgemm) have no TF32 mode.
 static int kernels_set_tf32(KernelCtx* ctx, int on) {
     (void)ctx;

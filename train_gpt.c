@@ -358,6 +358,8 @@ typedef struct {
     int sample_rows;        // the samples drawn together (the rows of logits a sampling step computes; 0: one)
     int matmul_tune;        // --matmul-tune: candidates timed per matmul shape (kernels_set_matmul_tune); 0: none
     const char* matmul_algos; // the file of chosen algorithms (this process's: main resolves it); NULL or "": none
+    int nondet;             // --deterministic 0: kernels that sum in no fixed order may run (kernels_set_deterministic),
+                            // set before the workspaces are sized
 } ModelSplit;
 
 // Whether tensor e's gradient enters this rank's part of the global norm (see gpt_alloc_params_split).
@@ -414,6 +416,7 @@ static void gpt_init_ctx(GPT* m, const ModelSplit* ms, int dtype, int T, int C) 
               "with cuDNN and bf16/fp16 storage)", ms->attention);
     }
     if (ms->tf32) { kernels_set_tf32(&m->ctx, 1); } // (-1 where there are no fp32 matmuls: the flags' note said so)
+    if (ms->nondet) { kernels_set_deterministic(&m->ctx, 0); } // (-1 where every kernel is deterministic: the same)
     if (ms->matmul_tune > 1 || (ms->matmul_algos && ms->matmul_algos[0])) { // (-1 on the CPU: the flags' note said so)
         kernels_set_matmul_tune(&m->ctx, ms->matmul_tune, ms->matmul_algos, 1);
     }
@@ -481,7 +484,7 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
 }
 
 static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
-    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL, 0, 0, 0, NULL};
+    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL, 0, 0, 0, NULL, 0};
     gpt_init_ctx(m, &ms, dtype, T, cfg->channels);
     gpt_alloc_params_split(m, cfg, dp, &ms, T);
 }
@@ -1390,6 +1393,11 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         printf("| matmuls              | %s kernels (%s)%s%s\n", kernels_blas_name(), kernels_blas_reason(),
                tf32 ? "; fp32 on TF32 tensor cores (--tf32 1)" : "",
                cp->matmul_tune > 1 ? "; algorithms timed per shape (--matmul-tune)" : cp->matmul_algos[0] ? "; algorithms from --matmul-algos" : "");
+        int nondet = 0;
+#ifdef KERNELS_CUDA
+        nondet = mp->ctx.att_nondet && mp->ctx.attention_cudnn;
+#endif
+        if (nondet) { printf("| attention backward   | cuDNN's nondeterministic graph (--deterministic 0): dQ summed with atomics, runs do not repeat bit for bit\n"); }
         if (pcp->world_size > 1) {
             char order[160] = "";
             int ordered = strcmp(cp->comm, "nccl") != 0 || comm_nccl_launch_order(order, sizeof(order));
@@ -1780,9 +1788,9 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         fmt_bytes(rs, sizeof(rs), rss);
         char ab[32];
         fmt_bytes(ab, sizeof(ab), (double)mp->acts.total_bytes);
-        printf("bench: %s, B %d, T %d, %d rank(s) x %d thread(s), ZeRO %d, --dtype %s, --recompute %d (activations %s), matmuls %s | peak RSS per rank %s\n",
+        printf("bench: %s, B %d, T %d, %d rank(s) x %d thread(s), ZeRO %d, --dtype %s, --recompute %d (activations %s), matmuls %s%s | peak RSS per rank %s\n",
                cp->model, B, T, pcp->world_size, kernels_num_threads(), cp->zero, dtype_name(mp->ctx.dtype), cp->recompute, ab,
-               kernels_blas_name(), rs);
+               kernels_blas_name(), cp->deterministic ? "" : ", --deterministic 0", rs);
         double fwd = t_forward / timed_steps * 1e3, bwd = t_backward / timed_steps * 1e3;
         printf("bench: per step: forward %.1f ms, LM head + backward %.1f ms, optimizer and the rest %.1f ms\n", fwd, bwd, ms - fwd - bwd);
         // one line for scripts/bench_dtypes.sh's table: what ran, the time, and the activation bytes allocated here
@@ -2134,7 +2142,7 @@ int main(int argc, char** argv) {
         }
     }
     ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, NULL, B, c.attention, c.tf32, run.kv_B,
-                        c.matmul_tune, algos_path};
+                        c.matmul_tune, algos_path, !c.deterministic};
     gpt_init_ctx(&model, &split, dtype_parse(c.dtype), T, gc.channels);
 #ifdef KERNELS_CUDA
     // NCCL refuses a communicator whose ranks share a GPU (as the tests' processes on one GPU do). --comm nccl stops

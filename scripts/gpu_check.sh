@@ -413,6 +413,22 @@ if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
     else
         bad "determinism: two identical --attention cudnn runs differ (the engines chosen: $(grep -o 'cudnn attention: [a-z]* .*engine [0-9-]* (notes: [^)]*)' $L.train_cudnn.log | sort -u | tr '\n' ';'))"
     fi
+    # --deterministic 0: cuDNN's backward graph with the fp32 dQ accumulator (atomics, no T x T buffer): the run plan
+    # names it, no warning says the shape fell back to the deterministic graph, and the run follows the deterministic
+    # one (the last bits of dQ differ; ATT_VERBOSE prints the engine)
+    if timeout $(budget 120) env ATT_VERBOSE=1 $CU $common --attention cudnn --deterministic 0 --log $TMPD/nondet.jsonl > $L.train_nondet.log 2>&1; then
+        if ! grep -q "cuDNN's nondeterministic graph (--deterministic 0)" $L.train_nondet.log; then
+            bad "--deterministic 0: the run plan does not name cuDNN's nondeterministic backward"
+        elif grep -q 'no engine runs the nondeterministic backward graph' $L.train_nondet.log; then
+            bad "--deterministic 0: cuDNN has no engine for the nondeterministic backward graph ($(grep -m1 -o 'nondeterministic backward graph for [^:]*: .*' $L.train_nondet.log | cut -c1-300))"
+        else
+            follows $TMPD/nondet.jsonl $TMPD/cudnn.jsonl 2e-2 decreasing &&
+                ok "--deterministic 0: cuDNN's backward with atomics follows the deterministic graph (2e-2 relative per step; $(grep -m1 -o 'backward (nondeterministic graph) .*engine [0-9-]* (notes: [^)]*)' $L.train_nondet.log | sed 's/ B [0-9]*, T.*engine/: engine/'))" ||
+                bad "--deterministic 0: the run and the deterministic one differ"
+        fi
+    else
+        bad "$CU --attention cudnn --deterministic 0"; tail -n 3 $L.train_nondet.log
+    fi
     # sampling: a forward per token, at bucketed lengths (kernels_forward_len), so cuDNN builds one plan for 63
     # tokens rather than one per token (its cache holds 32; explicit --attention cudnn stops on a shape it rejects);
     # and those forwards leave the training unchanged: the same 4 steps without sampling, bit for bit
@@ -491,14 +507,14 @@ PEAK=989e12
 MEAS=$(grep '^matmul 8192' $L.bench_kernels.txt 2>/dev/null | grep -o '[0-9.]* TFLOP/s' | head -n 1 | grep -o '[0-9.]*')
 echo "MFU against ${PEAK%e12} TFLOP/s (the H200's dense bf16 peak) and against ${MEAS:-(not measured)} TFLOP/s (cuBLASLt's measured rate)"
 BENCH_T=1024; BENCH_STEPS=3; [ $EMU = 1 ] && { BENCH_T=64; BENCH_STEPS=1; }
-bench() { # name model extra...
-    local name=$1 model=$2; shift 2
+bench() { # name model extra... (BSTEPS=N before it: N timed steps instead of $BENCH_STEPS)
+    local name=$1 model=$2 steps=${BSTEPS:-$BENCH_STEPS}; shift 2
     local sizes="64 32 16 8 4" # (without cuDNN the native tensor-core attention runs: bench_kernels' rows compare)
     [ $EMU = 1 ] && sizes="1"
     for B in $sizes; do
         local secs=$(budget $((240 * LONG)))
         if [ $secs -lt 45 ]; then skip "benchmark $name: past the check's deadline"; return 0; fi
-        out=$(timeout $secs env -u CUBLASLT_LOG_LEVEL -u NCCL_DEBUG -u ATT_VERBOSE $CU --bench 1 --bench-steps $BENCH_STEPS --model "$model" --batch-size $B --seq-len $BENCH_T "$@" 2>&1); rc=$?
+        out=$(timeout $secs env -u CUBLASLT_LOG_LEVEL -u NCCL_DEBUG -u ATT_VERBOSE $CU --bench 1 --bench-steps $steps --model "$model" --batch-size $B --seq-len $BENCH_T "$@" 2>&1); rc=$?
         if [ $rc -eq 0 ]; then
             ms=$(echo "$out" | grep -o 'bench: [0-9.]* ms/step' | grep -o '[0-9.]*' | head -n 1)
             tps=$(echo "$out" | grep -o '| [0-9]* tokens/s' | grep -o '[0-9]*' | head -n 1)
@@ -546,14 +562,22 @@ if [ $EMU = 1 ]; then
     bench "d2 (emulation: plumbing only)" d2
     bench "d2 recompute 2 (emulation)" d2 --recompute 2
     CUDA_EMU_LT_FAST=1 bench "d2 --matmul-tune 4 (emulation)" d2 --matmul-tune 4
+    BSTEPS=1 bench "d2 2 micro-steps a step (emulation)" d2 --total-batch-size 128
 else
     bench "GPT-2 124M bf16" gpt2-124M
     bench "GPT-2 124M bf16 matmul-tune 16" gpt2-124M --matmul-tune 16
+    bench "GPT-2 124M bf16 deterministic 0" gpt2-124M --deterministic 0
     if [ $QUICK = 0 ]; then
         bench "GPT-2 350M bf16" gpt2-350M
         bench "GPT-2 1558M bf16 recompute 2" gpt2-1558M --recompute 2
         bench "GPT-2 1558M bf16" gpt2-1558M # (no recomputation: the largest micro-batch that fits)
         bench "GPT-2 1558M bf16 matmul-tune 16" gpt2-1558M --matmul-tune 16
+        bench "GPT-2 1558M bf16 deterministic 0" gpt2-1558M --deterministic 0
+        # the reproduction script's batch (scripts/run_gpt2_1558M.sh: 2^20 tokens an optimizer step): the micro-steps
+        # of gradient accumulation between two updates, so AdamW and the global norm (about 2.5% of a one-micro-step
+        # update at 1558M) come once per 32 micro-steps at B 32, as in a real run; every other row updates at every
+        # step (one timed step here: 32 micro-steps, about 20 s)
+        BSTEPS=1 bench "GPT-2 1558M bf16, 2^20 tokens a step" gpt2-1558M --total-batch-size 1048576 --matmul-tune 16 --deterministic 0
     fi
 fi
 [ -s $L.bench.txt ] && ok "benchmarks ran ($(wc -l < $L.bench.txt) rows)"
@@ -859,6 +883,21 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
         train nccl_pp2_noval 120 $MPIRUN $CU $common2 --pp 2 --pp-schedule interleaved --virtual-stages 2 --comm nccl --log $TMPD/nccl_pp2_noval.jsonl &&
             agree "--comm nccl --pp 2 interleaved: the run with validation equals the run without it bit for bit" \
                   $TMPD/nccl_pp2_interleaved.jsonl $TMPD/nccl_pp2_noval.jsonl 0
+        # --matmul-tune in a pipeline: a stage times its shapes at their first call, draining its compute stream while
+        # its peer may wait on a message (the schedules send before they receive what depends on it, so no cycle);
+        # each process writes its own file. Against the untuned run: bit for bit under the emulation (its candidates
+        # differ in cost only), within 2e-2 on a GPU (other algorithms, other sums)
+        tol=$([ $EMU = 1 ] && echo 0 || echo 2e-2)
+        rm -rf $TMPD/pp_tune_out
+        if train nccl_pp2_tune 120 $MPIRUN -x CUDA_EMU_LT_FAST=1 $CU $common2 --pp 2 --pp-schedule interleaved --virtual-stages 2 $val2 --comm nccl \
+                 --matmul-tune 4 --out $TMPD/pp_tune_out --log $TMPD/nccl_pp2_tune.jsonl; then
+            if [ -s $TMPD/pp_tune_out/matmul_algos.txt.rank0 ] && [ -s $TMPD/pp_tune_out/matmul_algos.txt.rank1 ]; then
+                agree "--comm nccl --pp 2 interleaved --matmul-tune 4: each stage tunes and writes its own file; the losses against the untuned run (tolerance $tol)" \
+                      $TMPD/nccl_pp2_tune.jsonl $TMPD/nccl_pp2_interleaved.jsonl $tol
+            else
+                bad "--comm nccl --pp 2 --matmul-tune 4: the stages' files matmul_algos.txt.rank0/.rank1 are missing ($(ls $TMPD/pp_tune_out 2>&1 | tr '\n' ' '))"
+            fi
+        fi
         if [ $EMU = 1 ]; then # the tensor-parallel group through NCCL too (2 ranks: again no GPU can hold them)
             for sp in 0 1; do
                 train nccl_tp2_sp$sp 120 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl &&

@@ -55,6 +55,13 @@ static void test_plan_cache(void) {
     // then entry 1 (a's backward, used before b's lookup) is the least recent
     p = att__cache_find(plans, 3, &d, 0, ++now, &hit);
     check(!hit && p == &plans[1], "plan cache: eviction follows the lookups, not the fill order", "entry %d", (int)(p - plans));
+    p->shape = d; p->backward = 0; p->last_use = now;
+    // a nondeterministic backward graph (--deterministic 0) is an entry of its own beside the deterministic one
+    AttShape dn = d;
+    dn.nondet = 1;
+    p = att__cache_find(plans, 3, &d, 0, ++now, &hit);
+    AttPlan* q = att__cache_find(plans, 3, &dn, 0, ++now, &hit);
+    check(!hit && q != p, "plan cache: the nondeterministic graph of a shape is not its deterministic one", "hit %d", hit);
 }
 
 // Bucketed forward lengths (kernels_forward_len with cuDNN): the shortest power-of-two multiple of 64 holding t, at
@@ -82,6 +89,9 @@ static void test_config_order(void) {
     int nn = att__config_order(notes, 5, 1, order);
     check(nn == 2 && memcmp(order, want_nd, sizeof(want_nd)) == 0, "engine order: the nondeterministic pass takes 1, 3", "%d picked: %d %d", nn,
           order[0], order[1]);
+    int na = att__config_order(notes, 5, 2, order), want_all[5] = {0, 1, 2, 3, 4};
+    check(na == 5 && memcmp(order, want_all, sizeof(want_all)) == 0, "engine order: a nondeterministic graph's pass takes all five in the heuristic's order",
+          "%d picked", na);
     char b[200];
     att__notes_str(tc | ATT_NONDET, b, sizeof(b));
     check(strcmp(b, "tensor_core, nondeterministic") == 0, "engine notes: named in the messages", "'%s'", b);
@@ -96,7 +106,7 @@ static void test_engine_notes(const AttShape* s, int backward) {
     AttBuild g;
     if (backward) { att_build_backward(&g, s); } else { att_build_forward(&g, s); }
     cudnnBackendDescriptor_t graph = att_graph(&g, NULL);
-    int made = 0, bad = 0;
+    int made = 0, bad = 0, nondet = 0;
     for (int64_t k = 0; k < 16; k++) {
         int mark = g.n;
         cudnnBackendDescriptor_t e = att__new(&g, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
@@ -107,6 +117,7 @@ static void test_engine_notes(const AttShape* s, int backward) {
             unsigned notes = 0;
             att__engine_notes(e, &index, &notes);
             made++;
+            nondet += (notes & ATT_NONDET) != 0;
             if (index != k || !(notes & (1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE))) {
                 char b[200];
                 printf("  engine %lld: read back index %lld, notes %s\n", (long long)k, (long long)index, att__notes_str(notes, b, sizeof(b)));
@@ -115,8 +126,9 @@ static void test_engine_notes(const AttShape* s, int backward) {
         }
         att__drop_to(&g, mark);
     }
-    char name[160];
-    snprintf(name, sizeof(name), "%s graph: its engines' index and tensor-core note read back (%d engines)", backward ? "backward" : "forward", made);
+    char name[200];
+    snprintf(name, sizeof(name), "%s%s graph: its engines' index and tensor-core note read back (%d engines, %d of them marked nondeterministic)",
+             backward ? "backward" : "forward", s->nondet ? " (nondeterministic dQ)" : "", made, nondet);
     check(made > 0 && bad == 0, name, "%d engines, %d misread", made, bad);
     att__free(&g);
 }
@@ -149,11 +161,27 @@ int main(void) {
                  (long long)s->B, (long long)s->T, g.n, ATT_MAX_DESCS);
         check(g.n + 18 <= ATT_MAX_DESCS, name, "%d + 18 of %d", g.n, ATT_MAX_DESCS);
         att__free(&g);
+        // --deterministic 0: the frontend's 22, dQ through the fp32 accumulator (bound: the 14th tensor, which
+        // att__execute adds to the variant pack)
+        AttShape n = *s;
+        n.nondet = 1;
+        att_build_backward(&g, &n);
+        nops = g.nops;
+        bound = count_bound(&g);
+        att_graph(&g, NULL);
+        snprintf(name, sizeof(name), "nondeterministic backward graph B %lld T %lld NH %lld HS %lld finalizes", (long long)s->B, (long long)s->T,
+                 (long long)s->NH, (long long)s->HS);
+        check(nops == 22 && bound == 14, name, "%d operations (want 22), %d bound tensors (want 14)", nops, bound);
+        check(g.n + 18 <= ATT_MAX_DESCS, "nondeterministic backward graph: room for a plan search", "%d + 18 of %d", g.n, ATT_MAX_DESCS);
+        att__free(&g);
     }
     test_plan_cache();
     test_bucket_len();
     test_config_order();
     test_engine_notes(&shapes[0], 0);
     test_engine_notes(&shapes[0], 1);
+    AttShape nd = shapes[0];
+    nd.nondet = 1;
+    test_engine_notes(&nd, 1);
     return test_summary();
 }

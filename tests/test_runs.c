@@ -2234,6 +2234,10 @@ static void test_llmc_flags(void) {
     report(rc == 0 && strstr(out, "note: --tf32 1 changes nothing in this build") && strstr(out, "note: -ge 2") && strstr(out, "note: -lg 5"),
            "llm.c's -f (--tf32), -ge, -lg, -w 1, -pi mpi are accepted, with a note for each that changes nothing on the CPU",
            "exit %d: %.300s", rc, out);
+    snprintf(cmd, sizeof(cmd), "%s -x 1 --deterministic 0", base);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "note: --deterministic 0 changes nothing in this build: its kernels are all deterministic"),
+           "--deterministic 0 is accepted on the CPU, with a note that every CPU kernel is deterministic", "exit %d: %.300s", rc, out);
     const char* refused[][2] = {{"-n 1 -o DIR --llmc-checkpoints 1 --dtype bf16 -w 0", "which --master-weights 0 does not keep"}, {"-pi tcp", "without MPI (tcp, fs) is not supported"},
                                 {"-pn 2", "mpirun gives every process its rank"}, {"-y 1", "resumes from --out DIR"},
                                 {"--llmc-checkpoints 1", "it needs --checkpoint-every N"},
