@@ -16,12 +16,14 @@
 #    --recompute 1 and 2 bit for bit);
 # 3. trains the same model on the same tokens for 10 steps with train_gpt_cu (bf16) and with the CPU trainer's
 #    bf16 emulation (--dtype bf16), and compares the losses step by step (and two identical runs bit for bit, with our
-#    attention and with cuDNN's; 63 tokens sampled through cuDNN); --matmul-tune 8 against the untuned run, and a
-#    second run reading the tuned algorithms back from the file against it bit for bit;
-# 4. measures the bandwidth-bound kernels against a device copy, the matmul rate and attention's (native and cuDNN,
-#    forward and backward at GPT-2's shape) (bench_kernels_cu), then
+#    attention and with cuDNN's; 63 tokens sampled through cuDNN); --deterministic 0 (cuDNN's backward with atomics)
+#    against the deterministic run; --matmul-tune 8 against the untuned run, and a second run reading the tuned
+#    algorithms back from the file against it bit for bit;
+# 4. measures the bandwidth-bound kernels against a device copy, the matmul rate and attention's (native, cuDNN and
+#    cuDNN's nondeterministic backward, at 124M's and 1558M's shapes) (bench_kernels_cu), then
 #    benchmarks GPT-2 124M and 350M at T = 1024 (the largest micro-batch of 64, 32, 16, 8 that fits) and 1558M with
-#    --recompute 2 and without, 124M and 1558M also with --matmul-tune 16 (cuBLASLt's algorithms chosen by timing):
+#    --recompute 2 and without, 124M and 1558M also with --matmul-tune 16 (cuBLASLt's algorithms chosen by timing)
+#    and with --deterministic 0, and 1558M at its reproduction script's 2^20 tokens a step (both flags on):
 #    ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
 #    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory (the
 #    bytes in use after the timed steps: the trainer frees nothing mid-run, outgrown buffers are kept) beside the
@@ -30,14 +32,16 @@
 # 5. fp16 with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for
 #    bit; HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm
 #    nccl on one rank (ZeRO 1-3, and --grad-compress bf16), and with pp 2 (1f1b and interleaved, with validation:
-#    stages sharing the GPU keep MPI for their messages), against --comm mpi bit for bit;
+#    stages sharing the GPU keep MPI for their messages), against --comm mpi bit for bit, and pp 2 with
+#    --matmul-tune 4 (each stage its own file) against it;
 # 6. runs compute-sanitizer's memcheck, racecheck, synccheck and initcheck on the small op tests and a 2-step run of
 #    a tiny model (out-of-bounds and misaligned accesses, shared-memory races, barrier misuse, reads of memory nothing
 #    wrote: what the tests above see only as a wrong number now and then), within --sanitizer-secs (150; 0 skips it)
 #    and what is left of the deadline (the rest with --sanitizer-only).
 # On a GPU everything runs within one deadline, GPU_CHECK_DEADLINE seconds (560: the device tool ends a call at 600):
 # each run's timeout is cut to what is left, and what no longer fits is skipped and listed at the end. The last lines
-# repeat every FAIL and SKIP, then the tables, then "gpu_check: N passed, M failed"; with $OUT set (the device
+# repeat every FAIL and SKIP, then the tables, then issue 10's goals judged from them (`goal: ... MET` or `NOT MET`,
+# with the row), then "gpu_check: N passed, M failed"; with $OUT set (the device
 # tool's folder) the logs also go to $OUT/gpu_check_logs.tgz. GPU_CHECK_COMMIT names the commit where .git is absent.
 #
 # --emu runs the same stages on machines without a GPU, with the same sources built by g++ for tests/cuda_emu
@@ -114,6 +118,33 @@ summary() {
         tar czf "$OUT/gpu_check_logs.tgz" gpu_build*.log $L.*.log $L.*.txt 2>/dev/null && echo "logs: \$OUT/gpu_check_logs.tgz"
     fi
     cat $L.bench_kernels.txt $L.bench.txt 2>/dev/null
+    [ $EMU = 0 ] && goals $L.bench.txt $L.bench_kernels.txt
+}
+
+# goals BENCH_ROWS KERNEL_ROWS: issue 10's goals against this run's tables: the best MFU of GPT-2 124M's rows (at
+# least 50%) and of 1558M's (at least 55%; its row with the default flags beside it), and the bandwidth-bound kernels
+# below 80% of the device copy.
+goals() {
+    local m bench=$1 kern=$2
+    for m in 124M:50 1558M:55; do
+        awk -F' [|] ' -v model="GPT-2 ${m%:*} " -v goal=${m#*:} '
+            index($1, model) == 1 {
+                mfu = $5; sub(/^MFU */, "", mfu); sub(/%.*/, "", mfu); name = $1; sub(/ *$/, "", name)
+                b = $2; sub(/ *$/, "", b)
+                if (mfu + 0 > best) { best = mfu + 0; bname = name ", " b }
+                if (name == model "bf16") dflt = mfu "% with the default flags"
+            }
+            END {
+                if (best == "") { printf "goal: %sat least %d%% MFU: no row\n", model, goal; exit }
+                printf "goal: %sat least %d%% MFU: %s, best %.1f%% (%s)%s\n", model, goal, (best >= goal ? "MET" : "NOT MET"), best, bname,
+                       (dflt != "" ? "; " dflt : "")
+            }' "$bench"
+    done
+    awk -F' [|] ' '/of copy$/ && !/cudaMemcpy/ {
+            pct = $4; sub(/^ */, "", pct); sub(/%.*/, "", pct); name = $1; sub(/ *$/, "", name)
+            n++; if (pct + 0 < 80) { below = below (below ? "; " : "") name " " pct "%" }
+        }
+        END { printf "goal: bandwidth-bound kernels at least 80%% of the copy: %s\n", (n == 0 ? "no rows" : below == "" ? "MET by all " n : "NOT MET by " below) }' "$kern"
 }
 
 if [ $EMU = 1 ]; then
