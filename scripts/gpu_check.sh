@@ -271,6 +271,18 @@ grep -E '^(PASS|FAIL|SKIP)' $L.test_bf16.log | cut -c1-220
 line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' $L.test_bf16.log | tail -n 1)
 [ $rc -eq 0 ] && ok "$TCU16: $line" || { bad "$TCU16 (exit $rc): $line"; tail -n 5 $L.test_bf16.log; }
 
+if [ $EMU = 0 ] && [ -n "$CUDNN_DIR" ]; then
+    # cuDNN's nondeterministic attention backward (--deterministic 0) through the same op tests as the other two
+    # implementations (the small shapes and GPT-2's), in a run of its own: new, it may fail on a GPU in ways that end the
+    # binary, which must not cost the op tests above
+    stage "op tests of cuDNN's nondeterministic attention backward ($TCU16, TEST_GPT_NONDET_ATTENTION=1)"
+    TEST_GPT_NONDET_ATTENTION=1 timeout $(budget 120) $TCU16 --only ops > $L.test_nondet.log 2>&1; rc=$?
+    grep -E '^(PASS|FAIL)' $L.test_nondet.log | grep -e '--deterministic 0' | cut -c1-220
+    grep -E '^  attention_backward \[cudnn, --deterministic 0\]' $L.test_nondet.log | cut -c1-220
+    nd_pass=$(grep -E '^PASS' $L.test_nondet.log | grep -c -e '--deterministic 0'); nd_fail=$(grep -E '^FAIL' $L.test_nondet.log | grep -c -e '--deterministic 0')
+    if [ $rc -eq 0 ] && [ "$nd_pass" -ge 5 ] && [ "$nd_fail" = 0 ]; then ok "--deterministic 0 op tests: $nd_pass passed"
+    else bad "--deterministic 0 op tests (exit $rc): $nd_pass passed, $nd_fail failed"; tail -n 5 $L.test_nondet.log; fi
+fi
 if [ $EMU = 0 ] && [ -x tests/test_cudnn_graph ]; then
     stage "cuDNN attention graphs (tests/test_cudnn_graph)"
     timeout $(budget 60) ./tests/test_cudnn_graph > $L.cudnn_graph.log 2>&1 && ok "cudnn graphs: $(tail -n 1 $L.cudnn_graph.log)" || { bad "cudnn graphs"; tail -n 5 $L.cudnn_graph.log; }
