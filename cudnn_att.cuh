@@ -509,15 +509,13 @@ static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward)
         size_t at = strlen(whys);
         if (!p->plan) { snprintf(whys + at, sizeof(whys) - at, "%s%s", at ? "; " : "", att__why); }
     }
-    if (!p->plan && s->nondet) {
+    if (!p->plan && s->nondet) { // (remembered as rejected: the lookup above then gives the deterministic graph's plan)
         fprintf(stderr, "warning: cudnn attention: no engine runs the nondeterministic backward graph for B %lld, T %lld, NH %lld, HS %lld (%s): "
                 "the deterministic one runs (--deterministic 0 changes nothing for this shape)\n", (long long)s->B, (long long)s->T,
                 (long long)s->NH, (long long)s->HS, whys);
         att__free(&p->build);
         p->rejected = 1;
-        AttShape d = *s;
-        d.nondet = 0;
-        return att__plan(ctx, &d, backward);
+        return att__plan(ctx, s, backward);
     }
     if (!p->plan) {
         char what[sizeof(whys) + 200];

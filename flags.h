@@ -493,7 +493,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     }
     if (strcmp(c->attention, "cudnn") == 0) { fatal("--attention cudnn: GPU builds only (train_gpt_cu with cuDNN); the CPU has native attention"); }
 #endif
-#if !defined(KERNELS_CUDA) || !defined(USE_CUDNN) || defined(ENABLE_FP32)
+#if !KERNELS_CUDNN_ATTENTION
     if (!c->deterministic && !c->plan) {
         flag_note("note: --deterministic 0 changes nothing in this build: its kernels are all deterministic (the one faster nondeterministic "
                   "kernel is cuDNN's attention backward: GPU builds with cuDNN and bf16/fp16 storage)\n");

@@ -63,6 +63,13 @@ typedef __nv_bfloat16 floatX;
 #endif
 #define KERNELS_DEFAULT_DTYPE KERNELS_DTYPE
 #define KERNELS_LOGITS_CHUNK_BYTES ((size_t)512 << 20) // the LM head's logits chunk: big matmuls, few launches
+// Whether this build has cuDNN's flash attention: built with cuDNN, and 16-bit storage (its only inputs). It is also
+// the one nondeterministic kernel --deterministic 0 can choose (flags.h notes the builds where it changes nothing).
+#if defined(USE_CUDNN) && !defined(ENABLE_FP32)
+#define KERNELS_CUDNN_ATTENTION 1
+#else
+#define KERNELS_CUDNN_ATTENTION 0
+#endif
 
 __device__ __forceinline__ float kernels__f(float x) { return x; }
 __device__ __forceinline__ float kernels__f(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -195,9 +202,7 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
     }
     gpuCheck(cudaMalloc((void**)&ctx->partials, KERNELS_REDUCE_BLOCKS * sizeof(double)));
     ctx->bytes = KERNELS_LT_WORKSPACE + KERNELS_STAGE_FLOATS * sizeof(float) + KERNELS_REDUCE_BLOCKS * sizeof(double);
-#ifdef USE_CUDNN
-    ctx->attention_cudnn = KERNELS_DTYPE != DTYPE_FP32; // cuDNN's flash attention takes 16-bit inputs only
-#endif
+    ctx->attention_cudnn = KERNELS_CUDNN_ATTENTION;
     ctx->attention_auto = 1;
     ctx->gelu_fusion = 1;
     ctx->bias_grad_fusion = 0;
@@ -205,10 +210,7 @@ static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
 
 // --attention: cudnn (a build with cuDNN, 16-bit storage), native (the kernels below), auto (cudnn when possible).
 static int kernels_set_attention(KernelCtx* ctx, const char* impl) {
-    int can_cudnn = 0;
-#ifdef USE_CUDNN
-    can_cudnn = KERNELS_DTYPE != DTYPE_FP32;
-#endif
+    int can_cudnn = KERNELS_CUDNN_ATTENTION;
     ctx->attention_auto = strcmp(impl, "auto") == 0;
     if (strcmp(impl, "native") == 0) { ctx->attention_cudnn = 0; return 0; }
     if (strcmp(impl, "auto") == 0) { ctx->attention_cudnn = can_cudnn; return 0; }
@@ -218,12 +220,8 @@ static int kernels_set_attention(KernelCtx* ctx, const char* impl) {
 
 // --deterministic (kernels.h): only cuDNN's attention backward has a nondeterministic variant.
 static int kernels_set_deterministic(KernelCtx* ctx, int on) {
-    int can = 0;
-#ifdef USE_CUDNN
-    can = KERNELS_DTYPE != DTYPE_FP32;
-#endif
-    ctx->att_nondet = !on && can;
-    return on || can ? 0 : -1;
+    ctx->att_nondet = !on && KERNELS_CUDNN_ATTENTION;
+    return on || KERNELS_CUDNN_ATTENTION ? 0 : -1;
 }
 
 // --tf32: 1 runs the fp32 matmuls on the TF32 tensor cores, about 8x the fp32 rate on an H100/H200 at about 2^-11
