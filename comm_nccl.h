@@ -11,7 +11,8 @@ Ordering, all on the device (the CPU never waits for a collective here):
           after the collective; nothing is copied back, the result is already in place
 NCCL's communicator is made once per group: rank 0 of the group asks NCCL for a unique id and broadcasts it over the
 group's MPI communicator; every member then joins with ncclCommInitRank (one GPU per process: NCCL refuses two ranks
-on one GPU, which is why the tests of several processes on one GPU use --comm mpi).
+on one GPU of one host, which is why the tests of several processes on one GPU use --comm mpi, or give each process
+a host of its own: comm_nccl_shared_device).
 
 NCCL has no variable-count collectives. The ZeRO reductions of a bucket that spans several ranks' shards are
 therefore grouped point collectives (ncclGroupStart/End, one NCCL launch): the reduce-scatter with counts c_r is one
@@ -313,17 +314,50 @@ static void comm_nccl_init_pair(CommNccl* n, CommGroup* g, int first, int second
     comm_nccl__join(n, id, g->rank == first ? 0 : 1, 2, g, g->rank == first ? second : first);
 }
 
-// Whether two members of g use the same GPU, which NCCL refuses in one communicator (collective over g): every member
-// names its device by host name and PCI bus id, and all compare the names. The first such pair of group ranks goes
-// to *a < *b.
+// NCCL's own idea of a host (its getHostHash): NCCL_HOSTID when that is set, else the host name followed by the
+// kernel's boot id (two containers with one host name on different machines are different hosts), hashed to 64 bits
+// (FNV-1a; NCCL hashes the same string its own way)
+static uint64_t comm_nccl__host_hash(void) {
+    char id[1100] = "";
+    const char* env = getenv("NCCL_HOSTID");
+    if (env) {
+        snprintf(id, sizeof(id), "%s", env);
+    } else {
+        char boot[64] = "";
+        gethostname(id, 1023);
+        FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+        if (f) {
+            if (fscanf(f, "%63s", boot) != 1) { boot[0] = '\0'; }
+            fclose(f);
+        }
+        size_t n = strlen(id);
+        snprintf(id + n, sizeof(id) - n, "%s", boot);
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (const char* p = id; *p; p++) { h = (h ^ (unsigned char)*p) * 1099511628211ull; }
+    return h;
+}
+
+// NCCL 2.30 and later take ranks that share a GPU when NCCL_MULTI_RANK_GPU_ENABLE is a non-zero number
+static int comm_nccl__multi_rank_gpu(void) {
+    int v = 0;
+    const char* e = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+    return e && strtol(e, NULL, 0) != 0 && ncclGetVersion(&v) == ncclSuccess && v >= 23000;
+}
+
+// Whether two members of g use the same GPU, which NCCL refuses in one communicator (collective over g). NCCL's rule,
+// repeated here so that the caller can say so in our words first: two ranks on one host (comm_nccl__host_hash) with
+// one PCI bus id, unless NCCL_MULTI_RANK_GPU_ENABLE allows it (NCCL 2.30). Every member names its device by host and
+// bus id (and by its rank where sharing is allowed), and all compare the names. The first such pair of group ranks
+// goes to *a < *b. Processes on one GPU that each set an NCCL_HOSTID of their own are different hosts to NCCL, which
+// then connects them as it connects machines (scripts/nccl_rank_host.sh, for tests on a one-GPU machine).
 static int comm_nccl_shared_device(CommGroup* g, const KernelCtx* ctx, int* a, int* b) {
-    enum { NAME = 160 };
-    char mine[NAME], bus[64], host[80];
+    enum { NAME = 96 };
+    char mine[NAME], bus[64];
     memset(mine, 0, sizeof(mine));
-    memset(host, 0, sizeof(host));
     gpuCheck(cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), ctx->device));
-    gethostname(host, sizeof(host) - 1);
-    snprintf(mine, sizeof(mine), "%s/%s", host, bus);
+    int n = snprintf(mine, sizeof(mine), "%016llx/%.48s", (unsigned long long)comm_nccl__host_hash(), bus);
+    if (comm_nccl__multi_rank_gpu() && n > 0 && n < NAME) { snprintf(mine + n, sizeof(mine) - (size_t)n, "/rank%d", g->rank); }
     char* all = (char*)mallocCheck(mulSize((size_t)g->size, NAME));
     size_t* counts = (size_t*)mallocCheck(sizeof(size_t) * (size_t)g->size);
     for (int r = 0; r < g->size; r++) { counts[r] = NAME; }

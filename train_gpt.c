@@ -1843,9 +1843,10 @@ int main(int argc, char** argv) {
                         c.matmul_tune, algos_path, !c.deterministic};
     gpt_init_ctx(&model, &split, dtype_parse(c.dtype), T, gc.channels);
 #ifdef KERNELS_CUDA
-    // NCCL refuses a communicator whose ranks share a GPU (as the tests' processes on one GPU do). --comm nccl stops
-    // here on such data- or tensor-parallel ranks, in our words and with the way out; --comm auto takes NCCL when this
-    // build has it, there is more than one process and there are none, and MPI through pinned host memory otherwise.
+    // NCCL refuses a communicator whose ranks share a GPU of one host (as the tests' processes on one GPU do, unless
+    // each names a host of its own: comm_nccl_shared_device). --comm nccl stops here on such data- or tensor-parallel
+    // ranks, in our words and with the ways out; --comm auto takes NCCL when this build has it, there is more than one
+    // process and there are none, and MPI through pinned host memory otherwise.
     // Every rank takes the same decision (the largest "shared" over the world).
     int comm_auto = strcmp(c.comm, "auto") == 0;
     if ((comm_auto || strcmp(c.comm, "nccl") == 0) && comm_nccl_available() && pc.world_size > 1) {
@@ -1856,7 +1857,8 @@ int main(int argc, char** argv) {
             if (groups[k]->size > 1 && comm_nccl_shared_device(groups[k], &model.ctx, &a, &b)) {
                 if (!comm_auto) {
                     fatal("--comm nccl: ranks %d and %d of the %s group share a GPU, which NCCL refuses (one GPU per process; "
-                          "--comm mpi runs processes that share GPUs)", a, b, groups[k]->name);
+                          "--comm mpi runs processes that share GPUs; to test NCCL on one GPU, give each process an "
+                          "NCCL_HOSTID of its own: scripts/nccl_rank_host.sh)", a, b, groups[k]->name);
                 }
                 shared = 1.0;
             }

@@ -5,6 +5,7 @@
 #   bash scripts/gpu_check.sh --emu            (no GPU: every stage on the CPU emulation of the backend, below)
 #   bash scripts/gpu_check.sh --sanitizer-only [--sanitizer-secs N]
 #                                              (the build, then only the compute-sanitizer stage, with N seconds)
+#   bash scripts/gpu_check.sh --multiprocess-only   (train_gpt_cu's build, then only the multi-process stage of 5)
 #
 # 1. finds nvcc, cuBLASLt, cuDNN, NCCL and NVRTC (the toolkit's lib64, or NVIDIA's pip wheels under nvidia/: cu13/lib,
 #    cudnn/lib, nccl/lib) and Open MPI, builds train_gpt_cu, train_gpt_cu_fp16, test_gpt_cu (fp32 storage),
@@ -30,10 +31,13 @@
 #    planner's count; and, without --quick, where a step's time goes, for 124M and for d25 (1558M's layers): every
 #    kernel timed by ncu, summed by name;
 # 5. fp16 with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for
-#    bit; HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; --comm
-#    nccl on one rank (ZeRO 1-3, and --grad-compress bf16), and with pp 2 (1f1b and interleaved, with validation:
-#    stages sharing the GPU keep MPI for their messages), against --comm mpi bit for bit, and pp 2 with
-#    --matmul-tune 4 (each stage its own file) against it;
+#    bit; HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; then NCCL
+#    across processes on this one GPU, each process a host of its own to NCCL (scripts/nccl_rank_host.sh: NCCL
+#    connects them through its socket transport, as machines): --comm nccl on 1 and 2 ranks (ZeRO 1-3,
+#    --grad-compress bf16 and powersgd), tp 2, pp 2 (1f1b and interleaved, with validation, messages through NCCL
+#    pairs; and as stages on one GPU of one host, messages through MPI), tp 2 x dp 2, pp 2 x dp 2, pp 2 x tp 2,
+#    checkpoints resumed, against --comm mpi bit for bit, pp 2 with --matmul-tune 4 (each stage its own file), the
+#    watchdog naming a hung rank of dp, tp and pp, --comm auto's choice, and --comm nccl refused on one GPU of one host;
 # 6. runs compute-sanitizer's memcheck, racecheck, synccheck and initcheck on the small op tests and a 2-step run of
 #    a tiny model (out-of-bounds and misaligned accesses, shared-memory races, barrier misuse, reads of memory nothing
 #    wrote: what the tests above see only as a wrong number now and then), within --sanitizer-secs (150; 0 skips it)
@@ -48,11 +52,10 @@
 # (train_gpt_emu, train_gpt_emu_fp16, test_gpt_emu, test_gpt_emu_bf16, bench_kernels_emu: the kernels run on the
 # CPU, cuBLASLt, cub and NCCL are stood in for, streams run their work when the host must see it; see
 # tests/cuda_emu/cuda_emu.h). Smaller runs (the emulation is slow: 4 steps, a 101-token vocabulary for the
-# multi-process runs), no cuDNN, the benchmarks for their plumbing only, and stages a GPU cannot run: --comm nccl
-# across 2 ranks (NCCL over MPI), ZeRO 1-3, --grad-compress bf16 and powersgd, tp 2, pp 2 with its messages through
-# NCCL pairs (and, as on one GPU, without), tp 2 x dp 2, pp 2 x dp 2 and pp 2 x tp 2, against --comm mpi, tp 2 and pp 2 runs
-# through NCCL that checkpoint and resume, bit for bit, and the NCCL watchdog naming a hung rank in dp, tp and pp
-# within --comm-timeout. make test runs it, so this
+# multi-process runs), no cuDNN, the benchmarks for their plumbing only. Its NCCL runs over MPI and refuses what NCCL
+# refuses, every process on one emulated GPU (CUDA_EMU_BUS_ID) as on the one-GPU machine; it adds what a GPU cannot
+# stage: an asynchronous NCCL error, each process on a GPU of its own, NCCL 2.30's NCCL_MULTI_RANK_GPU_ENABLE
+# (CUDA_EMU_NCCL_VERSION). make test runs it, so this
 # script and the backend's logic are checked before any GPU session; what the emulation cannot see (real
 # concurrency, speed) stays for the GPU. Its last line is also "N passed, M failed", for scripts/run_tests.sh.
 set -uo pipefail
@@ -60,16 +63,17 @@ cd "$(dirname "$0")/.."
 # mpirun ends a failed job (the hung-rank stages) with SIGCONT, 1 s, SIGTERM, 1 s, SIGKILL, even after every process
 # has exited: no grace (Open MPI's odls_base_sigkill_timeout; other MPIs ignore it)
 export OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:-0}"
-QUICK=0; EMU=0; SAN_ONLY=0; SAN_SECS=150
+QUICK=0; EMU=0; SAN_ONLY=0; MP_ONLY=0; SAN_SECS=150
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=1 ;;
         --emu) EMU=1 ;;
         --sanitizer-only) SAN_ONLY=1 ;;
+        --multiprocess-only) MP_ONLY=1 ;;
         --sanitizer-secs)
             [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "gpu_check: --sanitizer-secs takes a whole number of seconds, not '${2:-}'"; exit 2; }
             SAN_SECS=$2; shift ;;
-        *) echo "gpu_check: unknown argument '$1' (--quick, --emu, --sanitizer-only, --sanitizer-secs N)"; exit 2 ;;
+        *) echo "gpu_check: unknown argument '$1' (--quick, --emu, --sanitizer-only, --sanitizer-secs N, --multiprocess-only)"; exit 2 ;;
     esac
     shift
 done
@@ -117,8 +121,8 @@ summary() {
     if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
         tar czf "$OUT/gpu_check_logs.tgz" gpu_build*.log $L.*.log $L.*.txt 2>/dev/null && echo "logs: \$OUT/gpu_check_logs.tgz"
     fi
-    cat $L.bench_kernels.txt $L.bench.txt 2>/dev/null
-    [ $EMU = 0 ] && goals $L.bench.txt $L.bench_kernels.txt
+    [ $MP_ONLY = 0 ] && cat $L.bench_kernels.txt $L.bench.txt 2>/dev/null
+    [ $EMU = 0 ] && [ $MP_ONLY = 0 ] && goals $L.bench.txt $L.bench_kernels.txt
 }
 
 # goals BENCH_ROWS KERNEL_ROWS: issue 10's goals against this run's tables: the best MFU of GPT-2 124M's rows (at
@@ -151,8 +155,10 @@ if [ $EMU = 1 ]; then
 stage "machine: no GPU, the CUDA backend on the CPU (tests/cuda_emu)"
 CUDNN_DIR=""
 stage "build"
-if make train_gpt train_gpt_emu train_gpt_emu_fp16 test_gpt_emu test_gpt_emu_bf16 bench_kernels_emu > $L.build.log 2>&1 && [ -x $CU ]; then
-    ok "build: train_gpt train_gpt_emu train_gpt_emu_fp16 test_gpt_emu test_gpt_emu_bf16 bench_kernels_emu"
+ETARGETS="train_gpt train_gpt_emu train_gpt_emu_fp16 test_gpt_emu test_gpt_emu_bf16 bench_kernels_emu"
+[ $MP_ONLY = 1 ] && ETARGETS="train_gpt_emu"
+if make $ETARGETS > $L.build.log 2>&1 && [ -x $CU ]; then
+    ok "build: $ETARGETS"
 else
     bad "build (the emulation needs the CUDA headers and g++)"; tail -n 20 $L.build.log; echo "gpu_check: $passed passed, $failed failed"; echo "$passed passed, $failed failed"; exit 1
 fi
@@ -238,6 +244,7 @@ MK=(NVCC="$NVCC" CUDA_LIB_DIR="$LIBDIR" CUDA_INC="$INC")
 [ $HAVE_MPI = 1 ] || MK+=(NO_MPI=1)
 TARGETS="train_gpt train_gpt_cu train_gpt_cu_fp16 test_gpt_cu test_gpt_cu_bf16 bench_kernels_cu"
 [ -n "$CUDNN_DIR" ] && TARGETS="$TARGETS tests/test_cudnn_graph"
+[ $MP_ONLY = 1 ] && TARGETS="train_gpt_cu" # (--multiprocess-only: what its stages run)
 # warnings are errors in CUDA files; another compiler may warn where this one did not: that is a FAIL to mend, and the
 # check goes on with WERROR=0 (and, should cuDNN's or NCCL's headers be the trouble, without them)
 if timeout $(budget 400) make -j"$JOBS" "${MK[@]}" report $TARGETS > gpu_build.log 2>&1; then
@@ -258,7 +265,7 @@ grep -E '^make: (found|left out)' gpu_build.log | head -n 12
 echo "train_gpt_cu: $(timeout 30 $CU --version 2>&1 | tail -n 1)"
 fi
 
-if [ $SAN_ONLY = 0 ]; then # (to the end of the op tests)
+if [ $SAN_ONLY = 0 ] && [ $MP_ONLY = 0 ]; then # (to the end of the op tests)
 stage "op and reference tests, fp32 storage ($TCU)"
 timeout $(budget $((300 * LONG))) $TCU > $L.test_fp32.log 2>&1; rc=$?
 grep -E '^(PASS|FAIL|SKIP)' $L.test_fp32.log | cut -c1-220
@@ -342,6 +349,8 @@ train() {
     return 1
 }
 MEM_EXACT=0 # emulated runs whose device memory was the planner's to the byte on every rank
+# fits NAME: whether a run other than train's still fits before the deadline (20 s); if not, NAME is listed as skipped
+fits() { if [ $(budget 20) -lt 20 ]; then skip "$1: past the check's deadline"; return 1; fi; return 0; }
 
 # agree WHAT A B TOL: PASS WHAT when the losses of log A follow log B's within TOL relative (follows), FAIL otherwise.
 agree() { if follows "$2" "$3" "$4"; then ok "$1"; else bad "$1"; fi; }
@@ -403,6 +412,7 @@ tiny_model() {
 tiny_model $TMPD/tiny.bin && shard tiny 101
 
 if [ $SAN_ONLY = 0 ]; then # (to the end of the multi-process stages)
+if [ $MP_ONLY = 0 ]; then # (to the multi-process stages)
 # the trajectory: 10 steps on a GPU, 4 under the emulation (each of its steps takes seconds on the CPU)
 STEPS=10; [ $EMU = 1 ] && STEPS=4
 stage "whole model: $CU (bf16) against the CPU's bf16 emulation, $STEPS steps"
@@ -843,6 +853,8 @@ else
     bad "hellaswag: $CU --eval-hellaswag failed"; tail -n 3 $L.hellaswag.log
 fi
 
+fi # MP_ONLY
+
 cu_version=$(timeout 30 $CU --version 2>&1)
 if [ $EMU = 0 ] && [ $HAVE_MPI = 0 ]; then
     : # (listed as skipped above)
@@ -876,120 +888,148 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
         train tp2_sp$sp 180 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp $smp --comm mpi --log $TMPD/tp2_sp$sp.jsonl &&
             agree "--tp 2 --sequence-parallel $sp (2 processes) follows one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/tp2_sp$sp.jsonl 1e-2
     done
-    # NCCL on the device buffers: one GPU allows a communicator of one rank only (NCCL refuses two ranks on one GPU),
-    # which still runs every call of the path (grouped reduces, broadcasts, the in-place all-gather, the stream and
-    # event ordering); a sum over one rank is a copy, so the losses must equal --comm mpi's bit for bit. The
-    # emulation's NCCL runs over MPI and so also takes 2 ranks, where a sum of two values is the same whichever
-    # rank adds: bit for bit again.
+    # NCCL on the device buffers, against --comm mpi bit for bit (a sum over two ranks is the same whichever rank adds).
+    # NCCL refuses a communicator with two ranks on one GPU of one host, and tells hosts apart by NCCL_HOSTID:
+    # scripts/nccl_rank_host.sh gives each process one of its own, so that to NCCL each is a machine with one GPU. It
+    # connects them through its socket transport (over the loopback interface) as it connects machines, and every
+    # collective, send and receive runs NCCL's kernels on this GPU, the processes' kernels taking turns on it. (Not
+    # shown: NVLink and PCIe peer-to-peer transfers.) The emulation plays the same machine: one bus id for every
+    # process (CUDA_EMU_BUS_ID), and an NCCL that refuses what NCCL refuses (nccl_emu.h). SHARE: the processes on one
+    # GPU of one host (no host ids); HOSTS: each a host of its own; NCCLRUN, NCCLRUN4: mpirun's line for 2 and 4 ranks.
     if $CU --version 2>&1 | grep -q nccl; then
-        ranks="1"; [ $EMU = 1 ] && ranks="1 2"
-        for np in $ranks; do
-            run=""; [ $np = 2 ] && run="$MPIRUN"
+        stage "--comm nccl against --comm mpi: 1 rank, then 2 and 4 processes on this GPU, each a host of its own to NCCL (scripts/nccl_rank_host.sh)"
+        if [ $EMU = 1 ]; then SHARE="-x CUDA_EMU_BUS_ID=one"; HOSTS="$SHARE"; else SHARE=""; HOSTS="-x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 -x NCCL_MNNVL_ENABLE=0"; fi
+        HOSTS="$HOSTS bash scripts/nccl_rank_host.sh"
+        NCCLRUN="$MPIRUN $HOSTS"; MPIRUN4="${MPIRUN% -np 2} -np 4"; NCCLRUN4="$MPIRUN4 $HOSTS"
+        # The first run of 2 NCCL ranks (ZeRO 1) is also the probe: should NCCL not connect the processes here (its
+        # reason is in that run's log, NCCL_DEBUG=WARN), the other runs of several NCCL ranks are skipped, not failed
+        # one by one at their timeouts.
+        NCCL2=1
+        for np in 1 2; do
+            run=""; [ $np = 2 ] && run="$NCCLRUN"
             for z in 1 2 3; do
                 if [ $np = 2 ]; then cp $TMPD/dp2_z$z.jsonl $TMPD/mpi_z$z.jsonl 2>/dev/null # the same run
                 else train mpi_np1_z$z 120 $CU $common2 --zero $z --comm mpi --log $TMPD/mpi_z$z.jsonl; fi
-                train nccl_np${np}_z$z 120 $run $CU $common2 --zero $z --comm nccl --log $TMPD/nccl_z$z.jsonl &&
+                if train nccl_np${np}_z$z 120 $run $CU $common2 --zero $z --comm nccl --log $TMPD/nccl_z$z.jsonl; then
                     agree "--comm nccl --zero $z ($np rank(s)) equals --comm mpi bit for bit" $TMPD/nccl_z$z.jsonl $TMPD/mpi_z$z.jsonl 0
+                elif [ $np = 2 ] && [ $z = 1 ]; then
+                    NCCL2=0; grep -m 3 -E 'NCCL WARN|error' $L.nccl_np2_z1.log | cut -c1-200; break
+                fi
             done
         done
-        # gradient compression through NCCL: bf16 rounded on the device and summed in bf16 by NCCL (ZeRO 1 and 2), and
-        # PowerSGD on its host path over MPI (2 ranks only: one rank compresses nothing); against --comm mpi bit for bit.
-        # One GPU runs one rank, whose bf16 sum is a copy: the rounding and the widening are what it checks.
-        np=1; run=""; gcs="bf16:1 bf16:2"
-        [ $EMU = 1 ] && { np=2; run="$MPIRUN"; gcs="$gcs powersgd:2:1"; }
-        for gc in $gcs; do
-            z=${gc##*:}; m=${gc%:*}
-            nccl_vs_mpi gc_${m%%:*}_z$z 120 "--comm nccl --grad-compress $m --zero $z ($np rank(s))" "$run" --zero $z --grad-compress $m
-        done
-        # a pipeline with NCCL: stages on GPUs of their own send activations and gradients device to device through
-        # NCCL pairs (and sum the tied wte's gradients through one); stages sharing a GPU, as the two processes on a
-        # one-GPU machine do, keep MPI for their messages and say so, while each stage's data-parallel group (one rank
-        # here) reduces through NCCL. Either way the losses and the validation losses equal --comm mpi's bit for bit.
-        # The emulation gives each process a device of its own, and with CUDA_EMU_BUS_ID set one for all.
-        variants="1f1b interleaved"; [ $EMU = 1 ] && variants="$variants 1f1b_shared"
-        for v in $variants; do
-            sched=${v%_shared}; extra="--pp 2 --pp-schedule $sched"; [ $sched = interleaved ] && extra="$extra --virtual-stages 2"
-            envs=""; [ $v = 1f1b_shared ] && envs="-x CUDA_EMU_BUS_ID=one"
-            if train nccl_pp2_$v 120 $MPIRUN $envs $CU $common2 $extra $val2 --comm nccl --log $TMPD/nccl_pp2_$v.jsonl; then
-                how=$(grep '^| pipeline' $L.nccl_pp2_$v.log | grep -o 'messages [A-Za-z ]*[A-Za-z]')
-                want="device to device"; [ $v = 1f1b_shared ] && want="through MPI"
-                if [ $EMU = 1 ] && [ "${how#messages }" != "$want" ]; then bad "--comm nccl --pp 2 $v: the plan says '$how', not '$want'"
+        if [ $NCCL2 = 0 ]; then
+            skip "the other runs of several NCCL ranks: NCCL did not connect 2 processes here ($L.nccl_np2_z1.log)"
+        else
+            # gradient compression through NCCL: bf16 rounded on the device and summed in bf16 by NCCL (ZeRO 1 and 2: NCCL's
+            # bf16 sum of two values, the float sum rounded, must be the MPI operation's), and PowerSGD on its host path
+            # over MPI beside NCCL's communicator; against --comm mpi bit for bit
+            for gc in bf16:1 bf16:2 powersgd:2:1; do
+                z=${gc##*:}; m=${gc%:*}
+                nccl_vs_mpi gc_${m%%:*}_z$z 120 "--comm nccl --grad-compress $m --zero $z (2 ranks)" "$NCCLRUN" --zero $z --grad-compress $m
+            done
+            # a pipeline with NCCL: stages on GPUs (hosts) of their own send activations and gradients device to device
+            # through NCCL pairs (and sum the tied wte's gradients through one); stages sharing a GPU of one host keep MPI
+            # for their messages and say so, while each stage's data-parallel group (one rank here) reduces through NCCL.
+            # Either way the losses and the validation losses equal --comm mpi's bit for bit.
+            for v in 1f1b interleaved 1f1b_shared; do
+                sched=${v%_shared}; extra="--pp 2 --pp-schedule $sched"; [ $sched = interleaved ] && extra="$extra --virtual-stages 2"
+                launch="$NCCLRUN"; want="device to device"; [ $v = 1f1b_shared ] && { launch="$MPIRUN $SHARE"; want="through MPI"; }
+                if train nccl_pp2_$v 120 $launch $CU $common2 $extra $val2 --comm nccl --log $TMPD/nccl_pp2_$v.jsonl; then
+                    how=$(grep '^| pipeline' $L.nccl_pp2_$v.log | grep -o 'messages [A-Za-z ]*[A-Za-z]')
+                    if [ "${how#messages }" != "$want" ]; then bad "--comm nccl --pp 2 $v: the plan says '$how', not '$want'"
+                    else
+                        agree "--comm nccl --pp 2 --pp-schedule $v ($how) equals --comm mpi bit for bit" $TMPD/nccl_pp2_$v.jsonl $TMPD/pp2_$sched.jsonl 0
+                        if cmp -s <(grep -o '"val_loss": [^,}]*' $TMPD/nccl_pp2_$v.jsonl) <(grep -o '"val_loss": [^,}]*' $TMPD/pp2_$sched.jsonl) &&
+                           grep -q val_loss $TMPD/nccl_pp2_$v.jsonl; then ok "--comm nccl --pp 2 $v: validation losses equal --comm mpi's bit for bit"
+                        else bad "--comm nccl --pp 2 $v: validation losses differ from --comm mpi's"; fi
+                    fi
+                fi
+            done
+            # validation's forward-only pass through the stages (and their NCCL pairs) leaves training unchanged
+            train nccl_pp2_noval 120 $NCCLRUN $CU $common2 --pp 2 --pp-schedule interleaved --virtual-stages 2 --comm nccl --log $TMPD/nccl_pp2_noval.jsonl &&
+                agree "--comm nccl --pp 2 interleaved: the run with validation equals the run without it bit for bit" \
+                      $TMPD/nccl_pp2_interleaved.jsonl $TMPD/nccl_pp2_noval.jsonl 0
+            # --matmul-tune in a pipeline: a stage times its shapes at their first call, draining its compute stream while
+            # its peer may wait on a message (the schedules send before they receive what depends on it, so no cycle);
+            # each process writes its own file. Against the untuned run: bit for bit under the emulation (its candidates
+            # differ in cost only), within 2e-2 on a GPU (other algorithms, other sums)
+            tol=$([ $EMU = 1 ] && echo 0 || echo 2e-2)
+            rm -rf $TMPD/pp_tune_out
+            if train nccl_pp2_tune 120 $MPIRUN -x CUDA_EMU_LT_FAST=1 $HOSTS $CU $common2 --pp 2 --pp-schedule interleaved --virtual-stages 2 $val2 --comm nccl \
+                     --matmul-tune 4 --out $TMPD/pp_tune_out --log $TMPD/nccl_pp2_tune.jsonl; then
+                if [ -s $TMPD/pp_tune_out/matmul_algos.txt.rank0 ] && [ -s $TMPD/pp_tune_out/matmul_algos.txt.rank1 ]; then
+                    agree "--comm nccl --pp 2 interleaved --matmul-tune 4: each stage tunes and writes its own file; the losses against the untuned run (tolerance $tol)" \
+                          $TMPD/nccl_pp2_tune.jsonl $TMPD/nccl_pp2_interleaved.jsonl $tol
                 else
-                    agree "--comm nccl --pp 2 --pp-schedule $v ($how) equals --comm mpi bit for bit" $TMPD/nccl_pp2_$v.jsonl $TMPD/pp2_$sched.jsonl 0
-                    if cmp -s <(grep -o '"val_loss": [^,}]*' $TMPD/nccl_pp2_$v.jsonl) <(grep -o '"val_loss": [^,}]*' $TMPD/pp2_$sched.jsonl) &&
-                       grep -q val_loss $TMPD/nccl_pp2_$v.jsonl; then ok "--comm nccl --pp 2 $v: validation losses equal --comm mpi's bit for bit"
-                    else bad "--comm nccl --pp 2 $v: validation losses differ from --comm mpi's"; fi
+                    bad "--comm nccl --pp 2 --matmul-tune 4: the stages' files matmul_algos.txt.rank0/.rank1 are missing ($(ls $TMPD/pp_tune_out 2>&1 | tr '\n' ' '))"
                 fi
             fi
-        done
-        # validation's forward-only pass through the stages (and their NCCL pairs) leaves training unchanged
-        train nccl_pp2_noval 120 $MPIRUN $CU $common2 --pp 2 --pp-schedule interleaved --virtual-stages 2 --comm nccl --log $TMPD/nccl_pp2_noval.jsonl &&
-            agree "--comm nccl --pp 2 interleaved: the run with validation equals the run without it bit for bit" \
-                  $TMPD/nccl_pp2_interleaved.jsonl $TMPD/nccl_pp2_noval.jsonl 0
-        # --matmul-tune in a pipeline: a stage times its shapes at their first call, draining its compute stream while
-        # its peer may wait on a message (the schedules send before they receive what depends on it, so no cycle);
-        # each process writes its own file. Against the untuned run: bit for bit under the emulation (its candidates
-        # differ in cost only), within 2e-2 on a GPU (other algorithms, other sums)
-        tol=$([ $EMU = 1 ] && echo 0 || echo 2e-2)
-        rm -rf $TMPD/pp_tune_out
-        if train nccl_pp2_tune 120 $MPIRUN -x CUDA_EMU_LT_FAST=1 $CU $common2 --pp 2 --pp-schedule interleaved --virtual-stages 2 $val2 --comm nccl \
-                 --matmul-tune 4 --out $TMPD/pp_tune_out --log $TMPD/nccl_pp2_tune.jsonl; then
-            if [ -s $TMPD/pp_tune_out/matmul_algos.txt.rank0 ] && [ -s $TMPD/pp_tune_out/matmul_algos.txt.rank1 ]; then
-                agree "--comm nccl --pp 2 interleaved --matmul-tune 4: each stage tunes and writes its own file; the losses against the untuned run (tolerance $tol)" \
-                      $TMPD/nccl_pp2_tune.jsonl $TMPD/nccl_pp2_interleaved.jsonl $tol
-            else
-                bad "--comm nccl --pp 2 --matmul-tune 4: the stages' files matmul_algos.txt.rank0/.rank1 are missing ($(ls $TMPD/pp_tune_out 2>&1 | tr '\n' ' '))"
-            fi
-        fi
-        if [ $EMU = 1 ]; then # the tensor-parallel group through NCCL too (2 ranks: again no GPU can hold them)
+            # the tensor-parallel group through NCCL
             for sp in 0 1; do
-                train nccl_tp2_sp$sp 120 $MPIRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl &&
+                train nccl_tp2_sp$sp 120 $NCCLRUN $CU $common2 --tp 2 --sequence-parallel $sp --comm nccl --log $TMPD/nccl_tp2_sp$sp.jsonl &&
                     agree "--comm nccl --tp 2 --sequence-parallel $sp equals --comm mpi bit for bit" $TMPD/nccl_tp2_sp$sp.jsonl $TMPD/tp2_sp$sp.jsonl 0
             done
             # several communicators per process (tp and dp) with their launches ordered (comm_nccl.h sets
             # NCCL_LAUNCH_ORDER_IMPLICIT=1, which the emulation demands for a second communicator), and the run plan
             # saying so; a process with one communicator runs without it, and its plan says the order does not hold
-            if grep -q "launches of several communicators ordered as the host issued them" $L.nccl_tp2_sp1.log 2>/dev/null &&
-               timeout $((60 * LONG)) $MPIRUN -x NCCL_LAUNCH_ORDER_IMPLICIT=0 $CU $common2 --zero 1 --comm nccl > $L.nccl_unordered.log 2>&1 &&
+            if ! fits "--comm nccl: the launch-order line"; then :
+            elif grep -q "launches of several communicators ordered as the host issued them" $L.nccl_tp2_sp1.log 2>/dev/null &&
+               timeout $(budget $((60 * LONG))) $MPIRUN -x NCCL_LAUNCH_ORDER_IMPLICIT=0 $HOSTS $CU $common2 --zero 1 --comm nccl > $L.nccl_unordered.log 2>&1 &&
                grep -q "NOT ordered: NCCL_LAUNCH_ORDER_IMPLICIT is '0', not 1" $L.nccl_unordered.log; then
                 ok "--comm nccl: the run plan says whether several communicators' launches are ordered (NCCL_LAUNCH_ORDER_IMPLICIT)"
             else
                 bad "--comm nccl: the run plan's launch-order line"; grep -h '^| collectives' $L.nccl_tp2_sp1.log $L.nccl_unordered.log 2>/dev/null | cut -c1-200
             fi
-            # --comm auto (the default): NCCL when no two ranks of a group share a GPU, else MPI through host copies;
-            # each equal to the run that named it
-            for v in own shared; do
-                envs=""; want="NCCL on the device buffers"; ref=$TMPD/nccl_z1.jsonl
-                [ $v = shared ] && { envs="-x CUDA_EMU_BUS_ID=one"; want="MPI through pinned host copies"; ref=$TMPD/mpi_z1.jsonl; }
-                if train auto_$v 120 $MPIRUN $envs $CU $common2 --zero 1 --log $TMPD/auto_$v.jsonl; then
+            # --comm auto (the default): NCCL when no two ranks of a group share a GPU of one host, else MPI through host
+            # copies; each equal to the run that named it. hosts: each process a host of its own (NCCL_HOSTID); shared:
+            # one GPU of one host; under the emulation also devices: each process a GPU of its own (as on a real cluster)
+            variants="hosts shared"; [ $EMU = 1 ] && variants="$variants devices"
+            for v in $variants; do
+                launch="$NCCLRUN"; want="NCCL on the device buffers"; ref=$TMPD/nccl_z1.jsonl
+                [ $v = shared ] && { launch="$MPIRUN $SHARE"; want="MPI through pinned host copies"; ref=$TMPD/mpi_z1.jsonl; }
+                [ $v = devices ] && launch="$MPIRUN"
+                if train auto_$v 120 $launch $CU $common2 --zero 1 --log $TMPD/auto_$v.jsonl; then
                     if grep -q "^| collectives  *| $want" $L.auto_$v.log; then
-                        agree "--comm auto with 2 ranks on $v GPUs: $want, equal to that run bit for bit" $TMPD/auto_$v.jsonl $ref 0
-                    else bad "--comm auto with 2 ranks on $v GPUs: the plan does not say '$want'"; grep '^| collectives' $L.auto_$v.log; fi
+                        agree "--comm auto with 2 ranks ($v): $want, equal to that run bit for bit" $TMPD/auto_$v.jsonl $ref 0
+                    else bad "--comm auto with 2 ranks ($v): the plan does not say '$want'"; grep '^| collectives' $L.auto_$v.log; fi
                 fi
             done
-            # data-parallel ranks that share a GPU (as on a one-GPU machine): NCCL would refuse them; we say so first
-            if timeout $((60 * LONG)) $MPIRUN -x CUDA_EMU_BUS_ID=one $CU $common2 --zero 1 --comm nccl > $L.nccl_shared_dp.log 2>&1; then
+            # NCCL 2.30's own switch for ranks that share a GPU (NCCL_MULTI_RANK_GPU_ENABLE=1): --comm auto takes NCCL
+            # under it (the emulation playing NCCL 2.30; the same switch under its 2.28 leaves MPI, as 2.28 ignores it)
+            if [ $EMU = 1 ]; then
+                for ver in 23000 22809; do
+                    want="NCCL on the device buffers"; [ $ver = 22809 ] && want="MPI through pinned host copies"
+                    if train auto_multi_$ver 120 $MPIRUN $SHARE -x NCCL_MULTI_RANK_GPU_ENABLE=1 -x CUDA_EMU_NCCL_VERSION=$ver $CU $common2 --zero 1 \
+                             --log $TMPD/auto_multi_$ver.jsonl; then
+                        if grep -q "^| collectives  *| $want" $L.auto_multi_$ver.log; then
+                            ok "--comm auto, 2 ranks on one GPU, NCCL_MULTI_RANK_GPU_ENABLE=1 under NCCL $ver: $want"
+                        else bad "--comm auto, 2 ranks on one GPU, NCCL_MULTI_RANK_GPU_ENABLE=1 under NCCL $ver: the plan does not say '$want'"; fi
+                    fi
+                done
+            fi
+            # data-parallel ranks that share a GPU of one host: NCCL would refuse them; we say so first
+            if ! fits "--comm nccl with 2 data-parallel ranks on one GPU"; then :
+            elif timeout $(budget $((60 * LONG))) $MPIRUN $SHARE $CU $common2 --zero 1 --comm nccl > $L.nccl_shared_dp.log 2>&1; then
                 bad "--comm nccl with 2 data-parallel ranks on one GPU ran (NCCL refuses that communicator)"
             elif grep -q 'ranks 0 and 1 of the dp group share a GPU' $L.nccl_shared_dp.log; then
                 ok "--comm nccl with 2 data-parallel ranks on one GPU stops with an error naming the ranks and the group"
             else
                 bad "--comm nccl with 2 data-parallel ranks on one GPU: no error naming them"; tail -n 3 $L.nccl_shared_dp.log
             fi
-            MPIRUN4="${MPIRUN% -np 2} -np 4"
             nccl_vs_mpi pp2dp2 180 "--comm nccl, pp 2 x dp 2 (4 ranks, ZeRO 2): each stage's data-parallel communicator and the NCCL pairs between stages" \
-                        "$MPIRUN4" --pp 2 --zero 2
+                        "$NCCLRUN4" --pp 2 --zero 2
             nccl_vs_mpi pp2tp2 180 "--comm nccl, pp 2 (interleaved) x tp 2 with sequence parallelism (4 ranks): the tensor-parallel communicators and the NCCL pairs between stages" \
-                        "$MPIRUN4" --pp 2 --pp-schedule interleaved --virtual-stages 2 --tp 2 --sequence-parallel 1
-            nccl_vs_mpi tp2dp2 180 "--comm nccl, tp 2 x dp 2 (4 ranks, ZeRO 1): both groups' communicators" "$MPIRUN4" --tp 2 --zero 1
+                        "$NCCLRUN4" --pp 2 --pp-schedule interleaved --virtual-stages 2 --tp 2 --sequence-parallel 1
+            nccl_vs_mpi tp2dp2 180 "--comm nccl, tp 2 x dp 2 (4 ranks, ZeRO 1): both groups' communicators" "$NCCLRUN4" --tp 2 --zero 1
             # checkpoints of runs whose parameters and moments live on NCCL ranks. ck_resume NAME WHAT REF FLAGS...: the
             # run with FLAGS that checkpoints every 2 steps equals log REF, and the run resumed from its step-2
             # checkpoint repeats steps 3 and 4, bit for bit
             ck_resume() {
                 local name=$1 what=$2 ref=$3 dir=$TMPD/ck_$1; shift 3
-                train ${name}_ck 120 $MPIRUN $CU $common2 "$@" --checkpoint-every 2 --out $dir --log $TMPD/${name}_ck.jsonl &&
+                train ${name}_ck 120 $NCCLRUN $CU $common2 "$@" --checkpoint-every 2 --out $dir --log $TMPD/${name}_ck.jsonl &&
                     agree "$what: checkpointing leaves the run unchanged bit for bit" $TMPD/${name}_ck.jsonl $ref 0 &&
                     rm -f $dir/model_00000004.bin $dir/state_00000004.bin && echo 2 > $dir/latest &&
-                    train ${name}_resumed 120 $MPIRUN $CU $common2 "$@" --resume $dir --log $TMPD/${name}_resumed.jsonl &&
+                    train ${name}_resumed 120 $NCCLRUN $CU $common2 "$@" --resume $dir --log $TMPD/${name}_resumed.jsonl &&
                     same_steps "$what: resumed from the step-2 checkpoint, steps 3 and 4 equal the uninterrupted run's bit for bit" \
                                $TMPD/${name}_ck.jsonl $TMPD/${name}_resumed.jsonl '[34]' 2
             }
@@ -1004,7 +1044,8 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
             hung() {
                 local name=$1 rank=$2 pat=$3 rc
                 shift 3
-                timeout 120 $MPIRUN -x TRAIN_GPT_FAULT=hang:$rank:3 $CU $common2 "$@" --comm nccl --comm-timeout 4 > $L.hang_$name.log 2>&1
+                fits "NCCL watchdog, rank $rank hung ($*)" || return 0
+                timeout $(budget 120) $MPIRUN -x TRAIN_GPT_FAULT=hang:$rank:3 $HOSTS $CU $common2 "$@" --comm nccl --comm-timeout 4 > $L.hang_$name.log 2>&1
                 rc=$?
                 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qE "$pat" $L.hang_$name.log; then
                     ok "NCCL watchdog, rank $rank hung ($*): $(grep -m1 -oE "$pat" $L.hang_$name.log | cut -c1-110)..."
@@ -1015,16 +1056,18 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
             hung dp 1 "rank 0: NCCL reduce-scatter on group 'dp' \(.*\) did not complete within 4 s; rank\(s\) 1 never arrived" --zero 1
             hung tp 0 "rank 1: NCCL allreduce on group 'tp' \(.*\) did not complete within 4 s; rank\(s\) 0 never arrived" --tp 2
             hung pp 1 "rank 0: NCCL recv from rank 1 on group 'pp' \([0-9]+ bytes\) did not complete within 4 s; the peer did not send: rank 1" --pp 2
-            # an error NCCL reports on a communicator (a broken connection; the emulation's CUDA_EMU_NCCL_ASYNC_ERROR)
-            # ends the job at once, naming the group
-            timeout 120 $MPIRUN -x CUDA_EMU_NCCL_ASYNC_ERROR=1 $CU $common2 --zero 1 --comm nccl > $L.nccl_async.log 2>&1
-            rc=$?
-            if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "NCCL reported an error on the communicator of group 'dp'" $L.nccl_async.log; then
-                ok "NCCL watchdog: an asynchronous NCCL error ends the job, naming the group"
-            else
-                bad "NCCL watchdog: an asynchronous NCCL error (exit $rc)"; tail -n 3 $L.nccl_async.log
+            # an error NCCL reports on a communicator (a broken connection) ends the job at once, naming the group (the
+            # emulation's CUDA_EMU_NCCL_ASYNC_ERROR: a GPU has no such switch)
+            if [ $EMU = 1 ]; then
+                timeout 120 $MPIRUN -x CUDA_EMU_NCCL_ASYNC_ERROR=1 $CU $common2 --zero 1 --comm nccl > $L.nccl_async.log 2>&1
+                rc=$?
+                if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "NCCL reported an error on the communicator of group 'dp'" $L.nccl_async.log; then
+                    ok "NCCL watchdog: an asynchronous NCCL error ends the job, naming the group"
+                else
+                    bad "NCCL watchdog: an asynchronous NCCL error (exit $rc)"; tail -n 3 $L.nccl_async.log
+                fi
             fi
-        fi
+        fi # NCCL2
     else
         echo "($CU built without NCCL here: --comm nccl is skipped)"
     fi
@@ -1101,7 +1144,9 @@ san() {
 # Last, within what is left before the deadline: a session whose check ran long gets the rest with --sanitizer-only.
 SAN_LEFT=$((DEADLINE - ($(date +%s) - T0))); SAN_ASKED=$SAN_SECS
 [ $EMU = 1 ] || [ $SAN_LEFT -ge $SAN_SECS ] || SAN_SECS=$SAN_LEFT
-if [ $SAN_ASKED = 0 ]; then
+if [ $MP_ONLY = 1 ]; then
+    echo; echo "(compute-sanitizer skipped: --multiprocess-only)"
+elif [ $SAN_ASKED = 0 ]; then
     echo; echo "(compute-sanitizer skipped: --sanitizer-secs 0)"
 elif [ $SAN_SECS -ge 30 ]; then
     how="${SAN:-not found here}; $SAN_SECS s at most"; [ $EMU = 1 ] && how="the emulation: each command once, without the tool"

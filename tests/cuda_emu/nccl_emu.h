@@ -21,6 +21,9 @@ computes with stale memory here, as on a GPU. What a GPU adds and this cannot sh
 the peer posts the matching receive (the caller gives each direction its own communicator and stream for that).
 Its buffer is read until then, so a copy or memset into it must follow the send's completion (cuda_emu.h:
 write_check stops one that does not).
+Like NCCL, ncclCommInitRank refuses two members on one GPU of one host (ncclInvalidUsage, "Duplicate GPU detected"),
+with NCCL's notion of a host (NCCL_HOSTID, else the host name and boot id) and NCCL 2.30's NCCL_MULTI_RANK_GPU_ENABLE
+(CUDA_EMU_NCCL_VERSION sets the version played; the header's by default).
 A second communicator in one process needs NCCL_LAUNCH_ORDER_IMPLICIT=1 (NCCL's rule for several communicators in
 flight on one device; a GPU shows its absence only as a rare hang): ncclCommInitRank fails without it.
 */
@@ -98,13 +101,53 @@ enum { NCCL_TAG_JOIN = 30001, NCCL_TAG_MEMBERS = 30002, NCCL_TAG_CREATE = 30003 
 struct NcclJoin { char id[16]; int rank, world; };
 static std::vector<NcclJoin> g_nccl_early_joins; // joins that reached a maker while it made another communicator
 static int g_nccl_live = 0; // this process's communicators (its device's)
+static char g_nccl_last_error[512] = ""; // ncclGetLastError's message
+
+// The NCCL version this emulation plays: its header's, or CUDA_EMU_NCCL_VERSION (e.g. 23000, for the rules of 2.30)
+static int nccl_version(void) {
+    const char* e = getenv("CUDA_EMU_NCCL_VERSION");
+    return e && atoi(e) > 0 ? atoi(e) : NCCL_VERSION_CODE;
+}
+
+// NCCL's refusal of two ranks on one GPU of one host (its init's "Duplicate GPU detected"; from 2.30 "Multiple Ranks
+// are using the same GPU", allowed by NCCL_MULTI_RANK_GPU_ENABLE). A host is NCCL_HOSTID when set, else the host
+// name and the kernel's boot id, as NCCL's getHostHash has it; a GPU its PCI bus id (cuda_emu.h: each process its
+// own, unless CUDA_EMU_BUS_ID names one for all). Collective over the new communicator c; 0 when NCCL would refuse.
+static int nccl_devices_distinct(ncclComm* c) {
+    struct Where { char host[1100]; char bus[64]; } mine;
+    memset(&mine, 0, sizeof(mine));
+    const char* id = getenv("NCCL_HOSTID");
+    if (id) { snprintf(mine.host, sizeof(mine.host), "%s", id); }
+    else {
+        gethostname(mine.host, 1023);
+        FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+        char boot[64] = "";
+        if (f) { if (fscanf(f, "%63s", boot) != 1) { boot[0] = 0; } fclose(f); }
+        strncat(mine.host, boot, sizeof(mine.host) - strlen(mine.host) - 1);
+    }
+    cudaDeviceGetPCIBusId(mine.bus, (int)sizeof(mine.bus), 0);
+    std::vector<Where> all((size_t)c->size);
+    MPI_Allgather(&mine, (int)sizeof(mine), MPI_BYTE, all.data(), (int)sizeof(mine), MPI_BYTE, c->comm);
+    const char* multi = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+    if (nccl_version() >= 23000 && multi && strtol(multi, NULL, 0) != 0) { return 1; }
+    for (int i = 0; i < c->size; i++) {
+        for (int j = i + 1; j < c->size; j++) {
+            if (strcmp(all[(size_t)i].host, all[(size_t)j].host) == 0 && strcmp(all[(size_t)i].bus, all[(size_t)j].bus) == 0) {
+                snprintf(g_nccl_last_error, sizeof(g_nccl_last_error), "Duplicate GPU detected : rank %d and rank %d both on CUDA device %s",
+                         j, i, all[(size_t)i].bus);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
 
 } // namespace emu
 
 extern "C" {
 
 const char* ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "cuda_emu: NCCL error"; }
-const char* ncclGetLastError(ncclComm_t) { return ""; }
+const char* ncclGetLastError(ncclComm_t) { return emu::g_nccl_last_error; }
 // CUDA_EMU_NCCL_ASYNC_ERROR=1: every communicator reports an asynchronous error (a broken connection), as NCCL's
 // ncclCommGetAsyncError would, for the watchdog's test.
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* err) {
@@ -113,7 +156,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* err) {
     *err = e && atoi(e) ? ncclSystemError : ncclSuccess;
     return ncclSuccess;
 }
-ncclResult_t ncclGetVersion(int* v) { *v = NCCL_VERSION_CODE; return ncclSuccess; }
+ncclResult_t ncclGetVersion(int* v) { *v = emu::nccl_version(); return ncclSuccess; }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
     memset(id, 0, sizeof(*id));
@@ -185,6 +228,11 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
     MPI_Comm_size(c->comm, &c->size);
     if (c->size != nranks || c->rank != rank) {
         emu::fail("ncclCommInitRank: joined as rank %d of %d, asked for rank %d of %d", c->rank, c->size, rank, nranks);
+    }
+    if (!emu::nccl_devices_distinct(c)) {
+        MPI_Comm_free(&c->comm);
+        delete c;
+        return ncclInvalidUsage;
     }
     *comm = c;
     emu::g_nccl_live++;
