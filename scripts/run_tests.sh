@@ -117,6 +117,8 @@ if [ -x train_gpt_cu ] && ! nvidia-smi > /dev/null 2>&1; then
     expect_fail "test_gpt_cu without a GPU says so" "no usable CUDA device" ./test_gpt_cu --only ops
 fi
 expect_fail "train_gpt --comm nccl is refused on the CPU" "GPU builds only" ./train_gpt --comm nccl --model d2 --steps 1
+expect_fail "nccl_rank_host.sh outside mpirun says so" "no MPI rank in the environment" \
+    env -u OMPI_COMM_WORLD_RANK -u PMIX_RANK -u PMI_RANK bash scripts/nccl_rank_host.sh true
 if [ -x tests/test_tokenizer ]; then
     run test_tokenizer ./tests/test_tokenizer
 else

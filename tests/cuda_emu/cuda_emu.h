@@ -43,7 +43,9 @@ sched_thread): a kernel that depends on the order they run in, which a GPU does 
 (scripts/gpu_check.sh --emu runs its second determinism run and the op tests' race check that way).
 CUDA_EMU_MEM_GB=X makes the device X GB (16 by default): cudaMalloc past it fails with cudaErrorMemoryAllocation.
 CUDA_EMU_BUS_ID=X gives every process the same PCI bus id X (cudaDeviceGetPCIBusId): processes sharing one GPU, as
-on a one-GPU machine, where NCCL refuses a communicator between them. Unset, each process is a GPU of its own.
+on a one-GPU machine, where NCCL refuses a communicator between them (unless each process is a host of its own to
+NCCL, NCCL_HOSTID: nccl_emu.h). Unset, each process is a GPU of its own.
+CUDA_EMU_NCCL_VERSION=N makes the emulated NCCL report version N and follow that version's rules (nccl_emu.h).
 */
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H
