@@ -28,8 +28,7 @@
 #    ms/step, tokens/s, MFU against the H200's dense bf16 peak (989 TFLOP/s) and against the rate
 #    cuBLASLt reaches here on an 8192^3 bf16 product of data (bench_kernels_cu measures it), peak GPU memory (the
 #    bytes in use after the timed steps: the trainer frees nothing mid-run, outgrown buffers are kept) beside the
-#    planner's count; and, without --quick, where a step's time goes, for 124M and for d25 (1558M's layers): every
-#    kernel timed by ncu, summed by name;
+#    planner's count;
 # 5. fp16 with dynamic loss scaling against the CPU's fp16 from an overflowing scale; a checkpoint resumed bit for
 #    bit; HellaSwag against PyTorch; 2 processes sharing the GPU with ZeRO 0-3, pp 2 and tp 2 against one; then NCCL
 #    across processes on this one GPU, each process a host of its own to NCCL (scripts/nccl_rank_host.sh: NCCL
@@ -38,7 +37,9 @@
 #    pairs; and as stages on one GPU of one host, messages through MPI), tp 2 x dp 2, pp 2 x dp 2, pp 2 x tp 2,
 #    checkpoints resumed, against --comm mpi bit for bit, pp 2 with --matmul-tune 4 (each stage its own file), the
 #    watchdog naming a hung rank of dp, tp and pp, --comm auto's choice, and --comm nccl refused on one GPU of one host;
-# 6. runs compute-sanitizer's memcheck, racecheck, synccheck and initcheck on the small op tests and a 2-step run of
+# 6. without --quick, where a step's time goes, for 124M and for d25 (1558M's layers): every kernel timed by ncu,
+#    summed by name;
+# 7. runs compute-sanitizer's memcheck, racecheck, synccheck and initcheck on the small op tests and a 2-step run of
 #    a tiny model (out-of-bounds and misaligned accesses, shared-memory races, barrier misuse, reads of memory nothing
 #    wrote: what the tests above see only as a wrong number now and then), within --sanitizer-secs (150; 0 skips it)
 #    and what is left of the deadline (the rest with --sanitizer-only).
@@ -545,8 +546,9 @@ if [ $EMU = 1 ]; then # cuBLASLt without the GELU and bias-gradient epilogues: t
         { bad "the fallback from epilogues refused when run"; tail -n 3 $L.ops_refused.log; }
 fi
 
-# The benchmarks come right after the whole-model checks, so that the deadline cuts the longer multi-process stages
-# rather than the figures.
+# The benchmarks come right after the whole-model checks, so that the deadline cuts the later stages rather than the
+# figures; then the short checks of single runs, the multi-process stages (NCCL across processes among them), and last
+# the kernel profiles (ncu, up to 150 s each) and compute-sanitizer.
 
 # Under the emulation the benchmarks run tiny, for their plumbing only (they run, and print what this script reads):
 # their figures mean nothing there.
@@ -659,68 +661,6 @@ if [ $EMU = 1 ]; then
     else
         bad "the d2 benchmark printed no planned or start-up bytes"
     fi
-fi
-
-# Where a step's time goes: NVIDIA's Nsight Compute (ncu) times every kernel of a benchmark run (T 1024: a step that
-# warms up and a timed one) with one metric, gpu__time_duration (one pass, no replay; the clocks left alone), and the
-# kernels are summed by name, per step: cuBLASLt's matmuls, cuDNN's attention, and each of ours. Two models: GPT-2
-# 124M (B 16), and d25 (B 8), whose 25 layers have GPT-2 1558M's shapes (1600 channels, 25 heads of 64), the goal
-# furthest from met. (ncu runs the kernels one at a time, so the run's own ms/step says nothing here: the shares are
-# the figure.) A report, not a test: no FAIL unless ncu ran and printed nothing this can read. Not under the
-# emulation, nor with --quick.
-NCU=""
-[ $EMU = 0 ] && NCU=$(command -v ncu || ls "$CUDA_HOME/bin/ncu" /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
-cat > $TMPD/ncu_sum.py <<'PYEOF'
-import collections, csv, re, sys
-rows = list(csv.reader(open(sys.argv[1], errors="replace")))
-head = next(i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r)
-cols = rows[head]
-name_at, value_at, unit_at = cols.index("Kernel Name"), cols.index("Metric Value"), cols.index("Metric Unit")
-steps = int(sys.argv[2])
-per = collections.Counter()
-for r in rows[head + 1:]:
-    if len(r) != len(cols) or not r[value_at]:
-        continue
-    scale = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0, "second": 1e3, "s": 1e3}.get(r[unit_at], 1e-6)
-    name = re.sub(r"^void ", "", r[name_at]).split("(")[0]
-    per[name] += float(r[value_at].replace(",", "")) * scale / steps
-total = sum(per.values())
-def group(n):
-    if "cudnn" in n: return "cuDNN attention"
-    if re.search(r"gemm|nvjet|xmma|cutlass|sm90_", n): return "cuBLASLt matmuls"
-    if n.startswith("kernels__"): return "ours"
-    return "other (cub, copies)"
-groups = collections.Counter()
-for n, t in per.items():
-    groups[group(n)] += t
-print("kernel time per step: %.2f ms over %d kernel names" % (total, len(per)))
-for g, t in groups.most_common():
-    print("  %-24s %8.2f ms  %5.1f%%" % (g, t, 100 * t / total))
-for n, t in per.most_common(20):
-    print("  %-70s %8.3f ms  %5.1f%%" % (n[:70], t, 100 * t / total))
-PYEOF
-# ncu_step TAG WHAT MODEL B SECS: one profile and its report
-ncu_step() {
-    local tag=$1 what=$2 model=$3 B=$4 secs=$5 rc
-    if [ $(budget $secs) -lt 60 ]; then skip "ncu kernel times of $what: past the check's deadline"; return 0; fi
-    # (--cache-control none: each kernel finds the caches as the run left them, instead of flushed)
-    timeout $(budget $secs) "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
-        --log-file $L.$tag.csv env -u CUBLASLT_LOG_LEVEL -u ATT_VERBOSE $CU --bench 1 --bench-steps 1 --model $model \
-        --batch-size $B --seq-len 1024 > $L.$tag.log 2>&1
-    rc=$?
-    if python3 $TMPD/ncu_sum.py $L.$tag.csv 2 > $L.$tag.txt 2>&1; then
-        cat $L.$tag.txt
-        cut=""; [ $rc -eq 124 ] && cut=" (cut off by its timeout: the shares of the kernels it reached)"
-        ok "ncu timed every kernel of two $what steps (B $B): $(head -n 1 $L.$tag.txt)$cut"
-    else
-        bad "ncu kernel times of $what (exit $rc): nothing readable in $L.$tag.csv"; tail -n 5 $L.$tag.log $L.$tag.txt 2>/dev/null | cut -c1-200
-    fi
-}
-if [ $EMU = 0 ] && [ $QUICK = 0 ] && [ -n "$NCU" ] && command -v python3 > /dev/null 2>&1; then
-    stage "where a step's time goes: each kernel of GPT-2 124M (B 16, T 1024) timed by $NCU"
-    ncu_step ncu "GPT-2 124M" gpt2-124M 16 150
-    stage "where a step's time goes at GPT-2 1558M's shapes: each kernel of d25 (25 layers of 1600 channels, B 8) timed by $NCU"
-    ncu_step ncu_d25 "d25 (GPT-2 1558M's layers)" d25 8 150
 fi
 
 stage "fp16 storage with dynamic loss scaling: $CU16 against the CPU's fp16 emulation"
@@ -1074,6 +1014,70 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
 else
     echo "(no mpirun, or $CU built without MPI here: the multi-process check is skipped)"
 fi
+
+if [ $MP_ONLY = 0 ]; then # (the kernel profiles: after the multi-process stages, so that the deadline cuts them first)
+# Where a step's time goes: NVIDIA's Nsight Compute (ncu) times every kernel of a benchmark run (T 1024: a step that
+# warms up and a timed one) with one metric, gpu__time_duration (one pass, no replay; the clocks left alone), and the
+# kernels are summed by name, per step: cuBLASLt's matmuls, cuDNN's attention, and each of ours. Two models: GPT-2
+# 124M (B 16), and d25 (B 8), whose 25 layers have GPT-2 1558M's shapes (1600 channels, 25 heads of 64), the goal
+# furthest from met. (ncu runs the kernels one at a time, so the run's own ms/step says nothing here: the shares are
+# the figure.) A report, not a test: no FAIL unless ncu ran and printed nothing this can read. Not under the
+# emulation, nor with --quick.
+NCU=""
+[ $EMU = 0 ] && NCU=$(command -v ncu || ls "$CUDA_HOME/bin/ncu" /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+cat > $TMPD/ncu_sum.py <<'PYEOF'
+import collections, csv, re, sys
+rows = list(csv.reader(open(sys.argv[1], errors="replace")))
+head = next(i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r)
+cols = rows[head]
+name_at, value_at, unit_at = cols.index("Kernel Name"), cols.index("Metric Value"), cols.index("Metric Unit")
+steps = int(sys.argv[2])
+per = collections.Counter()
+for r in rows[head + 1:]:
+    if len(r) != len(cols) or not r[value_at]:
+        continue
+    scale = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0, "second": 1e3, "s": 1e3}.get(r[unit_at], 1e-6)
+    name = re.sub(r"^void ", "", r[name_at]).split("(")[0]
+    per[name] += float(r[value_at].replace(",", "")) * scale / steps
+total = sum(per.values())
+def group(n):
+    if "cudnn" in n: return "cuDNN attention"
+    if re.search(r"gemm|nvjet|xmma|cutlass|sm90_", n): return "cuBLASLt matmuls"
+    if n.startswith("kernels__"): return "ours"
+    return "other (cub, copies)"
+groups = collections.Counter()
+for n, t in per.items():
+    groups[group(n)] += t
+print("kernel time per step: %.2f ms over %d kernel names" % (total, len(per)))
+for g, t in groups.most_common():
+    print("  %-24s %8.2f ms  %5.1f%%" % (g, t, 100 * t / total))
+for n, t in per.most_common(20):
+    print("  %-70s %8.3f ms  %5.1f%%" % (n[:70], t, 100 * t / total))
+PYEOF
+# ncu_step TAG WHAT MODEL B SECS: one profile and its report
+ncu_step() {
+    local tag=$1 what=$2 model=$3 B=$4 secs=$5 rc
+    if [ $(budget $secs) -lt 60 ]; then skip "ncu kernel times of $what: past the check's deadline"; return 0; fi
+    # (--cache-control none: each kernel finds the caches as the run left them, instead of flushed)
+    timeout $(budget $secs) "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
+        --log-file $L.$tag.csv env -u CUBLASLT_LOG_LEVEL -u ATT_VERBOSE $CU --bench 1 --bench-steps 1 --model $model \
+        --batch-size $B --seq-len 1024 > $L.$tag.log 2>&1
+    rc=$?
+    if python3 $TMPD/ncu_sum.py $L.$tag.csv 2 > $L.$tag.txt 2>&1; then
+        cat $L.$tag.txt
+        cut=""; [ $rc -eq 124 ] && cut=" (cut off by its timeout: the shares of the kernels it reached)"
+        ok "ncu timed every kernel of two $what steps (B $B): $(head -n 1 $L.$tag.txt)$cut"
+    else
+        bad "ncu kernel times of $what (exit $rc): nothing readable in $L.$tag.csv"; tail -n 5 $L.$tag.log $L.$tag.txt 2>/dev/null | cut -c1-200
+    fi
+}
+if [ $EMU = 0 ] && [ $QUICK = 0 ] && [ -n "$NCU" ] && command -v python3 > /dev/null 2>&1; then
+    stage "where a step's time goes: each kernel of GPT-2 124M (B 16, T 1024) timed by $NCU"
+    ncu_step ncu "GPT-2 124M" gpt2-124M 16 150
+    stage "where a step's time goes at GPT-2 1558M's shapes: each kernel of d25 (25 layers of 1600 channels, B 8) timed by $NCU"
+    ncu_step ncu_d25 "d25 (GPT-2 1558M's layers)" d25 8 150
+fi
+fi # MP_ONLY
 fi # SAN_ONLY
 
 
