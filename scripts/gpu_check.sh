@@ -92,9 +92,11 @@ if [ $EMU = 0 ] && [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then exec > >(tee "$O
 trap 'rm -rf "$TMPD"' EXIT
 T0=$(date +%s)
 passed=0; failed=0; FAILS=(); SKIPPED=()
-ok()   { passed=$((passed + 1)); echo "PASS $*"; }
-bad()  { failed=$((failed + 1)); FAILS+=("$*"); echo "FAIL $*"; }
-skip() { SKIPPED+=("$*"); echo "SKIP $*"; }
+# (the checks of the NCCL stage are also counted apart, for the summary's line about NCCL across processes)
+NCCL_STAGE=0; nccl_passed=0; nccl_failed=0; nccl_skipped=0
+ok()   { passed=$((passed + 1)); nccl_passed=$((nccl_passed + NCCL_STAGE)); echo "PASS $*"; }
+bad()  { failed=$((failed + 1)); nccl_failed=$((nccl_failed + NCCL_STAGE)); FAILS+=("$*"); echo "FAIL $*"; }
+skip() { SKIPPED+=("$*"); nccl_skipped=$((nccl_skipped + NCCL_STAGE)); echo "SKIP $*"; }
 stage() { echo; echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
 COMMIT=${GPU_CHECK_COMMIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 # One deadline for the whole check on a GPU (the device tool ends a call at 600 s): every run's timeout is cut to
@@ -124,6 +126,10 @@ summary() {
     fi
     [ $MP_ONLY = 0 ] && cat $L.bench_kernels.txt $L.bench.txt 2>/dev/null
     [ $EMU = 0 ] && [ $MP_ONLY = 0 ] && goals $L.bench.txt $L.bench_kernels.txt
+    # NCCL across processes: on one GPU each process a host of its own to NCCL (scripts/nccl_rank_host.sh)
+    if [ $((nccl_passed + nccl_failed + nccl_skipped)) -gt 0 ]; then
+        echo "NCCL's stage (--comm nccl on 1, 2 and 4 processes against --comm mpi, the watchdog, --comm auto): $nccl_passed passed, $nccl_failed failed, $nccl_skipped skipped"
+    fi
 }
 
 # goals BENCH_ROWS KERNEL_ROWS: issue 10's goals against this run's tables: the best MFU of GPT-2 124M's rows (at
@@ -838,6 +844,7 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
     # GPU of one host (no host ids); HOSTS: each a host of its own; NCCLRUN, NCCLRUN4: mpirun's line for 2 and 4 ranks.
     if $CU --version 2>&1 | grep -q nccl; then
         stage "--comm nccl against --comm mpi: 1 rank, then 2 and 4 processes on this GPU, each a host of its own to NCCL (scripts/nccl_rank_host.sh)"
+        NCCL_STAGE=1
         if [ $EMU = 1 ]; then SHARE="-x CUDA_EMU_BUS_ID=one"; HOSTS="$SHARE"; else SHARE=""; HOSTS="-x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 -x NCCL_MNNVL_ENABLE=0"; fi
         HOSTS="$HOSTS bash scripts/nccl_rank_host.sh"
         NCCLRUN="$MPIRUN $HOSTS"; MPIRUN4="${MPIRUN% -np 2} -np 4"; NCCLRUN4="$MPIRUN4 $HOSTS"
@@ -1008,6 +1015,7 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
                 fi
             fi
         fi # NCCL2
+        NCCL_STAGE=0
     else
         echo "($CU built without NCCL here: --comm nccl is skipped)"
     fi
