@@ -325,13 +325,17 @@ follows() {
         }' "$1" "$2"
 }
 
+# fits NAME [SECONDS]: whether a run of NAME still has 20 s (of its SECONDS, if given) before the deadline; if not,
+# NAME is listed as skipped
+fits() { if [ $(budget ${2:-20}) -lt 20 ]; then skip "$1: past the check's deadline"; return 1; fi; return 0; }
+
 # train NAME SECONDS CMD...: runs a training command under a timeout of SECONDS (x3 under the emulation), its
 # output in $L.NAME.log; when it fails, counts a FAIL naming it and shows the log's tail. Returns its status.
 train() {
     local name=$1 secs=$2 rc
     shift 2
     secs=$(budget $((secs * LONG)))
-    if [ $secs -lt 20 ]; then skip "$name: past the check's deadline"; return 1; fi
+    fits "$name" $secs || return 1
     timeout $secs "$@" > $L.$name.log 2>&1
     rc=$?
     if [ $rc -eq 0 ]; then
@@ -356,8 +360,6 @@ train() {
     return 1
 }
 MEM_EXACT=0 # emulated runs whose device memory was the planner's to the byte on every rank
-# fits NAME: whether a run other than train's still fits before the deadline (20 s); if not, NAME is listed as skipped
-fits() { if [ $(budget 20) -lt 20 ]; then skip "$1: past the check's deadline"; return 1; fi; return 0; }
 
 # agree WHAT A B TOL: PASS WHAT when the losses of log A follow log B's within TOL relative (follows), FAIL otherwise.
 agree() { if follows "$2" "$3" "$4"; then ok "$1"; else bad "$1"; fi; }
@@ -929,31 +931,26 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
             fi
             # --comm auto (the default): NCCL when no two ranks of a group share a GPU of one host, else MPI through host
             # copies; each equal to the run that named it. hosts: each process a host of its own (NCCL_HOSTID); shared:
-            # one GPU of one host; under the emulation also devices: each process a GPU of its own (as on a real cluster)
-            variants="hosts shared"; [ $EMU = 1 ] && variants="$variants devices"
+            # one GPU of one host; under the emulation also devices: each process a GPU of its own (as on a real cluster),
+            # and NCCL 2.30's own switch for ranks that share a GPU, NCCL_MULTI_RANK_GPU_ENABLE=1, which --comm auto
+            # takes under the emulation playing NCCL 2.30 (multi23000) and not under its 2.28, which ignores it (multi22809)
+            variants="hosts shared"; [ $EMU = 1 ] && variants="$variants devices multi23000 multi22809"
             for v in $variants; do
                 launch="$NCCLRUN"; want="NCCL on the device buffers"; ref=$TMPD/nccl_z1.jsonl
-                [ $v = shared ] && { launch="$MPIRUN $SHARE"; want="MPI through pinned host copies"; ref=$TMPD/mpi_z1.jsonl; }
-                [ $v = devices ] && launch="$MPIRUN"
+                case $v in
+                    shared|multi22809) want="MPI through pinned host copies"; ref=$TMPD/mpi_z1.jsonl ;;
+                esac
+                case $v in
+                    shared) launch="$MPIRUN $SHARE" ;;
+                    devices) launch="$MPIRUN" ;;
+                    multi*) launch="$MPIRUN $SHARE -x NCCL_MULTI_RANK_GPU_ENABLE=1 -x CUDA_EMU_NCCL_VERSION=${v#multi}" ;;
+                esac
                 if train auto_$v 120 $launch $CU $common2 --zero 1 --log $TMPD/auto_$v.jsonl; then
                     if grep -q "^| collectives  *| $want" $L.auto_$v.log; then
                         agree "--comm auto with 2 ranks ($v): $want, equal to that run bit for bit" $TMPD/auto_$v.jsonl $ref 0
                     else bad "--comm auto with 2 ranks ($v): the plan does not say '$want'"; grep '^| collectives' $L.auto_$v.log; fi
                 fi
             done
-            # NCCL 2.30's own switch for ranks that share a GPU (NCCL_MULTI_RANK_GPU_ENABLE=1): --comm auto takes NCCL
-            # under it (the emulation playing NCCL 2.30; the same switch under its 2.28 leaves MPI, as 2.28 ignores it)
-            if [ $EMU = 1 ]; then
-                for ver in 23000 22809; do
-                    want="NCCL on the device buffers"; [ $ver = 22809 ] && want="MPI through pinned host copies"
-                    if train auto_multi_$ver 120 $MPIRUN $SHARE -x NCCL_MULTI_RANK_GPU_ENABLE=1 -x CUDA_EMU_NCCL_VERSION=$ver $CU $common2 --zero 1 \
-                             --log $TMPD/auto_multi_$ver.jsonl; then
-                        if grep -q "^| collectives  *| $want" $L.auto_multi_$ver.log; then
-                            ok "--comm auto, 2 ranks on one GPU, NCCL_MULTI_RANK_GPU_ENABLE=1 under NCCL $ver: $want"
-                        else bad "--comm auto, 2 ranks on one GPU, NCCL_MULTI_RANK_GPU_ENABLE=1 under NCCL $ver: the plan does not say '$want'"; fi
-                    fi
-                done
-            fi
             # data-parallel ranks that share a GPU of one host: NCCL would refuse them; we say so first
             if ! fits "--comm nccl with 2 data-parallel ranks on one GPU"; then :
             elif timeout $(budget $((60 * LONG))) $MPIRUN $SHARE $CU $common2 --zero 1 --comm nccl > $L.nccl_shared_dp.log 2>&1; then
