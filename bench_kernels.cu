@@ -208,6 +208,33 @@ int main(int argc, char** argv) {
         dev_free(&g, alse);
     };
     for (int ANH : {12, 25}) { attention_rows(ANH, 0, 2); }
+    // a decoding step's attention (sampling with the KV cache: attention_forward_rows): one query per sequence and head
+    // against T cached keys and values, 12 heads of 64 (GPT-2 124M), with the flash-decoding kernels (each row's keys
+    // split in runs of 64, then merged) and with the warp-per-row kernel they replaced, side by side. Reported in
+    // microseconds a layer and as the rate of reading the cache (B T 2C values) once; not a goal's row (a launch or
+    // two on a megabyte is latency, not bandwidth), so no "of copy".
+    for (int DB : {1, 8}) {
+        for (int DT0 : {256, 1024}) {
+            int DC = 768, DNH = 12;
+            // (buffers too small for the cache, as in the emulated check's plumbing run: the first row at the T they hold)
+            int DT = (int)std::min<size_t>(DT0, n / ((size_t)DB * 2 * DC));
+            if (DT < 2 || (DT < DT0 && DT0 != 256)) { continue; }
+            size_t cached = (size_t)DB * DT * 2 * DC;
+            float t[2];
+            t[0] = time_ms([&] { attention_forward_rows(&g, z, y, x, DB, DT, DT, DT - 1, DC, DNH); });
+            t[1] = time_ms([&] {
+                long rows = (long)DB * DNH;
+                kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, g.stream>>>(z, (float*)nullptr, y, x, x + DC, 3 * DC, 2 * DC,
+                                                                                           DB, DT, DT, DT - 1, DC, DNH);
+            });
+            for (int k = 0; k < 2; k++) {
+                char what[96];
+                snprintf(what, sizeof(what), "attention decode step B %d T %d 12 x 64 [%s]", DB, DT, k == 0 ? "split keys" : "warp per row");
+                printf("%-44s | %8.1f us | %8.1f GB/s | %5.1fx the warp per row\n", what, 1e3 * t[k], cached * sizeof(floatX) / (t[k] * 1e-3) / 1e9,
+                       t[1] / t[k]);
+            }
+        }
+    }
     // matmuls of GPT-2 124M at B*T = 16384 tokens: forward fc (C -> 4C), its backward dinp and dweight
     int M = 16384, K = 768, N = 3072;
     floatX* a = x;            // (M, K)

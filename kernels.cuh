@@ -540,13 +540,17 @@ __device__ double kernels__block_sum_d(double v) {
 // (train_gpt.c: gpt__check_device_memory) running out in its first backward. Each need below is the one its op
 // asks for: the LayerNorm backward's column partials (its warps x 2C), the bias gradient's (row groups x OC; the
 // BGRADB epilogue takes OC of them), the attention backward's row sums (B NH T, cuDNN's and the native kernels'),
-// the token sort of the embedding backward (B T), sampling's row of logits (Vp), and cuDNN's workspaces for the
-// forward and backward graphs of the step's shape (its plans made now, cached for the step).
+// the token sort of the embedding backward (B T), sampling's row of logits (Vp) and its decoding step's attention
+// splits (kernels_attention.cuh), and cuDNN's workspaces for the forward and backward graphs of the step's shape (its
+// plans made now, cached for the step).
 static size_t kernels_reserve(KernelCtx* ctx, const KernelsShapes* s, int alloc) {
     size_t floats = kernels__ln_partial_floats(ctx, s->rows, s->C);
     size_t bias = kernels__bias_partial_floats(s->oc), att = (size_t)s->B * s->nh * s->T;
     if (bias > floats) { floats = bias; }
     if (att > floats) { floats = att; }
+    // a sampling step's rows through the KV cache (lrows sequences, one query each, keys up to T): the splits' states
+    size_t dec = kernels__dec_scratch_floats(s->lrows > 1 ? s->lrows : 1, s->nh, 1, s->T, s->hs);
+    if (dec > floats) { floats = dec; }
     size_t added = kernels__grow_to(ctx, (void**)&ctx->col_partials, &ctx->col_partials_bytes, floats * sizeof(float), alloc);
     added += kernels__sort_reserve(ctx, s->B * s->T, alloc);
     added += kernels__grow_to(ctx, (void**)&ctx->row_scratch, &ctx->row_scratch_bytes, (size_t)(s->lrows > 1 ? s->lrows : 1) * s->vp * sizeof(floatX),

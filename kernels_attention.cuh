@@ -369,13 +369,189 @@ static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, con
     launchCheck();
 }
 
-// CPU twin: attention_forward_rows (kernels_cpu.h). The warp-per-row kernel above for the rows asked: a decoding step
-// has one query per sequence, too few rows for the tensor-core tiles or cuDNN, and reads each cached key and value
-// once per head, which is what bounds it.
+// ----------------------------------------------------------------------------
+// The rows of a sampling step with a KV cache (CPU twin: attention_forward_rows, kernels_cpu.h). A decoding step has
+// one query per sequence and head: too few rows for the tensor-core tiles or cuDNN, and the warp-per-row kernel above
+// gave each a single warp that walks every cached key alone, 32 at a time, each lane a whole dot product read one
+// element at a time: tens of microseconds a layer at a few hundred positions, for a few megabytes of cache. So the
+// keys of a row are split (flash decoding): each warp takes KERNELS_DEC_KEYS consecutive keys of one row and head, and
+// within the warp the lanes work in groups of G, G the head's packs (16 bytes: 8 bf16 values, 4 fp32) rounded up to a
+// power of two (a head of 64 in bf16: 8 packs, so 4 groups of 8 lanes), each lane one pack of q, k and v. Group g takes
+// keys g, g + 32/G, ... of the warp's range, KERNELS_DEC_UNROLL at a time (their loads in flight together): a score
+// is the group's partial dot products summed by shuffles, and each group keeps its own online softmax (max m, sum l,
+// unnormalised output o). Then the groups merge theirs, pairwise by shuffles, and the warp has its split's (m, l, o).
+// A row of one split (a prompt's rows, or a short cache) writes o / l; several write their (m, l, o) to scratch, and
+// a second kernel merges each row's splits in order:
+//   M = max_s m_s,  O = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
+// Every sum runs in a fixed order (the shuffles' pattern, the splits in turn): the same bits every run. The splits
+// depend on the row's length alone, not on the GPU, so every GPU gives those bits too.
+#define KERNELS_DEC_KEYS 64
+#define KERNELS_DEC_UNROLL 2
+#define KERNELS_DEC_WARPS 4
+
+// (m, l, o) += the state (mo, lo, oo): both rescaled to the larger maximum; an empty state (m = -inf) counts nothing.
+template <int VEC>
+__device__ __forceinline__ void kernels__dec_merge(float& m, float& l, float* o, float mo, float lo, const float* oo) {
+    float M = fmaxf(m, mo);
+    if (M == -INFINITY) { return; } // (both empty)
+    float a = m == -INFINITY ? 0.0f : __expf(m - M), b = mo == -INFINITY ? 0.0f : __expf(mo - M);
+    l = l * a + lo * b;
+    KERNELS_UNROLL
+    for (int k = 0; k < VEC; k++) { o[k] = o[k] * a + oo[k] * b; }
+    m = M;
+}
+
+// One warp per (sequence b, head h, query i in [q_lo, T), split s of `splits`), unit index ((b NH + h) n + i - q_lo)
+// splits + s with n = T - q_lo; layouts as kernels__attention_forward's for rows (q strides 3C, the cache 2C, ld rows
+// per sequence). splits 1: out (B, n, C) directly; else part[u hs ...] its o and ml[2u], ml[2u + 1] its m and l.
+template <int VEC>
+__global__ void __launch_bounds__(32 * KERNELS_DEC_WARPS)
+kernels__attention_decode(floatX* out, float* part, float* ml, const floatX* qx, const floatX* kvx, int B, int T, int ld, int q_lo,
+                          int C, int NH, int splits, int G) {
+    typedef KernelsVec<floatX, VEC> P;
+    int hs = C / NH, np = hs / VEC, n = T - q_lo, lane = threadIdx.x % 32, grp = lane / G, pk = lane % G, NG = 32 / G;
+    long u = (long)blockIdx.x * KERNELS_DEC_WARPS + threadIdx.x / 32;
+    if (u >= (long)B * NH * n * splits) { return; } // (a whole warp: the shuffles below involve none of its lanes)
+    int s = (int)(u % splits);
+    long r = u / splits;
+    int iq = (int)(r % n), h = (int)((r / n) % NH), b = (int)(r / ((long)n * NH)), i = q_lo + iq;
+    int on = pk < np; // this lane's pack is in the head (G rounds np up)
+    float scale = rsqrtf((float)hs), q[VEC], o[VEC];
+    P qv = on ? kernels__ldv<P>(qx + ((size_t)b * n + iq) * 3 * C + (size_t)h * hs, pk) : P{};
+    KERNELS_UNROLL
+    for (int k = 0; k < VEC; k++) { q[k] = scale * kernels__f(qv.v[k]); o[k] = 0.0f; }
+    float m = -INFINITY, l = 0.0f;
+    const floatX* kb = kvx + (size_t)b * ld * 2 * C + (size_t)h * hs;
+    // keys [j_lo, j_hi): a split's run of KERNELS_DEC_KEYS (empty past i), or the whole row when it is the only split
+    int j_lo = s * KERNELS_DEC_KEYS, j_hi = splits == 1 || j_lo + KERNELS_DEC_KEYS > i + 1 ? i + 1 : j_lo + KERNELS_DEC_KEYS;
+    for (int j0 = j_lo; j0 < j_hi; j0 += NG * KERNELS_DEC_UNROLL) { // (the same trip count for every lane: shuffles)
+        P kv[KERNELS_DEC_UNROLL], vv[KERNELS_DEC_UNROLL];
+        float sc[KERNELS_DEC_UNROLL];
+        KERNELS_UNROLL
+        for (int x = 0; x < KERNELS_DEC_UNROLL; x++) {
+            int j = j0 + x * NG + grp;
+            kv[x] = P{};
+            vv[x] = P{};
+            if (on && j < j_hi) {
+                kv[x] = kernels__ldv<P>(kb + (size_t)j * 2 * C, pk);
+                vv[x] = kernels__ldv<P>(kb + (size_t)j * 2 * C + C, pk);
+            }
+        }
+        float mn = m;
+        KERNELS_UNROLL
+        for (int x = 0; x < KERNELS_DEC_UNROLL; x++) {
+            float d = 0.0f;
+            KERNELS_UNROLL
+            for (int k = 0; k < VEC; k++) { d += q[k] * kernels__f(kv[x].v[k]); }
+            for (int off = G / 2; off > 0; off >>= 1) { d += __shfl_xor_sync(0xffffffffu, d, off); } // (within the group)
+            sc[x] = j0 + x * NG + grp < j_hi ? d : -INFINITY;
+            mn = fmaxf(mn, sc[x]);
+        }
+        if (mn == -INFINITY) { continue; } // this group has no key left
+        float corr = __expf(m - mn); // (0 for the first keys: m = -inf)
+        l *= corr;
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) { o[k] *= corr; }
+        KERNELS_UNROLL
+        for (int x = 0; x < KERNELS_DEC_UNROLL; x++) {
+            float p = sc[x] == -INFINITY ? 0.0f : __expf(sc[x] - mn);
+            l += p;
+            KERNELS_UNROLL
+            for (int k = 0; k < VEC; k++) { o[k] += p * kernels__f(vv[x].v[k]); }
+        }
+        m = mn;
+    }
+    for (int off = G; off < 32; off <<= 1) { // the groups' states merged: lane pk of every group ends with the warp's
+        float mo = __shfl_xor_sync(0xffffffffu, m, off), lo = __shfl_xor_sync(0xffffffffu, l, off), oo[VEC];
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) { oo[k] = __shfl_xor_sync(0xffffffffu, o[k], off); }
+        kernels__dec_merge<VEC>(m, l, o, mo, lo, oo);
+    }
+    if (grp != 0 || !on) { return; }
+    if (splits == 1) {
+        P ov;
+        KERNELS_UNROLL
+        for (int k = 0; k < VEC; k++) { ov.v[k] = kernels__x(o[k] / l); }
+        kernels__stv<P>(out + ((size_t)b * n + iq) * C + (size_t)h * hs, pk, ov);
+        return;
+    }
+    KERNELS_UNROLL
+    for (int k = 0; k < VEC; k++) { part[(size_t)u * hs + (size_t)pk * VEC + k] = o[k]; }
+    if (pk == 0) { ml[2 * u] = m; ml[2 * u + 1] = l; }
+}
+
+// Each row's splits merged in order, one warp a row, each lane the head's columns lane, lane + 32, ...: out (B, n, C).
+__global__ void kernels__attention_decode_merge(floatX* out, const float* part, const float* ml, int rows, int n, int C, int NH,
+                                                int splits) {
+    long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (r >= rows) { return; }
+    int lane = threadIdx.x % 32, hs = C / NH, iq = (int)(r % n), h = (int)((r / n) % NH), b = (int)(r / ((long)n * NH));
+    float M = -INFINITY;
+    for (int s = 0; s < splits; s++) { M = fmaxf(M, ml[2 * (r * splits + s)]); } // (split 0 holds key 0: finite)
+    float L = 0.0f, o[KERNELS_ATT_PER_LANE] = {0};
+    for (int s = 0; s < splits; s++) {
+        long u = r * splits + s;
+        float w = ml[2 * u] == -INFINITY ? 0.0f : __expf(ml[2 * u] - M);
+        L += w * ml[2 * u + 1];
+        for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < hs) { o[e] += w * part[(size_t)u * hs + d]; }
+        }
+    }
+    floatX* orow = out + ((size_t)b * n + iq) * C + (size_t)h * hs;
+    for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < hs) { orow[d] = kernels__x(o[e] / L); }
+    }
+}
+
+// The splits of a row of keys [0, T): one query per sequence (a decoding step) splits its keys by
+// KERNELS_DEC_KEYS; more (a prompt) already have rows enough to fill the GPU, one warp each.
+static int kernels__dec_splits(int n, int T) { return n == 1 ? (T + KERNELS_DEC_KEYS - 1) / KERNELS_DEC_KEYS : 1; }
+// Its scratch, in floats: (hs + 2) per (row, split).
+static size_t kernels__dec_scratch_floats(int B, int NH, int n, int T, int hs) {
+    int splits = kernels__dec_splits(n, T);
+    return splits > 1 ? (size_t)B * NH * n * splits * (hs + 2) : 0;
+}
+
+// The decoding kernels, where a head's packs fit a warp (hs at most 32 packs); 0 where they do not (the caller runs
+// the warp-per-row kernel).
+static int kernels__attention_decode_launch(const KernelCtx* ctx, floatX* out, const floatX* q, const floatX* kv, int B, int T, int ld,
+                                            int q_lo, int C, int NH) {
+    int hs = C / NH, n = T - q_lo, vec = kernels__rows_packed(C, {out, q, kv}) && hs % KERNELS_PACK == 0 ? KERNELS_PACK : 1;
+    if (hs / vec > 32) { return 0; }
+    int G = 1;
+    while (G < hs / vec) { G *= 2; }
+    int splits = kernels__dec_splits(n, T);
+    long units = (long)B * NH * n * splits;
+    float *part = NULL, *ml = NULL;
+    if (splits > 1) { // (the LayerNorm and bias gradients' partials: no backward runs in a sampling step)
+        part = kernels__col_partials(ctx, kernels__dec_scratch_floats(B, NH, n, T, hs));
+        ml = part + (size_t)units * hs;
+    }
+    unsigned grid = (unsigned)((units + KERNELS_DEC_WARPS - 1) / KERNELS_DEC_WARPS);
+    if (vec == 1) {
+        kernels__attention_decode<1><<<grid, 32 * KERNELS_DEC_WARPS, 0, ctx->stream>>>(out, part, ml, q, kv, B, T, ld, q_lo, C, NH, splits, G);
+    } else {
+        kernels__attention_decode<KERNELS_PACK><<<grid, 32 * KERNELS_DEC_WARPS, 0, ctx->stream>>>(out, part, ml, q, kv, B, T, ld, q_lo, C, NH,
+                                                                                                  splits, G);
+    }
+    launchCheck();
+    if (splits > 1) {
+        long rows = (long)B * NH * n;
+        kernels__attention_decode_merge<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, part, ml, (int)rows, n, C, NH, splits);
+        launchCheck();
+    }
+    return 1;
+}
+
+// CPU twin: attention_forward_rows (kernels_cpu.h). The decoding kernels above; the warp-per-row kernel for heads
+// past 32 packs.
 static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* q, const floatX* kv, int B, int T, int ld,
                                    int q_lo, int C, int NH) {
     if (q_lo < 0 || q_lo >= T || T > ld) { fatal("internal: attention_forward_rows of queries [%d, %d) in %d rows", q_lo, T, ld); }
     kernels__attention_check(C, NH);
+    if (kernels__attention_decode_launch(ctx, out, q, kv, B, T, ld, q_lo, C, NH)) { return; }
     long rows = (long)B * NH * (T - q_lo);
     kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, (float*)nullptr, q, kv, kv + C, 3 * C, 2 * C, B, T, ld,
                                                                                      q_lo, C, NH);

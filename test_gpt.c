@@ -509,6 +509,27 @@ static void check_attention_rows(const KernelCtx* ctx, const char* what, const f
     free(kv);
 }
 
+// attention_forward_rows over longer rows than the op tests' T 5 and 32: a CUDA build splits a decoding step's keys
+// into runs of 64 (its flash-decoding kernels, kernels_attention.cuh), so T 150 is three splits, the last partial,
+// merged, and the second start (75 queries) one split a row; heads of 64 (whole 16-byte packs in every type) and of
+// 48 (bf16: 6 packs, lanes in groups of 8 with 2 idle; fp32: 12 packs, groups of 16). Against the double reference
+// as check_attention_rows: atol and rtol from the caller (one rounding of the output).
+static void test_attention_rows_long(const KernelCtx* ctx, const char* what, int dt, double atol, double rtol) {
+    const int shapes[2][4] = {{2, 150, 128, 2}, {1, 70, 96, 2}}; // B, T, C, NH
+    for (int k = 0; k < 2; k++) {
+        AttCtx c = {shapes[k][0], shapes[k][1], shapes[k][2], shapes[k][3], NULL, NULL};
+        size_t nq = (size_t)c.B * c.T * 3 * c.C;
+        c.qkv = (double*)mallocCheck(nq * 8);
+        fill_rand(c.qkv, nq, 1.5);
+        for (size_t i = 0; i < nq && dt != DTYPE_FP32; i++) { c.qkv[i] = round_dtype((float)c.qkv[i], dt); }
+        float* fq = to_float(c.qkv, nq);
+        double* ref = (double*)mallocCheck((size_t)c.B * c.T * c.C * 8);
+        att_ref(&c, ref);
+        check_attention_rows(ctx, what, fq, ref, c.B, c.T, c.C, c.NH, atol, rtol);
+        free(c.qkv); free(fq); free(ref);
+    }
+}
+
 // kv_cache_write: the keys and values of qkv rows into a cache of B 3 sequences of ld 7 rows, from one sequence (a
 // shared prompt) and from each its own (a decoding step); every other row of the cache keeps its value, and the
 // queries stay out. Values are small integers: exact in every storage type, so the copy must give them bit for bit.
@@ -548,6 +569,7 @@ static void test_attention(void) {
     att_ref(&c, ref);
     check_close("attention_forward (causal)", out, ref, no, 1e-5, 1e-5);
     check_attention_rows(&g_ctx, "(fp32)", fq, ref, c.B, c.T, c.C, c.NH, 1e-5, 1e-5);
+    test_attention_rows_long(&g_ctx, "(fp32)", DTYPE_FP32, 1e-5, 1e-5);
     test_kv_cache_write(&g_ctx);
     float* dqkv = (float*)mallocCheck(nq * 4);
     for (size_t i = 0; i < nq; i++) { dqkv[i] = NAN; } // must be fully overwritten
@@ -1012,7 +1034,7 @@ static void test_ops_dtype(void) {
         KernelCtx& ctx = g_ctx;
 #else
         KernelCtx ctx;
-        kernels_ctx_init(&ctx, dt, 32, 2056); // (T up to 32: the attention shapes below; C up to LayerNorm's 2056)
+        kernels_ctx_init(&ctx, dt, 150, 2056); // (T up to 150: the attention shapes below; C up to LayerNorm's 2056)
 #endif
         // matmul with bias
         check_matmul_stored(&ctx, dt, "matmul_forward", 5, 7, 9, 0.5, 0.5, 1e-6);
@@ -1039,6 +1061,7 @@ static void test_ops_dtype(void) {
         check_bias_grad(&ctx, dt);
         // the KV cache's rows
         test_kv_cache_write(&ctx);
+        test_attention_rows_long(&ctx, dtype_name(dt), dt, 1.5 * unit_roundoff(dt), 1.0 * unit_roundoff(dt));
         // causal attention, forward and backward (head size 16: cuDNN's flash attention needs a multiple of 8), with
         // every implementation the backend has (the CPU: native; a CUDA build with cuDNN: cudnn and native). The
         // backward against finite differences of the double reference, to 8u of the largest gradient: each element
@@ -1518,10 +1541,11 @@ static void test_matmul_tune(void) {
 
 // kernels_reserve: a fresh context's workspaces sized for a shape; then the ops that take workspaces run at that
 // shape (the LayerNorm backward over `rows`, the bias gradient unfused and through matmul_backward, the attention
-// backward, cuDNN's where this build runs it, the embedding backward's token sort, sampling's row of logits) and grow
-// none of them (kernels_grown_bytes 0), the count before allocating is what was allocated, and asking again adds
-// nothing. Three shapes in which, in turn, the LayerNorm partials, the unfused bias gradient's (row groups x OC) and
-// the attention's row sums are the largest need (on the emulation's 4 SMs and on a 132-SM H200 alike). Then an
+// backward, cuDNN's where this build runs it, the embedding backward's token sort, sampling's row of logits and its
+// decoding step's attention) and grow none of them (kernels_grown_bytes 0), the count before allocating is what was
+// allocated, and asking again adds nothing. Four shapes in which, in turn, the LayerNorm partials, the unfused bias
+// gradient's (row groups x OC), the attention's row sums and the decoding step's splits are the largest need (on the
+// emulation's 4 SMs and on a 132-SM H200 alike). Then an
 // embedding backward over twice the tokens must grow the sort, and the count must say so. Inputs are zeros: only the
 // sizes matter here.
 // (the kernels themselves on device buffers, not the op tests' stagers of host arrays that stage_ops.h puts in their
@@ -1529,17 +1553,20 @@ static void test_matmul_tune(void) {
 #pragma push_macro("layernorm_backward")
 #pragma push_macro("matmul_backward")
 #pragma push_macro("attention_backward")
+#pragma push_macro("attention_forward_rows")
 #undef layernorm_backward
 #undef matmul_backward
 #undef attention_backward
+#undef attention_forward_rows
 static void test_reserve(void) {
-    const KernelsShapes cases[3] = {
+    const KernelsShapes cases[4] = {
         {4, 128, 64, 2, 32, 512, 32, 64, 1}, // {B, T, C, nh, hs, rows, oc, vp, lrows}: LayerNorm partials over 512 rows
         {1, 16, 64, 4, 16, 16, 256, 64, 0},  // the bias gradient of 256 columns
         {4, 128, 64, 4, 16, 8, 8, 64, 6},    // the attention backward's 4 x 4 heads x 128 rows; 6 samples' logits
+        {1, 256, 64, 4, 16, 8, 8, 64, 16},   // a decoding step of 16 samples: 4 splits of 256 keys for 16 x 4 heads
     };
     const int V = 16;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         const KernelsShapes* s = &cases[k];
         KernelCtx ctx;
         kernels_ctx_init(&ctx, KERNELS_DTYPE, s->T, s->C);
@@ -1548,8 +1575,9 @@ static void test_reserve(void) {
         int BT = s->B * s->T, Ca = s->nh * s->hs;
         // zeroed device buffers, each large enough for every operand below (twice the tokens for the last call)
         size_t n = (size_t)2 * BT * 3 * s->C;
-        size_t cands[4] = {(size_t)s->rows * s->C, (size_t)BT * s->oc, (size_t)s->oc * s->C, (size_t)s->vp * s->C};
-        for (int i = 0; i < 4; i++) { if (cands[i] > n) { n = cands[i]; } }
+        size_t cands[5] = {(size_t)s->rows * s->C, (size_t)BT * s->oc, (size_t)s->oc * s->C, (size_t)s->vp * s->C,
+                           (size_t)(s->lrows > 1 ? s->lrows : 1) * s->T * 2 * s->C}; // (the last: the KV cache)
+        for (int i = 0; i < 5; i++) { if (cands[i] > n) { n = cands[i]; } }
         floatX* x[4];
         float* f[3];
         for (int i = 0; i < 4; i++) { x[i] = (floatX*)dev_alloc(&ctx, n * sizeof(floatX)); }
@@ -1562,10 +1590,12 @@ static void test_reserve(void) {
         attention_backward(&ctx, x[0], x[1], x[2], x[3], f[1], s->B, s->T, Ca, s->nh);
         encoder_backward(&ctx, f[0], f[1], x[1], tok, 0, V, s->B, s->T, s->C);
         classifier_logits_rows(&ctx, f[0], x[1], x[2], s->lrows > 1 ? s->lrows : 1, s->C, s->vp);
+        // a decoding step of the lrows samples at the last position (T 128: two splits of the keys to merge)
+        attention_forward_rows(&ctx, x[0], x[1], x[2], s->lrows > 1 ? s->lrows : 1, s->T, s->T, s->T - 1, Ca, s->nh);
         dev_sync(&ctx);
         size_t grown = kernels_grown_bytes(&ctx), held_after = kernels_ctx_bytes(&ctx);
         char name[160];
-        snprintf(name, sizeof(name), "kernels_reserve, shape %d of 3: a step's workspaces sized up front; the ops at that shape grow none", k + 1);
+        snprintf(name, sizeof(name), "kernels_reserve, shape %d of 4: a step's workspaces sized up front; the ops at that shape grow none", k + 1);
         report(want > 0 && got == want && after == base + got && again == 0 && grown == 0 && held_after == held, name,
                "counted %zu bytes, allocated %zu (context %zu -> %zu), again %zu; grown by the ops %zu", want, got, base, after,
                again, grown);
@@ -1573,7 +1603,7 @@ static void test_reserve(void) {
         encoder_backward(&ctx, f[0], f[1], x[1], tok, 0, V, 2 * s->B, s->T, s->C);
         dev_sync(&ctx);
         size_t grown2 = kernels_grown_bytes(&ctx);
-        snprintf(name, sizeof(name), "kernels_reserve, shape %d of 3: twice the tokens grow the sort, counted", k + 1);
+        snprintf(name, sizeof(name), "kernels_reserve, shape %d of 4: twice the tokens grow the sort, counted", k + 1);
         report(grown2 > 0 && kernels_ctx_bytes(&ctx) == held + grown2, name, "grown %zu bytes", grown2);
         for (int i = 0; i < 4; i++) { dev_free(&ctx, x[i]); }
         for (int i = 0; i < 3; i++) { dev_free(&ctx, f[i]); }
@@ -1581,6 +1611,7 @@ static void test_reserve(void) {
         kernels_ctx_free(&ctx);
     }
 }
+#pragma pop_macro("attention_forward_rows")
 #pragma pop_macro("attention_backward")
 #pragma pop_macro("matmul_backward")
 #pragma pop_macro("layernorm_backward")
@@ -2643,7 +2674,7 @@ int main(int argc, char** argv) {
     kernels_ctx_init(&g_ctx, KERNELS_DTYPE, 64, 1032); // the build's storage type
     printf("device: %s\n", kernels_blas_reason());
 #else
-    kernels_ctx_init(&g_ctx, DTYPE_FP32, 64, 1032); // the op tests' context: fp32, T and C up to 64 and 1032
+    kernels_ctx_init(&g_ctx, DTYPE_FP32, 150, 1032); // the op tests' context: fp32, T up to 150, C up to 1032
 #endif
     const char* only = NULL;
     const char* model_path = NULL;
