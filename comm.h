@@ -1024,13 +1024,22 @@ static void __attribute__((noreturn)) parallel_abort(ParallelContext* pc, int co
 // ----------------------------------------------------------------------------
 // collectives: non-blocking starts
 
+// The in-place allreduces: their element type and operation.
+typedef enum { COMM_SUM_F32, COMM_SUM_F64, COMM_MAX_F64, COMM_SUM_BF16 } CommReduce;
+static const char* const comm__reduce_units[] = {"floats", "doubles", "doubles", "bf16"};
 #ifdef USE_MPI
-// In-place allreduce of n elements of the given type and op, chunked at max_count.
-static void comm__iallreduce(CommGroup* g, void* buf, size_t n, MPI_Datatype type, size_t elem, MPI_Op mop,
-                             const char* unit, CommRequest* req) {
+static MPI_Op comm__bf16_op(void);
+#endif
+
+// Starts an in-place allreduce of n elements (the kind's type and operation), chunked at max_count.
+static void comm__iallreduce(CommGroup* g, void* buf, size_t n, CommReduce kind, CommRequest* req) {
     comm__check_group(g, "allreduce");
+#ifdef USE_MPI
     comm__check_buf(g, buf, n, "allreduce", "buf");
-    comm__begin(req, g, COMM_OP_ALLREDUCE, n, unit, 1);
+    comm__begin(req, g, COMM_OP_ALLREDUCE, n, comm__reduce_units[kind], 1);
+    MPI_Datatype type = kind == COMM_SUM_F32 ? MPI_FLOAT : kind == COMM_SUM_BF16 ? MPI_UINT16_T : MPI_DOUBLE;
+    size_t elem = kind == COMM_SUM_F32 ? sizeof(float) : kind == COMM_SUM_BF16 ? sizeof(uint16_t) : sizeof(double);
+    MPI_Op mop = kind == COMM_MAX_F64 ? MPI_MAX : kind == COMM_SUM_BF16 ? comm__bf16_op() : MPI_SUM;
     size_t mc = comm__max_count(g);
     size_t nch = comm__chunks(n, mc);
     MPI_Request* r = comm__alloc_reqs(req, nch);
@@ -1038,39 +1047,16 @@ static void comm__iallreduce(CommGroup* g, void* buf, size_t n, MPI_Datatype typ
         size_t off = c * mc, len = n - off < mc ? n - off : mc;
         mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, (char*)buf + off * elem, (int)len, type, mop, g->comm, &r[c]));
     }
-}
-#endif
-
-// Starts an in-place float32 sum over the group's ranks.
-static void comm_iallreduce_sum_f32(CommGroup* g, float* buf, size_t n, CommRequest* req) {
-#ifdef USE_MPI
-    comm__iallreduce(g, buf, n, MPI_FLOAT, sizeof(float), MPI_SUM, "floats", req);
 #else
-    comm__check_group(g, "allreduce");
     (void)buf;
-    comm__begin(req, g, COMM_OP_ALLREDUCE, n, "floats", 1);
+    comm__begin(req, g, COMM_OP_ALLREDUCE, n, comm__reduce_units[kind], 1);
 #endif
 }
 
-static void comm_iallreduce_sum_f64(CommGroup* g, double* buf, size_t n, CommRequest* req) {
-#ifdef USE_MPI
-    comm__iallreduce(g, buf, n, MPI_DOUBLE, sizeof(double), MPI_SUM, "doubles", req);
-#else
-    comm__check_group(g, "allreduce");
-    (void)buf;
-    comm__begin(req, g, COMM_OP_ALLREDUCE, n, "doubles", 1);
-#endif
-}
-
-static void comm_iallreduce_max_f64(CommGroup* g, double* buf, size_t n, CommRequest* req) {
-#ifdef USE_MPI
-    comm__iallreduce(g, buf, n, MPI_DOUBLE, sizeof(double), MPI_MAX, "doubles", req);
-#else
-    comm__check_group(g, "allreduce");
-    (void)buf;
-    comm__begin(req, g, COMM_OP_ALLREDUCE, n, "doubles", 1);
-#endif
-}
+// Starts an in-place float32 sum over the group's ranks (and float64 sums and maxima).
+static void comm_iallreduce_sum_f32(CommGroup* g, float* buf, size_t n, CommRequest* req) { comm__iallreduce(g, buf, n, COMM_SUM_F32, req); }
+static void comm_iallreduce_sum_f64(CommGroup* g, double* buf, size_t n, CommRequest* req) { comm__iallreduce(g, buf, n, COMM_SUM_F64, req); }
+static void comm_iallreduce_max_f64(CommGroup* g, double* buf, size_t n, CommRequest* req) { comm__iallreduce(g, buf, n, COMM_MAX_F64, req); }
 
 // Sum of recvcounts[0..size) with overflow check.
 static size_t comm__total(const CommGroup* g, const size_t* counts, const char* what) {
@@ -1244,15 +1230,7 @@ static MPI_Op comm__bf16_op(void) {
 #endif
 
 // Starts the bf16 sum of buf (n bf16 values) over the group, in place.
-static void comm_iallreduce_sum_bf16(CommGroup* g, uint16_t* buf, size_t n, CommRequest* req) {
-#ifdef USE_MPI
-    comm__iallreduce(g, buf, n, MPI_UINT16_T, sizeof(uint16_t), comm__bf16_op(), "bf16", req);
-#else
-    comm__check_group(g, "allreduce");
-    comm__begin(req, g, COMM_OP_ALLREDUCE, n, "bf16", 1);
-    (void)buf;
-#endif
-}
+static void comm_iallreduce_sum_bf16(CommGroup* g, uint16_t* buf, size_t n, CommRequest* req) { comm__iallreduce(g, buf, n, COMM_SUM_BF16, req); }
 
 // Starts a bf16 reduce-scatter in place: buf holds the whole input (the sum of recvcounts bf16 values); this rank's
 // slice of it (at the sum of the counts before it) receives the slice's sum over the group.

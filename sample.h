@@ -195,12 +195,12 @@ static SampleClock sample_clock;
 // (else n - p), its later tokens are whatever the forwards drew and its log-probability stops there; the draws of a
 // sequence stay draws[b (n - p) + t - p] whether it stopped or not, so stopping changes no other sequence's tokens,
 // and the steps end when every sequence has stopped (the same on every rank: they all hold the same tokens).
-// probs: B x 3 Vp floats of host scratch, a slot per sequence (its row of logits, sample_pick's scratch, and the
-// unpenalized row for logp): the B rows come to the host together, and the sequences choose their tokens in
-// parallel (OpenMP; each from its own row and draw, so the tokens do not depend on the threads). Without a KV cache B is 1, and each forward runs
-// over the whole prefix; the tokens after the sampled ones may be any token: each forward may run longer than t (the
-// backend's bucketed lengths, kernels_forward_len; sequence parallelism's multiple of tp), and a causal model's
-// position t - 1 never sees the ones after it. With a KV cache (kv, for B sequences up to position room): the first
+// probs: B x 3 Vp floats of host scratch (pinned on a GPU), a slot per sequence (its row of logits, sample_pick's
+// scratch, and the unpenalized row for logp): the B rows come to the host together, and the sequences choose their
+// tokens in parallel (OpenMP; each from its own row and draw, so the tokens do not depend on the threads). Without a
+// KV cache B is 1, and each forward runs over the whole prefix; the tokens after the sampled ones may be any token:
+// each forward may run longer than t (the backend's bucketed lengths, kernels_forward_len; sequence parallelism's
+// multiple of tp), and a causal model's position t - 1 never sees the ones after it. With a KV cache (kv, for B sequences up to position room): the first
 // forward runs the prompt once and caches it for every sequence, each later one the B tokens sampled last, at
 // their position.
 // Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns, an
@@ -243,7 +243,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
             size_t first = kv && t > p ? 0 : (size_t)t - 1;
             float* logits = kv ? kv->logits : m->acts.logits_row;
             classifier_logits_rows(&m->ctx, logits, lnf + first * g->channels, m->p.wte, R, g->channels, m->vocab_n);
-            c1 = now_seconds(); // (the copies below wait for the device: probs is pageable memory)
+            c1 = now_seconds(); // (then the copies are queued, and dev_sync waits for the device)
             // the R distinct rows to their slots (R is 1 for the prompt's forward: every sequence's row is the same)
             for (int r = 0; r < R; r++) {
                 const float* lrow = logits + (size_t)r * m->vocab_n;
@@ -334,7 +334,8 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, int eot, const i
     int B = kv ? want : 1;
     int32_t* toks = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B * T);
     int* len = (int*)mallocCheck(sizeof(int) * (size_t)B);
-    float* probs = (float*)mallocCheck(sizeof(float) * 3 * (size_t)B * g->padded_vocab_size);
+    // (pinned on a GPU: the rows of logits come back at the link's speed, without a pageable copy's staging)
+    float* probs = (float*)dev_host_alloc(&m->ctx, sizeof(float) * 3 * (size_t)B * g->padded_vocab_size);
     double* logp = so->logprobs ? (double*)mallocCheck(sizeof(double) * (size_t)B) : NULL;
     double* draws = so->temperature != 0.0f ? (double*)mallocCheck(sizeof(double) * (size_t)B * (n - p)) : NULL;
     if (drawn) { *drawn = 0; }
@@ -359,7 +360,7 @@ static int generate(GPT* m, const Tokenizer* tok, int have_tok, int eot, const i
     if (kv == &own) { kv_free(&m->ctx, &own); }
     free(toks);
     free(len);
-    free(probs);
+    dev_host_free(&m->ctx, probs);
     free(draws);
     free(logp);
     return kv ? B : 0;
