@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
             rows[i] = (float)(sd * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
         }
         for (int c = 0; c < ncases; c++) {
-            SampleOpts so = {1.0f, cases[c].top_k, cases[c].top_p, 0, 0, 0, 1.0f, cases[c].min_p};
+            SampleOpts so = {1.0f, cases[c].top_k, cases[c].top_p, 0, 0, 0, 1.0f, cases[c].min_p, 0};
             double t_pick = 0.0, t_sort = 0.0, kept = 0.0;
             volatile int sink = 0; // (so the picks are not optimised away)
             for (int r = 0; r < R; r++) {

@@ -84,6 +84,7 @@ typedef struct {
     float top_p;             // then from the fewest most likely tokens whose probability reaches top_p (1: all)
     float min_p;             // then from those at least min_p times as likely as the most likely one (0: all)
     int kv_cache;            // 1: samples cache each layer's keys and values (one position's forward per token)
+    int cuda_graphs;         // 1: a GPU build replays each decoding step of the KV cache as one CUDA graph
     int logprobs;            // 1: --generate prints each sample's log-probability under the model
     int stop_at_eot;         // 1: a sample ends at the first <|endoftext|> it draws
     float repetition_penalty; // the logit of a token already in the sample: divided by it when positive, times it when not (1: off)
@@ -201,6 +202,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("stop-at-eot", NULL, stop_at_eot, 0, 1, "1: a sample ends at the first <|endoftext|> it draws (printed, and counted in --logprobs), as Hugging Face's generate stops at eos; 0: it runs to --gen-tokens, as llm.c's sampler does"),
     FLAG_F("repetition-penalty", NULL, repetition_penalty, 0.01, 100, "R: before temperature, top-k and top-p, the logit of each token already in the sample (its prompt too) is divided by R when positive and multiplied by R when not, once however often it occurs (Hugging Face's repetition_penalty; 1: off; above 1 discourages repeats)"),
     FLAG_I("kv-cache", NULL, kv_cache, 0, 1, "1: samples keep each layer's keys and values, so each new token runs the forward at its own position only; 0: over the whole prefix again, as llm.c does (the same tokens, up to the order of sums; not with --sequence-parallel, which always runs 0)"),
+    FLAG_I("cuda-graphs", NULL, cuda_graphs, 0, 1, "1 (the default): GPU builds record a decoding step through the KV cache (every kernel of the forward and the LM head's rows, from the step's tokens and position in memory) once as a CUDA graph, and replay it with one launch per token (a single process: not under --tp, --pp or --zero 3, whose collectives run on the host); 0: each step launches its kernels one by one (the same tokens, bit for bit). The CPU has no graphs"),
     FLAG_I("checkpoint-every", "-n", checkpoint_every, 0, 1e9, "write a checkpoint to --out every N steps (0: off)"),
     FLAG_S("out", "-o", out, "output directory (created if missing; checked at start): the checkpoints of --checkpoint-every, and llm.c's main.log"),
     FLAG_I("keep-checkpoints", "-nk", keep_checkpoints, 0, 1e9, "keep only the newest N checkpoints in --out (0: keep all)"),
@@ -283,6 +285,7 @@ static void config_defaults(Config* c) {
     c->top_p = 1.0f;
     c->min_p = 0.0f;
     c->kv_cache = 1;
+    c->cuda_graphs = 1;
     c->logprobs = 0;
     c->stop_at_eot = 0;
     c->repetition_penalty = 1.0f;
@@ -577,8 +580,8 @@ static void parse_flags(Config* c, int argc, char** argv) {
     }
     // sampling: --prompt, --temperature, --top-k, --top-p, --min-p and --repetition-penalty shape the samples of --generate and --sample-every
     if (!c->generate && c->sample_every == 0) {
-        const char* sflags[8] = {"prompt", "temperature", "top-k", "top-p", "min-p", "repetition-penalty", "kv-cache", "stop-at-eot"};
-        for (int j = 0; j < 8; j++) {
+        const char* sflags[9] = {"prompt", "temperature", "top-k", "top-p", "min-p", "repetition-penalty", "kv-cache", "stop-at-eot", "cuda-graphs"};
+        for (int j = 0; j < 9; j++) {
             if (SEEN(sflags[j])) { fatal("--%s shapes samples: it needs --generate N or --sample-every N", sflags[j]); }
         }
     }
@@ -588,7 +591,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
     if (c->generate) {
         if (c->eval_hellaswag[0]) { fatal("--generate and --eval-hellaswag: give one"); }
         static const char* const allowed[] = {"init", "model", "seed", "generate", "prompt", "temperature", "top-k", "top-p", "min-p", "repetition-penalty", "kv-cache", "logprobs", "stop-at-eot", "gen-tokens",
-                                              "tokenizer", "seq-len", "dtype", "attention", "tf32", "matmul-tune", "matmul-algos", "threads", "recompute",
+                                              "cuda-graphs", "tokenizer", "seq-len", "dtype", "attention", "tf32", "matmul-tune", "matmul-algos", "threads", "recompute",
                                               "tp", "sequence-parallel", "pp", "comm", "comm-timeout", "batch-size"};
         flags__only(seen, allowed, sizeof(allowed) / sizeof(allowed[0]), "--generate prints samples of a model and exits", "");
         // the context: --seq-len when given, else the model's (0 here, resolved with the model); the samples drawn

@@ -154,6 +154,8 @@ typedef struct {
     size_t bytes;              // device bytes held by the context
     int reserved;              // kernels_reserve has sized the workspaces for a training step
     size_t grown;              // device bytes the workspaces grew by after that (kernels_grown_bytes)
+    const int* dec_pos;        // device memory: the decoding position, read by the kernels at run time (kernels.h)
+    int capturing;             // the stream is capturing a graph (kernels_capture_begin .. _end)
 } KernelCtx;
 
 #include "kernels.h"  // declares: every op below, with the signature both backends share
@@ -350,7 +352,9 @@ static void dev_free(const KernelCtx* ctx, void* p) {
 static void dev_zero(const KernelCtx* ctx, void* p, size_t bytes) { gpuCheck(cudaMemsetAsync(p, 0, bytes, ctx->stream)); }
 static void dev_copy_h2d(const KernelCtx* ctx, void* dst, const void* host_src, size_t bytes) {
     gpuCheck(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx->stream));
-    gpuCheck(cudaStreamSynchronize(ctx->stream)); // the host buffer may be reused as soon as this returns
+    // the host buffer may be reused as soon as this returns; in a graph's capture (pinned memory) the copy reads it at
+    // each replay instead, and nothing runs now to wait for
+    if (!ctx->capturing) { gpuCheck(cudaStreamSynchronize(ctx->stream)); }
 }
 static void dev_copy_d2h(const KernelCtx* ctx, void* host_dst, const void* src, size_t bytes) {
     gpuCheck(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
@@ -361,6 +365,34 @@ static void dev_copy_d2d(const KernelCtx* ctx, void* dst, const void* src, size_
 static void dev_sync(const KernelCtx* ctx) { gpuCheck(cudaStreamSynchronize(ctx->stream)); }
 static void kernels_range_push(const KernelCtx* ctx, const char* name) { (void)ctx; nvtxRangePushA(name); }
 static void kernels_range_pop(const KernelCtx* ctx) { (void)ctx; nvtxRangePop(); }
+// CUDA graphs (kernels.h): the stream's work between the two calls is captured (relaxed mode: a workspace that must
+// grow may still cudaMalloc), then instantiated once and replayed by one launch per step.
+static int kernels_capture_begin(KernelCtx* ctx) {
+    gpuCheck(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeRelaxed));
+    ctx->capturing = 1;
+    return 1;
+}
+static void* kernels_capture_end(KernelCtx* ctx) {
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    cudaError_t e = cudaStreamEndCapture(ctx->stream, &g);
+    ctx->capturing = 0;
+    if (e == cudaSuccess) {
+        e = cudaGraphInstantiate(&x, g, 0);
+        cudaGraphDestroy(g);
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); // (cleared: the caller runs the ops one by one instead)
+        fprintf(stderr, "warning: capturing a CUDA graph failed (%s): the steps launch their kernels one by one\n", cudaGetErrorString(e));
+        return NULL;
+    }
+    return (void*)x;
+}
+static void kernels_graph_launch(const KernelCtx* ctx, void* graph) { gpuCheck(cudaGraphLaunch((cudaGraphExec_t)graph, ctx->stream)); }
+static void kernels_graph_free(const KernelCtx* ctx, void* graph) {
+    (void)ctx;
+    if (graph) { gpuCheck(cudaGraphExecDestroy((cudaGraphExec_t)graph)); }
+}
 static void* dev_host_alloc(const KernelCtx* ctx, size_t bytes) {
     (void)ctx;
     void* p = NULL;

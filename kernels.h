@@ -99,6 +99,19 @@ static void dev_copy_h2d(const KernelCtx* ctx, void* dst, const void* host_src, 
 static void dev_copy_d2h(const KernelCtx* ctx, void* host_dst, const void* src, size_t bytes);
 static void dev_copy_d2d(const KernelCtx* ctx, void* dst, const void* src, size_t bytes);
 static void dev_sync(const KernelCtx* ctx);
+// CUDA graphs, for sampling's decoding steps (sample.h). Between kernels_capture_begin and kernels_capture_end the
+// ops issued on the context, and its copies between the device and pinned host memory (dev_host_alloc), are recorded
+// instead of run; kernels_graph_launch replays them with one launch, each with the arguments and pointers it was
+// recorded with. So what changes from one step to the next is read from memory when the step runs: the tokens
+// (copied from pinned host memory) and the position, through the context's dec_pos (device memory, NULL otherwise):
+// while it is set, encoder_forward adds it to every row's position (wpe's rows from there), kv_cache_write writes at
+// it, and attention_forward_rows takes its queries from there (their pos and q_lo arguments then give only the count
+// of rows; the keys may reach ld). kernels_capture_begin returns 0 where there are no graphs (the CPU): the caller
+// runs the ops itself. kernels_capture_end returns NULL, with a warning, when the capture failed.
+static int kernels_capture_begin(KernelCtx* ctx);
+static void* kernels_capture_end(KernelCtx* ctx);
+static void kernels_graph_launch(const KernelCtx* ctx, void* graph);
+static void kernels_graph_free(const KernelCtx* ctx, void* graph);
 // Host memory the device copies to and from fastest (pinned on a GPU; plain aligned memory on the CPU), for staging.
 static void* dev_host_alloc(const KernelCtx* ctx, size_t bytes);
 static void dev_host_free(const KernelCtx* ctx, void* p);

@@ -404,12 +404,15 @@ __device__ __forceinline__ void kernels__dec_merge(float& m, float& l, float* o,
 // One warp per (sequence b, head h, query i in [q_lo, T), split s of `splits`), unit index ((b NH + h) n + i - q_lo)
 // splits + s with n = T - q_lo; layouts as kernels__attention_forward's for rows (q strides 3C, the cache 2C, ld rows
 // per sequence). splits 1: out (B, n, C) directly; else part[u hs ...] its o and ml[2u], ml[2u + 1] its m and l.
+// dpos (KernelCtx.dec_pos): the rows start at *dpos instead of q_lo; the splits then cover ld keys, those past the
+// row empty (m = -inf: the merge weighs them 0, so the output has the bits of exactly as many splits as keys).
 template <int VEC>
 __global__ void __launch_bounds__(32 * KERNELS_DEC_WARPS)
 kernels__attention_decode(floatX* out, float* part, float* ml, const floatX* qx, const floatX* kvx, int B, int T, int ld, int q_lo,
-                          int C, int NH, int splits, int G) {
+                          const int* dpos, int C, int NH, int splits, int G) {
     typedef KernelsVec<floatX, VEC> P;
     int hs = C / NH, np = hs / VEC, n = T - q_lo, lane = threadIdx.x % 32, grp = lane / G, pk = lane % G, NG = 32 / G;
+    if (dpos) { q_lo = *dpos; } // (a captured decoding step: its n rows start at the position read now)
     long u = (long)blockIdx.x * KERNELS_DEC_WARPS + threadIdx.x / 32;
     if (u >= (long)B * NH * n * splits) { return; } // (a whole warp: the shuffles below involve none of its lanes)
     int s = (int)(u % splits);
@@ -522,19 +525,21 @@ static int kernels__attention_decode_launch(const KernelCtx* ctx, floatX* out, c
     if (hs / vec > 32) { return 0; }
     int G = 1;
     while (G < hs / vec) { G *= 2; }
-    int splits = kernels__dec_splits(n, T);
+    int keys = ctx->dec_pos ? ld : T; // (a position read at run time: as many splits as the cache has rows)
+    int splits = kernels__dec_splits(n, keys);
     long units = (long)B * NH * n * splits;
     float *part = NULL, *ml = NULL;
     if (splits > 1) { // (the LayerNorm and bias gradients' partials: no backward runs in a sampling step)
-        part = kernels__col_partials(ctx, kernels__dec_scratch_floats(B, NH, n, T, hs));
+        part = kernels__col_partials(ctx, kernels__dec_scratch_floats(B, NH, n, keys, hs));
         ml = part + (size_t)units * hs;
     }
     unsigned grid = (unsigned)((units + KERNELS_DEC_WARPS - 1) / KERNELS_DEC_WARPS);
     if (vec == 1) {
-        kernels__attention_decode<1><<<grid, 32 * KERNELS_DEC_WARPS, 0, ctx->stream>>>(out, part, ml, q, kv, B, T, ld, q_lo, C, NH, splits, G);
+        kernels__attention_decode<1><<<grid, 32 * KERNELS_DEC_WARPS, 0, ctx->stream>>>(out, part, ml, q, kv, B, T, ld, q_lo, ctx->dec_pos, C, NH,
+                                                                                       splits, G);
     } else {
-        kernels__attention_decode<KERNELS_PACK><<<grid, 32 * KERNELS_DEC_WARPS, 0, ctx->stream>>>(out, part, ml, q, kv, B, T, ld, q_lo, C, NH,
-                                                                                                  splits, G);
+        kernels__attention_decode<KERNELS_PACK><<<grid, 32 * KERNELS_DEC_WARPS, 0, ctx->stream>>>(out, part, ml, q, kv, B, T, ld, q_lo,
+                                                                                                  ctx->dec_pos, C, NH, splits, G);
     }
     launchCheck();
     if (splits > 1) {
@@ -552,6 +557,7 @@ static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floa
     if (q_lo < 0 || q_lo >= T || T > ld) { fatal("internal: attention_forward_rows of queries [%d, %d) in %d rows", q_lo, T, ld); }
     kernels__attention_check(C, NH);
     if (kernels__attention_decode_launch(ctx, out, q, kv, B, T, ld, q_lo, C, NH)) { return; }
+    if (ctx->dec_pos) { fatal("attention_forward_rows: heads of %d take the warp-per-row kernel, which reads no position at run time", C / NH); }
     long rows = (long)B * NH * (T - q_lo);
     kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, (float*)nullptr, q, kv, kv + C, 3 * C, 2 * C, B, T, ld,
                                                                                      q_lo, C, NH);
@@ -560,9 +566,10 @@ static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floa
 
 // CPU twin: kv_cache_write (kernels_cpu.h). One thread per element of the destination rows (B n 2C of them: a
 // decoding step's B rows, or a prompt's n rows copied into every sequence once).
-__global__ void kernels__kv_cache_write(floatX* kv, const floatX* rows, int S, int B, int n, int pos, int ld, int C) {
+__global__ void kernels__kv_cache_write(floatX* kv, const floatX* rows, int S, int B, int n, int pos, const int* dpos, int ld, int C) {
     long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= (long)B * n * 2 * C) { return; }
+    if (dpos) { pos = *dpos; } // (a captured decoding step: the position read now)
     int c = (int)(e % (2 * C)), t = (int)((e / (2 * C)) % n), b = (int)(e / ((long)2 * C * n));
     kv[((size_t)b * ld + pos + t) * 2 * C + c] = rows[((size_t)(b % S) * n + t) * 3 * C + C + c];
 }
@@ -571,7 +578,7 @@ static void kv_cache_write(const KernelCtx* ctx, floatX* kv, const floatX* rows,
                            int C) {
     if ((S != 1 && S != B) || pos < 0 || pos + n > ld) { fatal("internal: kv_cache_write of %d x %d rows at %d into %d x %d", S, n, pos, B, ld); }
     long total = (long)B * n * 2 * C;
-    kernels__kv_cache_write<<<(unsigned)((total + 255) / 256), 256, 0, ctx->stream>>>(kv, rows, S, B, n, pos, ld, C);
+    kernels__kv_cache_write<<<(unsigned)((total + 255) / 256), 256, 0, ctx->stream>>>(kv, rows, S, B, n, pos, ctx->dec_pos, ld, C);
     launchCheck();
 }
 

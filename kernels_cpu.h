@@ -160,6 +160,7 @@ typedef struct {
     float* att_scratch; // (nthreads, 2 T T) attention probabilities and their gradient, per thread
     float* ln_scratch;  // (nthreads, 2 C) LayerNorm backward partial sums of dw and db, per thread
     size_t att_per_thread, ln_per_thread;
+    const int* dec_pos; // the decoding position, when the ops read it at run time (kernels.h: a captured sampling step)
 } KernelCtx;
 
 #include "kernels.h"  // declares: every op below, with the signature both backends share
@@ -169,6 +170,7 @@ static size_t kernels__attention_scratch_floats(int T) { return (size_t)2 * T * 
 // Sets up a context for sequences up to max_T and up to C channels; storage type dtype.
 static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
     ctx->dtype = dtype;
+    ctx->dec_pos = NULL;
     ctx->nthreads = kernels_num_threads();
     ctx->att_per_thread = kernels__attention_scratch_floats(max_T);
     ctx->ln_per_thread = (size_t)2 * C;
@@ -261,6 +263,11 @@ static void dev_copy_d2d(const KernelCtx* ctx, void* dst, const void* src, size_
 static void dev_sync(const KernelCtx* ctx) { (void)ctx; }
 static void kernels_range_push(const KernelCtx* ctx, const char* name) { (void)ctx; (void)name; }
 static void kernels_range_pop(const KernelCtx* ctx) { (void)ctx; }
+// No graphs on the CPU: the caller runs the ops (kernels.h).
+static int kernels_capture_begin(KernelCtx* ctx) { (void)ctx; return 0; }
+static void* kernels_capture_end(KernelCtx* ctx) { (void)ctx; return NULL; }
+static void kernels_graph_launch(const KernelCtx* ctx, void* graph) { (void)ctx; (void)graph; fatal("internal: a CUDA graph launched on the CPU"); }
+static void kernels_graph_free(const KernelCtx* ctx, void* graph) { (void)ctx; (void)graph; }
 static void* dev_host_alloc(const KernelCtx* ctx, size_t bytes) { return dev_alloc(ctx, bytes); }
 static void dev_host_free(const KernelCtx* ctx, void* p) { dev_free(ctx, p); }
 
@@ -335,7 +342,7 @@ static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* to
             float* o = out + ((size_t)b * T + t) * C;
             int v = tok[b * T + t] - vocab_lo;
             const float* e = v >= 0 && v < vocab_n ? wte + (size_t)v * C : NULL;
-            const float* p = wpe ? wpe + (size_t)t * C : NULL;
+            const float* p = wpe ? wpe + (size_t)(t + (ctx->dec_pos ? *ctx->dec_pos : 0)) * C : NULL;
             for (int i = 0; i < C; i++) { o[i] = e && p ? e[i] + p[i] : e ? e[i] : p ? p[i] : 0.0f; }
             kernels__store_row(ctx, o, C);
         }
@@ -619,13 +626,14 @@ static void attention_forward(const KernelCtx* ctx, floatX* out, float* lse, con
 static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* q, const floatX* kv, int B, int T, int ld,
                                    int q_lo, int C, int NH) {
     if (q_lo < 0 || q_lo >= T || T > ld) { fatal("internal: attention_forward_rows of queries [%d, %d) in %d rows", q_lo, T, ld); }
+    if (ctx->dec_pos) { T = *ctx->dec_pos + T - q_lo; q_lo = *ctx->dec_pos; } // (the same rows, at the position read now)
     kernels__attention_rows(ctx, out, NULL, q, 3 * (size_t)C, kv, kv + C, 2 * (size_t)C, B, T, ld, q_lo, C, NH);
 }
 
 static void kv_cache_write(const KernelCtx* ctx, floatX* kv, const floatX* rows, int S, int B, int n, int pos, int ld,
                            int C) {
-    (void)ctx;
     if ((S != 1 && S != B) || pos < 0 || pos + n > ld) { fatal("internal: kv_cache_write of %d x %d rows at %d into %d x %d", S, n, pos, B, ld); }
+    if (ctx->dec_pos) { pos = *ctx->dec_pos; }
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < n; t++) {
             memcpy(kv + ((size_t)b * ld + pos + t) * 2 * C, rows + ((size_t)(b % S) * n + t) * 3 * C + C, sizeof(floatX) * 2 * (size_t)C);

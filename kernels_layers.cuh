@@ -10,16 +10,17 @@ fused with the residual add, forward, apply and backward; GELU (tanh approximati
 // ----------------------------------------------------------------------------
 // Encoder. CPU twin: encoder_forward / encoder_backward.
 
-// VEC consecutive channels per step (C a multiple of VEC); tokens outside [vocab_lo, vocab_lo + vocab_n) embed as 0
+// VEC consecutive channels per step (C a multiple of VEC); tokens outside [vocab_lo, vocab_lo + vocab_n) embed as 0;
+// position t's embedding is wpe's row t, or t + *pos0 (a decoding step's position, read here: KernelCtx.dec_pos)
 template <int VEC>
-__global__ void kernels__encoder_forward(floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe, int vocab_lo,
-                                         int vocab_n, int B, int T, int C) {
+__global__ void kernels__encoder_forward(floatX* out, const int32_t* tok, const floatX* wte, const floatX* wpe, const int* pos0,
+                                         int vocab_lo, int vocab_n, int B, int T, int C) {
     typedef KernelsVec<floatX, VEC> P;
     size_t packs = (size_t)B * T * C / VEC;
     int cp = C / VEC; // packs per row
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
         size_t row = i / cp;
-        int c = (int)(i % cp), t = (int)(row % T), v = tok[row] - vocab_lo;
+        int c = (int)(i % cp), t = (int)(row % T) + (pos0 ? *pos0 : 0), v = tok[row] - vocab_lo;
         int in = v >= 0 && v < vocab_n;
         P e = in ? kernels__ldv<P>(wte, (size_t)v * cp + c) : P(), p = wpe ? kernels__ldv<P>(wpe, (size_t)t * cp + c) : P(), y;
         KERNELS_UNROLL
@@ -35,9 +36,10 @@ static void encoder_forward(const KernelCtx* ctx, floatX* out, const int32_t* to
                             int vocab_lo, int vocab_n, int B, int T, int C) {
     size_t n = (size_t)B * T * C;
     if (kernels__rows_packed(C, {out, wte, wpe})) {
-        kernels__encoder_forward<KERNELS_PACK><<<kernels__blocks(n / KERNELS_PACK, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, vocab_lo, vocab_n, B, T, C);
+        kernels__encoder_forward<KERNELS_PACK><<<kernels__blocks(n / KERNELS_PACK, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, ctx->dec_pos,
+                                                                                                          vocab_lo, vocab_n, B, T, C);
     } else {
-        kernels__encoder_forward<1><<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, vocab_lo, vocab_n, B, T, C);
+        kernels__encoder_forward<1><<<kernels__blocks(n, 256), 256, 0, ctx->stream>>>(out, tok, wte, wpe, ctx->dec_pos, vocab_lo, vocab_n, B, T, C);
     }
     launchCheck();
 }

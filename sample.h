@@ -19,6 +19,7 @@ typedef struct {
     int stop_at_eot;   // --stop-at-eot 1: a sample ends at the first <|endoftext|> it draws
     float repetition_penalty; // the logits of the tokens already in a sequence, before the rest (1: off; penalize_repeats)
     float min_p;       // last, only the tokens at least min_p times as likely as the most likely one (0: off)
+    int cuda_graphs;   // --cuda-graphs 1: a GPU replays each decoding step through the KV cache as one CUDA graph
 } SampleOpts;
 
 // A KV cache for up to B sequences of positions [0, T_max) of the layers this rank holds (its pipeline chunks), or
@@ -182,8 +183,38 @@ static void penalize_repeats(float* row, const int32_t* seq, int n, float R, uns
 // token): queueing the forward and the row of logits (the host's launches; a GPU runs them meanwhile), waiting for
 // the device to finish them and the row to arrive (the copies and the synchronisation), and choosing the tokens on
 // the host. Whether a GPU is bound by its launches, its kernels or the host's sampler, without a profiler.
-typedef struct { double queue, wait, pick; long steps; } SampleClock;
+typedef struct { double queue, wait, pick; long steps, replayed; } SampleClock; // (replayed: the steps a CUDA graph ran)
 static SampleClock sample_clock;
+
+// The LM head's R rows of logits, from the final LayerNorm's rows [first, first + R) (the last position of a forward
+// from position 0, or a decoding step's row of each sequence), into the first R slots of probs. Queued, with the
+// copies, on a single process (the caller's dev_sync waits for them); under tensor parallelism each rank computes
+// its columns and an all-gather, which waits, gives every rank the rows.
+static void sample__logits(GPT* m, KvCache* kv, size_t first, int R, float* probs, size_t slot) {
+    const GPTConfig* g = &m->cfg;
+    const floatX* lnf = tp_enter(m, m->acts.lnf);
+    float* logits = kv ? kv->logits : m->acts.logits_row;
+    classifier_logits_rows(&m->ctx, logits, lnf + first * g->channels, m->p.wte, R, g->channels, m->vocab_n);
+    for (int r = 0; r < R; r++) {
+        const float* lrow = logits + (size_t)r * m->vocab_n;
+        if (m->tp == 1) {
+            dev_copy_d2h(&m->ctx, probs + r * slot, lrow, sizeof(float) * (size_t)g->padded_vocab_size);
+        } else {
+            dev_copy_d2h(&m->ctx, m->acts.host, lrow, sizeof(float) * m->vocab_n);
+            dev_sync(&m->ctx);
+            comm_allgather_f32(m->tp_group, m->acts.host, probs + r * slot, (size_t)m->vocab_n);
+        }
+    }
+}
+
+// One forward through the KV cache kv at its position kv->pos (fb sequences of T tokens; the prompt's, or each
+// sequence's token sampled last), then, on the rank with the LM head, its R rows of logits at the last position.
+static void sample__step(GPT* m, const int32_t* tokens, int fb, int T, KvCache* kv, int R, float* probs, size_t slot) {
+    m->kv = kv;
+    gpt_forward_any(m, tokens, fb, T);
+    m->kv = NULL;
+    if (m->layout.has_lnf) { sample__logits(m, kv, (size_t)T - 1, R, probs, slot); }
+}
 
 // Draws toks[p..n) one at a time after the prompt toks[0..p) (p >= 1) in each of B sequences (toks: B rows of `room`
 // tokens, n <= room, each starting with the same prompt): token t comes from the logits at position t - 1, penalized
@@ -195,14 +226,15 @@ static SampleClock sample_clock;
 // (else n - p), its later tokens are whatever the forwards drew and its log-probability stops there; the draws of a
 // sequence stay draws[b (n - p) + t - p] whether it stopped or not, so stopping changes no other sequence's tokens,
 // and the steps end when every sequence has stopped (the same on every rank: they all hold the same tokens).
-// probs: B x 3 Vp floats of host scratch (pinned on a GPU), a slot per sequence (its row of logits, sample_pick's
-// scratch, and the unpenalized row for logp): the B rows come to the host together, and the sequences choose their
-// tokens in parallel (OpenMP; each from its own row and draw, so the tokens do not depend on the threads). Without a
-// KV cache B is 1, and each forward runs over the whole prefix; the tokens after the sampled ones may be any token:
-// each forward may run longer than t (the backend's bucketed lengths, kernels_forward_len; sequence parallelism's
-// multiple of tp), and a causal model's position t - 1 never sees the ones after it. With a KV cache (kv, for B sequences up to position room): the first
-// forward runs the prompt once and caches it for every sequence, each later one the B tokens sampled last, at
-// their position.
+// probs: B x 3 Vp floats of host scratch from dev_host_alloc (pinned on a GPU: a graph's copies need it), a slot per
+// sequence (its row of logits, sample_pick's scratch, and the unpenalized row for logp): the B rows come to the host
+// together, and the sequences choose their tokens in parallel (OpenMP; each from its own row and draw, so the
+// tokens do not depend on the threads). Without a KV cache B is 1, and each forward runs over the whole prefix; the
+// tokens after the sampled ones may be any token: each forward may run longer than t (the backend's bucketed
+// lengths, kernels_forward_len; sequence parallelism's multiple of tp), and a causal model's position t - 1 never
+// sees the ones after it. With a KV cache (kv, for B
+// sequences up to position room): the first forward runs the prompt once and caches it for every sequence, each
+// later one the B tokens sampled last, at their position.
 // Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns, an
 // all-gather gives all of them the row, and group rank 0's tokens are broadcast; under pipeline parallelism the
 // last stage's.
@@ -211,50 +243,58 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
     const GPTConfig* g = &m->cfg;
     for (int b = 0; b < B && logp; b++) { logp[b] = 0.0; }
     if (B > (kv ? kv->B : 1)) { fatal("internal: %d sequences sampled together without a KV cache for them", B); }
-    int32_t* next = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)B); // the tokens sampled at t
+    // the tokens sampled at t (pinned on a GPU: a captured step's copy reads them when it runs)
+    int32_t* next = (int32_t*)dev_host_alloc(&m->ctx, sizeof(int32_t) * (size_t)B);
     int* ended = (int*)callocCheck((size_t)B, sizeof(int)); // a sequence's length after the prompt once it drew the stop token
     // penalize_repeats' marks, one row of V bytes per sequence (the sequences pick in parallel)
     unsigned char* mark = so->repetition_penalty != 1.0f ? (unsigned char*)callocCheck((size_t)B * g->vocab_size, 1) : NULL;
     const size_t Vp = (size_t)g->padded_vocab_size, slot = 3 * Vp;
+    // --cuda-graphs: the decoding steps after the first (which made every matmul plan and workspace the step needs)
+    // replay one CUDA graph of the step, recorded at the second: its tokens from `next`, its position from hpos, both
+    // copied when it runs (kernels.h). Only where the step is this process's alone: no tensor or pipeline group, no
+    // ZeRO-3 gathers (their collectives run on the host), and the LM head here.
+    int graphs = kv && so->cuda_graphs && !m->tp_group && !m->pp_group && !m->z3 && m->layout.has_lnf, graph_failed = 0;
+    int* hpos = graphs ? (int*)dev_host_alloc(&m->ctx, sizeof(int)) : NULL;
+    void* graph = NULL;
     int running = B;
     for (int t = p; t < n && running > 0; t++) {
         double c0 = now_seconds(), c1 = c0, c2 = c0;
         int fb = 1; // the forward's sequences
+        int R = 1; // the rows of logits: 1 for the prompt's forward (every sequence's row is the same), else B
         if (kv) {
             // positions [start, t): the prompt (one sequence for all), then one token per sequence
             int start = t == p ? 0 : t - 1;
             fb = t == p ? 1 : B;
+            R = fb;
             for (int b = 0; b < fb && t > p; b++) { next[b] = toks[(size_t)b * room + t - 1]; }
             kv->pos = start;
-            m->kv = kv;
-            gpt_forward_any(m, t == p ? toks : next, fb, t - start);
-            m->kv = NULL;
+            if (graphs && t > p + 1 && !graph && !graph_failed) {
+                m->ctx.dec_pos = (const int*)(m->acts.scalars + 1);
+                if (kernels_capture_begin(&m->ctx)) {
+                    dev_copy_h2d(&m->ctx, (void*)m->ctx.dec_pos, hpos, sizeof(int));
+                    sample__step(m, next, fb, 1, kv, R, probs, slot);
+                    graph = kernels_capture_end(&m->ctx);
+                }
+                m->ctx.dec_pos = NULL;
+                graph_failed = graph == NULL;
+            }
+            if (graph && t > p + 1) {
+                *hpos = start;
+                kernels_graph_launch(&m->ctx, graph);
+                sample_clock.replayed++;
+            } else {
+                sample__step(m, t == p ? toks : next, fb, t - start, kv, R, probs, slot);
+            }
         } else {
             // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them
             int tf = kernels_forward_len(&m->ctx, t, room);
             if (m->sp) { tf = (tf + m->tp - 1) / m->tp * m->tp; }
+            m->kv = NULL;
             gpt_forward_any(m, toks, 1, tf);
+            if (m->layout.has_lnf) { sample__logits(m, NULL, (size_t)t - 1, 1, probs, slot); }
         }
         if (m->layout.has_lnf) {
-            // the logits at position t - 1, in one product: row t - 1 of a forward from position 0 (the prompt's, every
-            // sequence's; or the whole prefix's), or rows 0..B-1 of a decoding step (one position per sequence)
-            const floatX* lnf = tp_enter(m, m->acts.lnf);
-            int R = fb == 1 ? 1 : B;
-            size_t first = kv && t > p ? 0 : (size_t)t - 1;
-            float* logits = kv ? kv->logits : m->acts.logits_row;
-            classifier_logits_rows(&m->ctx, logits, lnf + first * g->channels, m->p.wte, R, g->channels, m->vocab_n);
-            c1 = now_seconds(); // (then the copies are queued, and dev_sync waits for the device)
-            // the R distinct rows to their slots (R is 1 for the prompt's forward: every sequence's row is the same)
-            for (int r = 0; r < R; r++) {
-                const float* lrow = logits + (size_t)r * m->vocab_n;
-                if (m->tp == 1) {
-                    dev_copy_d2h(&m->ctx, probs + r * slot, lrow, sizeof(float) * Vp); // (one wait for all, below)
-                } else {
-                    dev_copy_d2h(&m->ctx, m->acts.host, lrow, sizeof(float) * m->vocab_n);
-                    dev_sync(&m->ctx);
-                    comm_allgather_f32(m->tp_group, m->acts.host, probs + r * slot, (size_t)m->vocab_n);
-                }
-            }
+            c1 = now_seconds(); // (the forward and the copies of the rows queued: dev_sync waits for the device)
             dev_sync(&m->ctx);
             c2 = now_seconds();
             for (int b = R; b < B; b++) { memcpy(probs + b * slot, probs, sizeof(float) * Vp); }
@@ -291,7 +331,9 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
     }
     if (logp && m->pp_group) { comm_broadcast(m->pp_group, logp, sizeof(double) * B, m->pp - 1); }
     for (int b = 0; b < B && len; b++) { len[b] = ended[b] ? ended[b] : n - p; }
-    free(next);
+    kernels_graph_free(&m->ctx, graph);
+    dev_host_free(&m->ctx, hpos);
+    dev_host_free(&m->ctx, next);
     free(ended);
     free(mark);
 }

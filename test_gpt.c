@@ -2610,7 +2610,8 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
     ZeroOptimizer z;
     build_model(&m, &z, pc, model_path, 1, 16);
     const int n = 12, room = 16;
-    float* probs = (float*)mallocCheck(sizeof(float) * 3 * 3 * m.cfg.padded_vocab_size); // (sample_tokens' slots for 3 sequences)
+    // (sample_tokens' slots for 3 sequences, from dev_host_alloc as it asks: a CUDA build's graphs copy into them)
+    float* probs = (float*)dev_host_alloc(&m.ctx, sizeof(float) * 3 * 3 * m.cfg.padded_vocab_size);
     int V = m.cfg.vocab_size;
     double* p = (double*)mallocCheck(sizeof(double) * V);
     for (int variant = 0; variant < 3; variant++) {
@@ -2620,7 +2621,7 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
         uint64_t rng = 0x1234567ULL + (uint64_t)variant;
         for (int k = 0; k < B * (n - np); k++) { draws[k] = rng_uniform(&rng); }
         for (int b = 0; b < B; b++) { toks[b * room] = 3; toks[b * room + 1] = 7; toks[b * room + 2] = 1; }
-        SampleOpts so = {1.0f, 0, 1.0f, cached, 0, 0, 1.0f, 0.0f}; // the defaults: softmax of the logits over the whole vocabulary
+        SampleOpts so = {1.0f, 0, 1.0f, cached, 0, 0, 1.0f, 0.0f, 1}; // the defaults: softmax of the logits over the whole vocabulary
         KvCache kv;
         if (cached && !kv_alloc(&kv, &m, B, room)) { report(0, "sampling with a KV cache", "kv_alloc refused"); break; }
         sample_tokens(&m, toks, B, np, n, room, probs, draws, &so, cached ? &kv : NULL, NULL, -1, NULL);
@@ -2656,7 +2657,7 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
                first_bad, edges, differ, B - 1);
     }
     free(p);
-    free(probs);
+    dev_host_free(&m.ctx, probs);
     zero_free(&z);
     gpt_free(&m);
 }

@@ -117,7 +117,7 @@ forward/backward (tensor parallel through tp.h), optimizer step, checkpoints (ch
     X(logits,    floatX,  1, 0, (size_t)H * chunk_rows * Vpt) /* (chunk_rows,Vpt) classifier chunk, logits then their gradient */ \
     X(logits_row, float,   0, 0, (size_t)H * Vpt)          /* (Vpt) one row of logits, for sampling */ \
     X(ce_stats,  float,   0, 0, (size_t)H * (Vpt < Vp) * 3 * chunk_rows) /* tensor parallel: per-row softmax statistics */ \
-    X(scalars,   double,  0, 0, (size_t)2)                /* [0] sum of the step's token losses, read once per step */
+    X(scalars,   double,  0, 0, (size_t)2)                /* [0] sum of the step's token losses, read once per step; [1] a graph's decoding position (an int) */
 
 typedef struct {
 #define X_FIELD(name, type, fx, kept, size) type* name;
@@ -802,7 +802,8 @@ static void gpt_forward_chunk(GPT* m, int g, const int32_t* host_tokens, int B, 
         dev_copy_h2d(&m->ctx, a->tokens, host_tokens, (size_t)BT * sizeof(int32_t));
         floatX* emb = m->sp ? a->proj : a->encoded; // the whole rows, before the reduce-scatter
         // (with a KV cache the tokens sit at positions [pos, pos + T): their position embeddings are wpe's rows from pos)
-        const floatX* wpe = m->tp_rank != 0 ? NULL : m->kv ? m->p.wpe + (size_t)m->kv->pos * C : m->p.wpe;
+        // (or from the position the kernels read at run time, KernelCtx.dec_pos: a decoding step recorded as a graph)
+        const floatX* wpe = m->tp_rank != 0 ? NULL : m->kv && !m->ctx.dec_pos ? m->p.wpe + (size_t)m->kv->pos * C : m->p.wpe;
         encoder_forward(&m->ctx, emb, a->tokens, m->p.wte, wpe, m->vocab_lo, m->vocab_n, B, T, C);
         tp_leave(m, a->encoded, emb);
     }
@@ -1990,7 +1991,7 @@ int main(int argc, char** argv) {
 
     if (!gen_only) { print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0); }
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
-    SampleOpts so = {c.temperature, c.top_k, c.top_p, c.kv_cache, c.logprobs, c.stop_at_eot, c.repetition_penalty, c.min_p};
+    SampleOpts so = {c.temperature, c.top_k, c.top_p, c.kv_cache, c.logprobs, c.stop_at_eot, c.repetition_penalty, c.min_p, c.cuda_graphs};
     if (eval_only || gen_only) {
         // --eval-hellaswag or --generate: evaluate or sample the model, then exit
         double t0 = now_seconds();
@@ -2040,8 +2041,9 @@ int main(int argc, char** argv) {
             if (master) { printf("generate: %ld tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9), how); }
             const SampleClock* sc = &sample_clock;
             if (master && sc->steps > 0) {
-                printf("generate: per step (%ld steps): %.3f ms queueing the forward and the logits, %.3f ms waiting for them, %.3f ms choosing the tokens\n",
-                       sc->steps, 1e3 * sc->queue / sc->steps, 1e3 * sc->wait / sc->steps, 1e3 * sc->pick / sc->steps);
+                printf("generate: per step (%ld steps, %ld of them one CUDA graph's launch): %.3f ms queueing the forward and the logits, %.3f ms "
+                       "waiting for them, %.3f ms choosing the tokens\n", sc->steps, sc->replayed, 1e3 * sc->queue / sc->steps,
+                       1e3 * sc->wait / sc->steps, 1e3 * sc->pick / sc->steps);
             }
             // (GPU builds: the KV cache and the rows of logits of the samples drawn together were made at start-up,
             // in the planner's count; a sampling step allocates nothing)

@@ -746,7 +746,7 @@ if timeout $(budget 120) $CU $kvm --generate 1 --temperature 0 > $L.kv1.log 2>&1
     if [ -n "$n1" ] && [ "$n1" = "$n0" ] && [ -n "$(rate $L.kv1.log)" ]; then
         ok "generate $n1 tokens with the KV cache: $(rate $L.kv1.log), without: $(rate $L.kv0.log); the greedy samples $same"
         # where a step's time goes (the first GPU run gave both about 2 ms a token: not the forward's arithmetic)
-        for f in kv1 kv0; do echo "  $f: $(grep -o 'per step .*' $L.$f.log)"; done
+        for f in kv1 kv0; do echo "  $f: $(grep -ao 'per step .*' $L.$f.log)"; done
     else
         bad "generate with and without the KV cache: '$n1' and '$n0' tokens"; tail -n 3 $L.kv1.log $L.kv0.log
     fi
@@ -766,7 +766,7 @@ if timeout $(budget 120) $CU $kvm --generate 8 --temperature 0.9 --top-k 40 > $L
     if [ "$(grep -c -e '--- sample' $L.kv8.log)" = 8 ] && [ "$grown" = "device buffers grown after start-up: 0 bytes" ] &&
        { [ $EMU = 0 ] || [[ "$beyond" == *"least 0, most 0" ]]; }; then
         ok "generate 8 samples at once: $(rate $L.kv8.log), one at a time: $(rate $L.kv81.log); the samples $same; $grown"
-        echo "  kv8: $(grep -o 'per step .*' $L.kv8.log)"
+        echo "  kv8: $(grep -ao 'per step .*' $L.kv8.log)"
     elif [ "$(grep -c -e '--- sample' $L.kv8.log)" = 8 ]; then
         bad "generate 8 samples at once: ${grown:-no growth reported}; ${beyond:-no memory reported} (a buffer made after start-up, or not counted)"
     else
@@ -774,6 +774,27 @@ if timeout $(budget 120) $CU $kvm --generate 8 --temperature 0.9 --top-k 40 > $L
     fi
 else
     bad "generate 8 samples at once: $CU failed"; tail -n 3 $L.kv8.log $L.kv81.log 2>/dev/null
+fi
+
+# --cuda-graphs 1 (the default): every decoding step after the second replays one CUDA graph of the step, recorded
+# once, its tokens and position read from memory when it runs; against --cuda-graphs 0 (each kernel launched): the
+# same samples and log-probabilities, bit for bit (the same kernels and arguments; the attention's splits past a
+# row's keys weigh exactly 0). The emulation runs 130 tokens of a d2 model, so that a row's keys reach 3 splits of 64.
+gm="$kvm"; [ $EMU = 1 ] && gm="--model d2 --seq-len 140 --gen-tokens 130"
+if timeout $(budget 120) $CU $gm --generate 4 --temperature 0.9 --top-k 40 --logprobs 1 > $L.graph1.log 2>&1 &&
+   timeout $(budget 120) $CU $gm --generate 4 --temperature 0.9 --top-k 40 --logprobs 1 --cuda-graphs 0 > $L.graph0.log 2>&1; then
+    replayed() { grep -ao 'steps, [0-9]* of them one CUDA graph' "$1" | grep -o '[0-9]*' | head -n 1; }
+    g1=$(replayed $L.graph1.log); g0=$(replayed $L.graph0.log)
+    if [ "$(grep -c -e '--- sample' $L.graph1.log)" = 4 ] && cmp -s <(grep -A2 -e '--- sample' $L.graph1.log) <(grep -A2 -e '--- sample' $L.graph0.log) &&
+       [ -n "$g1" ] && [ "$g1" -gt 0 ] && [ "$g0" = 0 ] && ! grep -q 'capturing a CUDA graph failed' $L.graph1.log; then
+        ok "generate 4 samples with each decoding step one CUDA graph's launch ($g1 steps): $(rate $L.graph1.log), launched op by op: $(rate $L.graph0.log); the samples and their log-probabilities are the same"
+        for f in graph1 graph0; do echo "  $f: $(grep -ao 'per step .*' $L.$f.log)"; done
+    else
+        bad "generate with --cuda-graphs 1 and 0: samples or log-probabilities differ, or no step replayed a graph ('$g1' and '$g0' steps)"
+        grep -m1 -e 'capturing a CUDA graph failed' -e 'cuda_emu:' $L.graph1.log; diff <(grep -A2 -e '--- sample' $L.graph1.log) <(grep -A2 -e '--- sample' $L.graph0.log) | head -n 6
+    fi
+else
+    bad "generate with --cuda-graphs 1 or 0: $CU failed"; tail -n 3 $L.graph1.log $L.graph0.log 2>/dev/null
 fi
 
 stage "HellaSwag: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"

@@ -436,6 +436,46 @@ static void lt_case(int ta, int tb, float beta, cublasLtEpilogue_t epi, cudaData
 static void bug_misaligned(void) { lt_case(0, 0, 0.0f, CUBLASLT_EPILOGUE_DEFAULT, CUDA_R_32F, 1); }
 static void bug_bias_after_heuristic(void) { lt_case(1, 0, 0.0f, CUBLASLT_EPILOGUE_BIAS, CUDA_R_16BF, 2); }
 
+// Graphs by stream capture: a captured stream's work runs at each launch, not at the capture, with the arguments of
+// the capture; a copy from pinned host memory reads it when the graph runs. The refusals: what CUDA refuses while a
+// stream captures.
+__global__ void k_add_at(float* x, const int* at, float v) { x[*at] += v; }
+static void graph_replays(float* got, int* at_host, int* at_dev, float* x, cudaStream_t s) {
+    cudaGraph_t g;
+    cudaGraphExec_t e;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+    cudaMemcpyAsync(at_dev, at_host, sizeof(int), cudaMemcpyHostToDevice, s);
+    k_add_at<<<1, 1, 0, s>>>(x, at_dev, 1.0f);
+    cudaStreamEndCapture(s, &g);
+    cudaStreamSynchronize(s); // (nothing ran: the capture only recorded)
+    cudaMemcpy(got, x, 4 * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaGraphInstantiate(&e, g, 0);
+    for (int k = 0; k < 3; k++) { *at_host = k; cudaGraphLaunch(e, s); cudaStreamSynchronize(s); }
+    cudaMemcpy(got + 4, x, 4 * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaGraphExecDestroy(e);
+    cudaGraphDestroy(g);
+}
+static cudaStream_t capturing(void) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+    return s;
+}
+static void bug_capture_sync(void) { cudaStreamSynchronize(capturing()); }
+static void bug_capture_pageable(void) {
+    cudaStream_t s = capturing();
+    static int host;
+    int* d = NULL;
+    cudaMalloc((void**)&d, sizeof(int));
+    cudaMemcpyAsync(d, &host, sizeof(int), cudaMemcpyHostToDevice, s);
+}
+static void bug_capture_blocking_copy(void) {
+    capturing();
+    float* d = dev_floats(4);
+    float h[4];
+    cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost);
+}
+
 int main(void) {
     // indices over a 2D grid of 2D blocks
     {
@@ -714,5 +754,23 @@ int main(void) {
     expect_caught("a pointer less aligned than promised to cuBLASLt is caught", bug_misaligned, "the heuristic was promised 16");
     expect_caught("a bias pointer set after cuBLASLt's heuristic, less aligned than the one it saw (none: 256), is caught",
                   bug_bias_after_heuristic, "is 2-byte aligned, but the heuristic was given a pointer aligned to 256");
+    {
+        float* x = dev_floats(4);
+        int *at_host = NULL, *at_dev = NULL;
+        cudaMallocHost((void**)&at_host, sizeof(int));
+        cudaMalloc((void**)&at_dev, sizeof(int));
+        cudaMemset(x, 0, 4 * sizeof(float));
+        *at_host = 3;
+        cudaStream_t s;
+        cudaStreamCreate(&s);
+        float got[8];
+        graph_replays(got, at_host, at_dev, x, s);
+        int ok = got[0] == 0 && got[1] == 0 && got[2] == 0 && got[3] == 0 && got[4] == 1 && got[5] == 1 && got[6] == 1 && got[7] == 0;
+        check(ok, "a captured graph runs nothing at the capture; each launch runs it, reading the pinned index when it runs",
+              "after the capture %g %g %g %g, after 3 launches %g %g %g %g", got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7]);
+    }
+    expect_caught("a synchronisation of a stream capturing a graph is caught", bug_capture_sync, "cudaStreamSynchronize while a stream captures a graph");
+    expect_caught("a copy from pageable host memory into a graph is caught", bug_capture_pageable, "pageable host memory on a stream capturing a graph");
+    expect_caught("a blocking copy during a capture is caught", bug_capture_blocking_copy, "cudaMemcpy (blocking) while a stream captures a graph");
     return test_summary();
 }

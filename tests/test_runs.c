@@ -2676,7 +2676,7 @@ static void test_sample_pick(void) {
     for (int trial = 0; trial < 800; trial++) {
         for (int i = 0; i < V; i++) { row[i] = 6.0f * rng_uniform(&s) - 3.0f; }
         if (trial % 4 == 0) { row[trial % V] = row[(trial + 3) % V]; } // some ties
-        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], tops[(trial / 16) % 5], 0, 0, 0, 1.0f, mins[(trial / 80) % 4]};
+        SampleOpts so = {temps[trial % 4], ks[(trial / 4) % 4], tops[(trial / 16) % 5], 0, 0, 0, 1.0f, mins[(trial / 80) % 4], 0};
         double u = rng_uniform(&s);
         memcpy(work, row, sizeof(row));
         int j = sample_pick(work, scratch, V, &so, u);
@@ -2694,7 +2694,7 @@ static void test_sample_pick(void) {
     float tie[37];
     for (int i = 0; i < V; i++) { tie[i] = (float)(i % 5); } // maxima 4 at ids 4, 9, 14, ...
     int g0, g1;
-    SampleOpts greedy = {0.0f, 0, 1.0f, 0, 0, 0, 1.0f, 0.0f}, top1 = {1.0f, 1, 1.0f, 0, 0, 0, 1.0f, 0.0f};
+    SampleOpts greedy = {0.0f, 0, 1.0f, 0, 0, 0, 1.0f, 0.0f, 0}, top1 = {1.0f, 1, 1.0f, 0, 0, 0, 1.0f, 0.0f, 0};
     memcpy(work, tie, sizeof(tie));
     g0 = sample_pick(work, scratch, V, &greedy, 0.99);
     memcpy(work, tie, sizeof(tie));
@@ -2702,7 +2702,7 @@ static void test_sample_pick(void) {
     report(g0 == 4 && g1 == 4, "temperature 0 and top-k 1 pick the argmax, the lowest id among equal maxima", "picked %d and %d, expected 4", g0, g1);
     // top-k 2 among eight equal maxima keeps exactly the two lowest ids, whatever the draw
     int seen[37] = {0};
-    SampleOpts top2 = {1.0f, 2, 1.0f, 0, 0, 0, 1.0f, 0.0f};
+    SampleOpts top2 = {1.0f, 2, 1.0f, 0, 0, 0, 1.0f, 0.0f, 0};
     for (int k = 0; k < 100; k++) {
         memcpy(work, tie, sizeof(tie));
         seen[sample_pick(work, scratch, V, &top2, (k + 0.5) / 100.0)]++;
@@ -2716,7 +2716,7 @@ static void test_sample_pick(void) {
     float four[4] = {0.5f, 0.5f, 0.5f, 0.5f}, w4[4], s4[4];
     for (int c = 0; c < 4; c++) {
         int seen4[4] = {0}, distinct = 0, low = 1;
-        SampleOpts tp = {1.0f, 0, ps[c], 0, 0, 0, 1.0f, 0.0f};
+        SampleOpts tp = {1.0f, 0, ps[c], 0, 0, 0, 1.0f, 0.0f, 0};
         for (int k = 0; k < 200; k++) {
             memcpy(w4, four, sizeof(four));
             seen4[sample_pick(w4, s4, 4, &tp, (k + 0.5) / 200.0)]++;
@@ -2737,7 +2737,7 @@ static void test_sample_pick(void) {
         const float cases[3][2] = {{0.3f, 0.5f}, {1.0f, 0.7f}, {1.0f, 0.005f}}; // (top-p, min-p)
         int seen3[3][4] = {{0}}; // ids 0, 1, 2 and the tail
         for (int c = 0; c < 3; c++) {
-            SampleOpts mp = {1.0f, 0, cases[c][0], 0, 0, 0, 1.0f, cases[c][1]};
+            SampleOpts mp = {1.0f, 0, cases[c][0], 0, 0, 0, 1.0f, cases[c][1], 0};
             for (int k = 0; k < 400; k++) {
                 big[0] = 0.0f; big[1] = big[2] = logf(0.6f);
                 for (int i = 3; i < NV; i++) { big[i] = logf(0.01f); }

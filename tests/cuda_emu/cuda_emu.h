@@ -33,6 +33,12 @@ What it checks beyond the results (each failure names the kernel, block and thre
     documented constraints (auxiliary leading dimension a multiple of 8 and at least m), pointers at least as
     aligned as the alignments promised to the heuristic, every operand's extent inside its allocation.
 
+Graphs (cudaStreamBeginCapture .. cudaStreamEndCapture, cudaGraphInstantiate, cudaGraphLaunch): a capturing stream's
+work is kept in order instead of queued, and each launch queues all of it again with the arguments of the capture.
+What CUDA refuses during a capture stops the emulation: a synchronisation (stream, device, event), a blocking copy or
+memset, a copy between the device and pageable host memory, work on the legacy default stream, a cudaFree; events
+recorded or waited on inside a capture are not emulated (also a stop).
+
 What it does not model: concurrency beyond that. Races through global memory between threads or blocks are invisible
 here (except as a dependence on the order blocks and threads run in: CUDA_EMU_ORDER below), and so is warp-synchronous code that assumes lanes run in lockstep, and performance. Fast-math intrinsics are computed exactly. Those stay for the GPU check.
 
@@ -504,6 +510,7 @@ struct EmuStream {
     std::map<EmuStream*, uint64_t> after;  // work queued here from now on follows these streams' work up to there
                                            // (cudaStreamWaitEvent, and what the waited stream followed)
     uint64_t synced = 0;                   // the host has synchronised with this stream up to there
+    std::vector<std::function<void()>>* capture = nullptr; // capturing a graph (cudaStreamBeginCapture): work goes there
 };
 // An event also takes the device clock's time when its stream reaches it (stamp; NaN until then), unless made with
 // cudaEventDisableTiming. The device clock is virtual (g_vclock_ms): only cuBLASLt's products advance it, by a cost
@@ -515,6 +522,12 @@ static std::vector<EmuStream*> g_streams = {&g_null_stream};
 static int g_sync_mode = -1;
 
 static EmuStream* stream_of(cudaStream_t s) { return s ? (EmuStream*)s : &g_null_stream; }
+// Streams capturing a graph: what CUDA refuses meanwhile (a synchronisation, a blocking copy, an event of the
+// capture; a copy from pageable host memory, whose data a graph cannot take at the call) stops the emulation here.
+static int g_capturing = 0;
+static void no_capture(const char* what) {
+    if (g_capturing > 0) { fail("%s while a stream captures a graph: CUDA refuses it (cudaErrorStreamCaptureUnsupported)", what); }
+}
 
 // Runs s's queued work up to (not including) position `upto`.
 static void stream_run(EmuStream* s, uint64_t upto) {
@@ -602,6 +615,8 @@ static void run_watched(const EmuRanges& watch, const char* what, const std::fun
 static void enqueue(cudaStream_t stream, std::function<void()> f) {
     if (g_sync_mode < 0) { const char* e = getenv("CUDA_EMU_SYNC"); g_sync_mode = e && atoi(e); }
     EmuStream* s = stream_of(stream);
+    if (s->capture) { s->capture->push_back(std::move(f)); return; } // (run at each cudaGraphLaunch instead)
+    if (g_capturing > 0 && s == &g_null_stream) { fail("work on the legacy default stream while a stream captures a graph"); }
     s->q.push_back(std::move(f));
     s->queued++;
     if (g_sync_mode) { stream_run_all(s); }
@@ -909,7 +924,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
     *free_bytes = emu::device_free();
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { emu::device_run_all(); return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { emu::no_capture("cudaDeviceSynchronize"); emu::device_run_all(); return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { cudaError_t e = emu::g_last_error; emu::g_last_error = cudaSuccess; return e; }
 cudaError_t cudaPeekAtLastError(void) { return emu::g_last_error; }
 const char* cudaGetErrorString(cudaError_t e) {
@@ -928,9 +943,9 @@ cudaError_t cudaMalloc(void** p, size_t size) {
     *p = emu::mem_alloc(size, emu::MEM_DEVICE);
     return cudaSuccess;
 }
-cudaError_t cudaFree(void* p) { emu::device_run_all(); emu::mem_free(p, emu::MEM_DEVICE, "cudaFree"); return cudaSuccess; }
+cudaError_t cudaFree(void* p) { emu::no_capture("cudaFree"); emu::device_run_all(); emu::mem_free(p, emu::MEM_DEVICE, "cudaFree"); return cudaSuccess; }
 cudaError_t cudaMallocHost(void** p, size_t size) { *p = emu::mem_alloc(size, emu::MEM_PINNED); return cudaSuccess; }
-cudaError_t cudaFreeHost(void* p) { emu::device_run_all(); emu::mem_free(p, emu::MEM_PINNED, "cudaFreeHost"); return cudaSuccess; }
+cudaError_t cudaFreeHost(void* p) { emu::no_capture("cudaFreeHost"); emu::device_run_all(); emu::mem_free(p, emu::MEM_PINNED, "cudaFreeHost"); return cudaSuccess; }
 
 // Pinned host memory is read or written when the copy runs; pageable host memory as CUDA does it: a copy from it
 // takes the data at the call, a copy into it completes before the call returns.
@@ -941,6 +956,9 @@ static int emu__pinned(const void* p) {
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
     if (bytes == 0) { return cudaSuccess; }
+    if (emu::stream_of(stream)->capture && ((kind == cudaMemcpyHostToDevice && !emu__pinned(src)) || (kind == cudaMemcpyDeviceToHost && !emu__pinned(dst)))) {
+        emu::fail("cudaMemcpyAsync between the device and pageable host memory on a stream capturing a graph (pinned memory only)");
+    }
     switch (kind) {
     case cudaMemcpyHostToDevice:
         emu::mem_check(dst, bytes, emu::MEM_DEVICE, "cudaMemcpy host to device: the destination");
@@ -971,6 +989,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
+    emu::no_capture("cudaMemcpy (blocking)");
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, 0);
     emu::device_run_all(); // blocking, and on the legacy default stream: after all earlier work
     return e;
@@ -983,6 +1002,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t strea
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+    emu::no_capture("cudaMemset (blocking)");
     cudaError_t e = cudaMemsetAsync(p, value, bytes, 0);
     emu::device_run_all();
     return e;
@@ -1009,6 +1029,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    emu::no_capture("cudaStreamSynchronize");
     emu::EmuStream* x = emu::stream_of(s);
     emu::stream_run_all(x);
     emu::host_synced(x, x->queued);
@@ -1023,6 +1044,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) { delete (emu::EmuEvent*)e; return c
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!e) { emu::fail("cudaEventRecord on a NULL event"); }
     emu::EmuEvent* x = (emu::EmuEvent*)e;
+    if (emu::stream_of(s)->capture) { emu::fail("cudaEventRecord on a stream capturing a graph (not emulated)"); }
     x->stream = emu::stream_of(s);
     if (x->timing) { // (its time: the device clock when the stream reaches the record)
         std::shared_ptr<double> stamp(new double(NAN));
@@ -1033,6 +1055,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    emu::no_capture("cudaEventSynchronize");
     emu::EmuEvent* x = (emu::EmuEvent*)e;
     if (x->stream) { emu::stream_run(x->stream, x->at); emu::host_synced(x->stream, x->at); } // never recorded: complete
     return cudaSuccess;
@@ -1050,6 +1073,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     (void)flags;
     if (!e) { emu::fail("cudaStreamWaitEvent on a NULL event"); }
+    if (emu::stream_of(s)->capture) { emu::fail("cudaStreamWaitEvent on a stream capturing a graph (not emulated)"); }
     emu::EmuEvent x = *(emu::EmuEvent*)e; // the record as of now: a later record does not change this wait
     if (x.stream) {
         emu::EmuStream* w = emu::stream_of(s);
@@ -1071,6 +1095,44 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
     *ms = (float)(*y->stamp - *x->stamp);
     return cudaSuccess;
 }
+// Graphs by stream capture: the work a capturing stream is given is kept, in order, instead of queued; a launch queues
+// all of it on the stream it is launched on, with the arguments of the capture (each kernel's, each copy's pointers).
+struct EmuGraph { std::vector<std::function<void()>> nodes; };
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+    (void)mode;
+    emu::EmuStream* x = emu::stream_of(s);
+    if (x == &emu::g_null_stream) { emu::fail("cudaStreamBeginCapture on the legacy default stream (CUDA refuses it)"); }
+    if (x->capture) { emu::fail("cudaStreamBeginCapture on a stream already capturing"); }
+    x->capture = new std::vector<std::function<void()>>;
+    emu::g_capturing++;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g) {
+    emu::EmuStream* x = emu::stream_of(s);
+    if (!x->capture) { return cudaErrorIllegalState; }
+    *g = (cudaGraph_t) new EmuGraph{std::move(*x->capture)};
+    delete x->capture;
+    x->capture = nullptr;
+    emu::g_capturing--;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus* st) {
+    *st = emu::stream_of(s)->capture ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* e, cudaGraph_t g, unsigned long long flags) {
+    (void)flags;
+    *e = (cudaGraphExec_t) new EmuGraph(*(EmuGraph*)g);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) {
+    if (emu::stream_of(s)->capture) { emu::fail("cudaGraphLaunch into a capture (not emulated)"); }
+    for (const auto& f : ((EmuGraph*)e)->nodes) { emu::enqueue(s, f); }
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { delete (EmuGraph*)e; return cudaSuccess; }
+cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete (EmuGraph*)g; return cudaSuccess; }
+
 // Stream-ordered allocation: the memory is allocated at the call and freed when the stream reaches the free.
 cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t stream) {
     (void)stream;
