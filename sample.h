@@ -232,9 +232,8 @@ static void sample__step(GPT* m, const int32_t* tokens, int fb, int T, KvCache* 
 // tokens do not depend on the threads). Without a KV cache B is 1, and each forward runs over the whole prefix; the
 // tokens after the sampled ones may be any token: each forward may run longer than t (the backend's bucketed
 // lengths, kernels_forward_len; sequence parallelism's multiple of tp), and a causal model's position t - 1 never
-// sees the ones after it. With a KV cache (kv, for B
-// sequences up to position room): the first forward runs the prompt once and caches it for every sequence, each
-// later one the B tokens sampled last, at their position.
+// sees the ones after it. With a KV cache (kv, for B sequences up to position room): the first forward runs the
+// prompt once and caches it for every sequence, each later one the B tokens sampled last, at their position.
 // Under tensor parallelism every rank of the group runs this together: each computes its vocabulary columns, an
 // all-gather gives all of them the row, and group rank 0's tokens are broadcast; under pipeline parallelism the
 // last stage's.
@@ -289,7 +288,6 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
             // sequence parallelism splits the forward's tokens over the group: a multiple of tp of them
             int tf = kernels_forward_len(&m->ctx, t, room);
             if (m->sp) { tf = (tf + m->tp - 1) / m->tp * m->tp; }
-            m->kv = NULL;
             gpt_forward_any(m, toks, 1, tf);
             if (m->layout.has_lnf) { sample__logits(m, NULL, (size_t)t - 1, 1, probs, slot); }
         }
