@@ -92,9 +92,20 @@ __device__ __forceinline__ floatX kernels__x(float x) {
 static const char* kernels__status(cudaError_t e) { return e == cudaSuccess ? NULL : cudaGetErrorString(e); }
 static const char* kernels__status(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(s); }
 
+// While a graph is captured (kernels_capture_begin .. _end) a failed call does not end the run: the first is kept, the
+// capture is dropped at its end with a warning that names it, and the caller runs the step's ops one by one, where the
+// same failure, unless it was the capture's, ends the run as it would anywhere.
+static int kernels__capture_soft = 0;
+static char kernels__capture_err[512];
+static void kernels__failed(const char* file, int line, const char* call, const char* err) {
+    if (!kernels__capture_soft) { fatal("%s:%d: %s failed: %s", file, line, call, err); }
+    if (!kernels__capture_err[0]) { // (each part cut to a length that fits: a warning, not a record)
+        snprintf(kernels__capture_err, sizeof(kernels__capture_err), "%.80s:%d: %.200s failed: %.150s", file, line, call, err);
+    }
+}
 #define gpuCheck(call) do { \
         const char* gpu_err_ = kernels__status(call); \
-        if (gpu_err_) { fatal("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, gpu_err_); } \
+        if (gpu_err_) { kernels__failed(__FILE__, __LINE__, #call, gpu_err_); } \
     } while (0)
 
 // After a launch: a bad configuration shows here, not at the next unrelated call.
@@ -370,6 +381,8 @@ static void kernels_range_pop(const KernelCtx* ctx) { (void)ctx; nvtxRangePop();
 static int kernels_capture_begin(KernelCtx* ctx) {
     gpuCheck(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeRelaxed));
     ctx->capturing = 1;
+    kernels__capture_soft = 1;
+    kernels__capture_err[0] = 0;
     return 1;
 }
 static void* kernels_capture_end(KernelCtx* ctx) {
@@ -377,13 +390,13 @@ static void* kernels_capture_end(KernelCtx* ctx) {
     cudaGraphExec_t x = NULL;
     cudaError_t e = cudaStreamEndCapture(ctx->stream, &g);
     ctx->capturing = 0;
-    if (e == cudaSuccess) {
-        e = cudaGraphInstantiate(&x, g, 0);
-        cudaGraphDestroy(g);
-    }
-    if (e != cudaSuccess) {
+    kernels__capture_soft = 0;
+    if (e == cudaSuccess && !kernels__capture_err[0]) { e = cudaGraphInstantiate(&x, g, 0); }
+    if (g) { cudaGraphDestroy(g); }
+    if (e != cudaSuccess || kernels__capture_err[0]) {
         (void)cudaGetLastError(); // (cleared: the caller runs the ops one by one instead)
-        fprintf(stderr, "warning: capturing a CUDA graph failed (%s): the steps launch their kernels one by one\n", cudaGetErrorString(e));
+        fprintf(stderr, "warning: capturing a CUDA graph failed (%s): the steps launch their kernels one by one\n",
+                kernels__capture_err[0] ? kernels__capture_err : cudaGetErrorString(e));
         return NULL;
     }
     return (void*)x;

@@ -1616,6 +1616,26 @@ static void test_reserve(void) {
 #pragma pop_macro("matmul_backward")
 #pragma pop_macro("layernorm_backward")
 
+#ifdef KERNELS_CUDA
+// A graph's capture (kernels.h) in which a call fails: the run goes on, the capture ends with no graph (the caller
+// then launches the ops one by one), and the context works after it: a copy makes the round trip. The failed call is
+// a status passed to the check directly (what a call CUDA refuses during a capture would return).
+static void test_capture_failure(void) {
+    float host[4] = {1, 2, 3, 4}, back[4] = {0};
+    float* dev = (float*)dev_alloc(&g_ctx, sizeof(host));
+    int began = kernels_capture_begin(&g_ctx);
+    gpuCheck(cudaErrorInvalidValue);
+    void* graph = kernels_capture_end(&g_ctx);
+    dev_copy_h2d(&g_ctx, dev, host, sizeof(host));
+    dev_copy_d2h(&g_ctx, back, dev, sizeof(back));
+    dev_sync(&g_ctx);
+    report(began == 1 && graph == NULL && memcmp(host, back, sizeof(host)) == 0 && !g_ctx.capturing,
+           "a call failing during a graph's capture: no graph (the ops run one by one), and the context works after it",
+           "began %d, graph %p, round trip %s", began, graph, memcmp(host, back, sizeof(host)) == 0 ? "exact" : "wrong");
+    dev_free(&g_ctx, dev);
+}
+#endif
+
 // The file streams' double buffer (params_from_f32 / params_to_f32): values representable in the storage type make
 // the round trip exactly, over several staging chunks and an odd tail, with the two pinned buffers taking turns
 // across calls (an upload is still in flight when the next call starts).
@@ -2732,6 +2752,7 @@ int main(int argc, char** argv) {
             test_bias_grad_widths();
             test_matmul_tune();
             test_reserve();
+            test_capture_failure();
 #endif
         }
         if (name_selected(only, "gpt2-ops")) { test_ops_gpt2_shapes(); }
