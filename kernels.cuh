@@ -95,10 +95,10 @@ static const char* kernels__status(cublasStatus_t s) { return s == CUBLAS_STATUS
 // While a graph is captured (kernels_capture_begin .. _end) a failed call does not end the run: the first is kept, the
 // capture is dropped at its end with a warning that names it, and the caller runs the step's ops one by one, where the
 // same failure, unless it was the capture's, ends the run as it would anywhere.
-static int kernels__capture_soft = 0;
+static int kernels__capturing = 0; // (one stream at a time: the context's, in kernels_capture_begin .. _end)
 static char kernels__capture_err[512];
 static void kernels__failed(const char* file, int line, const char* call, const char* err) {
-    if (!kernels__capture_soft) { fatal("%s:%d: %s failed: %s", file, line, call, err); }
+    if (!kernels__capturing) { fatal("%s:%d: %s failed: %s", file, line, call, err); }
     if (!kernels__capture_err[0]) { // (each part cut to a length that fits: a warning, not a record)
         snprintf(kernels__capture_err, sizeof(kernels__capture_err), "%.80s:%d: %.200s failed: %.150s", file, line, call, err);
     }
@@ -166,7 +166,6 @@ typedef struct {
     int reserved;              // kernels_reserve has sized the workspaces for a training step
     size_t grown;              // device bytes the workspaces grew by after that (kernels_grown_bytes)
     const int* dec_pos;        // device memory: the decoding position, read by the kernels at run time (kernels.h)
-    int capturing;             // the stream is capturing a graph (kernels_capture_begin .. _end)
 } KernelCtx;
 
 #include "kernels.h"  // declares: every op below, with the signature both backends share
@@ -365,7 +364,7 @@ static void dev_copy_h2d(const KernelCtx* ctx, void* dst, const void* host_src, 
     gpuCheck(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx->stream));
     // the host buffer may be reused as soon as this returns; in a graph's capture (pinned memory) the copy reads it at
     // each replay instead, and nothing runs now to wait for
-    if (!ctx->capturing) { gpuCheck(cudaStreamSynchronize(ctx->stream)); }
+    if (!kernels__capturing) { gpuCheck(cudaStreamSynchronize(ctx->stream)); }
 }
 static void dev_copy_d2h(const KernelCtx* ctx, void* host_dst, const void* src, size_t bytes) {
     gpuCheck(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
@@ -380,8 +379,7 @@ static void kernels_range_pop(const KernelCtx* ctx) { (void)ctx; nvtxRangePop();
 // grow may still cudaMalloc), then instantiated once and replayed by one launch per step.
 static int kernels_capture_begin(KernelCtx* ctx) {
     gpuCheck(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeRelaxed));
-    ctx->capturing = 1;
-    kernels__capture_soft = 1;
+    kernels__capturing = 1;
     kernels__capture_err[0] = 0;
     return 1;
 }
@@ -389,8 +387,7 @@ static void* kernels_capture_end(KernelCtx* ctx) {
     cudaGraph_t g = NULL;
     cudaGraphExec_t x = NULL;
     cudaError_t e = cudaStreamEndCapture(ctx->stream, &g);
-    ctx->capturing = 0;
-    kernels__capture_soft = 0;
+    kernels__capturing = 0;
     if (e == cudaSuccess && !kernels__capture_err[0]) { e = cudaGraphInstantiate(&x, g, 0); }
     if (g) { cudaGraphDestroy(g); }
     if (e != cudaSuccess || kernels__capture_err[0]) {

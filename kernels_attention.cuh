@@ -550,6 +550,16 @@ static int kernels__attention_decode_launch(const KernelCtx* ctx, floatX* out, c
     return 1;
 }
 
+// The warp-per-row kernel over a KV cache's rows (what the decoding kernels replaced: the fallback for heads past 32
+// packs, and bench_kernels' comparison).
+static void kernels__attention_rows_warp(const KernelCtx* ctx, floatX* out, const floatX* q, const floatX* kv, int B, int T, int ld, int q_lo,
+                                         int C, int NH) {
+    long rows = (long)B * NH * (T - q_lo);
+    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, (float*)nullptr, q, kv, kv + C, 3 * C, 2 * C, B, T, ld,
+                                                                                     q_lo, C, NH);
+    launchCheck();
+}
+
 // CPU twin: attention_forward_rows (kernels_cpu.h). The decoding kernels above; the warp-per-row kernel for heads
 // past 32 packs.
 static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floatX* q, const floatX* kv, int B, int T, int ld,
@@ -558,10 +568,7 @@ static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floa
     kernels__attention_check(C, NH);
     if (kernels__attention_decode_launch(ctx, out, q, kv, B, T, ld, q_lo, C, NH)) { return; }
     if (ctx->dec_pos) { fatal("attention_forward_rows: heads of %d take the warp-per-row kernel, which reads no position at run time", C / NH); }
-    long rows = (long)B * NH * (T - q_lo);
-    kernels__attention_forward<<<(unsigned)((rows + 7) / 8), 256, 0, ctx->stream>>>(out, (float*)nullptr, q, kv, kv + C, 3 * C, 2 * C, B, T, ld,
-                                                                                     q_lo, C, NH);
-    launchCheck();
+    kernels__attention_rows_warp(ctx, out, q, kv, B, T, ld, q_lo, C, NH);
 }
 
 // CPU twin: kv_cache_write (kernels_cpu.h). One thread per element of the destination rows (B n 2C of them: a

@@ -252,7 +252,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
     // replay one CUDA graph of the step, recorded at the second: its tokens from `next`, its position from hpos, both
     // copied when it runs (kernels.h). Only where the step is this process's alone: no tensor or pipeline group, no
     // ZeRO-3 gathers (their collectives run on the host), and the LM head here.
-    int graphs = kv && so->cuda_graphs && !m->tp_group && !m->pp_group && !m->z3 && m->layout.has_lnf, graph_failed = 0;
+    int graphs = kv && so->cuda_graphs && !m->tp_group && !m->pp_group && !m->z3 && m->layout.has_lnf;
     int* hpos = graphs ? (int*)dev_host_alloc(&m->ctx, sizeof(int)) : NULL;
     void* graph = NULL;
     int running = B;
@@ -267,7 +267,7 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
             R = fb;
             for (int b = 0; b < fb && t > p; b++) { next[b] = toks[(size_t)b * room + t - 1]; }
             kv->pos = start;
-            if (graphs && t > p + 1 && !graph && !graph_failed) {
+            if (graphs && t > p + 1 && !graph) {
                 m->ctx.dec_pos = (const int*)(m->acts.scalars + 1);
                 if (kernels_capture_begin(&m->ctx)) {
                     dev_copy_h2d(&m->ctx, (void*)m->ctx.dec_pos, hpos, sizeof(int));
@@ -275,9 +275,9 @@ static void sample_tokens(GPT* m, int32_t* toks, int B, int p, int n, int room, 
                     graph = kernels_capture_end(&m->ctx);
                 }
                 m->ctx.dec_pos = NULL;
-                graph_failed = graph == NULL;
+                graphs = graph != NULL; // (none here, or the capture failed: every step op by op)
             }
-            if (graph && t > p + 1) {
+            if (graph) {
                 *hpos = start;
                 kernels_graph_launch(&m->ctx, graph);
                 sample_clock.replayed++;

@@ -1116,10 +1116,6 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g) {
     emu::g_capturing--;
     return cudaSuccess;
 }
-cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus* st) {
-    *st = emu::stream_of(s)->capture ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
-    return cudaSuccess;
-}
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* e, cudaGraph_t g, unsigned long long flags) {
     (void)flags;
     *e = (cudaGraphExec_t) new EmuGraph(*(EmuGraph*)g);
