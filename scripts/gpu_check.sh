@@ -842,6 +842,11 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
         train dp2_z$z 180 $MPIRUN $CU $common2 --zero $z --comm mpi --log $TMPD/dp2_z$z.jsonl &&
             agree "2 processes --zero $z follow one process (1e-2 relative)" $TMPD/dp1.jsonl $TMPD/dp2_z$z.jsonl 1e-2
     done
+    # samples drawn by the rank that samples (its decoding steps replayed as one CUDA graph, --cuda-graphs 1) leave the
+    # training unchanged: the same 2-process ZeRO-1 run with --sample-every, bit for bit
+    train dp2_z1_smp 180 $MPIRUN $CU $common2 --zero 1 --comm mpi --sample-every 2 --gen-tokens 20 --log $TMPD/dp2_z1_smp.jsonl &&
+        agree "2 processes --zero 1 sampling every 2 steps (decoding steps as CUDA graphs) follow the same run without sampling bit for bit" \
+              $TMPD/dp2_z1.jsonl $TMPD/dp2_z1_smp.jsonl 0
     # pipeline parallel on one device: two stages in two processes, activations and gradients between them through MPI
     # (with validation, whose forward-only pass runs through the stages too, and samples, through each stage's KV cache
     # of its layers: they must leave the losses as they are and allocate nothing the planner did not count)
