@@ -170,12 +170,13 @@ typedef struct {
 
 #include "kernels.h"  // declares: every op below, with the signature both backends share
 
-static void kernels_blas_select(char** argv) { (void)argv; }
+static void kernels_runtime_select(char** argv) { (void)argv; }
 static void kernels_init_fp_mode(void) {}
 static const char* kernels_blas_name(void) { return "cuBLASLt"; }
 static char kernels__reason[320] = "no device yet";
 static const char* kernels_blas_reason(void) { return kernels__reason; }
 static int kernels_num_threads(void) { return 1; }
+static const char* kernels_threads_note(void) { return ""; }
 
 static void kernels_ctx_init(KernelCtx* ctx, int dtype, int max_T, int C) {
     (void)max_T; (void)C;

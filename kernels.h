@@ -26,8 +26,9 @@ Conventions shared by both backends (the contract each kernel's comment refines)
 // ----------------------------------------------------------------------------
 // The backend and its context
 
-// Called first thing in main, before MPI: the CPU backend may re-execute the program with better OpenBLAS kernels.
-static void kernels_blas_select(char** argv);
+// Called first thing in main, before MPI: the CPU backend may re-execute the program once, with its OpenMP threads'
+// spin count and better OpenBLAS kernels in the environment the libraries read when they load.
+static void kernels_runtime_select(char** argv);
 // Once per process after the thread count is set: floating-point mode (the CPU flushes subnormals to zero).
 static void kernels_init_fp_mode(void);
 // A context for sequences up to max_T tokens and C channels, storing floatX in `dtype`; its scratch, in bytes.
@@ -83,6 +84,7 @@ static size_t kernels_grown_bytes(const KernelCtx* ctx);
 static const char* kernels_blas_name(void);
 static const char* kernels_blas_reason(void);
 static int kernels_num_threads(void);
+static const char* kernels_threads_note(void); // how idle host threads wait, and who chose it ("": nothing to say)
 
 // Named ranges around a layer, the LM head, a collective, for a profiler's timeline (NVTX on a GPU; nothing on the CPU).
 static void kernels_range_push(const KernelCtx* ctx, const char* name);

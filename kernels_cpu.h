@@ -78,7 +78,7 @@ static const char* kernels_blas_name(void) {
 // OpenBLAS kernel choice. OpenBLAS picks its kernel family by cpuid when the library loads, and a release that
 // does not know a CPU (0.3.21 and Sapphire/Emerald Rapids, say) silently falls back to a generic family such as
 // Prescott (SSE3): the GPT-2 124M step took 3.7 s instead of 1.2 s. So at the very start of main, before anything
-// else (MPI included), kernels_blas_select() checks the family OpenBLAS chose; when it is generic and the CPU's
+// else (MPI included), kernels_runtime_select() checks the family OpenBLAS chose; when it is generic and the CPU's
 // features allow better, it sets OPENBLAS_CORETYPE to that family and re-executes the program, which then loads
 // OpenBLAS with it. A family set by the user (OPENBLAS_CORETYPE) is always kept. kernels_blas_reason() says why
 // the family in use was chosen.
@@ -116,30 +116,118 @@ static int kernels__blas_generic(const char* name) {
     return 0;
 }
 
-static void kernels_blas_select(char** argv) {
+// ----------------------------------------------------------------------------
+// How OpenMP's idle threads wait. Between parallel regions and at their barriers, libgomp's threads spin about
+// 300,000 times before they sleep (its default while OMP_WAIT_POLICY is unset: milliseconds). On a machine whose
+// cores run nothing but our threads that costs nothing. Where another program holds a core (a laptop's browser, a
+// second run, a test beside this one), a spinning thread takes the CPU that the thread its barrier waits for needs,
+// and every region waits for the scheduler's time slices: on the 2-core CI machine with one core busy, 500 steps of
+// the tests' reference model took 9.2 s instead of 0.72 (README, "OpenMP's idle threads"). libgomp itself spins
+// only 1000 times when it knows it has more threads than cores (its throttled GOMP_SPINCOUNT); the trainer sets that
+// count for every run, which measured as fast as the default on an idle machine. libgomp reads the count once,
+// when it loads, so it must be in the environment the program started with: kernels_runtime_select() sets it and
+// re-executes the program (together with the OpenBLAS choice, one re-execution). OMP_WAIT_POLICY or GOMP_SPINCOUNT
+// given by the user are kept.
+
+#define KERNELS_OMP_SPIN "1000"
+#define KERNELS_OMP_MARK "GPT_TRAINER_OMP_SPIN" // set on re-execution: the count we chose
+
+static char kernels__omp_note[256] = "";
+
+// For the start-up table: how the idle threads wait, and who chose it ("" without OpenMP).
+static const char* kernels_threads_note(void) { return kernels__omp_note; }
+
+// 1 if NAME was in the environment this program image started with, its value in val. That environment is what
+// libgomp read when it loaded; setenv() after the start changes only the process's own copy (/proc/self/environ
+// keeps the original; where /proc is missing, getenv is the best there is).
+static int kernels__startup_env(const char* name, char* val, size_t cap) {
+    FILE* f = fopen("/proc/self/environ", "rb");
+    if (!f) {
+        const char* v = getenv(name);
+        if (v) { snprintf(val, cap, "%s", v); }
+        return v != NULL;
+    }
+    size_t n = strlen(name), len = 0;
+    char entry[512];
+    int found = 0, c;
+    do { // entries "NAME=value", each ended by a NUL
+        c = fgetc(f);
+        if (c == 0 || c == EOF) {
+            entry[len < sizeof(entry) ? len : sizeof(entry) - 1] = 0;
+            if (len > n && len < sizeof(entry) && strncmp(entry, name, n) == 0 && entry[n] == '=') {
+                snprintf(val, cap, "%s", entry + n + 1);
+                found = 1;
+            }
+            len = 0;
+        } else if (len < sizeof(entry)) {
+            entry[len++] = (char)c;
+        } else {
+            len++;
+        }
+    } while (c != EOF && !found);
+    fclose(f);
+    return found;
+}
+
+// Called first thing in main, before MPI: the OpenMP spin count and the OpenBLAS kernel family (both above). When
+// either needs setting, sets it and re-executes the program once; a failed re-execution carries on, saying so.
+static void kernels_runtime_select(char** argv) {
+    int reexec = 0;
+#ifdef _OPENMP
+    char v[64];
+    if (kernels__startup_env("OMP_WAIT_POLICY", v, sizeof(v))) {
+        snprintf(kernels__omp_note, sizeof(kernels__omp_note), "wait as OMP_WAIT_POLICY=%s says (from the environment)", v);
+    } else if (kernels__startup_env("GOMP_SPINCOUNT", v, sizeof(v))) {
+        const char* mark = getenv(KERNELS_OMP_MARK);
+        snprintf(kernels__omp_note, sizeof(kernels__omp_note), "spin %s times, then sleep (GOMP_SPINCOUNT=%s, %s)", v, v,
+                 mark && strcmp(mark, v) == 0 ? "set by the trainer" : "from the environment");
+    } else if (getenv(KERNELS_OMP_MARK)) { // (already re-executed for it, and the count did not arrive: never loop)
+        snprintf(kernels__omp_note, sizeof(kernels__omp_note), "spin as long as libgomp's default (%s=%s in the environment, GOMP_SPINCOUNT not)",
+                 KERNELS_OMP_MARK, getenv(KERNELS_OMP_MARK));
+    } else {
+        setenv("GOMP_SPINCOUNT", KERNELS_OMP_SPIN, 1);
+        setenv(KERNELS_OMP_MARK, KERNELS_OMP_SPIN, 1);
+        reexec = 1; // (libgomp reads the count only when it loads)
+    }
+#endif
 #if defined(USE_BLAS) && defined(OPENBLAS_VERSION)
     const char* mark = getenv(KERNELS_BLAS_MARK);
     const char* user = getenv("OPENBLAS_CORETYPE");
-    if (mark && user) { snprintf(kernels__blas_reason, sizeof(kernels__blas_reason), "%s", mark); return; }
-    if (user) { snprintf(kernels__blas_reason, sizeof(kernels__blas_reason), "set by OPENBLAS_CORETYPE=%s", user); return; }
     const char* found = openblas_get_corename();
     const char* why = "";
-    const char* better = kernels__blas_family_for_cpu(&why);
-    if (!kernels__blas_generic(found) || !better) { return; }
-    char reason[256];
-    snprintf(reason, sizeof(reason), "chosen by the trainer:%sreported '%s' for this CPU, which has %s",
-             OPENBLAS_VERSION, found, why); // OPENBLAS_VERSION is " OpenBLAS 0.3.21 "
-    setenv("OPENBLAS_CORETYPE", better, 1);
-    setenv(KERNELS_BLAS_MARK, reason, 1);
-    execv("/proc/self/exe", argv);
-    // re-execution failed: carry on with the generic kernels, saying so
-    unsetenv("OPENBLAS_CORETYPE");
-    unsetenv(KERNELS_BLAS_MARK);
-    snprintf(kernels__blas_reason, sizeof(kernels__blas_reason), "generic: OpenBLAS reported '%s'; re-executing with %s failed", found, better);
+    const char* better = NULL;
+    if (mark && user) {
+        snprintf(kernels__blas_reason, sizeof(kernels__blas_reason), "%s", mark);
+    } else if (user) {
+        snprintf(kernels__blas_reason, sizeof(kernels__blas_reason), "set by OPENBLAS_CORETYPE=%s", user);
+    } else if (kernels__blas_generic(found) && (better = kernels__blas_family_for_cpu(&why)) != NULL) {
+        char reason[256];
+        snprintf(reason, sizeof(reason), "chosen by the trainer:%sreported '%s' for this CPU, which has %s",
+                 OPENBLAS_VERSION, found, why); // OPENBLAS_VERSION is " OpenBLAS 0.3.21 "
+        setenv("OPENBLAS_CORETYPE", better, 1);
+        setenv(KERNELS_BLAS_MARK, reason, 1);
+        reexec = 1;
+    }
 #else
-    (void)argv;
     (void)kernels__blas_family_for_cpu;
     (void)kernels__blas_generic;
+#endif
+    if (!reexec) { return; }
+    execv("/proc/self/exe", argv);
+    // re-execution failed: carry on with what the libraries chose, saying so
+#ifdef _OPENMP
+    if (getenv(KERNELS_OMP_MARK)) {
+        unsetenv("GOMP_SPINCOUNT");
+        unsetenv(KERNELS_OMP_MARK);
+        snprintf(kernels__omp_note, sizeof(kernels__omp_note), "spin as long as libgomp's default (re-executing with GOMP_SPINCOUNT=%s failed)", KERNELS_OMP_SPIN);
+    }
+#endif
+#if defined(USE_BLAS) && defined(OPENBLAS_VERSION)
+    if (better) {
+        unsetenv("OPENBLAS_CORETYPE");
+        unsetenv(KERNELS_BLAS_MARK);
+        snprintf(kernels__blas_reason, sizeof(kernels__blas_reason), "generic: OpenBLAS reported '%s'; re-executing with %s failed", found, better);
+    }
 #endif
 }
 

@@ -59,6 +59,7 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         if (mp->tp > 1) { printf(", %zu (%.1f M) per tensor-parallel rank", mp->layout.num_params, mp->layout.num_params / 1e6); }
         printf("\n| processes            | %d (dp %d, tp %d, pp %d), %d thread(s) each%s\n", pcp->world_size, pcp->dp, pcp->tp, pcp->pp,
                kernels_num_threads(), mp->sp ? "; sequence parallel" : "");
+        if (kernels_threads_note()[0]) { printf("| idle threads         | %s\n", kernels_threads_note()); }
         int tf32 = 0;
 #ifdef KERNELS_CUDA
         tf32 = mp->ctx.tf32;

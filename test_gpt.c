@@ -2686,7 +2686,7 @@ static void test_sampling(const char* model_path, ParallelContext* pc) {
 // ----------------------------------------------------------------------------
 
 int main(int argc, char** argv) {
-    kernels_blas_select(argv); // the trainer's OpenBLAS kernel choice (may re-execute)
+    kernels_runtime_select(argv); // the trainer's OpenMP spin count and OpenBLAS kernel choice (may re-execute)
     printf("matmuls: %s kernels (%s)\n", kernels_blas_name(), kernels_blas_reason());
     ParallelContext pc;
     parallel_init(&pc, &argc, &argv);

@@ -1509,7 +1509,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
 }
 
 int main(int argc, char** argv) {
-    kernels_blas_select(argv); // first: may re-execute the program with better OpenBLAS kernels
+    kernels_runtime_select(argv); // first: may re-execute the program (OpenMP's spin count, better OpenBLAS kernels)
     ParallelContext pc;
     parallel_init(&pc, &argc, &argv);
     Config c;

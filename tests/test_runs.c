@@ -7,7 +7,7 @@ runs against uninterrupted ones; resume across world sizes; failures).
 
     make tests/test_runs && ./tests/test_runs          all groups (mpirun groups skipped when mpirun is missing)
     ./tests/test_runs --only NAME                      the groups whose name contains NAME
-                                                        (checkpoint, badinput, nan, outlier, llmc, schedule, sample, parallel,
+                                                        (checkpoint, badinput, threads, nan, outlier, llmc, schedule, sample, parallel,
                                                         precision, compress, powersgd, shakespeare, generate)
 
 It includes train_gpt.c (TRAIN_GPT_NO_MAIN) only for the file layouts (reading model files to compare parameters)
@@ -192,6 +192,54 @@ static void test_nan_policy(void) {
         rc = run_capture(cmd, out, sizeof(out));
         report(rc != 0 && rc != 124 && strstr(out, "step 4: the loss is not finite") != NULL,
                "a NaN on rank 1 stops the 2-rank run at that step", "exit %d: %.300s", rc, out);
+    }
+}
+
+// OpenMP's idle threads (kernels_cpu.h, kernels_runtime_select): with no wait policy in the environment the trainer
+// puts GOMP_SPINCOUNT=1000 into the environment libgomp reads when it loads, by re-executing itself; the start-up
+// table says so only when the count is in the environment the program started with (a setenv without the
+// re-execution changes nothing libgomp reads). A policy the user chose is kept. The re-executed program gets the
+// same arguments: its losses equal, bit for bit, those of a run that needed no re-execution (the same count given).
+static void test_omp_wait(void) {
+    char cmd[8192], out[65536], shard[1024];
+    if (!fresh_shard("idle threads setup", "omp", "train_000000.bin", 4000, 11, shard, sizeof(shard))) { return; }
+    char common[4096];
+    snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --lr 1e-3 --threads 2 --steps 4", shard);
+    const char* row = "| idle threads         | ";
+    struct { const char* env; const char* expect; const char* what; } cases[] = {
+        {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u GPT_TRAINER_OMP_SPIN", "spin 1000 times, then sleep (GOMP_SPINCOUNT=1000, set by the trainer)",
+         "no wait policy given: the trainer re-executes itself with GOMP_SPINCOUNT=1000"},
+        {"env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive", "wait as OMP_WAIT_POLICY=passive says (from the environment)",
+         "OMP_WAIT_POLICY from the environment is kept"},
+        {"env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=20000 GPT_TRAINER_OMP_SPIN=1000", "spin 20000 times, then sleep (GOMP_SPINCOUNT=20000, from the environment)",
+         "GOMP_SPINCOUNT from the environment is kept"},
+        {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u GPT_TRAINER_OMP_SPIN OMP_WAIT_POLICYX=passive GOMP_SPINCOUNTX=5",
+         "spin 1000 times, then sleep (GOMP_SPINCOUNT=1000, set by the trainer)",
+         "variables whose names only begin with OMP_WAIT_POLICY or GOMP_SPINCOUNT are not taken for them"},
+        {"env -u OMP_WAIT_POLICY -u GPT_TRAINER_OMP_SPIN GOMP_SPINCOUNT=1000", "spin 1000 times, then sleep (GOMP_SPINCOUNT=1000, from the environment)",
+         "GOMP_SPINCOUNT=1000 from the environment: no re-execution"},
+    };
+    int n = (int)(sizeof(cases) / sizeof(cases[0]));
+    for (int k = 0; k < n; k++) {
+        snprintf(cmd, sizeof(cmd), "timeout 60 %s ./train_gpt %s --log %s/omp/run_%d.jsonl", cases[k].env, common, TMP, k);
+        int rc = run_capture(cmd, out, sizeof(out));
+        const char* r = strstr(out, row);
+        const char* eol = r ? strchr(r, '\n') : NULL;
+        int ok = rc == 0 && r && count_in_text(out, row) == 1 && strncmp(r + strlen(row), cases[k].expect, strlen(cases[k].expect)) == 0 &&
+                 eol == r + strlen(row) + strlen(cases[k].expect);
+        report(ok, cases[k].what, "exit %d, the row: %.*s", rc, r ? (int)(eol ? eol - r : 200) : 4, r ? r : "none");
+    }
+    char la[1024], lb[1024];
+    snprintf(la, sizeof(la), "%s/omp/run_0.jsonl", TMP);
+    snprintf(lb, sizeof(lb), "%s/omp/run_%d.jsonl", TMP, n - 1);
+    compare_losses("the re-executed trainer computes what one started with the same spin count does (bit for bit)", la, 0, lb, 4, 0.0);
+    if (system("command -v mpirun > /dev/null 2>&1") == 0) {
+        // every rank re-executes itself before MPI starts; the job runs as one (rank 0's table)
+        snprintf(cmd, sizeof(cmd), "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u GPT_TRAINER_OMP_SPIN timeout 60 " MPIRUN " -np 2 ./train_gpt %s --zero 1", common);
+        int rc = run_capture(cmd, out, sizeof(out));
+        const char* r = strstr(out, row);
+        report(rc == 0 && r && strncmp(r + strlen(row), cases[0].expect, strlen(cases[0].expect)) == 0,
+               "2 ranks: each re-executes itself with GOMP_SPINCOUNT=1000 before MPI starts", "exit %d: %.300s", rc, r ? r : out);
     }
 }
 
@@ -3231,6 +3279,7 @@ int main(int argc, char** argv) {
     TMP = test_scratch_dir("test_runs");
     if (name_selected(only, "checkpoint")) { test_settings_compare(); test_checkpoint_resume(); }
     if (name_selected(only, "badinput")) { test_bad_input(); test_absurd_input(); }
+    if (name_selected(only, "threads")) { test_omp_wait(); }
     if (name_selected(only, "nan")) { test_nan_policy(); }
     if (name_selected(only, "outlier")) { test_outlier_runs(); }
     if (name_selected(only, "llmc")) { test_llmc_flags(); test_llmc_import(); }
