@@ -117,17 +117,18 @@ static int kernels__blas_generic(const char* name) {
 }
 
 // ----------------------------------------------------------------------------
-// How OpenMP's idle threads wait. Between parallel regions and at their barriers, libgomp's threads spin about
-// 300,000 times before they sleep (its default while OMP_WAIT_POLICY is unset: milliseconds). On a machine whose
-// cores run nothing but our threads that costs nothing. Where another program holds a core (a laptop's browser, a
-// second run, a test beside this one), a spinning thread takes the CPU that the thread its barrier waits for needs,
-// and every region waits for the scheduler's time slices: on the 2-core CI machine with one core busy, 500 steps of
-// the tests' reference model took 9.2 s instead of 0.72 (README, "OpenMP's idle threads"). libgomp itself spins
-// only 1000 times when it knows it has more threads than cores (its throttled GOMP_SPINCOUNT); the trainer sets that
-// count for every run, which measured as fast as the default on an idle machine. libgomp reads the count once,
-// when it loads, so it must be in the environment the program started with: kernels_runtime_select() sets it and
-// re-executes the program (together with the OpenBLAS choice, one re-execution). OMP_WAIT_POLICY or GOMP_SPINCOUNT
-// given by the user are kept.
+// How OpenMP's idle threads wait. Between parallel regions and at their barriers, libgomp's threads spin 300,000
+// times before they sleep (its default while OMP_WAIT_POLICY is unset: milliseconds). On a machine whose cores run
+// nothing but our threads that costs nothing. Where another program holds a core (a laptop's browser, a second
+// run), a spinning thread keeps its core while the thread its barrier waits for shares the busy one, and each
+// region waits for the scheduler's time slices. 1000 spins (tens of microseconds) is as fast as the default on an
+// idle machine and much faster beside a busy core: on the 2-core CI machine with a shell loop on one core, a GPT-2
+// 124M step took 2.65 s with the default and 1.90 s with 1000 spins (0.97 s idle, either way); the default job's d4
+// 0.80 s and 0.62 s (scripts/bench_threads.sh; README, "OpenMP's idle threads"). Shorter counts and
+// OMP_WAIT_POLICY=passive help a tiny model more under load but cost it up to 2x on an idle machine. libgomp reads
+// the count once, when it loads, so it must be in the environment the program started with:
+// kernels_runtime_select() sets it and re-executes the program (together with the OpenBLAS choice, one
+// re-execution). OMP_WAIT_POLICY or GOMP_SPINCOUNT given by the user are kept.
 
 #define KERNELS_OMP_SPIN "1000"
 #define KERNELS_OMP_MARK "GPT_TRAINER_OMP_SPIN" // set on re-execution: the count we chose
@@ -172,7 +173,7 @@ static int kernels__startup_env(const char* name, char* val, size_t cap) {
 // Called first thing in main, before MPI: the OpenMP spin count and the OpenBLAS kernel family (both above). When
 // either needs setting, sets it and re-executes the program once; a failed re-execution carries on, saying so.
 static void kernels_runtime_select(char** argv) {
-    int reexec = 0;
+    int reexec = 0, omp_set = 0;
 #ifdef _OPENMP
     char v[64];
     if (kernels__startup_env("OMP_WAIT_POLICY", v, sizeof(v))) {
@@ -187,7 +188,7 @@ static void kernels_runtime_select(char** argv) {
     } else {
         setenv("GOMP_SPINCOUNT", KERNELS_OMP_SPIN, 1);
         setenv(KERNELS_OMP_MARK, KERNELS_OMP_SPIN, 1);
-        reexec = 1; // (libgomp reads the count only when it loads)
+        reexec = omp_set = 1; // (libgomp reads the count only when it loads)
     }
 #endif
 #if defined(USE_BLAS) && defined(OPENBLAS_VERSION)
@@ -215,13 +216,11 @@ static void kernels_runtime_select(char** argv) {
     if (!reexec) { return; }
     execv("/proc/self/exe", argv);
     // re-execution failed: carry on with what the libraries chose, saying so
-#ifdef _OPENMP
-    if (getenv(KERNELS_OMP_MARK)) {
+    if (omp_set) {
         unsetenv("GOMP_SPINCOUNT");
         unsetenv(KERNELS_OMP_MARK);
         snprintf(kernels__omp_note, sizeof(kernels__omp_note), "spin as long as libgomp's default (re-executing with GOMP_SPINCOUNT=%s failed)", KERNELS_OMP_SPIN);
     }
-#endif
 #if defined(USE_BLAS) && defined(OPENBLAS_VERSION)
     if (better) {
         unsetenv("OPENBLAS_CORETYPE");
