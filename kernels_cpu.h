@@ -24,6 +24,9 @@ Conventions (read these before any kernel):
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -173,6 +176,18 @@ static int kernels__startup_env(const char* name, char* val, size_t cap) {
 // Called first thing in main, before MPI: the OpenMP spin count and the OpenBLAS kernel family (both above). When
 // either needs setting, sets it and re-executes the program once; a failed re-execution carries on, saying so.
 static void kernels_runtime_select(char** argv) {
+#ifdef __linux__
+    // a program re-executed through /proc/self/exe is named "exe" (ps, top, pgrep): it takes its own name back
+    char comm[32] = "";
+    FILE* cf = fopen("/proc/self/comm", "r");
+    if (cf) {
+        if (!fgets(comm, sizeof(comm), cf)) { comm[0] = 0; }
+        fclose(cf);
+    }
+    const char* base = argv && argv[0] ? strrchr(argv[0], '/') : NULL;
+    base = base ? base + 1 : argv && argv[0] ? argv[0] : "";
+    if (strcmp(comm, "exe\n") == 0 && base[0]) { prctl(PR_SET_NAME, base, 0, 0, 0); }
+#endif
     int reexec = 0, omp_set = 0;
 #ifdef _OPENMP
     char v[64];

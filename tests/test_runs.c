@@ -233,6 +233,15 @@ static void test_omp_wait(void) {
     snprintf(la, sizeof(la), "%s/omp/run_0.jsonl", TMP);
     snprintf(lb, sizeof(lb), "%s/omp/run_%d.jsonl", TMP, n - 1);
     compare_losses("the re-executed trainer computes what one started with the same spin count does (bit for bit)", la, 0, lb, 4, 0.0);
+    // the re-executed trainer keeps its name (ps, top, pgrep), which execution through /proc/self/exe would make
+    // "exe": read while it trains (held at step 3 by the hang fault, then killed)
+    snprintf(cmd, sizeof(cmd), "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u GPT_TRAINER_OMP_SPIN TRAIN_GPT_FAULT=hang:0:2 ./train_gpt %s "
+             "--log %s/omp/hang.jsonl > %s/omp/hang.txt 2>&1 & p=$!; for i in $(seq 600); do grep -q '\"loss\"' %s/omp/hang.jsonl "
+             "2> /dev/null && break; sleep 0.1; done; cat /proc/$p/comm; grep -c 'set by the trainer' %s/omp/hang.txt; kill -9 $p",
+             common, TMP, TMP, TMP, TMP);
+    run_capture(cmd, out, sizeof(out));
+    report(strcmp(out, "train_gpt\n1\n") == 0, "the re-executed trainer is still named train_gpt (not exe)", "its /proc/PID/comm, then the count of "
+           "'set by the trainer' in its output: '%s'", out);
     if (system("command -v mpirun > /dev/null 2>&1") == 0) {
         // every rank re-executes itself before MPI starts; the job runs as one (rank 0's table)
         snprintf(cmd, sizeof(cmd), "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u GPT_TRAINER_OMP_SPIN timeout 60 " MPIRUN " -np 2 ./train_gpt %s --zero 1", common);
