@@ -495,6 +495,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
         flag_note("note: --matmul-tune and --matmul-algos change nothing in this build: they choose cuBLASLt's algorithms (GPU builds); the CPU's matmuls are OpenBLAS's\n");
     }
     if (strcmp(c->attention, "cudnn") == 0) { fatal("--attention cudnn: GPU builds only (train_gpt_cu with cuDNN); the CPU has native attention"); }
+    if (!c->cuda_graphs) { flag_note("note: --cuda-graphs 0 changes nothing in this build: the CPU launches no kernels, so it has no graphs to replay\n"); }
 #endif
 #if !KERNELS_CUDNN_ATTENTION
     if (!c->deterministic && !c->plan) {

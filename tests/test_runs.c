@@ -2295,6 +2295,9 @@ static void test_llmc_flags(void) {
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && strstr(out, "note: --deterministic 0 changes nothing in this build: its kernels are all deterministic"),
            "--deterministic 0 is accepted on the CPU, with a note that every CPU kernel is deterministic", "exit %d: %.300s", rc, out);
+    rc = run_capture("./train_gpt --init tests/ref/ref_model.bin --generate 1 --gen-tokens 2 --seq-len 8 --cuda-graphs 0", out, sizeof(out));
+    report(rc == 0 && strstr(out, "note: --cuda-graphs 0 changes nothing in this build: the CPU launches no kernels"),
+           "--cuda-graphs 0 is accepted on the CPU, with a note that it has no graphs", "exit %d: %.300s", rc, out);
     const char* refused[][2] = {{"-n 1 -o DIR --llmc-checkpoints 1 --dtype bf16 -w 0", "which --master-weights 0 does not keep"}, {"-pi tcp", "without MPI (tcp, fs) is not supported"},
                                 {"-pn 2", "mpirun gives every process its rank"}, {"-y 1", "resumes from --out DIR"},
                                 {"--llmc-checkpoints 1", "it needs --checkpoint-every N"},
