@@ -200,6 +200,13 @@ static void test_nan_policy(void) {
 // table says so only when the count is in the environment the program started with (a setenv without the
 // re-execution changes nothing libgomp reads). A policy the user chose is kept. The re-executed program gets the
 // same arguments: its losses equal, bit for bit, those of a run that needed no re-execution (the same count given).
+// 1 if out holds exactly one line starting with row, and it is row followed by expect.
+static int row_is(const char* out, const char* row, const char* expect) {
+    const char* r = strstr(out, row);
+    const char* eol = r ? strchr(r, '\n') : NULL;
+    return r && count_in_text(out, row) == 1 && strncmp(r + strlen(row), expect, strlen(expect)) == 0 && eol == r + strlen(row) + strlen(expect);
+}
+
 static void test_omp_wait(void) {
     char cmd[8192], out[65536], shard[1024];
     if (!fresh_shard("idle threads setup", "omp", "train_000000.bin", 4000, 11, shard, sizeof(shard))) { return; }
@@ -225,9 +232,8 @@ static void test_omp_wait(void) {
         int rc = run_capture(cmd, out, sizeof(out));
         const char* r = strstr(out, row);
         const char* eol = r ? strchr(r, '\n') : NULL;
-        int ok = rc == 0 && r && count_in_text(out, row) == 1 && strncmp(r + strlen(row), cases[k].expect, strlen(cases[k].expect)) == 0 &&
-                 eol == r + strlen(row) + strlen(cases[k].expect);
-        report(ok, cases[k].what, "exit %d, the row: %.*s", rc, r ? (int)(eol ? eol - r : 200) : 4, r ? r : "none");
+        report(rc == 0 && row_is(out, row, cases[k].expect), cases[k].what, "exit %d, the row: %.*s", rc, r ? (int)(eol ? eol - r : 200) : 4,
+               r ? r : "none");
     }
     char la[1024], lb[1024];
     snprintf(la, sizeof(la), "%s/omp/run_0.jsonl", TMP);
@@ -247,8 +253,8 @@ static void test_omp_wait(void) {
         snprintf(cmd, sizeof(cmd), "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u GPT_TRAINER_OMP_SPIN timeout 60 " MPIRUN " -np 2 ./train_gpt %s --zero 1", common);
         int rc = run_capture(cmd, out, sizeof(out));
         const char* r = strstr(out, row);
-        report(rc == 0 && r && strncmp(r + strlen(row), cases[0].expect, strlen(cases[0].expect)) == 0,
-               "2 ranks: each re-executes itself with GOMP_SPINCOUNT=1000 before MPI starts", "exit %d: %.300s", rc, r ? r : out);
+        report(rc == 0 && row_is(out, row, cases[0].expect), "2 ranks: each re-executes itself with GOMP_SPINCOUNT=1000 before MPI starts",
+               "exit %d: %.300s", rc, r ? r : out);
     }
 }
 
