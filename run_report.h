@@ -292,7 +292,7 @@ static void bench_report(const Config* cp, GPT* mp, ZeroOptimizer* zp, ParallelC
         char ab[32];
         fmt_bytes(ab, sizeof(ab), (double)mp->acts.total_bytes);
         printf("bench: %s, B %d, T %d, %d rank(s) x %d thread(s), ZeRO %d, --dtype %s, --recompute %d (activations %s), matmuls %s%s | peak RSS per rank %s\n",
-               cp->init[0] ? cp->init : cp->model, B, T, pcp->world_size, kernels_num_threads(), cp->zero, dtype_name(mp->ctx.dtype), cp->recompute, ab,
+               cp->resume[0] ? cp->resume : cp->init[0] ? cp->init : cp->model, B, T, pcp->world_size, kernels_num_threads(), cp->zero, dtype_name(mp->ctx.dtype), cp->recompute, ab,
                kernels_blas_name(), cp->deterministic ? "" : ", --deterministic 0", rs);
         double fwd = t_forward / timed_steps * 1e3, bwd = t_backward / timed_steps * 1e3;
         printf("bench: per step: forward %.1f ms, LM head + backward %.1f ms, optimizer and the rest %.1f ms\n", fwd, bwd, ms - fwd - bwd);

@@ -2304,6 +2304,15 @@ static void test_llmc_flags(void) {
     rc = run_capture("./train_gpt --init tests/ref/ref_model.bin --generate 1 --gen-tokens 2 --seq-len 8 --cuda-graphs 0", out, sizeof(out));
     report(rc == 0 && strstr(out, "note: --cuda-graphs 0 changes nothing in this build: the CPU launches no kernels"),
            "--cuda-graphs 0 is accepted on the CPU, with a note that it has no graphs", "exit %d: %.300s", rc, out);
+    // --bench's summary names the model it timed: the --init file, or the --resume checkpoint's directory (not
+    // --model's default)
+    rc = run_capture("./train_gpt --init tests/ref/ref_model.bin --bench 1 --bench-steps 1 --batch-size 2 --seq-len 8 --threads 1", out, sizeof(out));
+    report(rc == 0 && strstr(out, "bench: tests/ref/ref_model.bin, B 2, T 8,"), "--bench 1 --init FILE: the summary names the file",
+           "exit %d: %.300s", rc, out);
+    snprintf(cmd, sizeof(cmd), "./train_gpt --resume %s/lc/B --bench 1 --bench-steps 1 --batch-size 2 --seq-len 8 --threads 1", TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    snprintf(want, sizeof(want), "bench: %s/lc/B, B 2, T 8,", TMP);
+    report(rc == 0 && strstr(out, want), "--bench 1 --resume DIR: the summary names the checkpoint's directory", "exit %d: %.300s", rc, out);
     const char* refused[][2] = {{"-n 1 -o DIR --llmc-checkpoints 1 --dtype bf16 -w 0", "which --master-weights 0 does not keep"}, {"-pi tcp", "without MPI (tcp, fs) is not supported"},
                                 {"-pn 2", "mpirun gives every process its rank"}, {"-y 1", "resumes from --out DIR"},
                                 {"--llmc-checkpoints 1", "it needs --checkpoint-every N"},
