@@ -580,7 +580,7 @@ __device__ double kernels__block_sum_d(double v) {
 // ----------------------------------------------------------------------------
 // The workspaces sized up front (kernels.h). The ops grow them on demand, which in a training step would mean a
 // cudaMalloc (the device synchronised) in the first step and a layout that passed the start-up memory check
-// (train_gpt.c: gpt__check_device_memory) running out in its first backward. Each need below is the one its op
+// (model.h: gpt__check_device_memory) running out in its first backward. Each need below is the one its op
 // asks for: the LayerNorm backward's column partials (its warps x 2C), the bias gradient's (row groups x OC; the
 // BGRADB epilogue takes OC of them), the attention backward's row sums (B NH T, cuDNN's and the native kernels'),
 // the token sort of the embedding backward (B T), sampling's row of logits (Vp) and its decoding step's attention

@@ -301,7 +301,7 @@ static void test_whole_model(int dtype, int sp, int recompute) {
     layout_free(&whole);
 }
 
-// The tensor-parallel parameter layout (train_gpt.c's layout_build_tp): for tp 1, 2 and 4, every rank's slice of a
+// The tensor-parallel parameter layout (layout.h's layout_build_tp): for tp 1, 2 and 4, every rank's slice of a
 // logical buffer whose values are their own indices, put back, rebuilds the logical buffer exactly; the fused q, k, v
 // rows split by heads (rank r holds rows [r C/tp, (r+1) C/tp) of each of q, k and v); the views bound on a local
 // buffer agree with the table's offsets; a shape that does not split is refused.
