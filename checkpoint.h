@@ -59,12 +59,14 @@ enum {
     ST_OUTLIER_WINDOW, // version 7: W of the outlier guard's section
     ST_DATA = 32, // DATALOADER_STATE_WORDS words
     // the run's settings (run_settings.h; all 0 in files written before they were recorded, in any version):
-    // ST_SETTINGS 1, then the floats' bits, the schedule's index + 1 and the gradient compression's code
+    // ST_SETTINGS 1, then the floats' bits, the schedule's index + 1 and the gradient compression's code; then the
+    // decay's length and the batch ramp (0 in files written before they were recorded: no such setting)
     ST_SETTINGS = 40, ST_SET_LR, ST_SET_SCHEDULE, ST_SET_WARMUP, ST_SET_FINAL_FRAC, ST_SET_STEPS, ST_SET_WD, ST_SET_CLIP,
-    ST_SET_BETA1, ST_SET_BETA2, ST_SET_EPS, ST_SET_COMPRESS,
+    ST_SET_BETA1, ST_SET_BETA2, ST_SET_EPS, ST_SET_COMPRESS, ST_SET_DECAY_STEPS, ST_SET_RAMP_START, ST_SET_RAMP_TOKENS,
+    ST_SET_LAST = ST_SET_RAMP_TOKENS,
     ST_HEADER_WORDS = 64
 };
-typedef char state_header_words_fit[ST_DATA + DATALOADER_STATE_WORDS <= ST_SETTINGS && ST_SET_COMPRESS < ST_HEADER_WORDS ? 1 : -1];
+typedef char state_header_words_fit[ST_DATA + DATALOADER_STATE_WORDS <= ST_SETTINGS && ST_SET_LAST < ST_HEADER_WORDS ? 1 : -1];
 
 typedef struct {
     int step;               // optimizer steps taken (skipped ones included)

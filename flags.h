@@ -26,7 +26,9 @@ typedef struct {
     int batch_size;          // B: sequences per micro-step per process
     int seq_len;             // T
     long total_batch_size;   // tokens per optimizer step, all processes together (0: B*T*dp)
-    int steps;
+    int steps;               // the run's length in steps of --total-batch-size tokens (a batch ramp takes more, smaller steps)
+    long batch_ramp_start;   // tokens of the first steps' batch, which grows to --total-batch-size (0: no ramp; batch_ramp.h)
+    long batch_ramp_tokens;  // the tokens trained on while the batch grows
     int recompute;           // 0: keep every activation; 1: recompute GELU and LayerNorm outputs; 2: whole blocks
     char attention[16];      // auto | cudnn | native: the attention implementation (GPU builds have two)
     int deterministic;       // 1: every kernel sums in a fixed order (runs repeat bit for bit); 0: cuDNN's attention
@@ -46,6 +48,7 @@ typedef struct {
     float lr;
     char lr_schedule[32];
     int warmup;
+    int lr_decay_steps;      // the decay ends here and the rate stays at lr * final_lr_frac after (0: at --steps)
     float final_lr_frac;
     float weight_decay;
     float grad_clip;
@@ -143,7 +146,9 @@ static const FlagSpec FLAGS[] = {
     FLAG_I("batch-size", "-b", batch_size, 1, 1 << 20, "sequences per micro-step per process (B); with --generate, the samples drawn together (default up to 8; with the KV cache)"),
     FLAG_I("seq-len", "-t", seq_len, 1, 1 << 20, "sequence length (T), at most the model's context"),
     FLAG_I("total-batch-size", "-d", total_batch_size, 0, 1e12, "tokens per optimizer step over all processes; 0: B*T*processes"),
-    FLAG_I("steps", "-x", steps, -1, 1e9, "optimizer steps to train; -1: one epoch of the training data (llm.c's default)"),
+    FLAG_I("steps", "-x", steps, -1, 1e9, "optimizer steps to train, each of --total-batch-size tokens (with --batch-ramp-start: the run's length in such steps, that is steps x total-batch-size tokens, and the ramp's smaller steps come on top); -1: one epoch of the training data (llm.c's default)"),
+    FLAG_I("batch-ramp-start", NULL, batch_ramp_start, 0, 1e12, "GPT-3's batch-size ramp (Megatron-LM's --rampup-batch-size): the first steps train on this many tokens, a divisor of --total-batch-size and a multiple of B x T x data-parallel ranks; the batch grows by this many tokens at a time, in equal shares of --batch-ramp-tokens, to --total-batch-size. The learning-rate schedule runs on tokens (a step of N tokens advances it by N / total-batch-size steps); 0: no ramp"),
+    FLAG_I("batch-ramp-tokens", NULL, batch_ramp_tokens, 0, 1e13, "with --batch-ramp-start: the tokens trained on while the batch grows to --total-batch-size (GPT-3: 4 to 12 billion)"),
     FLAG_I("seed", NULL, seed, 0, 2147483647, "seed for initialisation, data order and sampling"),
     FLAG_I("overfit-batch", "-a", overfit_batch, 0, 1, "1: every step trains on the same first batch, the data restarting at each step (llm.c's debugging mode: the loss should fall towards 0)"),
     FLAG_I("recompute", NULL, recompute, 0, 2, "activations recomputed in backward: 0 none; 1 GELU and LayerNorm outputs (llm.c); 2 whole blocks, keeping only each block's input (Megatron's full recomputation)"),
@@ -161,6 +166,7 @@ static const FlagSpec FLAGS[] = {
     FLAG_F("lr", "-l", lr, 0, 10, "peak learning rate"),
     FLAG_S("lr-schedule", "-k", lr_schedule, "cosine | linear | constant | wsd (warmup, constant, then 1 - sqrt decay over the last 20% of --steps, as llm.c's); all with linear warmup"),
     FLAG_I("warmup", "-u", warmup, 0, 1e9, "warmup steps"),
+    FLAG_I("lr-decay-steps", NULL, lr_decay_steps, 0, 1e9, "the cosine, linear or wsd decay ends at this step and the learning rate stays at --final-lr-frac of the peak after it (GPT-3: 260B of 300B tokens; Megatron-LM's --lr-decay-iters); 0: at --steps"),
     FLAG_F("final-lr-frac", "-q", final_lr_frac, 0, 1, "final learning rate as a fraction of the peak"),
     FLAG_F("weight-decay", "-c", weight_decay, 0, 10, "AdamW decoupled weight decay (matrices and embeddings only)"),
     FLAG_F("grad-clip", NULL, grad_clip, 0, 1e9, "clip the global gradient norm to this; 0 turns clipping off"),
@@ -304,10 +310,16 @@ static void config_defaults(Config* c) {
     c->plan_top = 5;
 }
 
+// The integer flags held in a long (token counts past 2^31); the rest are ints.
+static int flag_is_long(const FlagSpec* f) {
+    return f->offset == offsetof(Config, total_batch_size) || f->offset == offsetof(Config, batch_ramp_start) ||
+           f->offset == offsetof(Config, batch_ramp_tokens);
+}
+
 static void flag_value_string(const FlagSpec* f, const Config* c, char* buf, size_t cap) {
     const char* p = (const char*)c + f->offset;
     if (f->type == FLAG_INT) {
-        if (f->offset == offsetof(Config, total_batch_size)) { snprintf(buf, cap, "%ld", *(const long*)p); }
+        if (flag_is_long(f)) { snprintf(buf, cap, "%ld", *(const long*)p); }
         else { snprintf(buf, cap, "%d", *(const int*)p); }
     } else if (f->type == FLAG_FLOAT) {
         snprintf(buf, cap, "%g", *(const float*)p);
@@ -457,7 +469,7 @@ static void parse_flags(Config* c, int argc, char** argv) {
         }
         if (!(x >= f->lo && x <= f->hi)) { fatal("--%s: %s is out of range [%g, %g]", f->name, v, f->lo, f->hi); }
         if (f->type == FLAG_INT) {
-            if (f->offset == offsetof(Config, total_batch_size)) { *(long*)p = (long)x; }
+            if (flag_is_long(f)) { *(long*)p = (long)x; }
             else { *(int*)p = (int)x; }
         } else {
             *(float*)p = (float)x;
@@ -542,6 +554,24 @@ static void parse_flags(Config* c, int argc, char** argv) {
         SEEN("hellaswag-every")++;
     }
     c->model_given = SEEN("model") > 0;
+    // the batch ramp and the decay horizon (the checks that need B, T and the data-parallel size are in main)
+    if ((c->batch_ramp_start > 0) != (c->batch_ramp_tokens > 0)) {
+        fatal("--batch-ramp-start %ld and --batch-ramp-tokens %ld: a batch ramp needs both (the first batch, and the tokens over which it grows)",
+              c->batch_ramp_start, c->batch_ramp_tokens);
+    }
+    if (c->batch_ramp_start > 0) {
+        if (c->bench) { fatal("--batch-ramp-start %ld: --bench times steps of the whole batch; leave the ramp out", c->batch_ramp_start); }
+        if (c->llmc_checkpoints) {
+            fatal("--batch-ramp-start %ld with --llmc-checkpoints 1: llm.c trains every step on the same batch, so its state files could not continue this run",
+                  c->batch_ramp_start);
+        }
+    }
+    if (c->lr_decay_steps > 0 && strcmp(c->lr_schedule, "constant") == 0) {
+        fatal("--lr-decay-steps %d: the constant schedule does not decay", c->lr_decay_steps);
+    }
+    if (c->lr_decay_steps > 0 && c->lr_decay_steps <= c->warmup) {
+        fatal("--lr-decay-steps %d ends the decay before --warmup %d steps have passed", c->lr_decay_steps, c->warmup);
+    }
     if (strcmp(c->resume_settings, "note") != 0 && strcmp(c->resume_settings, "refuse") != 0 && strcmp(c->resume_settings, "checkpoint") != 0) {
         fatal("--resume-settings: '%s' is not one of note, refuse, checkpoint", c->resume_settings);
     }

@@ -149,6 +149,15 @@ static void pipeline_init(Pipeline* p, const GPT* m, int kind, int M, int V, int
     p->t_origin = now_seconds();
 }
 
+// A step of M micro-batches, at most the M the pipeline was made for (a batch ramp's smaller steps): this rank's
+// schedule for them. The slots, buffers and send pools made for the larger M serve it: a schedule of fewer
+// micro-batches keeps no more of them alive and sends fewer messages.
+static void pipeline_set_micro_batches(Pipeline* p, int M) {
+    if (M < 1 || M > p->M) { fatal("internal: a pipeline step of %d micro-batches, made for at most %d", M, p->M); }
+    p->nops = pp_schedule_build(p->kind, p->pp, p->rank, M, p->V, p->ops);
+    if (pp_max_alive(p->ops, p->nops) > p->nslots) { fatal("internal: the schedule of %d micro-batches needs more activation slots than %d", M, p->M); }
+}
+
 // --comm nccl, every stage on a GPU of its own: the messages go through NCCL pairs (collective over the pipeline
 // group). The links are made in one global order, activation link k (stage k to k + 1) then gradient link k (k + 1
 // to k), the ring's closing links (interleaved: the last stage feeds the first) last of each kind; each rank joins

@@ -23,6 +23,8 @@ typedef struct {
     int recorded;            // the ST_SET_* words are set
     float lr, final_lr_frac, weight_decay, grad_clip, beta1, beta2, eps;
     int warmup, steps;
+    int decay_steps;         // --lr-decay-steps (0: the decay ends at --steps)
+    long ramp_start, ramp_tokens; // --batch-ramp-start, --batch-ramp-tokens (0: no ramp)
     char schedule[32];       // --lr-schedule
     char grad_compress[24];  // none | bf16 | powersgd:R
     int seq_len;             // 0: not recorded (states converted from llm.c's)
@@ -47,6 +49,7 @@ static void settings_of_run(const Config* c, RunSettings* s) {
     s->lr = c->lr; s->final_lr_frac = c->final_lr_frac; s->weight_decay = c->weight_decay; s->grad_clip = c->grad_clip;
     s->beta1 = c->adam_beta1; s->beta2 = c->adam_beta2; s->eps = c->adam_eps;
     s->warmup = c->warmup; s->steps = c->steps;
+    s->decay_steps = c->lr_decay_steps; s->ramp_start = c->batch_ramp_start; s->ramp_tokens = c->batch_ramp_tokens;
     snprintf(s->schedule, sizeof(s->schedule), "%s", c->lr_schedule);
     snprintf(s->grad_compress, sizeof(s->grad_compress), "%s", c->grad_compress);
     s->seq_len = c->seq_len; s->total_batch = c->total_batch_size;
@@ -63,6 +66,8 @@ static void settings_to_header(uint64_t* h, const Config* c) {
     h[ST_SET_WD] = float_word(c->weight_decay); h[ST_SET_CLIP] = float_word(c->grad_clip);
     h[ST_SET_BETA1] = float_word(c->adam_beta1); h[ST_SET_BETA2] = float_word(c->adam_beta2); h[ST_SET_EPS] = float_word(c->adam_eps);
     h[ST_SET_COMPRESS] = compress_word(c->grad_compress);
+    h[ST_SET_DECAY_STEPS] = (uint64_t)c->lr_decay_steps;
+    h[ST_SET_RAMP_START] = (uint64_t)c->batch_ramp_start; h[ST_SET_RAMP_TOKENS] = (uint64_t)c->batch_ramp_tokens;
 }
 
 // The settings a state header records (h: the whole header, its version checked); exits on words no writer makes.
@@ -77,19 +82,21 @@ static RunSettings settings_from_header(const char* path, const uint64_t* h) {
     if (h[ST_SETTINGS] == 0) { return s; }
     uint64_t sched = h[ST_SET_SCHEDULE], comp = h[ST_SET_COMPRESS], psgd_r = comp >= 3 ? (comp - 3) / 256 : 0;
     int ok = h[ST_SETTINGS] == 1 && sched >= 1 && sched <= NUM_LR_SCHEDULES && h[ST_SET_WARMUP] <= 1000000000ull &&
-             h[ST_SET_STEPS] <= 1000000000ull && (comp == 1 || comp == 2 || (comp >= 3 && (comp - 3) % 256 == 0 && psgd_r >= 1 && psgd_r <= POWERSGD_MAX_RANK));
+             h[ST_SET_STEPS] <= 1000000000ull && h[ST_SET_DECAY_STEPS] <= 1000000000ull && h[ST_SET_RAMP_START] <= 1000000000000ull &&
+             h[ST_SET_RAMP_TOKENS] <= 10000000000000ull && (h[ST_SET_RAMP_START] == 0) == (h[ST_SET_RAMP_TOKENS] == 0) && (comp == 1 || comp == 2 || (comp >= 3 && (comp - 3) % 256 == 0 && psgd_r >= 1 && psgd_r <= POWERSGD_MAX_RANK));
     for (int w = ST_SET_LR; ok && w <= ST_SET_EPS; w++) {
         if (w != ST_SET_SCHEDULE && w != ST_SET_WARMUP && w != ST_SET_STEPS) { ok = isfinite(word_float(h[w])) && word_float(h[w]) >= 0.0f && h[w] >> 32 == 0; }
     }
     // (the ranges the flags accept, so that --resume-settings checkpoint can take them as they are)
     ok = ok && word_float(h[ST_SET_FINAL_FRAC]) <= 1.0f && word_float(h[ST_SET_BETA1]) < 1.0f && word_float(h[ST_SET_BETA2]) < 1.0f &&
          word_float(h[ST_SET_EPS]) > 0.0f;
-    if (!ok) { fatal("checkpoint state '%s': corrupt header (its run's settings, words %d to %d)", path, ST_SETTINGS, ST_SET_COMPRESS); }
+    if (!ok) { fatal("checkpoint state '%s': corrupt header (its run's settings, words %d to %d)", path, ST_SETTINGS, ST_SET_LAST); }
     s.recorded = 1;
     s.lr = word_float(h[ST_SET_LR]); s.final_lr_frac = word_float(h[ST_SET_FINAL_FRAC]);
     s.weight_decay = word_float(h[ST_SET_WD]); s.grad_clip = word_float(h[ST_SET_CLIP]);
     s.beta1 = word_float(h[ST_SET_BETA1]); s.beta2 = word_float(h[ST_SET_BETA2]); s.eps = word_float(h[ST_SET_EPS]);
     s.warmup = (int)h[ST_SET_WARMUP]; s.steps = (int)h[ST_SET_STEPS];
+    s.decay_steps = (int)h[ST_SET_DECAY_STEPS]; s.ramp_start = (long)h[ST_SET_RAMP_START]; s.ramp_tokens = (long)h[ST_SET_RAMP_TOKENS];
     snprintf(s.schedule, sizeof(s.schedule), "%s", LR_SCHEDULES[sched - 1]);
     if (comp >= 3) { snprintf(s.grad_compress, sizeof(s.grad_compress), "powersgd:%d", (int)psgd_r); }
     else { snprintf(s.grad_compress, sizeof(s.grad_compress), "%s", comp == 2 ? "bf16" : "none"); }
@@ -135,6 +142,9 @@ static int settings_changes(const RunSettings* then, const RunSettings* now, int
         // (a constant schedule does not depend on its length: then --steps is only how long the run goes)
         int sched_len = strcmp(then->schedule, "constant") != 0 || strcmp(now->schedule, "constant") != 0;
         if (sched_len) { SETTING_INT("steps", steps, " (the schedule's length)"); }
+        SETTING_INT("lr-decay-steps", decay_steps, "");
+        SETTING_INT("batch-ramp-start", ramp_start, " tokens");
+        SETTING_INT("batch-ramp-tokens", ramp_tokens, "");
         SETTING_FLOAT("weight-decay", weight_decay);
         SETTING_FLOAT("grad-clip", grad_clip);
         SETTING_FLOAT("adam-beta1", beta1);
@@ -154,6 +164,7 @@ static int settings_changes(const RunSettings* then, const RunSettings* now, int
 static void settings_take(Config* c, const RunSettings* then) {
     c->lr = then->lr; c->warmup = then->warmup; c->final_lr_frac = then->final_lr_frac;
     if (strcmp(then->schedule, "constant") != 0) { c->steps = then->steps; }
+    c->lr_decay_steps = then->decay_steps; c->batch_ramp_start = then->ramp_start; c->batch_ramp_tokens = then->ramp_tokens;
     snprintf(c->lr_schedule, sizeof(c->lr_schedule), "%s", then->schedule);
     c->weight_decay = then->weight_decay; c->grad_clip = then->grad_clip;
     c->adam_beta1 = then->beta1; c->adam_beta2 = then->beta2; c->adam_eps = then->eps;
@@ -209,8 +220,9 @@ static void resume_settings_check(Config* c, const RunSettings* then, int step, 
     if (!then->recorded) { return; }
     Config tc = *c; // the checkpoint's schedule
     tc.lr = then->lr; tc.warmup = then->warmup; tc.final_lr_frac = then->final_lr_frac; tc.steps = then->steps;
+    tc.lr_decay_steps = then->decay_steps; tc.batch_ramp_start = then->ramp_start; tc.batch_ramp_tokens = then->ramp_tokens;
     snprintf(tc.lr_schedule, sizeof(tc.lr_schedule), "%s", then->schedule);
-    float lr_then = lr_at(&tc, step), lr_now = lr_at(c, step);
+    float lr_then = lr_of_step(&tc, step), lr_now = lr_of_step(c, step);
     if (float_word(lr_then) != float_word(lr_now)) {
         char a[48], b[48];
         float_text(lr_now, a, sizeof(a));

@@ -1981,7 +1981,7 @@ static void test_lr_schedule(void) {
         double worst = 0.0;
         int ok = 1;
         for (int s = 0; s <= c.steps; s++) {
-            double want = lr_closed_form(c.lr, c.lr_schedule, c.warmup, c.final_lr_frac, c.steps, s), got = lr_at(&c, s);
+            double want = lr_closed_form(c.lr, c.lr_schedule, c.warmup, c.final_lr_frac, c.steps, s), got = lr_at(&c, s, 1.0);
             double err = fabs(got - want) / c.lr;
             if (!(err <= 1e-6)) { ok = 0; }
             worst = fmax(worst, err);
@@ -1995,14 +1995,100 @@ static void test_lr_schedule(void) {
     Config c;
     config_defaults(&c);
     c.lr = 1.0f; c.warmup = 4; c.final_lr_frac = 0.1f; c.steps = 14; strcpy(c.lr_schedule, "cosine");
-    report(lr_at(&c, 0) == 0.25f && lr_at(&c, 3) == 1.0f && lr_at(&c, 4) == 1.0f && fabsf(lr_at(&c, 9) - 0.55f) < 1e-6f &&
-           fabsf(lr_at(&c, 14) - 0.1f) < 1e-6f, "lr schedule anchors: step 0 = lr/W, end of warmup = lr, midpoint, final = lr * frac",
-           "%g %g %g %g %g", lr_at(&c, 0), lr_at(&c, 3), lr_at(&c, 4), lr_at(&c, 9), lr_at(&c, 14));
+    report(lr_at(&c, 0, 1.0) == 0.25f && lr_at(&c, 3, 1.0) == 1.0f && lr_at(&c, 4, 1.0) == 1.0f && fabsf(lr_at(&c, 9, 1.0) - 0.55f) < 1e-6f &&
+           fabsf(lr_at(&c, 14, 1.0) - 0.1f) < 1e-6f, "lr schedule anchors: step 0 = lr/W, end of warmup = lr, midpoint, final = lr * frac",
+           "%g %g %g %g %g", lr_at(&c, 0, 1.0), lr_at(&c, 3, 1.0), lr_at(&c, 4, 1.0), lr_at(&c, 9, 1.0), lr_at(&c, 14, 1.0));
     // wsd, 10 steps, no warmup: the peak through step 8 (= 0.8 x 10), then 1 - sqrt(1/2) at 9, lr_min at 10
     c.warmup = 0; c.final_lr_frac = 0.0f; c.steps = 10; strcpy(c.lr_schedule, "wsd");
-    report(lr_at(&c, 0) == 1.0f && lr_at(&c, 7) == 1.0f && lr_at(&c, 8) == 1.0f && fabsf(lr_at(&c, 9) - 0.29289322f) < 1e-6f &&
-           lr_at(&c, 10) == 0.0f, "lr schedule wsd anchors: constant to 80%, 1 - sqrt(r) after, 0 at the end",
-           "%g %g %g %g %g", lr_at(&c, 0), lr_at(&c, 7), lr_at(&c, 8), lr_at(&c, 9), lr_at(&c, 10));
+    report(lr_at(&c, 0, 1.0) == 1.0f && lr_at(&c, 7, 1.0) == 1.0f && lr_at(&c, 8, 1.0) == 1.0f && fabsf(lr_at(&c, 9, 1.0) - 0.29289322f) < 1e-6f &&
+           lr_at(&c, 10, 1.0) == 0.0f, "lr schedule wsd anchors: constant to 80%, 1 - sqrt(r) after, 0 at the end",
+           "%g %g %g %g %g", lr_at(&c, 0, 1.0), lr_at(&c, 7, 1.0), lr_at(&c, 8, 1.0), lr_at(&c, 9, 1.0), lr_at(&c, 10, 1.0));
+}
+
+// --lr-decay-steps D: the decay runs from the end of the warmup to D, then the rate stays at lr_min. The closed form
+// above with D for the schedule's length, against lr_at at every step to past --steps (tolerance as above).
+static double lr_closed_form_decay(double lr, const char* sched, int W, double frac, int D, int s) {
+    double lr_min = lr * frac;
+    if (s < W) { return lr * (s + 1) / W; }
+    if (strcmp(sched, "wsd") == 0) {
+        int ds = (int)floor(0.8 * D + 1e-9);
+        return s < ds ? lr : lr_min + (lr - lr_min) * (1.0 - sqrt(fmin(1.0, (double)(s - ds) / (D - ds))));
+    }
+    double ratio = fmin(1.0, (double)(s - W) / (D - W));
+    if (strcmp(sched, "linear") == 0) { return lr - (lr - lr_min) * ratio; }
+    return lr_min + (lr - lr_min) * 0.5 * (1.0 + cos(M_PI * ratio));
+}
+
+static void test_lr_decay_steps(void) {
+    struct { int warmup; const char* sched; float frac; int steps, decay; } cases[] = {
+        {3, "cosine", 0.1f, 20, 12}, {0, "linear", 0.0f, 10, 4}, {2, "wsd", 0.1f, 15, 10}, {5, "cosine", 0.0f, 10, 30},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        Config c;
+        config_defaults(&c);
+        c.lr = 6e-4f; c.warmup = cases[k].warmup; c.final_lr_frac = cases[k].frac; c.steps = cases[k].steps;
+        c.lr_decay_steps = cases[k].decay;
+        strcpy(c.lr_schedule, cases[k].sched);
+        double worst = 0.0;
+        for (int s = 0; s <= c.steps + 3; s++) {
+            double want = lr_closed_form_decay(c.lr, c.lr_schedule, c.warmup, c.final_lr_frac, c.lr_decay_steps, s);
+            worst = fmax(worst, fabs(lr_at(&c, s, 1.0) - want) / c.lr);
+        }
+        char name[200];
+        snprintf(name, sizeof(name), "lr schedule %s, warmup %d, --lr-decay-steps %d of %d steps: closed form at every step, lr_min after the decay",
+                 cases[k].sched, cases[k].warmup, cases[k].decay, cases[k].steps);
+        report(worst <= 1e-6, name, "max error %.3g of the peak", worst);
+    }
+}
+
+// The batch ramp (ramp_batch, ramp_walk, lr_of_step) against Megatron-LM's rule computed directly, a step at a time:
+// n = F/S - 1 increments, each after R/n tokens; a step after c tokens is S (1 + floor(c / (R/n))) while c < R, then F;
+// the last takes what is left of steps x F. Cases: R a multiple of n or not, levels the steps jump over (S large next
+// to R/n), a budget that ends inside the ramp, a ramp of one increment.
+static void test_batch_ramp(void) {
+    struct { long F, S, R; int steps; } cases[] = {
+        {64, 16, 96, 4}, {64, 16, 100, 6}, {1024, 32, 4000, 9}, {96, 32, 20, 5}, {64, 16, 10000, 3}, {64, 32, 64, 3}, {512, 8, 777, 2},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        Config c;
+        config_defaults(&c);
+        c.total_batch_size = cases[k].F; c.batch_ramp_start = cases[k].S; c.batch_ramp_tokens = cases[k].R; c.steps = cases[k].steps;
+        long F = c.total_batch_size, S = c.batch_ramp_start, budget = (long)c.steps * F;
+        double per_inc = (double)cases[k].R / (double)(F / S - 1);
+        long done = 0;
+        int n = 0, ok = 1;
+        char why[200] = "";
+        while (done < budget && ok) {
+            long b = done < cases[k].R ? S * (1 + (long)floor((double)done / per_inc + 1e-12)) : F;
+            if (b > budget - done) { b = budget - done; }
+            int64_t walked, got = ramp_batch(&c, done), before = ramp_walk(&c, n, &walked);
+            if (got != b || before != done || walked != n) {
+                ok = 0;
+                snprintf(why, sizeof(why), "step %d after %ld tokens: batch %lld (want %ld), walk %lld over %lld steps", n, done,
+                         (long long)got, b, (long long)before, (long long)walked);
+            }
+            done += b;
+            n++;
+        }
+        int64_t total_steps, end = ramp_walk(&c, -1, &total_steps);
+        ok = ok && end == budget && total_steps == n && ramp_batch(&c, budget) == 0;
+        char name[200];
+        snprintf(name, sizeof(name), "batch ramp F %ld, S %ld, R %ld, %d x F tokens: every step's batch and the walk to it, %d steps in all",
+                 F, S, cases[k].R, c.steps, n);
+        report(ok, name, "%s; the run: %lld tokens in %lld steps", why, (long long)end, (long long)total_steps);
+    }
+    // the schedule on tokens, by hand: F 64, S 16, R 96, warmup 2, cosine over 4 whole steps; the batches are
+    // 16 16 32 48 64 64 16; warmup at the position after each step (0.25 0.5 1 1.75 of 2), the peak for the step that
+    // crosses 2, then the cosine at 2.75 and 3.75
+    Config c;
+    config_defaults(&c);
+    c.lr = 1.0f; c.warmup = 2; c.final_lr_frac = 0.0f; c.steps = 4; strcpy(c.lr_schedule, "cosine");
+    c.total_batch_size = 64; c.batch_ramp_start = 16; c.batch_ramp_tokens = 96;
+    double want[7] = {0.125, 0.25, 0.5, 0.875, 1.0, 0.5 * (1.0 + cos(M_PI * 0.375)), 0.5 * (1.0 + cos(M_PI * 0.875))};
+    double worst = 0.0;
+    for (int s = 0; s < 7; s++) { worst = fmax(worst, fabs(lr_of_step(&c, s) - want[s])); }
+    report(worst <= 1e-6, "batch ramp: the learning rate runs on tokens (warmup after each step, the peak across its end, cosine after)",
+           "max error %.3g", worst);
 }
 
 // llm.c's model descriptors against the named shapes (a separate table): d12/gpt2:d12 is GPT-2 124M, d24 350M,
@@ -2782,6 +2868,8 @@ int main(int argc, char** argv) {
         }
         if (name_selected(only, "units")) {
             test_lr_schedule();
+            test_lr_decay_steps();
+            test_batch_ramp();
             test_outlier_guard();
             test_llmc_descriptors();
             test_init();

@@ -78,26 +78,86 @@ evaluation (evaluate.h) and sampling (sample.h), then here: one training step an
 
 // ----------------------------------------------------------------------------
 // Learning-rate schedule: linear warmup over `warmup` steps, then cosine / linear decay to lr * final_frac, or
-// constant, or wsd (warmup-stable-decay, Hägele et al. 2024, as llm.c has it): constant until 80% of the steps, then
-// lr_min + (1 - sqrt(r)) (lr - lr_min) with r going from 0 to 1 over the last 20%. step is 0-based.
+// constant, or wsd (warmup-stable-decay, Hägele et al. 2024, as llm.c has it): constant until 80% of the decay's
+// length, then lr_min + (1 - sqrt(r)) (lr - lr_min) with r going from 0 to 1 over the last 20%. The decay's length is
+// --lr-decay-steps, or --steps without it; after it the rate stays at lr_min (GPT-3 decays over 260B of its 300B
+// tokens). pos is the 0-based step, in steps of --total-batch-size tokens, and share the step's own size in them:
+// pos an integer and share 1, except under a batch ramp, whose smaller steps advance pos by their share of a whole
+// batch (the schedule runs on tokens, as GPT-3's and Megatron-LM's do). The warmup's rate is that of the position
+// after the step (step 0 trains with lr / W, as llm.c), the decay's that of the position before it; a ramp's step that
+// straddles the end of the warmup takes the peak. For an integer pos and share 1 every operation is the float one of
+// an int step.
 
-static float lr_at(const Config* c, int step) {
+static float lr_at(const Config* c, double pos, double share) {
     float lr = c->lr, lr_min = c->lr * c->final_lr_frac;
-    if (step < c->warmup) { return lr * (step + 1) / c->warmup; }
+    int D = c->lr_decay_steps > 0 ? c->lr_decay_steps : c->steps;
+    if (pos + share <= c->warmup) { return lr * (float)(pos + share) / c->warmup; }
     if (strcmp(c->lr_schedule, "constant") == 0) { return lr; }
     if (strcmp(c->lr_schedule, "wsd") == 0) {
-        int decay_start = (int)(0.8f * c->steps);
-        if (step < decay_start) { return lr; }
-        float r = c->steps > decay_start ? (float)(step - decay_start) / (c->steps - decay_start) : 1.0f;
+        int decay_start = (int)(0.8f * D);
+        if (pos < decay_start) { return lr; }
+        float r = D > decay_start ? (float)(pos - decay_start) / (D - decay_start) : 1.0f;
         if (r > 1.0f) { r = 1.0f; }
         return lr_min + (1.0f - sqrtf(r)) * (lr - lr_min);
     }
-    int decay_steps = c->steps - c->warmup;
-    float ratio = decay_steps > 0 ? (float)(step - c->warmup) / decay_steps : 1.0f;
+    int decay_steps = D - c->warmup;
+    float ratio = decay_steps > 0 ? (float)(pos - c->warmup) / decay_steps : 1.0f;
     if (ratio > 1.0f) { ratio = 1.0f; }
+    if (ratio < 0.0f) { ratio = 0.0f; } // (a ramp's step across the warmup's end)
     if (strcmp(c->lr_schedule, "linear") == 0) { return lr - (lr - lr_min) * ratio; }
     float coeff = 0.5f * (1.0f + cosf((float)M_PI * ratio));
     return lr_min + coeff * (lr - lr_min);
+}
+
+// ----------------------------------------------------------------------------
+// Batch-size ramp (--batch-ramp-start S --batch-ramp-tokens R; GPT-3's, with Megatron-LM's --rampup-batch-size rule).
+// The run trains on a budget of N = steps x F tokens (F: --total-batch-size). A step's batch depends on the tokens
+// trained on before it, c: while c < R it is S (1 + k) with k = floor(c n / R) and n = F/S - 1 increments, so the
+// batch grows by S at every R/n tokens, from S to F - S; after R tokens it is F. The last step takes only what is left
+// of the budget. Every batch is a multiple of S, so of the micro-batch B x T x dp, and a step's micro-steps are its
+// batch over that. Without a ramp every step is F, and the functions below give c = step x F.
+
+// The tokens of the step that starts after `consumed` tokens of the run (0 once the budget is spent).
+static int64_t ramp_batch(const Config* c, int64_t consumed) {
+    int64_t F = c->total_batch_size, S = c->batch_ramp_start, R = c->batch_ramp_tokens, budget = (int64_t)c->steps * F;
+    int64_t b = F;
+    if (S > 0 && consumed < R) {
+        uint64_t n = (uint64_t)(F / S - 1);
+        b = S * (int64_t)(1 + (uint64_t)((unsigned __int128)(uint64_t)consumed * n / (uint64_t)R)); // (c n < 2^64 x 2^20)
+    }
+    return b < budget - consumed ? b : budget - consumed;
+}
+
+// Walks the run's steps from the first, a level of the ramp at a time (at most F/S levels, then the whole batches in
+// one): returns the tokens trained on before step `step` (step < 0: by the end of the run) and, in *steps, the steps
+// counted (step, or the run's number of steps).
+static int64_t ramp_walk(const Config* c, int64_t step, int64_t* steps) {
+    int64_t F = c->total_batch_size, S = c->batch_ramp_start, R = c->batch_ramp_tokens, budget = (int64_t)c->steps * F;
+    int64_t n_inc = S > 0 ? F / S - 1 : 0, done = 0, n = 0;
+    for (int64_t k = 0; k <= n_inc && done < budget; k++) {
+        int64_t b = k < n_inc ? S * (k + 1) : F;
+        // where level k ends: the fewest tokens c with floor(c n / R) >= k + 1 (the last level ends with the budget)
+        int64_t end = k < n_inc ? (int64_t)(((unsigned __int128)(uint64_t)R * (uint64_t)(k + 1) + (uint64_t)n_inc - 1) / (uint64_t)n_inc) : budget;
+        if (end > budget) { end = budget; }
+        if (done >= end) { continue; } // (a step that overshot its level can skip the next ones)
+        int64_t m = (end - done + b - 1) / b; // this level's steps, the last of them crossing `end`
+        if (step >= 0 && n + m >= step) { m = step - n; }
+        done += m * b;
+        n += m;
+        if (done > budget) { done = budget; } // (the last step took what was left)
+        if (step >= 0 && n == step) { break; }
+    }
+    if (steps) { *steps = n; }
+    return done;
+}
+
+// Step `step`'s learning rate: at the step, or under a batch ramp at the whole batches' worth of tokens trained on
+// before it, with the step's share of a whole batch.
+static float lr_of_step(const Config* c, int step) {
+    if (c->batch_ramp_start == 0) { return lr_at(c, (double)step, 1.0); }
+    int64_t before = ramp_walk(c, step, NULL);
+    double F = (double)c->total_batch_size;
+    return lr_at(c, (double)before / F, (double)ramp_batch(c, before) / F);
 }
 
 // ----------------------------------------------------------------------------
@@ -142,7 +202,7 @@ static void optimizer_update(GPT* m, ZeroOptimizer* z, const Config* c, float no
 static StepStats optimizer_step(GPT* m, ZeroOptimizer* z, const Config* c, int step) {
     StepStats st;
     st.grad_norm = grad_norm_reduced(m, z);
-    st.lr = lr_at(c, step);
+    st.lr = lr_at(c, (double)step, 1.0);
     optimizer_update(m, z, c, st.grad_norm, st.lr, step + 1, 1.0f, 0);
     return st;
 }
@@ -380,6 +440,27 @@ static void gpt_powersgd_init(PowerSgd* ps, const GPT* m, ZeroOptimizer* z, int 
     zero_set_powersgd(z, ps);
 }
 
+// A batch ramp's settings against the layout: every batch of the ramp is a multiple of its first, so the first must
+// divide the whole batch and be a whole number of micro-batches (B x T on each of dp ranks), and a pipeline's
+// schedule must take that many (then it takes every multiple).
+static void ramp_check(const Config* c, int B, int T, int dp, int pp_kind, int L) {
+    if (c->batch_ramp_start == 0) { return; }
+    int64_t micro = (int64_t)B * T * dp;
+    if (c->batch_ramp_start >= c->total_batch_size || c->total_batch_size % c->batch_ramp_start != 0) {
+        fatal("--batch-ramp-start %ld must divide --total-batch-size %ld and be smaller: the batch grows by it, step by step, to the whole batch",
+              c->batch_ramp_start, c->total_batch_size);
+    }
+    if (c->batch_ramp_start % micro != 0) {
+        fatal("--batch-ramp-start %ld is not a multiple of batch-size x seq-len x data-parallel ranks = %d x %d x %d = %lld: every step is whole micro-batches",
+              c->batch_ramp_start, B, T, dp, (long long)micro);
+    }
+    char err[300];
+    int m0 = (int)(c->batch_ramp_start / micro);
+    if (c->pp > 1 && !pp_schedule_valid(pp_kind, c->pp, m0, c->virtual_stages, L, err, sizeof(err))) {
+        fatal("--pp %d --pp-schedule %s with --batch-ramp-start %ld (%d micro-batches): %s", c->pp, c->pp_schedule, c->batch_ramp_start, m0, err);
+    }
+}
+
 // One optimizer step: grad_accum micro-steps of forward and backward (reductions started as buckets finish), the
 // gradient norm, the decision (update; skip for the fp16 loss scaler; --nan-policy; the outlier guard), the update.
 // Returns what the step prints and logs.
@@ -403,6 +484,7 @@ static void pipeline_micro_steps(GPT* m, BackwardComm* bc, const Config* c, Para
                                  const int32_t* bench_tokens, int M, float dloss_scale, double* tf, double* tb) {
     Pipeline* p = m->pipe;
     int B = c->batch_size, T = c->seq_len, BT = B * T;
+    pipeline_set_micro_batches(p, M);
     for (int mb = 0; mb < M; mb++) {
         const int32_t* x = bench_tokens;
         const int32_t* y = bench_tokens ? bench_tokens + 1 : NULL;
@@ -459,8 +541,11 @@ static void pipeline_micro_steps(GPT* m, BackwardComm* bc, const Config* c, Para
     m->acts = activations_slot(&m->acts0, 0);
 }
 
+// grad_accum: this step's micro-steps per rank; pos, share: where the learning-rate schedule is and the step's size
+// in whole batches (lr_at).
 static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, const Config* cp, ParallelContext* pcp,
-                             TrainState* tsp, DataLoader* train_loader, const int32_t* bench_tokens, int grad_accum, int step) {
+                             TrainState* tsp, DataLoader* train_loader, const int32_t* bench_tokens, int grad_accum, int step, double pos,
+                             double share) {
     StepResult r;
     int B = cp->batch_size, T = cp->seq_len, fp16 = mp->ctx.dtype == DTYPE_FP16;
     double t0 = now_seconds();
@@ -499,7 +584,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     if (mp->pp_group) { comm_allreduce_sum_f64(mp->pp_group, &loss_sum, 1); } // the last stage's (a NaN anywhere too)
     StepStats st;
     st.grad_norm = grad_norm_reduced(mp, zp) / scale;
-    st.lr = lr_at(cp, step);
+    st.lr = lr_at(cp, pos, share);
     comm_allreduce_sum_f64(&pcp->dp_group, &loss_sum, 1);
     float mean_loss = (float)(loss_sum / pcp->dp);
     int loss_ok = isfinite(mean_loss), grads_ok = isfinite(st.grad_norm);
@@ -855,6 +940,7 @@ int main(int argc, char** argv) {
     // allocations; a different global batch (a batch-size ramp), for one, is allowed but never silent: without
     // --total-batch-size it follows the number of processes, so a resume on fewer ranks would shrink it unnoticed
     if (resume_step >= 0 && have_train) { resume_settings_check(&c, &resume_kind.then, resume_step, master); }
+    ramp_check(&c, B, T, pc.dp, pp_kind, gc.num_layers); // (after the checkpoint's settings, which may bring a ramp)
 
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard
@@ -997,8 +1083,8 @@ int main(int argc, char** argv) {
         sharedfs_drop_copy(resume_scratch);
         if (have_train && ts.data_state[0] == 0) {
             // a state that records no data position (converted from llm.c's): where this run's sampler is after
-            // resume_step steps of grad_accum micro-batches
-            dataloader_skip(&train_loader, (uint64_t)resume_step * (uint64_t)grad_accum);
+            // resume_step steps (of grad_accum micro-batches, or a batch ramp's)
+            dataloader_skip(&train_loader, (uint64_t)(ramp_walk(&c, resume_step, NULL) / tokens_per_micro));
             if (master) { llmc_data_note(&train_loader, ts.data_state, resume_step); }
         } else if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
     }
@@ -1118,7 +1204,18 @@ int main(int argc, char** argv) {
         bench_tokens = (int32_t*)mallocCheck(sizeof(int32_t) * (B * T + 1));
         uint64_t s = 42 + pc.dp_rank;
         for (int i = 0; i <= B * T; i++) { bench_tokens[i] = (int32_t)(rng_next(&s) % gc.vocab_size); }
+    } else {
+        // the run's steps: --steps, or more under a batch ramp, whose first steps are smaller (ramp_walk)
+        if ((double)c.steps * (double)c.total_batch_size > 4e18) {
+            fatal("--steps %d x --total-batch-size %ld tokens: more than this trainer counts (4e18)", c.steps, c.total_batch_size);
+        }
+        int64_t n;
+        ramp_walk(&c, -1, &n);
+        if (n > 1000000000) { fatal("--batch-ramp-start %ld: the run would take %lld steps, above the limit 1e9", c.batch_ramp_start, (long long)n); }
+        steps = (int)n;
     }
+    int ramp = c.batch_ramp_start > 0 && !c.bench;
+    int64_t budget = (int64_t)c.steps * c.total_batch_size;
     double fpt = flops_per_token(&model, T);
     double t_train = 0.0, t_bench = 0.0, t_backward = 0.0, t_forward = 0.0, wait_bench = 0.0;
     int timed_steps = 0;
@@ -1126,6 +1223,7 @@ int main(int argc, char** argv) {
     memset(&comm0, 0, sizeof(comm0));
     float last_val = -1.0f;
     int start_step = ts.step;
+    int64_t consumed = c.bench ? 0 : ramp_walk(&c, start_step, NULL), consumed0 = consumed; // tokens trained on before a step
     int resumed = resume_step >= 0;
     int guard = c.skip_loss_z > 0.0f || c.skip_grad_z > 0.0f; // the outlier guard (outlier.h) is on
     for (int step = start_step; step <= steps; step++) {
@@ -1178,7 +1276,12 @@ int main(int argc, char** argv) {
         if (c.bench && step == start_step + 1) { comm_counts_take(&comm0, &pc); zopt.gather_seconds = 0.0; } // the timed steps begin
         if (c.overfit_batch && have_train) { dataloader_reset(&train_loader); } // --overfit-batch: the same batches again
 
-        StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens, grad_accum, step);
+        // this step's batch (the whole one, or a batch ramp's), and where the learning-rate schedule is
+        int64_t batch = c.bench ? c.total_batch_size : ramp_batch(&c, consumed);
+        double pos = ramp ? (double)consumed / (double)c.total_batch_size : (double)step; // (lr_of_step's, without the walk)
+        StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens,
+                                   (int)(batch / tokens_per_micro), step, pos, (double)batch / (double)c.total_batch_size);
+        consumed += batch;
         StepStats st = sr.stats;
         double dt = sr.seconds;
         t_train += dt;
@@ -1187,10 +1290,11 @@ int main(int argc, char** argv) {
             timed_steps++;
         }
         ts.step = step + 1;
-        double tok_s = c.total_batch_size / dt;
+        double tok_s = batch / dt;
         if (master) {
             int done = step + 1 - start_step;
             double eta = done > 0 ? t_train / done * (steps - step - 1) : 0.0;
+            if (ramp) { eta = t_train / (double)(consumed - consumed0) * (double)(budget - consumed); } // (the steps grow)
             char scale_note[64] = "", z_note[160] = "";
             if (model.ctx.dtype == DTYPE_FP16) { snprintf(scale_note, sizeof(scale_note), " | scale %g", sr.loss_scale); }
             if (guard) {
@@ -1205,8 +1309,10 @@ int main(int argc, char** argv) {
                              by_loss ? "loss" : "gradient norm", by_loss ? "skip-loss-z" : "skip-grad-z", by_loss ? c.skip_loss_z : c.skip_grad_z);
                 }
             }
-            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds%s%s%s\n",
-                   step + 1, steps, sr.loss, st.grad_norm, st.lr, dt * 1e3, tok_s, tok_s * fpt / 1e9,
+            char ramp_note[48] = "";
+            if (ramp) { snprintf(ramp_note, sizeof(ramp_note), " | batch %lld", (long long)batch); }
+            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e%s | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds%s%s%s\n",
+                   step + 1, steps, sr.loss, st.grad_norm, st.lr, ramp_note, dt * 1e3, tok_s, tok_s * fpt / 1e9,
                    (int)eta / 60, (int)eta % 60, scale_note, z_note,
                    sr.finite ? "" : sr.overflow ? " | skipped: gradient overflow, loss scale halved" : " | skipped: not finite (--nan-policy skip)");
             if (step == start_step && (c.matmul_tune > 1 || c.matmul_algos[0])) { // (every shape has met its first call)
@@ -1220,8 +1326,11 @@ int main(int argc, char** argv) {
                 char lv[32] = "null", nv[32] = "null";
                 if (isfinite(sr.loss)) { snprintf(lv, sizeof(lv), "%.9g", sr.loss); }
                 if (isfinite(st.grad_norm)) { snprintf(nv, sizeof(nv), "%.9g", st.grad_norm); }
-                char sc[48] = "", zj[128] = "";
+                char sc[120] = "", zj[128] = "";
                 if (model.ctx.dtype == DTYPE_FP16) { snprintf(sc, sizeof(sc), ", \"loss_scale\": %.9g", sr.loss_scale); }
+                if (ramp) { // (the batch's tokens, and the run's through this step)
+                    snprintf(sc + strlen(sc), sizeof(sc) - strlen(sc), ", \"batch_tokens\": %lld, \"tokens\": %lld", (long long)batch, (long long)consumed);
+                }
                 if (guard) {
                     char zl[32] = "null", zn[32] = "null";
                     if (isfinite(sr.z_loss)) { snprintf(zl, sizeof(zl), "%.9g", sr.z_loss); }

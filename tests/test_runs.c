@@ -742,7 +742,7 @@ static int downgrade_state(const char* model_path, const char* state_path, int v
     int kind = version == STATE_VERSION_FNV ? CHECKSUM_FNV : CHECKSUM_XXH3;
     h[ST_VERSION] = (uint64_t)version;
     h[ST_SUM_KIND] = h[ST_DTYPE] = h[ST_HAS_MASTER] = h[ST_SCALE_CLEAN] = h[ST_SR_SEED] = h[ST_LOSS_SCALE] = 0;
-    for (int w = ST_SETTINGS; w <= ST_SET_COMPRESS; w++) { h[w] = 0; }
+    for (int w = ST_SETTINGS; w <= ST_SET_LAST; w++) { h[w] = 0; }
     long long nm = file_size(model_path);
     unsigned char* mbuf = (unsigned char*)mallocCheck((size_t)nm);
     FILE* fm = fopen(model_path, "rb");
@@ -818,7 +818,7 @@ static void test_resume_settings(const char* base, const char* shard) {
     snprintf(cmd, sizeof(cmd), "rm -rf %s/ckold && cp -r %s/ckpt %s/ckold", TMP, TMP, TMP);
     char sp[1024];
     snprintf(sp, sizeof(sp), "%s/ckold/state_00000010.bin", TMP);
-    int setup = system(cmd) == 0 && state_set_words(sp, ST_SETTINGS, ST_SET_COMPRESS, 0) == 0;
+    int setup = system(cmd) == 0 && state_set_words(sp, ST_SETTINGS, ST_SET_LAST, 0) == 0;
     snprintf(cmd, sizeof(cmd), "./train_gpt %s --train %s %s --resume %s/ckold --resume-settings refuse", base, shard, changed, TMP);
     rc = setup ? run_capture(cmd, out, sizeof(out)) : -1;
     report(rc == 0 && strstr(out, "the checkpoint records no optimizer or schedule settings") && count_in_text(out, "note: --resume") == 1,
