@@ -706,15 +706,20 @@ static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
     return 0;
 }
 
-// Fills dl->inputs and dl->targets (B*T each; targets are inputs shifted by one token) with this rank's next
-// micro-batch and advances the shared position past the whole group of world micro-batches.
-static void dataloader_next_batch(DataLoader* dl) {
+// Fills dl->inputs and dl->targets (rows*T each, rows <= B; targets are inputs shifted by one token) with this rank's
+// next micro-batch of `rows` sequences and advances the shared position past the whole group of world micro-batches.
+// Fewer rows than B (a batch ramp's small steps) read the next rows*world sequences of the same stream, so the stream
+// is the same whatever the micro-batches; llm.c's shuffled order (shuffle 2) is defined by B and takes B only.
+static void dataloader_next_rows(DataLoader* dl, int rows) {
+    if (rows < 1 || rows > dl->B || (dl->shuffle == 2 && rows != dl->B)) {
+        fatal("internal: a micro-batch of %d sequences from a loader of %d (shuffle %d)", rows, dl->B, dl->shuffle);
+    }
     uint64_t T = (uint64_t)dl->T;
-    uint64_t BT = (uint64_t)dl->B * T;
+    uint64_t BT = (uint64_t)rows * T;
     if (dl->shuffle == 0) {
         uint64_t group = BT * (uint64_t)dl->world;
         if (dl->position + group + 1 > dl->shards[dl->shard_index].ntok) {
-            dl->position = 0; // every shard holds one group (checked at init), so one step is enough
+            dl->position = 0; // every shard holds one group of B (checked at init), so one step is enough
             dl->shard_index++;
             if (dl->shard_index == dl->nshards) { dl->shard_index = 0; dl->epoch++; }
         }
@@ -725,17 +730,20 @@ static void dataloader_next_batch(DataLoader* dl) {
         uint64_t start = dataloader__llmc_advance(dl);
         dataloader__copy_window(&dl->shards[dl->shard_perm[dl->shard_index]], start, (size_t)BT, dl->inputs, dl->targets);
     } else {
-        uint64_t base = dl->cursor + (uint64_t)dl->rank * (uint64_t)dl->B;
-        for (int b = 0; b < dl->B; b++) {
+        uint64_t base = dl->cursor + (uint64_t)dl->rank * (uint64_t)rows;
+        for (int b = 0; b < rows; b++) {
             int shard;
             uint64_t start;
             dataloader__locate_sample(dl, base + (uint64_t)b, &shard, &start);
             dataloader__copy_window(&dl->shards[shard], start, (size_t)T, dl->inputs + (size_t)b * T, dl->targets + (size_t)b * T);
         }
-        dl->cursor += (uint64_t)dl->B * (uint64_t)dl->world;
+        dl->cursor += (uint64_t)rows * (uint64_t)dl->world;
         dl->epoch = dl->cursor / dl->samples_per_epoch;
     }
 }
+
+// The next micro-batch of B sequences (dataloader_next_rows).
+static void dataloader_next_batch(DataLoader* dl) { dataloader_next_rows(dl, dl->B); }
 
 // Calls of dataloader_next_batch (per rank) that make one epoch. shuffle = 0: exact (sum over shards of the
 // groups that fit); shuffle = 1: samples per epoch / (B*world), rounded down (groups may straddle epochs); shuffle = 2

@@ -88,6 +88,14 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
             printf("; messages %s\n", p->nccl ? "device to device (NCCL pairs)" : "through MPI");
         }
         printf("| gradient accumulation| %d micro-steps of %d x %d per process\n", grad_accum, B, T);
+        if (cp->batch_ramp_start > 0 && !cp->bench) {
+            int64_t n_steps;
+            ramp_walk(cp, -1, &n_steps);
+            printf("| batch ramp           | %ld tokens a step (%ld micro-steps per process) growing by as many to %ld over the first %ld tokens: "
+                   "%lld steps for the run's %d x %ld tokens; the learning-rate schedule counts whole batches of tokens\n",
+                   cp->batch_ramp_start, (long)(cp->batch_ramp_start / ((long)B * T * pcp->dp)), cp->total_batch_size, cp->batch_ramp_tokens,
+                   (long long)n_steps, cp->steps, cp->total_batch_size);
+        }
         // where the time goes, from the shapes: the matmuls are compute-limited (each weight is reused B*T times
         // per micro-step); the optimizer streams ~7 floats per parameter once per step and is memory-limited
         double step_flops = flops_per_token(mp, T) * (double)cp->total_batch_size / pcp->dp / mp->tp;

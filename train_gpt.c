@@ -440,22 +440,30 @@ static void gpt_powersgd_init(PowerSgd* ps, const GPT* m, ZeroOptimizer* z, int 
     zero_set_powersgd(z, ps);
 }
 
-// A batch ramp's settings against the layout: every batch of the ramp is a multiple of its first, so the first must
-// divide the whole batch and be a whole number of micro-batches (B x T on each of dp ranks), and a pipeline's
-// schedule must take that many (then it takes every multiple).
+// A batch ramp's settings against the layout. Every batch of the ramp is a multiple of its first, which must divide
+// the whole batch. A step is micro-steps of B x T on each of the dp ranks, and what is left (a step smaller than one,
+// or between two multiples) one micro-step of fewer rows: so the first batch must be whole sequences on every rank,
+// a multiple of T x dp. Through a pipeline (whose slots and messages are B rows) and in llm.c's data order (defined
+// by B) every micro-step is B rows, so there it must be a multiple of B x T x dp, and a pipeline's schedule must take
+// that many micro-batches (then it takes every multiple).
 static void ramp_check(const Config* c, int B, int T, int dp, int pp_kind, int L) {
     if (c->batch_ramp_start == 0) { return; }
-    int64_t micro = (int64_t)B * T * dp;
-    if (c->batch_ramp_start >= c->total_batch_size || c->total_batch_size % c->batch_ramp_start != 0) {
+    int64_t micro = (int64_t)B * T * dp, start = c->batch_ramp_start;
+    if (start >= c->total_batch_size || c->total_batch_size % start != 0) {
         fatal("--batch-ramp-start %ld must divide --total-batch-size %ld and be smaller: the batch grows by it, step by step, to the whole batch",
               c->batch_ramp_start, c->total_batch_size);
     }
-    if (c->batch_ramp_start % micro != 0) {
-        fatal("--batch-ramp-start %ld is not a multiple of batch-size x seq-len x data-parallel ranks = %d x %d x %d = %lld: every step is whole micro-batches",
-              c->batch_ramp_start, B, T, dp, (long long)micro);
+    if ((c->pp > 1 || c->shuffle == 2) && start % micro != 0) {
+        fatal("--batch-ramp-start %ld is not a multiple of batch-size x seq-len x data-parallel ranks = %d x %d x %d = %lld: %s",
+              c->batch_ramp_start, B, T, dp, (long long)micro,
+              c->pp > 1 ? "a pipeline's micro-batches are all --batch-size sequences" : "llm.c's shuffled order (--shuffle 2) reads whole micro-batches of --batch-size");
+    }
+    if (start % ((int64_t)T * dp) != 0) {
+        fatal("--batch-ramp-start %ld is not a multiple of seq-len x data-parallel ranks = %d x %d = %lld: every rank trains on whole sequences",
+              c->batch_ramp_start, T, dp, (long long)T * dp);
     }
     char err[300];
-    int m0 = (int)(c->batch_ramp_start / micro);
+    int m0 = (int)(start / micro);
     if (c->pp > 1 && !pp_schedule_valid(pp_kind, c->pp, m0, c->virtual_stages, L, err, sizeof(err))) {
         fatal("--pp %d --pp-schedule %s with --batch-ramp-start %ld (%d micro-batches): %s", c->pp, c->pp_schedule, c->batch_ramp_start, m0, err);
     }
@@ -541,18 +549,22 @@ static void pipeline_micro_steps(GPT* m, BackwardComm* bc, const Config* c, Para
     m->acts = activations_slot(&m->acts0, 0);
 }
 
-// grad_accum: this step's micro-steps per rank; pos, share: where the learning-rate schedule is and the step's size
-// in whole batches (lr_at).
+// batch: this step's tokens over all ranks: micro-steps of B x T on each rank, and under a batch ramp one more of
+// fewer rows for what is left (ramp_check: a whole number of sequences on each rank); pos, share: where the
+// learning-rate schedule is and the step's size in whole batches (lr_at).
 static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, const Config* cp, ParallelContext* pcp,
-                             TrainState* tsp, DataLoader* train_loader, const int32_t* bench_tokens, int grad_accum, int step, double pos,
+                             TrainState* tsp, DataLoader* train_loader, const int32_t* bench_tokens, int64_t batch, int step, double pos,
                              double share) {
     StepResult r;
     int B = cp->batch_size, T = cp->seq_len, fp16 = mp->ctx.dtype == DTYPE_FP16;
+    int64_t micro = (int64_t)B * T * pcp->dp;
+    int full = (int)(batch / micro), rest = (int)(batch % micro / ((int64_t)T * pcp->dp)); // micro-steps of B rows, then one of `rest`
+    int grad_accum = full + (rest > 0);
     double t0 = now_seconds();
     double wait0 = zp->wait_seconds;
     double tb = 0.0, tf = 0.0;
     float scale = fp16 ? tsp->loss_scale.scale : 1.0f;
-    float dloss_scale = scale / (float)((double)B * T * grad_accum * pcp->dp);
+    float dloss_scale = scale / (float)(double)batch; // (the mean over the step's tokens on all ranks)
     int poison = fault_injected("nan", pcp->world_rank, step);
     if (poison) { dloss_scale = NAN; }
     if (fault_injected("overflow", pcp->world_rank, step)) { dloss_scale = INFINITY; } // gradients overflow, loss fine
@@ -560,17 +572,17 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     gpt_clear_loss_sum(mp);
     if (mp->pipe) { pipeline_micro_steps(mp, bcp, cp, pcp, train_loader, cp->bench ? bench_tokens : NULL, grad_accum, dloss_scale, &tf, &tb); }
     else {
-        for (int micro = 0; micro < grad_accum; micro++) {
+        for (int micro_i = 0; micro_i < grad_accum; micro_i++) {
             const int32_t* x;
             const int32_t* y;
             if (cp->bench) { x = bench_tokens; y = bench_tokens + 1; }
-            else { dataloader_next_batch(train_loader); x = train_loader->inputs; y = train_loader->targets; }
+            else { dataloader_next_rows(train_loader, micro_i < full ? B : rest); x = train_loader->inputs; y = train_loader->targets; }
             double tf0 = now_seconds();
-            gpt_forward(mp, x, B, T);
+            gpt_forward(mp, x, micro_i < full ? B : rest, T);
             tf += now_seconds() - tf0;
-            bcp->first_micro = micro == 0;
-            bcp->last_micro = micro == grad_accum - 1;
-            bcp->reduce = (cp->zero >= 1 || pcp->dp > 1) && zero_reduces_on(zp, micro == grad_accum - 1);
+            bcp->first_micro = micro_i == 0;
+            bcp->last_micro = micro_i == grad_accum - 1;
+            bcp->reduce = (cp->zero >= 1 || pcp->dp > 1) && zero_reduces_on(zp, micro_i == grad_accum - 1);
             double tb0 = now_seconds();
             gpt_forward_backward(mp, y, dloss_scale, bcp);
             tb += now_seconds() - tb0;
@@ -578,7 +590,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     }
     // the mean loss and the gradient norm are the same on every rank (a NaN or inf anywhere reaches all of them
     // through the reductions), so every rank takes the same decision below
-    double loss_sum = gpt_take_loss_sum(mp) / ((double)B * T * grad_accum);
+    double loss_sum = gpt_take_loss_sum(mp) / (double)(batch / pcp->dp);
     if (poison) { loss_sum = NAN; }
     if (fault_injected("lossspike", pcp->world_rank, step)) { loss_sum *= 4.0; }
     if (mp->pp_group) { comm_allreduce_sum_f64(mp->pp_group, &loss_sum, 1); } // the last stage's (a NaN anywhere too)
@@ -1083,8 +1095,12 @@ int main(int argc, char** argv) {
         sharedfs_drop_copy(resume_scratch);
         if (have_train && ts.data_state[0] == 0) {
             // a state that records no data position (converted from llm.c's): where this run's sampler is after
-            // resume_step steps (of grad_accum micro-batches, or a batch ramp's)
-            dataloader_skip(&train_loader, (uint64_t)(ramp_walk(&c, resume_step, NULL) / tokens_per_micro));
+            // resume_step steps of grad_accum micro-batches (llm.c's run had no batch ramp)
+            if (c.batch_ramp_start > 0) {
+                fatal("--resume %s: an llm.c run's checkpoint continues with llm.c's whole batches, not a batch ramp (--batch-ramp-start %ld)",
+                      c.resume, c.batch_ramp_start);
+            }
+            dataloader_skip(&train_loader, (uint64_t)resume_step * (uint64_t)grad_accum);
             if (master) { llmc_data_note(&train_loader, ts.data_state, resume_step); }
         } else if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
     }
@@ -1280,7 +1296,7 @@ int main(int argc, char** argv) {
         int64_t batch = c.bench ? c.total_batch_size : ramp_batch(&c, consumed);
         double pos = ramp ? (double)consumed / (double)c.total_batch_size : (double)step; // (lr_of_step's, without the walk)
         StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens,
-                                   (int)(batch / tokens_per_micro), step, pos, (double)batch / (double)c.total_batch_size);
+                                   batch, step, pos, (double)batch / (double)c.total_batch_size);
         consumed += batch;
         StepStats st = sr.stats;
         double dt = sr.seconds;

@@ -2060,16 +2060,20 @@ static void test_batch_ramp_runs(void) {
     const long batches[10] = {32, 32, 32, 32, 64, 64, 96, 96, 96, 32};
     long tokens[10];
     for (int i = 0; i < 10; i++) { tokens[i] = batches[i] + (i ? tokens[i - 1] : 0); }
-    char common[4096], ramp[256] = "--total-batch-size 96 --batch-ramp-start 32 --batch-ramp-tokens 200 --steps 6";
-    snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --train %s --batch-size 2 --seq-len 8 --lr 1e-3 "
-             "--weight-decay 0.1 --grad-clip 0.5 --threads 1", shard);
+    char common[4200], ramp[256] = "--total-batch-size 96 --batch-ramp-start 32 --batch-ramp-tokens 200 --steps 6";
+    // (--batch-size 2 unless a case gives its own)
+    char base[4096];
+    snprintf(base, sizeof(base), "--init tests/ref/ref_model.bin --train %s --seq-len 8 --lr 1e-3 --weight-decay 0.1 --grad-clip 0.5 --threads 1", shard);
+    snprintf(common, sizeof(common), "%s --batch-size 2", base);
     char ref[1024];
     snprintf(ref, sizeof(ref), "%s/ramp/r1.jsonl", TMP);
     snprintf(cmd, sizeof(cmd), "./train_gpt %s %s --warmup 2 --log %s --checkpoint-every 2 --keep-checkpoints 0 --out %s/ramp/o1", common, ramp, ref, TMP);
     int rc = run_capture(cmd, out, sizeof(out));
-    int ok = rc == 0 && strstr(out, "done: 10 steps") && strstr(out, "step    10/10 |") && strstr(out, "| batch 32 |");
+    int ok = rc == 0 && strstr(out, "done: 10 steps") && strstr(out, "step    10/10 |") && strstr(out, "| batch 32 |") &&
+             strstr(out, "| batch ramp           | 32 tokens a step (2 micro-steps per process) growing by as many to 96 over the first 200 tokens: "
+                         "10 steps for the run's 6 x 96 tokens");
     report(ok && log_ints_are(ref, "batch_tokens", batches, 10, got, sizeof(got)),
-           "batch ramp: 10 steps of 32 32 32 32 64 64 96 96 96 32 tokens (6 x 96 in all), each in the log and on the step's line",
+           "batch ramp: 10 steps of 32 32 32 32 64 64 96 96 96 32 tokens (6 x 96 in all), each in the log and on the step's line; the start-up table's row",
            "exit %d, batches %s: %.300s", rc, got, out);
     report(log_ints_are(ref, "tokens", tokens, 10, got, sizeof(got)), "batch ramp: the log's running count of tokens", "%s", got);
     // the learning rates: the schedule on tokens (lr_of_step, whose rule test_gpt checks by hand), as logged
@@ -2132,12 +2136,38 @@ static void test_batch_ramp_runs(void) {
         for (int i = 0; same && i < na; i++) { same = strcmp(la[i], lb[i]) == 0; }
         if (same) { compare_values(name, "grad_norm", ref, a, 10, 2e-6); } else { report(0, name, "learning rates differ (%d vs %d)", na, nb); }
     }
+    // Micro-steps of fewer rows than --batch-size: B 3. On 1 rank (micro-steps of 24 tokens) a step of 32 tokens is
+    // a micro-step of 3 rows and one of 1, a step of 64 two of 3 and one of 2; on 2 ranks (micro-steps of 48) a step of
+    // 32 is one micro-step of 2 rows on each rank, a step of 64 one of 3 and one of 1. The same sequences reach each
+    // step in the same order (the stream does not depend on the micro-batches), so each run is one process's with B 2
+    // within the data-parallel tolerance; the first resumes inside the ramp bit for bit
+    for (int np = 1; np <= 2; np++) {
+        snprintf(a, sizeof(a), "%s/ramp/b4_%d.jsonl", TMP, np);
+        snprintf(cmd, sizeof(cmd), "%s%s ./train_gpt %s --batch-size 3 %s --warmup 2 --log %s --checkpoint-every 2 --keep-checkpoints 0 --out %s/ramp/b4_%d",
+                 np > 1 ? MPIRUN " -np " : "", np > 1 ? "2" : "", base, ramp, a, TMP, np);
+        rc = run_capture(cmd, out, sizeof(out));
+        snprintf(name, sizeof(name), "batch ramp with --batch-size 3 on %d rank(s) (micro-steps of fewer rows): losses equal B 2's", np);
+        if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); continue; }
+        compare_losses(name, ref, 0, a, 10, 2e-6);
+        snprintf(name, sizeof(name), "batch ramp with --batch-size 3 on %d rank(s): gradient norms equal B 2's", np);
+        compare_values(name, "grad_norm", ref, a, 10, 2e-6);
+    }
+    snprintf(cmd, sizeof(cmd), "cd %s/ramp/b4_1 && rm -f *_00000006.bin *_00000008.bin *_00000010.bin DONE_* && echo 4 > latest", TMP);
+    if (system(cmd) != 0) { report(0, "batch ramp resume setup", "%s", cmd); return; }
+    snprintf(b, sizeof(b), "%s/ramp/b4_res.jsonl", TMP);
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --batch-size 3 %s --warmup 2 --log %s --resume %s/ramp/b4_1", base, ramp, b, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    snprintf(a, sizeof(a), "%s/ramp/b4_1.jsonl", TMP);
+    snprintf(name, sizeof(name), "batch ramp with --batch-size 3: resumed at step 4, the rest equals the uninterrupted run bit for bit");
+    if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); } else { compare_losses(name, a, 4, b, 6, 0.0); }
     // refusals: each names the flag and the reason
     struct { const char* args; int np; const char* expect; } bad[] = {
         {"--batch-ramp-start 40 --batch-ramp-tokens 200 --steps 6", 1, "--batch-ramp-start 40 must divide --total-batch-size 96"},
         {"--batch-ramp-start 96 --batch-ramp-tokens 200 --steps 6", 1, "--batch-ramp-start 96 must divide --total-batch-size 96 and be smaller"},
-        {"--batch-ramp-start 24 --batch-ramp-tokens 200 --steps 6", 1, "is not a multiple of batch-size x seq-len x data-parallel ranks = 2 x 8 x 1 = 16"},
-        {"--batch-ramp-start 16 --batch-ramp-tokens 200 --steps 6", 2, "is not a multiple of batch-size x seq-len x data-parallel ranks = 2 x 8 x 2 = 32"},
+        {"--batch-ramp-start 12 --batch-ramp-tokens 200 --steps 6", 1, "--batch-ramp-start 12 is not a multiple of seq-len x data-parallel ranks = 8 x 1 = 8"},
+        {"--batch-ramp-start 24 --batch-ramp-tokens 200 --steps 6", 2, "--batch-ramp-start 24 is not a multiple of seq-len x data-parallel ranks = 8 x 2 = 16"},
+        {"--batch-ramp-start 16 --batch-ramp-tokens 200 --steps 6 --pp 2 --batch-size 4", 2, "= 4 x 8 x 1 = 32: a pipeline's micro-batches are all --batch-size sequences"},
+        {"--batch-ramp-start 16 --batch-ramp-tokens 200 --steps 6 --shuffle 2 --batch-size 4", 1, "= 4 x 8 x 1 = 32: llm.c's shuffled order (--shuffle 2) reads whole"},
         {"--batch-ramp-start 32 --steps 6", 1, "a batch ramp needs both"},
         {"--batch-ramp-tokens 200 --steps 6", 1, "a batch ramp needs both"},
         {"--batch-ramp-start 32 --batch-ramp-tokens 200 --bench 1", 1, "--bench times steps of the whole batch"},
@@ -2146,8 +2176,9 @@ static void test_batch_ramp_runs(void) {
         {"--warmup 4 --lr-decay-steps 4 --steps 6", 1, "ends the decay before --warmup 4 steps have passed"},
     };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-        if (bad[k].np > 1) { snprintf(cmd, sizeof(cmd), MPIRUN " -np %d ./train_gpt %s --total-batch-size 96 %s", bad[k].np, common, bad[k].args); }
-        else { snprintf(cmd, sizeof(cmd), "./train_gpt %s --total-batch-size 96 %s", common, bad[k].args); }
+        const char* with = strstr(bad[k].args, "--batch-size") ? base : common;
+        if (bad[k].np > 1) { snprintf(cmd, sizeof(cmd), MPIRUN " -np %d ./train_gpt %s --total-batch-size 96 %s", bad[k].np, with, bad[k].args); }
+        else { snprintf(cmd, sizeof(cmd), "./train_gpt %s --total-batch-size 96 %s", with, bad[k].args); }
         rc = run_capture(cmd, out, sizeof(out));
         snprintf(name, sizeof(name), "refused with one clear line: %s%s", bad[k].args, bad[k].np > 1 ? " on 2 ranks" : "");
         report(rc != 0 && strstr(out, bad[k].expect) != NULL, name, "exit %d: %.300s", rc, out);
