@@ -708,8 +708,10 @@ static int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
 
 // Fills dl->inputs and dl->targets (rows*T each, rows <= B; targets are inputs shifted by one token) with this rank's
 // next micro-batch of `rows` sequences and advances the shared position past the whole group of world micro-batches.
-// Fewer rows than B (a batch ramp's small steps) read the next rows*world sequences of the same stream, so the stream
-// is the same whatever the micro-batches; llm.c's shuffled order (shuffle 2) is defined by B and takes B only.
+// Fewer rows than B (a batch ramp's small steps) read the next rows*world sequences of the same stream: the sampler's
+// (shuffle 1) does not depend on the micro-batches at all; the sequential order's (shuffle 0) only where a shard ends,
+// since a group that does not fit in what is left of a shard moves on to the next one. llm.c's shuffled order
+// (shuffle 2) is defined by B and takes B only.
 static void dataloader_next_rows(DataLoader* dl, int rows) {
     if (rows < 1 || rows > dl->B || (dl->shuffle == 2 && rows != dl->B)) {
         fatal("internal: a micro-batch of %d sequences from a loader of %d (shuffle %d)", rows, dl->B, dl->shuffle);
