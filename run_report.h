@@ -91,10 +91,14 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         if (cp->batch_ramp_start > 0 && !cp->bench) {
             int64_t n_steps;
             ramp_walk(cp, -1, &n_steps);
-            printf("| batch ramp           | %ld tokens a step (%ld micro-steps per process) growing by as many to %ld over the first %ld tokens: "
+            long micro = (long)B * T * pcp->dp, full = cp->batch_ramp_start / micro, rest = cp->batch_ramp_start % micro / ((long)T * pcp->dp);
+            char per[96];
+            if (rest == 0) { snprintf(per, sizeof(per), "%ld micro-step(s) per process", full); }
+            else if (full == 0) { snprintf(per, sizeof(per), "one micro-step of %ld sequence(s) per process", rest); }
+            else { snprintf(per, sizeof(per), "%ld micro-step(s) and one of %ld sequence(s) per process", full, rest); }
+            printf("| batch ramp           | %ld tokens a step (%s) growing by as many to %ld over the first %ld tokens: "
                    "%lld steps for the run's %d x %ld tokens; the learning-rate schedule counts whole batches of tokens\n",
-                   cp->batch_ramp_start, (long)(cp->batch_ramp_start / ((long)B * T * pcp->dp)), cp->total_batch_size, cp->batch_ramp_tokens,
-                   (long long)n_steps, cp->steps, cp->total_batch_size);
+                   cp->batch_ramp_start, per, cp->total_batch_size, cp->batch_ramp_tokens, (long long)n_steps, cp->steps, cp->total_batch_size);
         }
         // where the time goes, from the shapes: the matmuls are compute-limited (each weight is reused B*T times
         // per micro-step); the optimizer streams ~7 floats per parameter once per step and is memory-limited

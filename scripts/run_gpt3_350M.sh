@@ -13,8 +13,11 @@
 # sequences of 2048 on each of 8 GPUs) = 572,204 steps, three passes over FineWeb's 100BT sample; peak learning rate
 # 3e-4, linear warmup over the paper's 375M tokens (715 steps), cosine decay to 10% of the peak; AdamW with beta
 # (0.9, 0.95) and eps 1e-8, weight decay 0.1, gradients clipped at norm 1.0; bf16 with fp32 master weights; ZeRO-1.
-# Two differences from the paper: its cosine reaches 10% at 260B tokens and stays there (here the decay spans all
-# 300B), and its batch grows from 32k tokens over the first 4-12B tokens (here it is constant).
+# As in the paper, the cosine reaches 10% at 260B tokens and stays there (--lr-decay-steps 495,911 of 572,204 whole
+# steps), and the batch grows from 32k tokens (16 sequences: 2 on each of 8 GPUs) to the whole 524,288 over the
+# first 4B tokens (--batch-ramp-start, --batch-ramp-tokens; 4B is the low end of the paper's 4-12B, which it gives
+# only as that range for its 125M to 175B models). The learning-rate schedule counts tokens, so the warmup and the
+# decay end where the paper's do; the ramp's smaller steps make the run 591,580 optimizer steps instead of 572,204.
 # Expected: the paper reports zero-shot HellaSwag 43.6% for its 350M model (its data and scoring; not directly
 # comparable). No FineWeb run of this size has been published; llm.c's scripts/run_gpt3_125M.sh is the same recipe
 # for 125M.
@@ -36,7 +39,8 @@ ARGS=(
     --train "$DATA/fineweb_train_*.bin" --val "$DATA/fineweb_val_*.bin" --shuffle 1
     --batch-size 32 --seq-len 2048 --total-batch-size 524288
     --steps 572204
-    --lr 3e-4 --lr-schedule cosine --warmup 715 --final-lr-frac 0.1
+    --batch-ramp-start 32768 --batch-ramp-tokens 4000000000
+    --lr 3e-4 --lr-schedule cosine --warmup 715 --lr-decay-steps 495911 --final-lr-frac 0.1
     --weight-decay 0.1 --grad-clip 1.0
     --dtype bf16 --zero "${ZERO:-1}" --tp "$TP" --pp "$PP" --recompute 0
     --val-every 250 --val-steps 20

@@ -110,8 +110,50 @@ args_set() {
     ARGS+=("$1" "$2")
 }
 
-# the real step count and the final checkpoint that marks a complete run
-final_model() { printf '%s/model_%08d.bin' "$OUT" "$(args_get --steps)"; }
+# run_steps: the run's optimizer steps: --steps, or more under a batch ramp (--batch-ramp-start S, --batch-ramp-tokens R),
+# whose first steps are smaller. The trainer's ramp_walk in shell arithmetic: n = F/S - 1 levels of S (k + 1) tokens
+# a step, level k lasting until ceil(R (k + 1) / n) tokens, then whole batches of F to --steps x F tokens.
+run_steps() {
+    local steps F S R
+    steps="$(args_get --steps)"
+    S="$(args_get --batch-ramp-start)"
+    if [[ -z "$S" || "$S" == 0 ]]; then echo "$steps"; return; fi
+    F="$(args_get --total-batch-size)"
+    R="$(args_get --batch-ramp-tokens)"
+    local budget=$((steps * F)) n_inc=$((F / S - 1)) done=0 n=0 k b end
+    for ((k = 0; k <= n_inc && done < budget; k++)); do
+        if ((k < n_inc)); then b=$((S * (k + 1))); end=$(((R * (k + 1) + n_inc - 1) / n_inc)); else b=$F; end=$budget; fi
+        ((end > budget)) && end=$budget
+        ((done >= end)) && continue
+        local m=$(((end - done + b - 1) / b))
+        done=$((done + m * b))
+        n=$((n + m))
+    done
+    echo "$n"
+}
+
+# the final checkpoint, which marks a complete run
+final_model() { printf '%s/model_%08d.bin' "$OUT" "$(run_steps)"; }
+
+# ramp_fit: through a pipeline every micro-step is --batch-size sequences on each of the dp ranks, so a batch ramp's
+# first batch below B x T x dp (GPT-3's 32k tokens, with a pipeline of few ranks per stage) is raised to the smallest
+# multiple of it that divides the whole batch, with a note. Without a pipeline a step may end with a micro-step of
+# fewer rows, and the script's value stands.
+ramp_fit() {
+    local S B T F micro fit
+    S="$(args_get --batch-ramp-start)"
+    [[ -n "$S" && "$S" != 0 ]] && ((PP > 1)) || return 0
+    B="$(args_get --batch-size)"
+    T="$(args_get --seq-len)"
+    F="$(args_get --total-batch-size)"
+    micro=$((B * T * RUN_DP))
+    ((S % micro == 0)) && return 0
+    fit=$(((S + micro - 1) / micro * micro))
+    while ((fit < F && F % fit != 0)); do fit=$((fit + micro)); done
+    ((fit < F)) || return 0 # (none fits: the trainer says why)
+    echo "note: $RUN_NAME: --batch-ramp-start $S -> $fit: with PP $PP a step is whole micro-batches of $B x $T tokens on each of $RUN_DP data-parallel ranks"
+    args_set --batch-ramp-start "$fit"
+}
 
 # ----------------------------------------------------------------------------
 # launching
@@ -165,12 +207,21 @@ dry_scale() {
     accum=$((total / (B * T * RUN_DP)))
     ((accum < 1)) && accum=1
     ((accum > 2)) && accum=2
+    local ramp
+    ramp="$(args_get --batch-ramp-start)"
+    [[ -n "$ramp" && "$ramp" != 0 ]] && accum=2 # (room for a ramp below the whole batch)
     DRY_NP=$((dp * TP * PP))
     echo "dry run: $RUN_NAME scaled down: $DRY_NP process(es) (dp $dp x tp $TP x pp $PP; the real run: dp $RUN_DP), $accum micro-step(s) per step"
     args_set --model d4
     args_set --seq-len 64
     args_set --batch-size 2
     args_set --total-batch-size $((2 * 64 * dp * accum))
+    if [[ -n "$ramp" && "$ramp" != 0 ]]; then
+        # from one sequence on each rank (a micro-step of fewer rows; through a pipeline, a whole micro-batch) to the
+        # whole batch over its first batch of tokens
+        if ((PP > 1)); then args_set --batch-ramp-start $((2 * 64 * dp)); else args_set --batch-ramp-start $((64 * dp)); fi
+        args_set --batch-ramp-tokens $((2 * 64 * dp * accum))
+    fi
     args_set --steps 2
     args_set --val-every 1
     args_set --val-steps 2
@@ -223,6 +274,7 @@ run_training() {
         echo "dry run: $RUN_NAME passed"
         return
     fi
+    ramp_fit
     local final attempt=0 max="${MAX_RESTARTS:-10}"
     final="$(final_model)"
     while true; do

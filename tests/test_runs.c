@@ -2070,7 +2070,7 @@ static void test_batch_ramp_runs(void) {
     snprintf(cmd, sizeof(cmd), "./train_gpt %s %s --warmup 2 --log %s --checkpoint-every 2 --keep-checkpoints 0 --out %s/ramp/o1", common, ramp, ref, TMP);
     int rc = run_capture(cmd, out, sizeof(out));
     int ok = rc == 0 && strstr(out, "done: 10 steps") && strstr(out, "step    10/10 |") && strstr(out, "| batch 32 |") &&
-             strstr(out, "| batch ramp           | 32 tokens a step (2 micro-steps per process) growing by as many to 96 over the first 200 tokens: "
+             strstr(out, "| batch ramp           | 32 tokens a step (2 micro-step(s) per process) growing by as many to 96 over the first 200 tokens: "
                          "10 steps for the run's 6 x 96 tokens");
     report(ok && log_ints_are(ref, "batch_tokens", batches, 10, got, sizeof(got)),
            "batch ramp: 10 steps of 32 32 32 32 64 64 96 96 96 32 tokens (6 x 96 in all), each in the log and on the step's line; the start-up table's row",
