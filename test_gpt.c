@@ -2077,6 +2077,16 @@ static void test_batch_ramp(void) {
                  F, S, cases[k].R, c.steps, n);
         report(ok, name, "%s; the run: %lld tokens in %lld steps", why, (long long)end, (long long)total_steps);
     }
+    // GPT-3 125M's script (scripts/run_gpt3_125M.sh; run_scripts_tests pins run_lib.sh's count to the same number):
+    // 572,204 whole batches of 524,288 tokens, the ramp from 32,768 over 4B tokens: 591,580 steps
+    {
+        Config g;
+        config_defaults(&g);
+        g.total_batch_size = 524288; g.batch_ramp_start = 32768; g.batch_ramp_tokens = 4000000000L; g.steps = 572204;
+        int64_t n, end = ramp_walk(&g, -1, &n);
+        report(n == 591580 && end == (int64_t)572204 * 524288, "batch ramp: GPT-3 125M's script takes 591,580 steps for its 572,204 whole batches",
+               "%lld steps, %lld tokens", (long long)n, (long long)end);
+    }
     // the schedule on tokens, by hand: F 64, S 16, R 96, warmup 2, cosine over 4 whole steps; the batches are
     // 16 16 32 48 64 64 16; warmup at the position after each step (0.25 0.5 1 1.75 of 2), the peak for the step that
     // crosses 2, then the cosine at 2.75 and 3.75

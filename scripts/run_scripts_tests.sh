@@ -28,7 +28,7 @@ dry() {
 }
 
 # the changes a dry run may make to the real command line: sizes, intervals, threads (never a hyperparameter)
-ALLOWED_CHANGES='^(--model|--seq-len|--batch-size|--total-batch-size|--steps|--val-every|--val-steps|--hellaswag-every|--sample-every|--gen-tokens|--checkpoint-every|--threads)$'
+ALLOWED_CHANGES='^(--model|--seq-len|--batch-size|--total-batch-size|--batch-ramp-start|--batch-ramp-tokens|--steps|--val-every|--val-steps|--hellaswag-every|--sample-every|--gen-tokens|--checkpoint-every|--threads)$'
 
 for script in scripts/run_gpt2_*.sh scripts/run_gpt3_*.sh; do
     name="$(basename "$script" .sh)"
@@ -38,19 +38,23 @@ for script in scripts/run_gpt2_*.sh scripts/run_gpt3_*.sh; do
     dry "$name" "$out"
     rc=$?
     log="$T/dry/$run/out/log.jsonl"
+    # 2 steps of the whole batch; the GPT-3 scripts' batch ramp, scaled to one sequence per rank growing to the whole
+    # batch F = 4 of them over F tokens, takes 4 steps for those 2 F tokens (1, 1, 2, then 4 sequences per rank)
+    want="1 2" final=2
+    grep -q -- '--batch-ramp-start' "$script" && want="1 2 3 4" final=4
     problems=""
     [ "$rc" = 0 ] || problems="exit $rc: $(tail -n 3 "$out" | tr '\n' ' ')"
     grep -q "^dry run: $run passed$" "$out" || problems="$problems; no 'dry run: $run passed' line"
-    [ -f "$T/dry/$run/out/model_00000002.bin" ] || problems="$problems; no final checkpoint"
-    check "$name: the dry run passes and writes its step-2 checkpoint" "$problems"
+    [ -f "$T/dry/$run/out/model_0000000$final.bin" ] || problems="$problems; no final checkpoint"
+    check "$name: the dry run passes and writes its final checkpoint (step $final)" "$problems"
     [ "$rc" = 0 ] || continue
-    # the log: 2 finite losses, the validation loss, both HellaSwag accuracies
+    # the log: the steps' finite losses, the validation loss, both HellaSwag accuracies
     problems=""
-    [ "$(steps_of "$log")" = "1 2" ] || problems="training steps '$(steps_of "$log")' (want '1 2')"
+    [ "$(steps_of "$log")" = "$want" ] || problems="training steps '$(steps_of "$log")' (want '$want')"
     log_values "$log" | awk '$2 !~ /^[0-9.]+$/ { bad = 1 } END { exit bad }' || problems="$problems; a loss is not a finite number"
     grep -q '"val_loss"' "$log" || problems="$problems; no val_loss"
     grep -q '"hellaswag_acc_norm"' "$log" || problems="$problems; no hellaswag_acc_norm"
-    check "$name: the log holds 2 training steps, the validation loss and HellaSwag" "$problems"
+    check "$name: the log holds its training steps ($want), the validation loss and HellaSwag" "$problems"
     # the changes are sizes and intervals only
     bad="$(awk '/^  --/ { print $1 }' "$out" | grep -Ev "$ALLOWED_CHANGES" | tr '\n' ' ')"
     check "$name: the dry run changes only sizes and intervals of the real command line" "${bad:+changed: $bad}"
@@ -86,6 +90,21 @@ if [[ "run_gpt2_124M" =~ $ONLY ]]; then
     grep -q "^cut $d/log.jsonl back to step 1 " "$T/resume.out" || problems="$problems; the log was not cut back to step 1"
     [ "$(steps_of "$d/log.jsonl")" = "1 2" ] || problems="$problems; the log has steps '$(steps_of "$d/log.jsonl")' (want each once: 1 2)"
     check "run_gpt2_124M: re-running after losing the last checkpoint resumes from step 1, logs step 2 once, and ends bit for bit as the uninterrupted run" "$problems"
+fi
+
+if [[ "ramp" =~ $ONLY ]]; then
+    # run_lib.sh's count of a ramped run's steps (the final checkpoint a finished run has): GPT-3 125M's 591,580, the
+    # trainer's count (test_gpt --only units pins ramp_walk to it); and the ramp's start raised to a whole micro-batch
+    # under a pipeline (2.7B with PP=2: 8 x 2048 x 4 ranks = 65,536 tokens)
+    got="$(bash -c 'source scripts/run_lib.sh; ARGS=(--steps 572204 --total-batch-size 524288 --batch-ramp-start 32768 --batch-ramp-tokens 4000000000); run_steps')"
+    check "ramp: run_lib's run_steps counts GPT-3 125M's 591,580 steps (572,204 whole batches' worth)" "$([ "$got" = 591580 ] || echo "got '$got'")"
+    got="$(bash -c 'source scripts/run_lib.sh; RUN_NAME=x PP=2 RUN_DP=4; ARGS=(--batch-size 8 --seq-len 2048 --total-batch-size 1048576 --batch-ramp-start 32768); ramp_fit; echo "start $(args_get --batch-ramp-start)"')"
+    problems=""
+    [[ "$got" == *"start 65536" ]] || problems="got '$got'"
+    [[ "$got" == *"--batch-ramp-start 32768 -> 65536: with PP 2 a step is whole micro-batches of 8 x 2048 tokens on each of 4 data-parallel ranks"* ]] || problems="$problems; no note"
+    check "ramp: under PP=2 run_lib raises GPT-3 2.7B's ramp start to one whole micro-batch (65,536 tokens), with a note" "$problems"
+    got="$(bash -c 'source scripts/run_lib.sh; RUN_NAME=x PP=1 RUN_DP=8; ARGS=(--batch-size 8 --seq-len 2048 --total-batch-size 1048576 --batch-ramp-start 32768); ramp_fit; echo "start $(args_get --batch-ramp-start)"')"
+    check "ramp: without a pipeline the script's ramp start stands" "$([ "$got" = "start 32768" ] || echo "got '$got'")"
 fi
 
 if [[ "layouts" =~ $ONLY ]]; then
