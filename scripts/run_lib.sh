@@ -1,7 +1,8 @@
 # scripts/run_lib.sh: the mechanics shared by the reproduction scripts (scripts/run_gpt2_*.sh, scripts/run_gpt3_*.sh),
 # sourced by each of them. A run script sets its hyperparameters and the train_gpt command line (the ARGS array) in
 # plain sight; this file builds the trainer, prepares the data, launches the processes and resumes. Nothing here
-# changes a hyperparameter of a real run.
+# changes a hyperparameter of a real run, but for one the layout cannot take as given: a batch ramp's first batch
+# below one micro-batch of every rank under pipeline parallelism, raised to it with a note (ramp_fit).
 #
 # Real run (the default):
 #   - builds ./train_gpt_cu when a GPU is visible (nvidia-smi), else ./train_gpt (TRAINER=PATH picks one);
@@ -17,7 +18,8 @@
 # stand-in of the script's data through the same prepare scripts (committed files under tests/data, no network),
 # then runs 2 optimizer steps with every flag of the real command line kept except the size of things: the model
 # becomes d4 (4 layers, 256 channels: fewer layers, the same code paths), T 64, B 2, the data-parallel size at most 2
-# (tensor and pipeline parallel sizes kept), gradient accumulation at most 2 micro-steps, evaluation, HellaSwag,
+# (tensor and pipeline parallel sizes kept), gradient accumulation at most 2 micro-steps (a batch ramp: 2, from one
+# sequence per rank to the whole batch over one batch of tokens, so 4 steps), evaluation, HellaSwag,
 # samples and checkpoints every step or two; the table of what changed is printed first. Then it prints the planner's
 # best layouts for the real size (./train_gpt --plan 1) on the script's machine. Output under
 # DRY_RUN_DIR (default ${TMPDIR:-/tmp}/gpt_dry_run/NAME); a second dry run with the same DRY_RUN_DIR resumes, like a

@@ -2152,6 +2152,20 @@ static void test_batch_ramp_runs(void) {
         snprintf(name, sizeof(name), "batch ramp with --batch-size 3 on %d rank(s): gradient norms equal B 2's", np);
         compare_values(name, "grad_norm", ref, a, 10, 2e-6);
     }
+    // the same under the sampler (--shuffle 1, the reproduction scripts' order): B 3 on 1 and 2 ranks against B 2
+    char s1[1024];
+    snprintf(s1, sizeof(s1), "%s/ramp/s1_b2.jsonl", TMP);
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s %s --shuffle 1 --warmup 2 --log %s", common, ramp, s1);
+    rc = run_capture(cmd, out, sizeof(out));
+    if (rc != 0) { report(0, "batch ramp under --shuffle 1 (B 2)", "exit %d: %.300s", rc, out); }
+    for (int np = 1; np <= 2 && rc == 0; np++) {
+        snprintf(a, sizeof(a), "%s/ramp/s1_b3_%d.jsonl", TMP, np);
+        snprintf(cmd, sizeof(cmd), "%s%s ./train_gpt %s --batch-size 3 %s --shuffle 1 --warmup 2 --log %s", np > 1 ? MPIRUN " -np " : "",
+                 np > 1 ? "2" : "", base, ramp, a);
+        int rc3 = run_capture(cmd, out, sizeof(out));
+        snprintf(name, sizeof(name), "batch ramp under --shuffle 1 with --batch-size 3 on %d rank(s): losses equal B 2's (the same sampled sequences)", np);
+        if (rc3 != 0) { report(0, name, "exit %d: %.300s", rc3, out); } else { compare_losses(name, s1, 0, a, 10, 2e-6); }
+    }
     snprintf(cmd, sizeof(cmd), "cd %s/ramp/b4_1 && rm -f *_00000006.bin *_00000008.bin *_00000010.bin DONE_* && echo 4 > latest", TMP);
     if (system(cmd) != 0) { report(0, "batch ramp resume setup", "%s", cmd); return; }
     snprintf(b, sizeof(b), "%s/ramp/b4_res.jsonl", TMP);
