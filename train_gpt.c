@@ -114,8 +114,9 @@ static float lr_at(const Config* c, double pos, double share) {
 // The run trains on a budget of N = steps x F tokens (F: --total-batch-size). A step's batch depends on the tokens
 // trained on before it, c: while c < R it is S (1 + k) with k = floor(c n / R) and n = F/S - 1 increments, so the
 // batch grows by S at every R/n tokens, from S to F - S; after R tokens it is F. The last step takes only what is left
-// of the budget. Every batch is a multiple of S, so of the micro-batch B x T x dp, and a step's micro-steps are its
-// batch over that. Without a ramp every step is F, and the functions below give c = step x F.
+// of the budget. Every batch is a multiple of S; train_step splits it into micro-steps of B x T on each rank and one
+// of fewer sequences for what is left (ramp_check: whole sequences on every rank). Without a ramp every step is F,
+// and the functions below give c = step x F.
 
 // The tokens of the step that starts after `consumed` tokens of the run (0 once the budget is spent).
 static int64_t ramp_batch(const Config* c, int64_t consumed) {
@@ -130,8 +131,10 @@ static int64_t ramp_batch(const Config* c, int64_t consumed) {
 
 // Walks the run's steps from the first, a level of the ramp at a time (at most F/S levels, then the whole batches in
 // one): returns the tokens trained on before step `step` (step < 0: by the end of the run) and, in *steps, the steps
-// counted (step, or the run's number of steps).
-static int64_t ramp_walk(const Config* c, int64_t step, int64_t* steps) {
+// counted (step, or the run's number of steps). With `visit`, calls it with the first step (0-based) and the batch of
+// every run of equal batches from step `from` on, the last step's own (what is left of the budget) included.
+typedef void (*RampVisit)(void* ctx, int64_t step, int64_t batch);
+static int64_t ramp_walk_visit(const Config* c, int64_t step, int64_t* steps, int64_t from, RampVisit visit, void* ctx) {
     int64_t F = c->total_batch_size, S = c->batch_ramp_start, R = c->batch_ramp_tokens, budget = (int64_t)c->steps * F;
     int64_t n_inc = S > 0 ? F / S - 1 : 0, done = 0, n = 0;
     for (int64_t k = 0; k <= n_inc && done < budget; k++) {
@@ -142,6 +145,10 @@ static int64_t ramp_walk(const Config* c, int64_t step, int64_t* steps) {
         if (done >= end) { continue; } // (a step that overshot its level can skip the next ones)
         int64_t m = (end - done + b - 1) / b; // this level's steps, the last of them crossing `end`
         if (step >= 0 && n + m >= step) { m = step - n; }
+        if (visit && n + m > from) {
+            visit(ctx, n > from ? n : from, b);
+            if (done + m * b > budget) { visit(ctx, n + m - 1, budget - done - (m - 1) * b); }
+        }
         done += m * b;
         n += m;
         if (done > budget) { done = budget; } // (the last step took what was left)
@@ -150,6 +157,8 @@ static int64_t ramp_walk(const Config* c, int64_t step, int64_t* steps) {
     if (steps) { *steps = n; }
     return done;
 }
+
+static int64_t ramp_walk(const Config* c, int64_t step, int64_t* steps) { return ramp_walk_visit(c, step, steps, 0, NULL, NULL); }
 
 // Step `step`'s learning rate: at the step, or under a batch ramp at the whole batches' worth of tokens trained on
 // before it, with the step's share of a whole batch.
@@ -442,31 +451,46 @@ static void gpt_powersgd_init(PowerSgd* ps, const GPT* m, ZeroOptimizer* z, int 
 
 // A batch ramp's settings against the layout. Every batch of the ramp is a multiple of its first, which must divide
 // the whole batch. A step is micro-steps of B x T on each of the dp ranks, and what is left (a step smaller than one,
-// or between two multiples) one micro-step of fewer rows: so the first batch must be whole sequences on every rank,
-// a multiple of T x dp. Through a pipeline (whose slots and messages are B rows) and in llm.c's data order (defined
-// by B) every micro-step is B rows, so there it must be a multiple of B x T x dp, and a pipeline's schedule must take
-// that many micro-batches (then it takes every multiple).
-static void ramp_check(const Config* c, int B, int T, int dp, int pp_kind, int L) {
+// or between two multiples) one micro-step of fewer rows: so every batch the run will take must be whole sequences on
+// every rank, a multiple of T x dp. Through a pipeline (whose slots and messages are B rows) and in llm.c's data
+// order (defined by B) every micro-step is B rows, so there it must be a multiple of B x T x dp, and a pipeline's
+// schedule must take that many micro-batches. The batches checked are those from step `from` on (ramp_walk_visit):
+// a resume on another layout, elastic restarts among them, needs only the rest of the run to fit.
+typedef struct {
+    const Config* c;
+    int B, T, dp, pp_kind, L;
+} RampFit;
+
+static void ramp_fits(void* ctx, int64_t step, int64_t b) {
+    const RampFit* f = (const RampFit*)ctx;
+    const Config* c = f->c;
+    int64_t micro = (int64_t)f->B * f->T * f->dp;
+    char at[96] = "";
+    if (step > 0) { snprintf(at, sizeof(at), " (step %lld of the run takes %lld tokens)", (long long)step + 1, (long long)b); }
+    if ((c->pp > 1 || c->shuffle == 2) && b % micro != 0) {
+        fatal("--batch-ramp-start %ld%s is not a multiple of batch-size x seq-len x data-parallel ranks = %d x %d x %d = %lld: %s",
+              c->batch_ramp_start, at, f->B, f->T, f->dp, (long long)micro,
+              c->pp > 1 ? "a pipeline's micro-batches are all --batch-size sequences" : "llm.c's shuffled order (--shuffle 2) reads whole micro-batches of --batch-size");
+    }
+    if (b % ((int64_t)f->T * f->dp) != 0) {
+        fatal("--batch-ramp-start %ld%s is not a multiple of seq-len x data-parallel ranks = %d x %d = %lld: every rank trains on whole sequences",
+              c->batch_ramp_start, at, f->T, f->dp, (long long)f->T * f->dp);
+    }
+    char err[300];
+    if (c->pp > 1 && !pp_schedule_valid(f->pp_kind, c->pp, (int)(b / micro), c->virtual_stages, f->L, err, sizeof(err))) {
+        fatal("--pp %d --pp-schedule %s with --batch-ramp-start %ld%s (%d micro-batches): %s", c->pp, c->pp_schedule, c->batch_ramp_start, at,
+              (int)(b / micro), err);
+    }
+}
+
+static void ramp_check(const Config* c, int B, int T, int dp, int pp_kind, int L, int from) {
     if (c->batch_ramp_start == 0) { return; }
-    int64_t micro = (int64_t)B * T * dp, start = c->batch_ramp_start;
-    if (start >= c->total_batch_size || c->total_batch_size % start != 0) {
+    if (c->batch_ramp_start >= c->total_batch_size || c->total_batch_size % c->batch_ramp_start != 0) {
         fatal("--batch-ramp-start %ld must divide --total-batch-size %ld and be smaller: the batch grows by it, step by step, to the whole batch",
               c->batch_ramp_start, c->total_batch_size);
     }
-    if ((c->pp > 1 || c->shuffle == 2) && start % micro != 0) {
-        fatal("--batch-ramp-start %ld is not a multiple of batch-size x seq-len x data-parallel ranks = %d x %d x %d = %lld: %s",
-              c->batch_ramp_start, B, T, dp, (long long)micro,
-              c->pp > 1 ? "a pipeline's micro-batches are all --batch-size sequences" : "llm.c's shuffled order (--shuffle 2) reads whole micro-batches of --batch-size");
-    }
-    if (start % ((int64_t)T * dp) != 0) {
-        fatal("--batch-ramp-start %ld is not a multiple of seq-len x data-parallel ranks = %d x %d = %lld: every rank trains on whole sequences",
-              c->batch_ramp_start, T, dp, (long long)T * dp);
-    }
-    char err[300];
-    int m0 = (int)(start / micro);
-    if (c->pp > 1 && !pp_schedule_valid(pp_kind, c->pp, m0, c->virtual_stages, L, err, sizeof(err))) {
-        fatal("--pp %d --pp-schedule %s with --batch-ramp-start %ld (%d micro-batches): %s", c->pp, c->pp_schedule, c->batch_ramp_start, m0, err);
-    }
+    RampFit f = {c, B, T, dp, pp_kind, L};
+    ramp_walk_visit(c, -1, NULL, from, ramp_fits, &f);
 }
 
 // One optimizer step: grad_accum micro-steps of forward and backward (reductions started as buckets finish), the
@@ -952,7 +976,7 @@ int main(int argc, char** argv) {
     // allocations; a different global batch (a batch-size ramp), for one, is allowed but never silent: without
     // --total-batch-size it follows the number of processes, so a resume on fewer ranks would shrink it unnoticed
     if (resume_step >= 0 && have_train) { resume_settings_check(&c, &resume_kind.then, resume_step, master); }
-    ramp_check(&c, B, T, pc.dp, pp_kind, gc.num_layers); // (after the checkpoint's settings, which may bring a ramp)
+    ramp_check(&c, B, T, pc.dp, pp_kind, gc.num_layers, resume_step > 0 ? resume_step : 0); // (after the checkpoint's settings, which may bring a ramp)
 
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard

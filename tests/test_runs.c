@@ -2174,6 +2174,28 @@ static void test_batch_ramp_runs(void) {
     snprintf(a, sizeof(a), "%s/ramp/b4_1.jsonl", TMP);
     snprintf(name, sizeof(name), "batch ramp with --batch-size 3: resumed at step 4, the rest equals the uninterrupted run bit for bit");
     if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); } else { compare_losses(name, a, 4, b, 6, 0.0); }
+    // a resume on a layout the ramp's first batch does not fit: accepted once the rest of the run fits (an elastic
+    // restart on 4 ranks after the ramp), refused while a step to come does not. F 96, S 48, R 96: 48 48 96 96 96;
+    // 4 ranks of B 1 hold 8 x 4 = 32 tokens a row, which 48 is not a multiple of
+    char el[1024];
+    snprintf(el, sizeof(el), "%s/ramp/el.jsonl", TMP);
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --total-batch-size 96 --batch-ramp-start 48 --batch-ramp-tokens 96 --steps 4 --warmup 2 --log %s "
+             "--checkpoint-every 1 --keep-checkpoints 0 --out %s/ramp/el", common, el, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "cd %s/ramp && rm -rf el1 && cp -r el el1 && cd el && rm -f *_00000003.bin *_00000004.bin *_00000005.bin DONE_* && echo 2 > latest "
+             "&& cd ../el1 && rm -f *_0000000[2-5].bin DONE_* && echo 1 > latest", TMP);
+    if (rc != 0 || system(cmd) != 0) { report(0, "batch ramp elastic setup", "exit %d: %.300s", rc, out); return; }
+    snprintf(a, sizeof(a), "%s/ramp/el4.jsonl", TMP);
+    snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 ./train_gpt %s --batch-size 1 --total-batch-size 96 --batch-ramp-start 48 --batch-ramp-tokens 96 --steps 4 "
+             "--warmup 2 --log %s --resume %s/ramp/el", base, a, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    snprintf(name, sizeof(name), "batch ramp: resumed after the ramp on 4 ranks (its first batch no longer fits): the rest equals one process's");
+    if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); } else { compare_losses(name, el, 2, a, 3, 2e-6); }
+    snprintf(cmd, sizeof(cmd), MPIRUN " -np 4 ./train_gpt %s --batch-size 1 --total-batch-size 96 --batch-ramp-start 48 --batch-ramp-tokens 96 --steps 4 "
+             "--warmup 2 --resume %s/ramp/el1", base, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc != 0 && strstr(out, "--batch-ramp-start 48 (step 2 of the run takes 48 tokens) is not a multiple of seq-len x data-parallel ranks = 8 x 4 = 32"),
+           "batch ramp: a resume on 4 ranks inside the ramp is refused, naming the step that does not fit", "exit %d: %.400s", rc, out);
     // refusals: each names the flag and the reason
     struct { const char* args; int np; const char* expect; } bad[] = {
         {"--batch-ramp-start 40 --batch-ramp-tokens 200 --steps 6", 1, "--batch-ramp-start 40 must divide --total-batch-size 96"},
