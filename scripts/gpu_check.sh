@@ -710,16 +710,18 @@ fi
 
 stage "batch ramp: $CU's steps of fewer rows than --batch-size against the CPU's, and a resume inside the ramp"
 # GPT-3's batch-size ramp: 5 steps of 64 64 128 192 128 tokens with B 3 at T 32, so micro-steps of 2 rows (64), of 3
-# and 1 (128) and of 3 and 3 (192): forwards and backwards of every row count through the same buffers; then a resume
-# from the step-2 checkpoint, inside the ramp, continues bit for bit
+# and 1 (128) and of 3 and 3 (192): forwards and backwards of every row count through the same buffers (on a GPU with
+# its default attention, cuDNN's, whose plans are made per shape as the steps meet them, within the workspaces sized
+# at start-up: train() fails a run whose buffers grew); then a resume from the step-2 checkpoint, inside the ramp,
+# continues bit for bit
 rp="--model d4 --train $TMPD/check_train_000000.bin"
 [ $EMU = 1 ] && rp="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin"
 rp="$rp --batch-size 3 --seq-len 32 --total-batch-size 192 --batch-ramp-start 64 --batch-ramp-tokens 192 --steps 3 --lr 1e-3 --warmup 2 --seed 11"
-if train ramp_cu 120 $CU $rp --attention native --checkpoint-every 2 --keep-checkpoints 0 --out $TMPD/rp --log $TMPD/rp_cu.jsonl &&
+if train ramp_cu 120 $CU $rp --checkpoint-every 2 --keep-checkpoints 0 --out $TMPD/rp --log $TMPD/rp_cu.jsonl &&
    train ramp_cpu 300 ./train_gpt $rp --dtype bf16 --log $TMPD/rp_cpu.jsonl; then
     agree "batch ramp (micro-steps of 2, 3 and 1 rows): $CU follows the CPU's bf16 emulation (2e-2 relative per step)" $TMPD/rp_cu.jsonl $TMPD/rp_cpu.jsonl 2e-2
     rm -f $TMPD/rp/*_00000004.bin $TMPD/rp/*_00000005.bin && echo 2 > $TMPD/rp/latest
-    if train ramp_resumed 120 $CU $rp --attention native --resume $TMPD/rp --log $TMPD/rp_res.jsonl; then
+    if train ramp_resumed 120 $CU $rp --resume $TMPD/rp --log $TMPD/rp_res.jsonl; then
         same_steps "batch ramp: resumed at step 2 (inside the ramp), steps 3 to 5 equal the uninterrupted run's bit for bit" \
                    $TMPD/rp_cu.jsonl $TMPD/rp_res.jsonl '[345]' 3
     fi
