@@ -18,7 +18,9 @@
 # tokens (16 sequences: 2 on each of 8 GPUs) to the whole 1,048,576 over the first 4B tokens (--batch-ramp-start,
 # --batch-ramp-tokens; 4B is the low end of the paper's 4-12B, which it gives only as that range for its 125M to
 # 175B models). The learning-rate schedule counts tokens, so the warmup and the decay end where the paper's do; the
-# ramp's smaller steps make the run 298,148 optimizer steps instead of 286,102.
+# ramp's smaller steps make the run 298,148 optimizer steps instead of 286,102. One difference remains: every
+# layer's attention here is dense, where the paper alternates dense layers with locally banded sparse ones (as the
+# Sparse Transformer) without giving the band; llm.c's GPT-3 runs are dense too.
 # Expected: the paper reports zero-shot HellaSwag 54.7% for its 1.3B model (its data and scoring; not directly
 # comparable). No FineWeb run of this size has been published; llm.c's scripts/run_gpt3_125M.sh is the same recipe
 # for 125M.

@@ -18,6 +18,8 @@
 # first 4B tokens (--batch-ramp-start, --batch-ramp-tokens; 4B is the low end of the paper's 4-12B, which it gives
 # only as that range for its 125M to 175B models). The learning-rate schedule counts tokens, so the warmup and the
 # decay end where the paper's do; the ramp's smaller steps make the run 591,580 optimizer steps instead of 572,204.
+# One difference remains: every layer's attention here is dense, where the paper alternates dense layers with
+# locally banded sparse ones (as the Sparse Transformer) without giving the band; llm.c's GPT-3 runs are dense too.
 # Expected: the paper reports zero-shot HellaSwag 43.6% for its 350M model (its data and scoring; not directly
 # comparable). No FineWeb run of this size has been published; llm.c's scripts/run_gpt3_125M.sh is the same recipe
 # for 125M.
