@@ -300,7 +300,7 @@ tests/test_tokenizer: tests/test_tokenizer.c tests/testing.h tokenizer.h json.h 
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(TOK_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 # test_runs drives ./train_gpt in child processes; it includes train_gpt.c only for the file layouts (no MPI, no BLAS)
-tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h tests/runs_common.h $(HEADERS) $(call stamp,tests/test_runs)
+tests/test_runs: tests/test_runs.c train_gpt.c tests/testing.h tests/runs_common.h tests/runs_planner.h tests/runs_ramp.h tests/runs_llmc.h tests/runs_generate.h $(HEADERS) $(call stamp,tests/test_runs)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
 # test_tp_runs: tensor parallelism through ./train_gpt under mpirun (built like test_runs)
