@@ -47,6 +47,12 @@ static void test_batch_ramp_runs(void) {
            "batch ramp: 10 steps of 32 32 32 32 64 64 96 96 96 32 tokens (6 x 96 in all), each in the log and on the step's line; the start-up table's row",
            "exit %d, batches %s: %.300s", rc, got, out);
     report(log_ints_are(ref, "tokens", tokens, 10, got, sizeof(got)), "batch ramp: the log's running count of tokens", "%s", got);
+    // scripts/plot_log.sh puts each step at those tokens (without them it would take every step as the last one's)
+    snprintf(cmd, sizeof(cmd), "bash scripts/plot_log.sh --table %s", ref);
+    rc = run_capture(cmd, out, sizeof(out));
+    int at_tokens = rc == 0, points = 0;
+    for (const char* q = out; at_tokens && (q = strstr(q, "train r1 ")) != NULL; q++, points++) { at_tokens = points < 10 && atol(q + 9) == tokens[points]; }
+    report(at_tokens && points == 10, "batch ramp: plot_log.sh --table puts the training losses at the logged tokens", "exit %d, %d points: %.300s", rc, points, out);
     // the learning rates: the schedule on tokens (lr_of_step, whose rule test_gpt checks by hand), as logged
     Config c;
     config_defaults(&c);
