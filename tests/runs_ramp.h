@@ -129,6 +129,17 @@ static void test_batch_ramp_runs(void) {
         snprintf(name, sizeof(name), "batch ramp with --batch-size 3 on %d rank(s): gradient norms equal B 2's", np);
         compare_values(name, "grad_norm", ref, a, 10, 2e-6);
     }
+    // micro-steps of fewer rows under ZeRO-3 (each micro-step's forward and backward gather the layers) and under
+    // tensor parallelism with sequence parallelism (a micro-step of r rows is r T / 2 rows of the residual stream on
+    // each rank): B 3 on 2 ranks against B 2
+    const char* b3[2] = {"--zero 3", "--tp 2 --sequence-parallel 1"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(a, sizeof(a), "%s/ramp/b3_%d.jsonl", TMP, k);
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --batch-size 3 %s --warmup 2 %s --log %s", base, ramp, b3[k], a);
+        rc = run_capture(cmd, out, sizeof(out));
+        snprintf(name, sizeof(name), "batch ramp with --batch-size 3 on 2 ranks, %s (micro-steps of fewer rows): losses equal B 2's", b3[k]);
+        if (rc != 0) { report(0, name, "exit %d: %.300s", rc, out); } else { compare_losses(name, ref, 0, a, 10, 2e-6); }
+    }
     // the same under the sampler (--shuffle 1, the reproduction scripts' order): B 3 on 1 and 2 ranks against B 2
     char s1[1024];
     snprintf(s1, sizeof(s1), "%s/ramp/s1_b2.jsonl", TMP);
