@@ -659,6 +659,66 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     return r;
 }
 
+// What rank 0 prints and logs of a training step: the step's line (with llm.c's z-scores of the outlier guard and the
+// reason of a skip), the JSON log's line (--log) and llm.c's main.log line.
+typedef struct {
+    int step, steps;          // the 0-based step, and the run's steps
+    const StepResult* sr;
+    double seconds, eta;      // the step's time, the run's time left
+    int64_t batch, tokens;    // the step's tokens, and the run's through it (printed and logged under a batch ramp)
+    int ramp, guard, fp16;    // a batch ramp, the outlier guard, the fp16 loss scaler
+    double flops_per_token;
+} StepReport;
+
+static void report_step(const Config* c, const StepReport* r, FILE* logf, FILE* mainlog) {
+    const StepResult* sr = r->sr;
+    const StepStats* st = &sr->stats;
+    double tok_s = r->batch / r->seconds;
+    char scale_note[64] = "", z_note[160] = "";
+    if (r->fp16) { snprintf(scale_note, sizeof(scale_note), " | scale %g", sr->loss_scale); }
+    if (r->guard) {
+        // llm.c's "(+1.23z)" after the loss and the norm; "-" while the window fills
+        char zl[16] = "-", zn[16] = "-";
+        if (isfinite(sr->z_loss)) { snprintf(zl, sizeof(zl), "%+.2f", sr->z_loss); }
+        if (isfinite(sr->z_norm)) { snprintf(zn, sizeof(zn), "%+.2f", sr->z_norm); }
+        snprintf(z_note, sizeof(z_note), " | z loss %s norm %s", zl, zn);
+        if (sr->outlier) {
+            int by_loss = strcmp(sr->outlier, "loss") == 0;
+            snprintf(z_note + strlen(z_note), sizeof(z_note) - strlen(z_note), " | skipped: %s z-score above --%s %g",
+                     by_loss ? "loss" : "gradient norm", by_loss ? "skip-loss-z" : "skip-grad-z", by_loss ? c->skip_loss_z : c->skip_grad_z);
+        }
+    }
+    char ramp_note[48] = "";
+    if (r->ramp) { snprintf(ramp_note, sizeof(ramp_note), " | batch %lld", (long long)r->batch); }
+    printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e%s | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds%s%s%s\n",
+           r->step + 1, r->steps, sr->loss, st->grad_norm, st->lr, ramp_note, r->seconds * 1e3, tok_s, tok_s * r->flops_per_token / 1e9,
+           (int)r->eta / 60, (int)r->eta % 60, scale_note, z_note,
+           sr->finite ? "" : sr->overflow ? " | skipped: gradient overflow, loss scale halved" : " | skipped: not finite (--nan-policy skip)");
+    fflush(stdout);
+    if (logf) {
+        // JSON has no NaN: a skipped step logs null for what was not finite
+        char lv[32] = "null", nv[32] = "null";
+        if (isfinite(sr->loss)) { snprintf(lv, sizeof(lv), "%.9g", sr->loss); }
+        if (isfinite(st->grad_norm)) { snprintf(nv, sizeof(nv), "%.9g", st->grad_norm); }
+        char sc[120] = "", zj[128] = "";
+        if (r->fp16) { snprintf(sc, sizeof(sc), ", \"loss_scale\": %.9g", sr->loss_scale); }
+        if (r->ramp) { // (the batch's tokens, and the run's through this step)
+            snprintf(sc + strlen(sc), sizeof(sc) - strlen(sc), ", \"batch_tokens\": %lld, \"tokens\": %lld", (long long)r->batch, (long long)r->tokens);
+        }
+        if (r->guard) {
+            char zl[32] = "null", zn[32] = "null";
+            if (isfinite(sr->z_loss)) { snprintf(zl, sizeof(zl), "%.9g", sr->z_loss); }
+            if (isfinite(sr->z_norm)) { snprintf(zn, sizeof(zn), "%.9g", sr->z_norm); }
+            snprintf(zj, sizeof(zj), ", \"loss_z\": %s, \"grad_norm_z\": %s", zl, zn);
+            if (sr->outlier) { snprintf(zj + strlen(zj), sizeof(zj) - strlen(zj), ", \"skipped\": true, \"outlier\": \"%s\"", sr->outlier); }
+        }
+        fprintf(logf, "{\"step\": %d, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, \"ms\": %.3f, \"tokens_per_s\": %.1f%s%s%s}\n",
+                r->step + 1, lv, st->lr, nv, r->seconds * 1e3, tok_s, sc, zj, sr->finite ? "" : ", \"skipped\": true");
+        fflush(logf);
+    }
+    if (mainlog) { fprintf(mainlog, "s:%d trl:%.4f lr:%.6f norm:%.2f\n", r->step, sr->loss, st->lr, st->grad_norm); fflush(mainlog); }
+}
+
 int main(int argc, char** argv) {
     kernels_runtime_select(argv); // first: may re-execute the program (OpenMP's spin count, better OpenBLAS kernels)
     ParallelContext pc;
@@ -1322,7 +1382,6 @@ int main(int argc, char** argv) {
         StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens,
                                    batch, step, pos, (double)batch / (double)c.total_batch_size);
         consumed += batch;
-        StepStats st = sr.stats;
         double dt = sr.seconds;
         t_train += dt;
         if (c.bench && step > 0) {
@@ -1330,59 +1389,18 @@ int main(int argc, char** argv) {
             timed_steps++;
         }
         ts.step = step + 1;
-        double tok_s = batch / dt;
         if (master) {
             int done = step + 1 - start_step;
             double eta = done > 0 ? t_train / done * (steps - step - 1) : 0.0;
             if (ramp) { eta = t_train / (double)(consumed - consumed0) * (double)(budget - consumed); } // (the steps grow)
-            char scale_note[64] = "", z_note[160] = "";
-            if (model.ctx.dtype == DTYPE_FP16) { snprintf(scale_note, sizeof(scale_note), " | scale %g", sr.loss_scale); }
-            if (guard) {
-                // llm.c's "(+1.23z)" after the loss and the norm; "-" while the window fills
-                char zl[16] = "-", zn[16] = "-";
-                if (isfinite(sr.z_loss)) { snprintf(zl, sizeof(zl), "%+.2f", sr.z_loss); }
-                if (isfinite(sr.z_norm)) { snprintf(zn, sizeof(zn), "%+.2f", sr.z_norm); }
-                snprintf(z_note, sizeof(z_note), " | z loss %s norm %s", zl, zn);
-                if (sr.outlier) {
-                    int by_loss = strcmp(sr.outlier, "loss") == 0;
-                    snprintf(z_note + strlen(z_note), sizeof(z_note) - strlen(z_note), " | skipped: %s z-score above --%s %g",
-                             by_loss ? "loss" : "gradient norm", by_loss ? "skip-loss-z" : "skip-grad-z", by_loss ? c.skip_loss_z : c.skip_grad_z);
-                }
-            }
-            char ramp_note[48] = "";
-            if (ramp) { snprintf(ramp_note, sizeof(ramp_note), " | batch %lld", (long long)batch); }
-            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e%s | %.1f ms | %.0f tok/s | %.1f GFLOP/s | eta %dm%02ds%s%s%s\n",
-                   step + 1, steps, sr.loss, st.grad_norm, st.lr, ramp_note, dt * 1e3, tok_s, tok_s * fpt / 1e9,
-                   (int)eta / 60, (int)eta % 60, scale_note, z_note,
-                   sr.finite ? "" : sr.overflow ? " | skipped: gradient overflow, loss scale halved" : " | skipped: not finite (--nan-policy skip)");
+            StepReport rep = {step, steps, &sr, dt, eta, batch, consumed, ramp, guard, model.ctx.dtype == DTYPE_FP16, fpt};
+            report_step(&c, &rep, logf, mainlog);
             if (step == start_step && (c.matmul_tune > 1 || c.matmul_algos[0])) { // (every shape has met its first call)
                 char mm[512];
                 kernels_matmul_algos_summary(mm, sizeof(mm));
                 printf("matmul algorithms: %s\n", mm);
+                fflush(stdout);
             }
-            fflush(stdout);
-            if (logf) {
-                // JSON has no NaN: a skipped step logs null for what was not finite
-                char lv[32] = "null", nv[32] = "null";
-                if (isfinite(sr.loss)) { snprintf(lv, sizeof(lv), "%.9g", sr.loss); }
-                if (isfinite(st.grad_norm)) { snprintf(nv, sizeof(nv), "%.9g", st.grad_norm); }
-                char sc[120] = "", zj[128] = "";
-                if (model.ctx.dtype == DTYPE_FP16) { snprintf(sc, sizeof(sc), ", \"loss_scale\": %.9g", sr.loss_scale); }
-                if (ramp) { // (the batch's tokens, and the run's through this step)
-                    snprintf(sc + strlen(sc), sizeof(sc) - strlen(sc), ", \"batch_tokens\": %lld, \"tokens\": %lld", (long long)batch, (long long)consumed);
-                }
-                if (guard) {
-                    char zl[32] = "null", zn[32] = "null";
-                    if (isfinite(sr.z_loss)) { snprintf(zl, sizeof(zl), "%.9g", sr.z_loss); }
-                    if (isfinite(sr.z_norm)) { snprintf(zn, sizeof(zn), "%.9g", sr.z_norm); }
-                    snprintf(zj, sizeof(zj), ", \"loss_z\": %s, \"grad_norm_z\": %s", zl, zn);
-                    if (sr.outlier) { snprintf(zj + strlen(zj), sizeof(zj) - strlen(zj), ", \"skipped\": true, \"outlier\": \"%s\"", sr.outlier); }
-                }
-                fprintf(logf, "{\"step\": %d, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, \"ms\": %.3f, \"tokens_per_s\": %.1f%s%s%s}\n",
-                        step + 1, lv, st.lr, nv, dt * 1e3, tok_s, sc, zj, sr.finite ? "" : ", \"skipped\": true");
-                fflush(logf);
-            }
-            if (mainlog) { fprintf(mainlog, "s:%d trl:%.4f lr:%.6f norm:%.2f\n", step, sr.loss, st.lr, st.grad_norm); fflush(mainlog); }
         }
         if (ts.skipped_in_a_row >= c.max_skipped_steps) {
             fatal("step %d: %d steps in a row had a non-finite loss or gradient norm (--max-skipped-steps %d): training diverged",
