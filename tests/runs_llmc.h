@@ -357,6 +357,15 @@ static void test_llmc_import(void) {
     int rc0 = run_capture(cmd, out, sizeof(out));
     report(rc0 == 0 && strstr(out, "warning: llm.c's unshuffled order (--shuffle 0) replayed to step 4 reaches shard 0, group 8, but llm.c's state records shard 0, group 5"),
            "llm.c's recorded data position differing from the replay is warned about, naming both", "exit %d: %.400s", rc0, out);
+    // an llm.c run had no batch ramp: continuing one with a ramp is refused (its data position is llm.c's whole batches)
+    snprintf(odst, sizeof(odst), "%s/li/offramp", TMP);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", odst);
+    if (system(cmd) != 0 || write_llmc_checkpoint(osrc, 4, odst, 1, 0, 0, 0, 8) != 0) { report(0, "llm.c import: ramp setup", "%s", cmd); return; }
+    snprintf(cmd, sizeof(cmd), "./train_gpt -e tests/ref/ref_model.bin -i %s -b 2 -t 8 -d 32 -x 6 -n 4 --threads 1 --dtype fp32 -o %s -y 1 "
+             "--batch-ramp-start 16 --batch-ramp-tokens 32", tr, odst);
+    rc0 = run_capture(cmd, out, sizeof(out));
+    report(rc0 == 1 && strstr(out, "an llm.c run's checkpoint continues with llm.c's whole batches, not a batch ramp (--batch-ramp-start 16)"),
+           "an llm.c run continued with a batch ramp is refused, naming the ramp", "exit %d: %.400s", rc0, out);
     // the other way: --llmc-checkpoints 1 writes llm.c's state files beside each checkpoint: as above, bf16 with 2
     // processes under ZeRO-1 in llm.c's shuffled order, and fp32 in one process without ZeRO, unshuffled. Their m and v
     // (and a bf16 run's master weights) equal, byte for byte, what write_llmc_checkpoint makes of the same checkpoint;
