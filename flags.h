@@ -27,7 +27,7 @@ typedef struct {
     int seq_len;             // T
     long total_batch_size;   // tokens per optimizer step, all processes together (0: B*T*dp)
     int steps;               // the run's length in steps of --total-batch-size tokens (a batch ramp takes more, smaller steps)
-    long batch_ramp_start;   // tokens of the first steps' batch, which grows to --total-batch-size (0: no ramp; batch_ramp.h)
+    long batch_ramp_start;   // tokens of the first steps' batch, which grows to --total-batch-size (0: no ramp; train_gpt.c: ramp_batch)
     long batch_ramp_tokens;  // the tokens trained on while the batch grows
     int recompute;           // 0: keep every activation; 1: recompute GELU and LayerNorm outputs; 2: whole blocks
     char attention[16];      // auto | cudnn | native: the attention implementation (GPU builds have two)

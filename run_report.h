@@ -91,11 +91,12 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
         if (cp->batch_ramp_start > 0 && !cp->bench) {
             int64_t n_steps;
             ramp_walk(cp, -1, &n_steps);
-            long micro = (long)B * T * pcp->dp, full = cp->batch_ramp_start / micro, rest = cp->batch_ramp_start % micro / ((long)T * pcp->dp);
+            int full, rest;
+            micro_steps_of(cp->batch_ramp_start, B, T, pcp->dp, &full, &rest);
             char per[96];
-            if (rest == 0) { snprintf(per, sizeof(per), "%ld micro-step(s) per process", full); }
-            else if (full == 0) { snprintf(per, sizeof(per), "one micro-step of %ld sequence(s) per process", rest); }
-            else { snprintf(per, sizeof(per), "%ld micro-step(s) and one of %ld sequence(s) per process", full, rest); }
+            if (rest == 0) { snprintf(per, sizeof(per), "%d micro-step(s) per process", full); }
+            else if (full == 0) { snprintf(per, sizeof(per), "one micro-step of %d sequence(s) per process", rest); }
+            else { snprintf(per, sizeof(per), "%d micro-step(s) and one of %d sequence(s) per process", full, rest); }
             printf("| batch ramp           | %ld tokens a step (%s) growing by as many to %ld over the first %ld tokens: "
                    "%lld steps for the run's %d x %ld tokens; the learning-rate schedule counts whole batches of tokens\n",
                    cp->batch_ramp_start, per, cp->total_batch_size, cp->batch_ramp_tokens, (long long)n_steps, cp->steps, cp->total_batch_size);

@@ -218,10 +218,9 @@ static void resume_settings_check(Config* c, const RunSettings* then, int step, 
     }
     resume_notes(c->resume, list);
     if (!then->recorded) { return; }
-    Config tc = *c; // the checkpoint's schedule
-    tc.lr = then->lr; tc.warmup = then->warmup; tc.final_lr_frac = then->final_lr_frac; tc.steps = then->steps;
-    tc.lr_decay_steps = then->decay_steps; tc.batch_ramp_start = then->ramp_start; tc.batch_ramp_tokens = then->ramp_tokens;
-    snprintf(tc.lr_schedule, sizeof(tc.lr_schedule), "%s", then->schedule);
+    Config tc = *c; // the checkpoint's schedule, its length included
+    settings_take(&tc, then);
+    tc.steps = then->steps;
     float lr_then = lr_of_step(&tc, step), lr_now = lr_of_step(c, step);
     if (float_word(lr_then) != float_word(lr_now)) {
         char a[48], b[48];

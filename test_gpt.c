@@ -1950,19 +1950,20 @@ static void test_model_files(const char* dir, ParallelContext* pc) {
 // computation), not against another run of the same code.
 
 // The schedule of lr_at against its definition, evaluated in double: linear warmup lr * (s + 1) / W for s < W;
-// then constant, or a decay from lr to lr_min = lr * final_frac over the steps after warmup, with
-// ratio = (s - W) / (steps - W): cosine lr_min + (lr - lr_min) (1 + cos(pi ratio)) / 2, linear lr - (lr - lr_min) ratio;
-// or wsd (llm.c's): lr until D = floor(0.8 steps), then lr_min + (lr - lr_min) (1 - sqrt((s - D) / (steps - D))).
+// then constant, or a decay from lr to lr_min = lr * final_frac over the steps from the warmup to D (--steps, or
+// --lr-decay-steps), after which the rate stays at lr_min, with ratio = min(1, (s - W) / (D - W)): cosine
+// lr_min + (lr - lr_min) (1 + cos(pi ratio)) / 2, linear lr - (lr - lr_min) ratio; or wsd (llm.c's): lr until
+// Ds = floor(0.8 D), then lr_min + (lr - lr_min) (1 - sqrt(min(1, (s - Ds) / (D - Ds)))).
 // Tolerance 1e-6 of the peak: lr_at computes in float.
-static double lr_closed_form(double lr, const char* sched, int W, double frac, int steps, int s) {
+static double lr_closed_form(double lr, const char* sched, int W, double frac, int D, int s) {
     double lr_min = lr * frac;
     if (s < W) { return lr * (s + 1) / W; }
     if (strcmp(sched, "constant") == 0) { return lr; }
     if (strcmp(sched, "wsd") == 0) {
-        int D = (int)floor(0.8 * steps + 1e-9);
-        return s < D ? lr : lr_min + (lr - lr_min) * (1.0 - sqrt((double)(s - D) / (steps - D)));
+        int ds = (int)floor(0.8 * D + 1e-9);
+        return s < ds ? lr : lr_min + (lr - lr_min) * (1.0 - sqrt(fmin(1.0, (double)(s - ds) / (D - ds))));
     }
-    double ratio = steps > W ? (double)(s - W) / (steps - W) : 1.0;
+    double ratio = D > W ? fmin(1.0, (double)(s - W) / (D - W)) : 1.0;
     if (strcmp(sched, "linear") == 0) { return lr - (lr - lr_min) * ratio; }
     return lr_min + (lr - lr_min) * 0.5 * (1.0 + cos(M_PI * ratio));
 }
@@ -2005,20 +2006,8 @@ static void test_lr_schedule(void) {
            "%g %g %g %g %g", lr_at(&c, 0, 1.0), lr_at(&c, 7, 1.0), lr_at(&c, 8, 1.0), lr_at(&c, 9, 1.0), lr_at(&c, 10, 1.0));
 }
 
-// --lr-decay-steps D: the decay runs from the end of the warmup to D, then the rate stays at lr_min. The closed form
-// above with D for the schedule's length, against lr_at at every step to past --steps (tolerance as above).
-static double lr_closed_form_decay(double lr, const char* sched, int W, double frac, int D, int s) {
-    double lr_min = lr * frac;
-    if (s < W) { return lr * (s + 1) / W; }
-    if (strcmp(sched, "wsd") == 0) {
-        int ds = (int)floor(0.8 * D + 1e-9);
-        return s < ds ? lr : lr_min + (lr - lr_min) * (1.0 - sqrt(fmin(1.0, (double)(s - ds) / (D - ds))));
-    }
-    double ratio = fmin(1.0, (double)(s - W) / (D - W));
-    if (strcmp(sched, "linear") == 0) { return lr - (lr - lr_min) * ratio; }
-    return lr_min + (lr - lr_min) * 0.5 * (1.0 + cos(M_PI * ratio));
-}
-
+// --lr-decay-steps D: the decay runs from the end of the warmup to D, then the rate stays at lr_min: lr_closed_form
+// with D for the schedule's length, against lr_at at every step to past --steps (tolerance as above).
 static void test_lr_decay_steps(void) {
     struct { int warmup; const char* sched; float frac; int steps, decay; } cases[] = {
         {3, "cosine", 0.1f, 20, 12}, {0, "linear", 0.0f, 10, 4}, {2, "wsd", 0.1f, 15, 10}, {5, "cosine", 0.0f, 10, 30},
@@ -2031,7 +2020,7 @@ static void test_lr_decay_steps(void) {
         strcpy(c.lr_schedule, cases[k].sched);
         double worst = 0.0;
         for (int s = 0; s <= c.steps + 3; s++) {
-            double want = lr_closed_form_decay(c.lr, c.lr_schedule, c.warmup, c.final_lr_frac, c.lr_decay_steps, s);
+            double want = lr_closed_form(c.lr, c.lr_schedule, c.warmup, c.final_lr_frac, c.lr_decay_steps, s);
             worst = fmax(worst, fabs(lr_at(&c, s, 1.0) - want) / c.lr);
         }
         char name[200];

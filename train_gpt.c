@@ -160,6 +160,14 @@ static int64_t ramp_walk_visit(const Config* c, int64_t step, int64_t* steps, in
 
 static int64_t ramp_walk(const Config* c, int64_t step, int64_t* steps) { return ramp_walk_visit(c, step, steps, 0, NULL, NULL); }
 
+// A step of `batch` tokens over dp ranks as micro-steps: *full of B sequences on each rank, then one of *rest
+// sequences (0: none) for what is left (a batch ramp's steps; ramp_check makes it whole sequences).
+static void micro_steps_of(int64_t batch, int B, int T, int dp, int* full, int* rest) {
+    int64_t micro = (int64_t)B * T * dp;
+    *full = (int)(batch / micro);
+    *rest = (int)(batch % micro / ((int64_t)T * dp));
+}
+
 // Step `step`'s learning rate: at the step, or under a batch ramp at the whole batches' worth of tokens trained on
 // before it, with the step's share of a whole batch.
 static float lr_of_step(const Config* c, int step) {
@@ -574,15 +582,13 @@ static void pipeline_micro_steps(GPT* m, BackwardComm* bc, const Config* c, Para
 }
 
 // batch: this step's tokens over all ranks: micro-steps of B x T on each rank, and under a batch ramp one more of
-// fewer rows for what is left (ramp_check: a whole number of sequences on each rank); pos, share: where the
-// learning-rate schedule is and the step's size in whole batches (lr_at).
+// fewer rows for what is left (micro_steps_of); lr: the step's learning rate (lr_of_step).
 static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, const Config* cp, ParallelContext* pcp,
-                             TrainState* tsp, DataLoader* train_loader, const int32_t* bench_tokens, int64_t batch, int step, double pos,
-                             double share) {
+                             TrainState* tsp, DataLoader* train_loader, const int32_t* bench_tokens, int64_t batch, int step, float lr) {
     StepResult r;
     int B = cp->batch_size, T = cp->seq_len, fp16 = mp->ctx.dtype == DTYPE_FP16;
-    int64_t micro = (int64_t)B * T * pcp->dp;
-    int full = (int)(batch / micro), rest = (int)(batch % micro / ((int64_t)T * pcp->dp)); // micro-steps of B rows, then one of `rest`
+    int full, rest;
+    micro_steps_of(batch, B, T, pcp->dp, &full, &rest);
     int grad_accum = full + (rest > 0);
     double t0 = now_seconds();
     double wait0 = zp->wait_seconds;
@@ -620,7 +626,7 @@ static StepResult train_step(GPT* mp, ZeroOptimizer* zp, BackwardComm* bcp, cons
     if (mp->pp_group) { comm_allreduce_sum_f64(mp->pp_group, &loss_sum, 1); } // the last stage's (a NaN anywhere too)
     StepStats st;
     st.grad_norm = grad_norm_reduced(mp, zp) / scale;
-    st.lr = lr_at(cp, pos, share);
+    st.lr = lr;
     comm_allreduce_sum_f64(&pcp->dp_group, &loss_sum, 1);
     float mean_loss = (float)(loss_sum / pcp->dp);
     int loss_ok = isfinite(mean_loss), grads_ok = isfinite(st.grad_norm);
@@ -1378,9 +1384,8 @@ int main(int argc, char** argv) {
 
         // this step's batch (the whole one, or a batch ramp's), and where the learning-rate schedule is
         int64_t batch = c.bench ? c.total_batch_size : ramp_batch(&c, consumed);
-        double pos = ramp ? (double)consumed / (double)c.total_batch_size : (double)step; // (lr_of_step's, without the walk)
         StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens,
-                                   batch, step, pos, (double)batch / (double)c.total_batch_size);
+                                   batch, step, lr_of_step(&c, step));
         consumed += batch;
         double dt = sr.seconds;
         t_train += dt;
