@@ -1042,6 +1042,10 @@ int main(int argc, char** argv) {
     // allocations; a different global batch (a batch-size ramp), for one, is allowed but never silent: without
     // --total-batch-size it follows the number of processes, so a resume on fewer ranks would shrink it unnoticed
     if (resume_step >= 0 && have_train) { resume_settings_check(&c, &resume_kind.then, resume_step, master); }
+    // the run's tokens, steps x total-batch-size, counted in 64 bits (ramp_walk), checked before anything counts them
+    if ((double)c.steps * (double)c.total_batch_size > 4e18) {
+        fatal("--steps %d x --total-batch-size %ld tokens: more than this trainer counts (4e18)", c.steps, c.total_batch_size);
+    }
     ramp_check(&c, B, T, pc.dp, pp_kind, gc.num_layers, resume_step > 0 ? resume_step : 0); // (after the checkpoint's settings, which may bring a ramp)
 
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
@@ -1312,9 +1316,6 @@ int main(int argc, char** argv) {
         for (int i = 0; i <= B * T; i++) { bench_tokens[i] = (int32_t)(rng_next(&s) % gc.vocab_size); }
     } else {
         // the run's steps: --steps, or more under a batch ramp, whose first steps are smaller (ramp_walk)
-        if ((double)c.steps * (double)c.total_batch_size > 4e18) {
-            fatal("--steps %d x --total-batch-size %ld tokens: more than this trainer counts (4e18)", c.steps, c.total_batch_size);
-        }
         int64_t n;
         ramp_walk(&c, -1, &n);
         if (n > 1000000000) { fatal("--batch-ramp-start %ld: the run would take %lld steps, above the limit 1e9", c.batch_ramp_start, (long long)n); }

@@ -207,6 +207,13 @@ static void test_batch_ramp_runs(void) {
         snprintf(name, sizeof(name), "refused with one clear line: %s%s", bad[k].args, bad[k].np > 1 ? " on 2 ranks" : "");
         report(rc != 0 && strstr(out, bad[k].expect) != NULL, name, "exit %d: %.300s", rc, out);
     }
+    // a run of more tokens than 64 bits count with room (steps x total-batch-size above 4e18) is refused before the
+    // ramp is walked over them
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --batch-size 512 --total-batch-size 4294967296 --batch-ramp-start 4096 --batch-ramp-tokens 8192 "
+             "--steps 1000000000", base);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 1 && strstr(out, "--steps 1000000000 x --total-batch-size 4294967296 tokens: more than this trainer counts (4e18)"),
+           "refused with one clear line: a run of more than 4e18 tokens, with a ramp", "exit %d: %.300s", rc, out);
     // a resume that changes the ramp or the horizon names each change (--resume-settings note)
     snprintf(cmd, sizeof(cmd), "./train_gpt %s --total-batch-size 96 --batch-ramp-start 32 --batch-ramp-tokens 300 --lr-decay-steps 5 --steps 6 --warmup 2 --resume %s/ramp/o1",
              common, TMP);
