@@ -272,7 +272,7 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h comm_nccl.h comm_remote.h powersgd.h zero.h zero3.h model.h forward_backward.h run_report.h tp.h pipeline.h pipeline_train.h plan.h sharedfs.h layout.h model_files.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h run_settings.h llmc_state.h hellaswag.h evaluate.h sample.h outlier.h flags.h
+HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h comm_nccl.h comm_remote.h powersgd.h zero.h zero3.h model.h forward_backward.h run_report.h run_data.h run_modes.h tp.h pipeline.h pipeline_train.h plan.h sharedfs.h layout.h model_files.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h run_settings.h llmc_state.h hellaswag.h evaluate.h sample.h outlier.h flags.h
 
 train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)

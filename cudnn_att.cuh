@@ -305,7 +305,9 @@ static cudnnBackendDescriptor_t att_graph(AttBuild* g, cudnnHandle_t handle) {
 
 // The plan cache: one entry per (shape, direction), at most ATT_MAX_PLANS. A shape cuDNN has no engine for is
 // remembered too, so that its attention runs on the native kernels without asking cuDNN again (and without turning
-// cuDNN off for the shapes it runs). When the cache is full, the least recently used entry makes room.
+// cuDNN off for the shapes it runs). When the cache is full, the least recently used entry makes room. A training step
+// takes two entries per row count (a batch ramp's shorter micro-steps add theirs: kernels_reserve), sampling and
+// evaluation one per bucketed length.
 typedef struct {
     AttShape shape;
     int backward;
@@ -321,7 +323,7 @@ typedef struct {
     unsigned notes;               // its numerical notes, 1 << CUDNN_NUMERICAL_NOTE_*
 } AttPlan;
 
-#define ATT_MAX_PLANS 32
+#define ATT_MAX_PLANS 64
 static AttPlan att__plans[ATT_MAX_PLANS];
 static uint64_t att__clock;
 static cudnnHandle_t att__handle;

@@ -584,8 +584,10 @@ __device__ double kernels__block_sum_d(double v) {
 // asks for: the LayerNorm backward's column partials (its warps x 2C), the bias gradient's (row groups x OC; the
 // BGRADB epilogue takes OC of them), the attention backward's row sums (B NH T, cuDNN's and the native kernels'),
 // the token sort of the embedding backward (B T), sampling's row of logits (Vp) and its decoding step's attention
-// splits (kernels_attention.cuh), and cuDNN's workspaces for the forward and backward graphs of the step's shape (its
-// plans made now, cached for the step).
+// splits (kernels_attention.cuh), and cuDNN's workspaces for the forward and backward graphs of the step's shape and
+// of each shorter micro-step's row count (a batch ramp's: s->rest_B), their plans made now and cached for the steps:
+// without them a ramp's first shorter micro-step would build its plans in the middle of the run and might grow the
+// workspace there.
 static size_t kernels_reserve(KernelCtx* ctx, const KernelsShapes* s, int alloc) {
     size_t floats = kernels__ln_partial_floats(ctx, s->rows, s->C);
     size_t bias = kernels__bias_partial_floats(s->oc), att = (size_t)s->B * s->nh * s->T;
@@ -601,6 +603,10 @@ static size_t kernels_reserve(KernelCtx* ctx, const KernelsShapes* s, int alloc)
 #ifdef USE_CUDNN
     if (ctx->attention_cudnn) {
         size_t ws = cudnn_attention_workspace(ctx, s->B, s->T, s->nh, s->hs);
+        for (int i = 0; i < s->n_rest_B; i++) {
+            size_t w = cudnn_attention_workspace(ctx, s->rest_B[i], s->T, s->nh, s->hs);
+            if (w > ws) { ws = w; }
+        }
         added += kernels__grow_to(ctx, &ctx->att_workspace, &ctx->att_workspace_bytes, ws, alloc);
     }
 #endif

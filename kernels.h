@@ -71,7 +71,14 @@ static size_t kernels_scratch_bytes(int max_T, int C, int nthreads);
 // rows, the LayerNorms' rows (B T, or a sequence-parallel rank's share); oc, the widest matmul output whose bias
 // gradient the rank takes; vp, the vocabulary rows it holds (sampling's row of logits).
 // (lrows: the rows of logits sampling computes at once, classifier_logits_rows' R: the samples drawn together)
-typedef struct { int B, T, C, nh, hs, rows, oc, vp, lrows; } KernelsShapes;
+// rest_B[0..n_rest_B): the row counts, each below B, of the shorter micro-steps a batch ramp's steps end with
+// (train_gpt.c: ramp_rest_rows). Every workspace but one grows with the rows, so B's covers them; cuDNN's attention
+// plans are made per row count, and a plan for fewer rows may take a larger workspace, so those are planned too.
+typedef struct {
+    int B, T, C, nh, hs, rows, oc, vp, lrows;
+    const int* rest_B;
+    int n_rest_B;
+} KernelsShapes;
 // The workspaces the ops grow on demand (a GPU's: the gradient partials, the token sort, cuDNN's attention workspace
 // for the context's --attention), sized for s up front, so that a training step allocates nothing: the bytes that
 // adds to the context, allocated only with alloc (0: the count, for a check before anything is allocated). None on

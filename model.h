@@ -302,6 +302,8 @@ typedef struct {
     const char* matmul_algos; // the file of chosen algorithms (this process's: main resolves it); NULL or "": none
     int nondet;             // --deterministic 0: kernels that sum in no fixed order may run (kernels_set_deterministic),
                             // set before the workspaces are sized
+    const int* rest_B;      // the row counts (below B) of a batch ramp's shorter micro-steps, sized for too (ramp_rest_rows)
+    int n_rest_B;
 } ModelSplit;
 
 // Whether tensor e's gradient enters this rank's part of the global norm (see gpt_alloc_params_split).
@@ -372,7 +374,7 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
     // rows under tensor and sequence parallelism; the widest bias, the MLP's 4C / tp or the projections' C)
     int C = cfg->channels, tp_oc = 4 * C / m->tp;
     KernelsShapes ks = {ms->B, T, C, cfg->num_heads / m->tp, C / cfg->num_heads, m->sp ? ms->B * T / m->tp : ms->B * T,
-                        tp_oc > C ? tp_oc : C, cfg->padded_vocab_size / m->tp, ms->sample_rows};
+                        tp_oc > C ? tp_oc : C, cfg->padded_vocab_size / m->tp, ms->sample_rows, ms->rest_B, ms->n_rest_B};
     size_t reserve = ms->B > 0 ? kernels_reserve(&m->ctx, &ks, 0) : 0;
 #ifdef KERNELS_CUDA
     if (ms->planned) { gpt__check_device_memory(&m->ctx, ms->planned, reserve); }
@@ -426,7 +428,7 @@ static void gpt_alloc_params_split(GPT* m, const GPTConfig* cfg, int dp, const M
 }
 
 static void gpt_alloc_params_tp(GPT* m, const GPTConfig* cfg, int dp, CommGroup* tp_group, int sp, int dtype, int T) {
-    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL, 0, 0, 0, NULL, 0};
+    ModelSplit ms = {tp_group, sp, NULL, 1, NULL, 0, NULL, 0, NULL, 0, 0, 0, NULL, 0, NULL, 0};
     gpt_init_ctx(m, &ms, dtype, T, cfg->channels);
     gpt_alloc_params_split(m, cfg, dp, &ms, T);
 }

@@ -28,8 +28,9 @@ static double rank_memory(const GPT* mp, const ZeroOptimizer* zp, double mem[4])
 // The resolved configuration and every rank's memory (collective: each rank contributes its sizes; rank 0 prints).
 // The memory is what this rank allocated; the planner's prediction for the layout (plan_rank_memory) with the
 // kernels' workspaces for a step (a GPU's, sized at start-up) must equal it: the start-up memory check's count.
+// (rest_rows[0..n_rest): a batch ramp's shorter micro-steps, ramp_rest_rows)
 static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer* zp, ParallelContext* pcp, const PlanLayout* run,
-                           const int* chunk_first, int grad_accum, unsigned long long train_tokens) {
+                           const int* chunk_first, int grad_accum, unsigned long long train_tokens, const int* rest_rows, int n_rest) {
     const GPTConfig* g = &mp->cfg;
     int B = cp->batch_size, T = cp->seq_len, master = pcp->world_rank == 0;
     size_t n = mp->glayout.num_params;
@@ -97,9 +98,20 @@ static void print_run_plan(const Config* cp, const GPT* mp, const ZeroOptimizer*
             if (rest == 0) { snprintf(per, sizeof(per), "%d micro-step(s) per process", full); }
             else if (full == 0) { snprintf(per, sizeof(per), "one micro-step of %d sequence(s) per process", rest); }
             else { snprintf(per, sizeof(per), "%d micro-step(s) and one of %d sequence(s) per process", full, rest); }
+            // the row counts of the shorter micro-steps the steps to come end with (their workspaces sized at start-up)
+            char rests[160] = "";
+            int shown = 0;
+            for (; shown < n_rest && strlen(rests) < sizeof(rests) - 32; shown++) {
+                size_t at = strlen(rests);
+                snprintf(rests + at, sizeof(rests) - at, "%s%d", shown ? ", " : "; steps end in micro-steps of ", rest_rows[shown]);
+            }
+            if (n_rest > 0) {
+                size_t at = strlen(rests);
+                snprintf(rests + at, sizeof(rests) - at, "%s sequence(s)", shown < n_rest ? ", ..." : "");
+            }
             printf("| batch ramp           | %ld tokens a step (%s) growing by as many to %ld over the first %ld tokens: "
-                   "%lld steps for the run's %d x %ld tokens; the learning-rate schedule counts whole batches of tokens\n",
-                   cp->batch_ramp_start, per, cp->total_batch_size, cp->batch_ramp_tokens, (long long)n_steps, cp->steps, cp->total_batch_size);
+                   "%lld steps for the run's %d x %ld tokens%s; the learning-rate schedule counts whole batches of tokens\n",
+                   cp->batch_ramp_start, per, cp->total_batch_size, cp->batch_ramp_tokens, (long long)n_steps, cp->steps, cp->total_batch_size, rests);
         }
         // where the time goes, from the shapes: the matmuls are compute-limited (each weight is reused B*T times
         // per micro-step); the optimizer streams ~7 floats per parameter once per step and is memory-limited

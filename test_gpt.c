@@ -1545,7 +1545,9 @@ static void test_matmul_tune(void) {
 // decoding step's attention) and grow none of them (kernels_grown_bytes 0), the count before allocating is what was
 // allocated, and asking again adds nothing. Four shapes in which, in turn, the LayerNorm partials, the unfused bias
 // gradient's (row groups x OC), the attention's row sums and the decoding step's splits are the largest need (on the
-// emulation's 4 SMs and on a 132-SM H200 alike). Then an
+// emulation's 4 SMs and on a 132-SM H200 alike); the third also names shorter micro-steps of 1 and 3 rows (a batch
+// ramp's: rest_B), and the attention forward and backward at those row counts must grow nothing either (cuDNN's
+// plans per row count, made by kernels_reserve; elsewhere the workspaces grow with the rows). Then an
 // embedding backward over twice the tokens must grow the sort, and the count must say so. Inputs are zeros: only the
 // sizes matter here.
 // (the kernels themselves on device buffers, not the op tests' stagers of host arrays that stage_ops.h puts in their
@@ -1554,16 +1556,19 @@ static void test_matmul_tune(void) {
 #pragma push_macro("matmul_backward")
 #pragma push_macro("attention_backward")
 #pragma push_macro("attention_forward_rows")
+#pragma push_macro("attention_forward")
 #undef layernorm_backward
 #undef matmul_backward
 #undef attention_backward
 #undef attention_forward_rows
+#undef attention_forward
 static void test_reserve(void) {
+    static const int rest[2] = {1, 3};
     const KernelsShapes cases[4] = {
-        {4, 128, 64, 2, 32, 512, 32, 64, 1}, // {B, T, C, nh, hs, rows, oc, vp, lrows}: LayerNorm partials over 512 rows
-        {1, 16, 64, 4, 16, 16, 256, 64, 0},  // the bias gradient of 256 columns
-        {4, 128, 64, 4, 16, 8, 8, 64, 6},    // the attention backward's 4 x 4 heads x 128 rows; 6 samples' logits
-        {1, 256, 64, 4, 16, 8, 8, 64, 16},   // a decoding step of 16 samples: 4 splits of 256 keys for 16 x 4 heads
+        {4, 128, 64, 2, 32, 512, 32, 64, 1, NULL, 0}, // {B, T, C, nh, hs, rows, oc, vp, lrows, rest_B, n_rest_B}: LayerNorm partials over 512 rows
+        {1, 16, 64, 4, 16, 16, 256, 64, 0, NULL, 0},  // the bias gradient of 256 columns
+        {4, 128, 64, 4, 16, 8, 8, 64, 6, rest, 2},    // the attention backward's 4 x 4 heads x 128 rows (and 1 and 3 rows); 6 samples' logits
+        {1, 256, 64, 4, 16, 8, 8, 64, 16, NULL, 0},   // a decoding step of 16 samples: 4 splits of 256 keys for 16 x 4 heads
     };
     const int V = 16;
     for (int k = 0; k < 4; k++) {
@@ -1587,7 +1592,12 @@ static void test_reserve(void) {
         layernorm_backward(&ctx, x[0], f[0], f[0] + s->C, x[1], x[2], x[3], f[1], f[2], s->rows, s->C, 0);
         kernels__bias_grad(&ctx, f[0], x[1], BT, s->oc, 0);
         matmul_backward(&ctx, x[0], f[0], f[1], x[1], x[2], x[3], BT, s->C, s->oc, 0);
+        attention_forward(&ctx, x[3], f[1], x[2], s->B, s->T, Ca, s->nh);
         attention_backward(&ctx, x[0], x[1], x[2], x[3], f[1], s->B, s->T, Ca, s->nh);
+        for (int i = 0; i < s->n_rest_B; i++) { // (a batch ramp's shorter micro-steps)
+            attention_forward(&ctx, x[3], f[1], x[2], s->rest_B[i], s->T, Ca, s->nh);
+            attention_backward(&ctx, x[0], x[1], x[2], x[3], f[1], s->rest_B[i], s->T, Ca, s->nh);
+        }
         encoder_backward(&ctx, f[0], f[1], x[1], tok, 0, V, s->B, s->T, s->C);
         classifier_logits_rows(&ctx, f[0], x[1], x[2], s->lrows > 1 ? s->lrows : 1, s->C, s->vp);
         // a decoding step of the lrows samples at the last position (T 128: two splits of the keys to merge)
@@ -1595,7 +1605,8 @@ static void test_reserve(void) {
         dev_sync(&ctx);
         size_t grown = kernels_grown_bytes(&ctx), held_after = kernels_ctx_bytes(&ctx);
         char name[160];
-        snprintf(name, sizeof(name), "kernels_reserve, shape %d of 4: a step's workspaces sized up front; the ops at that shape grow none", k + 1);
+        snprintf(name, sizeof(name), "kernels_reserve, shape %d of 4: a step's workspaces sized up front; the ops at that shape%s grow none", k + 1,
+                 s->n_rest_B ? " and the attention at 1 and 3 rows" : "");
         report(want > 0 && got == want && after == base + got && again == 0 && grown == 0 && held_after == held, name,
                "counted %zu bytes, allocated %zu (context %zu -> %zu), again %zu; grown by the ops %zu", want, got, base, after,
                again, grown);
@@ -1611,6 +1622,7 @@ static void test_reserve(void) {
         kernels_ctx_free(&ctx);
     }
 }
+#pragma pop_macro("attention_forward")
 #pragma pop_macro("attention_forward_rows")
 #pragma pop_macro("attention_backward")
 #pragma pop_macro("matmul_backward")
@@ -2075,6 +2087,43 @@ static void test_batch_ramp(void) {
         int64_t n, end = ramp_walk(&g, -1, &n);
         report(n == 591580 && end == (int64_t)572204 * 524288, "batch ramp: GPT-3 125M's script takes 591,580 steps for its 572,204 whole batches",
                "%lld steps, %lld tokens", (long long)n, (long long)end);
+    }
+    // ramp_rest_rows (the shorter micro-steps' row counts, whose attention workspaces are sized at start-up) against
+    // the steps themselves: each step's batch from ramp_batch as rows on each rank, modulo B; the distinct ones from
+    // step `from` on, ascending. Cases: test_runs' ramp (F 96, S 32, R 200, 6 x F; T 8) with B 3 on 1 and 2 ranks from
+    // the start ({1, 2}: 4 rows = 3 + 1, 8 = 2 x 3 + 2) and from step 8 ({1}: steps of 96 and 32), with B 2 (none); GPT-3 125M
+    // on 8 ranks of B 16 (2, 4, ..., 14 rows, and the last step's)
+    {
+        struct { long F, S, R; int steps, B, T, dp, from, n_want, want[8]; } rc[] = {
+            {96, 32, 200, 6, 3, 8, 1, 0, 2, {1, 2}}, {96, 32, 200, 6, 3, 8, 2, 0, 2, {1, 2}}, {96, 32, 200, 6, 3, 8, 1, 8, 1, {1}},
+            {96, 32, 200, 6, 2, 8, 1, 0, 0, {0}},    {524288, 32768, 4000000000L, 572204, 16, 2048, 8, 0, -1, {0}},
+        };
+        for (size_t k = 0; k < sizeof(rc) / sizeof(rc[0]); k++) {
+            Config g;
+            config_defaults(&g);
+            g.total_batch_size = rc[k].F; g.batch_ramp_start = rc[k].S; g.batch_ramp_tokens = rc[k].R; g.steps = rc[k].steps;
+            int seen[64] = {0}, n_seen = 0, rows[64];
+            int64_t steps, done = ramp_walk(&g, rc[k].from, NULL);
+            ramp_walk(&g, -1, &steps);
+            for (int64_t st = rc[k].from; st < steps; st++) {
+                int64_t b = ramp_batch(&g, done);
+                int r = (int)(b / ((int64_t)rc[k].T * rc[k].dp) % rc[k].B);
+                if (r > 0 && !seen[r]) { seen[r] = 1; n_seen++; }
+                done += b;
+            }
+            int n = ramp_rest_rows(&g, rc[k].B, rc[k].T, rc[k].dp, rc[k].from, rows), ok = n == n_seen && (rc[k].n_want < 0 || n == rc[k].n_want);
+            char got[160] = "";
+            for (int i = 0, r = 1; i < n; i++) {
+                while (r < rc[k].B && !seen[r]) { r++; }
+                ok = ok && rows[i] == r && (rc[k].n_want < 0 || rows[i] == rc[k].want[i]);
+                r++;
+                snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%d", i ? " " : "", rows[i]);
+            }
+            char name[200];
+            snprintf(name, sizeof(name), "batch ramp F %ld, S %ld, B %d x T %d on %d rank(s), from step %d: the shorter micro-steps' rows (ramp_rest_rows)",
+                     rc[k].F, rc[k].S, rc[k].B, rc[k].T, rc[k].dp, rc[k].from);
+            report(ok, name, "got %d: %s; the steps give %d", n, got, n_seen);
+        }
     }
     // the schedule on tokens, by hand: F 64, S 16, R 96, warmup 2, cosine over 4 whole steps; the batches are
     // 16 16 32 48 64 64 16; warmup at the position after each step (0.25 0.5 1 1.75 of 2), the peak for the step that

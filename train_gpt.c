@@ -168,6 +168,36 @@ static void micro_steps_of(int64_t batch, int B, int T, int dp, int* full, int* 
     *rest = (int)(batch % micro / ((int64_t)T * dp));
 }
 
+// The row counts, each below B, of the shorter micro-steps that the steps from `from` on end with (a batch ramp's
+// batches that are not whole micro-batches on each rank): distinct and ascending in rows[0..n), which has room for B - 1;
+// returns n (0 without a ramp). The kernels size their workspaces for these too at start-up (cuDNN's attention plans
+// are per row count: kernels_reserve), and the start-up table lists them.
+typedef struct {
+    int B, T, dp, n;
+    int* rows;
+} RampRests;
+
+static void ramp_rest_visit(void* ctx, int64_t step, int64_t b) {
+    RampRests* r = (RampRests*)ctx;
+    (void)step;
+    int full, rest;
+    micro_steps_of(b, r->B, r->T, r->dp, &full, &rest);
+    if (rest == 0) { return; }
+    int i = 0;
+    while (i < r->n && r->rows[i] < rest) { i++; }
+    if (i < r->n && r->rows[i] == rest) { return; }
+    memmove(r->rows + i + 1, r->rows + i, sizeof(int) * (size_t)(r->n - i));
+    r->rows[i] = rest;
+    r->n++;
+}
+
+static int ramp_rest_rows(const Config* c, int B, int T, int dp, int from, int* rows) {
+    if (c->batch_ramp_start == 0 || c->bench) { return 0; }
+    RampRests r = {B, T, dp, 0, rows};
+    ramp_walk_visit(c, -1, NULL, from, ramp_rest_visit, &r);
+    return r.n;
+}
+
 // Step `step`'s learning rate: at the step, or under a batch ramp at the whole batches' worth of tokens trained on
 // before it, with the step's share of a whole batch.
 static float lr_of_step(const Config* c, int step) {
@@ -443,6 +473,9 @@ static void check_config_agreement(ParallelContext* pc, const Config* c) {
 // The parts of main: the reports (run_report.h), PowerSGD's set-up, one training step
 
 #include "run_report.h"   // defines: rank_memory, print_run_plan, print_powersgd_plan, CommCounts, device_memory, bench_report
+#include "run_data.h"     // defines: RunData, run_data_open, run_data_free, run_data_evaluate
+#include "run_modes.h"    // defines: ModelSource, model_source_open, model_source_load, run_export, run_plan, run_generate,
+                          // run_eval_hellaswag, check_ranks_agree, pipeline_report_end
 
 // --grad-compress powersgd:R: PowerSGD over the data-parallel group on this rank's flat layout (every tensor is
 // offered; the matrices that gain are compressed), Q seeded from `seed`; zero.h hands it every final bucket.
@@ -776,37 +809,12 @@ int main(int argc, char** argv) {
     // model configuration: from the checkpoint, an --init file, or a name
     GPTConfig gc;
     int resume_step = -1;
-    char init_path[2048] = {0};
     // (ranks on hosts that do not see the checkpoint get a local copy of it from rank 0 first: sharedfs.h)
     char resume_scratch[2100] = {0};
     const char* resume_dir = c.resume[0] ? sharedfs_fetch_resume(&pc, c.resume, resume_scratch, sizeof(resume_scratch)) : c.resume;
-    if (c.resume[0]) {
-        resume_step = checkpoint_latest_step(resume_dir);
-        snprintf(init_path, sizeof(init_path), "%s/model_%08d.bin", resume_dir, resume_step);
-    } else if (c.init[0]) {
-        snprintf(init_path, sizeof(init_path), "%s", c.init);
-    }
-    FILE* model_fp = NULL;
-    int model_version = 0;
-    HfCheckpoint hf;
-    int from_hf = 0;
-    if (init_path[0] && resume_step < 0 && hf_is_checkpoint_path(init_path)) {
-        hf_open(&hf, init_path, &gc); // Hugging Face safetensors + config.json
-        from_hf = 1;
-    } else if (init_path[0]) {
-        model_read_header(init_path, &gc, &model_version, &model_fp);
-    } else if (!config_from_name(&gc, c.model)) {
-        fatal("--model: unknown model '%s' (gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-125M, gpt3-350M, gpt3-760M, gpt3-1.3B, gpt3-2.7B, d<N>, gpt2:d<N>, gpt3:c<N>: see --help)", c.model);
-    }
-    GPTConfig named;
-    if (init_path[0] && c.model_given && config_from_name(&named, c.model) &&
-        (named.num_layers != gc.num_layers || named.channels != gc.channels || named.num_heads != gc.num_heads)) {
-        // (a shape the file agrees with is fine: scripts keep --model beside --resume)
-        fatal("--model %s (L %d, C %d, NH %d) and %s %s (L %d, C %d, NH %d) name different models: give one", c.model, named.num_layers,
-              named.channels, named.num_heads, resume_step >= 0 ? "--resume" : "--init", resume_step >= 0 ? c.resume : c.init,
-              gc.num_layers, gc.channels, gc.num_heads);
-    }
-    char err_hs[1024];
+    if (c.resume[0]) { resume_step = checkpoint_latest_step(resume_dir); }
+    ModelSource src;
+    model_source_open(&src, &c, resume_dir, resume_step, &gc);
     int resume_sum_kind = CHECKSUM_DEFAULT;
     StateKind resume_kind;
     memset(&resume_kind, 0, sizeof(resume_kind));
@@ -814,45 +822,27 @@ int main(int argc, char** argv) {
         resume_kind = checkpoint_check_files(resume_dir, resume_step, gpt_num_params(&gc));
         resume_sum_kind = resume_kind.sum_kind;
     }
-    if (c.export_hf[0] || c.export_llmc[0]) {
-        // --init FILE --export-hf DIR / --export-llmc FILE: load, write, exit (no data, no training)
-        const char* ex = c.export_hf[0] ? "--export-hf" : "--export-llmc";
-        if (pc.world_size > 1) { fatal("%s runs in one process, not under mpirun (%d ranks)", ex, pc.world_size); }
-        if (c.export_hf[0] && !hf_supported()) { fatal("--export-hf %s: %s", c.export_hf, HF_NO_CJSON_MESSAGE); }
-        ParamLayout el;
-        layout_build(&el, &gc);
-        float* host = (float*)mallocCheck(mulSize(el.num_params, sizeof(float)));
-        if (from_hf) { hf_load_params(&hf, &el, host); }
-        else { model_load_params(init_path, model_fp, model_version, &el, host); }
-        printf("%s: %s: L %d, C %d, NH %d, maxT %d, V %d (Vp %d), %zu parameters\n", ex + 2, c.init, gc.num_layers,
-               gc.channels, gc.num_heads, gc.max_seq_len, gc.vocab_size, gc.padded_vocab_size, el.num_params);
-        if (c.export_hf[0]) { hf_export(c.export_hf, &el, host); }
-        if (c.export_llmc[0]) {
-            int bf16 = dtype_parse(c.dtype) == DTYPE_BF16; // (flags.h: fp32 unless --dtype bf16 was given; fp16 refused)
-            ParamStream s = host_stream(host);
-            model_save_stream_version(c.export_llmc, &el, &s, bf16 ? 5 : 3);
-            printf("export-llmc: wrote %s (llm.c model file version %d, %s)\n", c.export_llmc, bf16 ? 5 : 3,
-                   bf16 ? "bf16, rounded to nearest even: for llm.c's bf16 build" : "fp32: for llm.c's fp32 and CPU builds");
-        }
-        free(host);
-        layout_free(&el);
+    if (c.export_hf[0] || c.export_llmc[0]) { // --init FILE --export-hf DIR / --export-llmc FILE: load, write, exit
+        run_export(&c, &gc, &src, pc.world_size);
         parallel_finalize(&pc);
         return 0;
     }
     // --eval-hellaswag: the eval file first (bad input before the big allocations); the rows may be as long as
     // --seq-len, or the model's context; the activations hold one example's endings at the longest row's length
-    HellaSwag hs;
-    int have_hs = 0, eval_only = c.eval_hellaswag[0] != 0;
+    RunData data; // (the run's data: opened below, before the big allocations; --eval-hellaswag's file now)
+    memset(&data, 0, sizeof(data));
+    int eval_only = c.eval_hellaswag[0] != 0;
     if (eval_only) {
         int limit = c.seq_len > 0 ? c.seq_len : gc.max_seq_len;
         if (limit > gc.max_seq_len) { fatal("--seq-len %d is above the model's context length %d", limit, gc.max_seq_len); }
-        if (hellaswag_load(&hs, c.eval_hellaswag, gc.vocab_size, limit, c.seq_len > 0 ? "--seq-len" : "the model's context", err_hs, sizeof(err_hs)) != 0) {
+        char err_hs[1024];
+        if (hellaswag_load(&data.hs, c.eval_hellaswag, gc.vocab_size, limit, c.seq_len > 0 ? "--seq-len" : "the model's context", err_hs, sizeof(err_hs)) != 0) {
             fatal("--eval-hellaswag: %s", err_hs);
         }
-        have_hs = 1;
+        data.have_hs = 1;
         int mult = c.tp > 1 && c.sequence_parallel ? c.tp : 1;
-        c.batch_size = hs.max_endings;
-        c.seq_len = (hs.longest_row + mult - 1) / mult * mult;
+        c.batch_size = data.hs.max_endings;
+        c.seq_len = (data.hs.longest_row + mult - 1) / mult * mult;
     }
     // --generate: one sequence at a time, as long as --seq-len or the model's context
     int gen_only = c.generate > 0, ctx_is_model = gen_only && c.seq_len == 0, gen_batch = 1;
@@ -890,22 +880,8 @@ int main(int argc, char** argv) {
         if (!master) { prompt = (int32_t*)mallocCheck(sizeof(int32_t) * (size_t)(n_prompt + 1)); }
         comm_broadcast(&pc.world, prompt, sizeof(int32_t) * (size_t)n_prompt, 0);
     }
-    if (c.plan) {
-        // --plan: search the layouts of the machine the flags describe, print the best, exit (no data, no model)
-        if (pc.world_size > 1) { fatal("--plan runs in one process, not under mpirun (%d ranks)", pc.world_size); }
-        PlanMachine mc = {c.plan_devices_per_node, c.plan_nodes, c.plan_memory_gb * 1e9, c.plan_intra_gbps * 1e9, c.plan_inter_gbps * 1e9,
-                          c.plan_tflops * 1e12, c.plan_efficiency, strcmp(c.plan_storage, "gpu") == 0 ? 0 : sizeof(floatX),
-                          strcmp(c.plan_storage, "gpu") == 0, 0.0, c.tf32};
-#ifdef KERNELS_CUDA
-        mc.gpu = 1;
-        mc.floatx_bytes = 0; // (this build stores its own dtype natively; a layout of another runs on that dtype's build)
-#endif
-        // the runtime's share: an assumption until a GPU measures it (a CUDA context with cuBLASLt's and cuDNN's
-        // handles, about 0.5-1 GB on a Hopper GPU; NCCL's buffers, some hundreds of MB per communicator), which
-        // scripts/gpu_check.sh's benchmark table does: its "GPU memory in use" beside "planner"
-        mc.reserve = c.plan_reserve_gb >= 0 ? c.plan_reserve_gb * 1e9 : mc.gpu ? 2e9 : 0.0;
-        if (mc.reserve >= mc.memory) { fatal("--plan-reserve-gb %g leaves nothing of --plan-memory-gb %g", mc.reserve / 1e9, mc.memory / 1e9); }
-        plan_run(&c, &gc, &mc);
+    if (c.plan) { // --plan: search the layouts of the machine the flags describe, print the best, exit
+        run_plan(&c, &gc, pc.world_size);
         parallel_finalize(&pc);
         return 0;
     }
@@ -977,71 +953,12 @@ int main(int argc, char** argv) {
     }
 
     // data first: bad input is reported before the big allocations
-    DataLoader train_loader;
-    // --val: one data set, or a blend of them, each evaluated on its own (the reported loss is their weighted mean)
-    DataLoader val_loaders[DATALOADER_MAX_SOURCES];
-    double val_weights[DATALOADER_MAX_SOURCES];
-    int have_train = 0, have_val = 0;
     char err[1024];
-    if (!c.bench && !eval_only && !gen_only) {
-        if (!c.train[0]) { fatal("--train: no training data given (a glob pattern of llm.c shards; see scripts/prepare_tinyshakespeare.sh)"); }
-        if (dataloader_init(&train_loader, c.train, B, T, pc.dp_rank, pc.dp, c.shuffle, (uint64_t)c.seed, gc.vocab_size, err, sizeof(err)) != 0) {
-            fatal("--train: %s", err);
-        }
-        have_train = 1;
-        sharedfs_check_data(&pc, train_loader.fingerprint, c.train);
-        if (master && train_loader.nsources > 1) {
-            // each data set's share of the stream, and how often the run goes through it
-            printf("train: a blend of %d data sets, each in its own shuffled epochs:\n", train_loader.nsources);
-            double per_step = (double)B * pc.dp * grad_accum; // samples of T+1 tokens per optimizer step
-            for (int k = 0; k < train_loader.nsources; k++) {
-                const DataSource* src = &train_loader.sources[k];
-                double share = (double)src->weight / train_loader.weight_total;
-                printf("  %5.1f%%  %s: %d shard(s), %llu samples of %d tokens; an epoch of it every %.0f steps\n", 100.0 * share,
-                       src->pattern, src->count, (unsigned long long)src->samples_per_epoch, T + 1,
-                       (double)src->samples_per_epoch / (share * per_step));
-            }
-        }
-        if (c.steps < 0) {
-            // llm.c's default: one epoch, the optimizer steps in which every rank reads each of its batches once
-            uint64_t per_rank = dataloader_num_batches(&train_loader), n = per_rank / (uint64_t)grad_accum;
-            if (n < 1 || n > 1000000000ull) {
-                fatal("--steps -1 (one epoch): the training data makes %llu batches per rank, and an optimizer step takes %d",
-                      (unsigned long long)per_rank, grad_accum);
-            }
-            c.steps = (int)n;
-            if (master) { printf("steps: one epoch of the training data is %d optimizer steps (--steps -1)\n", c.steps); }
-        }
-        if (c.val[0] && c.val_every > 0) {
-            char* patterns[DATALOADER_MAX_SOURCES];
-            int nv = dataloader_parse_blend(c.val, val_weights, patterns, err, sizeof(err));
-            if (nv < 0) { fatal("--val: %s", err); }
-            double wsum = 0.0;
-            for (int k = 0; k < nv; k++) { wsum += val_weights[k]; }
-            for (int k = 0; k < nv; k++) {
-                val_weights[k] /= wsum;
-                if (dataloader_init(&val_loaders[k], patterns[k], B, T, 0, 1, 0, 0, gc.vocab_size, err, sizeof(err)) != 0) { fatal("--val: %s", err); }
-            }
-            have_val = nv;
-            if (master && nv > 1) {
-                printf("val: %d data sets, each evaluated on its first %d batches; the val loss is their weighted mean:\n", nv, c.val_steps);
-                for (int k = 0; k < nv; k++) { printf("  %d  %5.1f%%  %s\n", k + 1, 100.0 * val_weights[k], patterns[k]); }
-            }
-            for (int k = 0; k < nv; k++) { free(patterns[k]); }
-        }
-        if (c.hellaswag[0] && c.hellaswag_every > 0) {
-            // every row must fit one sequence of the run
-            if (hellaswag_load(&hs, c.hellaswag, gc.vocab_size, T, "--seq-len", err_hs, sizeof(err_hs)) != 0) {
-                fatal("--hellaswag: %s%s", err_hs, c.llmc_hellaswag ? " (llm.c's -h 1 reads this path: make it with scripts/prepare_hellaswag.sh "
-                      "dev/data/hellaswag, or give --hellaswag FILE --hellaswag-every N)" : "");
-            }
-            have_hs = 1;
-        }
-    }
+    if (!c.bench && !eval_only && !gen_only) { run_data_open(&data, &c, &gc, &pc, B, T, grad_accum); }
     // a training run that resumes names each setting it changes, or stops (--resume-settings), before the big
     // allocations; a different global batch (a batch-size ramp), for one, is allowed but never silent: without
     // --total-batch-size it follows the number of processes, so a resume on fewer ranks would shrink it unnoticed
-    if (resume_step >= 0 && have_train) { resume_settings_check(&c, &resume_kind.then, resume_step, master); }
+    if (resume_step >= 0 && data.have_train) { resume_settings_check(&c, &resume_kind.then, resume_step, master); }
     // the run's tokens, steps x total-batch-size, counted in 64 bits (ramp_walk), checked before anything counts them
     if ((double)c.steps * (double)c.total_batch_size > 4e18) {
         fatal("--steps %d x --total-batch-size %ld tokens: more than this trainer counts (4e18)", c.steps, c.total_batch_size);
@@ -1062,8 +979,11 @@ int main(int argc, char** argv) {
             snprintf(algos_path + n, sizeof(algos_path) - n, ".rank%d", pc.world_rank);
         }
     }
+    // (a batch ramp's shorter micro-steps: their row counts, whose attention workspaces are sized at start-up too)
+    int* rest_rows = (int*)mallocCheck(sizeof(int) * (size_t)B);
+    int n_rest = ramp_rest_rows(&c, B, T, pc.dp, resume_step > 0 ? resume_step : 0, rest_rows);
     ModelSplit split = {&pc.tp_group, c.sequence_parallel, &pc.pp_group, V, chunk_first, c.zero == 3, NULL, B, c.attention, c.tf32, run.kv_B,
-                        c.matmul_tune, algos_path, !c.deterministic};
+                        c.matmul_tune, algos_path, !c.deterministic, rest_rows, n_rest};
     gpt_init_ctx(&model, &split, dtype_parse(c.dtype), T, gc.channels);
 #ifdef KERNELS_CUDA
     // NCCL refuses a communicator whose ranks share a GPU of one host (as the tests' processes on one GPU do, unless
@@ -1125,26 +1045,14 @@ int main(int argc, char** argv) {
     int psgd_rank = powersgd_spec_rank(c.grad_compress, gcerr, sizeof(gcerr)); // (checked by parse_flags)
     int have_psgd = psgd_rank > 0 && pc.dp > 1; // one data-parallel rank reduces nothing: there is nothing to compress
     if (have_psgd) { gpt_powersgd_init(&psgd, &model, &zopt, psgd_rank, splitmix64((uint64_t)c.seed ^ 0x50534744ull)); }
-    // parameters stream into the model a chunk at a time (a Hugging Face checkpoint, whose Conv1D weights are
-    // transposed on the way, still goes through one host copy of the model)
-    // Files and the initialisation are in the whole model's layout; under tensor parallelism each rank keeps its
-    // share (the stream slices), so a fresh model is the same whatever --tp.
-    uint64_t model_sum = 0;
+    // parameters stream into the model a chunk at a time (model_source_load). Files and the initialisation are in
+    // the whole model's layout; under tensor parallelism each rank keeps its share (the stream slices), so a fresh
+    // model is the same whatever --tp.
     GptStreamTarget target;
     ParamStream into_local = gpt_stream(&model, &zopt, &target);
     ShareStream shs;
     ParamStream into_model = share_stream(&shs, &model.layout, &model.glayout, &into_local, &pc.tp_group, &pc.pp_group);
-    if (model_fp) { model_sum = model_load_stream(init_path, model_fp, model_version, &model.glayout, &into_model, resume_sum_kind); }
-    else if (!from_hf) { init_params_stream(&into_model, &model.glayout, (uint64_t)c.seed); }
-    else {
-        float* host = (float*)mallocCheck(mulSize(model.glayout.num_params, sizeof(float)));
-        hf_load_params(&hf, &model.glayout, host);
-        for (int i = 0; i < model.glayout.num_tensors; i++) {
-            const ParamEntry* e = &model.glayout.table[i];
-            into_model.put(into_model.self, e->offset, host + e->offset, e->rows * e->cols);
-        }
-        free(host);
-    }
+    uint64_t model_sum = model_source_load(&src, &model.glayout, &into_model, (uint64_t)c.seed, resume_sum_kind);
     share_stream_free(&shs);
     gpt_alloc_grads(&model, c.zero, pc.dp);
     // activations: one slot (every block) without a pipeline; with one, a slot per micro-batch the schedule keeps
@@ -1187,16 +1095,16 @@ int main(int argc, char** argv) {
                    "they fill afresh, and no update is skipped for the next %d steps\n", c.resume, c.outlier_window);
         }
         sharedfs_drop_copy(resume_scratch);
-        if (have_train && ts.data_state[0] == 0) {
+        if (data.have_train && ts.data_state[0] == 0) {
             // a state that records no data position (converted from llm.c's): where this run's sampler is after
             // resume_step steps of grad_accum micro-batches (llm.c's run had no batch ramp)
             if (c.batch_ramp_start > 0) {
                 fatal("--resume %s: an llm.c run's checkpoint continues with llm.c's whole batches, not a batch ramp (--batch-ramp-start %ld)",
                       c.resume, c.batch_ramp_start);
             }
-            dataloader_skip(&train_loader, (uint64_t)resume_step * (uint64_t)grad_accum);
-            if (master) { llmc_data_note(&train_loader, ts.data_state, resume_step); }
-        } else if (have_train && dataloader_set_state(&train_loader, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
+            dataloader_skip(&data.train, (uint64_t)resume_step * (uint64_t)grad_accum);
+            if (master) { llmc_data_note(&data.train, ts.data_state, resume_step); }
+        } else if (data.have_train && dataloader_set_state(&data.train, ts.data_state, err, sizeof(err)) != 0) { fatal("--resume: %s", err); }
     }
     if (master && c.out[0] && !c.bench) {
         prepare_out_dir(c.out);
@@ -1215,70 +1123,20 @@ int main(int argc, char** argv) {
     int eot = have_tok ? (int)tokenizer.eot_token : (gc.vocab_size > 50256 ? 50256 : 0);
     if (pc.world_size > 1 && (gen_only || c.sample_every > 0)) { comm_broadcast(&pc.world, &eot, sizeof(eot), 0); }
 
-    if (!gen_only) { print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, have_train ? dataloader_num_tokens(&train_loader) : 0); }
+    if (!gen_only) {
+        print_run_plan(&c, &model, &zopt, &pc, &run, chunk_first, grad_accum, data.have_train ? dataloader_num_tokens(&data.train) : 0, rest_rows, n_rest);
+    }
+    free(rest_rows);
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
     SampleOpts so = {c.temperature, c.top_k, c.top_p, c.kv_cache, c.logprobs, c.stop_at_eot, c.repetition_penalty, c.min_p, c.cuda_graphs};
     if (eval_only || gen_only) {
         // --eval-hellaswag or --generate: evaluate or sample the model, then exit
-        double t0 = now_seconds();
         if (eval_only) {
-            HsResult hr = evaluate_hellaswag(&model, &hs, &pc);
-            if (master) {
-                if (c.hellaswag_details[0]) { hellaswag_write_details(c.hellaswag_details, &hs, &hr); }
-                printf("hellaswag: evaluated in %.1f s on %d data-parallel rank(s)\n", now_seconds() - t0, pc.dp);
-                printf("hellaswag: %d examples, acc %.4f, acc_norm %.4f\n", hr.examples, hr.acc, hr.acc_norm);
-                fflush(stdout);
-            }
-            free(hr.sums);
-            hellaswag_free(&hs);
+            run_eval_hellaswag(&c, &model, &data.hs, &pc);
+            run_data_free(&data);
         } else {
-            // N samples from the seed's generator, one after another; every rank of the split model runs them, rank 0
-            // prints (under a pipeline the last stage draws and broadcasts each token: sample_tokens)
-            char pr[400] = "";
-            if (n_prompt > 0) {
-                int w = snprintf(pr, sizeof(pr), ", prompt: %d tokens [", n_prompt);
-                for (int i = 0; i < n_prompt && i < 16 && w < (int)sizeof(pr) - 16; i++) { w += snprintf(pr + w, sizeof(pr) - w, i ? " %d" : "%d", prompt[i]); }
-                snprintf(pr + w, sizeof(pr) - w, "%s]", n_prompt > 16 ? " ..." : "");
-            }
-            // (one line for the model instead of the training run's plan and memory tables)
-            if (master) { printf("generate: %s: L %d, C %d, NH %d, V %d, context %d, %s, %s\n", c.init[0] ? c.init : c.model, gc.num_layers, gc.channels,
-                   gc.num_heads, gc.vocab_size, T, dtype_name(model.ctx.dtype), have_tok ? "text" : "token ids (no GPT-2 vocabulary or --tokenizer)"); }
-            char filters[128] = ""; // (the filters left at their defaults are not named)
-            if (c.top_p < 1.0f) { snprintf(filters, sizeof(filters), ", top-p %g", c.top_p); }
-            if (c.min_p > 0.0f) { snprintf(filters + strlen(filters), sizeof(filters) - strlen(filters), ", min-p %g", c.min_p); }
-            if (c.repetition_penalty != 1.0f) { snprintf(filters + strlen(filters), sizeof(filters) - strlen(filters), ", repetition penalty %g", c.repetition_penalty); }
-            if (master) { printf("generate: %d sample%s of %s%d tokens, temperature %g, top-k %d (%s)%s, seed %d%s\n", c.generate, c.generate == 1 ? "" : "s",
-                   c.stop_at_eot ? "up to " : "", c.gen_tokens, c.temperature, c.top_k, c.top_k ? "of the most likely" : "all", filters, c.seed, pr); }
-            long sampled = 0; // (each sample's tokens after the prompt: --gen-tokens, cut to fit above; fewer with --stop-at-eot)
-            memset(&sample_clock, 0, sizeof(sample_clock));
-            int together = generate(&model, &tokenizer, have_tok, eot, prompt, n_prompt, c.gen_tokens, T, c.generate, gen_batch, &ts.rng, master, &so, NULL,
-                                    &sampled);
-            double dt = now_seconds() - t0;
-            char how[160];
-            if (!c.kv_cache) { snprintf(how, sizeof(how), "--kv-cache 0: the whole prefix's forward per token, one sample at a time"); }
-            else if (!together) { snprintf(how, sizeof(how), "no KV cache under --sequence-parallel: the whole prefix's forward per token, one sample at a time"); }
-            else {
-                const KvCache* kv = &model.kv_held;
-                char kb[32];
-                fmt_bytes(kb, sizeof(kb), (double)gpt_kv_bytes(&model, kv->B, kv->T_max, NULL));
-                snprintf(how, sizeof(how), "KV cache: one position's forward per token, %d sample%s at a time; the cache %s on rank 0", together,
-                         together == 1 ? "" : "s", kb);
-            }
-            if (master) { printf("generate: %ld tokens in %.2f s, %.1f tokens/s (%s)\n", sampled, dt, sampled / (dt > 0 ? dt : 1e-9), how); }
-            const SampleClock* sc = &sample_clock;
-            if (master && sc->steps > 0) {
-                printf("generate: per step (%ld steps, %ld of them one CUDA graph's launch): %.3f ms queueing the forward and the logits, %.3f ms "
-                       "waiting for them, %.3f ms choosing the tokens\n", sc->steps, sc->replayed, 1e3 * sc->queue / sc->steps,
-                       1e3 * sc->wait / sc->steps, 1e3 * sc->pick / sc->steps);
-            }
-            // (GPU builds: the KV cache and the rows of logits of the samples drawn together were made at start-up,
-            // in the planner's count; a sampling step allocates nothing)
-            DeviceMemory dm;
-            if (device_memory(&model, &zopt, &pc, &dm) && master) {
-                char gm[320];
-                device_memory_text(gm, sizeof(gm), &dm, pc.world_size);
-                printf("generate: %s\n", gm);
-            }
+            SampleSource ss = {&tokenizer, have_tok, eot, prompt, n_prompt};
+            run_generate(&c, &gc, &model, &zopt, &pc, &ss, &so, T, gen_batch, &ts.rng);
         }
         free(prompt);
         if (have_tok) { tokenizer_free(&tokenizer); }
@@ -1328,7 +1186,6 @@ int main(int argc, char** argv) {
     int timed_steps = 0;
     CommCounts comm0;
     memset(&comm0, 0, sizeof(comm0));
-    float last_val = -1.0f;
     int start_step = ts.step;
     int64_t consumed = c.bench ? 0 : ramp_walk(&c, start_step, NULL), consumed0 = consumed; // tokens trained on before a step
     int resumed = resume_step >= 0;
@@ -1338,35 +1195,7 @@ int main(int argc, char** argv) {
         // a resumed run starts where the checkpoint was written: the evaluation and the sample of that step were
         // done (and the sample's RNG draws recorded) before the checkpoint, so they are not repeated
         int again = resumed && step == start_step;
-        if (have_val && (step % c.val_every == 0 || last) && !again) {
-            float set_loss[DATALOADER_MAX_SOURCES];
-            double mean = 0.0;
-            for (int k = 0; k < have_val; k++) {
-                set_loss[k] = evaluate(&model, &val_loaders[k], c.val_steps, &pc);
-                mean += val_weights[k] * set_loss[k];
-            }
-            last_val = (float)mean; // (one data set: weight 1, its loss exactly)
-            if (master) {
-                // a blend's data sets: "val_loss_K" beside the mean in the JSON log, K from 1 in --val's order
-                char sets[DATALOADER_MAX_SOURCES * 24] = "", json[DATALOADER_MAX_SOURCES * 32] = "";
-                for (int k = 0; k < have_val && have_val > 1; k++) {
-                    snprintf(sets + strlen(sets), sizeof(sets) - strlen(sets), "%s%d: %.6f", k ? ", " : " (data sets ", k + 1, set_loss[k]);
-                    snprintf(json + strlen(json), sizeof(json) - strlen(json), ", \"val_loss_%d\": %.9g", k + 1, set_loss[k]);
-                }
-                printf("step %5d | val loss %.6f%s%s\n", step, last_val, sets, have_val > 1 ? ")" : "");
-                if (logf) { fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g%s}\n", step, last_val, json); fflush(logf); }
-                if (mainlog) { fprintf(mainlog, "s:%d tel:%.4f\n", step, last_val); fflush(mainlog); }
-            }
-        }
-        if (have_hs && (step % c.hellaswag_every == 0 || last) && !again) {
-            HsResult hr = evaluate_hellaswag(&model, &hs, &pc);
-            if (master) {
-                printf("step %5d | hellaswag acc %.4f acc_norm %.4f (%d examples)\n", step, hr.acc, hr.acc_norm, hr.examples);
-                if (logf) { fprintf(logf, "{\"step\": %d, \"hellaswag_acc\": %.9g, \"hellaswag_acc_norm\": %.9g}\n", step, hr.acc, hr.acc_norm); fflush(logf); }
-                if (mainlog) { fprintf(mainlog, "s:%d eval:%.4f\n", step, hr.acc_norm); fflush(mainlog); }
-            }
-            free(hr.sums);
-        }
+        if (!again) { run_data_evaluate(&data, &model, &pc, &c, step, last, logf, mainlog); } // (--val-every, --hellaswag-every)
         // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints;
         // under ZeRO-3 every rank, since the forward gathers the parameters from all data-parallel ranks)
         if ((pc.dp_rank == 0 || model.z3) && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
@@ -1375,17 +1204,17 @@ int main(int argc, char** argv) {
         if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
             TrainState cur = ts;
             cur.step = step;
-            if (have_train) { dataloader_get_state(&train_loader, cur.data_state); }
-            checkpoint_save(c.out, &model, &zopt, &cur, &pc, &c, have_train ? &train_loader : NULL);
+            if (data.have_train) { dataloader_get_state(&data.train, cur.data_state); }
+            checkpoint_save(c.out, &model, &zopt, &cur, &pc, &c, data.have_train ? &data.train : NULL);
         }
         if (last) { break; }
         maybe_inject_fault(pc.world_rank, step);
         if (c.bench && step == start_step + 1) { comm_counts_take(&comm0, &pc); zopt.gather_seconds = 0.0; } // the timed steps begin
-        if (c.overfit_batch && have_train) { dataloader_reset(&train_loader); } // --overfit-batch: the same batches again
+        if (c.overfit_batch && data.have_train) { dataloader_reset(&data.train); } // --overfit-batch: the same batches again
 
         // this step's batch (the whole one, or a batch ramp's), and where the learning-rate schedule is
         int64_t batch = c.bench ? c.total_batch_size : ramp_batch(&c, consumed);
-        StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, have_train ? &train_loader : NULL, bench_tokens,
+        StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, data.have_train ? &data.train : NULL, bench_tokens,
                                    batch, step, lr_of_step(&c, step));
         consumed += batch;
         double dt = sr.seconds;
@@ -1426,53 +1255,9 @@ int main(int argc, char** argv) {
     if (c.bench) {
         bench_report(&c, &model, &zopt, &pc, t_bench, t_forward, t_backward, wait_bench, timed_steps, &comm0);
     } else {
-        // every group's verdict, gathered over the world (a group that disagrees anywhere fails the job)
-        if (pc.dp > 1 && c.zero < 3) { // (under ZeRO-3 each rank keeps only its shard)
-            double bad = !params_agree(&model, &pc.dp_group, 0);
-            comm_allreduce_max_f64(&pc.world, &bad, 1);
-            if (master) { printf("parameters after training: %s on all %d data-parallel ranks\n", bad == 0.0 ? "identical" : "DIFFERENT", pc.dp); }
-            if (bad != 0.0) { fatal("data-parallel ranks ended with different parameters"); }
-        }
-        if (pc.pp > 1) {
-            // the tied wte's two copies, on the first and the last stage
-            double mine[1] = {0.0};
-            if (model.layout.has_wte) {
-                size_t n = (size_t)model.vocab_n * gc.channels;
-                float* buf = (float*)mallocCheck(n * sizeof(float));
-                params_to_f32(&model.ctx, buf, model.p.wte, n);
-                mine[0] = (double)checksum_buffer(buf, n * sizeof(float));
-                free(buf);
-            }
-            double first = pc.pp_rank == 0 ? mine[0] : 0.0, last = pc.pp_rank == pc.pp - 1 ? mine[0] : 0.0;
-            comm_allreduce_sum_f64(&pc.pp_group, &first, 1);
-            comm_allreduce_sum_f64(&pc.pp_group, &last, 1);
-            double bad = first != last;
-            comm_allreduce_max_f64(&pc.world, &bad, 1);
-            if (master) { printf("tied token embedding after training: %s on the first and last pipeline stage\n", bad == 0.0 ? "identical" : "DIFFERENT"); }
-            if (bad != 0.0) { fatal("the first and last pipeline stages ended with different copies of the tied token embedding"); }
-        }
-        if (pc.tp > 1) {
-            double bad = !params_agree(&model, &pc.tp_group, 1);
-            comm_allreduce_max_f64(&pc.world, &bad, 1);
-            if (master) { printf("replicated parameters after training: %s on all %d tensor-parallel ranks\n", bad == 0.0 ? "identical" : "DIFFERENT", pc.tp); }
-            if (bad != 0.0) { fatal("tensor-parallel ranks ended with different replicated parameters"); }
-        }
+        check_ranks_agree(&model, &pc, c.zero); // (every group's verdict, gathered over the world)
     }
-    if (model.pipe) {
-        // the measured bubble: the share of the forward/backward phase of a step each rank spent not computing,
-        // averaged over ranks and steps, next to the schedule's theory
-        double t[2] = {pipe.busy_seconds, pipe.step_seconds};
-        comm_allreduce_sum_f64(&pc.world, t, 2);
-        if (master && t[1] > 0) {
-            printf("pipeline: bubble measured %.1f%% of the forward/backward phase (mean over ranks), theory %.1f%% (%s, p %d, m %d, v %d)\n",
-                   100.0 * (1.0 - t[0] / t[1]), 100.0 * pp_bubble_theory(pipe.kind, pipe.pp, pipe.M, pipe.V), pp_schedule_names[pipe.kind],
-                   pipe.pp, pipe.M, pipe.V);
-        }
-        if (c.trace[0]) {
-            pp_write_trace(&pipe, &pc, c.trace);
-            if (master) { printf("pipeline: trace of the first %d steps written to %s (open in ui.perfetto.dev or chrome://tracing)\n", pipe.trace_steps, c.trace); }
-        }
-    }
+    if (model.pipe) { pipeline_report_end(&pipe, &pc, c.trace); } // (the measured bubble)
     if (!c.bench) {
         DeviceMemory dm;
         int have_dm = device_memory(&model, &zopt, &pc, &dm);
@@ -1489,9 +1274,7 @@ int main(int argc, char** argv) {
 
     if (logf) { fclose(logf); }
     if (mainlog) { fclose(mainlog); }
-    if (have_train) { dataloader_free(&train_loader); }
-    for (int k = 0; k < have_val; k++) { dataloader_free(&val_loaders[k]); }
-    if (have_hs) { hellaswag_free(&hs); }
+    run_data_free(&data);
     if (have_tok) { tokenizer_free(&tokenizer); }
     free(prompt);
     free(bench_tokens);

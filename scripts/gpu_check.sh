@@ -711,9 +711,9 @@ fi
 stage "batch ramp: $CU's steps of fewer rows than --batch-size against the CPU's, and a resume inside the ramp"
 # GPT-3's batch-size ramp: 5 steps of 64 64 128 192 128 tokens with B 3 at T 32, so micro-steps of 2 rows (64), of 3
 # and 1 (128) and of 3 and 3 (192): forwards and backwards of every row count through the same buffers (on a GPU with
-# its default attention, cuDNN's, whose plans are made per shape as the steps meet them, within the workspaces sized
-# at start-up: train() fails a run whose buffers grew); then a resume from the step-2 checkpoint, inside the ramp,
-# continues bit for bit
+# its default attention, cuDNN's, whose plans are per row count: kernels_reserve makes those of B and of the shorter
+# micro-steps' 1 and 2 rows at start-up, in the workspaces it sizes then, and train() fails a run whose buffers grew
+# after); then a resume from the step-2 checkpoint, inside the ramp, continues bit for bit
 rp="--model d4 --train $TMPD/check_train_000000.bin"
 [ $EMU = 1 ] && rp="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin"
 rp="$rp --batch-size 3 --seq-len 32 --total-batch-size 192 --batch-ramp-start 64 --batch-ramp-tokens 192 --steps 3 --lr 1e-3 --warmup 2 --seed 11"

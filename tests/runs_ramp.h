@@ -42,7 +42,7 @@ static void test_batch_ramp_runs(void) {
     int rc = run_capture(cmd, out, sizeof(out));
     int ok = rc == 0 && strstr(out, "done: 10 steps") && strstr(out, "step    10/10 |") && strstr(out, "| batch 32 |") &&
              strstr(out, "| batch ramp           | 32 tokens a step (2 micro-step(s) per process) growing by as many to 96 over the first 200 tokens: "
-                         "10 steps for the run's 6 x 96 tokens");
+                         "10 steps for the run's 6 x 96 tokens; the learning-rate"); // (no shorter micro-steps: B 2 divides every step)
     report(ok && log_ints_are(ref, "batch_tokens", batches, 10, got, sizeof(got)),
            "batch ramp: 10 steps of 32 32 32 32 64 64 96 96 96 32 tokens (6 x 96 in all), each in the log and on the step's line; the start-up table's row",
            "exit %d, batches %s: %.300s", rc, got, out);
@@ -144,6 +144,9 @@ static void test_batch_ramp_runs(void) {
         compare_losses(name, ref, 0, a, 10, 2e-6);
         snprintf(name, sizeof(name), "batch ramp with --batch-size 3 on %d rank(s): gradient norms equal B 2's", np);
         compare_values(name, "grad_norm", ref, a, 10, 2e-6);
+        snprintf(name, sizeof(name), "batch ramp with --batch-size 3 on %d rank(s): the start-up table lists the shorter micro-steps' 1 and 2 rows", np);
+        report(strstr(out, "10 steps for the run's 6 x 96 tokens; steps end in micro-steps of 1, 2 sequence(s); the learning-rate") != NULL, name,
+               "%.600s", strstr(out, "| batch ramp") ? strstr(out, "| batch ramp") : out);
     }
     // micro-steps of fewer rows under ZeRO-3 (each micro-step's forward and backward gather the layers) and under
     // tensor parallelism with sequence parallelism (a micro-step of r rows is r T / 2 rows of the residual stream on
