@@ -23,6 +23,8 @@ Step time is a model, from the shapes and a few machine figures:
             backward (ZeRO-3's gathers the forward too), so only what exceeds it counts. Over the inter-node link
             when the data-parallel group spans nodes.
 Links are given in GB/s per device and direction; bytes are what each rank sends.
+With a batch ramp (--batch-ramp-start) a layout must also run each of the ramp's steps (plan_ramp_fits: the trainer's
+own ramp_step_fits); the time is still the whole batch's (the model charges per token).
 */
 #ifndef PLAN_H
 #define PLAN_H
@@ -178,6 +180,34 @@ static int plan_valid(const GPTConfig* g, const PlanLayout* p, const PlanMachine
     return 1;
 }
 
+// Whether a step of b tokens (a batch ramp's: --batch-ramp-start) runs on data-parallel size dp with micro-batches of
+// B x T: every rank trains on whole sequences (b a multiple of T x dp); through a pipeline (pp stages of schedule
+// `kind`, V chunks each, over L blocks: its slots and messages are B rows) and in llm.c's order (--shuffle 2, defined
+// by B) on whole micro-batches (b a multiple of B x T x dp), as many as the schedule takes. err: why not, after `who`
+// (the step, in the caller's words). The trainer's check (ramp_check) and the planner's (plan_ramp_fits) both ask this.
+static int ramp_step_fits(const Config* c, const char* who, int64_t b, int B, int T, int dp, int pp, int kind, int V, int L, char* err,
+                          size_t cap) {
+    int64_t micro = (int64_t)B * T * dp;
+    if ((pp > 1 || c->shuffle == 2) && b % micro != 0) {
+        snprintf(err, cap, "%s is not a multiple of batch-size x seq-len x data-parallel ranks = %d x %d x %d = %lld: %s", who, B, T, dp,
+                 (long long)micro, pp > 1 ? "a pipeline's micro-batches are all --batch-size sequences"
+                                          : "llm.c's shuffled order (--shuffle 2) reads whole micro-batches of --batch-size");
+        return 0;
+    }
+    if (b % ((int64_t)T * dp) != 0) {
+        snprintf(err, cap, "%s is not a multiple of seq-len x data-parallel ranks = %d x %d = %lld: every rank trains on whole sequences", who, T,
+                 dp, (long long)T * dp);
+        return 0;
+    }
+    char why[300];
+    if (pp > 1 && !pp_schedule_valid(kind, pp, (int)(b / micro), V, L, why, sizeof(why))) {
+        snprintf(err, cap, "%s is %d micro-batch(es), which --pp %d --pp-schedule %s does not take: %s", who, (int)(b / micro), pp,
+                 pp_schedule_names[kind], why);
+        return 0;
+    }
+    return 1;
+}
+
 // The step-time model of the header comment, for a valid layout.
 static void plan_estimate(const GPTConfig* g, const PlanMachine* mc, long total_batch, PlanResult* res) {
     const PlanLayout* p = &res->p;
@@ -225,6 +255,51 @@ static void plan_estimate(const GPTConfig* g, const PlanMachine* mc, long total_
     res->mfu = fpt * total_batch / (res->step * N * mc->peak);
 }
 
+// A batch ramp (--batch-ramp-start) on layout p: every batch it takes must run there (ramp_step_fits), those of a run
+// long enough to pass the ramp, whatever --steps. (A run's last step, what is left of its budget, is a multiple of the
+// first batch between it and the whole one, and so fits where they do.) err: why not, naming the first step that does
+// not fit.
+typedef struct {
+    const Config* c;
+    const GPTConfig* g;
+    const PlanLayout* p;
+    int ok;
+    char* err;
+    size_t cap;
+} PlanRampFit;
+
+static void plan__ramp_visit(void* ctx, int64_t step, int64_t b) {
+    PlanRampFit* f = (PlanRampFit*)ctx;
+    (void)step;
+    if (!f->ok) { return; }
+    char who[96];
+    snprintf(who, sizeof(who), "the batch ramp's step of %lld tokens", (long long)b);
+    f->ok = ramp_step_fits(f->c, who, b, f->p->B, f->p->T, f->p->dp, f->p->pp, f->p->kind, f->p->V, f->g->num_layers, f->err, f->cap);
+}
+
+// A copy of c whose run passes the ramp: the batch is whole after the first R tokens, so R / F + 2 steps do.
+static Config plan__ramp_run(const Config* c) {
+    Config long_run = *c;
+    int64_t need = c->batch_ramp_tokens / c->total_batch_size + 2;
+    if (long_run.steps < need) { long_run.steps = (int)need; }
+    return long_run;
+}
+
+static int plan_ramp_fits(const Config* c, const GPTConfig* g, const PlanLayout* p, char* err, size_t cap) {
+    PlanRampFit f = {c, g, p, 1, err, cap};
+    Config long_run = plan__ramp_run(c);
+    ramp_walk_visit(&long_run, -1, NULL, 0, plan__ramp_visit, &f);
+    return f.ok;
+}
+
+// The steps of the ramp: until R tokens have been trained on (the same on every layout).
+static int64_t plan_ramp_steps(const Config* c) {
+    Config long_run = plan__ramp_run(c);
+    int64_t consumed = 0, n = 0;
+    while (consumed < c->batch_ramp_tokens) { consumed += ramp_batch(&long_run, consumed); n++; }
+    return n;
+}
+
 // The command line that runs layout p (the data flags left to the user).
 static void plan_command(const Config* c, const PlanLayout* p, char* buf, size_t cap) {
     int n = snprintf(buf, cap, "mpirun -np %d ./train_gpt --model %s --batch-size %d --seq-len %d --total-batch-size %ld --zero %d --recompute %d --dtype %s",
@@ -234,7 +309,10 @@ static void plan_command(const Config* c, const PlanLayout* p, char* buf, size_t
     if (p->tp > 1 && n > 0 && (size_t)n < cap) { n += snprintf(buf + n, cap - n, " --tp %d%s", p->tp, p->sp ? " --sequence-parallel 1" : ""); }
     if (p->pp > 1 && n > 0 && (size_t)n < cap) {
         n += snprintf(buf + n, cap - n, " --pp %d --pp-schedule %s", p->pp, pp_schedule_names[p->kind]);
-        if (p->kind == PP_INTERLEAVED && n > 0 && (size_t)n < cap) { snprintf(buf + n, cap - n, " --virtual-stages %d", p->V); }
+        if (p->kind == PP_INTERLEAVED && n > 0 && (size_t)n < cap) { n += snprintf(buf + n, cap - n, " --virtual-stages %d", p->V); }
+    }
+    if (c->batch_ramp_start > 0 && n > 0 && (size_t)n < cap) {
+        snprintf(buf + n, cap - n, " --batch-ramp-start %ld --batch-ramp-tokens %ld", c->batch_ramp_start, c->batch_ramp_tokens);
     }
 }
 
@@ -304,7 +382,7 @@ static int plan_enumerate(const Config* c, const GPTConfig* g, const PlanMachine
     int N = mc->per_node * mc->nodes, T = c->seq_len, nccl = plan_comm_nccl(c, mc), bf16 = strcmp(c->grad_compress, "bf16") == 0;
     long total = c->total_batch_size;
     size_t found0 = f->n;
-    char reasons[PLAN_MAX_REASONS][160], examples[PLAN_MAX_REASONS][256];
+    char reasons[PLAN_MAX_REASONS][160], examples[PLAN_MAX_REASONS][480];
     int reason_count[PLAN_MAX_REASONS] = {0}, nreasons = 0, rejected = 0, fit16 = 0;
     const int dtypes[2] = {DTYPE_BF16, DTYPE_FP32};
     for (int tp = 1; tp <= N; tp++) {
@@ -325,8 +403,9 @@ static int plan_enumerate(const Config* c, const GPTConfig* g, const PlanMachine
                                     p.kv_B = c->sample_every > 0 && c->kv_cache && !sp ? 1 : 0;
                                     long per_micro = (long)B * T * dp;
                                     p.M = per_micro > 0 && total % per_micro == 0 ? (int)(total / per_micro) : 1;
-                                    char why[160];
+                                    char why[400];
                                     int ok = plan_valid(g, &p, mc, total, why, sizeof(why));
+                                    if (ok && c->batch_ramp_start > 0) { ok = plan_ramp_fits(c, g, &p, why, sizeof(why)); }
                                     PlanResult r;
                                     memset(&r, 0, sizeof(r));
                                     r.p = p;
@@ -389,7 +468,7 @@ static int plan_enumerate(const Config* c, const GPTConfig* g, const PlanMachine
 }
 
 // Ranks the layouts found by estimated step time and prints the best --plan-top, each with its memory, time split
-// and command.
+// and command (with a batch ramp, its flags too, and how many steps it takes).
 static void plan_print_best(const Config* c, PlanFound* f) {
     PlanResult* res = f->r;
     size_t nres = f->n;
@@ -412,6 +491,13 @@ static void plan_print_best(const Config* c, PlanFound* f) {
     }
     for (int i = 0; i < top; i++) {
         if (res[i].p.no_master && res[i].p.dtype != DTYPE_FP32) { printf("  (bf16*: without fp32 master weights, --master-weights 0)\n"); break; }
+    }
+    if (c->batch_ramp_start > 0) {
+        // (a step's time is charged per token: the ramp's smaller steps cost nothing extra in this model, though on a
+        // device they run their optimizer step as often for fewer tokens, and their micro-steps may be below its rate)
+        printf("plan: the batch ramp's first %ld tokens take %lld steps of %ld to %ld tokens (%.0f whole batches' worth), each layout above "
+               "checked for every step of it; the times above are the whole batch's\n", c->batch_ramp_tokens, (long long)plan_ramp_steps(c),
+               c->batch_ramp_start, c->total_batch_size - c->batch_ramp_start, (double)c->batch_ramp_tokens / (double)c->total_batch_size);
     }
 }
 

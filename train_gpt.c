@@ -495,8 +495,9 @@ static void gpt_powersgd_init(PowerSgd* ps, const GPT* m, ZeroOptimizer* z, int 
 // or between two multiples) one micro-step of fewer rows: so every batch the run will take must be whole sequences on
 // every rank, a multiple of T x dp. Through a pipeline (whose slots and messages are B rows) and in llm.c's data
 // order (defined by B) every micro-step is B rows, so there it must be a multiple of B x T x dp, and a pipeline's
-// schedule must take that many micro-batches. The batches checked are those from step `from` on (ramp_walk_visit):
-// a resume on another layout, elastic restarts among them, needs only the rest of the run to fit.
+// schedule must take that many micro-batches (ramp_step_fits, in plan.h: the planner asks it too). The batches checked
+// are those from step `from` on (ramp_walk_visit): a resume on another layout, elastic restarts among them, needs
+// only the rest of the run to fit.
 typedef struct {
     const Config* c;
     int B, T, dp, pp_kind, L;
@@ -505,23 +506,10 @@ typedef struct {
 static void ramp_fits(void* ctx, int64_t step, int64_t b) {
     const RampFit* f = (const RampFit*)ctx;
     const Config* c = f->c;
-    int64_t micro = (int64_t)f->B * f->T * f->dp;
-    char at[96] = "";
-    if (step > 0) { snprintf(at, sizeof(at), " (step %lld of the run takes %lld tokens)", (long long)step + 1, (long long)b); }
-    if ((c->pp > 1 || c->shuffle == 2) && b % micro != 0) {
-        fatal("--batch-ramp-start %ld%s is not a multiple of batch-size x seq-len x data-parallel ranks = %d x %d x %d = %lld: %s",
-              c->batch_ramp_start, at, f->B, f->T, f->dp, (long long)micro,
-              c->pp > 1 ? "a pipeline's micro-batches are all --batch-size sequences" : "llm.c's shuffled order (--shuffle 2) reads whole micro-batches of --batch-size");
-    }
-    if (b % ((int64_t)f->T * f->dp) != 0) {
-        fatal("--batch-ramp-start %ld%s is not a multiple of seq-len x data-parallel ranks = %d x %d = %lld: every rank trains on whole sequences",
-              c->batch_ramp_start, at, f->T, f->dp, (long long)f->T * f->dp);
-    }
-    char err[300];
-    if (c->pp > 1 && !pp_schedule_valid(f->pp_kind, c->pp, (int)(b / micro), c->virtual_stages, f->L, err, sizeof(err))) {
-        fatal("--pp %d --pp-schedule %s with --batch-ramp-start %ld%s (%d micro-batches): %s", c->pp, c->pp_schedule, c->batch_ramp_start, at,
-              (int)(b / micro), err);
-    }
+    char who[160], err[600];
+    int n = snprintf(who, sizeof(who), "--batch-ramp-start %ld", c->batch_ramp_start);
+    if (step > 0) { snprintf(who + n, sizeof(who) - n, " (step %lld of the run takes %lld tokens)", (long long)step + 1, (long long)b); }
+    if (!ramp_step_fits(c, who, b, f->B, f->T, f->dp, c->pp, f->pp_kind, c->virtual_stages, f->L, err, sizeof(err))) { fatal("%s", err); }
 }
 
 static void ramp_check(const Config* c, int B, int T, int dp, int pp_kind, int L, int from) {

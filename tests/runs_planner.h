@@ -246,6 +246,30 @@ static void test_planner(void) {
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && strstr(out, "like: 4 heads do not divide by tensor-parallel size 3") && strstr(out, "rejected: dp 1 tp 3 pp 1"),
            "planner: rejected layouts are named with the reason (tp 3 with 4 heads)", "exit %d: %.300s", rc, out);
+    // a batch ramp (F 64, S 16, R 48: steps of 16, 32, then 64 tokens): every layout is checked for each of its steps
+    // with the trainer's own test (ramp_step_fits), so the 4 data-parallel ranks of T 8 (32 tokens a row of sequences)
+    // that the whole batch allows are rejected for the first step's 16 tokens, as are pipelines of 2 sequences per
+    // micro-batch on 2 ranks; the commands carry the ramp's flags; the ramp's 2 steps are counted
+    {
+        static char out2[1 << 20];
+        snprintf(cmd, sizeof(cmd), "%s --plan-memory-gb 1 --plan-top 100000", base);
+        int rc0 = run_capture(cmd, out2, sizeof(out2));
+        int flat_dp4 = rc0 == 0 && strstr(out2, "|   4  1  1 |") != NULL;
+        snprintf(cmd, sizeof(cmd), "%s --plan-memory-gb 1 --plan-top 100000 --plan-verbose 1 --batch-ramp-start 16 --batch-ramp-tokens 48", base);
+        rc = run_capture(cmd, out2, sizeof(out2));
+        int ramp_dp4 = strstr(out2, "|   4  1  1 |") != NULL, ramp_dp2 = strstr(out2, "|   2  1  2 |") != NULL;
+        int why4 = strstr(out2, "rejected: dp 4 tp 1 pp 1 sp 0 zero 0 B 1 recompute 0 bf16: the batch ramp's step of 16 tokens is not a multiple of "
+                                "seq-len x data-parallel ranks = 8 x 4 = 32: every rank trains on whole sequences") != NULL;
+        int why_pp = strstr(out2, "rejected: dp 2 tp 1 pp 2 (1f1b) sp 0 zero 0 B 2 recompute 0 bf16: the batch ramp's step of 16 tokens is not a "
+                                  "multiple of batch-size x seq-len x data-parallel ranks = 2 x 8 x 2 = 32") != NULL;
+        int flags = strstr(out2, "--batch-ramp-start 16 --batch-ramp-tokens 48\n") != NULL;
+        int steps = strstr(out2, "plan: the batch ramp's first 48 tokens take 2 steps of 16 to 48 tokens") != NULL;
+        report(rc == 0 && flat_dp4 && !ramp_dp4 && ramp_dp2 && why4 && why_pp && flags && steps,
+               "planner: a batch ramp's steps are checked on every layout (4 data-parallel ranks, and 2-sequence pipeline micro-batches, "
+               "rejected for its 16-token first step; listed without it), its flags in the commands, its steps counted",
+               "exit %d/%d; dp 4 listed without the ramp %d, with it %d; dp 2 pp 2 listed %d; reasons %d %d; flags %d; steps %d", rc0, rc,
+               flat_dp4, ramp_dp4, ramp_dp2, why4, why_pp, flags, steps);
+    }
     snprintf(cmd, sizeof(cmd), "%s --plan-memory-gb 0.00001", base);
     rc = run_capture(cmd, out, sizeof(out));
     report(rc == 0 && strstr(out, "no layout fits: the smallest needs"), "planner: a machine too small says what the smallest layout needs",
