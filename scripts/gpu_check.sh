@@ -717,9 +717,20 @@ stage "batch ramp: $CU's steps of fewer rows than --batch-size against the CPU's
 rp="--model d4 --train $TMPD/check_train_000000.bin"
 [ $EMU = 1 ] && rp="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin"
 rp="$rp --batch-size 3 --seq-len 32 --total-batch-size 192 --batch-ramp-start 64 --batch-ramp-tokens 192 --steps 3 --lr 1e-3 --warmup 2 --seed 11"
-if train ramp_cu 120 $CU $rp --checkpoint-every 2 --keep-checkpoints 0 --out $TMPD/rp --log $TMPD/rp_cu.jsonl &&
+if train ramp_cu 120 env ATT_VERBOSE=1 $CU $rp --checkpoint-every 2 --keep-checkpoints 0 --out $TMPD/rp --log $TMPD/rp_cu.jsonl &&
    train ramp_cpu 300 ./train_gpt $rp --dtype bf16 --log $TMPD/rp_cpu.jsonl; then
     agree "batch ramp (micro-steps of 2, 3 and 1 rows): $CU follows the CPU's bf16 emulation (2e-2 relative per step)" $TMPD/rp_cu.jsonl $TMPD/rp_cpu.jsonl 2e-2
+    # the shorter micro-steps' rows are listed at start-up, and (ATT_VERBOSE=1: a line per cuDNN plan built) every
+    # plan was built before the first step: B 3's and the 1 and 2 rows', forward and backward, 6 lines on a GPU with
+    # cuDNN (none under the emulation, which has no cuDNN)
+    late=$(awk '/^step /{s=1} s && /^cudnn attention: /{n++} END{print n+0}' $L.ramp_cu.log)
+    early=$(grep -c '^cudnn attention: .* B [123], ' $L.ramp_cu.log)
+    if grep -q "steps end in micro-steps of 1, 2 sequence(s)" $L.ramp_cu.log && [ "$late" = 0 ]; then
+        ok "batch ramp: the start-up table lists the shorter micro-steps' 1 and 2 rows; their attention plans were made at start-up ($early plan lines before the first step, $late after)"
+    else
+        bad "batch ramp: shorter micro-steps not listed, or attention plans built mid-run ($early before the first step, $late after)"
+        grep -e 'batch ramp' -e '^cudnn attention' $L.ramp_cu.log | head -n 12
+    fi
     rm -f $TMPD/rp/*_00000004.bin $TMPD/rp/*_00000005.bin && echo 2 > $TMPD/rp/latest
     if train ramp_resumed 120 $CU $rp --resume $TMPD/rp --log $TMPD/rp_res.jsonl; then
         same_steps "batch ramp: resumed at step 2 (inside the ramp), steps 3 to 5 equal the uninterrupted run's bit for bit" \
