@@ -33,7 +33,9 @@
 # Isolation: when the caller may create mount and PID namespaces (root, or unprivileged user namespaces), each
 # test run gets a private /tmp (the suites' scratch directories have names of their own, but whatever a mutant
 # writes to /tmp goes away with it) and its own PID namespace, so a timeout ends every process the run started
-# (mpirun's daemons included). Otherwise the tests run directly, with a warning.
+# (mpirun's daemons included). A TMPDIR under /tmp, which the private /tmp does not hold, becomes /tmp there (else
+# every suite would fail to make its scratch directory, and every mutant would count as killed). Otherwise the tests
+# run directly, with a warning.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$(pwd -P)
@@ -255,7 +257,8 @@ run_tests() {
     local dir="$1" log="$2"
     mkdir -p "$dir/../tmp"
     # shellcheck disable=SC2016 # expanded by the inner bash
-    local inner='mount --bind "$1" /tmp && cd "$2" && shift 2 && exec bash -c "$*"'
+    # (a TMPDIR under /tmp would name a directory the private /tmp does not have: the tests' scratch goes to /tmp)
+    local inner='mount --bind "$1" /tmp && cd "$2" && shift 2 && { case "${TMPDIR:-}" in /tmp/*) export TMPDIR=/tmp ;; esac; exec bash -c "$*"; }'
     case "$ISOLATE" in
         1) (cd "$dir" && timeout -k 20 "$TIMEOUT" unshare --pid --fork --kill-child --mount --mount-proc \
                 bash -c "$inner" bash "$(cd "$dir/../tmp" && pwd -P)" "$dir" "$TEST_CMD") >"$log" 2>&1 ;;
