@@ -587,7 +587,8 @@ __device__ double kernels__block_sum_d(double v) {
 // splits (kernels_attention.cuh), and cuDNN's workspaces for the forward and backward graphs of the step's shape and
 // of each shorter micro-step's row count (a batch ramp's: s->rest_B), their plans made now and cached for the steps:
 // without them a ramp's first shorter micro-step would build its plans in the middle of the run and might grow the
-// workspace there.
+// workspace there. (Past the plan cache's 64 entries, some 30 row counts besides B's, the least recently used plans are
+// built again when met, by the same heuristics, into the workspace sized here.)
 static size_t kernels_reserve(KernelCtx* ctx, const KernelsShapes* s, int alloc) {
     size_t floats = kernels__ln_partial_floats(ctx, s->rows, s->C);
     size_t bias = kernels__bias_partial_floats(s->oc), att = (size_t)s->B * s->nh * s->T;
