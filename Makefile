@@ -278,7 +278,9 @@ train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 # test_gpt includes train_gpt.c (with TRAIN_GPT_NO_MAIN) so the tests exercise the real code.
-test_gpt: test_gpt.c train_gpt.c tests/testing.h tests/kv_rows.h $(HEADERS) $(call stamp,test_gpt)
+# test_gpt.c's groups, one header of tests/ a topic (included by test_gpt.c, in the CPU, CUDA and emulated builds)
+TEST_GPT_PARTS = tests/gpt_ops.h tests/gpt_ops_stored.h tests/gpt_ops_cuda.h tests/gpt_reference.h tests/gpt_units.h tests/gpt_precision.h tests/gpt_sampling.h
+test_gpt: test_gpt.c train_gpt.c tests/testing.h tests/kv_rows.h $(TEST_GPT_PARTS) $(HEADERS) $(call stamp,test_gpt)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
 
 # test_tp: the tensor-parallel building blocks (tp.h) under mpirun against the single-rank ops
@@ -332,10 +334,10 @@ train_gpt_cu: train_gpt.c $(CUDA_HEADERS) $(call stamp,train_gpt_cu)
 train_gpt_cu_fp16: train_gpt.c $(CUDA_HEADERS) $(call stamp,train_gpt_cu_fp16)
 	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_FP16 $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
 
-test_gpt_cu: test_gpt.c train_gpt.c tests/testing.h tests/kv_rows.h tests/stage_ops.h $(CUDA_HEADERS) $(call stamp,test_gpt_cu)
+test_gpt_cu: test_gpt.c train_gpt.c tests/testing.h tests/kv_rows.h tests/stage_ops.h $(TEST_GPT_PARTS) $(CUDA_HEADERS) $(call stamp,test_gpt_cu)
 	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_FP32 $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
 
-test_gpt_cu_bf16: test_gpt.c train_gpt.c tests/testing.h tests/kv_rows.h tests/stage_ops.h $(CUDA_HEADERS) $(call stamp,test_gpt_cu_bf16)
+test_gpt_cu_bf16: test_gpt.c train_gpt.c tests/testing.h tests/kv_rows.h tests/stage_ops.h $(TEST_GPT_PARTS) $(CUDA_HEADERS) $(call stamp,test_gpt_cu_bf16)
 	$(NVCC) -x cu $(NVCC_FLAGS) -DENABLE_BF16 $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(CUDA_LIBS) $(CJSON_LIBS)
 
 bench_kernels_cu: bench_kernels.cu $(CUDA_HEADERS) $(call stamp,bench_kernels_cu)
@@ -345,7 +347,7 @@ tests/test_cudnn_graph: tests/test_cudnn_graph.cu cudnn_att.cuh $(CUDA_HEADERS) 
 	$(NVCC) -x cu $(NVCC_FLAGS) -I. $< -o $@ $(CUDA_LIBS)
 
 # The emulated CUDA builds compile copies of the sources in build/emu/src whose kernel launches are rewritten
-EMU_SRC = $(CUDA_HEADERS) train_gpt.c test_gpt.c bench_kernels.cu tests/testing.h tests/kv_rows.h tests/stage_ops.h tests/test_cuda_emu.cu
+EMU_SRC = $(CUDA_HEADERS) train_gpt.c test_gpt.c bench_kernels.cu tests/testing.h tests/kv_rows.h tests/stage_ops.h $(TEST_GPT_PARTS) tests/test_cuda_emu.cu
 EMU_DEPS = build/emu/src/.rewritten tests/cuda_emu/cuda_emu.h tests/cuda_emu/cublaslt_emu.h tests/cuda_emu/nccl_emu.h tests/cuda_emu/include/cub/cub.cuh tests/cuda_emu/include/mma.h
 build/emu/src/.rewritten: $(EMU_SRC) tests/cuda_emu/rewrite.sh Makefile
 	bash tests/cuda_emu/rewrite.sh build/emu/src $(EMU_SRC) && touch $@

@@ -746,6 +746,147 @@ static void report_step(const Config* c, const StepReport* r, FILE* logf, FILE* 
     if (mainlog) { fprintf(mainlog, "s:%d trl:%.4f lr:%.6f norm:%.2f\n", r->step, sr->loss, st->lr, st->grad_norm); fflush(mainlog); }
 }
 
+// ----------------------------------------------------------------------------
+// The training loop, from the state's step to the run's last: at each step the evaluation, the sample and the
+// checkpoint their intervals call for, then one optimizer step (train_step) and its report; at the end the measured
+// gradient traffic, the benchmark's figures or the ranks' agreement, and the run's memory.
+
+typedef struct {
+    const Config* c;
+    ParallelContext* pc;
+    GPT* m;
+    ZeroOptimizer* z;
+    TrainState* ts;         // the step to start from, the sampling RNG, the loss scale; advanced step by step
+    RunData* data;          // the training stream, and what evaluates
+    const SampleSource* ss; // the samples' decoder, <|endoftext|> and prompt
+    const SampleOpts* so;
+    FILE* logf;             // --log's JSON lines, llm.c's main.log: rank 0's, or NULL
+    FILE* mainlog;
+    int resumed;            // the state came from a checkpoint, whose step's evaluation and sample were done
+} TrainLoop;
+
+static void train_loop(const TrainLoop* L) {
+    const Config* c = L->c;
+    ParallelContext* pc = L->pc;
+    GPT* m = L->m;
+    ZeroOptimizer* z = L->z;
+    TrainState* ts = L->ts;
+    RunData* data = L->data;
+    const SampleSource* ss = L->ss;
+    const SampleOpts* so = L->so;
+    FILE *logf = L->logf, *mainlog = L->mainlog;
+    int master = pc->world_rank == 0, resumed = L->resumed;
+    int B = c->batch_size, T = c->seq_len;
+    BackwardComm bc;
+    bc.z = z;
+    int32_t* bench_tokens = NULL;
+    int steps = c->steps;
+    if (c->bench) {
+        steps = c->bench_steps + 1; // the first step warms up and is not timed
+        bench_tokens = (int32_t*)mallocCheck(sizeof(int32_t) * (B * T + 1));
+        uint64_t s = 42 + pc->dp_rank;
+        for (int i = 0; i <= B * T; i++) { bench_tokens[i] = (int32_t)(rng_next(&s) % m->cfg.vocab_size); }
+    } else {
+        // the run's steps: --steps, or more under a batch ramp, whose first steps are smaller (ramp_walk)
+        int64_t n;
+        ramp_walk(c, -1, &n);
+        if (n > 1000000000) { fatal("--batch-ramp-start %ld: the run would take %lld steps, above the limit 1e9", c->batch_ramp_start, (long long)n); }
+        steps = (int)n;
+    }
+    int ramp = c->batch_ramp_start > 0 && !c->bench;
+    int64_t budget = (int64_t)c->steps * c->total_batch_size;
+    double fpt = flops_per_token(m, T);
+    double t_train = 0.0, t_bench = 0.0, t_backward = 0.0, t_forward = 0.0, wait_bench = 0.0;
+    int timed_steps = 0;
+    CommCounts comm0;
+    memset(&comm0, 0, sizeof(comm0));
+    int start_step = ts->step;
+    int64_t consumed = c->bench ? 0 : ramp_walk(c, start_step, NULL), consumed0 = consumed; // tokens trained on before a step
+    int guard = c->skip_loss_z > 0.0f || c->skip_grad_z > 0.0f; // the outlier guard (outlier.h) is on
+    for (int step = start_step; step <= steps; step++) {
+        int last = step == steps;
+        // a resumed run starts where the checkpoint was written: the evaluation and the sample of that step were
+        // done (and the sample's RNG draws recorded) before the checkpoint, so they are not repeated
+        int again = resumed && step == start_step;
+        if (!again) { run_data_evaluate(data, m, pc, c, step, last, logf, mainlog); } // (--val-every, --hellaswag-every)
+        // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints;
+        // under ZeRO-3 every rank, since the forward gathers the parameters from all data-parallel ranks)
+        if ((pc->dp_rank == 0 || m->z3) && c->sample_every > 0 && step > start_step && (step % c->sample_every == 0 || last) && !c->bench) {
+            (void)generate(m, ss->tok, ss->have_tok, ss->eot, ss->prompt, ss->n_prompt, c->gen_tokens, T, 1, 1, &ts->rng, master, so, "sample: ", NULL);
+        }
+        if (c->out[0] && c->checkpoint_every > 0 && step > start_step && (step % c->checkpoint_every == 0 || last) && !c->bench) {
+            TrainState cur = *ts;
+            cur.step = step;
+            if (data->have_train) { dataloader_get_state(&data->train, cur.data_state); }
+            checkpoint_save(c->out, m, z, &cur, pc, c, data->have_train ? &data->train : NULL);
+        }
+        if (last) { break; }
+        maybe_inject_fault(pc->world_rank, step);
+        if (c->bench && step == start_step + 1) { comm_counts_take(&comm0, pc); z->gather_seconds = 0.0; } // the timed steps begin
+        if (c->overfit_batch && data->have_train) { dataloader_reset(&data->train); } // --overfit-batch: the same batches again
+
+        // this step's batch (the whole one, or a batch ramp's), and where the learning-rate schedule is
+        int64_t batch = c->bench ? c->total_batch_size : ramp_batch(c, consumed);
+        StepResult sr = train_step(m, z, &bc, c, pc, ts, data->have_train ? &data->train : NULL, bench_tokens,
+                                   batch, step, lr_of_step(c, step));
+        consumed += batch;
+        double dt = sr.seconds;
+        t_train += dt;
+        if (c->bench && step > 0) {
+            t_bench += dt; t_backward += sr.backward_seconds; t_forward += sr.forward_seconds; wait_bench += sr.wait_seconds;
+            timed_steps++;
+        }
+        ts->step = step + 1;
+        if (master) {
+            int done = step + 1 - start_step;
+            double eta = done > 0 ? t_train / done * (steps - step - 1) : 0.0;
+            if (ramp) { eta = t_train / (double)(consumed - consumed0) * (double)(budget - consumed); } // (the steps grow)
+            StepReport rep = {step, steps, &sr, dt, eta, batch, consumed, ramp, guard, m->ctx.dtype == DTYPE_FP16, fpt};
+            report_step(c, &rep, logf, mainlog);
+            if (step == start_step && (c->matmul_tune > 1 || c->matmul_algos[0])) { // (every shape has met its first call)
+                char mm[512];
+                kernels_matmul_algos_summary(mm, sizeof(mm));
+                printf("matmul algorithms: %s\n", mm);
+                fflush(stdout);
+            }
+        }
+        if (ts->skipped_in_a_row >= c->max_skipped_steps) {
+            fatal("step %d: %d steps in a row had a non-finite loss or gradient norm (--max-skipped-steps %d): training diverged",
+                  step + 1, ts->skipped_in_a_row, c->max_skipped_steps);
+        }
+    }
+
+    if (master && z->grad_bytes_fp32 > 0 && steps > start_step) {
+        // measured: what this rank sent for the gradient reductions, per step, against plain fp32 reductions
+        double k = steps - start_step;
+        char sb[32], fb[32];
+        fmt_bytes(sb, sizeof(sb), z->grad_bytes / k);
+        fmt_bytes(fb, sizeof(fb), z->grad_bytes_fp32 / k);
+        printf("gradient bytes per step: %s sent per rank (uncompressed %s, ratio %.4f; --grad-compress %s) [%.0f of %.0f bytes]\n",
+               sb, fb, z->grad_bytes / z->grad_bytes_fp32, c->grad_compress, z->grad_bytes / k, z->grad_bytes_fp32 / k);
+    }
+    if (c->bench) {
+        bench_report(c, m, z, pc, t_bench, t_forward, t_backward, wait_bench, timed_steps, &comm0);
+    } else {
+        check_ranks_agree(m, pc, c->zero); // (every group's verdict, gathered over the world)
+    }
+    if (m->pipe) { pipeline_report_end(m->pipe, pc, c->trace); } // (the measured bubble)
+    if (!c->bench) {
+        DeviceMemory dm;
+        int have_dm = device_memory(m, z, pc, &dm);
+        if (master) {
+            char rs[32], dmt[320], gm[330] = "";
+            fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
+            if (have_dm) {
+                device_memory_text(dmt, sizeof(dmt), &dm, pc->world_size);
+                snprintf(gm, sizeof(gm), "; %s", dmt);
+            }
+            printf("done: %d steps, peak RSS %s%s\n", steps, rs, gm);
+        }
+    }
+    free(bench_tokens);
+}
+
 int main(int argc, char** argv) {
     kernels_runtime_select(argv); // first: may re-execute the program (OpenMP's spin count, better OpenBLAS kernels)
     ParallelContext pc;
@@ -1117,13 +1258,13 @@ int main(int argc, char** argv) {
     free(rest_rows);
     if (master && psgd_rank > 0) { print_powersgd_plan(have_psgd ? &psgd : NULL, &model, &zopt, psgd_rank); }
     SampleOpts so = {c.temperature, c.top_k, c.top_p, c.kv_cache, c.logprobs, c.stop_at_eot, c.repetition_penalty, c.min_p, c.cuda_graphs};
+    SampleSource ss = {&tokenizer, have_tok, eot, prompt, n_prompt};
     if (eval_only || gen_only) {
         // --eval-hellaswag or --generate: evaluate or sample the model, then exit
         if (eval_only) {
             run_eval_hellaswag(&c, &model, &data.hs, &pc);
             run_data_free(&data);
         } else {
-            SampleSource ss = {&tokenizer, have_tok, eot, prompt, n_prompt};
             run_generate(&c, &gc, &model, &zopt, &pc, &ss, &so, T, gen_batch, &ts.rng);
         }
         free(prompt);
@@ -1151,121 +1292,14 @@ int main(int argc, char** argv) {
     }
     FILE* mainlog = master && c.out[0] && !c.bench ? mainlog_open(c.out, resume_step) : NULL; // llm.c's main.log
 
-    BackwardComm bc;
-    bc.z = &zopt;
-    int32_t* bench_tokens = NULL;
-    int steps = c.steps;
-    if (c.bench) {
-        steps = c.bench_steps + 1; // the first step warms up and is not timed
-        bench_tokens = (int32_t*)mallocCheck(sizeof(int32_t) * (B * T + 1));
-        uint64_t s = 42 + pc.dp_rank;
-        for (int i = 0; i <= B * T; i++) { bench_tokens[i] = (int32_t)(rng_next(&s) % gc.vocab_size); }
-    } else {
-        // the run's steps: --steps, or more under a batch ramp, whose first steps are smaller (ramp_walk)
-        int64_t n;
-        ramp_walk(&c, -1, &n);
-        if (n > 1000000000) { fatal("--batch-ramp-start %ld: the run would take %lld steps, above the limit 1e9", c.batch_ramp_start, (long long)n); }
-        steps = (int)n;
-    }
-    int ramp = c.batch_ramp_start > 0 && !c.bench;
-    int64_t budget = (int64_t)c.steps * c.total_batch_size;
-    double fpt = flops_per_token(&model, T);
-    double t_train = 0.0, t_bench = 0.0, t_backward = 0.0, t_forward = 0.0, wait_bench = 0.0;
-    int timed_steps = 0;
-    CommCounts comm0;
-    memset(&comm0, 0, sizeof(comm0));
-    int start_step = ts.step;
-    int64_t consumed = c.bench ? 0 : ramp_walk(&c, start_step, NULL), consumed0 = consumed; // tokens trained on before a step
-    int resumed = resume_step >= 0;
-    int guard = c.skip_loss_z > 0.0f || c.skip_grad_z > 0.0f; // the outlier guard (outlier.h) is on
-    for (int step = start_step; step <= steps; step++) {
-        int last = step == steps;
-        // a resumed run starts where the checkpoint was written: the evaluation and the sample of that step were
-        // done (and the sample's RNG draws recorded) before the checkpoint, so they are not repeated
-        int again = resumed && step == start_step;
-        if (!again) { run_data_evaluate(&data, &model, &pc, &c, step, last, logf, mainlog); } // (--val-every, --hellaswag-every)
-        // (every rank of data-parallel rank 0's tensor-parallel group: their forwards are collective; rank 0 prints;
-        // under ZeRO-3 every rank, since the forward gathers the parameters from all data-parallel ranks)
-        if ((pc.dp_rank == 0 || model.z3) && c.sample_every > 0 && step > start_step && (step % c.sample_every == 0 || last) && !c.bench) {
-            (void)generate(&model, &tokenizer, have_tok, eot, prompt, n_prompt, c.gen_tokens, T, 1, 1, &ts.rng, master, &so, "sample: ", NULL);
-        }
-        if (c.out[0] && c.checkpoint_every > 0 && step > start_step && (step % c.checkpoint_every == 0 || last) && !c.bench) {
-            TrainState cur = ts;
-            cur.step = step;
-            if (data.have_train) { dataloader_get_state(&data.train, cur.data_state); }
-            checkpoint_save(c.out, &model, &zopt, &cur, &pc, &c, data.have_train ? &data.train : NULL);
-        }
-        if (last) { break; }
-        maybe_inject_fault(pc.world_rank, step);
-        if (c.bench && step == start_step + 1) { comm_counts_take(&comm0, &pc); zopt.gather_seconds = 0.0; } // the timed steps begin
-        if (c.overfit_batch && data.have_train) { dataloader_reset(&data.train); } // --overfit-batch: the same batches again
-
-        // this step's batch (the whole one, or a batch ramp's), and where the learning-rate schedule is
-        int64_t batch = c.bench ? c.total_batch_size : ramp_batch(&c, consumed);
-        StepResult sr = train_step(&model, &zopt, &bc, &c, &pc, &ts, data.have_train ? &data.train : NULL, bench_tokens,
-                                   batch, step, lr_of_step(&c, step));
-        consumed += batch;
-        double dt = sr.seconds;
-        t_train += dt;
-        if (c.bench && step > 0) {
-            t_bench += dt; t_backward += sr.backward_seconds; t_forward += sr.forward_seconds; wait_bench += sr.wait_seconds;
-            timed_steps++;
-        }
-        ts.step = step + 1;
-        if (master) {
-            int done = step + 1 - start_step;
-            double eta = done > 0 ? t_train / done * (steps - step - 1) : 0.0;
-            if (ramp) { eta = t_train / (double)(consumed - consumed0) * (double)(budget - consumed); } // (the steps grow)
-            StepReport rep = {step, steps, &sr, dt, eta, batch, consumed, ramp, guard, model.ctx.dtype == DTYPE_FP16, fpt};
-            report_step(&c, &rep, logf, mainlog);
-            if (step == start_step && (c.matmul_tune > 1 || c.matmul_algos[0])) { // (every shape has met its first call)
-                char mm[512];
-                kernels_matmul_algos_summary(mm, sizeof(mm));
-                printf("matmul algorithms: %s\n", mm);
-                fflush(stdout);
-            }
-        }
-        if (ts.skipped_in_a_row >= c.max_skipped_steps) {
-            fatal("step %d: %d steps in a row had a non-finite loss or gradient norm (--max-skipped-steps %d): training diverged",
-                  step + 1, ts.skipped_in_a_row, c.max_skipped_steps);
-        }
-    }
-
-    if (master && zopt.grad_bytes_fp32 > 0 && steps > start_step) {
-        // measured: what this rank sent for the gradient reductions, per step, against plain fp32 reductions
-        double k = steps - start_step;
-        char sb[32], fb[32];
-        fmt_bytes(sb, sizeof(sb), zopt.grad_bytes / k);
-        fmt_bytes(fb, sizeof(fb), zopt.grad_bytes_fp32 / k);
-        printf("gradient bytes per step: %s sent per rank (uncompressed %s, ratio %.4f; --grad-compress %s) [%.0f of %.0f bytes]\n",
-               sb, fb, zopt.grad_bytes / zopt.grad_bytes_fp32, c.grad_compress, zopt.grad_bytes / k, zopt.grad_bytes_fp32 / k);
-    }
-    if (c.bench) {
-        bench_report(&c, &model, &zopt, &pc, t_bench, t_forward, t_backward, wait_bench, timed_steps, &comm0);
-    } else {
-        check_ranks_agree(&model, &pc, c.zero); // (every group's verdict, gathered over the world)
-    }
-    if (model.pipe) { pipeline_report_end(&pipe, &pc, c.trace); } // (the measured bubble)
-    if (!c.bench) {
-        DeviceMemory dm;
-        int have_dm = device_memory(&model, &zopt, &pc, &dm);
-        if (master) {
-            char rs[32], dmt[320], gm[330] = "";
-            fmt_bytes(rs, sizeof(rs), (double)peak_rss_kb() * 1024.0);
-            if (have_dm) {
-                device_memory_text(dmt, sizeof(dmt), &dm, pc.world_size);
-                snprintf(gm, sizeof(gm), "; %s", dmt);
-            }
-            printf("done: %d steps, peak RSS %s%s\n", steps, rs, gm);
-        }
-    }
+    TrainLoop loop = {&c, &pc, &model, &zopt, &ts, &data, &ss, &so, logf, mainlog, resume_step >= 0};
+    train_loop(&loop);
 
     if (logf) { fclose(logf); }
     if (mainlog) { fclose(mainlog); }
     run_data_free(&data);
     if (have_tok) { tokenizer_free(&tokenizer); }
     free(prompt);
-    free(bench_tokens);
     zero_free(&zopt);
     comm_nccl_free(&nccl);
     comm_nccl_free(&nccl_tp);

@@ -1,0 +1,404 @@
+/*
+tests/gpt_ops_cuda.h: what only the CUDA backend has: TF32, the bias gradient's two widths, --matmul-tune and its
+file, kernels_reserve, a failed graph capture, the parameter file streams (test_gpt --only small-ops, CUDA builds).
+Split out of test_gpt.c by topic and included by it where this code stood: it uses the suite's helpers above the
+include (check_close, check_close_f, rand_d, fill_rand, to_float, report, g_ctx; matmul_ref of tests/gpt_ops.h) and
+the trainer's code (train_gpt.c); not a standalone header.
+*/
+#ifndef GPT_OPS_CUDA_H
+#define GPT_OPS_CUDA_H
+
+#if defined(KERNELS_CUDA) && defined(ENABLE_FP32)
+// The largest |got - ref| / S over n elements, where S[i] = sum over the dot product of |a||b| (plus |bias|): the error
+// of a dot product relative to the size of its terms, which rounding bounds whatever the inputs' signs.
+static double worst_rel(const float* got, const double* ref, const double* S, size_t n) {
+    double w = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = isfinite(got[i]) ? fabs(got[i] - ref[i]) / (S[i] > 0 ? S[i] : 1.0) : INFINITY;
+        if (!(e <= w)) { w = e; }
+    }
+    return w;
+}
+
+// --tf32 (kernels_set_tf32): a linear layer's three products, exact fp32 first, then on TF32 tensor cores, then exact
+// again, on inputs with full 24-bit mantissas, against the double reference. Scale-free error: |err| / S (worst_rel).
+// Bounds: exact fp32 within (k + 2) 2^-24 (each of k products and additions rounds, and the bias and the store);
+// TF32 rounds each operand to a 10-bit mantissa, 2^-11 relative rounded to nearest (2^-10 truncated), so a product
+// errs by up to 2 x 2^-10 of |a||b|: within 2^-9 + (k + 2) 2^-24. That TF32 really ran: its error is above 8x the
+// exact run's (for these sizes the exact run's worst is ~2^-22, TF32's ~2^-13). The last exact run gives the first
+// one's bits: the matmul plans are kept per compute type.
+static void test_tf32(void) {
+    KernelCtx* ctx = &g_ctx;
+    enum { BT = 37, C = 200, OC = 48 }; // k: C forward, OC for dinp, BT for dweight
+    MatmulCtx mc = {BT, C, OC, NULL, NULL, NULL, NULL};
+    size_t ni = (size_t)BT * C, nw = (size_t)OC * C, no = (size_t)BT * OC;
+    mc.inp = (double*)mallocCheck(ni * 8); mc.w = (double*)mallocCheck(nw * 8); mc.b = (double*)mallocCheck(OC * 8);
+    double* dout = (double*)mallocCheck(no * 8);
+    fill_rand(mc.inp, ni, 1.0); fill_rand(mc.w, nw, 0.5); fill_rand(mc.b, OC, 0.5); fill_rand(dout, no, 1.0);
+    float *fi = to_float(mc.inp, ni), *fw = to_float(mc.w, nw), *fb = to_float(mc.b, OC), *fd = to_float(dout, no);
+    for (size_t i = 0; i < ni; i++) { mc.inp[i] = fi[i]; } // the reference on the float inputs
+    for (size_t i = 0; i < nw; i++) { mc.w[i] = fw[i]; }
+    for (int i = 0; i < OC; i++) { mc.b[i] = fb[i]; }
+    for (size_t i = 0; i < no; i++) { dout[i] = fd[i]; }
+    // references and term sizes: out = inp w^T + b, dinp = dout w, dw = dout^T inp
+    double *ro = (double*)mallocCheck(no * 8), *so = (double*)mallocCheck(no * 8);
+    double *ri = (double*)mallocCheck(ni * 8), *si = (double*)mallocCheck(ni * 8);
+    double *rw = (double*)mallocCheck(nw * 8), *sw = (double*)mallocCheck(nw * 8);
+    matmul_ref(&mc, ro);
+    for (int r = 0; r < BT; r++) {
+        for (int o = 0; o < OC; o++) {
+            double a = fabs(mc.b[o]);
+            for (int k = 0; k < C; k++) { a += fabs(mc.inp[r * C + k] * mc.w[o * C + k]); }
+            so[r * OC + o] = a;
+        }
+        for (int k = 0; k < C; k++) {
+            double v = 0.0, a = 0.0;
+            for (int o = 0; o < OC; o++) { v += dout[r * OC + o] * mc.w[o * C + k]; a += fabs(dout[r * OC + o] * mc.w[o * C + k]); }
+            ri[r * C + k] = v; si[r * C + k] = a;
+        }
+    }
+    for (int o = 0; o < OC; o++) {
+        for (int k = 0; k < C; k++) {
+            double v = 0.0, a = 0.0;
+            for (int r = 0; r < BT; r++) { v += dout[r * OC + o] * mc.inp[r * C + k]; a += fabs(dout[r * OC + o] * mc.inp[r * C + k]); }
+            rw[o * C + k] = v; sw[o * C + k] = a;
+        }
+    }
+    float *out = (float*)mallocCheck(no * 4), *dinp = (float*)mallocCheck(ni * 4), *dw = (float*)mallocCheck(nw * 4);
+    float *first = (float*)mallocCheck((no + ni + nw) * 4);
+    double worst[3][3]; // [run: exact, TF32, exact again][product: out, dinp, dweight]
+    const char* prod[3] = {"forward (k 200)", "dinp (k 48)", "dweight (k 37)"};
+    const int ks[3] = {C, OC, BT};
+    int same_bits = 1;
+    for (int run = 0; run < 3; run++) {
+        int tf = run == 1;
+        report(kernels_set_tf32(ctx, tf) == 0 && ctx->tf32 == tf, tf ? "kernels_set_tf32: an fp32 CUDA build takes --tf32 1" : "kernels_set_tf32 0",
+               "ctx->tf32 %d", ctx->tf32);
+        for (size_t i = 0; i < no; i++) { out[i] = NAN; }
+        for (size_t i = 0; i < ni; i++) { dinp[i] = NAN; }
+        for (size_t i = 0; i < nw; i++) { dw[i] = 0.0f; }
+        matmul_forward(ctx, out, fi, fw, fb, BT, C, OC);
+        matmul_backward(ctx, dinp, dw, NULL, fd, fi, fw, BT, C, OC, 0);
+        worst[run][0] = worst_rel(out, ro, so, no);
+        worst[run][1] = worst_rel(dinp, ri, si, ni);
+        worst[run][2] = worst_rel(dw, rw, sw, nw);
+        if (run == 0) { memcpy(first, out, no * 4); memcpy(first + no, dinp, ni * 4); memcpy(first + no + ni, dw, nw * 4); }
+        if (run == 2) {
+            same_bits = memcmp(first, out, no * 4) == 0 && memcmp(first + no, dinp, ni * 4) == 0 && memcmp(first + no + ni, dw, nw * 4) == 0;
+        }
+    }
+    for (int q = 0; q < 3; q++) {
+        char nm[160];
+        double exact_bound = (ks[q] + 2) * ldexp(1.0, -24), tf32_bound = ldexp(1.0, -9) + exact_bound;
+        snprintf(nm, sizeof(nm), "matmul %s, exact fp32 (--tf32 0): within (k + 2) 2^-24 of the terms", prod[q]);
+        report(worst[0][q] <= exact_bound, nm, "worst |err|/S %.3g, bound %.3g", worst[0][q], exact_bound);
+        snprintf(nm, sizeof(nm), "matmul %s, TF32 (--tf32 1): within 2^-9 + (k + 2) 2^-24 of the terms, above 8x the exact run's error", prod[q]);
+        report(worst[1][q] <= tf32_bound && worst[1][q] > 8.0 * worst[0][q], nm, "worst |err|/S %.3g (exact %.3g), bound %.3g",
+               worst[1][q], worst[0][q], tf32_bound);
+    }
+    report(same_bits, "matmuls exact again after TF32: the first exact run's bits (plans kept per compute type)",
+           "worst |err|/S now %.3g %.3g %.3g", worst[2][0], worst[2][1], worst[2][2]);
+    kernels_set_tf32(ctx, 0);
+    // the trainer's path: --tf32 1 reaches the model's context through gpt_init_ctx
+    GPT m;
+    ModelSplit ms = {NULL, 0, NULL, 1, NULL, 0, NULL, 0, NULL, 1, 0, 0, NULL, 0};
+    gpt_init_ctx(&m, &ms, DTYPE_FP32, 8, 64);
+    report(m.ctx.tf32 == 1, "--tf32 1 reaches the model's kernel context (gpt_init_ctx)", "ctx.tf32 %d", m.ctx.tf32);
+    kernels_ctx_free(&m.ctx);
+    free(mc.inp); free(mc.w); free(mc.b); free(dout); free(fi); free(fw); free(fb); free(fd);
+    free(ro); free(so); free(ri); free(si); free(rw); free(sw); free(out); free(dinp); free(dw); free(first);
+}
+#endif
+
+#ifdef KERNELS_CUDA
+// The bias gradient's two widths (kernels__bias_grad): the same dout read as 16-byte packs from an aligned buffer and
+// one element at a time from a buffer one element off must give the same bits, as the kernel's comment promises
+// (each column's order depends on the rows only). 1000 rows of 64 columns (not every row group full).
+static void test_bias_grad_widths(void) {
+    int BT = 1000, OC = 64;
+    size_t n = (size_t)BT * OC;
+    float* host = (float*)mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { host[i] = round_dtype((float)rand_d(), KERNELS_DTYPE); }
+    floatX* aligned = (floatX*)dev_alloc(&g_ctx, (n + 1) * sizeof(floatX));
+    floatX* offset = (floatX*)dev_alloc(&g_ctx, (n + 1) * sizeof(floatX));
+    params_from_f32(&g_ctx, aligned, host, n);
+    params_from_f32(&g_ctx, offset + 1, host, n);
+    float* db = (float*)dev_alloc(&g_ctx, 2 * OC * sizeof(float));
+    kernels__bias_grad(&g_ctx, db, aligned, BT, OC, 0);
+    kernels__bias_grad(&g_ctx, db + OC, offset + 1, BT, OC, 0);
+    float got[128];
+    dev_copy_d2h(&g_ctx, got, db, sizeof(got));
+    dev_sync(&g_ctx);
+    size_t differ = 0;
+    for (int j = 0; j < OC; j++) { differ += memcmp(&got[j], &got[OC + j], sizeof(float)) != 0; }
+    check(differ == 0, "bias gradient: 16-byte packs and one element at a time give the same bits (1000 x 64)",
+          "%zu of %d columns differ", differ, OC);
+    dev_free(&g_ctx, aligned);
+    dev_free(&g_ctx, offset);
+    dev_free(&g_ctx, db);
+    free(host);
+}
+
+// --matmul-tune and --matmul-algos (kernels_lt_tune.cuh). The MLP's products, through the ops (GELU_AUX forward,
+// DGELU backward, the weight gradient accumulated onto a non-zero dw: beta 1), first with the heuristic's first
+// algorithms, then tuned over 4 candidates, then read back from the file the tuning wrote:
+//   - tuned, the outputs are the untuned ones: bit for bit under the emulation (its candidates differ in cost only), on
+//     a GPU within 1e-4 (fp32) or 2^-6 (16-bit) of the output's norm (other algorithms sum in other orders; a dw
+//     accumulated once per candidate run, or an output written by the timing, would be off by its whole size);
+//   - every plan with more than one candidate was tuned, and under the emulation each took the candidate planted as
+//     the fastest (CUDA_EMU_LT_FAST);
+//   - read back, every plan takes the file's algorithm, the same 64 bytes as the tuning chose, no candidate runs
+//     again, and the outputs are the tuned run's bit for bit (one algorithm computes the same bits every time);
+//   - a file for another cuBLASLt version is not used.
+#ifdef KERNELS_CUDA
+static void test_matmul_tune(void) {
+    KernelCtx* ctx = &g_ctx;
+    enum { BT = 40, C = 64, OC = 256 };
+    size_t ni = (size_t)BT * C, nw = (size_t)OC * C, nh = (size_t)BT * OC;
+    float* in[4]; // inp, w (the fc weight, OC x C), w2 (the projection back, C x OC), dout (BT x C)
+    size_t nin[4] = {ni, nw, nw, ni};
+    for (int i = 0; i < 4; i++) {
+        in[i] = (float*)mallocCheck(nin[i] * sizeof(float));
+        for (size_t j = 0; j < nin[i]; j++) { in[i][j] = round_dtype((float)rand_d(), KERNELS_DTYPE); }
+    }
+    float* bias = (float*)mallocCheck(OC * sizeof(float));
+    for (int j = 0; j < OC; j++) { bias[j] = round_dtype(0.1f * (float)rand_d(), KERNELS_DTYPE); }
+    // outputs of a run: pre, h (GELU), dh (into the hidden layer, DGELU), dw2 (accumulated onto 1.5), dinp, dw (overwritten)
+    size_t nout[6] = {nh, nh, nh, nw, ni, nw};
+    float* out[3][6];
+    char path[700];
+    snprintf(path, sizeof(path), "%s/matmul_algos.txt", test_scratch_dir("test_gpt"));
+    remove(path);
+#ifdef CUDA_EMU_H
+    setenv("CUDA_EMU_LT_FAST", "2", 1);
+    uint64_t runs_before_reload = 0, runs_after_reload = 0;
+#endif
+    cublasLtMatmulAlgo_t tuned_algo[64];
+    int ntuned = 0, nplans[3] = {0, 0, 0}, by_source[3][3] = {{0}}, planted = 1, single = 0;
+    for (int run = 0; run < 3; run++) {
+        kernels_matmul_plans_reset();
+        if (run == 0) { kernels_set_matmul_tune(ctx, 0, NULL, 0); }
+        if (run == 1) { kernels_set_matmul_tune(ctx, 4, path, 1); }
+        if (run == 2) { kernels_set_matmul_tune(ctx, 0, path, 0); }
+        for (int i = 0; i < 6; i++) {
+            out[run][i] = (float*)mallocCheck(nout[i] * sizeof(float));
+            for (size_t j = 0; j < nout[i]; j++) { out[run][i][j] = i == 3 ? 1.5f : NAN; }
+        }
+#ifdef CUDA_EMU_H
+        if (run == 2) { runs_before_reload = emu::lt_runs_total(); }
+#endif
+        matmul_forward_gelu(ctx, out[run][0], out[run][1], in[0], in[1], bias, BT, C, OC);
+        // the projection's backward: dh = (dout @ w2) * GELU'(pre), dw2 += dout^T h
+        matmul_backward_gelu(ctx, out[run][2], out[run][3], NULL, in[3], out[run][1], in[2], out[run][0], BT, OC, C, 1);
+        matmul_backward(ctx, out[run][4], out[run][5], NULL, out[run][2], in[0], in[1], BT, C, OC, 0);
+#ifdef CUDA_EMU_H
+        if (run == 2) { runs_after_reload = emu::lt_runs_total(); }
+#endif
+        for (int i = 0; i < kernels__lt_num_plans; i++) {
+            const KernelsLtPlan* pl = &kernels__lt_plans[i];
+            if (!pl->usable) { continue; } // (an epilogue cuBLASLt has no algorithm for: the unfused ops ran instead)
+            nplans[run]++;
+            by_source[run][pl->source]++;
+            if (run == 1 && pl->source == KERNELS_ALGO_HEURISTIC && pl->found == 1) { single++; } // (nothing to choose from)
+            if (run == 1 && ntuned < 64 && pl->source == KERNELS_ALGO_TUNED) { tuned_algo[ntuned++] = pl->algo; }
+            if (run == 2 && pl->source == KERNELS_ALGO_FILE) {
+                int same = 0;
+                for (int t = 0; t < ntuned; t++) { same |= memcmp(&tuned_algo[t], &pl->algo, sizeof(pl->algo)) == 0; }
+                if (!same) { planted = 0; }
+            }
+#ifdef CUDA_EMU_H
+            emu::LtAlgo la;
+            memcpy(&la, &pl->algo, sizeof(la));
+            if (run >= 1 && la.index != 2) { planted = 0; }
+#endif
+        }
+    }
+    const char* names[6] = {"pre (GELU_AUX's input)", "GELU output", "dh (DGELU)", "dw2 (accumulated, beta 1)", "dinp", "dw"};
+    double tol = KERNELS_DTYPE == DTYPE_FP32 ? 1e-4 : ldexp(1.0, -6);
+    for (int i = 0; i < 6; i++) {
+        double d2 = 0.0, r2 = 0.0;
+        size_t nbits = 0;
+        for (size_t j = 0; j < nout[i]; j++) {
+            double d = (double)out[1][i][j] - out[0][i][j];
+            d2 += d * d;
+            r2 += (double)out[0][i][j] * out[0][i][j];
+            nbits += memcmp(&out[1][i][j], &out[0][i][j], sizeof(float)) != 0;
+        }
+        double rel = sqrt(d2 / (r2 > 0.0 ? r2 : 1.0));
+#ifdef CUDA_EMU_H
+        check(nbits == 0, "--matmul-tune 4: the tuned products give the untuned bits (emulation)", "%s: %zu of %zu differ", names[i], nbits, nout[i]);
+#else
+        check(rel <= tol && isfinite(rel), "--matmul-tune 4: the tuned products within the tolerance of the untuned", "%s: |d|/|ref| %.3g, tolerance %.3g",
+              names[i], rel, tol);
+#endif
+        size_t nreload = 0;
+        for (size_t j = 0; j < nout[i]; j++) { nreload += memcmp(&out[2][i][j], &out[1][i][j], sizeof(float)) != 0; }
+        check(nreload == 0, "--matmul-algos: the file's algorithms give the tuned run's bits", "%s: %zu of %zu differ", names[i], nreload, nout[i]);
+    }
+    // (on a GPU the heuristic may offer a shape one algorithm only: nothing to time, and nothing written)
+    check(by_source[1][KERNELS_ALGO_TUNED] > 0 && by_source[1][KERNELS_ALGO_TUNED] + single == nplans[1],
+          "--matmul-tune 4: every matmul shape with candidates to choose from was tuned", "%d of %d plans tuned, %d with one candidate",
+          by_source[1][KERNELS_ALGO_TUNED], nplans[1], single);
+    check(nplans[2] == nplans[1] && by_source[2][KERNELS_ALGO_FILE] == by_source[1][KERNELS_ALGO_TUNED],
+          "--matmul-algos: every tuned shape takes the file's algorithm", "%d of %d plans from the file, %d tuned before",
+          by_source[2][KERNELS_ALGO_FILE], nplans[2], by_source[1][KERNELS_ALGO_TUNED]);
+    check(planted, "the chosen algorithms: the file holds the tuned ones (emulation: the candidate planted as the fastest)", "%s", "");
+#ifdef CUDA_EMU_H
+    check(runs_after_reload - runs_before_reload == (uint64_t)nplans[2], "--matmul-algos: read back, no candidate runs again (one product per shape)",
+          "%llu products for %d shapes", (unsigned long long)(runs_after_reload - runs_before_reload), nplans[2]);
+    // another cuBLASLt version: the file is not used (every plan the heuristic's, the planted fastest not taken)
+    setenv("CUDA_EMU_LT_VERSION", "7", 1);
+    kernels_matmul_plans_reset();
+    kernels_set_matmul_tune(ctx, 0, path, 0);
+    matmul_forward_gelu(ctx, out[2][0], out[2][1], in[0], in[1], bias, BT, C, OC);
+    check(kernels__lt_num_plans > 0 && kernels__lt_plans[0].source == KERNELS_ALGO_HEURISTIC, "--matmul-algos: a file for another cuBLASLt version is not used",
+          "source %d", kernels__lt_plans[0].source);
+    unsetenv("CUDA_EMU_LT_VERSION");
+    unsetenv("CUDA_EMU_LT_FAST");
+#endif
+    kernels_matmul_plans_reset();
+    kernels_set_matmul_tune(ctx, 0, NULL, 0);
+    for (int run = 0; run < 3; run++) { for (int i = 0; i < 6; i++) { free(out[run][i]); } }
+    for (int i = 0; i < 4; i++) { free(in[i]); }
+    free(bias);
+}
+#endif
+
+// kernels_reserve: a fresh context's workspaces sized for a shape; then the ops that take workspaces run at that
+// shape (the LayerNorm backward over `rows`, the bias gradient unfused and through matmul_backward, the attention
+// backward, cuDNN's where this build runs it, the embedding backward's token sort, sampling's row of logits and its
+// decoding step's attention) and grow none of them (kernels_grown_bytes 0), the count before allocating is what was
+// allocated, and asking again adds nothing. Four shapes in which, in turn, the LayerNorm partials, the unfused bias
+// gradient's (row groups x OC), the attention's row sums and the decoding step's splits are the largest need (on the
+// emulation's 4 SMs and on a 132-SM H200 alike); the third also names shorter micro-steps of 1 and 3 rows (a batch
+// ramp's: rest_B), and the attention forward and backward at those row counts must grow nothing either (cuDNN's
+// plans per row count, made by kernels_reserve; elsewhere the workspaces grow with the rows). Then an
+// embedding backward over twice the tokens must grow the sort, and the count must say so. Inputs are zeros: only the
+// sizes matter here.
+// (the kernels themselves on device buffers, not the op tests' stagers of host arrays that stage_ops.h puts in their
+// place)
+#pragma push_macro("layernorm_backward")
+#pragma push_macro("matmul_backward")
+#pragma push_macro("attention_backward")
+#pragma push_macro("attention_forward_rows")
+#pragma push_macro("attention_forward")
+#undef layernorm_backward
+#undef matmul_backward
+#undef attention_backward
+#undef attention_forward_rows
+#undef attention_forward
+static void test_reserve(void) {
+    static const int rest[2] = {1, 3};
+    const KernelsShapes cases[4] = {
+        {4, 128, 64, 2, 32, 512, 32, 64, 1, NULL, 0}, // {B, T, C, nh, hs, rows, oc, vp, lrows, rest_B, n_rest_B}: LayerNorm partials over 512 rows
+        {1, 16, 64, 4, 16, 16, 256, 64, 0, NULL, 0},  // the bias gradient of 256 columns
+        {4, 128, 64, 4, 16, 8, 8, 64, 6, rest, 2},    // the attention backward's 4 x 4 heads x 128 rows (and 1 and 3 rows); 6 samples' logits
+        {1, 256, 64, 4, 16, 8, 8, 64, 16, NULL, 0},   // a decoding step of 16 samples: 4 splits of 256 keys for 16 x 4 heads
+    };
+    const int V = 16;
+    for (int k = 0; k < 4; k++) {
+        const KernelsShapes* s = &cases[k];
+        KernelCtx ctx;
+        kernels_ctx_init(&ctx, KERNELS_DTYPE, s->T, s->C);
+        size_t base = kernels_ctx_bytes(&ctx), want = kernels_reserve(&ctx, s, 0), got = kernels_reserve(&ctx, s, 1);
+        size_t after = kernels_ctx_bytes(&ctx), again = kernels_reserve(&ctx, s, 0);
+        int BT = s->B * s->T, Ca = s->nh * s->hs;
+        // zeroed device buffers, each large enough for every operand below (twice the tokens for the last call)
+        size_t n = (size_t)2 * BT * 3 * s->C;
+        size_t cands[5] = {(size_t)s->rows * s->C, (size_t)BT * s->oc, (size_t)s->oc * s->C, (size_t)s->vp * s->C,
+                           (size_t)(s->lrows > 1 ? s->lrows : 1) * s->T * 2 * s->C}; // (the last: the KV cache)
+        for (int i = 0; i < 5; i++) { if (cands[i] > n) { n = cands[i]; } }
+        floatX* x[4];
+        float* f[3];
+        for (int i = 0; i < 4; i++) { x[i] = (floatX*)dev_alloc(&ctx, n * sizeof(floatX)); }
+        for (int i = 0; i < 3; i++) { f[i] = (float*)dev_alloc(&ctx, n * sizeof(float)); }
+        int32_t* tok = (int32_t*)dev_alloc(&ctx, (size_t)2 * BT * sizeof(int32_t));
+        size_t held = kernels_ctx_bytes(&ctx);
+        layernorm_backward(&ctx, x[0], f[0], f[0] + s->C, x[1], x[2], x[3], f[1], f[2], s->rows, s->C, 0);
+        kernels__bias_grad(&ctx, f[0], x[1], BT, s->oc, 0);
+        matmul_backward(&ctx, x[0], f[0], f[1], x[1], x[2], x[3], BT, s->C, s->oc, 0);
+        attention_forward(&ctx, x[3], f[1], x[2], s->B, s->T, Ca, s->nh);
+        attention_backward(&ctx, x[0], x[1], x[2], x[3], f[1], s->B, s->T, Ca, s->nh);
+        for (int i = 0; i < s->n_rest_B; i++) { // (a batch ramp's shorter micro-steps)
+            attention_forward(&ctx, x[3], f[1], x[2], s->rest_B[i], s->T, Ca, s->nh);
+            attention_backward(&ctx, x[0], x[1], x[2], x[3], f[1], s->rest_B[i], s->T, Ca, s->nh);
+        }
+        encoder_backward(&ctx, f[0], f[1], x[1], tok, 0, V, s->B, s->T, s->C);
+        classifier_logits_rows(&ctx, f[0], x[1], x[2], s->lrows > 1 ? s->lrows : 1, s->C, s->vp);
+        // a decoding step of the lrows samples at the last position (T 128: two splits of the keys to merge)
+        attention_forward_rows(&ctx, x[0], x[1], x[2], s->lrows > 1 ? s->lrows : 1, s->T, s->T, s->T - 1, Ca, s->nh);
+        dev_sync(&ctx);
+        size_t grown = kernels_grown_bytes(&ctx), held_after = kernels_ctx_bytes(&ctx);
+        char name[160];
+        snprintf(name, sizeof(name), "kernels_reserve, shape %d of 4: a step's workspaces sized up front; the ops at that shape%s grow none", k + 1,
+                 s->n_rest_B ? " and the attention at 1 and 3 rows" : "");
+        report(want > 0 && got == want && after == base + got && again == 0 && grown == 0 && held_after == held, name,
+               "counted %zu bytes, allocated %zu (context %zu -> %zu), again %zu; grown by the ops %zu", want, got, base, after,
+               again, grown);
+        // past the reserved shape: the sort grows, and the count says so
+        encoder_backward(&ctx, f[0], f[1], x[1], tok, 0, V, 2 * s->B, s->T, s->C);
+        dev_sync(&ctx);
+        size_t grown2 = kernels_grown_bytes(&ctx);
+        snprintf(name, sizeof(name), "kernels_reserve, shape %d of 4: twice the tokens grow the sort, counted", k + 1);
+        report(grown2 > 0 && kernels_ctx_bytes(&ctx) == held + grown2, name, "grown %zu bytes", grown2);
+        for (int i = 0; i < 4; i++) { dev_free(&ctx, x[i]); }
+        for (int i = 0; i < 3; i++) { dev_free(&ctx, f[i]); }
+        dev_free(&ctx, tok);
+        kernels_ctx_free(&ctx);
+    }
+}
+#pragma pop_macro("attention_forward")
+#pragma pop_macro("attention_forward_rows")
+#pragma pop_macro("attention_backward")
+#pragma pop_macro("matmul_backward")
+#pragma pop_macro("layernorm_backward")
+
+#ifdef KERNELS_CUDA
+// A graph's capture (kernels.h) in which a call fails: the run goes on, the capture ends with no graph (the caller
+// then launches the ops one by one), and the context works after it: a copy makes the round trip. The failed call is
+// a status passed to the check directly (what a call CUDA refuses during a capture would return).
+static void test_capture_failure(void) {
+    float host[4] = {1, 2, 3, 4}, back[4] = {0};
+    float* dev = (float*)dev_alloc(&g_ctx, sizeof(host));
+    int began = kernels_capture_begin(&g_ctx);
+    gpuCheck(cudaErrorInvalidValue);
+    void* graph = kernels_capture_end(&g_ctx);
+    dev_copy_h2d(&g_ctx, dev, host, sizeof(host));
+    dev_copy_d2h(&g_ctx, back, dev, sizeof(back));
+    dev_sync(&g_ctx);
+    report(began == 1 && graph == NULL && memcmp(host, back, sizeof(host)) == 0 && !kernels__capturing,
+           "a call failing during a graph's capture: no graph (the ops run one by one), and the context works after it",
+           "began %d, graph %p, round trip %s", began, graph, memcmp(host, back, sizeof(host)) == 0 ? "exact" : "wrong");
+    dev_free(&g_ctx, dev);
+}
+#endif
+
+// The file streams' double buffer (params_from_f32 / params_to_f32): values representable in the storage type make
+// the round trip exactly, over several staging chunks and an odd tail, with the two pinned buffers taking turns
+// across calls (an upload is still in flight when the next call starts).
+static void test_param_streams(void) {
+    size_t n = 2 * KERNELS_STAGE_FLOATS + 12345, m = 1000;
+    float* host = (float*)mallocCheck(n * sizeof(float));
+    float* back = (float*)mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { host[i] = round_dtype((float)((double)(i % 1000003) / 1000003.0 - 0.5), KERNELS_DTYPE); }
+    floatX* dev = (floatX*)dev_alloc(&g_ctx, n * sizeof(floatX));
+    floatX* small = (floatX*)dev_alloc(&g_ctx, m * sizeof(floatX));
+    params_from_f32(&g_ctx, dev, host, n);
+    params_from_f32(&g_ctx, small, host + 7, m); // the other buffer's turn, right after
+    for (size_t i = 0; i < n; i++) { back[i] = NAN; }
+    params_to_f32(&g_ctx, back, dev, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) { bad += memcmp(&back[i], &host[i], sizeof(float)) != 0; }
+    float sb[1000];
+    params_to_f32(&g_ctx, sb, small, m);
+    for (size_t i = 0; i < m; i++) { bad += memcmp(&sb[i], &host[7 + i], sizeof(float)) != 0; }
+    check(bad == 0, "params_from_f32 / params_to_f32 round trip through the pinned double buffer (3 chunks + a second call)",
+          "%zu of %zu values differ", bad, n + m);
+    dev_free(&g_ctx, dev);
+    dev_free(&g_ctx, small);
+    free(host);
+    free(back);
+}
+#endif
+
+#endif // GPT_OPS_CUDA_H
