@@ -272,7 +272,7 @@ report:
 	@echo "make: found: $(FOUND)"
 	@for x in $(LEFT_OUT); do echo "make: left out: $$x"; done
 
-HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h comm_nccl.h comm_remote.h powersgd.h zero.h zero3.h model.h forward_backward.h run_report.h run_data.h run_modes.h tp.h pipeline.h pipeline_train.h plan.h sharedfs.h layout.h model_files.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h run_settings.h llmc_state.h hellaswag.h evaluate.h sample.h outlier.h flags.h
+HEADERS = utils.h precision.h kernels.h kernels_cpu.h comm.h comm_timeout.h comm_nccl.h comm_remote.h powersgd.h zero.h zero3.h model.h forward_backward.h run_report.h run_data.h run_modes.h tp.h pipeline.h pipeline_train.h plan.h sharedfs.h layout.h model_files.h dataloader.h tokenizer.h json.h safetensors.h hf_gpt2.h checkpoint.h run_settings.h llmc_state.h hellaswag.h evaluate.h sample.h outlier.h flags.h
 
 train_gpt: train_gpt.c $(HEADERS) $(call stamp,train_gpt)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CJSON_CFLAGS) $(XXHASH_CFLAGS) $(BUILD_DEFS) $< -o $@ $(BLAS_LIBS) $(MPI_LIBS) $(CJSON_LIBS) $(LDLIBS)
@@ -376,7 +376,7 @@ tests/test_cuda_emu: $(EMU_DEPS) $(call stamp,tests/test_cuda_emu)
 tests/test_precision: tests/test_precision.c tests/testing.h precision.h $(call stamp,tests/test_precision)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
-bench_comm: bench_comm.c comm.h comm_remote.h utils.h $(call stamp,bench_comm)
+bench_comm: bench_comm.c comm.h comm_timeout.h comm_remote.h utils.h $(call stamp,bench_comm)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(MPI_CFLAGS) $(BUILD_DEFS) $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
 bench_checksum: bench_checksum.c utils.h $(call stamp,bench_checksum)
@@ -386,11 +386,11 @@ bench_checksum: bench_checksum.c utils.h $(call stamp,bench_checksum)
 bench_sample: bench_sample.c train_gpt.c $(HEADERS) $(call stamp,bench_sample)
 	$(CC) $(CFLAGS_COMMON) $(OPT) $(XXHASH_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(LDLIBS)
 
-tests/test_comm: tests/test_comm.c comm.h comm_remote.h utils.h $(call stamp,tests/test_comm)
+tests/test_comm: tests/test_comm.c comm.h comm_timeout.h comm_remote.h utils.h $(call stamp,tests/test_comm)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
 # test_powersgd: PowerSGD compression (powersgd.h) under mpirun against a double-precision reference
-tests/test_powersgd: tests/test_powersgd.c powersgd.h comm.h utils.h $(call stamp,tests/test_powersgd)
+tests/test_powersgd: tests/test_powersgd.c powersgd.h comm.h comm_timeout.h comm_remote.h utils.h $(call stamp,tests/test_powersgd)
 	$(CC) $(CFLAGS_COMMON) $(TEST_OPT) $(MPI_CFLAGS) $(BUILD_DEFS) -I. $< -o $@ $(MPI_LIBS) $(LDLIBS)
 
 # `make test` and `make run` work on a fresh machine: install what is missing, then build (a sub-make, so the
