@@ -368,6 +368,25 @@ static int fault_injected(const char* kind, int rank, int step) {
     return 0;
 }
 
+// TRAIN_GPT_FAULT="drift:RANK:STEP": after that step's update, that rank's copy of the parameters drifts (the first
+// element of every tensor it holds is nudged, as silent memory corruption or a kernel that is not deterministic would
+// change it), so that the end-of-run checks that the ranks agree (check_ranks_agree) have something to catch: a
+// data-parallel rank, a tensor-parallel rank's replicated tensors, a pipeline's first or last stage's copy of the tied
+// wte. Not under ZeRO-3, whose ranks hold only their shards (and are not compared).
+static void maybe_drift_params(GPT* m, int rank, int step) {
+    if (!fault_injected("drift", rank, step) || m->z3) { return; }
+    GptStreamTarget t;
+    ParamStream s = gpt_stream(m, NULL, &t);
+    for (int i = 0; i < m->layout.num_tensors; i++) {
+        float v;
+        s.get(s.self, m->layout.table[i].offset, &v, 1);
+        v = v * 1.0625f + 1e-3f; // (a change that survives rounding to any storage type, zeros included)
+        s.put(s.self, m->layout.table[i].offset, &v, 1);
+    }
+    fprintf(stderr, "rank %d: injected fault 'drift' after step %d\n", rank, step);
+    fflush(stderr);
+}
+
 // Creates --out (and its parents) if missing and proves it writable, at start rather than at the first checkpoint
 // hours in. Rank 0 only.
 static void prepare_out_dir(const char* dir) {
@@ -829,6 +848,7 @@ static void train_loop(const TrainLoop* L) {
         int64_t batch = c->bench ? c->total_batch_size : ramp_batch(c, consumed);
         StepResult sr = train_step(m, z, &bc, c, pc, ts, data->have_train ? &data->train : NULL, bench_tokens,
                                    batch, step, lr_of_step(c, step));
+        maybe_drift_params(m, pc->world_rank, step);
         consumed += batch;
         double dt = sr.seconds;
         t_train += dt;

@@ -72,6 +72,13 @@ static void test_pp_layouts(const char* common, const char* quiet, const char* r
         compare_losses("pp 2 interleaved: checkpoints, samples and evaluation leave the run unchanged, bit for bit", loud, 0, log, 10, 0.0);
         compare_values("pp 2 interleaved: ... and the gradient norms", "grad_norm", loud, log, 10, 0.0);
     }
+    // the end-of-run check catches a first stage whose copy of the tied wte drifted from the last stage's
+    // (TRAIN_GPT_FAULT=drift: after the last update, rank 0 nudges the first element of every tensor it holds)
+    snprintf(cmd, sizeof(cmd), "TRAIN_GPT_FAULT=drift:0:9 timeout 300 " MPIRUN " -np 2 ./train_gpt %s --pp 2", quiet);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc != 0 && strstr(out, "tied token embedding after training: DIFFERENT on the first and last pipeline stage") &&
+           strstr(out, "the first and last pipeline stages ended with different copies of the tied token embedding"),
+           "pp 2: a first stage whose tied wte drifted after the last step fails the run, named", "exit %d%s%.400s", rc, rc ? "" : ": ", rc ? "" : out);
 }
 
 // Resume on another layout: the files hold the whole model and the logical optimizer state. Steps 6-10 equal the

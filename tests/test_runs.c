@@ -542,6 +542,16 @@ static void test_parallel(void) {
             compare_losses(name, log2, 0, log, 20, 0.0);
         }
     }
+    // the end-of-run check that the ranks agree catches a rank whose parameters drifted (TRAIN_GPT_FAULT=drift: after
+    // the last update, rank 1 nudges the first element of each tensor it holds): the run names it and fails, under
+    // ZeRO 0 (every rank updates every parameter) and ZeRO 2 (each updates its shard, then the all-gather)
+    for (int z = 0; z <= 2; z += 2) {
+        snprintf(cmd, sizeof(cmd), "TRAIN_GPT_FAULT=drift:1:4 " MPIRUN " -np 2 ./train_gpt %s --steps 5 --zero %d", common, z);
+        int rc = run_capture(cmd, out, sizeof(out));
+        snprintf(name, sizeof(name), "2 ranks --zero %d: a rank whose parameters drifted after the last step fails the run, named", z);
+        report(rc != 0 && strstr(out, "injected fault 'drift' after step 4") && strstr(out, "parameters after training: DIFFERENT on all 2 data-parallel ranks") &&
+               strstr(out, "data-parallel ranks ended with different parameters"), name, "exit %d%s%.400s", rc, rc ? "" : ": ", rc ? "" : out);
+    }
     // evaluation and sampling leave the run unchanged: 2 ranks (ZeRO 1, and ZeRO 2 and 3 with --recompute 2, whose
     // buffers the extra forwards overwrite; ZeRO-3's forwards also move its gathered layers) with no validation but a
     // sample every 3 steps give the losses and norms of the same run with validation every 5 steps and no samples,

@@ -68,6 +68,13 @@ static void test_tp_layouts(const char* common, const char* quiet, const char* r
         compare_losses("tp 2, sequence parallel: checkpoints, samples and evaluation leave the run unchanged, bit for bit", loud, 0, log, 10, 0.0);
         compare_values("tp 2, sequence parallel: ... and the gradient norms", "grad_norm", loud, log, 10, 0.0);
     }
+    // the end-of-run check catches a tensor-parallel rank whose replicated tensors drifted (TRAIN_GPT_FAULT=drift:
+    // after the last update, rank 1 nudges the first element of every tensor it holds)
+    snprintf(cmd, sizeof(cmd), "TRAIN_GPT_FAULT=drift:1:9 " MPIRUN " -np 2 ./train_gpt %s --tp 2", quiet);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc != 0 && strstr(out, "replicated parameters after training: DIFFERENT on all 2 tensor-parallel ranks") &&
+           strstr(out, "tensor-parallel ranks ended with different replicated parameters"),
+           "tp 2: a rank whose replicated parameters drifted after the last step fails the run, named", "exit %d%s%.400s", rc, rc ? "" : ": ", rc ? "" : out);
     // samples mid-run (steps 3, 6 and 9; plain tp 2 samples through the KV cache of each rank's heads, which sequence
     // parallelism does not) leave the run unchanged, bit for bit
     char quiet2[1024], sampled[1024];
