@@ -148,6 +148,21 @@ async function pqjs(file, text, { v2, optional, codec }) {
     record(PQ, 'v2_dict_nulls.parquet', text);
 }
 
+// --- hyparquet-writer: runs of 8 or more nulls and of values, which its definition levels hold as RLE runs (not
+// bit-packed groups, as the isolated nulls above); uncompressed v2 pages
+{
+    const text = fewDistinct(600, 0).map((v, i) => ((i % 50 >= 20 && i % 50 < 32) || i >= 585 ? null : v));
+    parquetWriteFile({
+        filename: path.join(PQ, 'v2_null_runs.parquet'),
+        columnData: [{ name: 'text', data: text, type: 'STRING' }],
+        codec: 'UNCOMPRESSED',
+        pageSize: 300,
+        rowGroupSize: 400,
+        statistics: false,
+    });
+    record(PQ, 'v2_null_runs.parquet', text);
+}
+
 // --- the FineWeb stand-in: two files named like the real download ------------------------------------------------
 {
     // ~300 KB of text (~90k GPT-2 tokens): enough for 4000 validation tokens and 4 training shards of 20000

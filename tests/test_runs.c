@@ -287,6 +287,14 @@ static void test_absurd_input(void) {
     int32_t h[512] = {20240326, 3, 1024, 50257, 256, 16, 1024, 50304};
     fwriteCheck(h, 4, 512, f, cmd);
     fclose(f);
+    // a whole model file of depth 2 and 2 heads but 64 channels (d2 has 128): only its width tells it from d2
+    snprintf(cmd, sizeof(cmd), "%s/abs/narrow_model.bin", TMP);
+    f = fopenCheck(cmd, "wb");
+    int32_t hn[256] = {20240326, 3, 16, 101, 2, 2, 64, 128}; // maxT 16, V 101, L 2, NH 2, C 64, Vp 128
+    fwriteCheck(hn, 4, 256, f, cmd);
+    long nparams = 128L * 64 + 16L * 64 + 2L * (12L * 64 * 64 + 13L * 64) + 2L * 64; // wte, wpe, 2 blocks, lnf
+    for (long i = 0; i < nparams; i++) { float v = 0.01f * (float)((i * 7919) % 13 - 6); fwriteCheck(&v, 4, 1, f, cmd); }
+    fclose(f);
     char base0[1200], base[1300];
     snprintf(base0, sizeof(base0), "--init tests/ref/ref_model.bin --train %s --steps 2 --threads 1", shard);
     snprintf(base, sizeof(base), "%s --batch-size 2 --seq-len 8", base0);
@@ -304,6 +312,8 @@ static void test_absurd_input(void) {
     CASE("a flag given twice through its alias", "--lr is given twice", "%s -l 1e-3 --lr 2e-3", base);
     CASE("--nan-policy with an unknown value", "--nan-policy", "%s --nan-policy maybe", base);
     CASE("--model naming another shape than --init's file", "name different models", "%s --model d2", base);
+    CASE("--model naming another width than --init's file (the same depth and heads)", "name different models",
+         "--init %s/abs/narrow_model.bin --train %s --steps 2 --threads 1 --batch-size 2 --seq-len 8 --model d2", TMP, shard);
     CASE("--outlier-window without a guard", "it needs --skip-loss-z or --skip-grad-z", "%s --outlier-window 16", base);
     CASE("an outlier threshold no window allows", "--skip-loss-z 12 can never skip a step", "%s -sl 12", base);
     CASE("--lr-schedule with an unknown value", "not one of cosine, linear, constant, wsd", "%s -k step", base);

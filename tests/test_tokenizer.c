@@ -222,6 +222,55 @@ static void test_random_roundtrip(const Encoder* e, EncoderScratch* s) {
     check(bad_range == 0, "random_bytes_ids_in_range", "%d ids out of range or <|endoftext|>", bad_range);
 }
 
+// Well-formedness at the edges of RFC 3629 (the table of its section 4), each between "x" and "y": the length of the
+// valid prefix of the sequence alone is spelled out per case (not derived from the code under test), and an ill-formed
+// sequence encodes as "x", then each of its bytes as a single-byte token, then "y" (the invalid-UTF-8 rule), where a
+// well-formed one encodes as the three characters' text. The random strings above rarely hit these edges: an
+// overlong 3-byte form needs E0 followed by 80..9F.
+static void test_utf8_edges(const Encoder* e, EncoderScratch* s) {
+    static const struct { const char* bytes; size_t valid; const char* what; } cases[] = {
+        {"\xC2\x80", 2, "U+0080, the first 2-byte"},
+        {"\xC1\xBF", 0, "overlong 2-byte (C1)"},
+        {"\xC0\xAF", 0, "overlong 2-byte (C0)"},
+        {"\xE0\xA0\x80", 3, "U+0800, the first 3-byte"},
+        {"\xE0\x9F\xBF", 0, "overlong 3-byte (E0 9F)"},
+        {"\xE0\x80\xAF", 0, "overlong 3-byte (E0 80)"},
+        {"\xED\x9F\xBF", 3, "U+D7FF, below the surrogates"},
+        {"\xED\xA0\x80", 0, "surrogate U+D800"},
+        {"\xED\xBF\xBF", 0, "surrogate U+DFFF"},
+        {"\xEE\x80\x80", 3, "U+E000, above the surrogates"},
+        {"\xF0\x90\x80\x80", 4, "U+10000, the first 4-byte"},
+        {"\xF0\x8F\xBF\xBF", 0, "overlong 4-byte (F0 8F)"},
+        {"\xF4\x8F\xBF\xBF", 4, "U+10FFFF, the last"},
+        {"\xF4\x90\x80\x80", 0, "above U+10FFFF (F4 90)"},
+        {"\xF5\x80\x80\x80", 0, "above U+10FFFF (F5)"},
+    };
+    int bad = 0;
+    char first[200] = "";
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const uint8_t* q = (const uint8_t*)cases[k].bytes;
+        size_t n = strlen(cases[k].bytes);
+        uint8_t text[8];
+        text[0] = 'x';
+        memcpy(text + 1, q, n);
+        text[n + 1] = 'y';
+        TokenVec got = {0}, want = {0};
+        encoder_encode(e, s, text, n + 2, &got);
+        if (cases[k].valid) { encoder_encode(e, s, text, n + 2, &want); } // (checked by the prefix below)
+        else {
+            encoder_encode(e, s, text, 1, &want);
+            for (size_t i = 0; i < n; i++) { tokenvec_push(&want, e->byte_token[q[i]]); }
+            encoder_encode(e, s, text + n + 1, 1, &want);
+        }
+        size_t prefix = encoder__valid_prefix(q, n);
+        int ok = prefix == cases[k].valid && got.len == want.len && memcmp(got.data, want.data, got.len * sizeof(uint32_t)) == 0;
+        if (!ok && !bad++) { snprintf(first, sizeof(first), "%s: valid prefix %zu (want %zu), %zu ids (want %zu)", cases[k].what, prefix, cases[k].valid, got.len, want.len); }
+        tokenvec_free(&got);
+        tokenvec_free(&want);
+    }
+    check(bad == 0, "utf8_edges_rfc3629", "%d of %zu cases wrong; first: %s", bad, sizeof(cases) / sizeof(cases[0]), first);
+}
+
 // The heap merge (long pieces) and the linear merge (short pieces) give the same ids on any piece.
 static void test_merge_paths(const Encoder* e, EncoderScratch* s) {
     static const char alphabet[] = "aabbcdeeffghiijklmnoopqrssttuvwxyz  THE'0123";
@@ -337,7 +386,10 @@ static void test_tokenizer_bin_errors(void) {
         {"bin_missing_file", 0}, {"bin_empty_file", 1}, {"bin_truncated_header", 2}, {"bin_wrong_magic", 3},
         {"bin_bad_version", 4}, {"bin_truncated_body", 5}, {"bin_zero_length_token", 6}, {"bin_trailing_data", 7},
         {"bin_eot_out_of_range", 8}, {"bin_huge_vocab", 9}, {"bin_truncated_last_token", 10},
+        {"bin_zero_length_last_token", 11}, // (the file's size still adds up: only the length check can refuse it)
     };
+    size_t last = 1024; // where the last token's record starts
+    for (size_t pos = 1024, i = 0; pos < n && i < ((uint32_t*)good)[2]; i++) { last = pos; pos += 1 + (unsigned char)good[pos]; }
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         memcpy(bad, good, n);
         size_t len = n;
@@ -355,6 +407,7 @@ static void test_tokenizer_bin_errors(void) {
             case 8: hdr[3] = hdr[2]; break;
             case 9: hdr[2] = 0xFFFFFFFFu; break;
             case 10: len = n - 1; break;
+            case 11: bad[last] = 0; len = last + 1; break;
         }
         if (p == NULL) { p = write_tmp("bad.bin", bad, len); }
         Tokenizer t;
@@ -413,6 +466,8 @@ static void test_encoder_errors(const char* vocab_dir) {
         {"json_syntax_error_names_line_and_column", 16, "line 3, column 6: syntax error"},
         {"json_fractional_id", 17, "not a non-negative integer"},
         {"json_id_past_every_integer_type", 18, "id too large"}, // a fuzz finding: 1.1e26 was cast to uint64_t (UB)
+        {"json_ids_with_a_gap", 19, "without gaps"},
+        {"json_two_tokens_of_the_same_bytes", 20, "duplicates the bytes of an earlier token"},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         remove(jpath);
@@ -455,6 +510,8 @@ static void test_encoder_errors(const char* vocab_dir) {
             case 16: jdata = "{\"a\": 0,\n \"b\": 1,\n \"c\" 2}"; jl = strlen(jdata); break; // the ':' is missing
             case 17: jdata = "{\"a\": 0.5}"; jl = strlen(jdata); break;
             case 18: jdata = "{\"a\": 110000000000000000000000000}"; jl = strlen(jdata); break;
+            case 19: jdata = "{\"a\": 0, \"b\": 2}"; jl = strlen(jdata); break;
+            case 20: jdata = "{\"a\": 0, \"a\": 1, \"<|endoftext|>\": 2}"; jl = strlen(jdata); break; // (a repeated key)
         }
         FILE* fp = fopenCheck(jpath, "wb");
         fwriteCheck(jdata, 1, jl, fp, jpath);
@@ -599,6 +656,58 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
     check(sizes_ok, "cli_shards_sizes", "%d shards, val %zu tokens, first train %zu", nnames, sizes[0], sizes[1]);
     tokenvec_free(&all);
     tokenvec_free(&got);
+
+    // --val-docs 2: the first two documents (each after its <|endoftext|>) are the validation split, the third the
+    // training split, whole (one shard each)
+    snprintf(cmd, sizeof(cmd), "./tokenize shards --vocab '%s' --out-dir '%s' --name vd --val-docs 2 --doc-sep '\\n\\n' '%s' 2>&1",
+             vocab_dir, g_tmpdir, in);
+    rc = run_cmd(cmd, out, sizeof(out));
+    TokenVec want_val = {0}, want_train = {0};
+    for (int k = 0; k < 3; k++) {
+        TokenVec* w = k < 2 ? &want_val : &want_train;
+        tokenvec_push(w, e->eot_token);
+        encoder_encode(e, s, (const uint8_t*)docs[k], strlen(docs[k]), w);
+    }
+    int vd_ok = rc == 0;
+    for (int k = 0; k < 2 && vd_ok; k++) {
+        char p[700];
+        snprintf(p, sizeof(p), "%s/vd_%s_000000.bin", g_tmpdir, k == 0 ? "val" : "train");
+        size_t c = 0;
+        uint32_t* t = read_shard(p, &c, &why);
+        const TokenVec* w = k == 0 ? &want_val : &want_train;
+        vd_ok = t != NULL && c == w->len && memcmp(t, w->data, c * sizeof(uint32_t)) == 0;
+        free(t);
+        remove(p);
+    }
+    check(vd_ok, "cli_shards_val_docs", "rc %d%s%s", rc, rc ? ": " : "", rc ? out : "");
+    tokenvec_free(&want_val);
+    tokenvec_free(&want_train);
+
+    // one document of 2.5 MiB (lines of words: the tool encodes it in items of about 1 MiB, cut where the encoding
+    // cannot change): its tokens are the whole text's, after one <|endoftext|>
+    size_t big_n = (size_t)5 << 19;
+    char* big = (char*)mallocCheck(big_n + 16);
+    size_t bl = 0;
+    for (int line = 0; bl + 16 < big_n; line++) { bl += (size_t)snprintf(big + bl, 16, "w%d x%d\n", line % 97, line % 13); }
+    in = write_tmp("big.txt", big, bl);
+    snprintf(cmd, sizeof(cmd), "./tokenize shards --vocab '%s' --out-dir '%s' --name big --split train '%s' 2>&1", vocab_dir, g_tmpdir, in);
+    rc = run_cmd(cmd, out, sizeof(out));
+    TokenVec want_big = {0};
+    tokenvec_push(&want_big, e->eot_token);
+    encoder_encode(e, s, (const uint8_t*)big, bl, &want_big);
+    char bp[700];
+    snprintf(bp, sizeof(bp), "%s/big_train_000000.bin", g_tmpdir);
+    size_t bc = 0;
+    uint32_t* bt = rc == 0 ? read_shard(bp, &bc, &why) : NULL;
+    size_t eots = 0;
+    for (size_t i = 0; bt && i < bc; i++) { eots += bt[i] == e->eot_token; }
+    check(bt != NULL && bc == want_big.len && memcmp(bt, want_big.data, bc * sizeof(uint32_t)) == 0, "cli_shards_long_document",
+          "rc %d; %zu tokens (want %zu), %zu <|endoftext|> (want 1)", rc, bc, want_big.len, eots);
+    free(bt);
+    remove(bp);
+    remove(in);
+    free(big);
+    tokenvec_free(&want_big);
     // nothing is left under a temporary name
     int leftovers = 0;
     DIR* dp = opendir(g_tmpdir);
@@ -657,6 +766,7 @@ int main(int argc, char** argv) {
         test_known_ids(&e);
         test_cases(&e, &s, "tests/data/tokenizer_cases.txt", mirror);
         test_random_roundtrip(&e, &s);
+        test_utf8_edges(&e, &s);
         test_merge_paths(&e, &s);
         test_long_pieces(&e, &s);
         test_tokenizer_bin(&e);
