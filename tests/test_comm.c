@@ -723,7 +723,30 @@ static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
 // ----------------------------------------------------------------------------
 
 // The default run: the suite on the world group at three chunk limits, then every layout the world size allows.
+// comm_sent_bytes (the bytes a rank sends, as a ring does it: the --bench table, the planner's communication time)
+// against the closed forms for a group of 4 and a payload of 1000 bytes: an all-reduce 2 (p-1)/p of the buffer, a
+// reduce-scatter, all-gather, reduce and all-to-all (p-1)/p, a gather and a scatter (p-1)/p^2, a broadcast and a send
+// the whole payload, a receive and a barrier nothing; on one rank nothing at all.
+static void test_sent_bytes(void) {
+    const struct { int op; double want; } cases[] = {
+        {COMM_OP_ALLREDUCE, 1500.0}, {COMM_OP_REDUCE_SCATTER, 750.0}, {COMM_OP_ALLGATHER, 750.0}, {COMM_OP_REDUCE, 750.0},
+        {COMM_OP_ALLTOALL, 750.0}, {COMM_OP_GATHER, 187.5}, {COMM_OP_SCATTER, 187.5}, {COMM_OP_BROADCAST, 1000.0},
+        {COMM_OP_SEND, 1000.0}, {COMM_OP_RECV, 0.0}, {COMM_OP_BARRIER, 0.0},
+    };
+    char detail[256] = "";
+    int ok = 1;
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        double got = comm_sent_bytes(cases[k].op, 1000.0, 4), one = comm_sent_bytes(cases[k].op, 1000.0, 1);
+        if (got != cases[k].want || one != 0.0) {
+            if (ok) { snprintf(detail, sizeof(detail), "%s: %g bytes on 4 ranks (want %g), %g on 1 (want 0)", comm_op_names[cases[k].op], got, cases[k].want, one); }
+            ok = 0;
+        }
+    }
+    check("comm_sent_bytes: each operation's ring bytes on 4 ranks and on 1", ok, detail);
+}
+
 static void run_suite(void) {
+    test_sent_bytes();
     // the whole suite on the world group, at the default chunk limit and at two small ones (chunked paths)
     test_group(&pc.world, "world");
     size_t limits[2] = { 1000, 7 };

@@ -486,6 +486,9 @@ static void test_malformed(void) {
     case_dir("truncated", dir, sizeof(dir), model, sizeof(model));
     if (truncate(model, size / 2) != 0) { check(0, "truncate", "%s", strerror(errno)); }
     expect_fatal("refused: file truncated in its data", do_load_hf, model, "run past the end", "truncated", model);
+    case_dir("truncated_by_one", dir, sizeof(dir), model, sizeof(model)); // (the last tensor's last byte missing)
+    if (truncate(model, size - 1) != 0) { check(0, "truncate", "%s", strerror(errno)); }
+    expect_fatal("refused: file one byte short", do_load_hf, model, "run past the end", "truncated", model);
     case_dir("tiny", dir, sizeof(dir), model, sizeof(model));
     if (truncate(model, 5) != 0) { check(0, "truncate", "%s", strerror(errno)); }
     expect_fatal("refused: a 5-byte file", do_load_hf, model, "is truncated", model, NULL);
@@ -547,6 +550,13 @@ static void test_malformed(void) {
         if (rc != 0) { check(0, name, "edit failed: %s", sedcmd); continue; }
         expect_fatal(name, do_load_hf, model, cfg_edits[k].want, cfg_edits[k].tag[0] == 'v' ? model : "config.json", NULL);
     }
+    // tie_word_embeddings false with no lm_head.weight (the hub's layout, which has none): this trainer cannot untie
+    snprintf(dir, sizeof(dir), "%s/untied_no_head", TMP);
+    sh("rm -rf '%s' && cp -r tests/ref/hf_noprefix '%s' && perl -0pi -e 's/\"tie_word_embeddings\": true/\"tie_word_embeddings\": false/' '%s/config.json'",
+       dir, dir, dir);
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    expect_fatal("refused: tie_word_embeddings false without an lm_head.weight", do_load_hf, path, "says tie_word_embeddings false",
+                 "has no lm_head.weight", NULL);
     case_dir("no_config", dir, sizeof(dir), model, sizeof(model));
     snprintf(path, sizeof(path), "%s/config.json", dir);
     unlink(path);
