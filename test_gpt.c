@@ -21,6 +21,7 @@ recorded; the last line is "N passed, M failed" and the exit status is non-zero 
 #define TRAIN_GPT_NO_MAIN
 #include "train_gpt.c"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include "tests/testing.h" // defines: check, test_summary
 #include "tests/kv_rows.h" // defines: kv_forward_rows
@@ -187,6 +188,7 @@ int main(int argc, char** argv) {
             test_lr_decay_steps();
             test_batch_ramp();
             test_outlier_guard();
+            test_atomic_commit_failure();
             test_llmc_descriptors();
             test_init();
             test_weight_decay(mp, &pc);

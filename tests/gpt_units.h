@@ -412,6 +412,54 @@ static void test_init(void) {
     layout_free(&pl);
 }
 
+
+// atomic_commit when the write fails only at its flush (the data sat in stdio's buffer until then: the last part of a
+// checkpoint on a disk that just filled up): the process ends with an error naming the file, the previous file at the
+// path is left whole, and no temporary file remains. A child process writes 1000 bytes under a 100-byte RLIMIT_FSIZE
+// (the fwrite stays in the buffer; the fflush fails with EFBIG) over a file that already holds "previous".
+static void test_atomic_commit_failure(void) {
+    char dir[] = "/tmp/test_gpt_atomic.XXXXXX", path[64], err[64];
+    if (!mkdtemp(dir)) { report(0, "atomic_commit: set-up", "mkdtemp: %s", strerror(errno)); return; }
+    snprintf(path, sizeof(path), "%s/state.bin", dir);
+    snprintf(err, sizeof(err), "%s/stderr.txt", dir);
+    AtomicFile af;
+    atomic_open(&af, path);
+    fwriteCheck("previous", 1, 8, af.fp, path);
+    atomic_commit(&af);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(err, "w", stderr)) { _exit(3); }
+        struct rlimit rl = {100, 100};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) { _exit(4); }
+        char block[1000];
+        memset(block, 'x', sizeof(block));
+        AtomicFile bad;
+        atomic_open(&bad, path);
+        fwriteCheck(block, 1, sizeof(block), bad.fp, path); // (buffered: nothing reaches the file yet)
+        atomic_commit(&bad); // must fail and exit 1
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char got[64] = "", msg[512] = "";
+    FILE* f = fopen(path, "rb");
+    size_t n = f ? fread(got, 1, sizeof(got) - 1, f) : 0;
+    if (f) { fclose(f); }
+    got[n] = '\0';
+    f = fopen(err, "r");
+    if (f) { n = fread(msg, 1, sizeof(msg) - 1, f); msg[n] = '\0'; fclose(f); }
+    int temps = 0;
+    DIR* d = opendir(dir);
+    for (struct dirent* e = d ? readdir(d) : NULL; e; e = readdir(d)) { temps += strstr(e->d_name, ".tmp.") != NULL; }
+    if (d) { closedir(d); }
+    report(WIFEXITED(status) && WEXITSTATUS(status) == 1 && strcmp(got, "previous") == 0 && strstr(msg, path) && temps == 0,
+           "atomic_commit: a write that fails at its flush exits naming the file and leaves the previous file whole",
+           "exit status %d, file '%.20s', %d temporary file(s), stderr: %.200s", WIFEXITED(status) ? WEXITSTATUS(status) : -1, got, temps, msg);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0) { printf("note: could not remove %s\n", dir); }
+}
 #endif // KERNELS_CUDA
 
 #endif // GPT_UNITS_H
