@@ -21,7 +21,8 @@
 #            --max-restarts 1: attempt 2 starts from scratch on 1 rank, fails again; exit 1 and a summary of both
 #            attempts (ranks, resumed from, exit status, ranks lost, the error line) ending "gave up after 2".
 #   minnp    --np 3 --min-np 3, a rank killed: exit 1 after one attempt, "fewer than --min-np 3".
-#   refuse   exit 2 before anything runs: --np that cannot keep the global batch, no --total-batch-size, no --out,
+#   refuse   exit 2 before anything runs: --np that cannot keep the global batch (or needs more than 2^20 micro-steps
+#            a step), no --total-batch-size, no --out,
 #            an --out holding a checkpoint without --resume of it; and exit 1 after one attempt when the trainer
 #            itself refuses its flags (a restart would fail the same way).
 #
@@ -234,6 +235,9 @@ group_refuse() {
         --np 2 -- "${A[@]}" --total-batch-size 48 --out "$S/ref"
     refused "no --total-batch-size (the global batch would follow the ranks)" "must fix --total-batch-size" \
         --np 2 -- "${A[@]}" --out "$S/ref"
+    refused "--np 1 whose steps would take 2^20 + 1 micro-steps of 2 x 8 (the trainer's limit is 2^20)" \
+        "--np 1: --total-batch-size 16777232 needs 1048577 micro-steps of 16 tokens, above the trainer's limit 2^20" \
+        --np 1 -- "${A[@]}" --total-batch-size 16777232 --out "$S/ref"
     refused "no --out" "must hold --out DIR" --np 2 -- "${A[@]}" --total-batch-size 32
     mkdir -p "$S/ref_used" && echo 4 > "$S/ref_used/latest"
     refused "an --out holding a checkpoint, without --resume of it" "already holds a checkpoint (step 4)" \
