@@ -189,6 +189,7 @@ int main(int argc, char** argv) {
             test_batch_ramp();
             test_outlier_guard();
             test_atomic_commit_failure();
+            test_flops_per_token();
             test_llmc_descriptors();
             test_init();
             test_weight_decay(mp, &pc);

@@ -413,6 +413,21 @@ static void test_init(void) {
 }
 
 
+// flops_per_token, the numerator of every MFU this project reports (the step lines' and --bench's GFLOP/s, the GPU
+// check's goals), against its closed form for GPT-2 124M at T 1024: 6 N for the matmuls' forward and backward over
+// the N = 124,475,904 parameters (wte at the padded 50304 rows: it is also the LM head) plus 12 L C T for attention's
+// two T x T products, forward and backward: 746,855,424 + 113,246,208 = 860,101,632.
+static void test_flops_per_token(void) {
+    GPT m;
+    memset(&m, 0, sizeof(m));
+    if (!config_from_name(&m.cfg, "gpt2-124M")) { report(0, "flops_per_token: set-up", "%s", "no gpt2-124M"); return; }
+    layout_build(&m.glayout, &m.cfg);
+    double f = flops_per_token(&m, 1024);
+    report(m.glayout.num_params == 124475904 && f == 860101632.0, "flops_per_token: GPT-2 124M at T 1024 is 6 N + 12 L C T = 860,101,632",
+           "%zu parameters, %.0f FLOPs per token", m.glayout.num_params, f);
+    layout_free(&m.glayout);
+}
+
 // atomic_commit when the write fails only at its flush (the data sat in stdio's buffer until then: the last part of a
 // checkpoint on a disk that just filled up): the process ends with an error naming the file, the previous file at the
 // path is left whole, and no temporary file remains. A child process writes 1000 bytes under a 100-byte RLIMIT_FSIZE
