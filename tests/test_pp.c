@@ -135,6 +135,12 @@ static void test_schedules(void) {
              pp_simulate(PP_INTERLEAVED, 4, 8, 2, 0.5, 1.0, &r2, err, sizeof(err)) == 0; // a chunk is half a stage
     check(ok && r2.bubble < r1.bubble, "interleaving shrinks the bubble", "pp 4, M 8: 1F1B %.3f (theory %.3f), interleaved V 2 %.3f (theory %.3f)",
           r1.bubble, pp_bubble_theory(PP_1F1B, 4, 8, 1), r2.bubble, pp_bubble_theory(PP_INTERLEAVED, 4, 8, 2));
+    // the theory printed beside the measured bubble, against its closed form (Narayanan et al. 2021: an idle time of
+    // (p-1) forward+backward slots of a stage against M of them, or M V of the V-times-smaller chunks when interleaved):
+    // (p-1)/(M+p-1) for GPipe and 1F1B, (p-1)/(V M+p-1) interleaved; pp 4, M 8, V 2: 3/11 and 3/19
+    double t_g = pp_bubble_theory(PP_GPIPE, 4, 8, 1), t_1 = pp_bubble_theory(PP_1F1B, 4, 8, 1), t_i = pp_bubble_theory(PP_INTERLEAVED, 4, 8, 2);
+    check(fabs(t_g - 3.0 / 11) < 1e-12 && fabs(t_1 - 3.0 / 11) < 1e-12 && fabs(t_i - 3.0 / 19) < 1e-12, "bubble theory",
+          "pp 4, M 8: GPipe %.6f, 1F1B %.6f (want 3/11 = %.6f), interleaved V 2 %.6f (want 3/19 = %.6f)", t_g, t_1, 3.0 / 11, t_i, 3.0 / 19);
     // impossible settings are refused with the reason
     char e1[300], e2[300], e3[300], e4[300];
     int r_a = pp_schedule_valid(PP_INTERLEAVED, 4, 6, 2, 24, e1, sizeof(e1));
