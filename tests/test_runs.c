@@ -287,6 +287,10 @@ static void test_absurd_input(void) {
     int32_t h[512] = {20240326, 3, 1024, 50257, 256, 16, 1024, 50304};
     fwriteCheck(h, 4, 512, f, cmd);
     fclose(f);
+    // the reference model with 5 heads in its header (32 channels do not divide into them): refused by the header
+    snprintf(cmd, sizeof(cmd), "cp tests/ref/ref_model.bin %s/abs/heads_model.bin && printf '\\005\\000\\000\\000' | "
+             "dd of=%s/abs/heads_model.bin bs=1 seek=20 conv=notrunc 2>/dev/null", TMP, TMP);
+    if (system(cmd) != 0) { report(0, "absurd input setup", "%s", cmd); return; }
     // a whole model file of depth 2 and 2 heads but 64 channels (d2 has 128): only its width tells it from d2
     snprintf(cmd, sizeof(cmd), "%s/abs/narrow_model.bin", TMP);
     f = fopenCheck(cmd, "wb");
@@ -298,7 +302,7 @@ static void test_absurd_input(void) {
     char base0[1200], base[1300];
     snprintf(base0, sizeof(base0), "--init tests/ref/ref_model.bin --train %s --steps 2 --threads 1", shard);
     snprintf(base, sizeof(base), "%s --batch-size 2 --seq-len 8", base0);
-    struct { const char* name; char args[4096]; const char* expect; } cases[24];
+    struct { const char* name; char args[4096]; const char* expect; } cases[32];
     int n = 0;
 #define CASE(nm, exp, ...) do { cases[n].name = nm; cases[n].expect = exp; snprintf(cases[n].args, sizeof(cases[n].args), __VA_ARGS__); n++; } while (0)
     CASE("--total-batch-size of 1e12 (accumulation count overflow)", "--total-batch-size 1000000000000", "%s --batch-size 2 --seq-len 8 --total-batch-size 1000000000000", base0);
@@ -312,6 +316,8 @@ static void test_absurd_input(void) {
     CASE("a flag given twice through its alias", "--lr is given twice", "%s -l 1e-3 --lr 2e-3", base);
     CASE("--nan-policy with an unknown value", "--nan-policy", "%s --nan-policy maybe", base);
     CASE("--model naming another shape than --init's file", "name different models", "%s --model d2", base);
+    CASE("a model file whose channels do not divide into its heads", "invalid header (maxT 16, V 101, L 2, NH 5, C 32, Vp 128)",
+         "--init %s/abs/heads_model.bin --train %s --steps 2 --threads 1 --batch-size 2 --seq-len 8", TMP, shard);
     CASE("--model naming another width than --init's file (the same depth and heads)", "name different models",
          "--init %s/abs/narrow_model.bin --train %s --steps 2 --threads 1 --batch-size 2 --seq-len 8 --model d2", TMP, shard);
     CASE("--outlier-window without a guard", "it needs --skip-loss-z or --skip-grad-z", "%s --outlier-window 16", base);
