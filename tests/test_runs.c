@@ -316,6 +316,13 @@ static void test_absurd_input(void) {
     CASE("a flag given twice through its alias", "--lr is given twice", "%s -l 1e-3 --lr 2e-3", base);
     CASE("--nan-policy with an unknown value", "--nan-policy", "%s --nan-policy maybe", base);
     CASE("--model naming another shape than --init's file", "name different models", "%s --model d2", base);
+    CASE("--loss-scale without --dtype fp16", "--loss-scale sets the fp16 loss scaler: it needs --dtype fp16", "%s --loss-scale 1024", base);
+    CASE("llm.c's -h 1 beside --hellaswag", "-h 1 and --hellaswag", "%s -h 1 --hellaswag %s/abs/hs.bin", base, TMP);
+    CASE("--resume-settings with an unknown value", "--resume-settings: 'maybe' is not one of note, refuse, checkpoint", "%s --resume-settings maybe", base);
+    CASE("--auto-resume beside --resume", "--auto-resume 1 (-y 1) and --resume", "%s --auto-resume 1 --out %s/abs/ar --resume %s/abs/ar", base, TMP, TMP);
+    CASE("--major-checkpoint-every without --checkpoint-every", "--major-checkpoint-every 5 (-nm) keeps some checkpoints for good: it needs --checkpoint-every N",
+         "%s --major-checkpoint-every 5", base);
+    CASE("--plan-storage with an unknown value", "--plan-storage: 'tpu' is not one of build, gpu", "--plan 1 --model d2 --plan-storage tpu");
     CASE("a model file whose channels do not divide into its heads", "invalid header (maxT 16, V 101, L 2, NH 5, C 32, Vp 128)",
          "--init %s/abs/heads_model.bin --train %s --steps 2 --threads 1 --batch-size 2 --seq-len 8", TMP, shard);
     CASE("--model naming another width than --init's file (the same depth and heads)", "name different models",
