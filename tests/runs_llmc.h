@@ -160,6 +160,21 @@ static void test_llmc_flags(void) {
     rc = run_capture("./train_gpt --init tests/ref/ref_model.bin --bench 1 --bench-steps 1 --batch-size 2 --seq-len 8 --threads 1", out, sizeof(out));
     report(rc == 0 && strstr(out, "bench: tests/ref/ref_model.bin, B 2, T 8,"), "--bench 1 --init FILE: the summary names the file",
            "exit %d: %.300s", rc, out);
+    // --bench's figures agree with one another and with the FLOPs per token, which the GPU check turns into MFU: the
+    // reference model (N = 30,080 parameters, L 2, C 32) at T 8 does 6 N + 12 L C T = 186,624 FLOPs per token, and a
+    // step of 2048 tokens (128 micro-steps of 2 x 8, long enough that the printed rounding of ms/step stays below
+    // 1%). Tolerances: 3% for tokens/s x ms/step against the batch (ms has one decimal), 1% for GFLOP/s against
+    // tokens/s x FLOPs (the printed rounding only)
+    rc = run_capture("./train_gpt --init tests/ref/ref_model.bin --bench 1 --bench-steps 3 --batch-size 2 --seq-len 8 "
+                     "--total-batch-size 2048 --threads 1", out, sizeof(out));
+    {
+        double ms = 0, tps = 0, gfs = 0;
+        const char* figs = strstr(out, "\nbench: ");
+        while (figs && sscanf(figs + 1, "bench: %lf ms/step | %lf tokens/s | %lf GFLOP/s", &ms, &tps, &gfs) != 3) { figs = strstr(figs + 1, "\nbench: "); }
+        int ok = rc == 0 && figs && ms > 0 && tps > 0 && fabs(tps * ms / 1e3 / 2048.0 - 1.0) < 0.03 && fabs(gfs * 1e9 / (tps * 186624.0) - 1.0) < 0.01;
+        report(ok, "--bench: tokens/s x ms/step is the step's 2048 tokens, and GFLOP/s is tokens/s x 186,624 FLOPs per token",
+               "exit %d: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s%s%.300s", rc, ms, tps, gfs, figs ? "" : ": no figures line: ", figs ? "" : out);
+    }
     snprintf(cmd, sizeof(cmd), "./train_gpt --resume %s/lc/B --bench 1 --bench-steps 1 --batch-size 2 --seq-len 8 --threads 1", TMP);
     rc = run_capture(cmd, out, sizeof(out));
     snprintf(want, sizeof(want), "bench: %s/lc/B, B 2, T 8,", TMP);

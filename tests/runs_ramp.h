@@ -66,6 +66,17 @@ static void test_batch_ramp_runs(void) {
         ok = strcmp(want, lr[i]) == 0;
     }
     report(ok, "batch ramp: each step's logged learning rate is the schedule's at the tokens before it", "%d rates", n);
+    // each step's logged rate is its own batch over its own time: tokens_per_s x ms / 1000 = batch_tokens, within the
+    // rounding of the two printed values (ms to 0.0005, tokens/s to 0.05), so a rate computed from the whole batch
+    // (96) on the ramp's smaller steps shows
+    char ms[64][32], tps[64][32];
+    int nm = read_log_values(ref, "ms", ms, 64), nt = read_log_values(ref, "tokens_per_s", tps, 64), off = 0;
+    for (int i = 0; i < nm && i < nt && i < 10; i++) {
+        double m = atof(ms[i]), t = atof(tps[i]), slack = 0.0005 * t / 1e3 + 0.05 * m / 1e3 + 1e-9;
+        if (!(fabs(t * m / 1e3 - (double)batches[i]) <= slack)) { off++; }
+    }
+    report(nm == 10 && nt == 10 && off == 0, "batch ramp: each step's logged tokens/s is its own batch over its own time",
+           "%d and %d values, %d off", nm, nt, off);
     // step 1 of the ramp is a step of 32 tokens: the same bits as a run of --total-batch-size 32 (without a warmup,
     // whose rate depends on the whole batch: both start at the peak)
     char a[1024], b[1024];
