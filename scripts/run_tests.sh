@@ -139,6 +139,12 @@ if [ -x tests/test_comm ] && command -v mpirun >/dev/null 2>&1; then
     done
     expect_fail "test_comm: a hung rank is named at the timeout" "rank\(s\) 1 never arrived" \
         timeout 120 $MPIRUN -np 2 ./tests/test_comm --hang-test --timeout 3
+    expect_fail "test_comm: ranks that disagree on the next collective: the timeout says what the other waits in" \
+        "is alive, waiting in (recv|allreduce) #[0-9]+ on group 'world'" \
+        timeout 120 $MPIRUN -np 2 ./tests/test_comm --mismatch-test --timeout 3
+    expect_fail "test_comm: a rank whose process is gone (simulated) is named dead at the timeout" \
+        "rank 1 on [^ ]+ \(pid [0-9]+\) is dead" \
+        timeout 120 $MPIRUN -np 2 ./tests/test_comm --dead-test --timeout 3
     expect_fail "test_comm: a killed rank ends the job, named by mpirun" "rank 1" \
         timeout 120 $MPIRUN -np 2 ./tests/test_comm --kill-test
     expect_fail "test_comm: a rank that exits ends the job" "simulated failure on rank 1" \

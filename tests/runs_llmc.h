@@ -174,6 +174,15 @@ static void test_llmc_flags(void) {
         int ok = rc == 0 && figs && ms > 0 && tps > 0 && fabs(tps * ms / 1e3 / 2048.0 - 1.0) < 0.03 && fabs(gfs * 1e9 / (tps * 186624.0) - 1.0) < 0.01;
         report(ok, "--bench: tokens/s x ms/step is the step's 2048 tokens, and GFLOP/s is tokens/s x 186,624 FLOPs per token",
                "exit %d: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s%s%.300s", rc, ms, tps, gfs, figs ? "" : ": no figures line: ", figs ? "" : out);
+        // the step's parts add up to it: forward + (LM head + backward) + (optimizer and the rest) = ms/step, within
+        // the four printed roundings (0.05 ms each)
+        double fwd = -1, bwd = -1, rest = -1;
+        const char* parts = strstr(out, "bench: per step: forward ");
+        int have = parts && sscanf(parts, "bench: per step: forward %lf ms, LM head + backward %lf ms, optimizer and the rest %lf ms",
+                                   &fwd, &bwd, &rest) == 3;
+        report(rc == 0 && figs && have && fwd > 0 && bwd > 0 && rest >= 0 && fabs(fwd + bwd + rest - ms) <= 0.2,
+               "--bench: the step's parts (forward, LM head + backward, optimizer and the rest) add up to its ms/step",
+               "exit %d: %.1f + %.1f + %.1f ms against %.1f ms/step%s", rc, fwd, bwd, rest, ms, have ? "" : " (no parts line)");
     }
     snprintf(cmd, sizeof(cmd), "./train_gpt --resume %s/lc/B --bench 1 --bench-steps 1 --batch-size 2 --seq-len 8 --threads 1", TMP);
     rc = run_capture(cmd, out, sizeof(out));

@@ -25,6 +25,13 @@ Failure modes, run by the test runner (each must exit non-zero, quickly, and say
   mpirun ... -np 2 ./tests/test_comm --exit-test
       rank 1 calls fatal() (exit(1) without MPI_Finalize) while rank 0 waits. Check: exit status != 0 well before
       60 s and stderr contains "error: simulated failure on rank 1".
+  mpirun ... -np 2 ./tests/test_comm --mismatch-test [--timeout 3]
+      rank 1 waits for a message from rank 0 while rank 0 waits in an all-reduce (the ranks disagree on the next
+      collective). Check: exit status != 0, and the timeout's line says what the other rank is waiting in ("rank 1 on
+      HOST (pid P) is alive, waiting in recv #1 on group 'world'", or rank 1's line about rank 0's all-reduce).
+  mpirun ... -np 2 ./tests/test_comm --dead-test [--timeout 3]
+      rank 1's record takes the pid of an exited child (simulating a rank whose process is gone while the job goes
+      on) and rank 1 stops calling into comm.h. Check: exit status != 0, and "rank 1 on HOST (pid P) is dead".
   mpirun ... -np 3 ./tests/test_comm --layout-error-test
       asks for tp = world_size + 1. Check: exit status != 0 and stderr contains "is not divisible by tp*pp" once.
 */
@@ -700,7 +707,8 @@ static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
     if (pc.world_size < 2) { fatal("%s needs at least 2 ranks (mpirun -np 2)", mode); }
     if (hang_rank < 1 || hang_rank >= pc.world_size) { fatal("--hang-rank %d must be in [1, %d)", hang_rank, pc.world_size); }
     int is_hung = pc.world_rank == hang_rank;
-    parallel_set_layout(&pc, 1, 1, strcmp(mode, "--hang-test") == 0 ? timeout_s : 60.0);
+    int timed = strcmp(mode, "--hang-test") == 0 || strcmp(mode, "--mismatch-test") == 0 || strcmp(mode, "--dead-test") == 0;
+    parallel_set_layout(&pc, 1, 1, timed ? timeout_s : 60.0);
     float buf[4096];
     for (int i = 0; i < 4096; i++) { buf[i] = 1.0f; }
     if (is_hung) {
@@ -712,6 +720,20 @@ static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
         } else if (strcmp(mode, "--exit-test") == 0) {
             sleep_s(0.5);
             fatal("simulated failure on rank %d", pc.world_rank);
+        } else if (strcmp(mode, "--mismatch-test") == 0) {
+            // the usual bug behind a hang: the ranks disagree on the next collective (this one waits for a message
+            // from rank 0, which waits in an all-reduce)
+            comm_recv(&pc.world, buf, sizeof(buf), 0, 7);
+        } else if (strcmp(mode, "--dead-test") == 0) {
+            // a rank whose process is gone while the job goes on (mpirun would end the job first; other launchers
+            // need not), simulated: this rank's record takes the pid of a child that has exited and is never reaped
+            // (a zombie: "gone" for comm__pid_dead), and the rank stops calling into comm.h
+            pid_t child = fork();
+            if (child == 0) { _exit(0); }
+            CommSlot* s = comm__slot(&pc, pc.world_rank);
+            if (child < 0 || !s) { fatal("--dead-test: %s", child < 0 ? "fork failed" : "no shared-memory monitor"); }
+            comm__publish(&s->pid, (int64_t)child);
+            sleep_s(timeout_s * 10 + 30);
         }
     }
     comm_allreduce_sum_f32(&pc.world, buf, 4096);
@@ -777,7 +799,8 @@ int main(int argc, char** argv) {
     int hang_rank = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--hang-test") || !strcmp(argv[i], "--kill-test") || !strcmp(argv[i], "--exit-test") ||
-            !strcmp(argv[i], "--layout-error-test") || !strcmp(argv[i], "--big-test")) {
+            !strcmp(argv[i], "--layout-error-test") || !strcmp(argv[i], "--big-test") || !strcmp(argv[i], "--mismatch-test") ||
+            !strcmp(argv[i], "--dead-test")) {
             mode = argv[i];
         } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
             char* end = NULL;
@@ -789,7 +812,7 @@ int main(int argc, char** argv) {
             if (end == argv[i] || *end != '\0' || r < 1 || r > 1 << 20) { fatal("--hang-rank '%s' must be an integer >= 1", argv[i]); }
             hang_rank = (int)r;
         } else {
-            fatal("unknown argument '%s' (flags: --big-test, --hang-test, --kill-test, --exit-test, "
+            fatal("unknown argument '%s' (flags: --big-test, --hang-test, --kill-test, --exit-test, --mismatch-test, --dead-test, "
                   "--layout-error-test, --timeout S, --hang-rank R)", argv[i]);
         }
     }

@@ -605,8 +605,12 @@ static void test_training(void) {
         snprintf(loud_log, sizeof(loud_log), "%s/loud_%d.jsonl", DIR_HS, k);
         snprintf(cmd, sizeof(cmd), "%s ./train_gpt %s %s --log %s", launch, layouts[k].common, layouts[k].args, quiet_log);
         int rc = run_capture(cmd, out, sizeof(out));
-        snprintf(cmd, sizeof(cmd), "%s ./train_gpt %s %s --log %s --hellaswag %s --hellaswag-every 5", launch, layouts[k].common, layouts[k].args,
-                 loud_log, REF_EVAL);
+        // every 4 steps of 10: at 0, 4, 8 and at the last step, which is not a multiple of 4; one process also keeps
+        // llm.c's main.log (--out), whose "eval:" lines are acc_norm, as llm.c writes them
+        char outdir[1024] = "";
+        if (k == 0) { snprintf(outdir, sizeof(outdir), " --out %s/out_%d", DIR_HS, k); }
+        snprintf(cmd, sizeof(cmd), "%s ./train_gpt %s %s --log %s --hellaswag %s --hellaswag-every 4%s", launch, layouts[k].common, layouts[k].args,
+                 loud_log, REF_EVAL, outdir);
         int rc2 = run_capture(cmd, out, sizeof(out));
         snprintf(name, sizeof(name), "training (%s): runs with and without --hellaswag", layouts[k].name);
         report(rc == 0 && rc2 == 0 && strstr(out, "| hellaswag acc "), name, "exit %d, %d%s%.300s", rc, rc2, rc2 ? ": " : "", rc2 ? out : "");
@@ -627,13 +631,29 @@ static void test_training(void) {
             }
         }
         if (f) { fclose(f); }
-        snprintf(name, sizeof(name), "training (%s): the log holds hellaswag_acc and hellaswag_acc_norm at steps 0, 5, 10", layouts[k].name);
-        report(na == 3 && nn == 3 && strcmp(steps_seen, "0 5 10") == 0, name, "%d and %d values at steps '%s'", na, nn, steps_seen);
+        snprintf(name, sizeof(name), "training (%s): the log holds hellaswag_acc and hellaswag_acc_norm at steps 0, 4, 8 and the last, 10",
+                 layouts[k].name);
+        report(na == 4 && nn == 4 && strcmp(steps_seen, "0 4 8 10") == 0, name, "%d and %d values at steps '%s'", na, nn, steps_seen);
         if (k == 0) {
+            // main.log: "s:STEP eval:ACC_NORM" (4 decimals) at the same steps
+            char mpath[1200], want[256] = "", got[256] = "";
+            snprintf(mpath, sizeof(mpath), "%s/out_%d/main.log", DIR_HS, k);
+            const int at[4] = {0, 4, 8, 10};
+            for (int i = 0; i < 4 && nn == 4; i++) {
+                size_t l = strlen(want);
+                snprintf(want + l, sizeof(want) - l, "s:%d eval:%.4f\n", at[i], atof(accn[i]));
+            }
+            FILE* mf = fopen(mpath, "r");
+            while (mf && fgets(buf, sizeof(buf), mf)) {
+                if (strstr(buf, " eval:") && strlen(got) + strlen(buf) < sizeof(got)) { strcat(got, buf); }
+            }
+            if (mf) { fclose(mf); }
+            snprintf(name, sizeof(name), "training (%s): llm.c's main.log holds acc_norm as its eval lines, at the same steps", layouts[k].name);
+            report(want[0] && strcmp(want, got) == 0, name, "'%s' (want '%s')", got, want);
             // step 0 is the initial model: its accuracies are --eval-hellaswag's (other forward shapes; the reference
             // examples' answers lead by 0.01 nats, so the same answers)
             snprintf(name, sizeof(name), "training (%s): step 0's accuracies equal --eval-hellaswag's of the same model", layouts[k].name);
-            report(na == 3 && fabs(atof(acc[0]) - ea) < 1e-8 && fabs(atof(accn[0]) - eb) < 1e-8, name, "%s, %s vs %.9g, %.9g ('%s')",
+            report(na == 4 && fabs(atof(acc[0]) - ea) < 1e-8 && fabs(atof(accn[0]) - eb) < 1e-8, name, "%s, %s vs %.9g, %.9g ('%s')",
                    na ? acc[0] : "-", nn ? accn[0] : "-", ea, eb, eval_line);
         } else if (k == 2) {
             // the same model and forward shapes as the one process: the same accuracies at step 0, exactly
@@ -641,7 +661,7 @@ static void test_training(void) {
             snprintf(ref_log, sizeof(ref_log), "%s/loud_1.jsonl", DIR_HS);
             int nra = read_log_values(ref_log, "hellaswag_acc", ra, 8), nrn = read_log_values(ref_log, "hellaswag_acc_norm", rn, 8);
             snprintf(name, sizeof(name), "training (%s): step 0's accuracies equal one process's", layouts[k].name);
-            report(na == 3 && nra == 3 && nrn == 3 && strcmp(acc[0], ra[0]) == 0 && strcmp(accn[0], rn[0]) == 0, name, "%s, %s vs %s, %s",
+            report(na == 4 && nra == 4 && nrn == 4 && strcmp(acc[0], ra[0]) == 0 && strcmp(accn[0], rn[0]) == 0, name, "%s, %s vs %s, %s",
                    na ? acc[0] : "-", nn ? accn[0] : "-", nra ? ra[0] : "-", nrn ? rn[0] : "-");
         }
     }

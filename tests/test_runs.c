@@ -513,7 +513,8 @@ static void test_parallel(void) {
     write_shard(vshard, 1000, 101, 12, 20240520, 1, 1000);
     // 96 tokens per step: 1 rank x 6 micro-steps, 2 ranks x 3, 3 ranks x 2 (B 2, T 8)
     char common[4096];
-    snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --train %s --val %s --val-every 5 --val-steps 7 --batch-size 2 "
+    // (validation every 6 steps of 20: at 0, 6, 12, 18 and at the last step, which is not a multiple of 6)
+    snprintf(common, sizeof(common), "--init tests/ref/ref_model.bin --train %s --val %s --val-every 6 --val-steps 7 --batch-size 2 "
              "--seq-len 8 --total-batch-size 96 --lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1", shard, vshard);
     for (int shuffle = 0; shuffle <= 1; shuffle++) {
         snprintf(cmd, sizeof(cmd), "./train_gpt %s --shuffle %d --steps 20 --log %s/p1_%d.jsonl%s%s%s", common, shuffle, TMP, shuffle,
@@ -552,7 +553,7 @@ static void test_parallel(void) {
             compare_values(name, "grad_norm", ref0, log, 20, 2e-6);
             snprintf(name, sizeof(name), "%d ranks --zero %d: learning rates identical to one process's", np, z);
             compare_values(name, "lr", ref0, log, 20, 0.0);
-            snprintf(name, sizeof(name), "%d ranks --zero %d: validation losses (same batches whatever the ranks) equal one process", np, z);
+            snprintf(name, sizeof(name), "%d ranks --zero %d: validation losses (same batches whatever the ranks, at steps 0, 6, 12, 18, 20) equal one process", np, z);
             compare_values(name, "val_loss", ref0, log, 5, 2e-6);
             char pa[1024], pb[1024];
             snprintf(pa, sizeof(pa), "%s/o1/model_00000020.bin", TMP);
@@ -1553,6 +1554,37 @@ static void test_mixed_precision(void) {
     }
 }
 
+// --bench's communication per step (the "bench-comm:" line scripts/bench_tp.sh reads) against its closed form. The reference model has n = 30,080 parameters, a multiple of 2 x 16, so the flat
+// buffer is not padded: 120,320 bytes of fp32 gradients. On 2 ranks (ring model: an all-reduce sends 2 (p-1)/p of
+// its payload, a reduce-scatter and an all-gather (p-1)/p each) a step of ZeRO 0 sends the gradients' all-reduce,
+// 120,320 bytes, plus the loss's (one double, 8); ZeRO 1 sends a reduce-scatter of the gradients and an all-gather of
+// the parameters, 60,160 each, plus the loss and the gradient norm (8 each). Per step, over 3 timed steps: exact.
+static void test_bench_comm(void) {
+    char cmd[4096], out[65536];
+    const struct { int zero; double want; } cases[] = {{0, 120320.0 + 8.0}, {1, 2 * 60160.0 + 16.0}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt --init tests/ref/ref_model.bin --bench 1 --bench-steps 3 --batch-size 2 "
+                 "--seq-len 8 --total-batch-size 64 --threads 1 --zero %d", cases[k].zero);
+        int rc = run_capture(cmd, out, sizeof(out));
+        double dp = -1, tp = -1;
+        const char* at = strstr(out, "bench-comm: ");
+        int have = at && sscanf(at, "bench-comm: dp_sent_bytes_per_step %lf tp_sent_bytes_per_step %lf", &dp, &tp) == 2;
+        char name[160];
+        snprintf(name, sizeof(name), "--bench on 2 ranks, ZeRO %d: each rank sends %.0f bytes a step on the data-parallel group, none on "
+                 "the tensor-parallel one", cases[k].zero, cases[k].want);
+        report(rc == 0 && have && dp == cases[k].want && tp == 0.0, name, "exit %d: %s dp %.0f, tp %.0f", rc, have ? "" : "no bench-comm line;", dp, tp);
+    }
+    // --tp 2 on 2 ranks: one data-parallel rank, which reduces nothing; the bytes are the tensor-parallel group's
+    snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt --init tests/ref/ref_model.bin --bench 1 --bench-steps 3 --batch-size 2 "
+             "--seq-len 8 --total-batch-size 32 --threads 1 --tp 2");
+    int rc = run_capture(cmd, out, sizeof(out));
+    double dp = -1, tp = -1;
+    const char* at = strstr(out, "bench-comm: ");
+    int have = at && sscanf(at, "bench-comm: dp_sent_bytes_per_step %lf tp_sent_bytes_per_step %lf", &dp, &tp) == 2;
+    report(rc == 0 && have && dp == 0.0 && tp > 0.0, "--bench with --tp 2 on 2 ranks: the bytes sent are counted on the tensor-parallel group",
+           "exit %d: %s dp %.0f, tp %.0f", rc, have ? "" : "no bench-comm line;", dp, tp);
+}
+
 // ZeRO-3 on a model deep enough that its two layer slots take turns (4 blocks: a slot holds another layer's values
 // before each gather, so a gather that misses an element or a view left on a dropped layer shows): 3 ranks with
 // --zero 3 (and --recompute 2, whose backward reruns each block's forward from the gathered slot) equal one process
@@ -1858,7 +1890,7 @@ int main(int argc, char** argv) {
     if (name_selected(only, "nan")) { test_nan_policy(); }
     if (name_selected(only, "outlier")) { test_outlier_runs(); }
     if (name_selected(only, "llmc")) { test_llmc_flags(); test_llmc_import(); }
-    if (name_selected(only, "parallel")) { test_parallel(); test_zero3_deep(); }
+    if (name_selected(only, "parallel")) { test_parallel(); test_zero3_deep(); test_bench_comm(); }
     if (name_selected(only, "precision")) { test_mixed_precision(); }
     if (name_selected(only, "compress")) { test_grad_compress(); }
     if (name_selected(only, "plan")) { test_planner(); test_kv_memory(); }
