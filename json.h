@@ -44,8 +44,8 @@ static cJSON* json_parse(const char* text, size_t n, char* err, size_t cap) {
     }
     int line, col;
     json__position(text, n, stop, &line, &col);
-    if (stop >= n) {
-        snprintf(err, cap, "line %d, column %d: the text ends in the middle of a value", line, col);
+    if (n == 0 || stop >= n) { // (cJSON points a text cut short at its last token, so this is mostly an empty one)
+        snprintf(err, cap, "line %d, column %d: %s", line, col, n == 0 ? "the text is empty" : "the text ends in the middle of a value");
     } else {
         char near[24];
         size_t k = 0;

@@ -793,8 +793,9 @@ static void pq__chunk(PqCtx* c, const PqChunk* k, size_t data_end) {
         if ((uint64_t)pg.csize > (uint64_t)(end - p)) { pq__fail(c, "column %s: a page of %lld bytes overruns the column chunk (%zu bytes left)", c->column, (long long)pg.csize, (size_t)(end - p)); }
         if (pq_trace) {
             static const char* types[] = {"DATA_PAGE", "INDEX_PAGE", "DICTIONARY_PAGE", "DATA_PAGE_V2"};
-            fprintf(pq_trace, "page: %s, encoding %s, %lld values, %lld -> %lld bytes\n", pg.type >= 0 && pg.type < 4 ? types[pg.type] : "unknown",
-                    pq__encoding_name(pg.encoding), (long long)pg.num_values, (long long)pg.csize, (long long)pg.usize);
+            fprintf(pq_trace, "page: %s, encoding %s, %lld values, %lld -> %lld bytes%s\n", pg.type >= 0 && pg.type < 4 ? types[pg.type] : "unknown",
+                    pq__encoding_name(pg.encoding), (long long)pg.num_values, (long long)pg.csize, (long long)pg.usize,
+                    pg.type == PQ__DATA_PAGE_V2 && !pg.is_compressed ? ", values not compressed (is_compressed false)" : "");
         }
         if (pg.type == PQ__DICTIONARY_PAGE) {
             if (!pg.has_dict) { pq__fail(c, "column %s: a dictionary page without its header", c->column); }

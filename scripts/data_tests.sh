@@ -71,7 +71,7 @@ done < tests/data/parquet/expected.txt
 
 # the files cover what they are for: page kinds, encodings and codecs, several pages and row groups in one file
 for want in "DICTIONARY_PAGE" "PLAIN_DICTIONARY" "RLE_DICTIONARY" "DATA_PAGE_V2" "DATA_PAGE, encoding PLAIN" \
-    "codec SNAPPY" "codec GZIP" "codec UNCOMPRESSED"; do
+    "codec SNAPPY" "codec GZIP" "codec UNCOMPRESSED" "is_compressed false"; do
     n=$(for f in tests/data/parquet/*.parquet; do ./parquet_text --pages "$f" 2>&1 >/dev/null; done | grep -c "$want")
     check "the test files hold '$want'" "$([ "$n" -gt 0 ] || echo "none")"
 done

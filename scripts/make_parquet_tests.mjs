@@ -163,6 +163,39 @@ async function pqjs(file, text, { v2, optional, codec }) {
     record(PQ, 'v2_null_runs.parquet', text);
 }
 
+// --- data page v2 pages marked is_compressed: false inside a SNAPPY column chunk (the format lets a writer leave a
+// page's values uncompressed when compression does not pay). hyparquet-writer marks a page so when its codec is the
+// empty name, which an identity "compressor" lets through; its footer then holds codec -1 (the name's index in
+// CompressionCodecs), which is patched in place to SNAPPY (1): one byte each, zigzag 0x01 -> 0x02, found as field 4
+// (codec, i32: header 0x15) between path_in_schema and field 5 (num_values, i64: header 0x16) of each column chunk.
+// PLAIN encoding: a dictionary page has no such flag, and would be read as SNAPPY. DuckDB reads the patched file
+// back and must give the values written.
+{
+    const text = fewDistinct(500, 0).map((v, i) => (i % 37 == 5 ? null : v));
+    const file = path.join(PQ, 'v2_uncompressed_pages_snappy_chunk.parquet');
+    parquetWriteFile({
+        filename: file,
+        columnData: [{ name: 'text', data: text, type: 'STRING', encoding: 'PLAIN' }],
+        codec: '',
+        compressors: { '': (bytes) => bytes },
+        pageSize: 300,
+        rowGroupSize: 200,
+        statistics: false,
+    });
+    const buf = fs.readFileSync(file);
+    const flen = buf.readUInt32LE(buf.length - 8), f0 = buf.length - 8 - flen;
+    let patched = 0;
+    for (let i = f0; i + 2 < buf.length - 8; i++) {
+        if (buf[i] === 0x15 && buf[i + 1] === 0x01 && buf[i + 2] === 0x16) { buf[i + 1] = 0x02; patched++; }
+    }
+    if (patched !== 3) throw new Error(`${file}: patched the codec of ${patched} column chunks, expected 3 (500 rows in row groups of 200)`);
+    fs.writeFileSync(file, buf);
+    const r = await duck.runAndReadAll(`SELECT text FROM read_parquet('${file}')`);
+    const back = r.getRows().map((row) => row[0]);
+    if (back.length !== text.length || back.some((v, i) => v !== text[i])) throw new Error(`${file}: DuckDB reads other values back`);
+    record(PQ, 'v2_uncompressed_pages_snappy_chunk.parquet', text);
+}
+
 // --- the FineWeb stand-in: two files named like the real download ------------------------------------------------
 {
     // ~300 KB of text (~90k GPT-2 tokens): enough for 4000 validation tokens and 4 training shards of 20000

@@ -145,6 +145,9 @@ if [ -x tests/test_comm ] && command -v mpirun >/dev/null 2>&1; then
     expect_fail "test_comm: a rank whose process is gone (simulated) is named dead at the timeout" \
         "rank 1 on [^ ]+ \(pid [0-9]+\) is dead" \
         timeout 120 $MPIRUN -np 2 ./tests/test_comm --dead-test --timeout 3
+    expect_fail "test_comm: a message shorter than its receive is an error naming both sizes" \
+        "recv from rank 1 on group 'world' \(tag 5\): expected 200 bytes, the sender sent a different size \(chunk 0 holds 100 bytes" \
+        timeout 120 $MPIRUN -np 2 ./tests/test_comm --short-message-test
     expect_fail "test_comm: a killed rank ends the job, named by mpirun" "rank 1" \
         timeout 120 $MPIRUN -np 2 ./tests/test_comm --kill-test
     expect_fail "test_comm: a rank that exits ends the job" "simulated failure on rank 1" \

@@ -32,6 +32,9 @@ Failure modes, run by the test runner (each must exit non-zero, quickly, and say
   mpirun ... -np 2 ./tests/test_comm --dead-test [--timeout 3]
       rank 1's record takes the pid of an exited child (simulating a rank whose process is gone while the job goes
       on) and rank 1 stops calling into comm.h. Check: exit status != 0, and "rank 1 on HOST (pid P) is dead".
+  mpirun ... -np 2 ./tests/test_comm --short-message-test
+      rank 1 sends 100 bytes where rank 0 receives 200. Check: exit status != 0 and rank 0's "expected 200 bytes, the
+      sender sent a different size".
   mpirun ... -np 3 ./tests/test_comm --layout-error-test
       asks for tp = world_size + 1. Check: exit status != 0 and stderr contains "is not divisible by tp*pp" once.
 */
@@ -705,6 +708,19 @@ static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
         return 1;
     }
     if (pc.world_size < 2) { fatal("%s needs at least 2 ranks (mpirun -np 2)", mode); }
+    if (strcmp(mode, "--short-message-test") == 0) {
+        // a message shorter than the receive expects (the sender's and the receiver's sizes disagree): the receiver
+        // must say so, not go on with stale bytes at the end of its buffer
+        parallel_set_layout(&pc, 1, 1, 60.0);
+        unsigned char msg[200];
+        memset(msg, 7, sizeof(msg));
+        if (pc.world_rank == 1) { comm_send(&pc.world, msg, 100, 0, 5); }
+        if (pc.world_rank == 0) { comm_recv(&pc.world, msg, 200, 1, 5); }
+        comm_barrier(&pc.world);
+        fprintf(stderr, "%s: rank %d: a short message was received without an error\n", mode, pc.world_rank);
+        parallel_finalize(&pc);
+        return 1;
+    }
     if (hang_rank < 1 || hang_rank >= pc.world_size) { fatal("--hang-rank %d must be in [1, %d)", hang_rank, pc.world_size); }
     int is_hung = pc.world_rank == hang_rank;
     int timed = strcmp(mode, "--hang-test") == 0 || strcmp(mode, "--mismatch-test") == 0 || strcmp(mode, "--dead-test") == 0;
@@ -800,7 +816,7 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--hang-test") || !strcmp(argv[i], "--kill-test") || !strcmp(argv[i], "--exit-test") ||
             !strcmp(argv[i], "--layout-error-test") || !strcmp(argv[i], "--big-test") || !strcmp(argv[i], "--mismatch-test") ||
-            !strcmp(argv[i], "--dead-test")) {
+            !strcmp(argv[i], "--dead-test") || !strcmp(argv[i], "--short-message-test")) {
             mode = argv[i];
         } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
             char* end = NULL;
@@ -812,7 +828,7 @@ int main(int argc, char** argv) {
             if (end == argv[i] || *end != '\0' || r < 1 || r > 1 << 20) { fatal("--hang-rank '%s' must be an integer >= 1", argv[i]); }
             hang_rank = (int)r;
         } else {
-            fatal("unknown argument '%s' (flags: --big-test, --hang-test, --kill-test, --exit-test, --mismatch-test, --dead-test, "
+            fatal("unknown argument '%s' (flags: --big-test, --hang-test, --kill-test, --exit-test, --mismatch-test, --dead-test, --short-message-test, "
                   "--layout-error-test, --timeout S, --hang-rank R)", argv[i]);
         }
     }

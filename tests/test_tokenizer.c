@@ -449,7 +449,7 @@ static void test_encoder_errors(const char* vocab_dir) {
     struct { const char* name; int kind; const char* want; } cases[] = {
         {"vocab_missing_bpe", 0, "vocab.bpe"},
         {"json_truncated", 1, "encoder.json"},
-        {"json_empty", 2, "encoder.json"},
+        {"json_empty", 2, "encoder.json' is not a valid GPT-2 encoder.json: line 1, column 1: the text is empty"},
         {"json_not_object", 3, "encoder.json"},
         {"json_bad_escape", 4, "encoder.json"},
         {"json_lone_surrogate", 5, "encoder.json"},
