@@ -337,8 +337,11 @@ static double flops_per_token(const GPT* m, int T) {
 
 // Fault injection for the failure tests: TRAIN_GPT_FAULT="die:RANK:STEP" kills that rank at the start of that
 // step (as a crash would); "hang:RANK:STEP" makes it sleep forever (as a stuck process would); "stop:RANK:STEP"
-// stops the whole process (SIGSTOP, as a debugger or a frozen machine would).
-static void maybe_inject_fault(int rank, int step) {
+// stops the whole process (SIGSTOP, as a debugger or a frozen machine would); "gone:RANK:STEP" makes it look gone
+// to the monitor while the job goes on (as under a launcher that does not end the job when a process dies; mpirun
+// does): its record takes the pid of a child that has exited and is never reaped, and it sleeps forever.
+static void maybe_inject_fault(ParallelContext* pc, int step) {
+    int rank = pc->world_rank;
     const char* f = getenv("TRAIN_GPT_FAULT");
     if (!f) { return; }
     char kind[16];
@@ -349,13 +352,21 @@ static void maybe_inject_fault(int rank, int step) {
     if (strcmp(kind, "die") == 0) { raise(SIGKILL); }
     if (strcmp(kind, "hang") == 0) { for (;;) { sleep(1000); } }
     if (strcmp(kind, "stop") == 0) { raise(SIGSTOP); } // every thread stops (the monitor's server too), as kill -STOP
+    if (strcmp(kind, "gone") == 0) {
+        pid_t child = fork();
+        if (child == 0) { _exit(0); }
+        CommSlot* rec = comm__slot(pc, rank);
+        if (child > 0 && rec) { comm__publish(&rec->pid, (int64_t)child); }
+        for (;;) { sleep(1000); }
+    }
 }
 
 // TRAIN_GPT_FAULT="KIND:RANK:STEP[:COUNT]" for KIND nan (that rank's loss and gradients become NaN, as a
 // divergence would), overflow (its gradients become inf/NaN and its loss stays finite, as an fp16 overflow
 // would), lossspike (the loss it reports is 4 times its own, as a bad batch's would be; its gradients stay) or
 // gradspike (its loss gradient is 100 times larger: so are its parameter gradients; its loss stays), in COUNT steps
-// (default 1) from STEP on. Several faults are separated by commas. (A pipeline's loss and loss gradient are its
+// (default 1) from STEP on; miscount:RANK:0 (at start-up that rank counts 64 bytes of memory more than it allocated,
+// which the check of every rank's memory against the planner's must catch). Several faults are separated by commas. (A pipeline's loss and loss gradient are its
 // last stage's: the spikes take effect on a last-stage rank.)
 static int fault_injected(const char* kind, int rank, int step) {
     const char* f = getenv("TRAIN_GPT_FAULT");
@@ -840,7 +851,7 @@ static void train_loop(const TrainLoop* L) {
             checkpoint_save(c->out, m, z, &cur, pc, c, data->have_train ? &data->train : NULL);
         }
         if (last) { break; }
-        maybe_inject_fault(pc->world_rank, step);
+        maybe_inject_fault(pc, step);
         if (c->bench && step == start_step + 1) { comm_counts_take(&comm0, pc); z->gather_seconds = 0.0; } // the timed steps begin
         if (c->overfit_batch && data->have_train) { dataloader_reset(&data->train); } // --overfit-batch: the same batches again
 

@@ -130,12 +130,14 @@ check "other data: a host whose training shards differ from rank 0's stops the j
 # a rank that hangs (sleeps in its main thread) or is stopped (SIGSTOP: all its threads, its monitor server too) on
 # host 1: the rank that times out names it, its host and the collective. With 2 ranks per host a live rank of host 1
 # answers for the stopped one; with 1 per host the rank on host 0 reads host 1's records over the network (a hung
-# rank's server still answers), and a stopped host is reported as not answering.
+# rank's server still answers), and a stopped host is reported as not answering. A rank whose process is gone while
+# the job goes on (simulated: its record takes an exited child's pid) is reported dead by its host's server.
 # fault per-host expected
 cases=("hang:3:4 2 rank(s) 3 never arrived*rank 3 on host1 (pid *) is alive, outside communication for "
        "stop:2:4 2 rank(s) 2 never arrived*rank 2 on host1 (pid *) is alive, outside communication for "
        "hang:1:4 1 rank(s) 1 never arrived*rank 1 on host1 (pid *) is alive, outside communication for "
-       "stop:1:4 1 not checked: rank 1 on host1: no rank of that host answers")
+       "stop:1:4 1 not checked: rank 1 on host1: no rank of that host answers"
+       "gone:1:4 1 rank(s) 1 never arrived*rank 1 on host1 (pid *) is dead")
 for c in "${cases[@]}"; do
     fault="${c%% *}"; rest="${c#* }"; per="${rest%% *}"; want="${rest#* }"
     IFS=: read -r kind frank fstep <<< "$fault"
@@ -150,7 +152,7 @@ for c in "${cases[@]}"; do
     # shellcheck disable=SC2053 # (want is a glob pattern)
     [[ "$line" == *$want* ]] || p="$p want '$want'; got: ${line:0:400}"
     [[ "$line" == *" on group '"*"collective #"* ]] || p="$p the collective is not named;"
-    what="hung (sleeping)"; [ "$kind" = stop ] && what="stopped (SIGSTOP)"
+    what="hung (sleeping)"; [ "$kind" = stop ] && what="stopped (SIGSTOP)"; [ "$kind" = gone ] && what="gone (simulated)"
     check "$kind: rank $frank on host 1 ($per rank(s) per host) $what at step $((fstep + 1)): the timeout names it, its host and the collective ($dt s)" "$p"
 done
 

@@ -110,6 +110,17 @@ static void test_planner(void) {
         checked += rc == 0 && rel <= 0.02;
     }
     report(checked >= 10, "planner: at least 10 layouts predicted within 2%", "%d of 12, worst difference %.3g", checked, worst);
+    // ... and every run checks its own memory against the planner's count exactly, at start-up: a rank that counts 64
+    // bytes more than it allocated (TRAIN_GPT_FAULT=miscount:1:0) stops the run, naming the family and the rank
+    {
+        static char mout[65536];
+        snprintf(cmd, sizeof(cmd), "TRAIN_GPT_FAULT=miscount:1:0 " MPIRUN " -np 2 ./train_gpt --init tests/ref/ref_model.bin --threads 1 --bench 1 "
+                 "--bench-steps 1 --batch-size 2 --seq-len 8 --total-batch-size 32");
+        rc = run_capture(cmd, mout, sizeof(mout));
+        report(rc != 0 && strstr(mout, "internal: the planner's memory for this layout (") && strstr(mout, "bytes of family 3) differs from what rank 1 allocated"),
+               "start-up: a rank whose memory differs from the planner's count for its layout stops the run, named",
+               "exit %d: %.300s", rc, mout);
+    }
     // --master-weights 0: the planner's bf16 layouts leave out the fp32 master weights (4 bytes an owned parameter)
     // and say so in their command; the trainer's table leaves out the same bytes exactly (4 ranks, ZeRO-1: 4 x the
     // padded parameters / 4)

@@ -1094,7 +1094,18 @@ static void test_powersgd_runs(void) {
     snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --zero 1 --log %s", one, log[2]);
     rc = run_capture(cmd, out, sizeof(out));
     if (rc != 0 || !strstr(out, "identical on all 2")) { report(0, "powersgd:2 with --zero 1", "exit %d: %.300s", rc, out); }
-    else { compare_losses("powersgd:2, 2 ranks --zero 1: losses follow --zero 0 (1e-5 relative)", log[1], 0, log[2], 10, 1e-5); }
+    else {
+        compare_losses("powersgd:2, 2 ranks --zero 1: losses follow --zero 0 (1e-5 relative)", log[1], 0, log[2], 10, 1e-5);
+        // the plan's bytes are the measured ones here too: the same compressed all-reduces, against the reduce-scatter
+        // an uncompressed ZeRO-1 run sends (half an all-reduce's bytes)
+        double s1 = 0, p1 = 0, ps1 = -1, pp1 = -1;
+        int have1 = grad_bytes_line(out, &s1, &p1);
+        const char* plan1 = strstr(out, "gradient compression: PowerSGD");
+        if (plan1 && strstr(plan1, "[")) { sscanf(strstr(plan1, "["), "[%lf of %lf bytes]", &ps1, &pp1); }
+        report(have1 && s1 == sent && p1 * 2 == plain && ps1 == s1 && pp1 == p1,
+               "powersgd:2 with --zero 1: the plan's bytes are the measured ones (the same compressed sends; a reduce-scatter, half the "
+               "all-reduce's bytes, uncompressed)", "measured %.0f of %.0f, planned %.0f of %.0f; --zero 0 %.0f of %.0f", s1, p1, ps1, pp1, sent, plain);
+    }
     snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 ./train_gpt %s --checkpoint-every 5 --out %s --log %s", common, dir[2], log[3]);
     rc = run_capture(cmd, out, sizeof(out));
     int have0 = rc == 0 && grad_bytes_line(out, &sent0, &plain0);
