@@ -783,8 +783,30 @@ static void test_sent_bytes(void) {
     check("comm_sent_bytes: each operation's ring bytes on 4 ranks and on 1", ok, detail);
 }
 
+#ifdef USE_MPI
+// How many messages a transfer of n elements takes at most max_count a message: ceil(n / max_count), none for n 0
+// (an extra empty message would carry nothing, and cost a request and a round trip).
+static void test_chunk_count(void) {
+    const size_t cases[][3] = {{0, 7, 0}, {1, 7, 1}, {7, 7, 1}, {8, 7, 2}, {14, 7, 2}, {15, 7, 3},
+                               {(size_t)INT_MAX, (size_t)INT_MAX, 1}, {(size_t)INT_MAX + 5, (size_t)INT_MAX, 2}};
+    char detail[160] = "";
+    int ok = 1;
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        size_t got = comm__chunks(cases[k][0], cases[k][1]);
+        if (got != cases[k][2] && ok) {
+            snprintf(detail, sizeof(detail), "%zu elements at %zu a message: %zu messages, want %zu", cases[k][0], cases[k][1], got, cases[k][2]);
+            ok = 0;
+        }
+    }
+    check("chunking: a transfer takes ceil(n / limit) messages, none when empty", ok, detail);
+}
+#endif
+
 static void run_suite(void) {
     test_sent_bytes();
+#ifdef USE_MPI
+    test_chunk_count();
+#endif
     // the whole suite on the world group, at the default chunk limit and at two small ones (chunked paths)
     test_group(&pc.world, "world");
     size_t limits[2] = { 1000, 7 };
