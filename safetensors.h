@@ -13,7 +13,7 @@ offsets (begin <= end, end within the data, end - begin = element size x the pro
 overflow checks), no two ranges overlapping, no name twice. Every error names the file, and the tensor if there is
 one, through fatal() (utils.h). Tensors of F32, F16 and BF16 are read as fp32; the other dtypes are listed (so a
 file holding, say, boolean mask buffers opens) but not converted.
-Writing (StWriter, st_write_f32): fp32 tensors, header padded to 8 bytes, "__metadata__": {"format": "pt"}
+Writing (StWriter: begin, put each tensor's values, commit): fp32 tensors, header padded to 8 bytes, "__metadata__": {"format": "pt"}
 (what transformers' from_pretrained expects), through an AtomicFile (utils.h): written, synced, renamed.
 
 The host must be little-endian, as the format is (x86-64, AArch64). Needs cJSON (libcjson-dev, link -lcjson).
@@ -434,14 +434,6 @@ static void st_writer_put(StWriter* w, const float* data, uint64_t count) {
 static void st_writer_commit(StWriter* w) {
     if (w->next != w->n) { fatal("internal: %d of %d tensors written to '%s'", w->next, w->n, w->af.path); }
     atomic_commit(&w->af);
-}
-
-// Writes a whole fp32 safetensors file: tensor i is specs[i] with its values in data[i].
-static void st_write_f32(const char* path, const StSpec* specs, const float* const* data, int n) {
-    StWriter w;
-    st_writer_begin(&w, path, specs, n);
-    for (int i = 0; i < n; i++) { st_writer_put(&w, data[i], st__spec_numel(&specs[i])); }
-    st_writer_commit(&w);
 }
 
 #endif // SAFETENSORS_H

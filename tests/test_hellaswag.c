@@ -231,6 +231,15 @@ static void test_format(void) {
         {"an example longer than the header's longest", 20240522, 1, 3, 40, 0, "longer than the header's longest example"},
         {"no examples", 20240522, 1, 0, 200, 0, "at least 1 is needed"},
         {"a file shorter than the header", 0, 0, 0, 0, 9, "shorter than the 1024-byte header"},
+        {"an odd longest-example size in the header", 20240522, 1, 3, 201, 0, "the header's longest example is 201 bytes (an even size"},
+        {"more bytes than the header's examples can take", 20240522, 1, 1, 60, 0,
+         "102 bytes after the header, more than 1 examples of at most 60 bytes can take"},
+        {"fewer bytes than the header's examples need", 20240522, 1, 9, 200, 0,
+         "the header says 9 examples, but the 102 bytes after it hold at most 8 (truncated)"},
+        {"an example declaring an odd size", 20240522, 1, 1, 200, 10, "example 0 (byte 1024) declares 43 bytes (an even size"},
+        {"an empty context", 20240522, 1, 1, 200, 11, "example 0 (byte 1024) has an empty context"},
+        {"fewer endings than declared", 20240522, 1, 1, 200, 12, "its 42 bytes end before ending 4 (5 endings declared)"},
+        {"a context running past the example's size", 20240522, 1, 1, 200, 13, "the context's 30 tokens run past its declared 42 bytes"},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         size_t nw = n2;
@@ -247,6 +256,10 @@ static void test_format(void) {
             case 6: { int tok[1] = {101}, one[1] = {1}; const int* z[1] = {tok}; nw = put_example(w, 0, 0, 0, c0, 3, z, one, 1); break; }
             case 7: nw = put_example(w, 0, 0, 0, c0, 3, ends0, lens0, 4); w[0] = 65534; break;
             case 8: nw = put_example(w, 0, 0, 0, c0, 3, ends0, lens0, 4); w[nw++] = 0; w[1] = (uint16_t)(2 * nw); break;
+            case 10: nw = put_example(w, 0, 0, 0, c0, 3, ends0, lens0, 4); w[1] = 43; break;  // (42 bytes, declared 43)
+            case 11: nw = put_example(w, 0, 0, 0, c0, 0, ends0, lens0, 4); break;           // no context tokens
+            case 12: nw = put_example(w, 0, 0, 0, c0, 3, ends0, lens0, 4); w[4] = 5; break;  // 5 endings declared, 4 written
+            case 13: nw = put_example(w, 0, 0, 0, c0, 3, ends0, lens0, 4); w[5] = 30; break; // a context of 30 tokens declared
             default: break;
         }
         char bad_path[1024];

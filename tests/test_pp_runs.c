@@ -139,10 +139,25 @@ static void test_pp_trace(const char* common) {
     free(text);
 }
 
+// --micro-batches M instead of --total-batch-size: the step is M micro-batches of B x T per data-parallel rank, the
+// same run as the 1f1b layout's (64 tokens: 4 micro-batches of 2 x 8), bit for bit.
+static void test_pp_micro_batches(const char* model, const char* shard, const char* vshard) {
+    char cmd[8192], out[65536], log[1024], plain[1024];
+    snprintf(log, sizeof(log), "%s/micro.jsonl", DIR_PP);
+    snprintf(plain, sizeof(plain), "%s/pp_0.jsonl", DIR_PP); // --pp 2 (1f1b) with --total-batch-size 64
+    snprintf(cmd, sizeof(cmd), "timeout 300 " MPIRUN " -np 2 ./train_gpt --init %s --train %s --batch-size 2 --seq-len 8 --micro-batches 4 "
+             "--lr 1e-3 --warmup 2 --weight-decay 0.1 --grad-clip 0.5 --threads 1 --steps 10 --val %s --val-every 5 --val-steps 7 --pp 2 --log %s",
+             model, shard, vshard, log);
+    int rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "4 micro-batches"), "--micro-batches 4 without --total-batch-size: runs, 4 micro-batches a step",
+           "exit %d: %.300s", rc, out);
+    if (rc == 0) { compare_losses("--micro-batches 4 is --total-batch-size 64 (4 x 2 x 8), bit for bit (losses)", plain, 0, log, 10, 0.0); }
+}
+
 // Impossible settings are refused at start with one clear line.
 static void test_pp_refusals(const char* model, const char* shard) {
     char cmd[8192], out[65536];
-    const struct { const char* name; int np; const char* args; const char* expect; } cases[6] = {
+    const struct { const char* name; int np; const char* args; const char* expect; } cases[7] = {
         {"--pp 3 on 2 ranks", 2, "--pp 3", "not divisible by tp*pp"},
         {"more stages than blocks", 8, "--pp 8", "4 blocks cannot fill 8 pipeline chunks"},
         {"interleaved with micro-batches that are not a multiple of pp", 2, "--pp 2 --pp-schedule interleaved --virtual-stages 2 --total-batch-size 48",
@@ -150,8 +165,10 @@ static void test_pp_refusals(const char* model, const char* shard) {
         {"virtual stages without the interleaved schedule", 2, "--pp 2 --virtual-stages 2", "needs --pp-schedule interleaved"},
         {"an unknown schedule", 2, "--pp 2 --pp-schedule zigzag", "unknown schedule 'zigzag'"},
         {"ZeRO-3 with a pipeline", 2, "--pp 2 --zero 3", "ZeRO-3 shards the parameters of unpipelined runs only"},
+        {"--micro-batches that disagree with --total-batch-size", 2, "--pp 2 --micro-batches 4 --total-batch-size 48",
+         "--micro-batches 4 and --total-batch-size 48 disagree: 4 micro-batches of 2 x 8 on 1 data-parallel rank(s) are 64 tokens"},
     };
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 7; k++) {
         snprintf(cmd, sizeof(cmd), "timeout 60 " MPIRUN " -np %d ./train_gpt --init %s --train %s --batch-size 2 --seq-len 8 --steps 1 --threads 1 %s",
                  cases[k].np, model, shard, cases[k].args);
         int rc = run_capture(cmd, out, sizeof(out));
@@ -195,6 +212,7 @@ int main(void) {
         test_pp_resume(common, ref_log);
         test_pp_bf16(common);
         test_pp_trace(common);
+        test_pp_micro_batches(model, shard, vshard);
     }
     test_pp_refusals(model, shard);
     return test_summary();

@@ -708,6 +708,41 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
     remove(in);
     free(big);
     tokenvec_free(&want_big);
+
+    // a document longer than 64 MiB that has not ended when the reader holds 64 MiB of it: the tool encodes it up to
+    // its last safe cut before reading on (encoder_find_cut_last), alone and followed by a separator and another
+    // document; the tokens are the whole text's either way
+    size_t huge_n = (size_t)70 << 20;
+    char* huge = (char*)mallocCheck(huge_n + 64);
+    size_t hl = 0;
+    for (int line = 0; hl + 32 < huge_n; line++) { hl += (size_t)snprintf(huge + hl, 32, "w%d x%d\n", line % 97, line % 13); }
+    TokenVec want_huge = {0};
+    tokenvec_push(&want_huge, e->eot_token);
+    encoder_encode(e, s, (const uint8_t*)huge, hl, &want_huge);
+    size_t huge_tokens = want_huge.len;
+    const char tail_doc[] = "And the last one.";
+    tokenvec_push(&want_huge, e->eot_token);
+    encoder_encode(e, s, (const uint8_t*)tail_doc, sizeof(tail_doc) - 1, &want_huge);
+    huge[hl] = '\0'; // with --doc-sep '\0' --drop-sep: the huge document, a NUL (dropped), the short one
+    memcpy(huge + hl + 1, tail_doc, sizeof(tail_doc) - 1);
+    for (int sep = 0; sep <= 1; sep++) {
+        in = write_tmp("huge.txt", huge, sep ? hl + sizeof(tail_doc) : hl);
+        snprintf(cmd, sizeof(cmd), "./tokenize shards --vocab '%s' --out-dir '%s' --name huge --split train%s '%s' 2>&1", vocab_dir, g_tmpdir,
+                 sep ? " --doc-sep '\\0' --drop-sep" : "", in);
+        rc = run_cmd(cmd, out, sizeof(out));
+        snprintf(bp, sizeof(bp), "%s/huge_train_000000.bin", g_tmpdir);
+        bc = 0;
+        bt = rc == 0 ? read_shard(bp, &bc, &why) : NULL;
+        size_t want_n = sep ? want_huge.len : huge_tokens;
+        check(bt != NULL && bc == want_n && memcmp(bt, want_huge.data, bc * sizeof(uint32_t)) == 0,
+              sep ? "cli_shards_document_past_64_mib_then_another" : "cli_shards_document_past_64_mib",
+              "rc %d; %zu tokens (want %zu)%s%.200s", rc, bc, want_n, rc ? ": " : "", rc ? out : "");
+        free(bt);
+        remove(bp);
+        remove(in);
+    }
+    free(huge);
+    tokenvec_free(&want_huge);
     // nothing is left under a temporary name
     int leftovers = 0;
     DIR* dp = opendir(g_tmpdir);
