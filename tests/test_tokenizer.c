@@ -293,11 +293,12 @@ static void test_merge_paths(const Encoder* e, EncoderScratch* s) {
 }
 
 // A long run of whitespace or a long word is one pre-token; it must encode and round-trip (heap path, cache
-// bypass) without trouble.
+// bypass) without trouble. At 1.5 MiB the merge scratch outgrows what is kept between pieces (1 Mi entries) and is
+// given back after each: the text after such a piece must encode as with a fresh scratch.
 static void test_long_pieces(const Encoder* e, EncoderScratch* s) {
-    size_t n = 1 << 20;
+    size_t n = (size_t)3 << 19;
     uint8_t* buf = (uint8_t*)mallocCheck(n);
-    const char* names[3] = {"long_space_run_1MB", "long_letter_run_1MB", "long_newline_run_1MB"};
+    const char* names[3] = {"long_space_run_1.5MiB", "long_letter_run_1.5MiB", "long_newline_run_1.5MiB"};
     const uint8_t fill[3] = {' ', 'q', '\n'};
     for (int k = 0; k < 3; k++) {
         memset(buf, fill[k], n);
@@ -311,6 +312,54 @@ static void test_long_pieces(const Encoder* e, EncoderScratch* s) {
         tokenvec_free(&ids);
     }
     free(buf);
+    const char* after = "Hello world, and then some more words.";
+    TokenVec a = {0}, b = {0};
+    encoder_encode(e, s, (const uint8_t*)after, strlen(after), &a);
+    EncoderScratch fresh;
+    encoder_scratch_init(&fresh, e);
+    encoder_encode(e, &fresh, (const uint8_t*)after, strlen(after), &b);
+    encoder_scratch_free(&fresh);
+    check(a.len == b.len && a.len > 0 && memcmp(a.data, b.data, a.len * sizeof(uint32_t)) == 0, "long_pieces_then_text_as_fresh",
+          "%zu ids after the long pieces, %zu with a fresh scratch", a.len, b.len);
+    tokenvec_free(&a);
+    tokenvec_free(&b);
+}
+
+// The cache of encoded pieces holds 32768 of them: a text of more distinct words than that clears it, and goes on
+// caching. Every word (" w" and a letter-spelled number: a pre-token of its own) must encode as it does alone, in a
+// fresh scratch whose cache never fills.
+static void test_cache_overflow(const Encoder* e, EncoderScratch* s) {
+    const int words = 80000;
+    char* text = (char*)mallocCheck((size_t)words * 16);
+    size_t* start = (size_t*)mallocCheck(sizeof(size_t) * (words + 1));
+    size_t len = 0;
+    for (int i = 0; i < words; i++) {
+        start[i] = len;
+        text[len++] = ' ';
+        text[len++] = 'w';
+        for (int v = i; ; v /= 26) { text[len++] = (char)('a' + v % 26); if (v < 26) { break; } }
+    }
+    start[words] = len;
+    TokenVec all = {0}, one = {0};
+    encoder_encode(e, s, (const uint8_t*)text, len, &all);
+    EncoderScratch fresh;
+    encoder_scratch_init(&fresh, e);
+    size_t at = 0;
+    int bad = -1;
+    for (int i = 0; i < words && bad < 0; i++) {
+        one.len = 0;
+        encoder_encode(e, &fresh, (const uint8_t*)text + start[i], start[i + 1] - start[i], &one);
+        if (at + one.len > all.len || memcmp(all.data + at, one.data, one.len * sizeof(uint32_t)) != 0) { bad = i; }
+        at += one.len;
+        if (fresh.num_entries > 1000) { encoder_scratch_free(&fresh); encoder_scratch_init(&fresh, e); } // (never fills)
+    }
+    encoder_scratch_free(&fresh);
+    check(bad < 0 && at == all.len, "cache_overflow_80000_distinct_words", "first word that differs: %d (-1: none); %zu ids, %zu from the words alone",
+          bad, all.len, at);
+    tokenvec_free(&all);
+    tokenvec_free(&one);
+    free(start);
+    free(text);
 }
 
 // Known ids: the byte tokens and <|endoftext|> of GPT-2.
@@ -804,6 +853,7 @@ int main(int argc, char** argv) {
         test_utf8_edges(&e, &s);
         test_merge_paths(&e, &s);
         test_long_pieces(&e, &s);
+        test_cache_overflow(&e, &s);
         test_tokenizer_bin(&e);
         test_tokenizer_bin_errors();
         test_cli(&e, &s, vocab_dir);
