@@ -525,30 +525,31 @@ static int dataloader_parse_blend(const char* spec, double* weights, char** patt
     }
     int n = 0, rc = 0;
     const char* p = spec;
+    const char* etc = strlen(spec) > 80 ? "..." : ""; // (the spec quoted after the problem, cut short: it may be long)
     while (*p && rc == 0) {
         const char* comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char item[1024];
         if (len >= sizeof(item)) {
-            rc = dataloader__fail(err, errlen, "blend item %d of '%s' is longer than %zu characters", n + 1, spec, sizeof(item) - 1);
+            rc = dataloader__fail(err, errlen, "blend item %d is longer than %zu characters (in '%.80s%s')", n + 1, sizeof(item) - 1, spec, etc);
             break;
         }
         memcpy(item, p, len);
         item[len] = '\0';
         double w = strtod(item, &end);
         if (n == DATALOADER_MAX_SOURCES) {
-            rc = dataloader__fail(err, errlen, "'%s': more than %d data sets in one blend", spec, DATALOADER_MAX_SOURCES);
+            rc = dataloader__fail(err, errlen, "more than %d data sets in one blend (in '%.80s%s')", DATALOADER_MAX_SOURCES, spec, etc);
         } else if (end == item || *end != ':' || !(w > 0.0) || !(w < 1e30)) {
-            rc = dataloader__fail(err, errlen, "blend item '%s' of '%s': expected WEIGHT:GLOB with a positive weight", item, spec);
+            rc = dataloader__fail(err, errlen, "blend item '%s': expected WEIGHT:GLOB with a positive weight (in '%.80s%s')", item, spec, etc);
         } else if (end[1] == '\0') {
-            rc = dataloader__fail(err, errlen, "blend item '%s' of '%s': no glob pattern after the weight", item, spec);
+            rc = dataloader__fail(err, errlen, "blend item '%s': no glob pattern after the weight (in '%.80s%s')", item, spec, etc);
         } else {
             weights[n] = w;
             patterns[n] = (char*)mallocCheck(strlen(end + 1) + 1);
             strcpy(patterns[n], end + 1);
             n++;
             p = comma ? comma + 1 : p + len;
-            if (comma && *p == '\0') { rc = dataloader__fail(err, errlen, "'%s': a blend item is empty (trailing comma)", spec); }
+            if (comma && *p == '\0') { rc = dataloader__fail(err, errlen, "a blend item is empty (trailing comma; in '%.80s%s')", spec, etc); }
         }
     }
     if (rc != 0) {

@@ -762,6 +762,18 @@ static void test_blend_errors(void) {
     expect_init_error("blend_error_llmc_order", spec, BB, TT, 1, 2, VOCAB, "needs the distributed sampler (--shuffle 1)", NULL);
     // each data set holds B*world samples: the second one's 26 are too few for B 2 x 14 ranks
     expect_init_error("blend_error_set_too_small", spec, BB, TT, 14, 1, VOCAB, g_pattern_b, "fewer than B*world");
+    // more data sets than a blend holds (64), and an item longer than the parser's 1023 characters
+    char* many = (char*)mallocCheck(65 * (strlen(g_pattern) + 8) + 1);
+    size_t at = 0;
+    for (int k = 0; k < 65; k++) { at += (size_t)sprintf(many + at, "%s1:%s", k ? "," : "", g_pattern); }
+    expect_init_error("blend_error_more_than_64_sets", many, BB, TT, 1, 1, VOCAB, "more than 64 data sets in one blend", NULL);
+    free(many);
+    char longitem[1200];
+    snprintf(longitem, sizeof(longitem), "1:%s,1:%s", g_pattern, g_dir);
+    size_t l = strlen(longitem);
+    while (l < 1150) { longitem[l++] = '/'; }
+    snprintf(longitem + l, sizeof(longitem) - l, "none_*.bin");
+    expect_init_error("blend_error_item_too_long", longitem, BB, TT, 1, 1, VOCAB, "blend item 2 is longer than 1023 characters (in '", "...')");
 }
 
 // ----------------------------------------------------------------------------
