@@ -536,6 +536,10 @@ static void test_malformed(void) {
         {"inner", "\"n_inner\": null", "\"n_inner\": 64", "n_inner 64 is not supported"},
         {"not_json", "{", "{{", "is not valid JSON"},
         {"string_int", "\"n_embd\": 32", "\"n_embd\": \"32\"", "\"n_embd\" must be an integer"},
+        {"string_eps", "\"layer_norm_epsilon\": 1e-05", "\"layer_norm_epsilon\": \"1e-05\"", "\"layer_norm_epsilon\" must be a number"},
+        {"no_context", "\"n_ctx\": 16,\n  \"n_embd\": 32,\n  \"n_head\": 4,\n  \"n_inner\": null,\n  \"n_layer\": 2,\n  \"n_positions\": 16,",
+         "\"n_embd\": 32,\n  \"n_head\": 4,\n  \"n_inner\": null,\n  \"n_layer\": 2,", "\"n_positions\" is missing"},
+        {"no_vocab", ",\n  \"vocab_size\": 101", "", "\"vocab_size\" is missing"},
     };
     for (size_t k = 0; k < sizeof(cfg_edits) / sizeof(cfg_edits[0]); k++) {
         char tag[64], name[300];
