@@ -658,6 +658,39 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
     check(rc != 0 && rc != -1 && strstr(out, badbin) != NULL, "cli_decode_bad_bin", "rc %d, stderr '%s'", rc, out);
     remove(bin);
     tokenvec_free(&want);
+    // encode --allow-special: the literal <|endoftext|> becomes token 50256, the text around it encodes as itself;
+    // without the flag it is ordinary text
+    {
+        const char* sp = "Hello<|endoftext|> world<|endoftext|>";
+        const char* spin = write_tmp("special.txt", sp, strlen(sp));
+        TokenVec w = {0};
+        encoder_encode(e, s, (const uint8_t*)"Hello", 5, &w);
+        tokenvec_push(&w, e->eot_token);
+        encoder_encode(e, s, (const uint8_t*)" world", 6, &w);
+        tokenvec_push(&w, e->eot_token);
+        char want_sp[512] = "", want_plain[512] = "";
+        size_t wl = 0;
+        for (size_t i = 0; i < w.len; i++) { wl += (size_t)snprintf(want_sp + wl, sizeof(want_sp) - wl, i ? " %u" : "%u", w.data[i]); }
+        snprintf(want_sp + wl, sizeof(want_sp) - wl, "\n");
+        w.len = 0;
+        encoder_encode(e, s, (const uint8_t*)sp, strlen(sp), &w);
+        wl = 0;
+        int has_eot = 0;
+        for (size_t i = 0; i < w.len; i++) {
+            wl += (size_t)snprintf(want_plain + wl, sizeof(want_plain) - wl, i ? " %u" : "%u", w.data[i]);
+            has_eot |= w.data[i] == e->eot_token;
+        }
+        snprintf(want_plain + wl, sizeof(want_plain) - wl, "\n");
+        tokenvec_free(&w);
+        snprintf(cmd, sizeof(cmd), "./tokenize encode --vocab '%s' --allow-special < '%s' 2>&1", vocab_dir, spin);
+        rc = run_cmd(cmd, out, sizeof(out));
+        check(rc == 0 && strcmp(out, want_sp) == 0, "cli_encode_allow_special", "rc %d, output '%s', want '%s'", rc, out, want_sp);
+        snprintf(cmd, sizeof(cmd), "./tokenize encode --vocab '%s' < '%s' 2>&1", vocab_dir, spin);
+        rc = run_cmd(cmd, out, sizeof(out));
+        check(rc == 0 && strcmp(out, want_plain) == 0 && !has_eot, "cli_encode_special_text_is_ordinary_by_default", "rc %d, output '%s', want '%s'",
+              rc, out, want_plain);
+        remove(spin);
+    }
 
     // shards: 3 documents split at blank lines, 5 val tokens, shards of 8 tokens
     const char* doc = "one two three\n\nfour five six seven\n\neight nine\n";
@@ -757,6 +790,44 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
     remove(in);
     free(big);
     tokenvec_free(&want_big);
+
+    // --doc-sep with a \xHH escape (the ASCII record separator, dropped), and --doc-per-file over two files: the
+    // documents, each after one <|endoftext|>
+    {
+        const char* two_docs[2] = {"First document.", " And the second one."};
+        TokenVec w = {0};
+        for (int d = 0; d < 2; d++) {
+            tokenvec_push(&w, e->eot_token);
+            encoder_encode(e, s, (const uint8_t*)two_docs[d], strlen(two_docs[d]), &w);
+        }
+        char joined[128], f1[700], f2[700];
+        snprintf(joined, sizeof(joined), "%s\x1e%s\x1e", two_docs[0], two_docs[1]);
+        snprintf(f1, sizeof(f1), "%s", write_tmp("doc1.txt", two_docs[0], strlen(two_docs[0])));
+        snprintf(f2, sizeof(f2), "%s", write_tmp("doc2.txt", two_docs[1], strlen(two_docs[1])));
+        const char* rs = write_tmp("rs.txt", joined, strlen(joined));
+        for (int k = 0; k < 2; k++) {
+            if (k == 0) {
+                snprintf(cmd, sizeof(cmd), "./tokenize shards --vocab '%s' --out-dir '%s' --name sep --split train --doc-sep '\\x1e' --drop-sep '%s' 2>&1",
+                         vocab_dir, g_tmpdir, rs);
+            } else {
+                snprintf(cmd, sizeof(cmd), "./tokenize shards --vocab '%s' --out-dir '%s' --name sep --split train --doc-per-file '%s' '%s' 2>&1",
+                         vocab_dir, g_tmpdir, f1, f2);
+            }
+            rc = run_cmd(cmd, out, sizeof(out));
+            snprintf(bp, sizeof(bp), "%s/sep_train_000000.bin", g_tmpdir);
+            bc = 0;
+            bt = rc == 0 ? read_shard(bp, &bc, &why) : NULL;
+            check(bt != NULL && bc == w.len && memcmp(bt, w.data, bc * sizeof(uint32_t)) == 0,
+                  k == 0 ? "cli_shards_doc_sep_hex_escape" : "cli_shards_doc_per_file", "rc %d; %zu tokens (want %zu)%s%.200s", rc, bc, w.len,
+                  rc ? ": " : "", rc ? out : "");
+            free(bt);
+            remove(bp);
+        }
+        remove(rs);
+        remove(f1);
+        remove(f2);
+        tokenvec_free(&w);
+    }
 
     // a document longer than 64 MiB that has not ended when the reader holds 64 MiB of it: the tool encodes it up to
     // its last safe cut before reading on (encoder_find_cut_last), alone and followed by a separator and another
