@@ -141,22 +141,24 @@ typedef struct {
     int max_alive[64];        // per rank: most micro-batches whose forward ran and backward did not, at any time
 } PpSimResult;
 
-static int pp_simulate(int kind, int pp, int M, int V, double tf, double tb, PpSimResult* res, char* err, size_t cap) {
+// The simulator over given lists: rank r's len_in[r] operations at ops + r * 2 M V. pp_simulate runs it on a schedule
+// builder's lists; tests/test_pp also feeds it broken ones, which it must refuse.
+static int pp_simulate_ops(int pp, int M, int V, const PpOp* ops, const int* len_in, double tf, double tb, PpSimResult* res,
+                           char* err, size_t cap) {
     int G = pp * V, per = 2 * M * V;
     if (pp > 64) { snprintf(err, cap, "pp %d above the simulator's 64", pp); return -1; }
-    PpOp* ops = (PpOp*)malloc(sizeof(PpOp) * (size_t)pp * per);
     double* fdone = (double*)malloc(sizeof(double) * (size_t)G * M); // finish time of F(g, mb), -1 not yet
     double* bdone = (double*)malloc(sizeof(double) * (size_t)G * M);
     // per directed message stream (rank -> rank+1 forward, rank -> rank-1 backward): the order sent and received
     int* sent = (int*)malloc(sizeof(int) * (size_t)2 * pp * G * M);
     int* nsent = (int*)calloc((size_t)2 * pp, sizeof(int));
     int* nrecv = (int*)calloc((size_t)2 * pp, sizeof(int));
-    if (!ops || !fdone || !bdone || !sent || !nsent || !nrecv) { fprintf(stderr, "error: out of memory\n"); exit(1); }
+    if (!fdone || !bdone || !sent || !nsent || !nrecv) { fprintf(stderr, "error: out of memory\n"); exit(1); }
     int len[64], pos[64], alive[64];
     double free_at[64], busy = 0.0;
     int rc = 0;
     for (int r = 0; r < pp; r++) {
-        len[r] = pp_schedule_build(kind, pp, r, M, V, ops + (size_t)r * per);
+        len[r] = len_in[r];
         pos[r] = 0; alive[r] = 0; free_at[r] = 0.0; res->max_alive[r] = 0;
         if (len[r] != per) { snprintf(err, cap, "rank %d has %d operations, not %d", r, len[r], per); rc = -1; }
     }
@@ -247,7 +249,19 @@ static int pp_simulate(int kind, int pp, int M, int V, double tf, double tb, PpS
     }
     res->makespan = makespan;
     res->bubble = makespan > 0 ? 1.0 - busy / (pp * makespan) : 0.0;
-    free(ops); free(fdone); free(bdone); free(sent); free(nsent); free(nrecv);
+    free(fdone); free(bdone); free(sent); free(nsent); free(nrecv);
+    return rc;
+}
+
+// The simulator over schedule `kind`'s lists for pp stages, M micro-batches, V chunks per rank.
+static int pp_simulate(int kind, int pp, int M, int V, double tf, double tb, PpSimResult* res, char* err, size_t cap) {
+    if (pp > 64) { snprintf(err, cap, "pp %d above the simulator's 64", pp); return -1; }
+    int per = 2 * M * V, len[64];
+    PpOp* ops = (PpOp*)malloc(sizeof(PpOp) * (size_t)pp * per);
+    if (!ops) { fprintf(stderr, "error: out of memory\n"); exit(1); }
+    for (int r = 0; r < pp; r++) { len[r] = pp_schedule_build(kind, pp, r, M, V, ops + (size_t)r * per); }
+    int rc = pp_simulate_ops(pp, M, V, ops, len, tf, tb, res, err, cap);
+    free(ops);
     return rc;
 }
 

@@ -194,8 +194,49 @@ static void test_partition(void) {
     check(first[1] == 3 && first[2] == 6, "partition", "equal chunks (interleaved): %d, %d", first[1], first[2]);
 }
 
+// The simulator is what shows every schedule sound (above): it must also refuse broken lists. From 1F1B on 2 stages
+// with 4 micro-batches: an operation listed twice; the first two forwards of stage 0 swapped (stage 1 then receives
+// micro-batch 1's activation where it waits for micro-batch 0's); the last stage's first backward moved before its
+// forward (it waits for its own forward, stage 0 for its gradient: every rank waits).
+static void test_simulator_refusals(void) {
+    const int pp = 2, M = 4, V = 1, per = 2 * M * V;
+    PpOp good[2 * 8], ops[2 * 8];
+    int len[2];
+    for (int r = 0; r < pp; r++) { len[r] = pp_schedule_build(PP_1F1B, pp, r, M, V, good + (size_t)r * per); }
+    const struct { const char* name; const char* want; } cases[3] = {
+        {"an operation listed twice", "rank 0: operation 1 (forward chunk 0, micro-batch 0) is out of range or repeated"},
+        {"stage 0's first two forwards swapped", "rank 1 receives the activation of chunk 1, micro-batch 0 out of the order rank 0 sent it"},
+        {"the last stage's first backward before its forward", "deadlock: every rank waits:"},
+    };
+    for (int k = 0; k < 3; k++) {
+        memcpy(ops, good, sizeof(ops));
+        if (k == 0) { ops[1] = ops[0]; }
+        if (k == 1) { PpOp t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
+        if (k == 2) {
+            PpOp* last = ops + per;
+            int b = 0;
+            while (b < per && last[b].fwd) { b++; } // its first backward (micro-batch 0's)
+            PpOp t = last[b];
+            memmove(last + 1, last, sizeof(PpOp) * (size_t)b);
+            last[0] = t;
+        }
+        PpSimResult res;
+        memset(&res, 0, sizeof(res));
+        char err[400] = "";
+        int rc = pp_simulate_ops(pp, M, V, ops, len, 1.0, 2.0, &res, err, sizeof(err));
+        char name[200];
+        snprintf(name, sizeof(name), "the simulator refuses %s", cases[k].name);
+        check(rc != 0 && strstr(err, cases[k].want) != NULL, name, "rc %d: '%s' (want '%s')", rc, err, cases[k].want);
+    }
+    PpSimResult res;
+    memset(&res, 0, sizeof(res));
+    char err[400] = "";
+    check(pp_simulate_ops(pp, M, V, good, len, 1.0, 2.0, &res, err, sizeof(err)) == 0, "the simulator takes the unbroken lists", "%s", err);
+}
+
 int main(void) {
     test_schedules();
+    test_simulator_refusals();
     test_partition();
     return test_summary();
 }
