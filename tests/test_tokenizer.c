@@ -830,12 +830,15 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
     }
 
     // a document longer than 64 MiB that has not ended when the reader holds 64 MiB of it: the tool encodes it up to
-    // its last safe cut before reading on (encoder_find_cut_last), alone and followed by a separator and another
-    // document; the tokens are the whole text's either way
-    size_t huge_n = (size_t)70 << 20;
+    // its last safe cut before reading on (encoder_find_cut_last), twice in 140 MiB, alone and followed by a separator
+    // and another document; the tokens are the whole text's either way, after one <|endoftext|> (words of letters: a
+    // cut anywhere else would most likely split one, and change its tokens)
+    size_t huge_n = (size_t)140 << 20;
     char* huge = (char*)mallocCheck(huge_n + 64);
     size_t hl = 0;
-    for (int line = 0; hl + 32 < huge_n; line++) { hl += (size_t)snprintf(huge + hl, 32, "w%d x%d\n", line % 97, line % 13); }
+    for (int line = 0; hl + 64 < huge_n; line++) {
+        hl += (size_t)snprintf(huge + hl, 64, "line %d of a wonderfully unending document\n", line % 997);
+    }
     TokenVec want_huge = {0};
     tokenvec_push(&want_huge, e->eot_token);
     encoder_encode(e, s, (const uint8_t*)huge, hl, &want_huge);
