@@ -12,8 +12,9 @@
 #
 # Environment: COVERAGE_TEST_CMD (run in the copy's root, default below), COVERAGE_TARGETS (the make targets built),
 # COVERAGE_OUT, COVERAGE_KEEP=1 (keep the scratch directory; its path is printed), MUTATE_JOBS-like COVERAGE_JOBS (2).
-# What it cannot see: a process that ends by a signal or MPI_Abort (a collective's timeout, mpirun killing a job)
-# writes no counts, so those paths show as never run even when a test takes them; the CUDA sources are not built.
+# What it cannot see: a process ended by a signal (mpirun killing the other ranks of a job that failed, a SIGKILL)
+# writes no counts, so what it ran after its last exit shows as never run; the rank that calls MPI_Abort writes its
+# counts first (comm.h, in these builds). The CUDA sources are not built.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
 OUT=${COVERAGE_OUT:-$ROOT/coverage_uncovered.txt}
@@ -41,7 +42,9 @@ mkdir -p "$SCR/tree" "$SCR/gcov"
 cd "$SCR/tree" || exit 2
 echo "coverage: building $TARGETS"
 # shellcheck disable=SC2086 # (TARGETS is a list)
-if ! make -j"$JOBS" OPT="-O0 --coverage" TEST_OPT="-O0 --coverage" LDLIBS="-lm --coverage" $TARGETS > "$SCR/build.log" 2>&1; then
+# (COVERAGE_BUILD: comm.h writes the counts before MPI_Abort ends a process)
+if ! make -j"$JOBS" OPT="-O0 --coverage -DCOVERAGE_BUILD" TEST_OPT="-O0 --coverage -DCOVERAGE_BUILD" LDLIBS="-lm --coverage" $TARGETS \
+        > "$SCR/build.log" 2>&1; then
     tail -n 20 "$SCR/build.log" >&2
     echo "coverage: the build failed" >&2
     exit 2
