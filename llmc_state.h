@@ -194,8 +194,12 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
         fatal("llm.c state '%s': its data loader section (after the moments) is cut short or holds impossible counts", first.path);
     }
     if (stage < 0 && can_shard) {
-        fatal("llm.c state '%s' is %lld bytes: neither the %lld of a run without ZeRO nor the %lld of ZeRO-1 over %d processes "
-              "(for the model in '%s', %zu parameters)", first.path, size0, e0, e1, N, mp, n);
+        // (an expected size of -1: read as that layout, the file is too short to hold its data loader section's counts)
+        char w0[64] = "the size", w1[64] = "the size";
+        if (e0 >= 0) { snprintf(w0, sizeof(w0), "the %lld", e0); }
+        if (e1 >= 0) { snprintf(w1, sizeof(w1), "the %lld", e1); }
+        fatal("llm.c state '%s' is %lld bytes: neither %s of a run without ZeRO nor %s of ZeRO-1 over %d processes "
+              "(for the model in '%s', %zu parameters)", first.path, size0, w0, w1, N, mp, n);
     }
     if (stage < 0) {
         fatal("llm.c state '%s' is %lld bytes, expected %lld for the model in '%s' (%zu parameters%s)", first.path, size0, e0, mp, n,

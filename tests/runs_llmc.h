@@ -465,8 +465,11 @@ static void test_llmc_import(void) {
         {"a state file of another rank", "printf '\\007' | dd of=state_00000004_00001.bin bs=1 seek=12 conv=notrunc 2>/dev/null", "corrupt header"},
         {"a bad magic number", "printf 'X' | dd of=state_00000004_00000.bin bs=1 seek=0 conv=notrunc 2>/dev/null", "bad magic number"},
         {"a NaN moment", "printf '\\000\\000\\300\\177' | dd of=state_00000004_00001.bin bs=1 seek=1040 conv=notrunc 2>/dev/null", "m 4 of its shard is not finite"},
+        {"a process count that disagrees with rank 0's", "printf '\\003' | dd of=state_00000004_00001.bin bs=1 seek=8 conv=notrunc 2>/dev/null",
+         "state_00000004_00001.bin' disagrees with rank 0's (processes 3 vs 2"},
+        {"rank 0's state file cut short", "truncate -s -4 state_00000004_00000.bin", "state_00000004_00000.bin'"},
     };
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 7; k++) {
         if (!have_mpi) { break; } // (llmc0 is made by the mpirun case)
         snprintf(cmd, sizeof(cmd), "rm -rf %s/li/bad && cp -r %s/li/llmc0.orig %s/li/bad && cd %s/li/bad && %s", TMP, TMP, TMP, TMP, bad[k].edit);
         if (system(cmd) != 0) { report(0, "llm.c import: damaged setup", "%s", cmd); return; }

@@ -1164,6 +1164,18 @@ static void test_powersgd_runs(void) {
         snprintf(name, sizeof(name), "%s is refused, naming it", bad[k].args);
         report(rc == 1 && strstr(out, bad[k].expect), name, "exit %d: %.200s", rc, out);
     }
+    // one process: nothing to compress, said once, and the run is the uncompressed one (losses bit for bit)
+    char l1[1024], l0[1024];
+    snprintf(l1, sizeof(l1), "%s/ps/one_rank_ps.jsonl", TMP);
+    snprintf(l0, sizeof(l0), "%s/ps/one_rank.jsonl", TMP);
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --log %s", one, l1);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0 && strstr(out, "gradient compression: powersgd:2 has nothing to do: one data-parallel rank reduces no gradients"),
+           "powersgd:2 in one process says it has nothing to do", "exit %d: %.300s", rc, out);
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --log %s", common, l0);
+    if (rc == 0 && run_capture(cmd, out, sizeof(out)) == 0) {
+        compare_losses("powersgd:2 in one process: the losses of the uncompressed run, bit for bit", l0, 0, l1, 10, 0.0);
+    }
 }
 
 // The test of PowerSGD: the default job's model and data (d4 on tinyshakespeare, 512 tokens per step as
