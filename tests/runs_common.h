@@ -1,7 +1,7 @@
 /*
 tests/runs_common.h: what the tests that drive ./train_gpt in child processes share (tests/test_runs.c,
 tests/test_tp_runs.c): test shards, reading the JSON logs, and comparing two runs' logs and model files with stated
-tolerances, and the comparisons of a parallel run (and of a resume on another layout) against one process. Include
+tolerances, freshly initialised model files, and the comparisons of a parallel run (and of a resume on another layout) against one process. Include
 after train_gpt.c (TRAIN_GPT_NO_MAIN) and tests/testing.h, with `report` defined as `check`.
 */
 #ifndef RUNS_COMMON_H
@@ -10,6 +10,17 @@ after train_gpt.c (TRAIN_GPT_NO_MAIN) and tests/testing.h, with `report` defined
 // The sampling flags of the runs that sample mid-training (the one-process references and the parallel layouts
 // compared with them): every filter on, so each layout's samples go through all of them
 #define SAMPLE_FILTERS " --temperature 0.8 --top-k 5 --top-p 0.9 --min-p 0.05 --repetition-penalty 1.3"
+
+// Writes a model file of shape g, freshly initialised as the trainer does (GPT-2's scheme, init_params) from seed.
+static void write_init_model(const char* path, GPTConfig g, uint64_t seed) {
+    ParamLayout pl;
+    layout_build(&pl, &g);
+    float* params = (float*)mallocCheck(pl.num_params * sizeof(float));
+    init_params(params, &pl, seed);
+    model_save(path, &pl, params);
+    free(params);
+    layout_free(&pl);
+}
 
 // Writes an llm.c shard with n tokens drawn from [0, V) (a fixed pseudo-random text with some structure).
 static void write_shard(const char* path, int n, int V, uint64_t seed, int magic, int version, int header_count) {

@@ -712,15 +712,8 @@ int main(int argc, char** argv) {
     g_have_mpi = system("command -v mpirun > /dev/null 2>&1") == 0;
     DIR_HS = test_scratch_dir("test_hellaswag");
     // the reference model's width (maxT 16, V 101 padded to 128, NH 4, C 32) with 4 blocks, GPT-2's initialisation
-    GPTConfig g = {16, 101, 128, 4, 4, 32};
-    ParamLayout pl;
-    layout_build(&pl, &g);
-    float* params = (float*)mallocCheck(pl.num_params * sizeof(float));
-    init_params(params, &pl, 4242);
     snprintf(g_model_l4, sizeof(g_model_l4), "%s/model_l4.bin", DIR_HS);
-    model_save(g_model_l4, &pl, params);
-    free(params);
-    layout_free(&pl);
+    write_init_model(g_model_l4, (GPTConfig){16, 101, 128, 4, 4, 32}, 4242);
     int have_tokenize = file_exists("./tokenize");
     if (!only || strstr("format", only)) { test_format(); }
     if ((!only || strstr("convert", only)) && have_tokenize) { test_convert(); }

@@ -184,16 +184,9 @@ int main(void) {
     char cmd[8192], out[65536];
     DIR_PP = test_scratch_dir("test_pp_runs");
     // the model: 4 blocks of the reference model's width (maxT 16, V 101 padded to 128, NH 4, C 32), GPT-2's init
-    GPTConfig g = {16, 101, 128, 4, 4, 32};
-    ParamLayout pl;
-    layout_build(&pl, &g);
-    float* params = (float*)mallocCheck(pl.num_params * sizeof(float));
-    init_params(params, &pl, 4242);
     char model[1024];
     snprintf(model, sizeof(model), "%s/model_l4.bin", DIR_PP);
-    model_save(model, &pl, params);
-    free(params);
-    layout_free(&pl);
+    write_init_model(model, (GPTConfig){16, 101, 128, 4, 4, 32}, 4242);
     char shard[1024], vshard[1024], common[6144], quiet[4096], ref_log[1024];
     snprintf(shard, sizeof(shard), "%s/train_000000.bin", DIR_PP);
     write_shard(shard, 8000, 101, 21, 20240520, 1, 8000);

@@ -292,17 +292,8 @@ static void test_absurd_input(void) {
              "dd of=%s/abs/heads_model.bin bs=1 seek=20 conv=notrunc 2>/dev/null", TMP, TMP);
     if (system(cmd) != 0) { report(0, "absurd input setup", "%s", cmd); return; }
     // a whole model file of depth 2 and 2 heads but 64 channels (d2 has 128): only its width tells it from d2
-    {
-        GPTConfig gn = {16, 101, 128, 2, 2, 64}; // maxT 16, V 101, Vp 128, L 2, NH 2, C 64
-        ParamLayout pl;
-        layout_build(&pl, &gn);
-        float* params = (float*)mallocCheck(pl.num_params * sizeof(float));
-        init_params(params, &pl, 5);
-        snprintf(cmd, sizeof(cmd), "%s/abs/narrow_model.bin", TMP);
-        model_save(cmd, &pl, params);
-        free(params);
-        layout_free(&pl);
-    }
+    snprintf(cmd, sizeof(cmd), "%s/abs/narrow_model.bin", TMP);
+    write_init_model(cmd, (GPTConfig){16, 101, 128, 2, 2, 64}, 5); // maxT 16, V 101, Vp 128, L 2, NH 2, C 64
     char base0[1200], base[1300];
     snprintf(base0, sizeof(base0), "--init tests/ref/ref_model.bin --train %s --steps 2 --threads 1", shard);
     snprintf(base, sizeof(base), "%s --batch-size 2 --seq-len 8", base0);
@@ -1620,16 +1611,9 @@ static void test_zero3_deep(void) {
     snprintf(D, sizeof(D), "%s/z3", TMP);
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", D, D);
     if (system(cmd) != 0) { report(0, "zero3 setup", "%s", cmd); return; }
-    GPTConfig g = {16, 101, 128, 4, 4, 32};
-    ParamLayout pl;
-    layout_build(&pl, &g);
-    float* params = (float*)mallocCheck(pl.num_params * sizeof(float));
-    init_params(params, &pl, 777);
     char model[1024], shard[1024], common[4096];
     snprintf(model, sizeof(model), "%s/model_l4.bin", D);
-    model_save(model, &pl, params);
-    free(params);
-    layout_free(&pl);
+    write_init_model(model, (GPTConfig){16, 101, 128, 4, 4, 32}, 777);
     snprintf(shard, sizeof(shard), "%s/train_000000.bin", D);
     write_shard(shard, 8000, 101, 23, 20240520, 1, 8000);
     char vshard[1024];
