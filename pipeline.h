@@ -141,9 +141,9 @@ typedef struct {
     int max_alive[64];        // per rank: most micro-batches whose forward ran and backward did not, at any time
 } PpSimResult;
 
-// The simulator over given lists: rank r's len_in[r] operations at ops + r * 2 M V. pp_simulate runs it on a schedule
+// The simulator over given lists: rank r's len[r] operations at ops + r * 2 M V. pp_simulate runs it on a schedule
 // builder's lists; tests/test_pp also feeds it broken ones, which it must refuse.
-static int pp_simulate_ops(int pp, int M, int V, const PpOp* ops, const int* len_in, double tf, double tb, PpSimResult* res,
+static int pp_simulate_ops(int pp, int M, int V, const PpOp* ops, const int* len, double tf, double tb, PpSimResult* res,
                            char* err, size_t cap) {
     int G = pp * V, per = 2 * M * V;
     if (pp > 64) { snprintf(err, cap, "pp %d above the simulator's 64", pp); return -1; }
@@ -154,11 +154,10 @@ static int pp_simulate_ops(int pp, int M, int V, const PpOp* ops, const int* len
     int* nsent = (int*)calloc((size_t)2 * pp, sizeof(int));
     int* nrecv = (int*)calloc((size_t)2 * pp, sizeof(int));
     if (!fdone || !bdone || !sent || !nsent || !nrecv) { fprintf(stderr, "error: out of memory\n"); exit(1); }
-    int len[64], pos[64], alive[64];
+    int pos[64], alive[64];
     double free_at[64], busy = 0.0;
     int rc = 0;
     for (int r = 0; r < pp; r++) {
-        len[r] = len_in[r];
         pos[r] = 0; alive[r] = 0; free_at[r] = 0.0; res->max_alive[r] = 0;
         if (len[r] != per) { snprintf(err, cap, "rank %d has %d operations, not %d", r, len[r], per); rc = -1; }
     }
