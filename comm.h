@@ -361,6 +361,20 @@ static int comm__pid_dead(int64_t pid) {
     return close_paren != NULL && close_paren[1] == ' ' && (close_paren[2] == 'Z' || close_paren[2] == 'X');
 }
 
+// Failure tests only (test_comm --dead-test, train_gpt's TRAIN_GPT_FAULT=gone): makes this rank look gone to the
+// monitor while it runs on, as under a launcher that does not end a job when one of its processes dies. Its record takes
+// the pid of a child that has exited and is never reaped: a zombie, which comm__pid_dead counts as gone. Returns 0, or
+// -1 without a record (no shared-memory monitor) or when fork fails.
+static int comm_monitor_pretend_gone(const ParallelContext* pc) {
+    CommSlot* s = comm__slot(pc, pc->world_rank);
+    if (!s) { return -1; }
+    pid_t child = fork();
+    if (child < 0) { return -1; }
+    if (child == 0) { _exit(0); }
+    comm__publish(&s->pid, (int64_t)child);
+    return 0;
+}
+
 // Checks the group is usable by the calling operation.
 static void comm__check_group(const CommGroup* g, const char* what) {
     if (g == NULL || g->size <= 0 || g->pc == NULL) {

@@ -340,7 +340,7 @@ static double flops_per_token(const GPT* m, int T) {
 // stops the whole process (SIGSTOP, as a debugger or a frozen machine would); "gone:RANK:STEP" makes it look gone
 // to the monitor while the job goes on (as under a launcher that does not end the job when a process dies; mpirun
 // does): its record takes the pid of a child that has exited and is never reaped, and it sleeps forever.
-static void maybe_inject_fault(ParallelContext* pc, int step) {
+static void maybe_inject_fault(const ParallelContext* pc, int step) {
     int rank = pc->world_rank;
     const char* f = getenv("TRAIN_GPT_FAULT");
     if (!f) { return; }
@@ -353,10 +353,7 @@ static void maybe_inject_fault(ParallelContext* pc, int step) {
     if (strcmp(kind, "hang") == 0) { for (;;) { sleep(1000); } }
     if (strcmp(kind, "stop") == 0) { raise(SIGSTOP); } // every thread stops (the monitor's server too), as kill -STOP
     if (strcmp(kind, "gone") == 0) {
-        pid_t child = fork();
-        if (child == 0) { _exit(0); }
-        CommSlot* rec = comm__slot(pc, rank);
-        if (child > 0 && rec) { comm__publish(&rec->pid, (int64_t)child); }
+        comm_monitor_pretend_gone(pc); // (without a monitor it just hangs)
         for (;;) { sleep(1000); }
     }
 }

@@ -742,13 +742,8 @@ static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
             comm_recv(&pc.world, buf, sizeof(buf), 0, 7);
         } else if (strcmp(mode, "--dead-test") == 0) {
             // a rank whose process is gone while the job goes on (mpirun would end the job first; other launchers
-            // need not), simulated: this rank's record takes the pid of a child that has exited and is never reaped
-            // (a zombie: "gone" for comm__pid_dead), and the rank stops calling into comm.h
-            pid_t child = fork();
-            if (child == 0) { _exit(0); }
-            CommSlot* s = comm__slot(&pc, pc.world_rank);
-            if (child < 0 || !s) { fatal("--dead-test: %s", child < 0 ? "fork failed" : "no shared-memory monitor"); }
-            comm__publish(&s->pid, (int64_t)child);
+            // need not), simulated (comm_monitor_pretend_gone), and the rank stops calling into comm.h
+            if (comm_monitor_pretend_gone(&pc) != 0) { fatal("--dead-test: no shared-memory monitor, or fork failed"); }
             sleep_s(timeout_s * 10 + 30);
         }
     }
