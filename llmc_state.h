@@ -191,7 +191,9 @@ static void llmc_import(const char* dir, int step, const TrainState* fresh) {
     fclose(first.fp);
     if (size0 == e0) { stage = 0; } else if (size0 == e1) { stage = 1; }
     if (stage < 0 && e0 < 0 && e1 < 0) {
-        fatal("llm.c state '%s': its data loader section (after the moments) is cut short or holds impossible counts", first.path);
+        fatal("llm.c state '%s' is %lld bytes: read as %s, its data loader section (after the moments) is cut short or holds "
+              "impossible counts (for the model in '%s', %zu parameters)", first.path, size0,
+              can_shard ? "a run without ZeRO or as ZeRO-1 over the processes it records" : "a run without ZeRO", mp, n);
     }
     if (stage < 0 && can_shard) {
         // (an expected size of -1: read as that layout, the file is too short to hold its data loader section's counts)

@@ -921,10 +921,11 @@ int main(int argc, char** argv) {
     parallel_init(&pc, &argc, &argv);
     Config c;
     config_defaults(&c);
+    utils_fatal_alike_rank = pc.world_rank; // a refused flag: one error line from rank 0, not one per rank (utils.h)
     parse_flags(&c, argc, argv);
+    utils_fatal_alike_rank = 0; // (from here on, errors may be of one rank alone)
     parallel_set_layout(&pc, c.tp, c.pp, c.comm_timeout); // a world that does not divide by tp x pp ends here, one message
     int master = pc.world_rank == 0;
-    if (c.llmc_checkpoints && (pc.tp > 1 || pc.pp > 1)) { fatal("--llmc-checkpoints 1: llm.c has no tensor or pipeline parallelism (this run: tp %d, pp %d)", pc.tp, pc.pp); }
 #ifdef _OPENMP
     if (c.threads > 0) { omp_set_num_threads(c.threads); }
 #endif

@@ -469,8 +469,10 @@ static void test_llmc_import(void) {
          "state_00000004_00001.bin' disagrees with rank 0's (processes 3 vs 2"},
         {"rank 0's state file cut short", "truncate -s -4 state_00000004_00000.bin",
          "state_00000004_00000.bin' is 184052 bytes: neither the size of a run without ZeRO nor the 184056 of ZeRO-1 over 2 processes"},
+        {"rank 0's state file cut inside its moments", "truncate -s 2000 state_00000004_00000.bin",
+         "state_00000004_00000.bin' is 2000 bytes: read as a run without ZeRO or as ZeRO-1 over the processes it records, its data loader section"},
     };
-    for (int k = 0; k < 7; k++) {
+    for (int k = 0; k < 8; k++) {
         if (!have_mpi) { break; } // (llmc0 is made by the mpirun case)
         snprintf(cmd, sizeof(cmd), "rm -rf %s/li/bad && cp -r %s/li/llmc0.orig %s/li/bad && cd %s/li/bad && %s", TMP, TMP, TMP, TMP, bad[k].edit);
         if (system(cmd) != 0) { report(0, "llm.c import: damaged setup", "%s", cmd); return; }

@@ -659,6 +659,21 @@ static void test_parallel(void) {
     int rc = run_capture(cmd, out, sizeof(out));
     report(rc != 0 && rc != 124 && strstr(out, "configuration differs from rank 0: --seed=2 here, --seed=1 on rank 0") != NULL,
            "configuration mismatch between ranks is refused naming the flag", "exit %d: %.300s", rc, out);
+    // a flag refused on every rank reads as one error line (rank 0's), not one per rank; a flag refused on one rank
+    // alone is still reported, naming that rank (utils.h: utils_fatal_alike_rank)
+    const char* refused[2][2] = {{"--no-such-flag 1", "unknown flag '--no-such-flag'"}, {"--zero 7", "--zero: 7 is out of range"}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof(cmd), "timeout 60 " MPIRUN " -np 3 ./train_gpt %s --steps 2 %s", common, refused[k][0]);
+        int rc1 = run_capture(cmd, out, sizeof(out));
+        char* e = strstr(out, "error: ");
+        snprintf(name, sizeof(name), "a flag refused on 3 ranks (%s) prints one error line, from rank 0", refused[k][0]);
+        report(rc1 != 0 && rc1 != 124 && count_in_text(out, "error:") == 1 && e && strncmp(e + 7, refused[k][1], strlen(refused[k][1])) == 0,
+               name, "exit %d: %.300s", rc1, out);
+    }
+    snprintf(cmd, sizeof(cmd), "timeout 60 mpirun --allow-run-as-root --oversubscribe -np 1 ./train_gpt %s --steps 2 : -np 1 ./train_gpt %s --steps 2 --no-such-flag 1", common, common);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc != 0 && rc != 124 && count_in_text(out, "error:") == 1 && strstr(out, "error: rank 1: unknown flag '--no-such-flag'") != NULL,
+           "a flag refused on one rank alone is reported, naming the rank", "exit %d: %.300s", rc, out);
     // a rank that dies, and a rank that hangs: the job ends with an error naming the rank, within the timeout
     snprintf(cmd, sizeof(cmd), "export TRAIN_GPT_FAULT=die:1:3; timeout 60 " MPIRUN " -np 2 ./train_gpt %s --steps 10 --comm-timeout 10", common);
     rc = run_capture(cmd, out, sizeof(out));
