@@ -145,6 +145,9 @@ if [ -x tests/test_comm ] && command -v mpirun >/dev/null 2>&1; then
     expect_fail "test_comm: a rank whose process is gone (simulated) is named dead at the timeout" \
         "rank 1 on [^ ]+ \(pid [0-9]+\) is dead" \
         timeout 120 $MPIRUN -np 2 ./tests/test_comm --dead-test --timeout 3
+    expect_fail "test_comm: a rank that started the collective and stopped calling into MPI: every rank arrived, yet it is stuck" \
+        "all-?reduce on group 'world' .* did not complete within 3 s; every rank arrived, yet the operation is stuck .*: rank 1 on [^ ]+ \(pid [0-9]+\) is alive" \
+        timeout 120 $MPIRUN -np 2 ./tests/test_comm --stuck-test --timeout 3
     expect_fail "test_comm: a message shorter than its receive is an error naming both sizes" \
         "recv from rank 1 on group 'world' \(tag 5\): expected 200 bytes, the sender sent a different size \(chunk 0 holds 100 bytes" \
         timeout 120 $MPIRUN -np 2 ./tests/test_comm --short-message-test

@@ -32,6 +32,9 @@ Failure modes, run by the test runner (each must exit non-zero, quickly, and say
   mpirun ... -np 2 ./tests/test_comm --dead-test [--timeout 3]
       rank 1's record takes the pid of an exited child (simulating a rank whose process is gone while the job goes
       on) and rank 1 stops calling into comm.h. Check: exit status != 0, and "rank 1 on HOST (pid P) is dead".
+  mpirun ... -np 2 ./tests/test_comm --stuck-test [--timeout 3]
+      rank 1 starts the all-reduce rank 0 waits in (16 MiB: several rounds) and then stops calling into MPI. Check:
+      exit status != 0, and "every rank arrived, yet the operation is stuck", naming rank 1 as alive.
   mpirun ... -np 2 ./tests/test_comm --short-message-test
       rank 1 sends 100 bytes where rank 0 receives 200. Check: exit status != 0 and rank 0's "expected 200 bytes, the
       sender sent a different size".
@@ -723,7 +726,8 @@ static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
     }
     if (hang_rank < 1 || hang_rank >= pc.world_size) { fatal("--hang-rank %d must be in [1, %d)", hang_rank, pc.world_size); }
     int is_hung = pc.world_rank == hang_rank;
-    int timed = strcmp(mode, "--hang-test") == 0 || strcmp(mode, "--mismatch-test") == 0 || strcmp(mode, "--dead-test") == 0;
+    int timed = strcmp(mode, "--hang-test") == 0 || strcmp(mode, "--mismatch-test") == 0 || strcmp(mode, "--dead-test") == 0 ||
+                strcmp(mode, "--stuck-test") == 0;
     parallel_set_layout(&pc, 1, 1, timed ? timeout_s : 60.0);
     float buf[4096];
     for (int i = 0; i < 4096; i++) { buf[i] = 1.0f; }
@@ -745,7 +749,20 @@ static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
             // need not), simulated (comm_monitor_pretend_gone), and the rank stops calling into comm.h
             if (comm_monitor_pretend_gone(&pc) != 0) { fatal("--dead-test: no shared-memory monitor, or fork failed"); }
             sleep_s(timeout_s * 10 + 30);
+        } else if (strcmp(mode, "--stuck-test") == 0) {
+            // a rank that starts the same collective and then stops calling into MPI (a busy loop between the start
+            // and the wait, say): every rank arrived, yet a multi-round all-reduce cannot finish
+            size_t n = (size_t)1 << 22;
+            float* big = (float*)callocCheck(n, sizeof(float));
+            CommRequest req;
+            comm_iallreduce_sum_f32(&pc.world, big, n, &req);
+            sleep_s(timeout_s * 10 + 30);
         }
+    }
+    if (strcmp(mode, "--stuck-test") == 0) {
+        size_t n = (size_t)1 << 22;
+        float* big = (float*)callocCheck(n, sizeof(float));
+        comm_allreduce_sum_f32(&pc.world, big, n);
     }
     comm_allreduce_sum_f32(&pc.world, buf, 4096);
     fprintf(stderr, "%s: rank %d: the allreduce completed; expected the job to end with an error\n", mode, pc.world_rank);
@@ -833,7 +850,7 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--hang-test") || !strcmp(argv[i], "--kill-test") || !strcmp(argv[i], "--exit-test") ||
             !strcmp(argv[i], "--layout-error-test") || !strcmp(argv[i], "--big-test") || !strcmp(argv[i], "--mismatch-test") ||
-            !strcmp(argv[i], "--dead-test") || !strcmp(argv[i], "--short-message-test")) {
+            !strcmp(argv[i], "--dead-test") || !strcmp(argv[i], "--short-message-test") || !strcmp(argv[i], "--stuck-test")) {
             mode = argv[i];
         } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
             char* end = NULL;
