@@ -97,6 +97,18 @@ static void test_checkpoint_files(const char* common, const char* shard) {
     report(ok, "checkpoint housekeeping: stale temporary and unpaired files removed, a live writer's kept, --keep-checkpoints 2, "
            "llm.c's DONE_ markers only beside the checkpoints kept",
            "exit %d; files: %.600s", rc, listing);
+    // a directory of more checkpoints than the listing's first allocation (64): 99 copies at steps 1 to 99 (hard links
+    // of step 10's files), then a run that saves at 50 and 100 keeping 2: the newest two by step, 99 and 100, are left
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/many && mkdir -p %s/many && cd %s/many && for s in $(seq 1 99); do n=$(printf %%08d $s); "
+             "ln %s/model_00000010.bin model_$n.bin && ln %s/state_00000010.bin state_$n.bin || exit 1; done", TMP, TMP, TMP, ck, ck);
+    if (system(cmd) != 0) { report(0, "many checkpoints: setup", "%s", cmd); return; }
+    snprintf(cmd, sizeof(cmd), "./train_gpt %s --train %s --steps 100 --out %s/many --checkpoint-every 50 --keep-checkpoints 2", common, shard, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "cd %s/many && ls | sort | tr '\n' ' '", TMP);
+    run_capture(cmd, listing, sizeof(listing));
+    report(rc == 0 && strcmp(listing, "DONE_00000100 latest main.log model_00000099.bin model_00000100.bin state_00000099.bin state_00000100.bin ") == 0,
+           "--keep-checkpoints 2 in a directory of 99 older checkpoints (past the listing's first 64): only the newest 2 are left",
+           "exit %d; files: %.300s", rc, listing);
 }
 
 // The lr logged at each step equals the schedule's closed form (warmup W linear, then cosine to 0 over the rest).
