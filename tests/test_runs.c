@@ -1866,6 +1866,17 @@ static void test_outlier_runs(void) {
     int b_skips = count_in_file(cmd, "\"outlier\": \"loss\"");
     report(same && b_skips == 1, "outlier guard: resumed from step 16, losses and z-scores equal the uninterrupted run bit for bit, the same step skipped",
            "exit %d, %d skips, %s%.300s", rc, b_skips, detail, rc ? out : "");
+    // a checkpoint of an unguarded run (the "none" case's, step 16) resumed with the guard: a note says the windows
+    // fill afresh, and as it says, the spike at step 21 (5 steps in, before a window of 16 is full) is not skipped
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/ol/nock && cp -r %s/ol/none %s/ol/nock && echo 16 > %s/ol/nock/latest && "
+             "TRAIN_GPT_FAULT=lossspike:0:20 ./train_gpt %s %s --resume %s/ol/nock --log %s/ol/c.jsonl", TMP, TMP, TMP, TMP, base, guard, TMP, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s/ol/c.jsonl", TMP);
+    int c_skips = count_in_file(cmd, "\"skipped\": true"), c_steps = count_in_file(cmd, "\"step\": ");
+    report(rc == 0 && count_in_text(out, "holds no outlier-guard windows (its run had no --skip-loss-z or --skip-grad-z): they fill afresh, "
+                                         "and no update is skipped for the next 16 steps") == 1 && c_skips == 0 && c_steps == 8,
+           "outlier guard: resuming an unguarded run's checkpoint says its windows fill afresh, and skips nothing before they do",
+           "exit %d, %d steps, %d skipped: %.300s", rc, c_steps, c_skips, out);
     if (system("command -v mpirun > /dev/null 2>&1") != 0) { printf("SKIP outlier guard across ranks: mpirun not found\n"); return; }
     struct { const char* tag; const char* fault; const char* args; } par[] = {
         {"dp2", "lossspike:0:20,lossspike:1:20", "-np 2 ./train_gpt --zero 1"},
