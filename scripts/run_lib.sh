@@ -11,7 +11,8 @@
 #     (HOSTFILE=FILE for several machines, MPIRUN_ARGS for anything else, e.g. "--mca btl_tcp_if_include eth0");
 #   - resumes: when --out already holds a checkpoint, --resume continues from the newest one (so re-running the
 #     script continues the run), and a failed attempt is retried from the newest checkpoint up to MAX_RESTARTS
-#     times (default 10, 30 s apart; scripts/elastic_run.sh restarts on fewer ranks instead);
+#     times (default 10, RESTART_DELAY seconds apart, default 30; scripts/elastic_run.sh restarts on fewer ranks
+#     instead);
 #   - a run whose final checkpoint exists is complete: the script says so and exits 0.
 #
 # DRY_RUN=1: the same configuration scaled down, on the CPU, in a minute: builds ./train_gpt, prepares a tiny local
@@ -277,7 +278,9 @@ run_training() {
         return
     fi
     ramp_fit
-    local final attempt=0 max="${MAX_RESTARTS:-10}"
+    local final attempt=0 max="${MAX_RESTARTS:-10}" delay="${RESTART_DELAY:-30}"
+    [[ "$max" =~ ^[0-9]+$ ]] || { echo "error: MAX_RESTARTS='$max' is not a whole number" >&2; exit 2; }
+    [[ "$delay" =~ ^[0-9]+$ ]] || { echo "error: RESTART_DELAY='$delay' is not a whole number of seconds" >&2; exit 2; }
     final="$(final_model)"
     while true; do
         if [[ -f "$final" ]]; then
@@ -288,7 +291,7 @@ run_training() {
             echo "error: $RUN_NAME: $attempt attempts failed; the newest checkpoint is in $OUT" >&2
             exit 1
         fi
-        ((attempt > 0)) && { echo "$RUN_NAME: attempt $attempt failed; retrying from the newest checkpoint in 30 s"; sleep 30; }
+        ((attempt > 0)) && { echo "$RUN_NAME: attempt $attempt failed; retrying from the newest checkpoint in $delay s"; sleep "$delay"; }
         attempt=$((attempt + 1))
         cut_resumed_log
         # shellcheck disable=SC2046

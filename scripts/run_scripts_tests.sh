@@ -8,7 +8,8 @@
 # Also: re-running a finished dry run does nothing; a run cut back to its step-1 checkpoint resumes and ends with
 # the same model, byte for byte, as the uninterrupted run; tensor- and pipeline-parallel layouts from the
 # environment (TP=2, PP=2) run; a layout that does not fit the GPU memory, and nonsense machine variables, are
-# refused with the reason.
+# refused with the reason. And a real run's mechanics, with a stand-in trainer: failed attempts retried from the newest
+# checkpoint (MAX_RESTARTS, RESTART_DELAY), the log cut back, several ranks through mpirun, a finished run left alone.
 #
 #   bash scripts/run_scripts_tests.sh [NAME_REGEX]          (last line: N passed, M failed)
 set -uo pipefail
@@ -138,6 +139,84 @@ if [[ "layouts" =~ $ONLY ]]; then
         [ "$rc" = 2 ] || problems="exit $rc (want 2)"
         grep -qF "$want" "$T/bad.out" || problems="$problems; no '$want' in: $(tail -n 1 "$T/bad.out")"
         check "layouts: $env_set is refused" "$problems"
+    done
+fi
+
+if [[ "real" =~ $ONLY ]]; then
+    # a real run's mechanics (run_lib.sh's run_training without DRY_RUN), with a stand-in trainer: attempt k fails
+    # while k <= FAKE_FAILS, after checkpointing step k and logging a step past it; an attempt after that writes the
+    # final checkpoint. Every call's command line (and rank) goes to $FAKE_CALLS.
+    cat > "$T/fake_trainer.sh" << 'FAKE'
+#!/usr/bin/env bash
+out="" steps="" log=""
+while [ $# -gt 0 ]; do
+    case "$1" in --out) out="$2" ;; --steps) steps="$2" ;; --log) log="$2" ;; esac
+    shift
+done
+rank="${OMPI_COMM_WORLD_RANK:-0}" size="${OMPI_COMM_WORLD_SIZE:-1}"
+if [ "$rank" != 0 ]; then echo "rank $rank of $size" >> "$FAKE_CALLS"; exit 0; fi
+k=$(( $(grep -c '^attempt' "$FAKE_CALLS" 2> /dev/null || true) + 1 ))
+echo "attempt $k: rank 0 of $size: $FAKE_ARGS_SEEN" >> "$FAKE_CALLS"
+if [ "$k" -le "$FAKE_FAILS" ]; then
+    n=$(printf %08d "$k")
+    echo x > "$out/model_$n.bin"; echo x > "$out/state_$n.bin"; echo "$k" > "$out/latest"
+    printf '{"step": %d, "loss": 1.0}\n{"step": %d, "loss": 1.0}\n' "$k" $((k + 1)) >> "$log"
+    exit 1
+fi
+echo x > "$out/model_$(printf %08d "$steps").bin"
+FAKE
+    # (the stand-in logs its whole command line: a wrapper puts it in FAKE_ARGS_SEEN)
+    printf '#!/usr/bin/env bash\nFAKE_ARGS_SEEN="$*" exec bash %s "$@"\n' "$T/fake_trainer.sh" > "$T/fake"
+    chmod +x "$T/fake"
+    # real ENV... : run_training on the stand-in with OUT=$T/real/out (the calls in $T/real/calls), output in $T/real.out
+    real() {
+        env "$@" FAKE_CALLS="$T/real/calls" bash -c 'source scripts/run_lib.sh; run_init t; OUT="'"$T"'/real/out"; TRAINER="'"$T"'/fake";
+            ARGS=(--steps 3 --out "$OUT" --log "$OUT/log.jsonl"); run_training' > "$T/real.out" 2>&1
+    }
+    rm -rf "$T/real" && mkdir -p "$T/real"
+    real GPUS_PER_NODE=1 FAKE_FAILS=2 MAX_RESTARTS=2 RESTART_DELAY=0
+    rc=$?
+    o="$T/real/out" problems=""
+    [ "$rc" = 0 ] || problems="exit $rc: $(tail -n 3 "$T/real.out" | tr '\n' ' ')"
+    grep -q "^t: attempt 1 failed; retrying from the newest checkpoint in 0 s$" "$T/real.out" || problems="$problems; no retry after attempt 1"
+    grep -q "^t: attempt 2 failed; retrying" "$T/real.out" || problems="$problems; no retry after attempt 2"
+    grep -q "^t: complete ($o/model_00000003.bin exists)$" "$T/real.out" || problems="$problems; no 'complete' line"
+    [ "$(grep -c '^attempt' "$T/real/calls")" = 3 ] || problems="$problems; $(grep -c '^attempt' "$T/real/calls") attempts (want 3)"
+    grep -q "^attempt 1: rank 0 of 1: --steps 3 --out $o --log $o/log.jsonl$" "$T/real/calls" || problems="$problems; attempt 1 not as given: $(head -n 1 "$T/real/calls")"
+    grep -q "^attempt 3: rank 0 of 1: --steps 3 --out $o --log $o/log.jsonl --resume $o$" "$T/real/calls" || problems="$problems; attempt 3 did not resume: $(tail -n 1 "$T/real/calls")"
+    grep -q "^cut $o/log.jsonl back to step 2 (1 line(s)" "$T/real.out" || problems="$problems; the log was not cut back before the resume"
+    [ "$(steps_of "$o/log.jsonl")" = "1 2" ] || problems="$problems; the log has steps '$(steps_of "$o/log.jsonl")' (want 1 2)"
+    check "real: a failed attempt is retried from the newest checkpoint (--resume OUT), its log cut back, until the final checkpoint exists" "$problems"
+    real GPUS_PER_NODE=1 FAKE_FAILS=0
+    rc=$?
+    problems=""
+    [ "$rc" = 0 ] || problems="exit $rc"
+    grep -q "^t: complete" "$T/real.out" || problems="$problems; no 'complete' line"
+    [ "$(grep -c '^attempt' "$T/real/calls")" = 3 ] || problems="$problems; the trainer ran again"
+    check "real: re-running a complete run starts no trainer" "$problems"
+    rm -rf "$T/real" && mkdir -p "$T/real"
+    real GPUS_PER_NODE=1 FAKE_FAILS=9 MAX_RESTARTS=1 RESTART_DELAY=0
+    rc=$?
+    problems=""
+    [ "$rc" = 1 ] || problems="exit $rc (want 1)"
+    grep -q "^error: t: 2 attempts failed; the newest checkpoint is in $T/real/out$" "$T/real.out" || problems="$problems; no message: $(tail -n 1 "$T/real.out")"
+    [ "$(grep -c '^attempt' "$T/real/calls")" = 2 ] || problems="$problems; $(grep -c '^attempt' "$T/real/calls") attempts (want 2: MAX_RESTARTS 1)"
+    check "real: MAX_RESTARTS 1 gives up after 2 failed attempts, saying where the newest checkpoint is" "$problems"
+    rm -rf "$T/real" && mkdir -p "$T/real"
+    real GPUS_PER_NODE=2 FAKE_FAILS=1 RESTART_DELAY=0 MPIRUN_ARGS="--oversubscribe --bind-to none"
+    rc=$?
+    problems=""
+    [ "$rc" = 0 ] || problems="exit $rc: $(tail -n 3 "$T/real.out" | tr '\n' ' ')"
+    [ "$(grep -c '^attempt [12]: rank 0 of 2' "$T/real/calls")" = 2 ] && [ "$(grep -c '^rank 1 of 2$' "$T/real/calls")" = 2 ] ||
+        problems="$problems; not 2 ranks in each of 2 attempts: $(tr '\n' '|' < "$T/real/calls")"
+    check "real: GPUS_PER_NODE=2 launches 2 ranks through mpirun on each attempt" "$problems"
+    for bad in "MAX_RESTARTS=x|MAX_RESTARTS='x' is not a whole number" "RESTART_DELAY=-1|RESTART_DELAY='-1' is not a whole number of seconds"; do
+        real GPUS_PER_NODE=1 FAKE_FAILS=0 "${bad%%|*}"
+        rc=$?
+        problems=""
+        [ "$rc" = 2 ] || problems="exit $rc (want 2)"
+        grep -qF "${bad#*|}" "$T/real.out" || problems="$problems; no '${bad#*|}' in: $(tail -n 1 "$T/real.out")"
+        check "real: ${bad%%|*} is refused" "$problems"
     done
 fi
 
