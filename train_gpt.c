@@ -921,9 +921,11 @@ int main(int argc, char** argv) {
     parallel_init(&pc, &argc, &argv);
     Config c;
     config_defaults(&c);
-    utils_fatal_alike_rank = pc.world_rank; // a refused flag: one error line from rank 0, not one per rank (utils.h)
+    // until the run's big allocations every rank checks the same flags, model and data: an error there is printed
+    // once, by rank 0, not once per rank (utils.h)
+    utils_fatal_alike_rank = pc.world_rank;
     parse_flags(&c, argc, argv);
-    utils_fatal_alike_rank = 0; // (from here on, errors may be of one rank alone)
+    utils_fatal_alike_wait_s = fmin(utils_fatal_alike_wait_s, 0.5 * c.comm_timeout);
     parallel_set_layout(&pc, c.tp, c.pp, c.comm_timeout); // a world that does not divide by tp x pp ends here, one message
     int master = pc.world_rank == 0;
 #ifdef _OPENMP
@@ -1122,6 +1124,7 @@ int main(int argc, char** argv) {
         fatal("--steps %d x --total-batch-size %ld tokens: more than this trainer counts (4e18)", c.steps, c.total_batch_size);
     }
     ramp_check(&c, B, T, pc.dp, pp_kind, gc.num_layers, resume_step > 0 ? resume_step : 0); // (after the checkpoint's settings, which may bring a ramp)
+    utils_fatal_alike_rank = 0; // (from here on, errors may be of one rank alone: a device, a disk)
 
     // model, optimizer, gradients, activations: one allocation per family; the parameters stream in as fp32 and
     // become the compute copy (rounded to --dtype) and the master weights of each rank's shard

@@ -54,12 +54,14 @@ static void utils_tmp_remove_all(void) {
 static jmp_buf* utils_fatal_jmp; // set by a fuzz harness around each input; fatal() longjmps there
 #endif
 
-// While every rank of an MPI job runs the same steps on the same input (parsing the flags), a program sets this to
-// its rank. fatal() on a rank other than 0 then waits before it speaks: rank 0 meets the same error, prints it once,
-// and its exit ends the job (mpirun stops the other ranks), so a refused flag reads as one line, not one per rank.
-// An error of this rank alone (another command line, say) is still printed after the wait, naming the rank.
+// While every rank of an MPI job runs the same steps on the same input (parsing the flags, checking the settings,
+// opening the model and the data), a program sets this to its rank. fatal() on a rank other than 0 then waits before
+// it speaks: rank 0 meets the same error, prints it once, and its exit ends the job (mpirun stops the other ranks), so
+// a refused flag or a mistyped data path reads as one line, not one per rank. An error of this rank alone (another
+// command line, a file missing on its machine) is still printed after the wait, naming the rank. The wait must end
+// before rank 0, waiting for this rank in a collective, gives up on it (train_gpt: half of --comm-timeout).
 static int utils_fatal_alike_rank;
-#define UTILS_FATAL_ALIKE_WAIT_S 20
+static double utils_fatal_alike_wait_s = 20.0;
 
 // Prints "error: <message>" to stderr, removes temporary files of writes in progress, and exits with status 1.
 // The message should name the file or flag.
@@ -71,7 +73,8 @@ static void __attribute__((noreturn, format(printf, 1, 2))) fatal(const char* fm
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     if (utils_fatal_alike_rank > 0) {
-        sleep(UTILS_FATAL_ALIKE_WAIT_S);
+        struct timespec w = {(time_t)utils_fatal_alike_wait_s, (long)((utils_fatal_alike_wait_s - (double)(time_t)utils_fatal_alike_wait_s) * 1e9)};
+        while (nanosleep(&w, &w) != 0 && errno == EINTR) {}
         fprintf(stderr, "error: rank %d: %s\n", utils_fatal_alike_rank, msg);
         fflush(stderr);
         exit(1);

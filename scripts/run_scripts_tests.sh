@@ -233,11 +233,15 @@ FAKE
     [ "$(grep -c '^attempt [12]: rank 0 of 2 (mpirun) mark through-mpirun-args: ' "$T/real/calls")" = 2 ] && [ "$(grep -c '^rank 1 of 2$' "$T/real/calls")" = 2 ] ||
         problems="$problems; not 2 ranks through mpirun with MPIRUN_ARGS in each of 2 attempts: $(tr '\n' '|' < "$T/real/calls")"
     check "real: GPUS_PER_NODE=2 launches 2 ranks through mpirun, with MPIRUN_ARGS, on each attempt" "$problems"
+    # one process with a HOSTFILE naming another machine goes through mpirun, which asks its remote agent (a stand-in
+    # for ssh that records the host and fails) to start it there
     rm -rf "$T/real" && mkdir -p "$T/real"
-    echo "localhost slots=2" > "$T/hosts"
-    real GPUS_PER_NODE=1 FAKE_FAILS=0 HOSTFILE="$T/hosts" MPIRUN_ARGS="--bind-to none"
+    echo "farhost.invalid slots=1" > "$T/hosts"
+    printf '#!/usr/bin/env bash\necho "agent: $*" >> "%s"\nexit 1\n' "$T/real/calls" > "$T/agent" && chmod +x "$T/agent"
+    real GPUS_PER_NODE=1 FAKE_FAILS=0 MAX_RESTARTS=0 HOSTFILE="$T/hosts" MPIRUN_ARGS="--mca plm_rsh_agent $T/agent"
     rc=$?
-    check "real: one process with a HOSTFILE goes through mpirun" "$([ "$rc" = 0 ] && grep -q '^attempt 1: rank 0 of 1 (mpirun): ' "$T/real/calls" || echo "exit $rc: $(tr '\n' '|' < "$T/real/calls" 2> /dev/null) $(tail -n 2 "$T/real.out")")"
+    check "real: one process with a HOSTFILE is started through mpirun on the hostfile's machine" \
+        "$([ "$rc" = 1 ] && grep -q '^agent: farhost ' "$T/real/calls" || echo "exit $rc: $(tr '\n' '|' < "$T/real/calls" 2> /dev/null) $(tail -n 2 "$T/real.out")")"
     got="$(NODES=3 GPUS_PER_NODE=4 TP=2 PP=3 bash -c 'source scripts/run_lib.sh; run_init x; echo "$RUN_NP $RUN_DP"')"
     check "real: NODES 3 x GPUS_PER_NODE 4 with TP 2, PP 3 is 12 processes, dp 2" "$([ "$got" = "12 2" ] || echo "got '$got'")"
     for bad in "MAX_RESTARTS=x|MAX_RESTARTS='x' is not a whole number" "RESTART_DELAY=-1|RESTART_DELAY='-1' is not a whole number of seconds"; do

@@ -671,14 +671,16 @@ static void test_parallel(void) {
     int rc = run_capture(cmd, out, sizeof(out));
     report(rc != 0 && rc != 124 && strstr(out, "configuration differs from rank 0: --seed=2 here, --seed=1 on rank 0") != NULL,
            "configuration mismatch between ranks is refused naming the flag", "exit %d: %.300s", rc, out);
-    // a flag refused on every rank reads as one error line (rank 0's), not one per rank; a flag refused on one rank
-    // alone is still reported, naming that rank (utils.h: utils_fatal_alike_rank)
-    const char* refused[2][2] = {{"--no-such-flag 1", "unknown flag '--no-such-flag'"}, {"--zero 7", "--zero: 7 is out of range"}};
-    for (int k = 0; k < 2; k++) {
+    // a flag, or a start-up check, refused on every rank reads as one error line (rank 0's), not one per rank; a flag
+    // refused on one rank alone is still reported, naming that rank (utils.h: utils_fatal_alike_rank)
+    const char* refused[4][2] = {{"--no-such-flag 1", "unknown flag '--no-such-flag'"}, {"--zero 7", "--zero: 7 is out of range"},
+                                 {"--resume /nonexistent", "--resume /nonexistent: rank 0 does not see a checkpoint there"},
+                                 {"--virtual-stages 2", "--virtual-stages 2 needs --pp 2 or more"}};
+    for (int k = 0; k < 4; k++) {
         snprintf(cmd, sizeof(cmd), "timeout 60 " MPIRUN " -np 3 ./train_gpt %s --steps 2 %s", common, refused[k][0]);
         int rc1 = run_capture(cmd, out, sizeof(out));
         char* e = strstr(out, "error: ");
-        snprintf(name, sizeof(name), "a flag refused on 3 ranks (%s) prints one error line, from rank 0", refused[k][0]);
+        snprintf(name, sizeof(name), "a flag or setting refused on 3 ranks (%s) prints one error line, from rank 0", refused[k][0]);
         report(rc1 != 0 && rc1 != 124 && count_in_text(out, "error:") == 1 && e && strncmp(e + 7, refused[k][1], strlen(refused[k][1])) == 0,
                name, "exit %d: %.300s", rc1, out);
     }
