@@ -88,8 +88,12 @@ check "a missing column is refused, naming the columns" "$([ $? -eq 1 ] && grep 
 check "a non-string column is refused" "$([ $? -eq 1 ] && grep -q "has type INT64" "$S/err.txt" || cat "$S/err.txt")"
 n=$(./parquet_text tests/data/fineweb/000_00000.parquet tests/data/fineweb/001_00000.parquet | tr -cd '\0' | wc -c)
 check "two files in one call" "$([ "$n" = $((1059 + 1058)) ] || echo "$n values")"
-./parquet_text --repeat 3 tests/data/parquet/dict_snappy.parquet > /dev/null 2> "$S/err.txt"
-check "--repeat prints the throughput" "$(grep -q 'MB/s' "$S/err.txt" || cat "$S/err.txt")"
+./parquet_text --repeat 3 tests/data/parquet/dict_snappy.parquet > "$S/rep.bin" 2> "$S/err.txt"
+n1=$(./parquet_text tests/data/parquet/dict_snappy.parquet | tr -cd '\0' | wc -c)
+n3=$(tr -cd '\0' < "$S/rep.bin" | wc -c)
+check "--repeat 3 decodes (and writes) the file 3 times and prints the throughput" "$(grep -q 'MB/s' "$S/err.txt" && [ "$n3" = $((3 * n1)) ] || echo "$n3 values of 3 x $n1; $(cat "$S/err.txt")")"
+cmp -s <(./parquet_text -- tests/data/parquet/dict_snappy.parquet) <(./parquet_text tests/data/parquet/dict_snappy.parquet)
+check "'--' ends the flags" "$([ $? -eq 0 ] || echo "the output differs")"
 ./parquet_text --repeat 0 tests/data/parquet/dict_snappy.parquet > /dev/null 2>&1
 check "--repeat 0 is refused" "$([ $? -ne 0 ] || echo "accepted")"
 

@@ -688,6 +688,15 @@ static void test_parallel(void) {
     rc = run_capture(cmd, out, sizeof(out));
     report(rc != 0 && rc != 124 && count_in_text(out, "error:") == 1 && strstr(out, "error: rank 1: unknown flag '--no-such-flag'") != NULL,
            "a flag refused on one rank alone is reported, naming the rank", "exit %d: %.300s", rc, out);
+    // a data file missing on one rank alone (each rank in its own directory; the same relative --train): that rank's
+    // error is printed, after a wait shorter than --comm-timeout 4, before rank 0 gives up on it in a collective
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/wa %s/wb && cp %s %s/wa/x_000000.bin && timeout 60 mpirun --allow-run-as-root --oversubscribe "
+             "-np 1 --wdir %s/wa $PWD/train_gpt --init $PWD/tests/ref/ref_model.bin --train 'x_*.bin' --batch-size 2 --seq-len 8 --steps 2 --comm-timeout 4 : "
+             "-np 1 --wdir %s/wb $PWD/train_gpt --init $PWD/tests/ref/ref_model.bin --train 'x_*.bin' --batch-size 2 --seq-len 8 --steps 2 --comm-timeout 4",
+             TMP, TMP, shard, TMP, TMP, TMP);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc != 0 && rc != 124 && count_in_text(out, "error:") == 1 && strstr(out, "error: rank 1: --train: 'x_*.bin': no file matches this pattern") != NULL,
+           "a data file missing on one rank alone is reported, naming the rank, before the other ranks' --comm-timeout", "exit %d: %.300s", rc, out);
     // a rank that dies, and a rank that hangs: the job ends with an error naming the rank, within the timeout
     snprintf(cmd, sizeof(cmd), "export TRAIN_GPT_FAULT=die:1:3; timeout 60 " MPIRUN " -np 2 ./train_gpt %s --steps 10 --comm-timeout 10", common);
     rc = run_capture(cmd, out, sizeof(out));
@@ -1868,10 +1877,12 @@ static void test_outlier_runs(void) {
     int b_skips = count_in_file(cmd, "\"outlier\": \"loss\"");
     report(same && b_skips == 1, "outlier guard: resumed from step 16, losses and z-scores equal the uninterrupted run bit for bit, the same step skipped",
            "exit %d, %d skips, %s%.300s", rc, b_skips, detail, rc ? out : "");
-    // a checkpoint of an unguarded run (the "none" case's, step 16) resumed with the guard: a note says the windows
-    // fill afresh, and as it says, the spike at step 21 (5 steps in, before a window of 16 is full) is not skipped
+    // a checkpoint of an unguarded run (the "none" case's, step 16) resumed with a guard (the loss's alone): a note says
+    // the windows fill afresh, and as it says, the spike at step 21 (5 steps in, before a window of 16 is full) is not
+    // skipped
     snprintf(cmd, sizeof(cmd), "rm -rf %s/ol/nock && cp -r %s/ol/none %s/ol/nock && echo 16 > %s/ol/nock/latest && "
-             "TRAIN_GPT_FAULT=lossspike:0:20 ./train_gpt %s %s --resume %s/ol/nock --log %s/ol/c.jsonl", TMP, TMP, TMP, TMP, base, guard, TMP, TMP);
+             "TRAIN_GPT_FAULT=lossspike:0:20 ./train_gpt %s --skip-loss-z 3 --outlier-window 16 --resume %s/ol/nock --log %s/ol/c.jsonl",
+             TMP, TMP, TMP, TMP, base, TMP, TMP);
     rc = run_capture(cmd, out, sizeof(out));
     snprintf(cmd, sizeof(cmd), "%s/ol/c.jsonl", TMP);
     int c_skips = count_in_file(cmd, "\"skipped\": true"), c_steps = count_in_file(cmd, "\"step\": ");
