@@ -155,6 +155,14 @@ if [ -x tests/test_comm ] && command -v mpirun >/dev/null 2>&1; then
         timeout 120 $MPIRUN -np 2 ./tests/test_comm --kill-test
     expect_fail "test_comm: a rank that exits ends the job" "simulated failure on rank 1" \
         timeout 120 $MPIRUN -np 2 ./tests/test_comm --exit-test
+    for m in "tag|send on group 'world': tag 32767 is outside \[0, 32766\] \(32767 is the collectives'\)" \
+             "peer|recv on group 'world': peer 1 is not a rank of the group \(size 1\)" \
+             "root|broadcast on group 'world': root 1 is not a rank of the group \(size 1\)" \
+             "overlap|alltoall on group 'world': the send and receive buffers overlap" \
+             "null|allreduce on group 'world': buf is NULL with 4 elements"; do
+        expect_fail "test_comm: a call with a bad argument (${m%%|*}) is refused, naming it" "${m#*|}" \
+            timeout 60 ./tests/test_comm --misuse-test "${m%%|*}"
+    done
     expect_fail "test_comm: a layout that does not divide the world is refused" "is not divisible by tp\*pp" \
         timeout 120 $MPIRUN -np 3 ./tests/test_comm --layout-error-test
 else

@@ -38,6 +38,9 @@ Failure modes, run by the test runner (each must exit non-zero, quickly, and say
   mpirun ... -np 2 ./tests/test_comm --short-message-test
       rank 1 sends 100 bytes where rank 0 receives 200. Check: exit status != 0 and rank 0's "expected 200 bytes, the
       sender sent a different size".
+  ./tests/test_comm --misuse-test tag|peer|root|overlap|null
+      a call of comm.h with a bad argument: a point-to-point tag in the collectives' range, a peer or a root that is
+      not a rank, all-to-all buffers that overlap, a NULL buffer. Check: exit status != 0 and the message naming it.
   mpirun ... -np 3 ./tests/test_comm --layout-error-test
       asks for tp = world_size + 1. Check: exit status != 0 and stderr contains "is not divisible by tp*pp" once.
 */
@@ -770,6 +773,22 @@ static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
     return 1;
 }
 
+// A call with a bad argument (see the header): each must end the process with comm.h's message, before any message
+// or collective starts. Returns 1 (a failure) if the call came back.
+static int misuse_mode(const char* what) {
+    parallel_set_layout(&pc, 1, 1, 10.0);
+    float buf[8] = {0};
+    if (strcmp(what, "tag") == 0) { comm_send(&pc.world, buf, sizeof(buf), 0, COMM_TAG_COLLECTIVE); }
+    else if (strcmp(what, "peer") == 0) { comm_recv(&pc.world, buf, sizeof(buf), pc.world_size, 0); }
+    else if (strcmp(what, "root") == 0) { comm_broadcast(&pc.world, buf, sizeof(buf), pc.world_size); }
+    else if (strcmp(what, "overlap") == 0) { comm_alltoall_f32(&pc.world, buf, buf + 1, 2 / pc.world_size + 1); }
+    else if (strcmp(what, "null") == 0) { comm_allreduce_sum_f32(&pc.world, NULL, 4); }
+    else { fatal("--misuse-test '%s': one of tag, peer, root, overlap, null", what); }
+    fprintf(stderr, "--misuse-test %s: the call was accepted\n", what);
+    parallel_finalize(&pc);
+    return 1;
+}
+
 // ----------------------------------------------------------------------------
 
 // The default run: the suite on the world group at three chunk limits, then every layout the world size allows.
@@ -844,7 +863,7 @@ static void run_suite(void) {
 
 int main(int argc, char** argv) {
     parallel_init(&pc, &argc, &argv);
-    const char* mode = NULL;
+    const char* mode = NULL, *misuse = NULL;
     double timeout_s = 3.0;
     int hang_rank = 1;
     for (int i = 1; i < argc; i++) {
@@ -852,6 +871,8 @@ int main(int argc, char** argv) {
             !strcmp(argv[i], "--layout-error-test") || !strcmp(argv[i], "--big-test") || !strcmp(argv[i], "--mismatch-test") ||
             !strcmp(argv[i], "--dead-test") || !strcmp(argv[i], "--short-message-test") || !strcmp(argv[i], "--stuck-test")) {
             mode = argv[i];
+        } else if (!strcmp(argv[i], "--misuse-test") && i + 1 < argc) {
+            misuse = argv[++i];
         } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
             char* end = NULL;
             timeout_s = strtod(argv[++i], &end);
@@ -862,10 +883,11 @@ int main(int argc, char** argv) {
             if (end == argv[i] || *end != '\0' || r < 1 || r > 1 << 20) { fatal("--hang-rank '%s' must be an integer >= 1", argv[i]); }
             hang_rank = (int)r;
         } else {
-            fatal("unknown argument '%s' (flags: --big-test, --hang-test, --kill-test, --exit-test, --mismatch-test, --dead-test, --short-message-test, "
-                  "--layout-error-test, --timeout S, --hang-rank R)", argv[i]);
+            fatal("unknown argument '%s' (flags: --big-test, --hang-test, --kill-test, --exit-test, --mismatch-test, --dead-test, --stuck-test, "
+                  "--short-message-test, --layout-error-test, --misuse-test CASE, --timeout S, --hang-rank R)", argv[i]);
         }
     }
+    if (misuse) { return misuse_mode(misuse); }
     if (mode && strcmp(mode, "--big-test") != 0) { return failure_mode(mode, timeout_s, hang_rank); }
 
     if (pc.world_rank == 0) {

@@ -408,6 +408,8 @@ static void test_convert(void) {
         {"a missing \"endings\"", "{\"ctx\": \"a\", \"label\": 0}\n", "\\\"endings\\\" must be an array"},
         {"an empty context", "{\"ctx\": \"\", \"endings\": [\"b\"], \"label\": 0}\n", "the context has no tokens"},
         {"no examples", "\n\n", "holds no examples"},
+        {"a string label with trailing characters", "{\"ctx\": \"a\", \"endings\": [\"b\", \"c\"], \"label\": \"1x\"}\n", "line 1: \\\"label\\\" must be a non-negative integer"},
+        {"a fractional label", "{\"ctx\": \"a\", \"endings\": [\"b\", \"c\"], \"label\": 0.5}\n", "line 1: \\\"label\\\" must be a non-negative integer"},
     };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
         char in[1024], outp[1024], name[256];
@@ -429,6 +431,23 @@ static void test_convert(void) {
         snprintf(name, sizeof(name), "convert: %s is refused, naming the input, and leaves no file", bad[k].name);
         report(rc == 1 && strstr(out, unq) && strstr(out, in) && atoi(left) == 0, name, "exit %d, %d files left: %.300s", rc, atoi(left), out);
     }
+    // what copies of the dataset hold and the format allows: a label as a string of digits, lines of spaces between
+    // examples; the same file as with an integer label and no blank lines
+    const char* same[2] = {"{\"ctx\": \"a b\", \"endings\": [\"c\", \"d\"], \"label\": 1}\n{\"ctx\": \"e\", \"endings\": [\"f\", \"g\"], \"label\": 0}\n",
+                           "{\"ctx\": \"a b\", \"endings\": [\"c\", \"d\"], \"label\": \"1\"}\n   \t \n{\"ctx\": \"e\", \"endings\": [\"f\", \"g\"], \"label\": \"0\"}\n"};
+    for (int k = 0; k < 2; k++) {
+        char in[1024];
+        snprintf(in, sizeof(in), "%s/same_%d.jsonl", DIR_HS, k);
+        f = fopenCheck(in, "w");
+        fputs(same[k], f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof(cmd), "./tokenize hellaswag --vocab data/gpt2 --out %s/same_0.bin %s/same_0.jsonl && "
+             "./tokenize hellaswag --vocab data/gpt2 --out %s/same_1.bin %s/same_1.jsonl && cmp %s/same_0.bin %s/same_1.bin",
+             DIR_HS, DIR_HS, DIR_HS, DIR_HS, DIR_HS, DIR_HS);
+    rc = run_capture(cmd, out, sizeof(out));
+    report(rc == 0, "convert: labels as strings of digits and lines of spaces between examples give the file integer labels give",
+           "exit %d: %.300s", rc, out);
 }
 
 // ----------------------------------------------------------------------------

@@ -884,6 +884,9 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
         {"cli_missing_input", "shards --vocab VOCAB --out-dir TMP --name x /nonexistent/input.txt", "/nonexistent/input.txt"},
         {"cli_decode_bad_id", "decode --vocab VOCAB <<< '15496 99999'", "99999"},
         {"cli_decode_garbage", "decode --vocab VOCAB <<< '15496 abc'", "abc"},
+        {"cli_decode_id_past_vocab", "decode --vocab VOCAB <<< '50256 50257'", "token id 50257 (item 2) is outside the vocabulary 0..50256"},
+        {"cli_decode_negative_id", "decode --vocab VOCAB <<< '-1'", "'-1' (item 1) is not a token id"},
+        {"cli_decode_signed_id", "decode --vocab VOCAB <<< '+5'", "'+5' (item 1) is not a token id"},
         {"cli_val_both", "shards --vocab VOCAB --out-dir TMP --name x --val-tokens 1 --val-docs 1 /dev/null", "--val-docs"},
     };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
