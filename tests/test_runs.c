@@ -53,6 +53,27 @@ static void corrupt_case(const char* name, const char* src, const char* edit, co
     report(rc == 1 && strstr(out, expect_file) && strstr(out, expect_word), name, "exit %d: %.300s", rc, out);
 }
 
+// Sets word w of a state file's header to value (and word w2 to value2 when w2 >= 0) and seals the file again: its
+// checksum recomputed as the reader computes it (the payload after the header as stored, then the header with the
+// checksum word zeroed), so that only the check of those words can refuse it. Returns 0, or -1 if the file cannot be
+// read or written.
+static int reseal_state(const char* path, int w, uint64_t value, int w2, uint64_t value2) {
+    FILE* f = fopen(path, "r+b");
+    if (!f) { return -1; }
+    uint64_t h[ST_HEADER_WORDS];
+    int ok = fread(h, sizeof(h), 1, f) == 1;
+    h[w] = value;
+    if (w2 >= 0) { h[w2] = value2; }
+    Checksum c;
+    checksum_begin(&c, (int)h[ST_SUM_KIND]);
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof(buf), f)) > 0) { checksum_add(&c, buf, n); }
+    h[ST_STATE_SUM] = state_header_sum(h, &c);
+    ok = ok && fseek(f, 0, SEEK_SET) == 0 && fwrite(h, sizeof(h), 1, f) == 1;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
 static void test_checkpoint_files(const char* common, const char* shard) {
     char cmd[8192], out[65536], resume_args[4096];
     snprintf(resume_args, sizeof(resume_args), "%s --train %s --steps 20", common, shard);
@@ -73,6 +94,37 @@ static void test_checkpoint_files(const char* common, const char* shard) {
     corrupt_case("'latest' with trailing lines is refused", ck, "printf '10\\n\\n' > latest", resume_args, "latest", "corrupt");
     corrupt_case("'latest' naming a step without files is refused", ck, "echo 15 > latest", resume_args, "model_00000015.bin", "does not exist");
     corrupt_case("a model without its state is not a checkpoint", ck, "rm state_00000010.bin", resume_args, "state_00000010.bin", "does not exist");
+    // header words no writer makes, in a file sealed again with a matching checksum (reseal_state): each refused by
+    // its own check, naming the file; first the same word resealed, which must resume (the resealing is right)
+    float zero_scale = 0.0f;
+    uint32_t zero_bits;
+    memcpy(&zero_bits, &zero_scale, 4);
+    struct { const char* name; int word; uint64_t value; int word2; uint64_t value2; const char* expect; } sealed[] = {
+        {"its RNG word rewritten unchanged", -1, 0, -1, 0, NULL},
+        {"an unknown version", ST_VERSION, 99, -1, 0, "unsupported version 99 (this trainer reads versions 3 to 7)"},
+        {"an unknown checksum kind", ST_SUM_KIND, 9, -1, 0, "unknown checksum kind 9"},
+        {"a master-weights flag of 2", ST_HAS_MASTER, 2, -1, 0, "corrupt header (master-weights flag 2)"},
+        {"version 7 with an outlier-guard window of 0", ST_VERSION, STATE_VERSION_OUTLIER, -1, 0, "corrupt header (outlier-guard window 0, PowerSGD words 0 0 0)"},
+        {"version 6 with a PowerSGD rank of 0 (of 1 rank)", ST_VERSION, STATE_VERSION_PSGD, ST_PSGD_RANKS, 1, "corrupt header (PowerSGD rank 0, 1 error-feedback vectors)"},
+        {"another step than its name", ST_STEP, 11, -1, 0, "does not match its model file (parameters 30080 vs 30080, step 11 vs 10)"},
+        {"more AdamW updates than steps", ST_ADAM_T, 11, -1, 0, "inconsistent update counts"},
+        {"a loss scale of 0", ST_LOSS_SCALE, zero_bits, -1, 0, "corrupt header (loss scale 0, clean steps 0, storage type 0)"},
+    };
+    for (size_t k = 0; k < sizeof(sealed) / sizeof(sealed[0]); k++) {
+        char bad[1200], name[300];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s/bad && cp -r %s %s/bad", TMP, ck, TMP);
+        snprintf(bad, sizeof(bad), "%s/bad/state_00000010.bin", TMP);
+        uint64_t h[ST_HEADER_WORDS] = {0};
+        FILE* f = system(cmd) == 0 ? fopen(bad, "rb") : NULL;
+        if (!f || fread(h, sizeof(h), 1, f) != 1) { report(0, "resealed state: setup", "%s", bad); if (f) { fclose(f); } return; }
+        fclose(f);
+        int w = sealed[k].word < 0 ? ST_RNG : sealed[k].word;
+        if (reseal_state(bad, w, sealed[k].word < 0 ? h[ST_RNG] : sealed[k].value, sealed[k].word2, sealed[k].value2) != 0) { report(0, "resealed state: setup", "%s", bad); return; }
+        snprintf(cmd, sizeof(cmd), "./train_gpt %s --resume %s/bad", resume_args, TMP);
+        int rc = run_capture(cmd, out, sizeof(out));
+        snprintf(name, sizeof(name), "a state file with %s (its checksum matching) %s", sealed[k].name, sealed[k].expect ? "is refused, naming the file and the word" : "resumes");
+        report(sealed[k].expect ? rc == 1 && strstr(out, "state_00000010.bin") && strstr(out, sealed[k].expect) : rc == 0, name, "exit %d: %.300s", rc, out);
+    }
     // housekeeping at start and after each save: temporary files of dead writers and unpaired files go, a live
     // writer's temporary file stays, --keep-checkpoints keeps the newest N
     char host[256] = "localhost";
