@@ -482,6 +482,18 @@ static void test_llmc_import(void) {
         snprintf(name, sizeof(name), "llm.c import refuses %s, naming it (no checkpoint of ours is left)", bad[k].name);
         report(rc == 0 && strstr(out, bad[k].expect) != NULL, name, "exit %d: %.300s", rc, out);
     }
+    // continued with the distributed sampler (--shuffle 1) instead of llm.c's order: it runs, and says where the data
+    // continue from (its own sampler after step 4, not llm.c's recorded position)
+    if (have_mpi) {
+        char base1[2048];
+        snprintf(base1, sizeof(base1), "./train_gpt -e tests/ref/ref_model.bin -i %s -b 2 -t 8 -d 32 -x 8 -n 4 --threads 1 --dtype bf16 --shuffle 1 -y 1", tr);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s/li/sh1 && cp -r %s/li/llmc0.orig %s/li/sh1 && %s -o %s/li/sh1", TMP, TMP, TMP, base1, TMP);
+        int rc = run_capture(cmd, out, sizeof(out));
+        report(rc == 0 && strstr(out, "note: the data continue where this run's sampler (--shuffle 1) is after step 4, not at llm.c's position "
+                                      "(in llm.c's shuffled order (--shuffle 2), which this run does not use)") != NULL,
+               "an llm.c checkpoint continued with --shuffle 1 says its data continue from this run's sampler, not llm.c's position",
+               "exit %d: %.300s", rc, out);
+    }
 }
 
 #endif // RUNS_LLMC_H

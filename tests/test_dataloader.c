@@ -979,6 +979,22 @@ static void test_state_errors(void) {
     memcpy(bad, q, sizeof(bad)); bad[5] = 1000; // epoch word still 0
     rc = dataloader_set_state(&shuf, bad, err, sizeof(err));
     check(rc == -1 && strstr(err, "epoch"), "state_error_epoch", "rc %d '%s'", rc, err);
+    // llm.c's shuffled order (shuffle 2): a state of another layout, and an epoch word its call count contradicts
+    DataLoader llmc;
+    if (open_main(&llmc, 0, 1, 2, 0, "state_errors") == 0) {
+        dataloader_next_batch(&llmc);
+        uint64_t w[DATALOADER_STATE_WORDS];
+        dataloader_get_state(&llmc, w);
+        memcpy(bad, w, sizeof(bad)); bad[3] = 8;
+        rc = dataloader_set_state(&llmc, bad, err, sizeof(err));
+        check(rc == -1 && strstr(err, "llm.c's shuffled order (--shuffle 2) was saved with 1 processes, T=8"), "state_error_llmc_layout", "rc %d '%s'", rc, err);
+        memcpy(bad, w, sizeof(bad)); bad[4] = 5;
+        rc = dataloader_set_state(&llmc, bad, err, sizeof(err));
+        check(rc == -1 && strstr(err, "epoch 5 disagrees with 1 calls"), "state_error_llmc_epoch", "rc %d '%s'", rc, err);
+        rc = dataloader_set_state(&llmc, w, err, sizeof(err));
+        check(rc == 0, "state_llmc_own_state_accepted", "rc %d '%s'", rc, err);
+        dataloader_free(&llmc);
+    }
     // a failed set_state leaves the loader where it was
     dataloader_get_state(&seq, bad);
     check(memcmp(bad, s, sizeof(bad)) == 0, "state_error_leaves_loader", "state changed by a refused set_state");

@@ -361,7 +361,7 @@ static void test_absurd_input(void) {
     char base0[1200], base[1300];
     snprintf(base0, sizeof(base0), "--init tests/ref/ref_model.bin --train %s --steps 2 --threads 1", shard);
     snprintf(base, sizeof(base), "%s --batch-size 2 --seq-len 8", base0);
-    struct { const char* name; char args[4096]; const char* expect; } cases[32];
+    struct { const char* name; char args[4096]; const char* expect; } cases[48];
     int n = 0;
 #define CASE(nm, exp, ...) do { cases[n].name = nm; cases[n].expect = exp; snprintf(cases[n].args, sizeof(cases[n].args), __VA_ARGS__); n++; } while (0)
     CASE("--total-batch-size of 1e12 (accumulation count overflow)", "--total-batch-size 1000000000000", "%s --batch-size 2 --seq-len 8 --total-batch-size 1000000000000", base0);
@@ -398,6 +398,12 @@ static void test_absurd_input(void) {
     CASE("NaN in an unused wpe row", "tensor 'wpe' holds a non-finite value", "--init %s/abs/nan_unused_wpe.bin --train %s --steps 2 --seq-len 8", TMP, shard);
     CASE("+Inf in a weight matrix", "tensor 'qkvw.0' holds a non-finite value", "--init %s/abs/inf_qkvw.bin --train %s --steps 2 --seq-len 8", TMP, shard);
     CASE("a 2 KB model file claiming 13 GB of parameters", "huge_header.bin' is truncated", "--init %s/abs/huge_header.bin --train %s --steps 2", TMP, shard);
+    CASE("--total-batch-size not a multiple of B x T x processes", "--total-batch-size 100 is not a multiple of batch-size x seq-len x processes = 2 x 8 x 1 = 16",
+         "%s --total-batch-size 100", base);
+    CASE("a micro-step of 2^31 tokens", "--batch-size 1048576 x --seq-len 2048 = 2147483648 tokens per micro-step, above the limit 1073741824",
+         "--model gpt3-125M --train %s --batch-size 1048576 --seq-len 2048 --steps 1", shard);
+    CASE("--comm with an unknown value", "--comm: 'bogus' is not one of auto, mpi, staged, nccl", "%s --comm bogus", base);
+    CASE("--attention with an unknown value", "--attention: 'bogus' is not one of auto, native, cudnn", "%s --attention bogus", base);
 #undef CASE
     for (int i = 0; i < n; i++) {
         // the address-space limit only where a big allocation is what the case is about (MPI's start-up maps a lot)
@@ -411,6 +417,16 @@ static void test_absurd_input(void) {
         char name[160];
         snprintf(name, sizeof(name), "absurd input: %s", cases[i].name);
         report(ok, name, "exit %d, %d error line(s): %.300s", rc, lines, out);
+    }
+    // flags that do nothing in this run: it runs, and says so once
+    const char* idle[2][2] = {{"--master-weights 0", "note: --master-weights 0 changes nothing with --dtype fp32: the parameters are the fp32 weights AdamW updates"},
+                              {"--matmul-tune 4", "note: --matmul-tune and --matmul-algos change nothing in this build: they choose cuBLASLt's algorithms (GPU builds)"}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof(cmd), "./train_gpt %s %s", base, idle[k][0]);
+        int rc = run_capture(cmd, out, sizeof(out));
+        char name[160];
+        snprintf(name, sizeof(name), "%s in a CPU fp32 run: it runs, with one note saying it changes nothing", idle[k][0]);
+        report(rc == 0 && count_in_text(out, idle[k][1]) == 1 && count_in_text(out, "note: ") == 1, name, "exit %d: %.300s", rc, out);
     }
 }
 
