@@ -547,7 +547,7 @@ typedef struct {
 
 static void shard_path(const ShardWriter* w, int index, char* path, size_t cap) {
     if (snprintf(path, cap, "%s/%s_%s_%06d.bin", w->dir, w->name, w->split, index) >= (int)cap) {
-        fatal("--out-dir: path too long");
+        fatal("--out-dir and --name: a shard's path would be longer than %zu bytes", cap - 1);
     }
 }
 

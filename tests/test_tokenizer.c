@@ -626,7 +626,7 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
         skip("cli", "./tokenize not built (make tokenize)");
         return;
     }
-    char cmd[4096], out[8192];
+    char cmd[8192], out[8192];
     // encode / decode
     const char* text = "Hello world!\n\nIt's  a test.\n";
     const char* in = write_tmp("in.txt", text, strlen(text));
@@ -888,6 +888,9 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
         {"cli_decode_negative_id", "decode --vocab VOCAB <<< '-1'", "'-1' (item 1) is not a token id"},
         {"cli_decode_signed_id", "decode --vocab VOCAB <<< '+5'", "'+5' (item 1) is not a token id"},
         {"cli_val_both", "shards --vocab VOCAB --out-dir TMP --name x --val-tokens 1 --val-docs 1 /dev/null", "--val-docs"},
+        {"cli_doc_sep_bad_escape", "shards --vocab VOCAB --out-dir TMP --name x --doc-sep '\\q' /dev/null", "--doc-sep: unknown escape '\\q'"},
+        {"cli_encode_extra_argument", "encode --vocab VOCAB extra.txt < /dev/null", "encode: unexpected argument 'extra.txt' (input is read from stdin)"},
+        {"cli_name_too_long", "shards --vocab VOCAB --out-dir TMP --name $(printf 'n%.0s' $(seq 4100)) <<< 'hello world'", "a shard's path would be longer than 4095 bytes"},
     };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
         char args[1024] = "", *w = args;
@@ -904,6 +907,38 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
     snprintf(cmd, sizeof(cmd), "./tokenize shards --help 2>&1");
     rc = run_cmd(cmd, out, sizeof(out));
     check(rc == 0 && strstr(out, "--shard-size") != NULL, "cli_help", "rc %d", rc);
+    snprintf(cmd, sizeof(cmd), "./tokenize 2>&1");
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 1 && strncmp(out, "usage: tokenize COMMAND", 23) == 0, "cli_no_command_prints_usage", "rc %d: %.200s", rc, out);
+    // stdin past read_stream's first 1 MiB: 3 MB of text through encode and back through decode, byte for byte
+    char cwd[1024], vocab[2100];
+    if (!getcwd(cwd, sizeof(cwd))) { cwd[0] = '\0'; }
+    snprintf(vocab, sizeof(vocab), "%s%s%s", vocab_dir[0] == '/' ? "" : cwd, vocab_dir[0] == '/' ? "" : "/", vocab_dir); // (used from g_tmpdir)
+    snprintf(cmd, sizeof(cmd), "cd '%s' && for i in $(seq 60000); do echo \"line $i: the quick brown fox, jumps over the lazy dog.\"; done > big.txt && "
+             "'%s/tokenize' encode --vocab '%s' < big.txt > big.ids && '%s/tokenize' decode --vocab '%s' < big.ids > big.out && "
+             "cmp big.txt big.out && wc -c < big.txt", g_tmpdir, cwd, vocab, cwd, vocab);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 0 && atol(out) > 3000000, "cli_encode_decode_3MB_stdin", "rc %d: %.200s", rc, out);
+    // every token in the validation split: a warning, and no training shard
+    const char* small = write_tmp("small.txt", "hello world. ", 13);
+    snprintf(cmd, sizeof(cmd), "./tokenize shards --vocab '%s' --out-dir '%s' --name allval --val-tokens 1000000 '%s' 2>&1 && ls '%s' | grep -c '^allval_'",
+             vocab_dir, g_tmpdir, small, g_tmpdir);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 0 && strstr(out, "warning: every token went to the validation split; no training shard written") && strstr(out, "\n1\n"),
+          "cli_shards_all_validation_warns", "rc %d: %.300s", rc, out);
+    // a SIGTERM while a shard is being written (20 MB of one-line documents on stdin, then a line every 0.2 s until
+    // the tokenizer is gone; one thread, so the first 8 MB batch is written while the rest waits): the shard in
+    // progress, a temporary file, is removed; the whole shards stay
+    snprintf(cmd, sizeof(cmd), "cd '%s' || exit 1; { yes 'doc, some words.' | head -c 20000000; while sleep 0.2; do echo more || exit; done; } | "
+             "'%s/tokenize' shards --vocab '%s' --out-dir . --name sig --doc-sep '\\n' --shard-size 100000 --threads 1 > sig.log 2>&1 & p=$!; i=0; "
+             "while [ $i -lt 600 ] && ! ls | grep -q '^sig_.*tmp'; do sleep 0.1; i=$((i + 1)); done; ls | grep -c '^sig_.*tmp'; "
+             "kill -TERM $p; wait $p; echo \"rc $?\"; ls | grep -c '^sig_.*tmp'; ls | grep -c '^sig_train_.*[.]bin$'", g_tmpdir, cwd, vocab);
+    rc = run_cmd(cmd, out, sizeof(out));
+    const char* after = strstr(out, "rc 143\n0\n");
+    check(strncmp(out, "1\nrc 143\n0\n", 11) == 0 && after && atoi(after + 9) >= 1, "cli_shards_sigterm_removes_the_shard_in_progress",
+          "rc %d; temporary files before, the exit, temporary files after, whole shards: %.200s", rc, out);
+    snprintf(cmd, sizeof(cmd), "rm -f '%s'/sig_* '%s'/allval_* '%s'/big.*", g_tmpdir, g_tmpdir, g_tmpdir);
+    if (system(cmd) != 0) { check(0, "cli cleanup", "%s", cmd); }
 }
 
 // ----------------------------------------------------------------------------
