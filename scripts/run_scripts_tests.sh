@@ -29,6 +29,15 @@ dry() {
     env DRY_RUN=1 DRY_RUN_DIR="$T/dry" "$@" bash "scripts/$name.sh" > "$out" 2>&1
 }
 
+# refused NAME WANT_RC RC OUT TEXT: a check that a command exited with status WANT_RC (it gave RC) and printed TEXT (its
+# output in file OUT)
+refused() {
+    local problems=""
+    [ "$3" = "$2" ] || problems="exit $3 (want $2)"
+    grep -qF -- "$5" "$4" || problems="$problems; no '$5' in: $(tail -n 1 "$4")"
+    check "$1" "$problems"
+}
+
 # the changes a dry run may make to the real command line: sizes, intervals, threads (never a hyperparameter)
 ALLOWED_CHANGES='^(--model|--seq-len|--batch-size|--total-batch-size|--batch-ramp-start|--batch-ramp-tokens|--steps|--val-every|--val-steps|--hellaswag-every|--sample-every|--gen-tokens|--checkpoint-every|--threads)$'
 
@@ -151,11 +160,7 @@ if [[ "layouts" =~ $ONLY ]]; then
     for bad in "GPUS_PER_NODE=3 TP=2|do not split into TP 2 x PP 1" "NODES=0|NODES='0' is not a positive integer" "DRY_RUN=yes|DRY_RUN='yes' (0 or 1)"; do
         env_set="${bad%%|*}" want="${bad#*|}"
         env DRY_RUN=1 DRY_RUN_DIR="$T/dry_bad" $env_set bash scripts/run_gpt2_124M.sh > "$T/bad.out" 2>&1
-        rc=$?
-        problems=""
-        [ "$rc" = 2 ] || problems="exit $rc (want 2)"
-        grep -qF "$want" "$T/bad.out" || problems="$problems; no '$want' in: $(tail -n 1 "$T/bad.out")"
-        check "layouts: $env_set is refused" "$problems"
+        refused "layouts: $env_set is refused" 2 $? "$T/bad.out" "$want"
     done
 fi
 
@@ -246,11 +251,7 @@ FAKE
     check "real: NODES 3 x GPUS_PER_NODE 4 with TP 2, PP 3 is 12 processes, dp 2" "$([ "$got" = "12 2" ] || echo "got '$got'")"
     for bad in "MAX_RESTARTS=x|MAX_RESTARTS='x' is not a whole number" "RESTART_DELAY=-1|RESTART_DELAY='-1' is not a whole number of seconds"; do
         real GPUS_PER_NODE=1 FAKE_FAILS=0 "${bad%%|*}"
-        rc=$?
-        problems=""
-        [ "$rc" = 2 ] || problems="exit $rc (want 2)"
-        grep -qF "${bad#*|}" "$T/real.out" || problems="$problems; no '${bad#*|}' in: $(tail -n 1 "$T/real.out")"
-        check "real: ${bad%%|*} is refused" "$problems"
+        refused "real: ${bad%%|*} is refused" 2 $? "$T/real.out" "${bad#*|}"
     done
 fi
 
@@ -288,11 +289,7 @@ if [[ "plot" =~ $ONLY ]]; then
                "--table $P/empty.jsonl|'$P/empty.jsonl' has no training lines"; do
         read -r -a a <<< "${bad%%|*}"
         bash scripts/plot_log.sh "${a[@]}" > "$P/bad.out" 2>&1
-        rc=$?
-        problems=""
-        [ "$rc" = 1 ] || problems="exit $rc (want 1)"
-        grep -qF "error: plot_log: ${bad#*|}" "$P/bad.out" || problems="$problems; no '${bad#*|}' in: $(tail -n 1 "$P/bad.out")"
-        check "plot: refuses '${bad%%|*}' (${bad#*|})" "$problems"
+        refused "plot: refuses '${bad%%|*}' (${bad#*|})" 1 $? "$P/bad.out" "error: plot_log: ${bad#*|}"
     done
 fi
 

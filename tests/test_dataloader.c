@@ -937,6 +937,16 @@ static void test_errors(void) {
     free(toks);
 }
 
+// set_state refuses base with word w set to value, with a message containing expect.
+static void state_refused(DataLoader* dl, const uint64_t* base, int w, uint64_t value, const char* expect, const char* name) {
+    uint64_t bad[DATALOADER_STATE_WORDS];
+    char err[512] = "";
+    memcpy(bad, base, sizeof(bad));
+    bad[w] = value;
+    int rc = dataloader_set_state(dl, bad, err, sizeof(err));
+    check(rc == -1 && strstr(err, expect), name, "rc %d '%s'", rc, err);
+}
+
 // set_state refuses states that do not belong to the loader.
 static void test_state_errors(void) {
     DataLoader seq, shuf;
@@ -956,41 +966,23 @@ static void test_state_errors(void) {
           "words %llu %llu %llu %llu %llu", (unsigned long long)q[1], (unsigned long long)q[2], (unsigned long long)q[3],
           (unsigned long long)q[4], (unsigned long long)q[5]);
 
-    memcpy(bad, s, sizeof(bad)); bad[0] ^= 1;
-    rc = dataloader_set_state(&seq, bad, err, sizeof(err));
-    check(rc == -1 && strstr(err, "magic"), "state_error_magic", "rc %d '%s'", rc, err);
+    state_refused(&seq, s, 0, s[0] ^ 1, "magic", "state_error_magic");
     rc = dataloader_set_state(&seq, q, err, sizeof(err));
     check(rc == -1 && strstr(err, "shuffle=1"), "state_error_mode", "rc %d '%s'", rc, err);
-    memcpy(bad, q, sizeof(bad)); bad[2] = 12;
-    rc = dataloader_set_state(&shuf, bad, err, sizeof(err));
-    check(rc == -1 && strstr(err, "seed 12"), "state_error_seed", "rc %d '%s'", rc, err);
-    memcpy(bad, q, sizeof(bad)); bad[3] = 8;
-    rc = dataloader_set_state(&shuf, bad, err, sizeof(err));
-    check(rc == -1 && strstr(err, "T=8"), "state_error_T", "rc %d '%s'", rc, err);
-    memcpy(bad, q, sizeof(bad)); bad[7] ^= 0x10;
-    rc = dataloader_set_state(&shuf, bad, err, sizeof(err));
-    check(rc == -1 && strstr(err, "different data set"), "state_error_dataset", "rc %d '%s'", rc, err);
-    memcpy(bad, s, sizeof(bad)); bad[5] = 3;
-    rc = dataloader_set_state(&seq, bad, err, sizeof(err));
-    check(rc == -1 && strstr(err, "shard index 3"), "state_error_shard_index", "rc %d '%s'", rc, err);
-    memcpy(bad, s, sizeof(bad)); bad[6] = 101;
-    rc = dataloader_set_state(&seq, bad, err, sizeof(err));
-    check(rc == -1 && strstr(err, "main_00.bin"), "state_error_position", "rc %d '%s'", rc, err);
-    memcpy(bad, q, sizeof(bad)); bad[5] = 1000; // epoch word still 0
-    rc = dataloader_set_state(&shuf, bad, err, sizeof(err));
-    check(rc == -1 && strstr(err, "epoch"), "state_error_epoch", "rc %d '%s'", rc, err);
+    state_refused(&shuf, q, 2, 12, "seed 12", "state_error_seed");
+    state_refused(&shuf, q, 3, 8, "T=8", "state_error_T");
+    state_refused(&shuf, q, 7, q[7] ^ 0x10, "different data set", "state_error_dataset");
+    state_refused(&seq, s, 5, 3, "shard index 3", "state_error_shard_index");
+    state_refused(&seq, s, 6, 101, "main_00.bin", "state_error_position");
+    state_refused(&shuf, q, 5, 1000, "epoch", "state_error_epoch"); // (its epoch word still 0)
     // llm.c's shuffled order (shuffle 2): a state of another layout, and an epoch word its call count contradicts
     DataLoader llmc;
     if (open_main(&llmc, 0, 1, 2, 0, "state_errors") == 0) {
         dataloader_next_batch(&llmc);
         uint64_t w[DATALOADER_STATE_WORDS];
         dataloader_get_state(&llmc, w);
-        memcpy(bad, w, sizeof(bad)); bad[3] = 8;
-        rc = dataloader_set_state(&llmc, bad, err, sizeof(err));
-        check(rc == -1 && strstr(err, "llm.c's shuffled order (--shuffle 2) was saved with 1 processes, T=8"), "state_error_llmc_layout", "rc %d '%s'", rc, err);
-        memcpy(bad, w, sizeof(bad)); bad[4] = 5;
-        rc = dataloader_set_state(&llmc, bad, err, sizeof(err));
-        check(rc == -1 && strstr(err, "epoch 5 disagrees with 1 calls"), "state_error_llmc_epoch", "rc %d '%s'", rc, err);
+        state_refused(&llmc, w, 3, 8, "llm.c's shuffled order (--shuffle 2) was saved with 1 processes, T=8", "state_error_llmc_layout");
+        state_refused(&llmc, w, 4, 5, "epoch 5 disagrees with 1 calls", "state_error_llmc_epoch");
         rc = dataloader_set_state(&llmc, w, err, sizeof(err));
         check(rc == 0, "state_llmc_own_state_accepted", "rc %d '%s'", rc, err);
         dataloader_free(&llmc);
