@@ -937,6 +937,16 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
     const char* after = strstr(out, "rc 143\n0\n");
     check(strncmp(out, "1\nrc 143\n0\n", 11) == 0 && after && atoi(after + 9) >= 1, "cli_shards_sigterm_removes_the_shard_in_progress",
           "rc %d; temporary files before, the exit, temporary files after, whole shards: %.200s", rc, out);
+    // the benchmark command runs (its own check: the 2-thread encoding, cut at safe places, equals the 1-thread one);
+    // an empty file is refused
+    snprintf(cmd, sizeof(cmd), "./tokenize bench --vocab '%s' --threads 2 tests/data/tokenizer_cases.txt 2>&1", vocab_dir);
+    rc = run_cmd(cmd, out, sizeof(out));
+    const char* t1 = strstr(out, "1 thread: "), *t2 = strstr(out, "2 threads: ");
+    check(rc == 0 && t1 && t2 && atol(t1 + 10) > 1000 && atol(t1 + 10) == atol(t2 + 11) && strstr(out, "encode MB/s: 1 thread "),
+          "cli_bench_runs_and_agrees", "rc %d: %.300s", rc, out);
+    snprintf(cmd, sizeof(cmd), "./tokenize bench --vocab '%s' /dev/null 2>&1", vocab_dir);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "error: bench: '/dev/null' is empty"), "cli_bench_empty_file_refused", "rc %d: %.200s", rc, out);
     snprintf(cmd, sizeof(cmd), "rm -f '%s'/sig_* '%s'/allval_* '%s'/big.*", g_tmpdir, g_tmpdir, g_tmpdir);
     if (system(cmd) != 0) { check(0, "cli cleanup", "%s", cmd); }
 }
