@@ -72,14 +72,14 @@ static void __attribute__((noreturn, format(printf, 1, 2))) fatal(const char* fm
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (utils_fatal_alike_rank > 0) {
-        struct timespec w = {(time_t)utils_fatal_alike_wait_s, (long)((utils_fatal_alike_wait_s - (double)(time_t)utils_fatal_alike_wait_s) * 1e9)};
+    if (utils_fatal_alike_rank > 0) { // (rank 0's exit normally ends the job during this wait)
+        time_t whole = (time_t)utils_fatal_alike_wait_s;
+        struct timespec w = {whole, (long)((utils_fatal_alike_wait_s - (double)whole) * 1e9)};
         while (nanosleep(&w, &w) != 0 && errno == EINTR) {}
         fprintf(stderr, "error: rank %d: %s\n", utils_fatal_alike_rank, msg);
-        fflush(stderr);
-        exit(1);
+    } else {
+        fprintf(stderr, "error: %s\n", msg);
     }
-    fprintf(stderr, "error: %s\n", msg);
     fflush(stderr);
     utils_tmp_remove_all();
 #ifdef FUZZING
