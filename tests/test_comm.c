@@ -734,6 +734,9 @@ static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
     parallel_set_layout(&pc, 1, 1, timed ? timeout_s : 60.0);
     float buf[4096];
     for (int i = 0; i < 4096; i++) { buf[i] = 1.0f; }
+    // --stuck-test's all-reduce: 16 MiB, several rounds, so it cannot finish while one rank stops calling into MPI
+    size_t nbig = (size_t)1 << 22;
+    float* big = strcmp(mode, "--stuck-test") == 0 ? (float*)callocCheck(nbig, sizeof(float)) : NULL;
     if (is_hung) {
         if (strcmp(mode, "--hang-test") == 0) {
             sleep_s(timeout_s * 10 + 30); // far past rank 0's timeout: it must abort the job first
@@ -754,19 +757,13 @@ static int failure_mode(const char* mode, double timeout_s, int hang_rank) {
             sleep_s(timeout_s * 10 + 30);
         } else if (strcmp(mode, "--stuck-test") == 0) {
             // a rank that starts the same collective and then stops calling into MPI (a busy loop between the start
-            // and the wait, say): every rank arrived, yet a multi-round all-reduce cannot finish
-            size_t n = (size_t)1 << 22;
-            float* big = (float*)callocCheck(n, sizeof(float));
+            // and the wait, say): every rank arrived, yet the all-reduce cannot finish
             CommRequest req;
-            comm_iallreduce_sum_f32(&pc.world, big, n, &req);
+            comm_iallreduce_sum_f32(&pc.world, big, nbig, &req);
             sleep_s(timeout_s * 10 + 30);
         }
     }
-    if (strcmp(mode, "--stuck-test") == 0) {
-        size_t n = (size_t)1 << 22;
-        float* big = (float*)callocCheck(n, sizeof(float));
-        comm_allreduce_sum_f32(&pc.world, big, n);
-    }
+    if (big) { comm_allreduce_sum_f32(&pc.world, big, nbig); }
     comm_allreduce_sum_f32(&pc.world, buf, 4096);
     fprintf(stderr, "%s: rank %d: the allreduce completed; expected the job to end with an error\n", mode, pc.world_rank);
     parallel_finalize(&pc);
