@@ -911,12 +911,11 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
     rc = run_cmd(cmd, out, sizeof(out));
     check(rc == 1 && strncmp(out, "usage: tokenize COMMAND", 23) == 0, "cli_no_command_prints_usage", "rc %d: %.200s", rc, out);
     // stdin past read_stream's first 1 MiB: 3 MB of text through encode and back through decode, byte for byte
-    char cwd[1024], vocab[2100];
-    if (!getcwd(cwd, sizeof(cwd))) { cwd[0] = '\0'; }
-    snprintf(vocab, sizeof(vocab), "%s%s%s", vocab_dir[0] == '/' ? "" : cwd, vocab_dir[0] == '/' ? "" : "/", vocab_dir); // (used from g_tmpdir)
-    snprintf(cmd, sizeof(cmd), "cd '%s' && for i in $(seq 60000); do echo \"line $i: the quick brown fox, jumps over the lazy dog.\"; done > big.txt && "
-             "'%s/tokenize' encode --vocab '%s' < big.txt > big.ids && '%s/tokenize' decode --vocab '%s' < big.ids > big.out && "
-             "cmp big.txt big.out && wc -c < big.txt", g_tmpdir, cwd, vocab, cwd, vocab);
+    char rt[600];
+    snprintf(rt, sizeof(rt), "%s/roundtrip", g_tmpdir);
+    snprintf(cmd, sizeof(cmd), "for i in $(seq 60000); do echo \"line $i: the quick brown fox, jumps over the lazy dog.\"; done > '%s.txt' && "
+             "./tokenize encode --vocab '%s' < '%s.txt' > '%s.ids' && ./tokenize decode --vocab '%s' < '%s.ids' > '%s.out' && "
+             "cmp '%s.txt' '%s.out' && wc -c < '%s.txt'", rt, vocab_dir, rt, rt, vocab_dir, rt, rt, rt, rt, rt);
     rc = run_cmd(cmd, out, sizeof(out));
     check(rc == 0 && atol(out) > 3000000, "cli_encode_decode_3MB_stdin", "rc %d: %.200s", rc, out);
     // every token in the validation split: a warning, and no training shard
@@ -929,10 +928,10 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
     // a SIGTERM while a shard is being written (20 MB of one-line documents on stdin, then a line every 0.2 s until
     // the tokenizer is gone; one thread, so the first 8 MB batch is written while the rest waits): the shard in
     // progress, a temporary file, is removed; the whole shards stay
-    snprintf(cmd, sizeof(cmd), "cd '%s' || exit 1; { yes 'doc, some words.' | head -c 20000000; while sleep 0.2; do echo more || exit; done; } | "
-             "'%s/tokenize' shards --vocab '%s' --out-dir . --name sig --doc-sep '\\n' --shard-size 100000 --threads 1 > sig.log 2>&1 & p=$!; i=0; "
-             "while [ $i -lt 600 ] && ! ls | grep -q '^sig_.*tmp'; do sleep 0.1; i=$((i + 1)); done; ls | grep -c '^sig_.*tmp'; "
-             "kill -TERM $p; wait $p; echo \"rc $?\"; ls | grep -c '^sig_.*tmp'; ls | grep -c '^sig_train_.*[.]bin$'", g_tmpdir, cwd, vocab);
+    snprintf(cmd, sizeof(cmd), "D='%s'; { yes 'doc, some words.' | head -c 20000000; while sleep 0.2; do echo more || exit; done; } | "
+             "./tokenize shards --vocab '%s' --out-dir \"$D\" --name sig --doc-sep '\\n' --shard-size 100000 --threads 1 > /dev/null 2>&1 & p=$!; i=0; "
+             "while [ $i -lt 600 ] && ! ls \"$D\" | grep -q '^sig_.*tmp'; do sleep 0.1; i=$((i + 1)); done; ls \"$D\" | grep -c '^sig_.*tmp'; "
+             "kill -TERM $p; wait $p; echo \"rc $?\"; ls \"$D\" | grep -c '^sig_.*tmp'; ls \"$D\" | grep -c '^sig_train_.*[.]bin$'", g_tmpdir, vocab_dir);
     rc = run_cmd(cmd, out, sizeof(out));
     const char* after = strstr(out, "rc 143\n0\n");
     check(strncmp(out, "1\nrc 143\n0\n", 11) == 0 && after && atoi(after + 9) >= 1, "cli_shards_sigterm_removes_the_shard_in_progress",
@@ -947,7 +946,7 @@ static void test_cli(const Encoder* e, EncoderScratch* s, const char* vocab_dir)
     snprintf(cmd, sizeof(cmd), "./tokenize bench --vocab '%s' /dev/null 2>&1", vocab_dir);
     rc = run_cmd(cmd, out, sizeof(out));
     check(rc == 1 && strstr(out, "error: bench: '/dev/null' is empty"), "cli_bench_empty_file_refused", "rc %d: %.200s", rc, out);
-    snprintf(cmd, sizeof(cmd), "rm -f '%s'/sig_* '%s'/allval_* '%s'/big.*", g_tmpdir, g_tmpdir, g_tmpdir);
+    snprintf(cmd, sizeof(cmd), "rm -f '%s'/sig_* '%s'/allval_* '%s'/roundtrip.*", g_tmpdir, g_tmpdir, g_tmpdir);
     if (system(cmd) != 0) { check(0, "cli cleanup", "%s", cmd); }
 }
 
