@@ -13,7 +13,12 @@
 # with. The stamp is rewritten only when that text changes, so installing or removing a library (or changing
 # CC/OPT) rebuilds exactly the binaries that use it, and nothing else.
 CC ?= cc
-CFLAGS_COMMON = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -std=gnu11 -g
+# FP_FLAGS: no program here traps on floating-point exceptions, and saying so lets GCC turn the kernels' selects
+# (exp's clamps, the softmax's max) into vector blends; without it the CPU's softmax and GELU loops stay scalar. It
+# is clang's default, and it changes no operation's value (NaN and infinity included). It is in every binary's
+# feature stamp (CC_DESC), so changing it rebuilds them, and the start-up table shows it.
+FP_FLAGS ?= -fno-trapping-math
+CFLAGS_COMMON = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function -std=gnu11 -g $(FP_FLAGS)
 # The trainer may use -O3 -march=native; test binaries use TEST_OPT (IEEE semantics, no fast-math) so NaN stays visible.
 OPT ?= -O3 -march=native
 TEST_OPT ?= -O2 -march=native
@@ -225,7 +230,7 @@ endif
 
 # --- feature stamps: build/<binary>.features, rewritten only when the text changes --------------------------
 # FEATURES_<binary>: what that binary is built with (compiler, optimisation, the libraries it links)
-CC_DESC = $(CC) $(CC_VERSION)
+CC_DESC = $(CC) $(CC_VERSION) $(FP_FLAGS)
 FEATURES_train_gpt = $(CC_DESC) $(OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON); $(F_XXHASH)
 FEATURES_test_gpt = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_BLAS); $(F_MPI); $(F_CJSON); $(F_XXHASH)
 FEATURES_tests/test_hf = $(CC_DESC) $(TEST_OPT); $(F_OMP); $(F_CJSON); $(F_XXHASH)

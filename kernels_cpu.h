@@ -410,7 +410,10 @@ static void kernels__gemm(int transA, int transB, int M, int N, int K, float alp
 
 // ----------------------------------------------------------------------------
 // exp and tanh that vectorize: libm's expf/tanhf are scalar calls, and GELU plus the softmaxes spent ~10% of a
-// GPT-2 step in them. exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln2 / 2, exp(r) by its Taylor polynomial
+// GPT-2 step in them. Every branch below is a select the compiler turns into a vector blend, which it may do only
+// when evaluating both sides cannot trap: GCC needs -fno-trapping-math for that (the Makefile sets it; clang
+// assumes it). Without it these loops run one element at a time, and the LM head's softmax took a quarter of the
+// default job's step. exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln2 / 2, exp(r) by its Taylor polynomial
 // to r^7 (truncation error < 2e-8 relative, about 1 ulp overall). Inputs below -87 give exactly 0 (never a
 // subnormal: those make every later multiply ~100x slower), above 88 give 88's value, NaN gives NaN. The clamp
 // runs before the float-to-int conversion, which is undefined for NaN and out-of-range values.
@@ -704,6 +707,7 @@ static void kernels__attention_rows(const KernelCtx* ctx, floatX* out, float* ls
             for (int i = q_lo; i < T; i++) {
                 float* s = S + (size_t)(i - q_lo) * T;
                 float m = -INFINITY;
+                #pragma omp simd reduction(max : m)
                 for (int j = 0; j <= i; j++) { m = s[j] > m ? s[j] : m; }
                 float sum = 0.0f;
                 #pragma omp simd reduction(+ : sum)
@@ -813,6 +817,7 @@ static void kernels__classifier_softmax(const KernelCtx* ctx, float* logits, flo
         kernels__store_row(ctx, z, Vp);
         int tgt = targets[r];
         float m = -INFINITY;
+        #pragma omp simd reduction(max : m)
         for (int j = 0; j < V; j++) { m = z[j] > m ? z[j] : m; }
         float sum = 0.0f;
         #pragma omp simd reduction(+ : sum)
@@ -855,7 +860,9 @@ static void classifier_vp_stats(const KernelCtx* ctx, float* stats, const floatX
     for (int r = 0; r < rows; r++) {
         const float* z = logits + (size_t)r * Vp_l;
         float m = -INFINITY, s = 0.0f;
+        #pragma omp simd reduction(max : m)
         for (int j = 0; j < real; j++) { m = z[j] > m ? z[j] : m; }
+        #pragma omp simd reduction(+ : s)
         for (int j = 0; j < real; j++) { s += kernels__expf(z[j] - m); }
         int t = targets[r] - vocab_lo;
         stats[3 * r] = m;
