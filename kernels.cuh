@@ -311,11 +311,22 @@ static void kernels__retire(KernelCtx* ctx, void* p) {
 
 // Grows a device buffer owned by the context, only when a larger shape first appears (the old one is retired: work
 // already queued may still use it).
+// During a graph's capture a growth that cannot be made fails the capture and keeps the old buffer (the captured
+// launches never run: the caller drops the graph and runs the step op by op, where the same growth is made or ends
+// the run): the allocation failing, or the retired list full, whose flush waits for the device.
 static void* kernels__grow(KernelCtx* ctx, void* p, size_t* have, size_t need) {
     if (need <= *have) { return p; }
+    if (kernels__capturing && p && ctx->nretired == KERNELS_MAX_RETIRED) {
+        kernels__failed(__FILE__, __LINE__, "kernels__grow", "the outgrown buffers' list is full, and freeing them waits for the device");
+        return p;
+    }
+    void* q = NULL;
+    cudaError_t e = cudaMalloc(&q, need);
+    if (e != cudaSuccess) { // (outside a capture kernels__failed ends the run)
+        kernels__failed(__FILE__, __LINE__, "cudaMalloc(&q, need)", cudaGetErrorString(e));
+        return p;
+    }
     kernels__retire(ctx, p);
-    void* q;
-    gpuCheck(cudaMalloc(&q, need));
     // zeroed, as dev_alloc's buffers are: every device byte the trainer holds starts defined. The sampling row's scratch
     // is written only by cuBLASLt, whose stores compute-sanitizer's initcheck did not see on the H200 (the logits were
     // right: the sampling tests against the references passed); a grown buffer costs one memset, at start-up.

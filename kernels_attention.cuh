@@ -567,7 +567,10 @@ static void attention_forward_rows(const KernelCtx* ctx, floatX* out, const floa
     if (q_lo < 0 || q_lo >= T || T > ld) { fatal("internal: attention_forward_rows of queries [%d, %d) in %d rows", q_lo, T, ld); }
     kernels__attention_check(C, NH);
     if (kernels__attention_decode_launch(ctx, out, q, kv, B, T, ld, q_lo, C, NH)) { return; }
-    if (ctx->dec_pos) { fatal("attention_forward_rows: heads of %d take the warp-per-row kernel, which reads no position at run time", C / NH); }
+    if (ctx->dec_pos) { // (a captured decoding step: the capture fails, and the steps run op by op with positions as arguments)
+        kernels__failed(__FILE__, __LINE__, "attention_forward_rows", "these heads take the warp-per-row kernel, which reads no position at run time");
+        return;
+    }
     kernels__attention_rows_warp(ctx, out, q, kv, B, T, ld, q_lo, C, NH);
 }
 

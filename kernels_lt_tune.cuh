@@ -196,6 +196,9 @@ static int kernels__lt_from_file(const KernelCtx* ctx, KernelsLtPlan* p) {
 // Times cand[0..found) for p's shape on scratch operands and gives p the fastest (module comment). Skipped, with a
 // note, when the scratch would not leave a twentieth of the device free.
 static void kernels__lt_tune(const KernelCtx* ctx, KernelsLtPlan* p, const cublasLtMatmulHeuristicResult_t* cand, int found) {
+    // (never inside a graph's capture, where the timing runs would only be recorded: the heuristic's choice stays. A
+    // sampling step is captured after the same step ran op by op, so its shapes are tuned already.)
+    if (kernels__capturing) { return; }
     const KernelsLtKey* q = &p->key;
     size_t xs = sizeof(floatX), ds = q->d_f32 ? sizeof(float) : sizeof(floatX);
     int aux = q->epi == KERNELS_EPI_GELU_AUX || q->epi == KERNELS_EPI_DGELU;

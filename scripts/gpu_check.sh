@@ -410,10 +410,10 @@ shard check
 # tiny_model FILE: a GPT-2-shaped model in llm.c's format (version 3, fp32) with 4 layers, 4 heads, 64 channels,
 # context 64 and a vocabulary of 101 (padded to 128): weights N(0, 0.02) from a fixed seed (a sum of uniforms),
 # LayerNorm weights 1 and biases 0, the padded rows of wte zero
-tiny_model() {
+tiny_model() { # PATH [NH C]: 4 heads of 16 by default
     perl -e '
-        my ($path) = @ARGV;
-        my ($T, $V, $L, $NH, $C, $Vp) = (64, 101, 4, 4, 64, 128);
+        my ($path, $NH, $C) = @ARGV;
+        my ($T, $V, $L, $Vp) = (64, 101, 4, 128);
         srand(7);
         sub g { my $n = shift; my @x; for (1 .. $n) { my $s = 0; $s += rand() for 1 .. 12; push @x, 0.02 * ($s - 6) } return @x }
         sub c { my ($n, $v) = @_; return ($v) x $n }
@@ -421,7 +421,7 @@ tiny_model() {
         print $o pack("l<256", 20240326, 3, $T, $V, $L, $NH, $C, $Vp);
         print $o pack("f<*", g($V * $C), c(($Vp - $V) * $C, 0), g($T * $C), c($L * $C, 1), c($L * $C, 0), g($L * 3 * $C * $C),
                       c($L * 3 * $C, 0), g($L * $C * $C), c($L * $C, 0), c($L * $C, 1), c($L * $C, 0), g($L * 4 * $C * $C),
-                      c($L * 4 * $C, 0), g($L * 4 * $C * $C), c($L * $C, 0), c($C, 1), c($C, 0));' "$1"
+                      c($L * 4 * $C, 0), g($L * 4 * $C * $C), c($L * $C, 0), c($C, 1), c($C, 0));' "$1" ${2:-4} ${3:-64}
 }
 
 tiny_model $TMPD/tiny.bin && shard tiny 101
@@ -831,6 +831,21 @@ if timeout $(budget 120) $CU $gm --generate 4 --temperature 0.9 --top-k 40 --log
     fi
 else
     bad "generate with --cuda-graphs 1 or 0: $CU failed"; tail -n 3 $L.graph1.log $L.graph0.log 2>/dev/null
+fi
+# a head the decoding kernels do not take (36 bf16 values: more than a warp's 32 lanes one value each, and no whole
+# 16-byte packs) runs the warp-per-row kernel, which reads no position at run time: the capture fails, with a
+# warning, and every step launches its kernels one by one; the same samples as --cuda-graphs 0
+tiny_model $TMPD/tiny_h36.bin 2 72
+g36="--init $TMPD/tiny_h36.bin --seq-len 64 --gen-tokens 40 --generate 2 --temperature 0.9 --logprobs 1"
+if timeout $(budget 120) $CU $g36 > $L.graph_h36.log 2>&1 && timeout $(budget 120) $CU $g36 --cuda-graphs 0 > $L.graph_h36_0.log 2>&1; then
+    if grep -q 'capturing a CUDA graph failed (.*warp-per-row' $L.graph_h36.log && [ "$(grep -c -e '--- sample' $L.graph_h36.log)" = 2 ] &&
+       cmp -s <(grep -A2 -e '--- sample' $L.graph_h36.log) <(grep -A2 -e '--- sample' $L.graph_h36_0.log); then
+        ok "generate with heads of 36 (no decoding kernel reads its position at run time): the capture fails with a warning, and the steps run one by one, the same samples as --cuda-graphs 0"
+    else
+        bad "generate with heads of 36: no warning of the failed capture, or samples unlike --cuda-graphs 0's"; grep -m2 -e 'warning' -e 'error' $L.graph_h36.log
+    fi
+else
+    bad "generate with heads of 36 (--cuda-graphs 1 or 0): $CU failed"; tail -n 3 $L.graph_h36.log $L.graph_h36_0.log 2>/dev/null
 fi
 
 stage "HellaSwag: the reference model on tests/ref/hellaswag_ref.bin against PyTorch's float64 evaluation"
