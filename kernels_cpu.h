@@ -254,7 +254,7 @@ static void kernels_runtime_select(char** argv) {
 typedef float floatX;
 #define KERNELS_DEFAULT_DTYPE DTYPE_FP32 // --dtype's default: fp32 (bf16 and fp16 are emulated)
 #define KERNELS_CUDNN_ATTENTION 0        // no cuDNN: native attention only (kernels.cuh)
-#define KERNELS_LOGITS_CHUNK_BYTES ((size_t)64 << 20) // the LM head's logits chunk (see classifier_chunk_rows)
+#define KERNELS_LOGITS_CHUNK_BYTES ((size_t)128 << 20) // the LM head's logits chunk (see classifier_chunk_rows)
 
 typedef struct {
     int dtype;          // DTYPE_FP32 / BF16 / FP16: the storage type floatX outputs are rounded to
