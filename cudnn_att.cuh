@@ -303,11 +303,14 @@ static cudnnBackendDescriptor_t att_graph(AttBuild* g, cudnnHandle_t handle) {
 // Plans (GPU only): heuristics mode A, then FALLBACK; the first configuration whose plan finalizes wins, deterministic
 // engines before the others.
 
-// The plan cache: one entry per (shape, direction), at most ATT_MAX_PLANS. A shape cuDNN has no engine for is
-// remembered too, so that its attention runs on the native kernels without asking cuDNN again (and without turning
-// cuDNN off for the shapes it runs). When the cache is full, the least recently used entry makes room. A training step
-// takes two entries per row count (a batch ramp's shorter micro-steps add theirs: kernels_reserve), sampling and
-// evaluation one per bucketed length.
+// The plan cache: one entry per (shape, direction). A shape cuDNN has no engine for is remembered too, so that its
+// attention runs on the native kernels without asking cuDNN again (and without turning cuDNN off for the shapes it
+// runs). When the cache is full, the least recently used entry makes room. A training step takes two entries per row
+// count, three where the nondeterministic backward graph is refused (its rejection stays beside the deterministic
+// plan); sampling and evaluation one per bucketed length. A batch ramp's shorter micro-steps add theirs: a ramp of
+// B 64 from 8192 tokens over 8 ranks takes 63 row counts, so cudnn_attention_plan_room (kernels_reserve) makes the
+// cache hold them all with ATT_MIN_PLANS to spare. A training plan evicted would be built again in the middle of
+// the run (and reserve itself would evict the first row counts it made).
 typedef struct {
     AttShape shape;
     int backward;
@@ -323,9 +326,21 @@ typedef struct {
     unsigned notes;               // its numerical notes, 1 << CUDNN_NUMERICAL_NOTE_*
 } AttPlan;
 
-#define ATT_MAX_PLANS 64
-static AttPlan att__plans[ATT_MAX_PLANS];
+#define ATT_MIN_PLANS 64
+static AttPlan* att__plans;
+static int att__nplans;
 static uint64_t att__clock;
+
+// Makes the cache hold at least ATT_MIN_PLANS + extra entries (new ones free). The entries move: no plan pointer is
+// kept across calls of att__plan.
+static void cudnn_attention_plan_room(int extra) {
+    int n = ATT_MIN_PLANS + (extra > 0 ? extra : 0);
+    if (n <= att__nplans) { return; }
+    att__plans = (AttPlan*)realloc(att__plans, sizeof(AttPlan) * (size_t)n);
+    if (!att__plans) { fatal("cudnn attention: out of host memory for %d plans", n); }
+    memset(att__plans + att__nplans, 0, sizeof(AttPlan) * (size_t)(n - att__nplans));
+    att__nplans = n;
+}
 static cudnnHandle_t att__handle;
 
 // The entry of (s, backward) among plans[0..n): found (*hit = 1, its use recorded at `now`), or the one to fill
@@ -476,7 +491,8 @@ static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescript
 // graph no engine runs gives way to the deterministic one, with a warning.
 static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward) {
     int hit = 0;
-    AttPlan* p = att__cache_find(att__plans, ATT_MAX_PLANS, s, backward, ++att__clock, &hit);
+    cudnn_attention_plan_room(0);
+    AttPlan* p = att__cache_find(att__plans, att__nplans, s, backward, ++att__clock, &hit);
     if (hit && p->rejected && s->nondet) {
         AttShape d = *s;
         d.nondet = 0;

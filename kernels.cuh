@@ -598,8 +598,8 @@ __device__ double kernels__block_sum_d(double v) {
 // splits (kernels_attention.cuh), and cuDNN's workspaces for the forward and backward graphs of the step's shape and
 // of each shorter micro-step's row count (a batch ramp's: s->rest_B), their plans made now and cached for the steps:
 // without them a ramp's first shorter micro-step would build its plans in the middle of the run and might grow the
-// workspace there. (Past the plan cache's 64 entries, some 30 row counts besides B's, the least recently used plans are
-// built again when met, by the same heuristics, into the workspace sized here.)
+// workspace there. The plan cache grows to hold all of them beside 64 entries for sampling's and evaluation's lengths
+// (cudnn_att.cuh), so none of the step's plans is evicted and built again mid-run.
 static size_t kernels_reserve(KernelCtx* ctx, const KernelsShapes* s, int alloc) {
     size_t floats = kernels__ln_partial_floats(ctx, s->rows, s->C);
     size_t bias = kernels__bias_partial_floats(s->oc), att = (size_t)s->B * s->nh * s->T;
@@ -614,6 +614,7 @@ static size_t kernels_reserve(KernelCtx* ctx, const KernelsShapes* s, int alloc)
                               alloc);
 #ifdef USE_CUDNN
     if (ctx->attention_cudnn) {
+        cudnn_attention_plan_room(3 * (1 + s->n_rest_B)); // (every row count's plans stay: none is built mid-run)
         size_t ws = cudnn_attention_workspace(ctx, s->B, s->T, s->nh, s->hs);
         for (int i = 0; i < s->n_rest_B; i++) {
             size_t w = cudnn_attention_workspace(ctx, s->rest_B[i], s->T, s->nh, s->hs);

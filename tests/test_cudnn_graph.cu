@@ -64,6 +64,45 @@ static void test_plan_cache(void) {
     check(!hit && q != p, "plan cache: the nondeterministic graph of a shape is not its deterministic one", "hit %d", hit);
 }
 
+// The cache's room (cudnn_attention_plan_room): at least ATT_MIN_PLANS, and as much more as kernels_reserve asks for a
+// batch ramp's row counts (3 entries each), the new entries free and the old ones kept. A ramp of B 64 over 63 shorter
+// row counts then keeps all its 128 training plans: filling them finds a free entry every time, and every one is
+// found again after the fill (none evicted), with sampling's lengths still to come.
+static void test_plan_room(void) {
+    cudnn_attention_plan_room(0);
+    int base = att__nplans;
+    att__plans[0].used = 1;
+    att__plans[0].shape.T = 77;
+    cudnn_attention_plan_room(3 * 64);
+    int grown = att__nplans, kept = att__plans[0].used && att__plans[0].shape.T == 77, fresh = 1;
+    for (int i = base; i < grown; i++) { fresh &= !att__plans[i].used; }
+    cudnn_attention_plan_room(3); // (never shrinks)
+    check(base == ATT_MIN_PLANS && grown == ATT_MIN_PLANS + 3 * 64 && att__nplans == grown && kept && fresh,
+          "plan cache room: ATT_MIN_PLANS, grown for a ramp's row counts with the old entries kept, never shrunk",
+          "base %d, grown %d, now %d, kept %d, fresh %d", base, grown, att__nplans, kept, fresh);
+    memset(att__plans, 0, sizeof(AttPlan) * (size_t)att__nplans);
+    uint64_t now = 0;
+    int hit = 0, misses = 0, found = 0;
+    for (int rows = 1; rows <= 64; rows++) {
+        for (int backward = 0; backward < 2; backward++) {
+            AttShape sh = {rows, 1024, 12, 64};
+            AttPlan* p = att__cache_find(att__plans, att__nplans, &sh, backward, ++now, &hit);
+            misses += !hit && !p->used;
+            p->used = 1; p->shape = sh; p->backward = backward; p->last_use = now;
+        }
+    }
+    for (int rows = 1; rows <= 64; rows++) {
+        for (int backward = 0; backward < 2; backward++) {
+            AttShape sh = {rows, 1024, 12, 64};
+            att__cache_find(att__plans, att__nplans, &sh, backward, ++now, &hit);
+            found += hit;
+        }
+    }
+    check(misses == 128 && found == 128, "plan cache room: a ramp's 64 row counts keep all 128 plans (no eviction)",
+          "%d filled free entries, %d found again", misses, found);
+    memset(att__plans, 0, sizeof(AttPlan) * (size_t)att__nplans);
+}
+
 // Bucketed forward lengths (kernels_forward_len with cuDNN): the shortest power-of-two multiple of 64 holding t, at
 // most t_max; t itself past t_max.
 static void test_bucket_len(void) {
@@ -176,6 +215,7 @@ int main(void) {
         att__free(&g);
     }
     test_plan_cache();
+    test_plan_room();
     test_bucket_len();
     test_config_order();
     test_engine_notes(&shapes[0], 0);
