@@ -370,6 +370,18 @@ static void test_capture_failure(void) {
            "a call failing during a graph's capture: no graph (the ops run one by one), and the context works after it",
            "began %d, graph %p, round trip %s", began, graph, memcmp(host, back, sizeof(host)) == 0 ? "exact" : "wrong");
     dev_free(&g_ctx, dev);
+    // a buffer that cannot grow during a capture (1 TB: more than any GPU holds) keeps the old one and its size, and
+    // fails the capture; outside a capture the same allocation would end the run
+    size_t have = 1024;
+    void* old = dev_alloc(&g_ctx, have);
+    int retired = g_ctx.nretired, began2 = kernels_capture_begin(&g_ctx);
+    void* kept = kernels__grow(&g_ctx, old, &have, (size_t)1 << 40);
+    void* graph2 = kernels_capture_end(&g_ctx);
+    report(began2 == 1 && kept == old && have == 1024 && g_ctx.nretired == retired && graph2 == NULL,
+           "a context buffer that cannot grow during a graph's capture: the old buffer and its size are kept (not retired), and the capture fails",
+           "kept %s, size %zu, retired %d -> %d, graph %p", kept == old ? "the old buffer" : "another pointer", have, retired, g_ctx.nretired,
+           graph2);
+    dev_free(&g_ctx, old);
 }
 #endif
 
