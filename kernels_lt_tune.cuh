@@ -102,7 +102,8 @@ static void kernels__lt_file_write(const KernelCtx* ctx) {
     fprintf(af.fp, "%s\n%s\n", KERNELS_LT_FILE_MAGIC, header);
     fprintf(af.fp, "# one cuBLASLt algorithm per matmul shape, chosen by --matmul-tune; read back by --matmul-algos (delete\n"
                    "# the file to time them again). Fields: m n k lda ldb transA transB bias d_fp32 beta epilogue tf32, the\n"
-                   "# alignments of A B D bias aux; the algorithm's 8 words; ms per call with the heuristic's first and this one\n");
+                   "# alignments of A B D bias aux; the algorithm's 8 words; ms per call with the heuristic's first and this one\n"
+                   "# (0 0: not timed, too little free memory: the heuristic's first kept)\n");
     for (int i = 0; i < kernels__lt_file.num_saved; i++) {
         const KernelsLtSaved* e = &kernels__lt_file.saved[i];
         const KernelsLtKey* q = &e->key;
@@ -208,16 +209,21 @@ static void kernels__lt_tune(const KernelCtx* ctx, KernelsLtPlan* p, const cubla
                       aux ? (size_t)q->m * q->n : 0, q->has_bias ? (size_t)(bias_is_d ? q->n : q->m) : 0};
     size_t el_size[5] = {xs, xs, ds, xs, bias_is_d ? ds : xs}, off[6] = {0};
     for (int i = 0; i < 5; i++) { off[i + 1] = off[i] + (n_el[i] * el_size[i] + 255) / 256 * 256; }
+    // (the step's queued work finishes first: the timings are this alone on the compute stream, and the last tuning's
+    // scratch, freed in stream order, is free again when the free memory is read)
+    gpuCheck(cudaStreamSynchronize(ctx->stream));
     size_t free_b = 0, total_b = 0;
     gpuCheck(cudaMemGetInfo(&free_b, &total_b));
-    if (off[5] + total_b / 20 > free_b) {
+    char* buf = NULL;
+    cudaError_t ae = off[5] + total_b / 20 > free_b ? cudaErrorMemoryAllocation : cudaMallocAsync((void**)&buf, off[5], ctx->stream);
+    if (ae != cudaSuccess) { // (an optimisation only: the run goes on with the heuristic's first, saved as this shape's choice)
+        (void)cudaGetLastError();
         fprintf(stderr, "note: --matmul-tune: the %d x %d x %d matmul keeps the heuristic's algorithm: timing needs %.2f GB of "
                 "scratch and %.2f GB are free\n", q->m, q->n, q->k, off[5] / 1e9, free_b / 1e9);
+        kernels__lt_saved_put(q, &cand[0].algo, 0.0f, 0.0f);
+        kernels__lt_file_write(ctx);
         return;
     }
-    gpuCheck(cudaStreamSynchronize(ctx->stream)); // (the step's queued work finishes first: the timings are this alone)
-    char* buf;
-    gpuCheck(cudaMallocAsync((void**)&buf, off[5], ctx->stream));
     for (int i = 0; i < 5; i++) {
         if (!n_el[i]) { continue; }
         int blocks = kernels__blocks(n_el[i], 256);
@@ -236,7 +242,7 @@ static void kernels__lt_tune(const KernelCtx* ctx, KernelsLtPlan* p, const cubla
     float alpha = 1.0f, beta = q->beta_nonzero ? 1.0f : 0.0f, first = INFINITY, best = INFINITY;
     int best_i = 0, timed = 0;
     for (int i = 0; i < found; i++) {
-        if (cand[i].workspaceSize > KERNELS_LT_WORKSPACE) { continue; }
+        if (cand[i].state != CUBLAS_STATUS_SUCCESS || cand[i].workspaceSize > KERNELS_LT_WORKSPACE) { continue; }
         cublasStatus_t st = cublasLtMatmul(ctx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld, &cand[i].algo,
                                            ctx->lt_workspace, KERNELS_LT_WORKSPACE, ctx->stream);
         if (st != CUBLAS_STATUS_SUCCESS) { continue; } // (one the library refuses when run: not a candidate)

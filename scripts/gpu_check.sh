@@ -469,6 +469,20 @@ if CUDA_EMU_LT_FAST=1 train tune1 120 $CU $tune --matmul-tune 8 --out $TMPD/tune
     agree "--matmul-tune 8 against the untuned run (tolerance $([ $EMU = 1 ] && echo 0 || echo 2e-2))" $TMPD/tune1.jsonl <(head -n 4 $TMPD/cu.jsonl) $([ $EMU = 1 ] && echo 0 || echo 2e-2)
     agree "--matmul-algos: the run that reads the tuned algorithms back gives the tuned losses bit for bit" $TMPD/tune2.jsonl $TMPD/tune1.jsonl 0
 fi
+if [ $EMU = 1 ]; then
+    # a shape whose timing scratch does not fit (an emulated device of 0.2 GB: the LM head's 128 x 50304 product) keeps
+    # the heuristic's first and still goes to the file (times 0 0), so that a resume reads that choice instead of
+    # tuning the shape when more memory happens to be free
+    rm -f $TMPD/tune_small.txt
+    if CUDA_EMU_MEM_GB=0.2 CUDA_EMU_LT_FAST=1 timeout $(budget 120) $CU --model d2 --batch-size 1 --seq-len 64 --bench 1 --bench-steps 1 \
+           --matmul-tune 4 --matmul-algos $TMPD/tune_small.txt > $L.tune_small.log 2>&1 &&
+       grep -q 'keeps the heuristic.s algorithm: timing needs' $L.tune_small.log && grep -q ' 0\.000000 0\.000000$' $TMPD/tune_small.txt &&
+       grep -q '^matmul algorithms: [0-9]* shapes: 1 by the heuristic' $L.tune_small.log; then
+        ok "--matmul-tune with too little free memory for a shape's timing: the heuristic's algorithm kept and written to the file (not timed)"
+    else
+        bad "--matmul-tune with too little free memory: $(grep -m1 -e 'matmul algorithms' -e error $L.tune_small.log | cut -c1-200)"
+    fi
+fi
 if [ -n "$CUDNN_DIR" ]; then # the two attention implementations on the same run
     timeout $(budget 120) $CU $common --attention cudnn --log $TMPD/cudnn.jsonl > $L.train_cudnn.log 2>&1 || { bad "$CU --attention cudnn"; tail -n 3 $L.train_cudnn.log; }
     # cuDNN's backward graph is the deterministic variant (dQ by a matmul, no float dQ accumulator: llm.c's choice on
