@@ -411,8 +411,8 @@ static void kernels__gemm(int transA, int transB, int M, int N, int K, float alp
 // ----------------------------------------------------------------------------
 // exp and tanh that vectorize: libm's expf/tanhf are scalar calls, and GELU plus the softmaxes spent ~10% of a
 // GPT-2 step in them. Every branch below is a select the compiler turns into a vector blend, which it may do only
-// when evaluating both sides cannot trap: GCC needs -fno-trapping-math for that (the Makefile sets it; clang
-// assumes it). Without it these loops run one element at a time, and the LM head's softmax took a quarter of the
+// when evaluating both sides cannot trap: GCC needs -fno-trapping-math for that (the Makefile's FP_FLAGS set it;
+// clang assumes it). Without it these loops run one element at a time, and the LM head's softmax took a quarter of the
 // default job's step. exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln2 / 2, exp(r) by its Taylor polynomial
 // to r^7 (truncation error < 2e-8 relative, about 1 ulp overall). Inputs below -87 give exactly 0 (never a
 // subnormal: those make every later multiply ~100x slower), above 88 give 88's value, NaN gives NaN. The clamp
@@ -930,6 +930,8 @@ static void add_inplace(const KernelCtx* ctx, float* y, const float* x, size_t n
 // fp32 master and the compute copy receives its stochastic rounding (precision.h), keyed by (seed, t, flat index);
 // without them (--master-weights 0) a 16-bit compute copy receives the stochastic rounding of its own update.
 
+// (Its loop vectorizes only where sqrtf needs no errno: the Makefile's -fno-math-errno. Under GCC's default each
+// element branched to check the argument's sign, and the optimizer took 2.5x as long.)
 static void kernels__adamw_range(const KernelCtx* ctx, floatX* params, float* master, const float* grads, float* m,
                                  float* v, size_t lo, size_t s, size_t e, float wd, const AdamWHyper* hp) {
     float b1 = hp->beta1, b2 = hp->beta2, lr = hp->lr, eps = hp->eps, gs = hp->grad_scale;
