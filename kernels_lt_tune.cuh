@@ -195,7 +195,8 @@ static int kernels__lt_from_file(const KernelCtx* ctx, KernelsLtPlan* p) {
 // Timing the candidates.
 
 // Times cand[0..found) for p's shape on scratch operands and gives p the fastest (module comment). Skipped, with a
-// note, when the scratch would not leave a twentieth of the device free.
+// note, when the scratch would not leave a twentieth of the device free (or cannot be allocated): p keeps the
+// heuristic's first, which goes to the file as the shape's choice, untimed.
 static void kernels__lt_tune(const KernelCtx* ctx, KernelsLtPlan* p, const cublasLtMatmulHeuristicResult_t* cand, int found) {
     // (never inside a graph's capture, where the timing runs would only be recorded: the heuristic's choice stays. A
     // sampling step is captured after the same step ran op by op, so its shapes are tuned already.)
@@ -215,9 +216,10 @@ static void kernels__lt_tune(const KernelCtx* ctx, KernelsLtPlan* p, const cubla
     size_t free_b = 0, total_b = 0;
     gpuCheck(cudaMemGetInfo(&free_b, &total_b));
     char* buf = NULL;
-    cudaError_t ae = off[5] + total_b / 20 > free_b ? cudaErrorMemoryAllocation : cudaMallocAsync((void**)&buf, off[5], ctx->stream);
+    int fits = off[5] + total_b / 20 <= free_b;
+    cudaError_t ae = fits ? cudaMallocAsync((void**)&buf, off[5], ctx->stream) : cudaErrorMemoryAllocation;
     if (ae != cudaSuccess) { // (an optimisation only: the run goes on with the heuristic's first, saved as this shape's choice)
-        (void)cudaGetLastError();
+        if (fits) { (void)cudaGetLastError(); } // (the failed allocation's error, cleared: it ends nothing)
         fprintf(stderr, "note: --matmul-tune: the %d x %d x %d matmul keeps the heuristic's algorithm: timing needs %.2f GB of "
                 "scratch and %.2f GB are free\n", q->m, q->n, q->k, off[5] / 1e9, free_b / 1e9);
         kernels__lt_saved_put(q, &cand[0].algo, 0.0f, 0.0f);
