@@ -321,9 +321,9 @@ static void* kernels__grow(KernelCtx* ctx, void* p, size_t* have, size_t need) {
         return p;
     }
     void* q = NULL;
-    cudaError_t e = cudaMalloc(&q, need);
-    if (e != cudaSuccess) { // (outside a capture kernels__failed ends the run)
-        kernels__failed(__FILE__, __LINE__, "cudaMalloc(&q, need)", cudaGetErrorString(e));
+    const char* err = kernels__status(cudaMalloc(&q, need));
+    if (err) { // (gpuCheck's report; outside a capture kernels__failed ends the run)
+        kernels__failed(__FILE__, __LINE__, "cudaMalloc(&q, need)", err);
         return p;
     }
     kernels__retire(ctx, p);
