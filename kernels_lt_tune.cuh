@@ -16,9 +16,9 @@ heuristic's first N candidates for each shape when the shape first appears and k
 Different algorithms sum in different orders, so their bits differ. To keep runs repeatable, the choices go to a text
 file (--matmul-algos; by default <--out>/matmul_algos.txt when tuning) that later runs, and a resumed run, read
 instead of timing again: a resumed run then computes exactly what the interrupted one did. Each algorithm read back is
-checked by cublasLtMatmulAlgoCheck before it is used; a file made on another GPU, cuBLASLt version or storage type is
-not used (a note says so), and a malformed one stops the run with its name and line. Without tuning and without a
-file, everything is the heuristic's first choice, as before.
+checked by cublasLtMatmulAlgoCheck before it is used; a file made on another GPU (its name and SM count), cuBLASLt
+version or storage type is not used (a note says so), and a malformed one stops the run with its name and line.
+Without tuning and without a file, everything is the heuristic's first choice, as before.
 */
 #ifndef KERNELS_LT_TUNE_CUH
 #define KERNELS_LT_TUNE_CUH
@@ -64,7 +64,9 @@ static struct {
 
 // The line that says which GPU, cuBLASLt and storage type the file's algorithms are for.
 static void kernels__lt_file_header(const KernelCtx* ctx, char* buf, size_t cap) {
-    snprintf(buf, cap, "for %s | cuBLASLt %zu | %s", ctx->device_name, (size_t)cublasLtGetVersion(), dtype_name(KERNELS_DTYPE));
+    // (the SM count too: a MIG slice of a GPU has its name and fewer SMs, and cuBLASLt's best algorithms differ)
+    snprintf(buf, cap, "for %s, %d SMs | cuBLASLt %zu | %s", ctx->device_name, ctx->num_sms, (size_t)cublasLtGetVersion(),
+             dtype_name(KERNELS_DTYPE));
 }
 
 static KernelsLtSaved* kernels__lt_saved_find(const KernelsLtKey* key) {
@@ -134,7 +136,7 @@ static void kernels__lt_file_read(const KernelCtx* ctx) {
     if (!fgets(line, sizeof(line), f)) { fatal("--matmul-algos: '%s' ends after its first line (no 'for ...' line)", path); }
     ln++;
     line[strcspn(line, "\r\n")] = '\0';
-    if (strncmp(line, "for ", 4) != 0) { fatal("--matmul-algos: '%s' line 2: expected 'for <GPU> | cuBLASLt <version> | <dtype>'", path); }
+    if (strncmp(line, "for ", 4) != 0) { fatal("--matmul-algos: '%s' line 2: expected 'for <GPU>, <N> SMs | cuBLASLt <version> | <dtype>'", path); }
     if (strcmp(line, header) != 0) {
         fprintf(stderr, "note: --matmul-algos '%s' was made %s; this run is %s: its algorithms are not used%s\n", path, line,
                 header + 4, kernels__lt_file.write && ctx->matmul_tune > 1 ? " (the file will be rewritten with this run's choices)" : "");

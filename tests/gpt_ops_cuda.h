@@ -149,7 +149,7 @@ static void test_bias_grad_widths(void) {
 //     the fastest (CUDA_EMU_LT_FAST);
 //   - read back, every plan takes the file's algorithm, the same 64 bytes as the tuning chose, no candidate runs
 //     again, and the outputs are the tuned run's bit for bit (one algorithm computes the same bits every time);
-//   - a file for another cuBLASLt version is not used.
+//   - a file for another cuBLASLt version, or for a GPU of the same name with another SM count, is not used.
 #ifdef KERNELS_CUDA
 static void test_matmul_tune(void) {
     KernelCtx* ctx = &g_ctx;
@@ -254,6 +254,15 @@ static void test_matmul_tune(void) {
     check(kernels__lt_num_plans > 0 && kernels__lt_plans[0].source == KERNELS_ALGO_HEURISTIC, "--matmul-algos: a file for another cuBLASLt version is not used",
           "source %d", kernels__lt_plans[0].source);
     unsetenv("CUDA_EMU_LT_VERSION");
+    // a GPU of the same name with fewer SMs (a MIG slice): not used either
+    int sms = ctx->num_sms;
+    ctx->num_sms = sms - 1;
+    kernels_matmul_plans_reset();
+    kernels_set_matmul_tune(ctx, 0, path, 0);
+    matmul_forward_gelu(ctx, out[2][0], out[2][1], in[0], in[1], bias, BT, C, OC);
+    check(kernels__lt_num_plans > 0 && kernels__lt_plans[0].source == KERNELS_ALGO_HEURISTIC, "--matmul-algos: a file for another SM count is not used",
+          "source %d", kernels__lt_plans[0].source);
+    ctx->num_sms = sms;
     unsetenv("CUDA_EMU_LT_FAST");
 #endif
     kernels_matmul_plans_reset();
