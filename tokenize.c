@@ -377,7 +377,9 @@ static int hellaswag_label(const cJSON* v) {
 static int cmd_hellaswag(const Options* o) {
     Encoder e;
     load_encoder(&e, o);
-    if (e.vocab_size > HELLASWAG_START) { fatal("hellaswag: the vocabulary has %u ids; the eval file holds ids below %d", e.vocab_size, HELLASWAG_START); }
+    if (e.vocab_size > HELLASWAG_START) { // (65535 marks an example's start: the format's ids are below it)
+        fatal("hellaswag: '%s/encoder.json' has %u ids; llm.c's eval file holds ids below %d", o->vocab, e.vocab_size, HELLASWAG_START);
+    }
     const char* what = o->num_inputs && strcmp(o->inputs[0], "-") != 0 ? o->inputs[0] : "stdin";
     FILE* fp = strcmp(what, "stdin") == 0 ? stdin : fopen(what, "rb");
     if (fp == NULL) { fatal("input '%s': %s", what, strerror(errno)); }
