@@ -602,6 +602,18 @@ static void comm_nccl_irecv(CommNccl* n, void* buf, size_t bytes, const CommNccl
     comm_nccl__end(n, o, req);
 }
 
+// Connects pair n for its messages, first (rank 0) to second: one byte from `first` (dev_byte, device memory) to
+// `second` (into its dev_byte), waited for. NCCL connects two ranks for point-to-point on their first send and receive,
+// and the host of each waits inside that call until the other has made its own. A pipeline stage posts a link's first
+// receive ahead of its compute (pp_post_next), while its peer's host may be waiting for data this stage has yet to
+// send (GPipe's first backward, for one): each would wait for the other. Both ranks of a pair call this at one point
+// of start-up instead (pipeline_use_nccl, in the pairs' global order), so no message of a step is a link's first.
+static void comm_nccl_connect_pair(CommNccl* n, void* dev_byte) {
+    if (n->rank == 0) { gpuCheck(ncclSend(dev_byte, 1, ncclUint8, 1, n->comm, n->stream)); }
+    else { gpuCheck(ncclRecv(dev_byte, 1, ncclUint8, 0, n->comm, n->stream)); }
+    gpuCheck(cudaStreamSynchronize(n->stream));
+}
+
 // Records on the compute stream where it is now (a mark for comm_nccl_irecv's `after`; recorded again each call).
 static void comm_nccl_mark(const KernelCtx* ctx, CommNcclReq* mark) {
     if (!mark->done) { gpuCheck(cudaEventCreateWithFlags(&mark->done, cudaEventDisableTiming)); }
@@ -648,6 +660,7 @@ static void comm_nccl_irecv(CommNccl* n, void* buf, size_t bytes, const CommNccl
     (void)n; (void)buf; (void)bytes; (void)after; (void)req; comm_nccl__none();
 }
 static void comm_nccl_mark(const KernelCtx* ctx, CommNcclReq* mark) { (void)ctx; (void)mark; comm_nccl__none(); }
+static void comm_nccl_connect_pair(CommNccl* n, void* dev_byte) { (void)n; (void)dev_byte; comm_nccl__none(); }
 static int comm_nccl_test(CommNcclReq* req) { (void)req; return 1; }
 static void comm_nccl_req_free(CommNcclReq* req) { (void)req; }
 static void comm_nccl_wait(const KernelCtx* ctx, CommNcclReq* req) { (void)ctx; (void)req; }

@@ -290,12 +290,19 @@ static void att_build_backward(AttBuild* g, const AttShape* s) {
     }
 }
 
-// The operation graph of what was built (handle: NULL to check the graph without a GPU).
+// The operation graph of what was built (handle: NULL to check the graph without a GPU). NULL, with att__why saying
+// why, when cuDNN does not finalize it (a cuDNN too old for a pattern, say): --attention auto then runs the native
+// kernels rather than ending the run.
+static char att__why[1400];
 static cudnnBackendDescriptor_t att_graph(AttBuild* g, cudnnHandle_t handle) {
     cudnnBackendDescriptor_t graph = att__new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     if (handle) { gpuCheck(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)); }
     gpuCheck(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->nops, g->ops));
-    gpuCheck(cudnnBackendFinalize(graph));
+    cudnnStatus_t st = cudnnBackendFinalize(graph);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        snprintf(att__why, sizeof(att__why), "finalizing the operation graph failed: %s", kernels__status(st));
+        return NULL;
+    }
     return graph;
 }
 
@@ -362,7 +369,6 @@ static AttPlan* att__cache_find(AttPlan* plans, int n, const AttShape* s, int ba
 
 // Why the last plan search found nothing, for the message that reports it: what failed and cuDNN's own reason
 // (cudnnGetLastErrorString), so a first run on a new machine says why without a rerun under ATT_VERBOSE=1.
-static char att__why[1400];
 
 #define ATT_NONDET (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
 
@@ -444,7 +450,9 @@ static cudnnBackendDescriptor_t att__try_plans(AttBuild* g, cudnnBackendDescript
     int64_t count = 0;
     gpuCheck(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL));
     if (count <= 0) {
-        snprintf(att__why, sizeof(att__why), "%s: no engine configuration offered", mname);
+        // (cuDNN says why in its own log only: a missing runtime compiler, an engine not enabled for the graph)
+        snprintf(att__why, sizeof(att__why), "%s: no engine configuration offered (cuDNN's reasons: run with CUDNN_LOGLEVEL_DBG=2 "
+                 "CUDNN_LOGDEST_DBG=stderr)", mname);
         att__drop_to(g, mark);
         return NULL;
     }
@@ -506,21 +514,26 @@ static AttPlan* att__plan(const KernelCtx* ctx, const AttShape* s, int backward)
         }
         p->used = 0;
     }
-    if (!att__handle) {
-        gpuCheck(cudnnCreate(&att__handle));
-    }
-    gpuCheck(cudnnSetStream(att__handle, ctx->stream));
     memset(p, 0, sizeof(*p));
     p->shape = *s;
     p->backward = backward;
     p->used = 1;
     p->last_use = att__clock;
-    if (backward) { att_build_backward(&p->build, s); } else { att_build_forward(&p->build, s); }
-    cudnnBackendDescriptor_t graph = att_graph(&p->build, att__handle);
+    char whys[4 * sizeof(att__why)] = "";
+    cudnnBackendDescriptor_t graph = NULL;
+    cudnnStatus_t cs = att__handle ? CUDNN_STATUS_SUCCESS : cudnnCreate(&att__handle);
+    if (cs != CUDNN_STATUS_SUCCESS) { // (no handle: every shape is refused the same way, and tries again)
+        att__handle = NULL;
+        snprintf(whys, sizeof(whys), "cudnnCreate failed: %s", kernels__status(cs));
+    } else {
+        gpuCheck(cudnnSetStream(att__handle, ctx->stream));
+        if (backward) { att_build_backward(&p->build, s); } else { att_build_forward(&p->build, s); }
+        graph = att_graph(&p->build, att__handle);
+        if (!graph) { snprintf(whys, sizeof(whys), "%s", att__why); }
+    }
     // deterministic engines of heuristics A, then of FALLBACK; only then the nondeterministic ones of each (a
     // nondeterministic graph: every engine of A, then of FALLBACK, in their ranking)
-    char whys[4 * sizeof(att__why)] = "";
-    int passes = s->nondet ? 2 : 4;
+    int passes = !graph ? 0 : s->nondet ? 2 : 4;
     for (int pass = 0; pass < passes && !p->plan; pass++) {
         p->plan = att__try_plans(&p->build, graph, pass % 2 ? CUDNN_HEUR_MODE_FALLBACK : CUDNN_HEUR_MODE_A, s->nondet ? 2 : pass / 2,
                                  &p->workspace, &p->engine, &p->notes);

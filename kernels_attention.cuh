@@ -494,7 +494,9 @@ __global__ void kernels__attention_decode_merge(floatX* out, const float* part, 
     float L = 0.0f, o[KERNELS_ATT_PER_LANE] = {0};
     for (int s = 0; s < splits; s++) {
         long u = r * splits + s;
-        float w = ml[2 * u] == -INFINITY ? 0.0f : __expf(ml[2 * u] - M);
+        // (exactly 1 for the split holding the maximum, as exp(0) should be whatever __expf's approximation gives: a
+        // row whose keys are all in split 0 is then split 0's o / l bit for bit, as when one split is launched)
+        float w = ml[2 * u] == -INFINITY ? 0.0f : ml[2 * u] == M ? 1.0f : __expf(ml[2 * u] - M);
         L += w * ml[2 * u + 1];
         for (int e = 0; e < KERNELS_ATT_PER_LANE; e++) {
             int d = lane + 32 * e;

@@ -161,19 +161,25 @@ static void pipeline_set_micro_batches(Pipeline* p, int M) {
 // --comm nccl, every stage on a GPU of its own: the messages go through NCCL pairs (collective over the pipeline
 // group). The links are made in one global order, activation link k (stage k to k + 1) then gradient link k (k + 1
 // to k), the ring's closing links (interleaved: the last stage feeds the first) last of each kind; each rank joins
-// the pairs it is in, in that order, so a pair's two ranks always meet. Then the first and last stages' pair.
+// the pairs it is in, in that order, so a pair's two ranks always meet. Each link is connected as it is made (a byte
+// from the receive buffer, comm_nccl_connect_pair: a step's first message on a link could otherwise wait for its
+// peer's host while that waits for this rank). Then the first and last stages' pair.
 static void pipeline_use_nccl(Pipeline* p, GPT* m) {
     int pp = p->pp, r = p->rank, nl = p->V > 1 ? pp : pp - 1;
+    p->drecv = dev_alloc(&m->ctx, p->max_msg_bytes);
+    dev_sync(&m->ctx); // (the links' streams send from it: its zeroing on the compute stream first)
     for (int kind = 0; kind < 2; kind++) {
         for (int k = 0; k < nl; k++) {
             int from = kind == 0 ? k : (k + 1) % pp, to = kind == 0 ? (k + 1) % pp : k;
-            if (r == from) { comm_nccl_init_pair(&p->link[kind == 0 ? PP_ACT_OUT : PP_GRAD_OUT], m->pp_group, from, to); }
-            if (r == to) { comm_nccl_init_pair(&p->link[kind == 0 ? PP_ACT_IN : PP_GRAD_IN], m->pp_group, from, to); }
+            CommNccl* l = r == from ? &p->link[kind == 0 ? PP_ACT_OUT : PP_GRAD_OUT] : &p->link[kind == 0 ? PP_ACT_IN : PP_GRAD_IN];
+            if (r == from || r == to) {
+                comm_nccl_init_pair(l, m->pp_group, from, to);
+                comm_nccl_connect_pair(l, p->drecv);
+            }
         }
     }
     if (m->layout.has_wte) { comm_nccl_init_pair(&p->wte_pair, m->pp_group, 0, pp - 1); }
-    p->drecv = dev_alloc(&m->ctx, p->max_msg_bytes);
-    comm_nccl_mark(&m->ctx, &p->drecv_free); // the first receive waits for dev_alloc's zeroing on the compute stream
+    comm_nccl_mark(&m->ctx, &p->drecv_free); // (the first receive of a step follows what the compute stream has run)
     // a send buffer for every message the rank sends in a step, taken in turn (pp_send), made now (a cudaMalloc in the
     // middle of a step may hold later work behind a send that waits for its peer); each is a small part of a slot's
     // activations

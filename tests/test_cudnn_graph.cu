@@ -103,6 +103,31 @@ static void test_plan_room(void) {
     memset(att__plans, 0, sizeof(AttPlan) * (size_t)att__nplans);
 }
 
+// A plan asked for where cuDNN cannot make one (here, without a GPU, cudnnCreate itself fails), under --attention
+// auto: no plan (the native kernels run the shape, with a warning naming cuDNN's refusal) instead of the end of the
+// run, and the shape is remembered as refused (asked again, no second attempt). On a GPU: a plan.
+static void test_plan_refused(void) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess) { ndev = 0; }
+    cudaGetLastError();
+    KernelCtx ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.attention_auto = 1;
+    AttShape s = {2, 128, 4, 64};
+    AttPlan* p = att__plan(&ctx, &s, 0);
+    if (ndev > 0) {
+        check(p != NULL && p->plan != NULL, "a GPU: cuDNN makes the forward plan of B 2, T 128, NH 4, HS 64", "%s", att__why);
+    } else {
+        int hit = 0;
+        AttPlan* e = att__cache_find(att__plans, att__nplans, &s, 0, att__clock, &hit);
+        AttPlan* again = att__plan(&ctx, &s, 0);
+        check(p == NULL && hit && e->rejected && again == NULL && att__handle == NULL,
+              "no GPU (cudnnCreate fails): --attention auto gets no plan, the shape remembered as refused, no handle kept",
+              "plan %p, cached %d, rejected %d, again %p", (void*)p, hit, hit ? e->rejected : -1, (void*)again);
+    }
+    memset(att__plans, 0, sizeof(AttPlan) * (size_t)att__nplans);
+}
+
 // Bucketed forward lengths (kernels_forward_len with cuDNN): the shortest power-of-two multiple of 64 holding t, at
 // most t_max; t itself past t_max.
 static void test_bucket_len(void) {
@@ -146,7 +171,7 @@ static void test_engine_notes(const AttShape* s, int backward) {
     if (backward) { att_build_backward(&g, s); } else { att_build_forward(&g, s); }
     cudnnBackendDescriptor_t graph = att_graph(&g, NULL);
     int made = 0, bad = 0, nondet = 0;
-    for (int64_t k = 0; k < 16; k++) {
+    for (int64_t k = 0; k < 16 && graph; k++) {
         int mark = g.n;
         cudnnBackendDescriptor_t e = att__new(&g, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
         gpuCheck(cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
@@ -181,9 +206,9 @@ int main(void) {
         AttBuild g;
         att_build_forward(&g, s);
         int nops = g.nops, bound = count_bound(&g);
-        att_graph(&g, NULL); // finalizes (exits naming the failing call otherwise)
+        int fin = att_graph(&g, NULL) != NULL; // (NULL: att__why says what cuDNN refused)
         snprintf(name, sizeof(name), "forward graph B %lld T %lld NH %lld HS %lld finalizes", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS);
-        check(nops == 14 && bound == 7, name, "%d operations (want 14), %d bound tensors (want 7)", nops, bound);
+        check(fin && nops == 14 && bound == 7, name, "%s; %d operations (want 14), %d bound tensors (want 7)", fin ? "finalized" : att__why, nops, bound);
         // a plan search adds a heuristic, up to 16 configurations and the engine it reads or the plan it tries (att__try_plans)
         snprintf(name, sizeof(name), "forward graph B %lld T %lld: %d descriptors leave room for a plan search (at most %d)",
                  (long long)s->B, (long long)s->T, g.n, ATT_MAX_DESCS);
@@ -192,10 +217,10 @@ int main(void) {
         att_build_backward(&g, s);
         nops = g.nops;
         bound = count_bound(&g);
-        att_graph(&g, NULL);
+        fin = att_graph(&g, NULL) != NULL;
         snprintf(name, sizeof(name), "backward graph B %lld T %lld NH %lld HS %lld finalizes", (long long)s->B, (long long)s->T, (long long)s->NH, (long long)s->HS);
         // 21: the frontend's 22 with its dQ accumulator and IDENTITY replaced by one matmul (the deterministic dQ)
-        check(nops == 21 && bound == 13, name, "%d operations (want 21), %d bound tensors (want 13)", nops, bound);
+        check(fin && nops == 21 && bound == 13, name, "%s; %d operations (want 21), %d bound tensors (want 13)", fin ? "finalized" : att__why, nops, bound);
         snprintf(name, sizeof(name), "backward graph B %lld T %lld: %d descriptors leave room for a plan search (at most %d)",
                  (long long)s->B, (long long)s->T, g.n, ATT_MAX_DESCS);
         check(g.n + 18 <= ATT_MAX_DESCS, name, "%d + 18 of %d", g.n, ATT_MAX_DESCS);
@@ -207,15 +232,16 @@ int main(void) {
         att_build_backward(&g, &n);
         nops = g.nops;
         bound = count_bound(&g);
-        att_graph(&g, NULL);
+        fin = att_graph(&g, NULL) != NULL;
         snprintf(name, sizeof(name), "nondeterministic backward graph B %lld T %lld NH %lld HS %lld finalizes", (long long)s->B, (long long)s->T,
                  (long long)s->NH, (long long)s->HS);
-        check(nops == 22 && bound == 14, name, "%d operations (want 22), %d bound tensors (want 14)", nops, bound);
+        check(fin && nops == 22 && bound == 14, name, "%s; %d operations (want 22), %d bound tensors (want 14)", fin ? "finalized" : att__why, nops, bound);
         check(g.n + 18 <= ATT_MAX_DESCS, "nondeterministic backward graph: room for a plan search", "%d + 18 of %d", g.n, ATT_MAX_DESCS);
         att__free(&g);
     }
     test_plan_cache();
     test_plan_room();
+    test_plan_refused();
     test_bucket_len();
     test_config_order();
     test_engine_notes(&shapes[0], 0);

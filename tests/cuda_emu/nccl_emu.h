@@ -17,10 +17,11 @@ Point to point: ncclSend runs at its call, after the work queued before it on it
 as a non-blocking MPI send of a copy, so the host goes on as it does with a GPU; ncclRecv is queued on its stream
 like a kernel and receives when that stream's work runs, that is when some later work or the host needs it (a stream
 that waits on an event recorded after it, a synchronisation). A receive whose result is used without such a wait
-computes with stale memory here, as on a GPU. What a GPU adds and this cannot show: a send occupies its stream until
-the peer posts the matching receive (the caller gives each direction its own communicator and stream for that).
-Its buffer is read until then, so a copy or memset into it must follow the send's completion (cuda_emu.h:
-write_check stops one that does not).
+computes with stale memory here, as on a GPU. The first send and receive between two ranks also wait for each other on
+the host, as NCCL's lazy connection makes them (nccl_emu_connect). What a GPU adds and this cannot show: a send
+occupies its stream until the peer posts the matching receive (the caller gives each direction its own communicator
+and stream for that). Its buffer is read until then, so a copy or memset into it must follow the send's completion
+(cuda_emu.h: write_check stops one that does not).
 Like NCCL, ncclCommInitRank refuses two members on one GPU of one host (ncclInvalidUsage, "Duplicate GPU detected"),
 with NCCL's notion of a host (NCCL_HOSTID, else the host name and boot id) and NCCL 2.30's NCCL_MULTI_RANK_GPU_ENABLE
 (CUDA_EMU_NCCL_VERSION sets the version played; the header's by default).
@@ -38,6 +39,7 @@ struct ncclComm {
     MPI_Comm comm;
     int rank, size;
     std::vector<std::pair<MPI_Request, std::vector<char>*>> sends; // point-to-point sends in flight, with their copies
+    std::vector<char> send_connected, recv_connected;              // per peer: the first send / receive has been made
 };
 
 namespace emu {
@@ -329,6 +331,21 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
     return ncclSuccess;
 }
 
+// NCCL connects two ranks for point-to-point lazily: the first send from A to B and the first receive at B from A each
+// wait, on the host, inside the call, until the other has been made (the connection is set up through NCCL's bootstrap
+// then). Played here by a synchronous MPI send at the first ncclSend and its receive at the first ncclRecv, on a tag
+// of their own: a program whose first receive waits for a send its peer makes only later hangs here as on a GPU.
+enum { NCCL_EMU_TAG_CONNECT = 1 };
+static void nccl_emu_connect(ncclComm_t comm, int peer, int send) {
+    std::vector<char>& done = send ? comm->send_connected : comm->recv_connected;
+    if (done.empty()) { done.assign((size_t)comm->size, 0); }
+    if (done[(size_t)peer]) { return; }
+    char token = 0;
+    if (send) { MPI_Ssend(&token, 1, MPI_BYTE, peer, NCCL_EMU_TAG_CONNECT, comm->comm); }
+    else { MPI_Recv(&token, 1, MPI_BYTE, peer, NCCL_EMU_TAG_CONNECT, comm->comm, MPI_STATUS_IGNORE); }
+    done[(size_t)peer] = 1;
+}
+
 // Point to point (see the header): the send at its call from a copy, the receive when its stream's work runs.
 ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t s) {
     size_t es;
@@ -336,6 +353,7 @@ ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer
     if (emu::g_nccl_group_depth) { emu::fail("ncclSend inside a group is not emulated"); }
     if (peer < 0 || peer >= comm->size || peer == comm->rank) { emu::fail("ncclSend: peer %d of a communicator of %d (rank %d)", peer, comm->size, comm->rank); }
     emu::nccl_check_buf(send, count * es, "ncclSend: sendbuff");
+    nccl_emu_connect(comm, peer, 1);
     emu::nccl_reap_sends(comm, 0);
     emu::nccl_run(s, [=]() {
         std::vector<char>* copy = new std::vector<char>((const char*)send, (const char*)send + count * es);
@@ -353,6 +371,7 @@ ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t t, int peer, nccl
     if (emu::g_nccl_group_depth) { emu::fail("ncclRecv inside a group is not emulated"); }
     if (peer < 0 || peer >= comm->size || peer == comm->rank) { emu::fail("ncclRecv: peer %d of a communicator of %d (rank %d)", peer, comm->size, comm->rank); }
     emu::nccl_check_buf(recv, count * es, "ncclRecv: recvbuff");
+    nccl_emu_connect(comm, peer, 0);
     emu::enqueue(s, [=]() {
         MPI_Status st;
         MPI_Recv(recv, (int)(count * es), MPI_BYTE, peer, 0, comm->comm, &st);
