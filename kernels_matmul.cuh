@@ -295,11 +295,13 @@ static void matmul_backward_gelu(const KernelCtx* ctx, floatX* dinp, float* dw, 
 // and dwte by cuBLASLt.
 
 // (m, s) <- the maximum and the sum of exp(x - max) over the union of two sets given as (m, s) and (m2, s2); an empty
-// set is (-inf, 0). Commutative bit for bit, so every lane of a butterfly ends with the same result.
+// set is (-inf, 0). Commutative bit for bit, so every lane of a butterfly ends with the same result: both products
+// rounded before the sum (__fmul_rn, __fadd_rn), which nvcc would otherwise contract into fma(s, e, s2 * e2), whose
+// two partners round differently.
 __device__ __forceinline__ void kernels__lse_merge(float& m, float& s, float m2, float s2) {
     if (m2 == -INFINITY) { return; } // (two empty sets would give exp(-inf + inf) = NaN below)
     float M = fmaxf(m, m2);
-    s = s * __expf(m - M) + s2 * __expf(m2 - M);
+    s = __fadd_rn(__fmul_rn(s, __expf(m - M)), __fmul_rn(s2, __expf(m2 - M)));
     m = M;
 }
 

@@ -882,6 +882,8 @@ template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned
 }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 float __expf(float x) { return expf(x); } // declared by the CUDA headers; the GPU's is an approximation
+float __fadd_rn(float a, float b) { return a + b; } // (round to nearest, never contracted into an fma: a plain
+float __fmul_rn(float a, float b) { return a * b; } //  add and multiply here, as this build makes no fmas)
 
 // emu_launch("k", k, grid, block[, smem[, stream]])(args...): what k<<<grid, block, smem, stream>>>(args...) becomes
 template <class... P> static emu::Launch<P...> emu_launch(const char* name, void (*kernel)(P...), dim3 grid, dim3 block,
