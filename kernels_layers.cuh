@@ -308,17 +308,19 @@ __global__ void kernels__layernorm_backward(floatX* dinp, float* partial, const 
 // and the row's dinp loaded with x and dout in the first pass, so a row waits on memory once. WPR warps take a row:
 //   WPR 1: rows of at most 32 PPL packs (GPT-2 124M's 768 channels are 3 bf16 packs a lane; 1024 are 4);
 //   WPR 2: rows of at most 64 PPL packs (774M's 1280 channels are 160 packs, 3 a lane; 1558M's 1600 are 200, 4 a
-//          lane), each warp holding half of the row's packs (the first (np + 1) / 2, the second the rest); the row's
-//          two sums are its halves' added, first half first, through shared memory, in a slot chosen by the row's
-//          parity (a warp writing the next row's sums cannot overwrite what its partner is still reading).
+//          lane), each warp holding half of the row's packs (the first (np + 1) / 2, the second the rest) and
+//          applying dx to its half. Each warp of the pair adds up the row's two sums over the whole row itself, as one
+//          warp holding the row would (so both get the same bits, and the same as WPR 1 and the kernel above): it
+//          reads its partner's half too, which the partner loads at about the same moment (from the cache, not
+//          memory), and no warp ever waits for another. (Exchanging the halves' sums instead needs a barrier per row,
+//          which holds the block's eight warps in step: each row's loads would drain at it.)
 // The kernel above reads and writes those fp32 partials for every row (12 KB per row of 768, beside the row's 6 KB of
 // bf16) and waits on dinp's load in its second pass: it reached 53% of the copy bandwidth on an H200, this one 79%.
 // The second pass reads x, dout and w again (from the cache): holding them too would spill (ptxas -v: 128 registers
-// and 92 bytes of spills at 3 packs a lane; this way 113 and none, 128 at 4; 115 and 128 with WPR 2). Every warp of
-// the block runs the same number of rows (one past BT does nothing but meet the barrier), so the barriers line up.
-// With WPR 1 each warp adds its rows in the same order as the kernel above, each sum in the same order: the same
-// bits. The partials: a row per group of WPR warps (the group's warps hold different columns). (__launch_bounds__:
-// two blocks of 256 threads per SM, the grid kernels__ln_blocks sizes, so at most 128 registers.)
+// and 92 bytes of spills at 3 packs a lane; this way 110 and none, 123 at 4, 128 and 127 with WPR 2; nvcc 13, bf16).
+// Each warp adds its rows in the same order as the kernel above, each sum in the same order: dinp has the same bits.
+// The partials: a row per group of WPR warps (the group's warps hold different columns). (__launch_bounds__: two
+// blocks of 256 threads per SM, the grid kernels__ln_blocks sizes, so at most 128 registers.)
 template <int VEC, int PPL, int WPR>
 __global__ void __launch_bounds__(256, 2)
 kernels__layernorm_backward_regs(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* w,
@@ -326,7 +328,6 @@ kernels__layernorm_backward_regs(floatX* dinp, float* partial, const floatX* dou
     typedef KernelsVec<floatX, VEC> P;
     typedef KernelsVec<float, VEC> F;
     constexpr int G = 8 / WPR; // groups of WPR warps in a block
-    __shared__ float red[2][G][WPR][2]; // (WPR 2) [row parity][group][half][g sum, gn sum]
     int lane = threadIdx.x % 32, gb = threadIdx.x / (32 * WPR), half = (threadIdx.x / 32) % WPR;
     int groups = gridDim.x * G, group = blockIdx.x * G + gb;
     int np = C / VEC, hp = (np + WPR - 1) / WPR;
@@ -337,45 +338,30 @@ kernels__layernorm_backward_regs(floatX* dinp, float* partial, const floatX* dou
         KERNELS_UNROLL
         for (int k = 0; k < VEC; k++) { dw[j].v[k] = 0.0f; db[j].v[k] = 0.0f; }
     }
-    int iters = (BT + groups - 1) / groups;
-    for (int it = 0; it < iters; it++) {
-        int row = group + it * groups, live = row < BT;
-        if (WPR == 1 && !live) { break; } // (no barrier to meet)
+    for (int row = group; row < BT; row += groups) {
         const floatX* x = inp + (size_t)row * C;
         const floatX* d = dout + (size_t)row * C;
         floatX* dx = dinp + (size_t)row * C;
-        float m = live ? mean[row] : 0.0f, s = live ? rstd[row] : 0.0f;
+        float m = mean[row], s = rstd[row];
         float g_mean = 0.0f, gn_mean = 0.0f;
         P dxv[PPL] = {};
-        if (live) {
-            KERNELS_UNROLL
-            for (int j = 0; j < PPL; j++) {
-                if (lane + 32 * j < pn) { dxv[j] = kernels__ldv<P>(dx, p0 + lane + 32 * j); }
-            }
-            KERNELS_UNROLL
-            for (int j = 0; j < PPL; j++) {
-                int p = p0 + lane + 32 * j;
-                if (lane + 32 * j < pn) { kernels__ln_bwd_sums<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), m, s, g_mean, gn_mean); }
-            }
+        KERNELS_UNROLL
+        for (int j = 0; j < PPL; j++) {
+            if (lane + 32 * j < pn) { dxv[j] = kernels__ldv<P>(dx, p0 + lane + 32 * j); }
         }
-        g_mean = kernels__warp_sum(g_mean);
-        gn_mean = kernels__warp_sum(gn_mean);
-        if constexpr (WPR == 2) {
-            if (lane == 0) { red[it & 1][gb][half][0] = g_mean; red[it & 1][gb][half][1] = gn_mean; }
-            __syncthreads();
-            g_mean = red[it & 1][gb][0][0] + red[it & 1][gb][1][0];
-            gn_mean = red[it & 1][gb][0][1] + red[it & 1][gb][1][1];
+        KERNELS_UNROLL
+        for (int j = 0; j < WPR * PPL; j++) { // (the whole row: packs lane, lane + 32, ...)
+            int p = lane + 32 * j;
+            if (p < np) { kernels__ln_bwd_sums<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), m, s, g_mean, gn_mean); }
         }
-        g_mean /= C;
-        gn_mean /= C;
-        if (live) {
-            KERNELS_UNROLL
-            for (int j = 0; j < PPL; j++) {
-                int p = p0 + lane + 32 * j;
-                if (lane + 32 * j < pn) {
-                    kernels__ln_bwd_apply<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), dxv[j], m, s, g_mean, gn_mean, dw[j], db[j]);
-                    kernels__stv<P>(dx, p, dxv[j]);
-                }
+        g_mean = kernels__warp_sum(g_mean) / C;
+        gn_mean = kernels__warp_sum(gn_mean) / C;
+        KERNELS_UNROLL
+        for (int j = 0; j < PPL; j++) {
+            int p = p0 + lane + 32 * j;
+            if (lane + 32 * j < pn) {
+                kernels__ln_bwd_apply<VEC>(kernels__ldv<P>(x, p), kernels__ldv<P>(d, p), kernels__ldv<P>(w, p), dxv[j], m, s, g_mean, gn_mean, dw[j], db[j]);
+                kernels__stv<P>(dx, p, dxv[j]);
             }
         }
     }

@@ -139,6 +139,60 @@ static void test_bias_grad_widths(void) {
     free(host);
 }
 
+// LayerNorm's backward kernels add each row's two sums in one order, whichever holds the row: one warp with its packs
+// in registers (WPR 1), two warps each holding half and each summing the whole row (WPR 2), or the kernel with its
+// sums in memory. dinp (accumulated onto random values) must have the same bits from every one that takes the width
+// (kernels_layers.cuh), here 40 rows of 768, 1024 and 1600 channels, the launcher made to pick each in turn (dw and db
+// are summed over other row groups in each: the op tests hold their values).
+static void test_ln_backward_variants(void) {
+    const int widths[3] = {768, 1024, 1600}, BT = 40;
+    int ran = 0;
+    size_t differ = 0;
+    char which[160] = "";
+    for (int wi = 0; wi < 3; wi++) {
+        int C = widths[wi], np = C / KERNELS_PACK;
+        int ppl[3][2] = {{(np + 31) / 32, ((np + 1) / 2 + 31) / 32}, {99, ((np + 1) / 2 + 31) / 32}, {99, 99}}; // WPR 1, 2, memory
+        int takes[3] = {ppl[0][0] <= KERNELS_LN_REGS_PPL, ppl[1][1] <= KERNELS_LN_REGS_PPL, 1};
+        size_t n = (size_t)BT * C;
+        float* h = (float*)mallocCheck((3 * n + C) * sizeof(float)); // dout, inp, dinp's start, w
+        for (size_t i = 0; i < 3 * n + C; i++) { h[i] = round_dtype((float)rand_d(), KERNELS_DTYPE); }
+        float st[2 * 40];
+        for (int r = 0; r < BT; r++) { st[r] = 0.01f * r; st[BT + r] = 1.0f + 0.01f * r; } // (any mean and rstd do)
+        floatX* d = (floatX*)dev_alloc(&g_ctx, (5 * n + C) * sizeof(floatX)); // dout, inp, w, then dinp of each kernel
+        floatX *dout = d, *inp = d + n, *w = d + 2 * n, *dx[3] = {w + C, w + C + n, w + C + 2 * n};
+        params_from_f32(&g_ctx, dout, h, n);
+        params_from_f32(&g_ctx, inp, h + n, n);
+        params_from_f32(&g_ctx, w, h + 3 * n, C);
+        float* stats = (float*)dev_alloc(&g_ctx, 2 * BT * sizeof(float));
+        dev_copy_h2d(&g_ctx, stats, st, sizeof(st));
+        int blocks = kernels__ln_blocks(&g_ctx, BT);
+        float* part = (float*)dev_alloc(&g_ctx, (size_t)8 * blocks * 2 * C * sizeof(float));
+        float* got[3];
+        for (int v = 0; v < 3; v++) { got[v] = (float*)mallocCheck(n * sizeof(float)); }
+        for (int o = 0; o < 3; o++) {
+            int v = (o + 2) % 3; // (the memory kernel first: the others are compared with it)
+            if (!takes[v]) { continue; }
+            params_from_f32(&g_ctx, dx[v], h + 2 * n, n);
+            kernels__layernorm_backward_launch<KERNELS_PACK>(&g_ctx, blocks, ppl[v], dx[v], part, dout, inp, w, stats, stats + BT, BT, C);
+            params_to_f32(&g_ctx, got[v], dx[v], n);
+            dev_sync(&g_ctx);
+            if (v < 2) {
+                size_t dv = 0;
+                for (size_t i = 0; i < n; i++) { dv += memcmp(&got[v][i], &got[2][i], 4) != 0; }
+                differ += dv;
+                ran++;
+                size_t at = strlen(which);
+                snprintf(which + at, sizeof(which) - at, "%sC %d WPR %d", at ? ", " : "", C, v + 1);
+            }
+        }
+        free(h);
+        for (int v = 0; v < 3; v++) { free(got[v]); }
+        dev_free(&g_ctx, d); dev_free(&g_ctx, stats); dev_free(&g_ctx, part);
+    }
+    check(ran >= 2 && differ == 0, "LayerNorm backward: dinp from one warp a row, two warps a row and the sums in memory, the same bits",
+          "%zu elements differ; compared %s", differ, which);
+}
+
 // --matmul-tune and --matmul-algos (kernels_lt_tune.cuh). The MLP's products, through the ops (GELU_AUX forward,
 // DGELU backward, the weight gradient accumulated onto a non-zero dw: beta 1), first with the heuristic's first
 // algorithms, then tuned over 4 candidates, then read back from the file the tuning wrote:
