@@ -297,6 +297,10 @@ static void comm_nccl_init(CommNccl* n, CommGroup* g) {
     memset(&id, 0, sizeof(id));
     if (g->rank == 0) { gpuCheck(ncclGetUniqueId(&id)); }
     comm_broadcast(g, &id, sizeof(id), 0);
+    // ncclCommInitRank waits for every member with no timeout of its own, and the watchdog follows a communicator only
+    // once it exists: a member that never comes would hang the others there in silence. Met first at a barrier of
+    // comm.h's, which --comm-timeout watches (its message names who never arrived); then every member is at the init.
+    comm_barrier(g);
     comm_nccl__join(n, id, g->rank, g->size, g, -1);
 }
 
@@ -305,11 +309,14 @@ static void comm_nccl_init_pair(CommNccl* n, CommGroup* g, int first, int second
     comm_nccl__order_launches();
     ncclUniqueId id;
     memset(&id, 0, sizeof(id));
+    char ack = 0; // (the second answers the id: both are then at the init, as comm_nccl_init's barrier makes sure)
     if (g->rank == first) {
         gpuCheck(ncclGetUniqueId(&id));
         comm_send(g, &id, sizeof(id), second, COMM_NCCL_TAG_ID);
+        comm_recv(g, &ack, 1, second, COMM_NCCL_TAG_ID);
     } else {
         comm_recv(g, &id, sizeof(id), first, COMM_NCCL_TAG_ID);
+        comm_send(g, &ack, 1, first, COMM_NCCL_TAG_ID);
     }
     comm_nccl__join(n, id, g->rank == first ? 0 : 1, 2, g, g->rank == first ? second : first);
 }

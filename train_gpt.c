@@ -336,7 +336,7 @@ static double flops_per_token(const GPT* m, int T) {
 #ifndef TRAIN_GPT_NO_MAIN
 
 // Fault injection for the failure tests: TRAIN_GPT_FAULT="die:RANK:STEP" kills that rank at the start of that
-// step (as a crash would); "hang:RANK:STEP" makes it sleep forever (as a stuck process would); "stop:RANK:STEP"
+// step (as a crash would; STEP -1: at start-up, before the NCCL communicators are made); "hang:RANK:STEP" makes it sleep forever (as a stuck process would); "stop:RANK:STEP"
 // stops the whole process (SIGSTOP, as a debugger or a frozen machine would); "gone:RANK:STEP" makes it look gone
 // to the monitor while the job goes on (as under a launcher that does not end the job when a process dies; mpirun
 // does): its record takes the pid of a child that has exited and is never reaped, and it sleeps forever.
@@ -1192,6 +1192,7 @@ int main(int argc, char** argv) {
     static CommNccl nccl, nccl_tp; // --comm nccl: the data-parallel group's communicator (the optimizer's reductions)
                                    // and the tensor-parallel group's (tp.h's collectives); both ended at exit
     if (strcmp(c.comm, "nccl") == 0) {
+        maybe_inject_fault(&pc, -1); // (the failure tests: a rank that never reaches the communicators' init)
         if (pc.tp > 1) { // every rank joins its tp group's communicator, then its dp group's: the same order everywhere
             comm_nccl_init(&nccl_tp, &pc.tp_group);
             pc.tp_group.nccl = &nccl_tp;

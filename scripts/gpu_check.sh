@@ -1121,22 +1121,26 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
             # the NCCL watchdog (comm_nccl.h): a rank that hangs at step 3 (TRAIN_GPT_FAULT) leaves the other's NCCL
             # operation waiting forever; past --comm-timeout (4 s) the watchdog names the operation and the missing
             # rank, and the job ends. hung NAME RANK PATTERN FLAGS...: the run of FLAGS fails with PATTERN in its
-            # output, well inside the check's 120 s (a run that hangs instead is killed there and fails)
+            # output, well inside the check's 120 s (a run that hangs instead is killed there and fails). (HANG_STEP=-1:
+            # the rank hangs at start-up, before the communicators are made: ncclCommInitRank has no timeout, so the
+            # others meet at a barrier first, which --comm-timeout watches)
             hung() {
-                local name=$1 rank=$2 pat=$3 rc
+                local name=$1 rank=$2 pat=$3 rc at=""
                 shift 3
-                fits "NCCL watchdog, rank $rank hung ($*)" || return 0
-                timeout $(budget 120) $MPIRUN -x TRAIN_GPT_FAULT=hang:$rank:3 $HOSTS $CU ${common2/ --comm-timeout 60/} "$@" --comm nccl --comm-timeout 4 > $L.hang_$name.log 2>&1
+                [ "${HANG_STEP:-3}" = -1 ] && at=" at start-up"
+                fits "NCCL watchdog, rank $rank hung$at ($*)" || return 0
+                timeout $(budget 120) $MPIRUN -x TRAIN_GPT_FAULT=hang:$rank:${HANG_STEP:-3} $HOSTS $CU ${common2/ --comm-timeout 60/} "$@" --comm nccl --comm-timeout 4 > $L.hang_$name.log 2>&1
                 rc=$?
                 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qE "$pat" $L.hang_$name.log; then
-                    ok "NCCL watchdog, rank $rank hung ($*): $(grep -m1 -oE "$pat" $L.hang_$name.log | cut -c1-110)..."
+                    ok "NCCL watchdog, rank $rank hung$at ($*): $(grep -m1 -oE "$pat" $L.hang_$name.log | cut -c1-110)..."
                 else
-                    bad "NCCL watchdog, rank $rank hung ($*): exit $rc, no /$pat/"; tail -n 3 $L.hang_$name.log
+                    bad "NCCL watchdog, rank $rank hung$at ($*): exit $rc, no /$pat/"; tail -n 3 $L.hang_$name.log
                 fi
             }
             hung dp 1 "rank 0: NCCL reduce-scatter on group 'dp' \(.*\) did not complete within 4 s; rank\(s\) 1 never arrived" --zero 1
             hung tp 0 "rank 1: NCCL allreduce on group 'tp' \(.*\) did not complete within 4 s; rank\(s\) 0 never arrived" --tp 2
             hung pp 1 "rank 0: NCCL recv from rank 1 on group 'pp' \([0-9]+ bytes\) did not complete within 4 s; the peer did not send: rank 1" --pp 2
+            HANG_STEP=-1 hung setup 1 "rank 0: barrier on group 'dp' \(.*\) did not complete within 4 s; rank\(s\) 1 never arrived" --zero 1
             # an error NCCL reports on a communicator (a broken connection) ends the job at once, naming the group (the
             # emulation's CUDA_EMU_NCCL_ASYNC_ERROR: a GPU has no such switch)
             if [ $EMU = 1 ]; then
