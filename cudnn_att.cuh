@@ -293,6 +293,8 @@ static void att_build_backward(AttBuild* g, const AttShape* s) {
 // The operation graph of what was built (handle: NULL to check the graph without a GPU). NULL, with att__why saying
 // why, when cuDNN does not finalize it (a cuDNN too old for a pattern, say): --attention auto then runs the native
 // kernels rather than ending the run.
+// (att__why: why the last graph or plan search failed, for the message that reports it: what failed and cuDNN's own
+// reason, cudnnGetLastErrorString, so a first run on a new machine says why without a rerun under ATT_VERBOSE=1)
 static char att__why[1400];
 static cudnnBackendDescriptor_t att_graph(AttBuild* g, cudnnHandle_t handle) {
     cudnnBackendDescriptor_t graph = att__new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -366,9 +368,6 @@ static AttPlan* att__cache_find(AttPlan* plans, int n, const AttShape* s, int ba
     *hit = 0;
     return victim;
 }
-
-// Why the last plan search found nothing, for the message that reports it: what failed and cuDNN's own reason
-// (cudnnGetLastErrorString), so a first run on a new machine says why without a rerun under ATT_VERBOSE=1.
 
 #define ATT_NONDET (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
 
