@@ -381,6 +381,11 @@ kernels__layernorm_backward_regs(floatX* dinp, float* partial, const floatX* dou
 #ifndef KERNELS_LN_REGS_PPL
 #define KERNELS_LN_REGS_PPL 4 // (0: always the first kernel)
 #endif
+// The packs a lane takes of a row of np packs when a warp holds the row (ppl[0]) and when it holds half of it (ppl[1]).
+static void kernels__ln_packs_per_lane(int np, int ppl[2]) {
+    ppl[0] = (np + 31) / 32;
+    ppl[1] = ((np + 1) / 2 + 31) / 32;
+}
 template <int VEC, int WPR = 1, int PPL = 1>
 static int kernels__layernorm_backward_launch(const KernelCtx* ctx, int blocks, const int ppl[2], floatX* dinp, float* part,
                                               const floatX* dout, const floatX* inp, const floatX* w, const float* mean,
@@ -441,9 +446,8 @@ static void layernorm_backward(const KernelCtx* ctx, floatX* dinp, float* dw, fl
                                int acc) {
     int blocks = kernels__ln_blocks(ctx, BT), rows;
     float* part = kernels__col_partials(ctx, kernels__ln_partial_floats(ctx, BT, C));
-    // the packs a lane takes when a warp holds a row, and when it holds half of one
-    int packed = kernels__rows_packed(C, {dinp, dout, inp, w}), np = packed ? C / KERNELS_PACK : C;
-    int ppl[2] = {(np + 31) / 32, ((np + 1) / 2 + 31) / 32};
+    int packed = kernels__rows_packed(C, {dinp, dout, inp, w}), ppl[2];
+    kernels__ln_packs_per_lane(packed ? C / KERNELS_PACK : C, ppl);
     if (packed) {
         rows = kernels__layernorm_backward_launch<KERNELS_PACK>(ctx, blocks, ppl, dinp, part, dout, inp, w, mean, rstd, BT, C);
     } else { // (one element a lane at a time)

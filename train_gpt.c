@@ -336,10 +336,11 @@ static double flops_per_token(const GPT* m, int T) {
 #ifndef TRAIN_GPT_NO_MAIN
 
 // Fault injection for the failure tests: TRAIN_GPT_FAULT="die:RANK:STEP" kills that rank at the start of that
-// step (as a crash would; STEP -1: at start-up, before the NCCL communicators are made); "hang:RANK:STEP" makes it sleep forever (as a stuck process would); "stop:RANK:STEP"
+// step (as a crash would); "hang:RANK:STEP" makes it sleep forever (as a stuck process would); "stop:RANK:STEP"
 // stops the whole process (SIGSTOP, as a debugger or a frozen machine would); "gone:RANK:STEP" makes it look gone
 // to the monitor while the job goes on (as under a launcher that does not end the job when a process dies; mpirun
-// does): its record takes the pid of a child that has exited and is never reaped, and it sleeps forever.
+// does): its record takes the pid of a child that has exited and is never reaped, and it sleeps forever. STEP -1:
+// at start-up, before the NCCL communicators are made (--comm nccl).
 static void maybe_inject_fault(const ParallelContext* pc, int step) {
     int rank = pc->world_rank;
     const char* f = getenv("TRAIN_GPT_FAULT");

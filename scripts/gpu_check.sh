@@ -103,7 +103,7 @@ NCCL_STAGE=0; nccl_passed=0; nccl_failed=0; nccl_skipped=0
 ok()   { passed=$((passed + 1)); nccl_passed=$((nccl_passed + NCCL_STAGE)); echo "PASS $*"; }
 # (on a GPU, a check that fails once the deadline has passed was cut by it, its commands given a second: a skip)
 bad()  {
-    if [ $EMU = 0 ] && [ $(( DEADLINE - ($(date +%s) - T0) )) -lt 2 ]; then skip "past the check's deadline: $*"; return 0; fi
+    if [ $EMU = 0 ] && [ $(time_left) -lt 2 ]; then skip "past the check's deadline: $*"; return 0; fi
     failed=$((failed + 1)); nccl_failed=$((nccl_failed + NCCL_STAGE)); FAILS+=("$*"); echo "FAIL $*"
 }
 skip() { SKIPPED+=("$*"); nccl_skipped=$((nccl_skipped + NCCL_STAGE)); echo "SKIP $*"; }
@@ -113,8 +113,10 @@ COMMIT=${GPU_CHECK_COMMIT:-$(git describe --always --dirty 2>/dev/null || echo u
 # what is left of it, and a stage with too little left is skipped and listed at the end. (None under the emulation.)
 DEADLINE=${GPU_CHECK_DEADLINE:-560}
 [ $EMU = 1 ] && DEADLINE=100000
-# budget SECS: SECS, or what is left before the deadline if that is less (at least 1)
-budget() { local left=$(( DEADLINE - ($(date +%s) - T0) )); [ $left -lt 1 ] && left=1; echo $(( $1 < left ? $1 : left )); }
+# time_left: the seconds left before the deadline (negative past it); budget SECS: SECS, or what is left if that is
+# less (at least 1)
+time_left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+budget() { local left=$(time_left); [ $left -lt 1 ] && left=1; echo $(( $1 < left ? $1 : left )); }
 # cudnn_reasons SECS CMD...: after a failure in cuDNN's attention, runs CMD again with cuDNN's own log on and prints
 # the reasons it gave for refusing an engine or a plan, most frequent first (our message can only say that no
 # engine was offered: the heuristic finalizes and offers none, and the why is in cuDNN's log alone). The generic
@@ -137,10 +139,10 @@ summary() {
     # the libraries' messages (above: cuBLASLt errors, NCCL warnings, cuDNN's rejected engine configurations; a few
     # rejections while a plan is found are normal), counted per log with the first of each
     if [ $EMU = 0 ]; then
-        local f n
+        local f n pat='\[cublasLt\].*error|NCCL WARN|cudnn attention: .*config .* rejected|no cuDNN engine'
         for f in $L.*.log; do
-            n=$(grep -ciE '\[cublasLt\].*error|NCCL WARN|cudnn attention: .*config .* rejected|no cuDNN engine' "$f" 2>/dev/null)
-            [ "${n:-0}" -gt 0 ] && echo "library messages: $f: $n, the first: $(grep -m1 -iE '\[cublasLt\].*error|NCCL WARN|cudnn attention: .*config .* rejected|no cuDNN engine' "$f" | cut -c1-160)"
+            n=$(grep -ciE "$pat" "$f" 2>/dev/null)
+            [ "${n:-0}" -gt 0 ] && echo "library messages: $f: $n, the first: $(grep -m1 -iE "$pat" "$f" | cut -c1-160)"
         done | head -n 15
     fi
     if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
@@ -625,12 +627,13 @@ bench() { # name model extra... (BSTEPS=N before it: N timed steps instead of $B
     local name=$1 model=$2 steps=${BSTEPS:-$BENCH_STEPS} min=${BMIN:-45}; shift 2
     local sizes="64 32 16 8 4" # (without cuDNN the native tensor-core attention runs: bench_kernels' rows compare)
     [ $EMU = 1 ] && sizes="1"
+    local full=$((240 * LONG)) # (a run's own timeout, unless the deadline leaves less)
     for B in $sizes; do
-        local secs=$(budget $((240 * LONG)))
+        local secs=$(budget $full)
         if [ $secs -lt $min ]; then skip "benchmark $name: past the check's deadline"; return 0; fi
         out=$(timeout $secs env -u CUBLASLT_LOG_LEVEL -u NCCL_DEBUG -u ATT_VERBOSE $CU --bench 1 --bench-steps $steps --model "$model" --batch-size $B --seq-len $BENCH_T "$@" 2>&1); rc=$?
         # (cut by the check's deadline, not by a bug: a skip)
-        if [ $rc -eq 124 ] && [ $secs -lt $((240 * LONG)) ]; then skip "benchmark $name B $B: cut by the check's deadline after $secs s"; return 0; fi
+        if [ $rc -eq 124 ] && [ $secs -lt $full ]; then skip "benchmark $name B $B: cut by the check's deadline after $secs s"; return 0; fi
         if [ $rc -eq 0 ]; then
             ms=$(echo "$out" | grep -o 'bench: [0-9.]* ms/step' | grep -o '[0-9.]*' | head -n 1)
             tps=$(echo "$out" | grep -o '| [0-9]* tokens/s' | grep -o '[0-9]*' | head -n 1)
@@ -937,10 +940,11 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
     stage "2 processes sharing the device (--comm mpi: through pinned host memory), ZeRO 0/1/2/3, pipeline and tensor parallel, against one process"
     MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np 2"
     # (--comm-timeout 60: a hang in a run ends in a minute, named, not at the check's deadline)
-    common2="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7 --attention native --comm-timeout 60"
+    CT="--comm-timeout 60" # (the watchdog checks below give their own instead)
+    common2="--model d4 --train $TMPD/check_train_000000.bin --batch-size 4 --seq-len 64 --total-batch-size 512 --steps 8 --lr 1e-3 --seed 7 --attention native $CT"
     val2="--val $TMPD/check_val_000000.bin --val-every 4 --val-steps 2"
     if [ $EMU = 1 ]; then # a model of GPT-2's shape with a vocabulary of 101 (tokens modulo 101): seconds, not minutes, per run
-        common2="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 32 --total-batch-size 256 --steps 4 --lr 1e-3 --seed 7 --comm-timeout 60"
+        common2="--init $TMPD/tiny.bin --train $TMPD/tiny_train_000000.bin --batch-size 4 --seq-len 32 --total-batch-size 256 --steps 4 --lr 1e-3 --seed 7 $CT"
         val2="--val $TMPD/tiny_val_000000.bin --val-every 2 --val-steps 2"
     fi
     train dp1 120 $CU $common2 --log $TMPD/dp1.jsonl
@@ -1129,7 +1133,7 @@ elif command -v mpirun > /dev/null 2>&1 && [[ "$cu_version" == *"; mpi"* ]]; the
                 shift 3
                 [ "${HANG_STEP:-3}" = -1 ] && at=" at start-up"
                 fits "NCCL watchdog, rank $rank hung$at ($*)" || return 0
-                timeout $(budget 120) $MPIRUN -x TRAIN_GPT_FAULT=hang:$rank:${HANG_STEP:-3} $HOSTS $CU ${common2/ --comm-timeout 60/} "$@" --comm nccl --comm-timeout 4 > $L.hang_$name.log 2>&1
+                timeout $(budget 120) $MPIRUN -x TRAIN_GPT_FAULT=hang:$rank:${HANG_STEP:-3} $HOSTS $CU ${common2/ $CT/} "$@" --comm nccl --comm-timeout 4 > $L.hang_$name.log 2>&1
                 rc=$?
                 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qE "$pat" $L.hang_$name.log; then
                     ok "NCCL watchdog, rank $rank hung$at ($*): $(grep -m1 -oE "$pat" $L.hang_$name.log | cut -c1-110)..."

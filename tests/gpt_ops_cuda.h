@@ -145,18 +145,22 @@ static void test_bias_grad_widths(void) {
 // (kernels_layers.cuh), here 40 rows of 768, 1024 and 1600 channels, the launcher made to pick each in turn (dw and db
 // are summed over other row groups in each: the op tests hold their values).
 static void test_ln_backward_variants(void) {
-    const int widths[3] = {768, 1024, 1600}, BT = 40;
+    enum { BT = 40 };
+    const int widths[3] = {768, 1024, 1600};
     int ran = 0;
     size_t differ = 0;
     char which[160] = "";
     for (int wi = 0; wi < 3; wi++) {
-        int C = widths[wi], np = C / KERNELS_PACK;
-        int ppl[3][2] = {{(np + 31) / 32, ((np + 1) / 2 + 31) / 32}, {99, ((np + 1) / 2 + 31) / 32}, {99, 99}}; // WPR 1, 2, memory
-        int takes[3] = {ppl[0][0] <= KERNELS_LN_REGS_PPL, ppl[1][1] <= KERNELS_LN_REGS_PPL, 1};
+        int C = widths[wi], own[2], ppl[3][2]; // the launcher's choice for WPR 1, 2 and the memory kernel: no fit below
+        kernels__ln_packs_per_lane(C / KERNELS_PACK, own);
+        ppl[0][0] = own[0]; ppl[0][1] = own[1];
+        ppl[1][0] = 99;     ppl[1][1] = own[1];
+        ppl[2][0] = 99;     ppl[2][1] = 99;
+        int takes[3] = {own[0] <= KERNELS_LN_REGS_PPL, own[1] <= KERNELS_LN_REGS_PPL, 1};
         size_t n = (size_t)BT * C;
         float* h = (float*)mallocCheck((3 * n + C) * sizeof(float)); // dout, inp, dinp's start, w
         for (size_t i = 0; i < 3 * n + C; i++) { h[i] = round_dtype((float)rand_d(), KERNELS_DTYPE); }
-        float st[2 * 40];
+        float st[2 * BT];
         for (int r = 0; r < BT; r++) { st[r] = 0.01f * r; st[BT + r] = 1.0f + 0.01f * r; } // (any mean and rstd do)
         floatX* d = (floatX*)dev_alloc(&g_ctx, (5 * n + C) * sizeof(floatX)); // dout, inp, w, then dinp of each kernel
         floatX *dout = d, *inp = d + n, *w = d + 2 * n, *dx[3] = {w + C, w + C + n, w + C + 2 * n};

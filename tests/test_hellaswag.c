@@ -433,25 +433,24 @@ static void test_convert(void) {
     }
     // a vocabulary of 65535 ids (GPT-2's and made-up tokens up to id 65534, which no merge makes) gives GPT-2's file;
     // one of 65536 is refused naming its encoder.json (id 65535 marks an example's start in the format), no file left
+    size_t n = (size_t)file_size("data/gpt2/encoder.json");
+    char* gpt2 = (char*)mallocCheck(n + 1);
+    FILE* gf = fopenCheck("data/gpt2/encoder.json", "rb");
+    freadCheck(gpt2, 1, n, gf, "data/gpt2/encoder.json");
+    fclose(gf);
+    while (n > 0 && gpt2[n - 1] != '}') { n--; } // (the object's closing brace, the extra tokens before it)
     for (int V = 65535; V <= 65536; V++) {
         char dir[1024], enc[1200], outp[1200], left[64], want[1400];
         snprintf(dir, sizeof(dir), "%s/vocab_%d", DIR_HS, V);
         snprintf(enc, sizeof(enc), "%s/encoder.json", dir);
         snprintf(outp, sizeof(outp), "%s/vocab_%d.bin", DIR_HS, V);
         snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp data/gpt2/vocab.bpe %s/", dir, dir);
-        if (run_capture(cmd, out, sizeof(out)) != 0) { report(0, "convert: a vocabulary of 65535 or 65536 ids", "%.300s", out); return; }
-        size_t n = (size_t)file_size("data/gpt2/encoder.json");
-        char* gpt2 = (char*)mallocCheck(n + 1);
-        FILE* gf = fopenCheck("data/gpt2/encoder.json", "rb");
-        freadCheck(gpt2, 1, n, gf, "data/gpt2/encoder.json");
-        fclose(gf);
-        while (n > 0 && gpt2[n - 1] != '}') { n--; } // (the object's closing brace, the extra tokens before it)
+        if (run_capture(cmd, out, sizeof(out)) != 0) { report(0, "convert: a vocabulary of 65535 or 65536 ids", "%.300s", out); free(gpt2); return; }
         FILE* ef = fopenCheck(enc, "wb");
         fwriteCheck(gpt2, 1, n - 1, ef, enc);
         for (int id = 50257; id < V; id++) { fprintf(ef, ", \"qzx%d\": %d", id, id); }
         fputs("}", ef);
         fclose(ef);
-        free(gpt2);
         snprintf(cmd, sizeof(cmd), "./tokenize hellaswag --vocab %s --out %s %s", dir, outp, TINY_JSONL);
         rc = run_capture(cmd, out, sizeof(out));
         if (V == 65535) {
@@ -468,6 +467,7 @@ static void test_convert(void) {
                    "exit %d, %d files left: %.300s", rc, atoi(left), out);
         }
     }
+    free(gpt2);
     // what copies of the dataset hold and the format allows: a label as a string of digits, lines of spaces between
     // examples; the same file as with an integer label and no blank lines
     const char* same[2] = {"{\"ctx\": \"a b\", \"endings\": [\"c\", \"d\"], \"label\": 1}\n{\"ctx\": \"e\", \"endings\": [\"f\", \"g\"], \"label\": 0}\n",
