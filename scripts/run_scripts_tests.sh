@@ -181,6 +181,10 @@ if [ "$rank" != 0 ]; then echo "rank $rank of $OMPI_COMM_WORLD_SIZE" >> "$FAKE_C
 k=$(( $(grep -c '^attempt' "$FAKE_CALLS" 2> /dev/null || true) + 1 ))
 echo "attempt $k: rank 0 of ${OMPI_COMM_WORLD_SIZE:-1}$via: $args" >> "$FAKE_CALLS"
 if [ "$k" -le "$FAKE_FAILS" ]; then
+    # mpirun ends the other ranks once one exits non-zero: wait (up to 30 s) until every other rank of this attempt
+    # has recorded itself, or a slow start would lose its line
+    others=$(( k * (${OMPI_COMM_WORLD_SIZE:-1} - 1) )) waited=0
+    while [ "$(grep -c '^rank [1-9]' "$FAKE_CALLS")" -lt "$others" ] && [ "$waited" -lt 300 ]; do sleep 0.1; waited=$((waited + 1)); done
     n=$(printf %08d "$k")
     echo x > "$out/model_$n.bin"; echo x > "$out/state_$n.bin"; echo "$k" > "$out/latest"
     printf '{"step": %d, "loss": 1.0}\n{"step": %d, "loss": 1.0}\n' "$k" $((k + 1)) >> "$log"
