@@ -117,6 +117,7 @@ static void kernels__failed(const char* file, int line, const char* call, const 
 #define KERNELS_STAGE_FLOATS ((size_t)1 << 22)   // host <-> device conversion chunk (16 MB of fp32)
 #define KERNELS_REDUCE_BLOCKS 1024               // partial sums of the two-pass reductions
 #define KERNELS_MAX_RETIRED 64                   // outgrown context buffers kept (kernels__retire)
+#define KERNELS_MAX_CAPTURE_GROWN 16             // buffers grown during one graph's capture, zeroed at its end
 #define KERNELS_LT_WORKSPACE ((size_t)32 << 20)  // cuBLASLt workspace (32 MB, as Hopper kernels want)
 
 typedef struct {
@@ -162,6 +163,9 @@ typedef struct {
     size_t att_workspace_bytes;
     void* retired[KERNELS_MAX_RETIRED]; // outgrown buffers of the above, freed with the context (kernels__grow)
     int nretired;
+    void* capture_grown[KERNELS_MAX_CAPTURE_GROWN]; // buffers grown during the capture in progress, and their sizes:
+    size_t capture_grown_bytes[KERNELS_MAX_CAPTURE_GROWN]; // kernels_capture_end zeroes them (kernels__grow)
+    int ncapture_grown;
     size_t bytes;              // device bytes held by the context
     int reserved;              // kernels_reserve has sized the workspaces for a training step
     size_t grown;              // device bytes the workspaces grew by after that (kernels_grown_bytes)
@@ -313,11 +317,19 @@ static void kernels__retire(KernelCtx* ctx, void* p) {
 // already queued may still use it).
 // During a graph's capture a growth that cannot be made fails the capture and keeps the old buffer (the captured
 // launches never run: the caller drops the graph and runs the step op by op, where the same growth is made or ends
-// the run): the allocation failing, or the retired list full, whose flush waits for the device.
+// the run): the allocation failing, the retired list full, whose flush waits for the device, or the list of buffers
+// to zero at the capture's end full.
+// A grown buffer is zeroed once: at once, or, during a capture, right after it ends (kernels_capture_end). A memset
+// queued in the capture would be a node of the graph, zeroing the buffer again at every replay, and never at all when
+// the capture fails and the step runs op by op.
 static void* kernels__grow(KernelCtx* ctx, void* p, size_t* have, size_t need) {
     if (need <= *have) { return p; }
     if (kernels__capturing && p && ctx->nretired == KERNELS_MAX_RETIRED) {
         kernels__failed(__FILE__, __LINE__, "kernels__grow", "the outgrown buffers' list is full, and freeing them waits for the device");
+        return p;
+    }
+    if (kernels__capturing && ctx->ncapture_grown == KERNELS_MAX_CAPTURE_GROWN) {
+        kernels__failed(__FILE__, __LINE__, "kernels__grow", "too many buffers grew during one capture");
         return p;
     }
     void* q = NULL;
@@ -330,7 +342,12 @@ static void* kernels__grow(KernelCtx* ctx, void* p, size_t* have, size_t need) {
     // zeroed, as dev_alloc's buffers are: every device byte the trainer holds starts defined. The sampling row's scratch
     // is written only by cuBLASLt, whose stores compute-sanitizer's initcheck did not see on the H200 (the logits were
     // right: the sampling tests against the references passed); a grown buffer costs one memset, at start-up.
-    gpuCheck(cudaMemsetAsync(q, 0, need, ctx->stream));
+    if (kernels__capturing) {
+        ctx->capture_grown[ctx->ncapture_grown] = q;
+        ctx->capture_grown_bytes[ctx->ncapture_grown++] = need;
+    } else {
+        gpuCheck(cudaMemsetAsync(q, 0, need, ctx->stream));
+    }
     ctx->bytes += need;
     if (ctx->reserved) { ctx->grown += need; }
     *have = need;
@@ -400,6 +417,9 @@ static void* kernels_capture_end(KernelCtx* ctx) {
     cudaGraphExec_t x = NULL;
     cudaError_t e = cudaStreamEndCapture(ctx->stream, &g);
     kernels__capturing = 0;
+    // the buffers grown during the capture, zeroed before anything queued after it (a replay, or the ops one by one)
+    for (int i = 0; i < ctx->ncapture_grown; i++) { gpuCheck(cudaMemsetAsync(ctx->capture_grown[i], 0, ctx->capture_grown_bytes[i], ctx->stream)); }
+    ctx->ncapture_grown = 0;
     if (e == cudaSuccess && !kernels__capture_err[0]) { e = cudaGraphInstantiate(&x, g, 0); }
     if (g) { cudaGraphDestroy(g); }
     if (e != cudaSuccess || kernels__capture_err[0]) {

@@ -449,6 +449,32 @@ static void test_capture_failure(void) {
            "kept %s, size %zu, retired %d -> %d, graph %p", kept == old ? "the old buffer" : "another pointer", have, retired, g_ctx.nretired,
            graph2);
     dev_free(&g_ctx, old);
+    // a buffer grown during a capture is zeroed once, when the capture ends: before the graph's first replay, and
+    // before the ops run one by one when the capture failed (fresh device memory is garbage: 0xff in the emulation)
+    for (int fail = 0; fail < 2; fail++) {
+        size_t bytes = 256, grown_to = 4096;
+        void* buf = dev_alloc(&g_ctx, bytes);
+        float* other = (float*)dev_alloc(&g_ctx, 64);
+        int began3 = kernels_capture_begin(&g_ctx);
+        dev_zero(&g_ctx, other, 64); // (some work in the graph)
+        buf = kernels__grow(&g_ctx, buf, &bytes, grown_to);
+        if (fail) { gpuCheck(cudaErrorInvalidValue); }
+        void* graph3 = kernels_capture_end(&g_ctx);
+        unsigned char* back3 = (unsigned char*)mallocCheck(grown_to);
+        memset(back3, 0xab, grown_to);
+        dev_copy_d2h(&g_ctx, back3, buf, grown_to);
+        dev_sync(&g_ctx);
+        size_t nonzero = 0;
+        for (size_t i = 0; i < grown_to; i++) { nonzero += back3[i] != 0; }
+        report(began3 == 1 && bytes == grown_to && (graph3 == NULL) == fail && nonzero == 0 && g_ctx.ncapture_grown == 0,
+               fail ? "a buffer grown during a graph's capture that fails is zeroed when the capture ends (the ops then run one by one)"
+                    : "a buffer grown during a graph's capture is zeroed when the capture ends, before any replay (not at each replay)",
+               "size %zu, graph %p, %zu of %zu bytes not zero", bytes, graph3, nonzero, grown_to);
+        free(back3);
+        kernels_graph_free(&g_ctx, graph3);
+        dev_free(&g_ctx, other);
+        dev_free(&g_ctx, buf);
+    }
 }
 #endif
 
