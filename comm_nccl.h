@@ -93,6 +93,9 @@ typedef struct CommNccl {
 // processes. An error NCCL reports on a communicator (ncclCommGetAsyncError: a broken connection, a failed peer)
 // ends the job at once, naming the group. The host also waits for the oldest operation when a communicator has
 // COMM_NCCL_WATCH in flight, which bounds how far it runs ahead of the device.
+// The abort (comm__die's MPI_Abort) is this thread's one MPI call. MPI_THREAD_FUNNELED (comm.h) leaves MPI to the main
+// thread, which is blocked here; Open MPI's abort is made for any thread (its own progress threads end a job through
+// it), and nothing follows it.
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
