@@ -404,8 +404,21 @@ kernels__classifier_softmax_regs(floatX* logits, float* losses, const int32_t* t
     }
     kernels__block_lse(m, sum, &m, &sum);
     float lse = m + logf(sum);
-    if (threadIdx.x == 0) { losses[r] = tgt >= 0 ? lse - kernels__f(z[tgt]) : 0.0f; }
-    __syncthreads(); // z[tgt] is read above (from memory) before any thread stores the row's gradient
+    // the loss from the register that holds z[tgt], by the thread that loaded it (thread 0 writes 0 for a row without
+    // a target): the row is not read again from memory, and no barrier waits for that read before the gradient
+    // overwrites the row. (At 1024 threads a block holds a whole SM's registers, so a row's serial tail is not hidden.)
+    if (tgt < 0) {
+        if (threadIdx.x == 0) { losses[r] = 0.0f; }
+    } else if ((int)threadIdx.x == tgt / VEC % (int)blockDim.x) {
+        KERNELS_UNROLL
+        for (int j = 0; j < PPT; j++) { // (indices known at compile time: zv stays in registers)
+            int p = threadIdx.x + j * blockDim.x;
+            KERNELS_UNROLL
+            for (int k = 0; k < VEC; k++) {
+                if (p * VEC + k == tgt) { losses[r] = lse - kernels__f(zv[j].v[k]); }
+            }
+        }
+    }
     if (!want_grad) { return; }
     float sc = tgt >= 0 ? dloss_scale : 0.0f;
     KERNELS_UNROLL

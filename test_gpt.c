@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
             test_param_streams();
             test_bias_grad_widths();
             test_ln_backward_variants();
+            test_softmax_variants();
             test_matmul_tune();
             test_reserve();
             test_capture_failure();

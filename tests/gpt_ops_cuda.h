@@ -1,6 +1,7 @@
 /*
-tests/gpt_ops_cuda.h: what only the CUDA backend has: TF32, the bias gradient's two widths, --matmul-tune and its
-file, kernels_reserve, a failed graph capture, the parameter file streams (test_gpt --only small-ops, CUDA builds).
+tests/gpt_ops_cuda.h: what only the CUDA backend has: TF32, the bias gradient's two widths, LayerNorm's backward and
+the LM head's softmax kernels against each other, --matmul-tune and its file, kernels_reserve, a failed graph
+capture, the parameter file streams (test_gpt --only small-ops, CUDA builds).
 Split out of test_gpt.c by topic and included by it where this code stood: it uses the suite's helpers above the
 include (check_close, check_close_f, rand_d, fill_rand, to_float, report, g_ctx; matmul_ref of tests/gpt_ops.h) and
 the trainer's code (train_gpt.c); not a standalone header.
@@ -195,6 +196,53 @@ static void test_ln_backward_variants(void) {
     }
     check(ran >= 2 && differ == 0, "LayerNorm backward: dinp from one warp a row, two warps a row and the sums in memory, the same bits",
           "%zu elements differ; compared %s", differ, which);
+}
+
+// The LM head's two softmax kernels (kernels_matmul.cuh) add each row's maximum and sum of exponentials in one order:
+// the loss and the gradient written in place must have the same bits from the one that holds the row in registers
+// (the launcher's choice here: 3 packs a thread in 16-bit storage, 5 in fp32) and the one that reads it twice, with
+// the loss read from memory before a barrier. Five rows of 19,993 logits padded to 20,000: a target in the row's
+// first and last pack, one past the first 1024 packs (a thread's second pack), a masked row, and the losses buffer
+// filled with NaN first, so a loss not written shows. Also without the gradient (validation): the same losses, the
+// logits left as they were.
+static void test_softmax_variants(void) {
+    enum { R = 5, V = 19993, Vp = 20000 };
+    const int32_t tgt[R] = {0, V - 1, 1100 * KERNELS_PACK + 3, -1, 4321};
+    size_t n = (size_t)R * Vp;
+    float* h = (float*)mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { h[i] = round_dtype((float)(4.0 * rand_d()), KERNELS_DTYPE); }
+    floatX* z = (floatX*)dev_alloc(&g_ctx, 2 * n * sizeof(floatX)); // the row set for each kernel
+    float* loss = (float*)dev_alloc(&g_ctx, 2 * R * sizeof(float));
+    int32_t* t = (int32_t*)dev_alloc(&g_ctx, sizeof(tgt));
+    dev_copy_h2d(&g_ctx, t, tgt, sizeof(tgt));
+    float* got = (float*)mallocCheck(2 * n * sizeof(float));
+    float gl[2][2][R]; // [want_grad][kernel][row]
+    size_t differ = 0, untouched = 0;
+    unsigned th = kernels__row_threads(Vp / KERNELS_PACK);
+    int ppt = (int)((Vp / KERNELS_PACK + th - 1) / th);
+    for (int want = 0; want < 2; want++) {
+        for (int k = 0; k < 2; k++) { params_from_f32(&g_ctx, z + k * n, h, n); }
+        gpuCheck(cudaMemsetAsync(loss, 0xff, 2 * R * sizeof(float), g_ctx.stream));
+        kernels__classifier_softmax_launch<KERNELS_PACK>(&g_ctx, R, z, loss, t, 0.25f, V, Vp, want); // (registers)
+        kernels__classifier_softmax<KERNELS_PACK><<<R, th, 0, g_ctx.stream>>>(z + n, loss + R, t, 0.25f, V, Vp, want);
+        launchCheck();
+        params_to_f32(&g_ctx, got, z, 2 * n);
+        dev_copy_d2h(&g_ctx, gl[want], loss, 2 * R * sizeof(float));
+        dev_sync(&g_ctx);
+        for (int r = 0; r < R; r++) { differ += memcmp(&gl[want][0][r], &gl[want][1][r], sizeof(float)) != 0; }
+        for (size_t i = 0; i < n; i++) {
+            differ += memcmp(&got[i], &got[n + i], sizeof(float)) != 0;
+            if (!want) { untouched += memcmp(&got[i], &h[i], sizeof(float)) != 0; }
+        }
+    }
+    size_t eval = 0;
+    for (int r = 0; r < R; r++) { eval += memcmp(&gl[0][0][r], &gl[1][0][r], sizeof(float)) != 0; }
+    check(ppt > 1 && ppt <= KERNELS_SOFTMAX_PPT && differ == 0 && untouched == 0 && eval == 0 && gl[1][0][3] == 0.0f && isfinite(gl[1][0][0]),
+          "LM head softmax: losses and gradients from the row in registers and the row read twice, the same bits (5 x 19993, a masked row)",
+          "%d packs a thread; %zu values differ; %zu logits changed without the gradient; %zu losses differ with and without it; "
+          "masked row's loss %g, first %g", ppt, differ, untouched, eval, gl[1][0][3], gl[1][0][0]);
+    free(h); free(got);
+    dev_free(&g_ctx, z); dev_free(&g_ctx, loss); dev_free(&g_ctx, t);
 }
 
 // --matmul-tune and --matmul-algos (kernels_lt_tune.cuh). The MLP's products, through the ops (GELU_AUX forward,
