@@ -72,6 +72,9 @@ static float fp32_matmul_ms(const float* a, const float* b, float* d, int S, int
 }
 
 int main(int argc, char** argv) {
+    // a row at a time: gpu_check reads the rows from a file, where a crash or a timeout would lose a full buffer's
+    // worth of rows already measured
+    setvbuf(stdout, NULL, _IOLBF, 0);
     size_t n = argc > 1 ? (size_t)atoll(argv[1]) : ((size_t)1 << 28);
     kernels_ctx_init(&g, KERNELS_DTYPE, 1024, 1600);
     printf("device: %s; %zu elements per buffer, floatX %zu bytes\n", kernels_blas_reason(), n, sizeof(floatX));
@@ -199,8 +202,11 @@ int main(int argc, char** argv) {
             } else {
                 attention_forward(&g, aout, alse, x, AB, AT, AC, ANH); // (the backward's inputs)
             }
+            long refused = g.att_nondet_refused;
             float t = time_ms([&] { attention_backward(&g, z, adout, x, aout, alse, AB, AT, AC, ANH); });
-            snprintf(what, sizeof(what), "attention backward [%s] B %d T %d %d x 64", nm, AB, AT, ANH);
+            // (cuDNN without an engine for the non-deterministic graph runs the deterministic one: the row says so)
+            snprintf(what, sizeof(what), "attention backward [%s%s] B %d T %d %d x 64", nm,
+                     g.att_nondet_refused > refused ? ": ran deterministic" : "", AB, AT, ANH);
             mm_row(what, 2.5 * fwd, t);
         }
         kernels_set_attention(&g, "auto");
