@@ -318,27 +318,31 @@ __device__ __forceinline__ void kernels__lse_add_pack(const KernelsVec<floatX, V
     }
 }
 
-// The threads' (m, s) combined over the block (blockDim.x a multiple of 32): a butterfly in each warp, then the warps
-// in order; every thread receives the result.
-__device__ void kernels__block_lse(float m, float s, float* m_out, float* s_out) {
-    __shared__ float red_m[32], red_s[32];
-    __shared__ float bcast_m, bcast_s;
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+// A butterfly over the warp's lanes: every lane ends with the merge of all 32 (m, s), the same bits in each, since
+// kernels__lse_merge is commutative bit for bit (the two partners of an exchange compute the same value).
+__device__ __forceinline__ void kernels__warp_lse(float& m, float& s) {
     for (int o = 16; o > 0; o >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
         kernels__lse_merge(m, s, m2, s2);
     }
+}
+
+// The threads' (m, s) combined over the block (blockDim.x a multiple of 32): a butterfly in each warp, then every
+// warp merges the warps' results itself by the same butterfly (an empty set, (-inf, 0), past the last warp), so every
+// thread receives the result, the same bits in each warp. No thread merges the 32 in turn while the block waits, and
+// no second barrier hands a result on: at one block of 1024 threads an SM (the LM head's softmax) nothing hides a
+// row's serial steps. Once per block: a second call would overwrite red_m while slower warps still read it.
+__device__ void kernels__block_lse(float m, float s, float* m_out, float* s_out) {
+    __shared__ float red_m[32], red_s[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    kernels__warp_lse(m, s);
     if (lane == 0) { red_m[warp] = m; red_s[warp] = s; }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        float tm = -INFINITY, ts = 0.0f;
-        for (int w = 0; w < nw; w++) { kernels__lse_merge(tm, ts, red_m[w], red_s[w]); }
-        bcast_m = tm;
-        bcast_s = ts;
-    }
-    __syncthreads();
-    *m_out = bcast_m;
-    *s_out = bcast_s;
+    m = lane < nw ? red_m[lane] : -INFINITY;
+    s = lane < nw ? red_s[lane] : 0.0f;
+    kernels__warp_lse(m, s);
+    *m_out = m;
+    *s_out = s;
 }
 
 // The maximum m of z[0..n) and the sum s of exp(z - m), by the whole block in one pass, each thread taking packs

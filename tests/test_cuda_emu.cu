@@ -23,7 +23,10 @@ What it checks:
     configuration must be reported by cudaGetLastError as on a GPU;
   - wmma: a product against its definition; a stored tile read across lanes without __syncwarp, a misaligned or
     overrunning tile, half a warp at a wmma operation, lanes passing different pointers, and a tile in a shared
-    array declared without __align__(32) are caught; so is a read ordered only by a __syncwarp of other lanes.
+    array declared without __align__(32) are caught; so is a read ordered only by a __syncwarp of other lanes;
+  - shared memory read before any thread of the block wrote the element (what an earlier block left there): caught
+    when no write follows it in the barrier epoch, and when a write follows ordered after it (the reader's own);
+    where another thread's write follows unordered, the race is named instead.
 */
 #include <sys/wait.h>
 #include <cub/cub.cuh> // the emulator's (tests/cuda_emu/include)
@@ -126,6 +129,20 @@ __global__ void k_race_lanes(float* x, int sync) {
     s[threadIdx.x] = (float)threadIdx.x;
     if (sync) { __syncwarp(); }
     x[threadIdx.x] = s[threadIdx.x ^ 1];
+}
+// a block whose first `written` threads fill their elements, then every thread reads its own after the barrier: past
+// `written`, a read of what an earlier block left there (by the same thread that reads it, with `rewrite`: a read
+// first, then that thread's own write, ordered after it)
+__global__ void k_unwritten(float* x, int written, int rewrite) {
+    __shared__ float s[64];
+    if (rewrite) {
+        x[threadIdx.x] = s[threadIdx.x];
+        s[threadIdx.x] = 2.0f;
+        return;
+    }
+    if ((int)threadIdx.x < written) { s[threadIdx.x] = (float)threadIdx.x; }
+    __syncthreads();
+    x[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
 }
 // ... two threads writing one element in the same barrier interval
 __global__ void k_race_writes(float* x) {
@@ -297,6 +314,8 @@ static void bug_race_blocks(void) { float* x = dev_floats(64); k_race_blocks<<<1
 static void bug_race_lanes(void) { float* x = dev_floats(32); k_race_lanes<<<1, 32>>>(x, 0); cudaDeviceSynchronize(); }
 static void bug_race_writes(void) { float* x = dev_floats(64); k_race_writes<<<1, 64>>>(x); cudaDeviceSynchronize(); }
 static void bug_race_after_barrier(void) { float* x = dev_floats(64); k_race_after_barrier<<<1, 64>>>(x); cudaDeviceSynchronize(); }
+static void bug_unwritten(void) { float* x = dev_floats(128); k_unwritten<<<2, 64>>>(x, 40, 0); cudaDeviceSynchronize(); }
+static void bug_unwritten_own(void) { float* x = dev_floats(64); k_unwritten<<<1, 64>>>(x, 64, 1); cudaDeviceSynchronize(); }
 static void bug_shared_overrun(void) { float* x = dev_floats(32); k_shared_overrun<<<1, 32>>>(x); cudaDeviceSynchronize(); }
 static void bug_host_arg(void) { static float host[32]; k_touch<<<1, 32>>>(host); cudaDeviceSynchronize(); }
 static void bug_early_return(void) { float* x = dev_floats(64); k_early_return<<<1, 64>>>(x); cudaDeviceSynchronize(); }
@@ -538,6 +557,16 @@ int main(void) {
         }
         check(ok, "a shared-memory tree sum with __syncthreads between levels, 5 blocks of 256", "%s", ok ? "exact" : "wrong");
     }
+    // every element written before the barrier, over two blocks: no unwritten read reported, the values right
+    {
+        float* x = dev_floats(128);
+        k_unwritten<<<2, 64>>>(x, 64, 0);
+        float h[128];
+        cudaMemcpy(h, x, sizeof(h), cudaMemcpyDeviceToHost);
+        int ok = 1;
+        for (int i = 0; i < 128; i++) { ok &= h[i] == (float)(i % 64); }
+        check(ok, "shared elements written, then read after a barrier, in two blocks: no unwritten read reported", "%s", ok ? "right" : "wrong");
+    }
     // the same exchange between lanes with a __syncwarp between the writes and the reads: ordered, no race
     {
         float* x = dev_floats(32);
@@ -742,6 +771,10 @@ int main(void) {
                   "shared-memory race on s[");
     expect_caught("two threads writing one shared variable between barriers are caught", bug_race_writes,
                   "shared-memory race on total[0]: this thread writes it after thread 0 wrote it");
+    expect_caught("a read of a shared element no thread of the block wrote (what an earlier block left) is caught",
+                  bug_unwritten, "read of s[40] before any thread of the block wrote it");
+    expect_caught("a read of a shared element before the reading thread's own first write to it is caught", bug_unwritten_own,
+                  "read of s[0] before any thread of the block wrote it");
     expect_caught("a read of an element another warp rewrites after the barrier is caught", bug_race_after_barrier,
                   "shared-memory race on s[");
     expect_caught("an index past the end of a shared array is caught", bug_shared_overrun, "index 32 past the end of a dimension of 32 of shared array s");

@@ -28,7 +28,9 @@ What it checks beyond the results (each failure names the kernel, block and thre
   - shared memory: an index past a __shared__ array's end, and RACES: two threads of a block touching one element,
     at least one of them writing, with no __syncthreads between them (nor a __syncwarp, for two lanes of one warp).
     Each element remembers its last write and last read (thread, barrier epoch, warp epoch); an access not ordered
-    after them is reported with both threads, whatever order the fibers happened to run in;
+    after them is reported with both threads, whatever order the fibers happened to run in; and a read of an element
+    no thread of the block has written (a block's shared memory starts undefined on a GPU; here it would hold what
+    an earlier block left);
   - cuBLASLt: layouts consistent with the op's m, n, k and leading dimensions, attribute sizes, the epilogues'
     documented constraints (auxiliary leading dimension a multiple of 8 and at least m), pointers at least as
     aligned as the alignments promised to the heuristic, every operand's extent inside its allocation.
@@ -400,6 +402,7 @@ static unsigned warp_lanes(unsigned w, unsigned n) {
 // waiting here never will: that is reported when a lane it needs has returned, or its mask names lanes past the
 // block. Releases the block barrier when every thread waits at it; returns 0 when nothing could be released (a
 // deadlock, reported by the caller).
+static void unwritten_check(void); // (shared memory, below)
 static int release(unsigned n) {
     for (unsigned w = 0; w * 32 < n; w++) {
         const WarpWait* ww = &g_warp_wait[w];
@@ -425,6 +428,7 @@ static int release(unsigned n) {
             fail("__syncthreads() reached by %d threads while %d have returned (this one among them)", at_block, done);
         }
         for (unsigned i = 0; i < n; i++) { g_fibers[i].state = F_RUN; }
+        unwritten_check();
         g_bar_epoch++;
         return 1;
     }
@@ -465,6 +469,7 @@ static void run_block(unsigned n) {
                  g_cur->state == F_AT_BLOCK ? "__syncthreads" : "a warp operation");
         }
     }
+    unwritten_check();
     g_cur = NULL;
     g_cur_worker = NULL;
 }
@@ -755,7 +760,15 @@ struct SharedCell {
     uint32_t r_bar, r_warp;         // the same at the read
     int r_many;                     // other threads read it too in the same barrier epoch: 1 all of the last
                                     // reader's warp (r_warp is then the latest read's warp epoch), 2 of several warps
+    int unwritten;                  // read before any thread of the block wrote it (g_unwritten holds the read)
 };
+
+// Reads of shared elements no thread of the block had written yet. Each is either a race, when another thread's
+// write in the same barrier epoch follows it unordered (reported as one at that write), or a read of what an earlier
+// block left there (a block's shared memory starts undefined on a GPU), reported when a write ordered after it comes,
+// at the next barrier, or at the block's end.
+struct UnwrittenRead { SharedCell* c; const char* name; size_t i; unsigned thread; };
+static std::vector<UnwrittenRead> g_unwritten;
 
 // Whether thread t's access now comes after the recorded access of thread `was` (barrier epoch bar, warp epoch wep).
 static int shared_ordered(int was, uint32_t bar, uint32_t wep, unsigned t) {
@@ -768,11 +781,31 @@ static void shared_race(const char* name, size_t i, const char* now, int was, co
          "__syncwarp, within a warp)", name, i, now, was, then);
 }
 
+// An unwritten read that was no race: named with the thread that read (g_cur becomes it, for fail's location).
+static void unwritten_fail(const SharedCell* c) {
+    for (const UnwrittenRead& u : g_unwritten) {
+        if (c && u.c != c) { continue; }
+        g_cur = &g_fibers[u.thread];
+        fail("read of %s[%zu] before any thread of the block wrote it: a block's shared memory starts undefined on a "
+             "GPU (it holds what an earlier block left there)", u.name, u.i);
+    }
+}
+
+// At a barrier, and at the block's end: a read still unwritten was no race (a write from now on is ordered after it).
+static void unwritten_check(void) {
+    if (!g_unwritten.empty()) { unwritten_fail(NULL); }
+    // (none pending: the next block starts with an empty list)
+}
+
 static void shared_access(SharedCell* c, int write, const char* name, size_t i) {
     if (!g_cur) { fail("shared variable %s touched outside a kernel", name); }
     unsigned t = g_cur->linear;
     uint32_t wep = g_warp_epoch[t / 32];
-    if (c->block != g_block_serial) { c->block = g_block_serial; c->w_thread = c->r_thread = -1; c->r_many = 0; }
+    if (c->block != g_block_serial) { c->block = g_block_serial; c->w_thread = c->r_thread = -1; c->r_many = 0; c->unwritten = 0; }
+    if (!write && c->w_thread < 0 && !c->unwritten) {
+        c->unwritten = 1;
+        g_unwritten.push_back(UnwrittenRead{c, name, i, t});
+    }
     if (!shared_ordered(c->w_thread, c->w_bar, c->w_warp, t)) { shared_race(name, i, write ? "writes" : "reads", c->w_thread, "wrote"); }
     if (write) {
         // after every read: one reader as any access; readers of one warp (a wmma load: every lane reads the tile)
@@ -780,6 +813,7 @@ static void shared_access(SharedCell* c, int write, const char* name, size_t i) 
         int ordered = c->r_many == 0 ? shared_ordered(c->r_thread, c->r_bar, c->r_warp, t)
                       : g_bar_epoch > c->r_bar || (c->r_many == 1 && (unsigned)c->r_thread / 32 == t / 32 && g_warp_epoch[t / 32] > c->r_warp);
         if (!ordered) { shared_race(name, i, "writes", c->r_thread, c->r_many ? "(and others) read" : "read"); }
+        if (c->unwritten) { unwritten_fail(c); }
         c->w_thread = (int32_t)t; c->w_bar = g_bar_epoch; c->w_warp = wep;
         c->r_thread = -1; c->r_many = 0;
     } else if (c->r_thread < 0 || c->r_bar != g_bar_epoch) { // the first read since the last barrier
