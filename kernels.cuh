@@ -525,6 +525,11 @@ template <typename T, int N> struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N :
 #ifndef KERNELS_ALIGNED_ACCESS
 #define KERNELS_ALIGNED_ACCESS(p, bytes) ((void)0)
 #endif
+// ... and this one, to check that a prefetch's bytes lie in device memory (a prefetch changes no value, so nothing
+// else would show one aimed past a row's end).
+#ifndef KERNELS_PREFETCH_ACCESS
+#define KERNELS_PREFETCH_ACCESS(p, bytes) ((void)0)
+#endif
 
 // Element i of the VEC-element packs at p, as 16-byte loads where the pack is 16-byte aligned.
 template <typename V> __device__ __forceinline__ V kernels__ldv(const void* base, size_t i) {
@@ -537,6 +542,16 @@ template <typename V> __device__ __forceinline__ V kernels__ldv(const void* base
         x = *p;
     }
     return x;
+}
+// Asks for pack i of the packs at base to be brought into L2 (prefetch.global.L2: a hint, no value changes; nothing
+// in the emulation but the hook's check). For a kernel whose loads cannot all be in flight at once (each in a branch
+// of its own, and holding their values would spill): the later loads then wait on L2 rather than on DRAM.
+template <typename V> __device__ __forceinline__ void kernels__prefetch_l2(const void* base, size_t i) {
+    const V* p = (const V*)base + i;
+    KERNELS_PREFETCH_ACCESS(p, sizeof(V));
+#ifdef __CUDA_ARCH__
+    asm volatile("prefetch.global.L2 [%0];" : : "l"(p));
+#endif
 }
 template <typename V> __device__ __forceinline__ void kernels__stv(void* base, size_t i, const V& x) {
     V* p = (V*)base + i;

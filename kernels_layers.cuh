@@ -349,6 +349,14 @@ kernels__layernorm_backward_regs(floatX* dinp, float* partial, const floatX* dou
         for (int j = 0; j < PPL; j++) {
             if (lane + 32 * j < pn) { dxv[j] = kernels__ldv<P>(dx, p0 + lane + 32 * j); }
         }
+        // the sums below load x and dout a pack at a time, each in a branch of its own, which the compiler does not
+        // hoist: without this a row would wait on DRAM once per pack (three times at C 768). The later packs are
+        // asked into L2 first, so only the first pack waits on DRAM. (No value changes: the same bits.)
+        KERNELS_UNROLL
+        for (int j = 1; j < WPR * PPL; j++) {
+            int p = lane + 32 * j;
+            if (p < np) { kernels__prefetch_l2<P>(x, p); kernels__prefetch_l2<P>(d, p); }
+        }
         KERNELS_UNROLL
         for (int j = 0; j < WPR * PPL; j++) { // (the whole row: packs lane, lane + 32, ...)
             int p = lane + 32 * j;

@@ -19,7 +19,8 @@ __shared__ variables become function statics, which the threads of a block share
 rewrite.sh makes each an emu::Shared<TYPE[DIMS]>, whose elements are reached through a checking proxy (below).
 
 What it checks beyond the results (each failure names the kernel, block and thread, or the call):
-  - every pointer argument of a kernel lies in device memory (cudaMalloc), never in host or pinned memory;
+  - every pointer argument of a kernel lies in device memory (cudaMalloc), never in host or pinned memory, and so
+    does every prefetch's extent (kernels.cuh's KERNELS_PREFETCH_ACCESS hook);
   - each allocation is fenced by guard bytes, verified after every kernel, matmul and copy: a write past either end
     names the kernel and the allocation's size; fresh device memory is filled with 0xff (NaN in every float type),
     as cudaMalloc leaves garbage;
@@ -229,6 +230,8 @@ static void emu_aligned_access(const void* p, size_t bytes) {
     if ((uintptr_t)p % bytes != 0) { fail("a %zu-byte vector access at %p, which is not %zu-byte aligned (a GPU faults: misaligned address)", bytes, p, bytes); }
 }
 #define KERNELS_ALIGNED_ACCESS(p, bytes) emu::emu_aligned_access((const void*)(p), (size_t)(bytes))
+// a prefetch (kernels__prefetch_l2): its bytes inside one device allocation
+#define KERNELS_PREFETCH_ACCESS(p, bytes) emu::mem_check((const void*)(p), (size_t)(bytes), emu::MEM_DEVICE, "a prefetch")
 
 // ---------------------------------------------------------------------------------------------------------------
 // Kernel execution. A block's threads run on workers (fibers: a stack and saved registers). A worker runs thread
