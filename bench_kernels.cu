@@ -147,6 +147,11 @@ int main(int argc, char** argv) {
             ms = time_ms([&] { kernels__classifier_softmax<KERNELS_PACK><<<lrows, th, 0, g.stream>>>(u, lloss, ltgt, 1.0f / lrows, V, Vp, 1); });
             snprintf(name, sizeof(name), "classifier softmax + gradient (%d x 50304, two passes)", lrows);
             row(name, lbytes, ms, copy_gbs);
+            // the losses alone (validation: the row read, one exponential an element, nothing written): beside the row
+            // with the gradient, it says how much of that row's time the second pass of exponentials and the stores take
+            ms = time_ms([&] { kernels__classifier_softmax_launch<KERNELS_PACK>(&g, lrows, u, lloss, ltgt, 0.0f, V, Vp, 0); });
+            snprintf(name, sizeof(name), "classifier softmax, losses only (%d x 50304, registers)", lrows);
+            row(name, (double)lrows * Vp * sizeof(floatX) + 8.0 * lrows, ms, copy_gbs);
             kernels__fill_hash<<<kernels__blocks(n, 256), 256, 0, g.stream>>>(u, n, 5); // (u again as it was)
             launchCheck();
             free(ht);
