@@ -75,6 +75,13 @@ static float* to_float(const double* x, size_t n) {
     for (size_t i = 0; i < n; i++) { f[i] = (float)x[i]; }
     return f;
 }
+// How many of n floats differ in their bits between a and b (the "same bits" checks: -0 against 0 or two NaNs' payloads
+// count, as a value comparison would not).
+static size_t bits_differ(const float* a, const float* b, size_t n) {
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) { d += memcmp(&a[i], &b[i], sizeof(float)) != 0; }
+    return d;
+}
 
 
 // The groups, by topic (each a header of tests/, included here in this order: each uses the helpers above it)

@@ -480,8 +480,7 @@ static void test_kv_cache_write(const KernelCtx* ctx) {
             }
         }
         kv_cache_write(ctx, cache, rows, S, B, n, pos, LD, C);
-        int bad = 0;
-        for (int i = 0; i < B * LD * 2 * C; i++) { bad += memcmp(&cache[i], &want[i], sizeof(float)) != 0; }
+        int bad = (int)bits_differ(cache, want, (size_t)B * LD * 2 * C);
         char nm[200];
         snprintf(nm, sizeof(nm), "kv_cache_write: the keys and values of %d row%s at position %d into %d sequences from %s, the rest untouched", n,
                  n == 1 ? "" : "s", pos, B, S == 1 ? "one (a shared prompt)" : "each its own");

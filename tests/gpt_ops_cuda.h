@@ -130,8 +130,7 @@ static void test_bias_grad_widths(void) {
     float got[128];
     dev_copy_d2h(&g_ctx, got, db, sizeof(got));
     dev_sync(&g_ctx);
-    size_t differ = 0;
-    for (int j = 0; j < OC; j++) { differ += memcmp(&got[j], &got[OC + j], sizeof(float)) != 0; }
+    size_t differ = bits_differ(got, got + OC, OC);
     check(differ == 0, "bias gradient: 16-byte packs and one element at a time give the same bits (1000 x 64)",
           "%zu of %d columns differ", differ, OC);
     dev_free(&g_ctx, aligned);
@@ -182,9 +181,7 @@ static void test_ln_backward_variants(void) {
             params_to_f32(&g_ctx, got[v], dx[v], n);
             dev_sync(&g_ctx);
             if (v < 2) {
-                size_t dv = 0;
-                for (size_t i = 0; i < n; i++) { dv += memcmp(&got[v][i], &got[2][i], 4) != 0; }
-                differ += dv;
+                differ += bits_differ(got[v], got[2], n);
                 ran++;
                 size_t at = strlen(which);
                 snprintf(which + at, sizeof(which) - at, "%sC %d WPR %d", at ? ", " : "", C, v + 1);
@@ -229,14 +226,10 @@ static void test_softmax_variants(void) {
         params_to_f32(&g_ctx, got, z, 2 * n);
         dev_copy_d2h(&g_ctx, gl[want], loss, 2 * R * sizeof(float));
         dev_sync(&g_ctx);
-        for (int r = 0; r < R; r++) { differ += memcmp(&gl[want][0][r], &gl[want][1][r], sizeof(float)) != 0; }
-        for (size_t i = 0; i < n; i++) {
-            differ += memcmp(&got[i], &got[n + i], sizeof(float)) != 0;
-            if (!want) { untouched += memcmp(&got[i], &h[i], sizeof(float)) != 0; }
-        }
+        differ += bits_differ(gl[want][0], gl[want][1], R) + bits_differ(got, got + n, n);
+        if (!want) { untouched = bits_differ(got, h, n); }
     }
-    size_t eval = 0;
-    for (int r = 0; r < R; r++) { eval += memcmp(&gl[0][0][r], &gl[1][0][r], sizeof(float)) != 0; }
+    size_t eval = bits_differ(gl[0][0], gl[1][0], R);
     check(ppt > 1 && ppt <= KERNELS_SOFTMAX_PPT && differ == 0 && untouched == 0 && eval == 0 && gl[1][0][3] == 0.0f && isfinite(gl[1][0][0]),
           "LM head softmax: losses and gradients from the row in registers and the row read twice, the same bits (5 x 19993, a masked row)",
           "%d packs a thread; %zu values differ; %zu logits changed without the gradient; %zu losses differ with and without it; "
@@ -540,11 +533,10 @@ static void test_param_streams(void) {
     params_from_f32(&g_ctx, small, host + 7, m); // the other buffer's turn, right after
     for (size_t i = 0; i < n; i++) { back[i] = NAN; }
     params_to_f32(&g_ctx, back, dev, n);
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) { bad += memcmp(&back[i], &host[i], sizeof(float)) != 0; }
+    size_t bad = bits_differ(back, host, n);
     float sb[1000];
     params_to_f32(&g_ctx, sb, small, m);
-    for (size_t i = 0; i < m; i++) { bad += memcmp(&sb[i], &host[7 + i], sizeof(float)) != 0; }
+    bad += bits_differ(sb, host + 7, m);
     check(bad == 0, "params_from_f32 / params_to_f32 round trip through the pinned double buffer (3 chunks + a second call)",
           "%zu of %zu values differ", bad, n + m);
     dev_free(&g_ctx, dev);

@@ -457,8 +457,7 @@ static void test_ops_dtype(void) {
             attention_backward(&ctx, dq2, fR, fq, ao, lse, ac.B, ac.T, ac.C, ac.NH);
             snprintf(nm, sizeof(nm), "attention_backward [%s] (%s, T %d): a second call gives the same bits", attention_impl_name(impl),
                      dtype_name(dt), ac.T);
-            size_t ndiff = 0;
-            for (size_t i = 0; i < nq; i++) { ndiff += memcmp(&dq[i], &dq2[i], 4) != 0; }
+            size_t ndiff = bits_differ(dq, dq2, nq);
             if (impl < 2) { report(ndiff == 0, nm, "%zu of %zu values differ", ndiff, nq); }
             else { printf("  attention_backward [%s] (%s, T %d): a second call differs in %zu of %zu values\n", attention_impl_name(impl), dtype_name(dt), ac.T, ndiff, nq); }
             free(ac.qkv); free(ac.R); free(fq); free(fR); free(ao); free(lse); free(ar); free(dq); free(dq2);

@@ -228,8 +228,7 @@ static void test_recompute(const char* model_path, ParallelContext* pc, int dtyp
         int ref = k == 1 && nmodels == 4 ? 3 : 0;
         float* g0 = host_copy_f32(&m[ref].ctx, m[ref].grads, n);
         float* gk = host_copy_f32(&m[k].ctx, m[k].grads, n);
-        size_t differ = 0;
-        for (size_t i = 0; i < n; i++) { differ += memcmp(&g0[i], &gk[i], sizeof(float)) != 0; }
+        size_t differ = bits_differ(g0, gk, n);
         free(g0);
         free(gk);
         char name[160];
